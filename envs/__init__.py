@@ -1,0 +1,1 @@
+"""Gymnasium environments for block-size policy learning."""

@@ -1,0 +1,1 @@
+"""Built-in policy plugins, registered through the ``specpolicy`` entry-point group."""

@@ -1,0 +1,99 @@
+"""Decode benchmark: loop overhead, AR vs speculative tokens/s, and transformers' generate."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+from transformers import PreTrainedModel
+
+from specpolicy.decoding import DecodeTrace, SpeculativeDecoder
+from specpolicy.models.dflash import DFlashDrafter
+
+
+@dataclass
+class DecodeBenchResult:
+    """Aggregates over the benchmark prompts (tokens/s exclude prefill)."""
+
+    prompts: int
+    max_new_tokens: int
+    block_size: int
+    ar_tokens_per_second: float
+    spec_tokens_per_second: float
+    hf_generate_tokens_per_second: float
+    tau: float
+    ar_overhead_share: float
+    spec_overhead_share: float
+    outputs_identical: bool
+
+    @property
+    def speedup(self) -> float:
+        return self.spec_tokens_per_second / self.ar_tokens_per_second
+
+    def rows(self) -> list[tuple[str, str]]:
+        return [
+            ("prompts x new tokens", f"{self.prompts} x {self.max_new_tokens}"),
+            ("block size", str(self.block_size)),
+            ("AR tokens/s (B=1, same decoder)", f"{self.ar_tokens_per_second:.1f}"),
+            ("speculative tokens/s", f"{self.spec_tokens_per_second:.1f}"),
+            ("transformers generate tokens/s (greedy)", f"{self.hf_generate_tokens_per_second:.1f}"),
+            ("speedup over AR", f"{self.speedup:.2f}x"),
+            ("tau", f"{self.tau:.2f}"),
+            ("fraction of ideal speedup (speedup / tau)", f"{self.speedup / self.tau:.2f}"),
+            ("loop overhead share, AR", f"{100 * self.ar_overhead_share:.1f}%"),
+            ("loop overhead share, speculative", f"{100 * self.spec_overhead_share:.1f}%"),
+            ("speculative output == AR output", str(self.outputs_identical)),
+        ]
+
+
+def _overhead(traces: list[DecodeTrace]) -> float:
+    decode = sum(t.decode_seconds for t in traces)
+    return 1.0 - sum(t.forward_seconds for t in traces) / decode
+
+
+def _tokens_per_second(traces: list[DecodeTrace]) -> float:
+    return sum(t.cycle_tokens for t in traces) / sum(t.decode_seconds for t in traces)
+
+
+@torch.inference_mode()
+def _hf_tokens_per_second(target: PreTrainedModel, prompt: list[int], max_new_tokens: int) -> float:
+    """Greedy ``generate`` rate with prefill removed: (time for N tokens - time for 1) / (N - 1)."""
+    ids = torch.tensor([prompt], device=next(target.parameters()).device)
+
+    def timed(n: int) -> float:
+        start = time.perf_counter()
+        target.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False)
+        return time.perf_counter() - start
+
+    one = statistics.median(timed(1) for _ in range(3))
+    full = timed(max_new_tokens)
+    return (max_new_tokens - 1) / max(1e-9, full - one)
+
+
+def bench_decode(
+    target: PreTrainedModel,
+    drafter: DFlashDrafter,
+    prompts: list[list[int]],
+    block_size: int = 16,
+    max_new_tokens: int = 128,
+) -> DecodeBenchResult:
+    """Decode every prompt with B = 1 and B = ``block_size`` (no stop tokens, full budget)."""
+    decoder = SpeculativeDecoder(target, drafter, max_new_tokens=max_new_tokens, stop_token_ids=[])
+    decoder.generate(prompts[0], block_size, max_new_tokens=8)  # warm-up
+    ar = [decoder.generate(p, 1) for p in prompts]
+    spec = [decoder.generate(p, block_size) for p in prompts]
+    hf = [_hf_tokens_per_second(target, p, max_new_tokens) for p in prompts]
+    return DecodeBenchResult(
+        prompts=len(prompts),
+        max_new_tokens=max_new_tokens,
+        block_size=block_size,
+        ar_tokens_per_second=_tokens_per_second(ar),
+        spec_tokens_per_second=_tokens_per_second(spec),
+        hf_generate_tokens_per_second=len(hf) / sum(1 / r for r in hf),
+        tau=statistics.mean(t.tau for t in spec),
+        ar_overhead_share=_overhead(ar),
+        spec_overhead_share=_overhead(spec),
+        outputs_identical=all(a.output_ids == s.output_ids for a, s in zip(ar, spec)),
+    )

@@ -1,0 +1,31 @@
+"""The ``specpolicy`` command line (Typer + rich); one module per command."""
+
+from __future__ import annotations
+
+import typer
+
+from specpolicy.cli import bench, generate, zoo
+
+app = typer.Typer(
+    name="specpolicy",
+    help="Learn and compare block-size policies for DFlash speculative decoding.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(bench.app, name="bench")
+app.add_typer(zoo.app, name="zoo")
+app.command("generate")(generate.generate)
+
+
+@app.command("version")
+def version() -> None:
+    """Print the installed version."""
+    from specpolicy import __version__
+
+    typer.echo(__version__)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,60 @@
+"""Options and output helpers shared by the commands."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from enum import Enum
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+stderr = Console(stderr=True)
+stdout = Console()
+
+TargetOption = typer.Option("tiny", "--target", help="target: zoo name (tiny), local folder, or hub id")
+DrafterOption = typer.Option("tiny", "--drafter", help="DFlash drafter: zoo name (tiny), local folder, or hub id")
+DeviceOption = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N or auto")
+DtypeOption = typer.Option("auto", "--dtype", help="auto (bf16 on CUDA, fp32 on CPU), float32, bfloat16, float16")
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+    markdown = "markdown"
+
+
+def fail(message: str) -> typer.Exit:
+    """Print ``message`` as an error on stderr; raise the returned exit."""
+    stderr.print(f"[bold red]error:[/] {message}")
+    return typer.Exit(code=2)
+
+
+def emit(rows: list[dict], fmt: OutputFormat, title: str | None = None) -> None:
+    """Write ``rows`` (same keys) to stdout as a table, JSON, CSV or Markdown."""
+    if fmt is OutputFormat.json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    columns = list(rows[0].keys()) if rows else []
+    if fmt is OutputFormat.csv:
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+        sys.stdout.write(buffer.getvalue())
+        return
+    if fmt is OutputFormat.markdown:
+        lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+        lines += ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in rows]
+        sys.stdout.write("\n".join(lines) + "\n")
+        return
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(str(row[c]) for c in columns))
+    stdout.print(table)

@@ -1,0 +1,38 @@
+"""``specpolicy zoo ...``: rebuild and inspect the built-in tiny model pair."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(help="The built-in tiny target and DFlash drafter.", no_args_is_help=True)
+
+
+@app.command("train")
+def train(
+    step: str = typer.Argument("all", help="tokenizer, target, drafter, or all (in that order)"),
+    run_dir: Path = typer.Option(Path("runs/zoo"), help="checkpoints, caches and logs; rerun to resume"),
+    target_steps: int = typer.Option(3200, help="optimizer steps of the target's schedule"),
+    drafter_steps: int = typer.Option(1500, help="optimizer steps of the drafter's schedule"),
+    threads: int = typer.Option(2, help="torch CPU threads"),
+) -> None:
+    """Rebuild tokenizer, target and drafter from scratch with fixed seeds (resumable)."""
+    from specpolicy.zoo import build
+
+    steps = ["tokenizer", "target", "drafter"] if step == "all" else [step]
+    unknown = [s for s in steps if s not in ("tokenizer", "target", "drafter")]
+    if unknown:
+        raise typer.BadParameter(f"unknown step {unknown[0]!r}; use tokenizer, target, drafter or all")
+    for name in steps:
+        build.run_step(name, run_dir, target_steps=target_steps, drafter_steps=drafter_steps, threads=threads)
+
+
+@app.command("info")
+def info() -> None:
+    """Where the shipped zoo lives and what it contains."""
+    from specpolicy.zoo import ZOO_DIR
+
+    for path in sorted(ZOO_DIR.rglob("*")):
+        if path.is_file():
+            typer.echo(f"{path.relative_to(ZOO_DIR)}\t{path.stat().st_size / 1e6:.2f} MB")

@@ -1,0 +1,1 @@
+"""Prompt datasets: offline built-ins, hub-backed sets and local files."""

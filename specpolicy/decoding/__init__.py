@@ -1,0 +1,18 @@
+"""Lossless speculative decoding: verification rules, the decoder loop and its traces."""
+
+from __future__ import annotations
+
+from specpolicy.decoding.decoder import DecodeState, SpeculativeDecoder
+from specpolicy.decoding.trace import CycleRecord, DecodeTrace
+from specpolicy.decoding.verify import VerifyResult, greedy_verify, match_verify, speculative_sampling_verify
+
+__all__ = [
+    "CycleRecord",
+    "DecodeState",
+    "DecodeTrace",
+    "SpeculativeDecoder",
+    "VerifyResult",
+    "greedy_verify",
+    "match_verify",
+    "speculative_sampling_verify",
+]

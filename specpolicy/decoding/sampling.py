@@ -1,0 +1,65 @@
+"""Target-distribution processing (temperature, top-k, top-p) and inverse-CDF sampling.
+
+Sampling takes its uniforms from the caller, so a decode can index them by absolute position: the
+token at position ``i`` is always drawn with the same uniform, whatever block size produced it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def processed_probs(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
+    """Probabilities after temperature, top-k and top-p (nucleus) filtering.
+
+    Args:
+        logits: [..., V]. temperature: > 0. top_k: 0 keeps all. top_p: 1.0 keeps all.
+    Returns:
+        float32 probabilities [..., V], each row summing to 1.
+    """
+    if temperature <= 0:
+        raise ValueError("processed_probs needs temperature > 0; temperature 0 is greedy decoding")
+    scores = logits.float() / temperature
+    if top_k and top_k < scores.shape[-1]:
+        kth = torch.topk(scores, top_k, dim=-1).values[..., -1:]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    if top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
+        mass_before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
+        sorted_probs = sorted_probs.masked_fill(mass_before >= top_p, 0.0)
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    return probs
+
+
+def sample_with_uniforms(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Inverse-CDF sampling: token ``i`` with ``cdf[i-1] <= u * total < cdf[i]``.
+
+    Args:
+        probs: [..., V] non-negative (need not be normalised). uniforms: [...] in [0, 1).
+    Returns:
+        LongTensor [...]; a token of zero probability is never returned.
+    """
+    cdf = torch.cumsum(probs.double(), dim=-1)
+    target = (uniforms.double() * cdf[..., -1]).unsqueeze(-1)
+    index = torch.searchsorted(cdf, target, right=True).squeeze(-1)
+    last_positive = probs.shape[-1] - 1 - torch.argmax((probs.flip(-1) > 0).int(), dim=-1)
+    return torch.minimum(index, last_positive)
+
+
+class PositionalUniforms:
+    """Uniforms in [0, 1) indexed by (stream, absolute position), fixed by a seed.
+
+    Streams: 0 target samples, 1 acceptance tests, 2 residual resampling, 3 drafter samples.
+    """
+
+    STREAMS = 4
+
+    def __init__(self, seed: int, length: int, device: torch.device | str = "cpu") -> None:
+        generator = torch.Generator().manual_seed(int(seed))
+        self.table = torch.rand(self.STREAMS, length, generator=generator, dtype=torch.float64).to(device)
+
+    def get(self, stream: int, start: int, count: int) -> torch.Tensor:
+        """Uniforms for positions ``start .. start + count - 1``: [count]."""
+        return self.table[stream, start : start + count]

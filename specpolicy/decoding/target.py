@@ -1,0 +1,60 @@
+"""Thin adapter over a Hugging Face causal LM: forward with a KV cache, cache cropping.
+
+Hides the differences between transformers 4.x (``past_key_values``) and 5.x (``cache``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from functools import lru_cache
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+
+@lru_cache(maxsize=32)
+def _cache_kwarg(forward_cls: type) -> str:
+    params = inspect.signature(forward_cls.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def new_cache(model: PreTrainedModel) -> DynamicCache:
+    """An empty dynamic KV cache for ``model``."""
+    try:
+        return DynamicCache(config=model.config)
+    except TypeError:  # transformers 4.x
+        return DynamicCache()
+
+
+def crop_cache(cache: DynamicCache, length: int) -> None:
+    """Keep the first ``length`` positions of ``cache``."""
+    extra = cache.get_seq_length() - length
+    if extra <= 0:
+        return
+    cache.crop(-extra)  # a negative count removes that many tokens in transformers 4.x and 5.x alike
+
+
+def target_forward(
+    model: PreTrainedModel,
+    input_ids: torch.Tensor,
+    position_ids: torch.Tensor,
+    cache: DynamicCache,
+    logits_to_keep: int = 0,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+    """Run the target on new tokens.
+
+    Args:
+        input_ids, position_ids: [b, s]. cache: extended in place. logits_to_keep: 0 keeps all.
+    Returns:
+        logits [b, s or logits_to_keep, V] and the hidden-states tuple (index 0 = embeddings), each [b, s, H].
+    """
+    kwargs = {_cache_kwarg(type(model)): cache}
+    out = model(
+        input_ids=input_ids,
+        position_ids=position_ids,
+        use_cache=True,
+        output_hidden_states=True,
+        logits_to_keep=logits_to_keep,
+        **kwargs,
+    )
+    return out.logits, out.hidden_states

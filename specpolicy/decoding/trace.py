@@ -1,0 +1,80 @@
+"""What a decode did: per-cycle records, tokens and timings."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+
+@dataclass
+class CycleRecord:
+    """One draft -> verify -> commit cycle.
+
+    ``accepted`` drafts passed verification (0..B-1); ``committed`` tokens were kept (1..B; fewer than
+    ``accepted + 1`` only when a stop token or ``max_new_tokens`` cut the cycle).
+    """
+
+    block_size: int
+    accepted: int
+    committed: int
+    draft_seconds: float
+    verify_seconds: float
+
+    @property
+    def acceptance_length(self) -> int:
+        """accepted drafts + 1 (the bonus/correction token), the per-cycle term of tau."""
+        return self.accepted + 1
+
+
+@dataclass
+class DecodeTrace:
+    """Result of one decode. The first output token comes from prefill; the rest from cycles."""
+
+    prompt_ids: list[int]
+    output_ids: list[int]
+    cycles: list[CycleRecord]
+    prefill_seconds: float
+    decode_seconds: float
+    stop_reason: str
+    prefill_logits: torch.Tensor | None = field(default=None, repr=False)
+
+    @property
+    def tau(self) -> float:
+        """Mean acceptance length (accepted + 1) over cycles; 0 for a decode without cycles."""
+        if not self.cycles:
+            return 0.0
+        return sum(c.acceptance_length for c in self.cycles) / len(self.cycles)
+
+    @property
+    def cycle_tokens(self) -> int:
+        """Tokens committed by cycles (the output minus the prefill token)."""
+        return sum(c.committed for c in self.cycles)
+
+    @property
+    def forward_seconds(self) -> float:
+        """Seconds inside drafter and target forward calls during the cycles."""
+        return sum(c.draft_seconds + c.verify_seconds for c in self.cycles)
+
+    @property
+    def time_per_output_token(self) -> float:
+        """Decode seconds (prefill excluded) per token committed by cycles."""
+        return self.decode_seconds / max(1, self.cycle_tokens)
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Inverse of :attr:`time_per_output_token`."""
+        return self.cycle_tokens / self.decode_seconds if self.decode_seconds > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary (without the prefill logits)."""
+        return {
+            "prompt_ids": self.prompt_ids,
+            "output_ids": self.output_ids,
+            "cycles": [asdict(c) for c in self.cycles],
+            "prefill_seconds": self.prefill_seconds,
+            "decode_seconds": self.decode_seconds,
+            "stop_reason": self.stop_reason,
+            "tau": self.tau,
+            "time_per_output_token": self.time_per_output_token,
+        }

@@ -1,0 +1,236 @@
+"""The DFlash block-diffusion drafter, weight-compatible with the published z-lab checkpoints.
+
+A stack of Qwen3-style decoder layers without embeddings or LM head of its own (it borrows the
+target's). Context features (selected target layers, concatenated, projected by ``fc`` and
+normalised by ``hidden_norm``) are injected in every layer through that layer's own k/v projections,
+placed before the block's keys/values. The block attends to all context and to itself
+bidirectionally; RoPE uses absolute positions shared with the target.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers import Qwen3Config
+from transformers.models.qwen3.modeling_qwen3 import Qwen3MLP, Qwen3RMSNorm, Qwen3RotaryEmbedding, rotate_half
+
+WEIGHTS_NAME = "model.safetensors"
+CONFIG_NAME = "config.json"
+
+
+def default_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> list[int]:
+    """DFlash's default choice of target layers: [L // 2] for one layer, else evenly from 1 to L - 3.
+
+    >>> default_target_layer_ids(36, 5)
+    [1, 9, 17, 25, 33]
+    """
+    if num_draft_layers == 1:
+        return [num_target_layers // 2]
+    start, end = 1, num_target_layers - 3
+    span = end - start
+    return [round(start + i * span / (num_draft_layers - 1)) for i in range(num_draft_layers)]
+
+
+class DrafterCache:
+    """Per-layer key/value tensors of the drafter's context, shape [batch, kv_heads, length, head_dim]."""
+
+    def __init__(self, num_layers: int) -> None:
+        self.keys: list[torch.Tensor | None] = [None] * num_layers
+        self.values: list[torch.Tensor | None] = [None] * num_layers
+
+    def __len__(self) -> int:
+        return 0 if self.keys[0] is None else self.keys[0].shape[-2]
+
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append ``k``/``v`` to layer ``layer`` and return the full keys/values."""
+        if self.keys[layer] is not None:
+            k = torch.cat([self.keys[layer], k], dim=-2)
+            v = torch.cat([self.values[layer], v], dim=-2)
+        self.keys[layer], self.values[layer] = k, v
+        return k, v
+
+    def crop(self, length: int) -> None:
+        """Keep the first ``length`` positions."""
+        for i, (k, v) in enumerate(zip(self.keys, self.values)):
+            if k is not None:
+                self.keys[i], self.values[i] = k[..., :length, :], v[..., :length, :]
+
+
+class DFlashAttention(nn.Module):
+    """Attention whose queries come from the block and keys/values from context + block."""
+
+    def __init__(self, config: Qwen3Config, layer_idx: int) -> None:
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        bias = bool(getattr(config, "attention_bias", False))
+        self.q_proj = nn.Linear(config.hidden_size, self.num_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=bias)
+        self.q_norm = Qwen3RMSNorm(self.head_dim, eps=config.rms_norm_eps)
+        self.k_norm = Qwen3RMSNorm(self.head_dim, eps=config.rms_norm_eps)
+
+    def forward(
+        self,
+        block: torch.Tensor,
+        context: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        cache: DrafterCache | None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Args: block [b, n, H] (normed), context [b, c, H], cos/sin [b, c + n, head_dim].
+
+        ``attention_mask`` (bool, [b or 1, 1, n, keys], True = attend) is only used in training.
+        Returns [b, n, H].
+        """
+        b, n, _ = block.shape
+        c = context.shape[1]
+        q = self.q_norm(self.q_proj(block).view(b, n, self.num_heads, self.head_dim)).transpose(1, 2)
+        kv_in = torch.cat([context, block], dim=1)
+        k = self.k_norm(self.k_proj(kv_in).view(b, c + n, self.num_kv_heads, self.head_dim)).transpose(1, 2)
+        v = self.v_proj(kv_in).view(b, c + n, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        q = q * cos[..., -n:, :] + rotate_half(q) * sin[..., -n:, :]
+        k = k * cos + rotate_half(k) * sin
+        if cache is not None:
+            k, v = cache.update(self.layer_idx, k, v)
+        if self.num_kv_heads != self.num_heads:
+            repeat = self.num_heads // self.num_kv_heads
+            k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask, is_causal=False)
+        return self.o_proj(out.transpose(1, 2).reshape(b, n, -1))
+
+
+class DFlashDecoderLayer(nn.Module):
+    """Pre-norm Qwen3 layer; the context skips ``input_layernorm`` and enters through k/v only."""
+
+    def __init__(self, config: Qwen3Config, layer_idx: int) -> None:
+        super().__init__()
+        self.self_attn = DFlashAttention(config, layer_idx)
+        self.mlp = Qwen3MLP(config)
+        self.input_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.post_attention_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+    def forward(self, hidden, context, cos, sin, cache, attention_mask=None) -> torch.Tensor:
+        hidden = hidden + self.self_attn(self.input_layernorm(hidden), context, cos, sin, cache, attention_mask)
+        return hidden + self.mlp(self.post_attention_layernorm(hidden))
+
+
+class DFlashDrafter(nn.Module):
+    """DFlash drafter. ``config`` is a Qwen3 config plus ``block_size``, ``num_target_layers`` and
+    ``dflash_config = {"mask_token_id": int, "target_layer_ids": [...]}``.
+    """
+
+    def __init__(self, config: Qwen3Config) -> None:
+        super().__init__()
+        dflash = dict(getattr(config, "dflash_config", None) or {})
+        if "target_layer_ids" not in dflash:
+            dflash["target_layer_ids"] = default_target_layer_ids(
+                int(config.num_target_layers), int(config.num_hidden_layers)
+            )
+        if "mask_token_id" not in dflash:
+            raise ValueError("drafter config lacks dflash_config.mask_token_id; add the target's mask token id")
+        config.dflash_config = dflash
+        self.config = config
+        self.target_layer_ids: list[int] = [int(i) for i in dflash["target_layer_ids"]]
+        self.mask_token_id: int = int(dflash["mask_token_id"])
+        self.block_size: int = int(getattr(config, "block_size", 16))
+        self.layers = nn.ModuleList(DFlashDecoderLayer(config, i) for i in range(config.num_hidden_layers))
+        self.norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.rotary_emb = Qwen3RotaryEmbedding(config)
+        self.fc = nn.Linear(len(self.target_layer_ids) * config.hidden_size, config.hidden_size, bias=False)
+        self.hidden_norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.config.hidden_size)
+
+    def new_cache(self) -> DrafterCache:
+        """An empty context cache for one decode."""
+        return DrafterCache(len(self.layers))
+
+    def context_features(self, hidden_states: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """Concatenate the target layers this drafter reads.
+
+        Args:
+            hidden_states: the target's ``output_hidden_states`` tuple (index 0 = embeddings), each [b, s, H].
+        Returns:
+            [b, s, len(target_layer_ids) * H]
+        """
+        return torch.cat([hidden_states[i + 1] for i in self.target_layer_ids], dim=-1)
+
+    def forward(
+        self,
+        block_embeddings: torch.Tensor,
+        context_features: torch.Tensor,
+        position_ids: torch.Tensor,
+        cache: DrafterCache | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Denoise one block in a single pass.
+
+        Args:
+            block_embeddings: target embeddings of [anchor, mask, ..., mask], [b, n, H].
+            context_features: raw concatenated target features not yet in ``cache``, [b, c, L*H].
+            position_ids: absolute positions of context then block, [b, c + n].
+            cache: drafter context cache, extended in place with context and block entries
+                (crop it back to the block start after the call).
+            attention_mask: optional bool mask [b or 1, 1, n, cache + c + n] (training only).
+        Returns:
+            final hidden states of the block, [b, n, H]; apply the target's LM head to get logits.
+        """
+        context = self.hidden_norm(self.fc(context_features))
+        cos, sin = self.rotary_emb(block_embeddings, position_ids)
+        hidden = block_embeddings
+        for layer in self.layers:
+            hidden = layer(hidden, context, cos, sin, cache, attention_mask)
+        return self.norm(hidden)
+
+    # --- checkpoint format -------------------------------------------------------------------------
+
+    @classmethod
+    def from_pretrained(
+        cls, path: str | Path, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"
+    ) -> DFlashDrafter:
+        """Load a DFlash checkpoint folder (``config.json`` + safetensors) without remote code."""
+        folder = Path(path)
+        config_file = folder / CONFIG_NAME
+        if not config_file.exists():
+            raise FileNotFoundError(f"no {CONFIG_NAME} in drafter folder {folder}")
+        config = Qwen3Config.from_dict(json.loads(config_file.read_text()))
+        drafter = cls(config)
+        state: dict[str, torch.Tensor] = {}
+        files = sorted(folder.glob("*.safetensors"))
+        if not files:
+            raise FileNotFoundError(f"no .safetensors weights in drafter folder {folder}")
+        for file in files:
+            state.update(load_file(str(file)))
+        expected = set(drafter.state_dict().keys())
+        missing, unexpected = expected - set(state), set(state) - expected
+        if missing or unexpected:
+            raise ValueError(
+                f"drafter weights in {folder} do not match the DFlash layout: "
+                f"missing {sorted(missing)[:8]}, unexpected {sorted(unexpected)[:8]}"
+            )
+        drafter.load_state_dict(state)
+        return drafter.to(device=device, dtype=dtype).eval()
+
+    def save_pretrained(self, path: str | Path, dtype: torch.dtype | None = None) -> None:
+        """Write ``config.json`` and ``model.safetensors`` in the published DFlash layout."""
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        config = self.config.to_dict()
+        config["architectures"] = ["DFlashDraftModel"]
+        config.pop("auto_map", None)
+        (folder / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True))
+        state = {k: v.detach().to(dtype or v.dtype).contiguous() for k, v in self.state_dict().items()}
+        save_file(state, str(folder / WEIGHTS_NAME), metadata={"format": "pt"})

@@ -1,0 +1,9 @@
+"""The built-in tiny model zoo: a Qwen3 target and its DFlash drafter, trained by this project."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ZOO_DIR = Path(__file__).parent / "tiny"
+TARGET_DIR = ZOO_DIR / "target"
+DRAFTER_DIR = ZOO_DIR / "drafter"

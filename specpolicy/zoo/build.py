@@ -1,0 +1,51 @@
+"""Steps that rebuild the zoo from scratch (``specpolicy zoo train``) and publish it into the package."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+from specpolicy.zoo import DRAFTER_DIR, TARGET_DIR
+
+
+def build_tokenizer(run_dir: Path) -> None:
+    """Train the byte-level BPE on the training split and cache the token streams."""
+    from specpolicy.data.sharegpt import load_split
+    from specpolicy.zoo.corpus import token_stream
+    from specpolicy.zoo.tokenizer import train_tokenizer
+
+    train = load_split("train")
+    tokenizer = train_tokenizer((text for c in train for _, text in c.turns), run_dir / "tokenizer", 4096)
+    token_stream(tokenizer, train, run_dir / "cache" / "train_tokens.npy")
+    token_stream(tokenizer, load_split("validation"), run_dir / "cache" / "validation_tokens.npy")
+
+
+def publish(run_dir: Path) -> None:
+    """Copy the trained target (with tokenizer) and drafter into the installed package."""
+    for source, dest in ((run_dir / "target", TARGET_DIR), (run_dir / "drafter", DRAFTER_DIR)):
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(source, dest)
+
+
+def run_step(name: str, run_dir: Path, *, target_steps: int, drafter_steps: int, threads: int) -> None:
+    """Run one step (``tokenizer``, ``target`` or ``drafter``) and record its wall time."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    if name == "tokenizer":
+        build_tokenizer(run_dir)
+    elif name == "target":
+        from specpolicy.zoo.train_target import TargetTrainArgs, main
+
+        main(TargetTrainArgs(run_dir=run_dir, total_steps=target_steps, threads=threads))
+    elif name == "drafter":
+        from specpolicy.zoo.train_drafter import DrafterTrainArgs, main
+
+        main(DrafterTrainArgs(run_dir=run_dir, total_steps=drafter_steps, threads=threads))
+        publish(run_dir)
+    timings_file = run_dir / "timings.json"
+    timings = json.loads(timings_file.read_text()) if timings_file.exists() else {}
+    timings[name] = timings.get(name, 0.0) + round(time.time() - start, 1)
+    timings_file.write_text(json.dumps(timings, indent=2))

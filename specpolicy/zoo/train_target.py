@@ -1,0 +1,162 @@
+"""Train the tiny zoo's target: a Qwen3 causal LM on ShareGPT chats (reads top to bottom).
+
+Resumable: every ``checkpoint_every`` steps the model, optimizer and data RNG are saved under
+``run_dir``; running the same command again continues from there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
+
+from specpolicy.data.sharegpt import load_split
+from specpolicy.zoo.corpus import token_stream
+
+
+@dataclass
+class TargetTrainArgs:
+    run_dir: Path = Path("runs/zoo")
+    """folder for the tokenizer, token caches, checkpoints and logs"""
+    seed: int = 0
+    """seed for initialisation and batch sampling"""
+    hidden_size: int = 256
+    """model width"""
+    num_layers: int = 6
+    """decoder layers"""
+    num_heads: int = 4
+    """attention heads (head_dim = 64)"""
+    num_kv_heads: int = 2
+    """key/value heads"""
+    intermediate_size: int = 768
+    """MLP width"""
+    seq_len: int = 256
+    """training window in tokens"""
+    batch_size: int = 16
+    """windows per step"""
+    total_steps: int = 2400
+    """optimizer steps of the whole schedule (warmup + cosine decay to 10%)"""
+    lr: float = 2e-3
+    """peak learning rate"""
+    warmup_steps: int = 100
+    """linear warmup"""
+    checkpoint_every: int = 50
+    """steps between checkpoints"""
+    eval_every: int = 200
+    """steps between validation-loss evaluations"""
+    threads: int = 2
+    """torch CPU threads"""
+
+
+def build_target(vocab_size: int, args: TargetTrainArgs, eos_id: int, pad_id: int) -> Qwen3ForCausalLM:
+    """A fresh Qwen3 causal LM of the zoo's shape."""
+    config = Qwen3Config(
+        vocab_size=vocab_size,
+        hidden_size=args.hidden_size,
+        intermediate_size=args.intermediate_size,
+        num_hidden_layers=args.num_layers,
+        num_attention_heads=args.num_heads,
+        num_key_value_heads=args.num_kv_heads,
+        head_dim=args.hidden_size // args.num_heads,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        eos_token_id=eos_id,
+        pad_token_id=pad_id,
+        bos_token_id=None,
+    )
+    return Qwen3ForCausalLM(config)
+
+
+def lr_at(step: int, args: TargetTrainArgs) -> float:
+    """Warmup then cosine decay to 10% of the peak."""
+    if step < args.warmup_steps:
+        return args.lr * (step + 1) / args.warmup_steps
+    progress = min(1.0, (step - args.warmup_steps) / max(1, args.total_steps - args.warmup_steps))
+    return args.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def sample_windows(stream: np.ndarray, rng: np.random.Generator, batch: int, seq_len: int) -> torch.Tensor:
+    """Random windows of ``seq_len + 1`` tokens: LongTensor [batch, seq_len + 1]."""
+    starts = rng.integers(0, len(stream) - seq_len - 1, size=batch)
+    return torch.from_numpy(np.stack([stream[s : s + seq_len + 1] for s in starts]).astype(np.int64))
+
+
+@torch.no_grad()
+def validation_loss(model: Qwen3ForCausalLM, stream: np.ndarray, seq_len: int, windows: int = 48) -> float:
+    """Mean next-token loss on fixed, evenly spaced validation windows."""
+    model.eval()
+    starts = np.linspace(0, len(stream) - seq_len - 2, windows).astype(np.int64)
+    batch = torch.from_numpy(np.stack([stream[s : s + seq_len + 1] for s in starts]).astype(np.int64))
+    losses = []
+    for chunk in batch.split(16):
+        out = model(input_ids=chunk[:, :-1], labels=chunk[:, :-1].clone())
+        losses.append(out.loss.item())
+    model.train()
+    return float(np.mean(losses))
+
+
+def main(args: TargetTrainArgs) -> Path:
+    """Train (or resume) the target; returns the folder of the final model."""
+    torch.set_num_threads(args.threads)
+    run = args.run_dir
+    tokenizer = AutoTokenizer.from_pretrained(str(run / "tokenizer"))
+    train = token_stream(tokenizer, load_split("train"), run / "cache" / "train_tokens.npy")
+    valid = token_stream(tokenizer, load_split("validation"), run / "cache" / "validation_tokens.npy")
+    ckpt_dir = run / "target_ckpt"
+    state_file = ckpt_dir / "state.pt"
+    torch.manual_seed(args.seed)
+    model = build_target(len(tokenizer), args, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    rng = np.random.default_rng(args.seed)
+    step, elapsed = 0, 0.0
+    if state_file.exists():
+        state = torch.load(state_file, weights_only=False)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        rng.bit_generator.state = state["rng"]
+        step, elapsed = state["step"], state["elapsed"]
+        print(f"resumed at step {step} ({elapsed / 60:.1f} min trained)", flush=True)
+    log = open(run / "target_log.jsonl", "a")  # noqa: SIM115 - appended to for the whole run
+    model.train()
+    t0 = time.time()
+    while step < args.total_steps:
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step, args)
+        batch = sample_windows(train, rng, args.batch_size, args.seq_len)
+        loss = model(input_ids=batch[:, :-1], labels=batch[:, :-1].clone()).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        step += 1
+        record = {"step": step, "loss": round(loss.item(), 4), "lr": lr_at(step - 1, args)}
+        if step % args.eval_every == 0 or step == args.total_steps:
+            record["val_loss"] = round(validation_loss(model, valid, args.seq_len), 4)
+        if step % args.checkpoint_every == 0 or step == args.total_steps:
+            elapsed_now = elapsed + time.time() - t0
+            record["elapsed_s"] = round(elapsed_now, 1)
+            ckpt_dir.mkdir(parents=True, exist_ok=True)
+            tmp = state_file.with_suffix(".tmp")
+            torch.save(
+                {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                 "rng": rng.bit_generator.state, "step": step, "elapsed": elapsed_now}, tmp,
+            )
+            tmp.replace(state_file)
+        log.write(json.dumps(record) + "\n")
+        log.flush()
+        if step % 10 == 0:
+            print(json.dumps(record), flush=True)
+    out = run / "target"
+    model.save_pretrained(str(out))
+    tokenizer.save_pretrained(str(out))
+    final = {"args": {k: str(v) for k, v in asdict(args).items()}, "steps": step,
+             "train_seconds": round(elapsed + time.time() - t0, 1),
+             "val_loss": validation_loss(model, valid, args.seq_len)}
+    (run / "target_summary.json").write_text(json.dumps(final, indent=2))
+    return out

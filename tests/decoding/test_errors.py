@@ -1,0 +1,57 @@
+"""Bad input fails early with a message that names the problem."""
+
+from __future__ import annotations
+
+import pytest
+
+from specpolicy.decoding import SpeculativeDecoder
+
+
+@pytest.fixture()
+def decoder(random_pair):
+    target, drafter = random_pair
+    return SpeculativeDecoder(target, drafter, max_new_tokens=8)
+
+
+def test_empty_prompt(decoder):
+    with pytest.raises(ValueError, match="empty prompt"):
+        decoder.generate([], 4)
+
+
+@pytest.mark.parametrize("size", [0, -3, 2.5, True])
+def test_block_size_below_one_or_not_integer(decoder, size):
+    with pytest.raises(ValueError, match="block size must be an integer >= 1"):
+        decoder.generate([5, 6], size)
+
+
+def test_callback_returning_bad_block_size(decoder):
+    with pytest.raises(ValueError, match="block size"):
+        decoder.generate([5, 6], lambda state: 0)
+
+
+def test_prompt_longer_than_context(decoder):
+    limit = decoder.max_positions
+    with pytest.raises(ValueError, match=f"context of {limit} positions"):
+        decoder.generate([5] * (limit + 1), 4)
+
+
+def test_token_ids_out_of_vocabulary(decoder):
+    with pytest.raises(ValueError, match=r"prompt token ids must lie in \[0, 97\)"):
+        decoder.generate([5, 97], 4)
+
+
+def test_bad_sampling_settings(random_pair):
+    target, drafter = random_pair
+    with pytest.raises(ValueError, match="temperature"):
+        SpeculativeDecoder(target, drafter, temperature=-1)
+    with pytest.raises(ValueError, match="top_p"):
+        SpeculativeDecoder(target, drafter, temperature=1, top_p=0)
+    with pytest.raises(ValueError, match="draft_sampling needs temperature > 0"):
+        SpeculativeDecoder(target, drafter, draft_sampling=True)
+
+
+def test_context_end_stops_cleanly(random_pair):
+    target, drafter = random_pair
+    decoder = SpeculativeDecoder(target, drafter, max_new_tokens=400, stop_token_ids=[])
+    trace = decoder.generate([5] * 500, 16)
+    assert trace.stop_reason == "context"

@@ -1,0 +1,116 @@
+"""The DFlash drafter: checkpoint layout, round trips, and load-time compatibility checks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from specpolicy.decoding.target import new_cache, target_forward
+from specpolicy.models.dflash import DFlashDrafter, default_target_layer_ids
+from specpolicy.models.loading import check_compatible, load_drafter
+from specpolicy.models.testing import make_drafter, make_target
+
+PUBLISHED_TOP = {"fc.weight", "hidden_norm.weight", "norm.weight"}
+PUBLISHED_LAYER = [
+    "input_layernorm.weight", "post_attention_layernorm.weight",
+    "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+    "self_attn.q_norm.weight", "self_attn.k_norm.weight",
+    "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+]
+
+
+def published_keys(layers: int) -> set[str]:
+    """The key list of the z-lab Qwen3 DFlash checkpoints (no ``model.`` prefix)."""
+    return PUBLISHED_TOP | {f"layers.{i}.{name}" for i in range(layers) for name in PUBLISHED_LAYER}
+
+
+def test_default_target_layer_ids():
+    assert default_target_layer_ids(36, 5) == [1, 9, 17, 25, 33]
+    assert default_target_layer_ids(36, 1) == [18]
+    assert default_target_layer_ids(6, 2) == [1, 3]
+    assert default_target_layer_ids(6, 5) == [1, 2, 2, 2, 3]  # Python rounding, as upstream
+
+
+def test_save_load_round_trip_matches_published_layout(tmp_path):
+    target = make_target(layers=6)
+    drafter = make_drafter(target, layers=5)
+    drafter.save_pretrained(tmp_path)
+    from safetensors import safe_open
+
+    with safe_open(str(tmp_path / "model.safetensors"), "pt") as f:
+        assert set(f.keys()) == published_keys(5)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["block_size"] == 16 and config["num_target_layers"] == 6
+    assert config["dflash_config"] == {"mask_token_id": 96, "target_layer_ids": [1, 2, 2, 2, 3]}
+    assert config["architectures"] == ["DFlashDraftModel"]
+    loaded = DFlashDrafter.from_pretrained(tmp_path)
+    block = torch.randn(1, 5, 32)
+    context = torch.randn(1, 7, 5 * 32)
+    positions = torch.arange(12).unsqueeze(0)
+    with torch.no_grad():
+        assert torch.equal(drafter(block, context, positions), loaded(block, context, positions))
+
+
+def test_missing_target_layer_ids_use_default_formula(tmp_path):
+    target = make_target(layers=6)
+    make_drafter(target, layers=2).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    del config["dflash_config"]["target_layer_ids"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert DFlashDrafter.from_pretrained(tmp_path).target_layer_ids == [1, 3]
+
+
+def test_bf16_checkpoint_loads_in_fp32(tmp_path):
+    target = make_target()
+    drafter = make_drafter(target)
+    drafter.save_pretrained(tmp_path, dtype=torch.bfloat16)
+    loaded = DFlashDrafter.from_pretrained(tmp_path, dtype=torch.float32)
+    assert loaded.fc.weight.dtype == torch.float32
+    assert torch.equal(loaded.fc.weight, drafter.fc.weight.to(torch.bfloat16).float())
+
+
+def test_wrong_weight_names_are_reported(tmp_path):
+    target = make_target()
+    make_drafter(target).save_pretrained(tmp_path)
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(str(tmp_path / "model.safetensors"))
+    state["model.fc.weight"] = state.pop("fc.weight")
+    save_file(state, str(tmp_path / "model.safetensors"))
+    with pytest.raises(ValueError, match=r"missing \['fc.weight'\], unexpected \['model.fc.weight'\]"):
+        DFlashDrafter.from_pretrained(tmp_path)
+
+
+def test_context_features_read_listed_layers():
+    target = make_target(layers=3)
+    drafter = make_drafter(target, layers=2)
+    ids = torch.tensor([[5, 6, 7]])
+    _, hidden = target_forward(target, ids, torch.arange(3).unsqueeze(0), new_cache(target))
+    features = drafter.context_features(hidden)
+    layer_ids = drafter.target_layer_ids
+    expected = torch.cat([hidden[i + 1] for i in layer_ids], dim=-1)
+    assert features.shape == (1, 3, 2 * 32) and torch.equal(features, expected)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"hidden": 48}, "hidden size: drafter 48 vs target 32"),
+        ({"mask": 500}, "mask token id: drafter 500 vs target embedding rows 97"),
+        ({"layers": [1, 7]}, r"target layer ids: drafter reads \[1, 7\], target has 3 layers"),
+    ],
+)
+def test_incompatible_drafter_fails_at_load_time(tmp_path, change, message):
+    target = make_target()
+    donor = make_target(hidden=change.get("hidden", 32))
+    drafter = make_drafter(donor, mask_token_id=change.get("mask"))
+    if "layers" in change:
+        drafter.config.dflash_config["target_layer_ids"] = change["layers"]
+        drafter = DFlashDrafter(drafter.config)
+    drafter.save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=message):
+        load_drafter(str(tmp_path), target)
+    with pytest.raises(ValueError, match="drafter does not fit the target"):
+        check_compatible(DFlashDrafter.from_pretrained(tmp_path), target)
