@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from specpolicy.cli import bench, generate, zoo
+from specpolicy.cli import bench, compare, generate, policies, sweep, train, zoo
 
 app = typer.Typer(
     name="specpolicy",
@@ -15,6 +15,10 @@ app = typer.Typer(
 )
 app.add_typer(bench.app, name="bench")
 app.add_typer(zoo.app, name="zoo")
+app.command("compare")(compare.compare)
+app.command("policies")(policies.policies)
+app.command("sweep")(sweep.sweep)
+app.command("train")(train.train)
 app.command("generate")(generate.generate)
 
 
@@ -28,4 +32,8 @@ def version() -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
     app()

@@ -10,6 +10,7 @@ from enum import Enum
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 stderr = Console(stderr=True)
@@ -30,7 +31,7 @@ class OutputFormat(str, Enum):
 
 def fail(message: str) -> typer.Exit:
     """Print ``message`` as an error on stderr; raise the returned exit."""
-    stderr.print(f"[bold red]error:[/] {message}")
+    stderr.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
     return typer.Exit(code=2)
 
 
@@ -53,8 +54,8 @@ def emit(rows: list[dict], fmt: OutputFormat, title: str | None = None) -> None:
         sys.stdout.write("\n".join(lines) + "\n")
         return
     table = Table(title=title)
-    for column in columns:
-        table.add_column(column)
+    for i, column in enumerate(columns):
+        table.add_column(column, overflow="fold", no_wrap=i < 2)
     for row in rows:
         table.add_row(*(str(row[c]) for c in columns))
     stdout.print(table)

@@ -7,6 +7,7 @@ import json
 import random
 from pathlib import Path
 
+from specpolicy.data.hub import code_request
 from specpolicy.data.prompts import Prompt
 from specpolicy.data.sharegpt import load_split
 
@@ -33,11 +34,7 @@ def humaneval_prompts() -> list[Prompt]:
     with gzip.open(humaneval_path(), "rt", encoding="utf-8") as handle:
         for line in handle:
             problem = json.loads(line)
-            text = (
-                "Write a solution to the following problem and make sure that it passes the tests:\n"
-                f"```python\n{problem['prompt']}\n```"
-            )
-            prompts.append(Prompt.single(f"humaneval:{problem['task_id']}", text))
+            prompts.append(Prompt.single(f"humaneval:{problem['task_id']}", code_request(problem["prompt"])))
     return prompts
 
 

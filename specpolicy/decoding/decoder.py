@@ -166,8 +166,7 @@ class SpeculativeDecoder:
         if budget < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {budget}")
         prompt_len = ids.numel()
-        horizon = prompt_len + budget + 64
-        uniforms = PositionalUniforms(seed, horizon + 1024) if self.temperature > 0 else None
+        uniforms = PositionalUniforms(seed, self.device) if self.temperature > 0 else None
         stops = set(self.stop_token_ids)
         device = self.device
 

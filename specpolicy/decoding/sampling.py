@@ -49,17 +49,32 @@ def sample_with_uniforms(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.T
 
 
 class PositionalUniforms:
-    """Uniforms in [0, 1) indexed by (stream, absolute position), fixed by a seed.
+    """Uniforms in [0, 1) indexed by (stream, absolute position), fixed by a seed alone.
 
     Streams: 0 target samples, 1 acceptance tests, 2 residual resampling, 3 drafter samples.
+    Values come in blocks of ``BLOCK`` positions, each from its own seeded generator, so the
+    uniform at a position never depends on how far a decode looks ahead.
     """
 
     STREAMS = 4
+    BLOCK = 1024
 
-    def __init__(self, seed: int, length: int, device: torch.device | str = "cpu") -> None:
-        generator = torch.Generator().manual_seed(int(seed))
-        self.table = torch.rand(self.STREAMS, length, generator=generator, dtype=torch.float64).to(device)
+    def __init__(self, seed: int, device: torch.device | str = "cpu") -> None:
+        self.seed = int(seed)
+        self.device = device
+        self._blocks: dict[tuple[int, int], torch.Tensor] = {}
+
+    def _block(self, stream: int, index: int) -> torch.Tensor:
+        key = (stream, index)
+        if key not in self._blocks:
+            block_seed = (self.seed * 1_000_003 + stream * 7_919 + index * 104_729) % (2**63)
+            generator = torch.Generator().manual_seed(block_seed)
+            self._blocks[key] = torch.rand(self.BLOCK, generator=generator, dtype=torch.float64).to(self.device)
+        return self._blocks[key]
 
     def get(self, stream: int, start: int, count: int) -> torch.Tensor:
-        """Uniforms for positions ``start .. start + count - 1``: [count]."""
-        return self.table[stream, start : start + count]
+        """Uniforms for positions ``start .. start + count - 1``: float64 [count]."""
+        first, last = start // self.BLOCK, (start + count - 1) // self.BLOCK
+        values = torch.cat([self._block(stream, i) for i in range(first, last + 1)])
+        offset = start - first * self.BLOCK
+        return values[offset : offset + count]

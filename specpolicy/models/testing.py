@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
@@ -47,17 +49,14 @@ def make_pair(**kwargs) -> tuple[Qwen3ForCausalLM, DFlashDrafter]:
     return target, make_drafter(target)
 
 
-def make_trained_pair(steps: int = 200, block_size: int = 8) -> tuple[Qwen3ForCausalLM, DFlashDrafter]:
-    """A 16-token target and a drafter distilled on its greedy continuations (a few seconds).
-
-    Greedy decoding of such a target settles into patterns the drafter learns, so drafts are
-    often accepted and the accept paths of the decoder get exercised.
-    """
-    target = make_target(vocab=16)
-    drafter = make_drafter(target, block_size=block_size)
-    generator = torch.Generator().manual_seed(0)
-    prompts = torch.randint(4, 15, (32, 6), generator=generator)
-    sequences = target.generate(prompts, max_new_tokens=58, min_new_tokens=58, do_sample=False)
+def distill(target: Qwen3ForCausalLM, drafter: DFlashDrafter, steps: int = 200, block_size: int = 8,
+            seed: int = 0) -> DFlashDrafter:
+    """Train ``drafter`` for a few seconds on ``target``'s greedy continuations of random prompts."""
+    vocab = target.config.vocab_size
+    generator = torch.Generator().manual_seed(seed)
+    prompts = torch.randint(4, vocab - 1, (32, 6), generator=generator)
+    sequences = target.generate(prompts, max_new_tokens=58, min_new_tokens=58, do_sample=False,
+                                pad_token_id=target.config.pad_token_id)
     context = target_context(target, drafter, sequences)
     target.requires_grad_(False)
     drafter.train()
@@ -69,4 +68,36 @@ def make_trained_pair(steps: int = 200, block_size: int = 8) -> tuple[Qwen3ForCa
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    return target, drafter.eval()
+    return drafter.eval()
+
+
+def make_trained_pair(steps: int = 200, block_size: int = 8) -> tuple[Qwen3ForCausalLM, DFlashDrafter]:
+    """A 16-token target and a drafter distilled on its greedy continuations (a few seconds).
+
+    Greedy decoding of such a target settles into patterns the drafter learns, so drafts are
+    often accepted and the accept paths of the decoder get exercised.
+    """
+    target = make_target(vocab=16)
+    return target, distill(target, make_drafter(target, block_size=block_size), steps, block_size)
+
+
+def save_test_zoo(folder: Path, steps: int = 150) -> tuple[Path, Path]:
+    """Write a loadable target (with a byte-level BPE tokenizer and chat template) and drafter.
+
+    Returns (target folder, drafter folder); both work with ``--target``/``--drafter``.
+    """
+    from specpolicy.zoo.tokenizer import train_tokenizer
+
+    folder = Path(folder)
+    texts = ["def add(a, b):\n    return a + b", "The quick brown fox jumps over the lazy dog.",
+             "Speculative decoding drafts tokens and verifies them.", "How do I sort a list in Python?"] * 20
+    tokenizer = train_tokenizer(texts, folder / "target", vocab_size=300)
+    target = make_target(vocab=len(tokenizer), eos=tokenizer.eos_token_id)
+    target.config.pad_token_id = tokenizer.pad_token_id
+    target.generation_config.eos_token_id = tokenizer.eos_token_id
+    target.generation_config.pad_token_id = tokenizer.pad_token_id
+    drafter = make_drafter(target, block_size=8, mask_token_id=tokenizer.convert_tokens_to_ids("<|MASK|>"))
+    distill(target, drafter, steps, block_size=8)
+    target.save_pretrained(str(folder / "target"))
+    drafter.save_pretrained(folder / "drafter")
+    return folder / "target", folder / "drafter"

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from transformers import PreTrainedModel
 
 from specpolicy.decoding.target import new_cache, target_forward
+from specpolicy.models.blocks import draft_anchor_blocks
 from specpolicy.models.dflash import DFlashDrafter
 
 DEFAULT_GAMMA = {16: 7.0, 10: 5.0, 8: 4.0}
@@ -58,28 +59,14 @@ def dflash_loss(
     Returns:
         (loss scalar, per-position accuracy [B-1] of the argmax drafts, for monitoring)
     """
-    b, seq = input_ids.shape
-    n_anchor = anchors.shape[1]
+    b, n_anchor = anchors.shape
     gamma = gamma if gamma is not None else DEFAULT_GAMMA.get(block_size, block_size / 2.3)
-    device = input_ids.device
     if context is None:
         context = target_context(target, drafter, input_ids)
-    offsets = torch.arange(block_size, device=device)
-    block_pos = anchors.unsqueeze(-1) + offsets  # [b, A, B]
-    block_ids = torch.full_like(block_pos, drafter.mask_token_id)
-    block_ids[..., 0] = input_ids.gather(1, anchors)
-    labels = input_ids.gather(1, block_pos[..., 1:].reshape(b, -1)).view(b, n_anchor, block_size - 1)
-    embed = target.get_input_embeddings()
-    block_emb = embed(block_ids.view(b, -1))  # [b, A*B, H]
-    positions = torch.cat([torch.arange(seq, device=device).expand(b, seq), block_pos.view(b, -1)], dim=1)
-    # mask [b, 1, A*B, S + A*B]: context strictly before the anchor, own block fully.
-    query_anchor = anchors.repeat_interleave(block_size, dim=1)  # [b, A*B]
-    sees_context = torch.arange(seq, device=device).view(1, 1, seq) < query_anchor.unsqueeze(-1)
-    block_index = torch.arange(n_anchor, device=device).repeat_interleave(block_size)
-    sees_block = (block_index.view(-1, 1) == block_index.view(1, -1)).expand(b, -1, -1)
-    mask = torch.cat([sees_context, sees_block], dim=-1).unsqueeze(1)
-    hidden = drafter(block_emb, context, positions, cache=None, attention_mask=mask)
-    hidden = hidden.view(b, n_anchor, block_size, -1)[:, :, 1:]
+    offsets = torch.arange(block_size, device=input_ids.device)
+    label_pos = (anchors.unsqueeze(-1) + offsets[1:]).view(b, -1)
+    labels = input_ids.gather(1, label_pos).view(b, n_anchor, block_size - 1)
+    hidden = draft_anchor_blocks(drafter, target, input_ids, context, anchors, block_size)[:, :, 1:]
     logits = target.get_output_embeddings()(hidden).float()  # [b, A, B-1, V]
     ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), reduction="none")
     weights = torch.exp(-(offsets[1:].float() - 1) / gamma)

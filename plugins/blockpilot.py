@@ -1,0 +1,195 @@
+"""BlockPilot: an MLP that reads the target's raw last-token logits and picks the block size.
+
+Architecture (BlockPilot, reference §1): Linear(V -> h) + ReLU + dropout 0.2, then ``depth - 1``
+residual blocks Linear(h -> h) + ReLU + dropout, then Linear(h -> number of candidates).
+Options cover the paper's ablations: hidden size, depth, candidate window (k) and input
+preprocessing (raw / normalised / softmax).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from specpolicy.features import get_extractor
+from specpolicy.hookspecs import hookimpl
+from specpolicy.policy import DEFAULT_CANDIDATES, LearnedPolicy, PromptObservation, TrainingSet
+
+PREPROCESS = {"raw": "logits", "normalised": "normalised", "softmax": "softmax"}
+SETTINGS_NAME = "blockpilot.json"
+WEIGHTS_NAME = "model.safetensors"
+
+
+@dataclass
+class BlockPilotSettings:
+    """Shape and input of the predictor (saved next to the weights)."""
+
+    vocab_size: int
+    candidates: list[int] = field(default_factory=lambda: list(DEFAULT_CANDIDATES))
+    hidden: int = 2048
+    depth: int = 2
+    dropout: float = 0.2
+    preprocess: str = "raw"
+    metadata: dict = field(default_factory=dict)
+
+    def validate(self) -> None:
+        if self.preprocess not in PREPROCESS:
+            raise ValueError(f"unknown preprocessing {self.preprocess!r}; use raw, normalised or softmax")
+        if self.depth < 1 or self.hidden < 1:
+            raise ValueError(f"depth and hidden must be >= 1, got depth={self.depth}, hidden={self.hidden}")
+
+
+class BlockPilotNet(nn.Module):
+    """logits features [n, V] -> candidate scores [n, C]."""
+
+    def __init__(self, settings: BlockPilotSettings) -> None:
+        super().__init__()
+        self.input = nn.Linear(settings.vocab_size, settings.hidden)
+        self.blocks = nn.ModuleList(nn.Linear(settings.hidden, settings.hidden) for _ in range(settings.depth - 1))
+        self.output = nn.Linear(settings.hidden, len(settings.candidates))
+        self.dropout = nn.Dropout(settings.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.dropout(torch.relu(self.input(x)))
+        for block in self.blocks:
+            h = h + self.dropout(torch.relu(block(h)))
+        return self.output(h)
+
+
+class BlockPilotPolicy(LearnedPolicy):
+    """The BlockPilot predictor as a per-prompt policy."""
+
+    def __init__(self, settings: BlockPilotSettings) -> None:
+        settings.validate()
+        super().__init__(settings.candidates)
+        if tuple(settings.candidates) != self.candidates:
+            raise ValueError(f"candidates must be sorted and distinct, got {settings.candidates}")
+        self.settings = settings
+        self.net = BlockPilotNet(settings).eval()
+
+    def inputs(self, logits: np.ndarray) -> torch.Tensor:
+        """Preprocessed network input [n, V] from raw logits [n, V]."""
+        logits = np.asarray(logits, dtype=np.float32)
+        if logits.ndim == 1:
+            logits = logits[None]
+        if logits.shape[-1] != self.settings.vocab_size:
+            raise ValueError(f"BlockPilot was trained on a vocabulary of {self.settings.vocab_size} logits but got "
+                             f"{logits.shape[-1]}; use a predictor trained for this target")
+        return torch.from_numpy(get_extractor(PREPROCESS[self.settings.preprocess])(logits))
+
+    @torch.no_grad()
+    def scores(self, logits: np.ndarray) -> torch.Tensor:
+        """Candidate scores [n, C]."""
+        self.net.eval()
+        return self.net(self.inputs(logits))
+
+    def select(self, observation: PromptObservation) -> int:
+        return self.candidates[int(self.scores(observation.logits)[0].argmax())]
+
+    def select_batch(self, observations: Sequence[PromptObservation]) -> list[int]:
+        if not observations:
+            return []
+        chosen = self.scores(np.stack([o.logits for o in observations])).argmax(dim=-1).tolist()
+        return [self.candidates[i] for i in chosen]
+
+    # --- training ---------------------------------------------------------------------------------------
+
+    def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, epochs: int = 100,
+            lr: float = 1e-5, batch_size: int = 32, patience: int = 15, seed: int = 0) -> dict:
+        """Adam on cross-entropy; keeps the weights of the best validation accuracy (early stopping)."""
+        if tuple(dataset.candidates) != self.candidates:
+            raise ValueError(f"training set candidates {list(dataset.candidates)} differ from the policy's "
+                             f"{list(self.candidates)}")
+        torch.manual_seed(seed)
+        x, y = self.inputs(dataset.logits), torch.as_tensor(dataset.labels)
+        optimizer = torch.optim.Adam(self.net.parameters(), lr=lr)
+        best = (-1.0, None, 0)
+        history = []
+        generator = torch.Generator().manual_seed(seed)
+        for epoch in range(1, epochs + 1):
+            self.net.train()
+            for batch in torch.randperm(len(y), generator=generator).split(batch_size):
+                loss = nn.functional.cross_entropy(self.net(x[batch]), y[batch])
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            train_acc = self.accuracy(dataset)
+            val_acc = self.accuracy(validation) if validation is not None and len(validation) else train_acc
+            history.append({"epoch": epoch, "loss": round(loss.item(), 4), "train_accuracy": train_acc,
+                            "validation_accuracy": val_acc})
+            if val_acc > best[0]:
+                best = (val_acc, {k: v.clone() for k, v in self.net.state_dict().items()}, epoch)
+            elif epoch - best[2] >= patience:
+                break
+        self.net.load_state_dict(best[1])
+        self.net.eval()
+        return {"best_epoch": best[2], "validation_accuracy": best[0], "train_accuracy": self.accuracy(dataset),
+                "epochs_run": len(history), "history": history}
+
+    def accuracy(self, dataset: TrainingSet) -> float:
+        """Share of prompts whose predicted candidate equals the label."""
+        if len(dataset) == 0:
+            return float("nan")
+        predicted = self.scores(dataset.logits).argmax(dim=-1).numpy()
+        return float((predicted == dataset.labels).mean())
+
+    # --- persistence ------------------------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> None:
+        """``blockpilot.json`` (settings) + ``model.safetensors`` (weights) in folder ``path``."""
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / SETTINGS_NAME).write_text(json.dumps(asdict(self.settings), indent=2))
+        save_file({k: v.contiguous() for k, v in self.net.state_dict().items()}, str(folder / WEIGHTS_NAME))
+
+    @classmethod
+    def load(cls, path: str | Path, candidates: Sequence[int] | None = None) -> BlockPilotPolicy:
+        """Load a saved predictor; a missing or damaged file fails with its name and the fix."""
+        folder = Path(path)
+        settings_file, weights_file = folder / SETTINGS_NAME, folder / WEIGHTS_NAME
+        for file in (settings_file, weights_file):
+            if not file.exists():
+                raise FileNotFoundError(f"BlockPilot predictor file {file} is missing; train one with "
+                                        "`specpolicy train blockpilot --sweep DIR --out FOLDER`")
+        try:
+            settings = BlockPilotSettings(**json.loads(settings_file.read_text()))
+            state = load_file(str(weights_file))
+        except Exception as exc:
+            raise ValueError(f"BlockPilot predictor in {folder} is corrupted ({type(exc).__name__}: {exc}); "
+                             "retrain it or restore the files") from None
+        if candidates is not None and tuple(sorted(candidates)) != tuple(settings.candidates):
+            raise ValueError(f"predictor {folder} picks among {settings.candidates} but {sorted(candidates)} were "
+                             "requested; pass --candidates " + ",".join(map(str, settings.candidates)))
+        policy = cls(settings)
+        try:
+            policy.net.load_state_dict(state)
+        except RuntimeError as exc:
+            raise ValueError(f"BlockPilot weights in {folder} do not match its settings: {exc}") from None
+        policy.net.eval()
+        return policy
+
+
+def default_predictor_path() -> Path:
+    """The BlockPilot predictor shipped with the tiny zoo."""
+    from specpolicy.zoo import ZOO_DIR
+
+    return ZOO_DIR / "blockpilot"
+
+
+def _factory(arg: str | None, candidates: Sequence[int]) -> BlockPilotPolicy:
+    path = Path(arg).expanduser() if arg else default_predictor_path()
+    return BlockPilotPolicy.load(path, candidates if arg else None)
+
+
+@hookimpl
+def register_policies(register) -> None:
+    register("blockpilot", _factory, learned=True,
+             description="BlockPilot MLP on the raw last-token logits (default: the zoo's predictor; "
+                         "blockpilot:PATH for a trained one)")

@@ -1,0 +1,39 @@
+"""The per-cycle schedule of Hugging Face assisted generation, applied to the block size."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from specpolicy.decoding import DecodeState
+from specpolicy.hookspecs import hookimpl
+from specpolicy.policy import TRAINING_BLOCK_SIZE, Policy, PromptObservation
+
+
+class HeuristicPolicy(Policy):
+    """Start at the training block size; +2 after a fully accepted block, -1 otherwise (within the candidates)."""
+
+    per_step = True
+
+    def __init__(self, candidates: Sequence[int], start: int = TRAINING_BLOCK_SIZE) -> None:
+        super().__init__(candidates)
+        self.start = start
+
+    def _snap(self, size: int) -> int:
+        low, high = self.candidates[0], self.candidates[-1]
+        size = min(max(size, low), high)
+        return min(self.candidates, key=lambda c: (abs(c - size), c))
+
+    def select(self, observation: PromptObservation) -> int:
+        return self._snap(self.start)
+
+    def step(self, state: DecodeState, observation: PromptObservation) -> int:
+        if not state.block_size_history:
+            return self.select(observation)
+        last, accepted = state.block_size_history[-1], state.accepted_history[-1]
+        return self._snap(last + 2 if accepted == last - 1 else last - 1)
+
+
+@hookimpl
+def register_policies(register) -> None:
+    register("heuristic", lambda arg, candidates: HeuristicPolicy(candidates), per_step=True,
+             description="per cycle: +2 after a fully accepted block, -1 otherwise")

@@ -1,0 +1,135 @@
+"""scikit-learn baselines on compact prefill features plus a PCA of the logits.
+
+Features: entropy, top-8 probabilities, margin, max logit, logsumexp, log prompt length
+(:func:`specpolicy.features.compact`) and 16 principal components of the raw logits, standardised.
+Saved with skops (no pickle); loading accepts only scikit-learn/numpy types and this project's
+feature functions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+from sklearn.decomposition import PCA
+from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.pipeline import FeatureUnion, Pipeline, make_pipeline
+from sklearn.preprocessing import FunctionTransformer, StandardScaler
+
+from specpolicy.features import compact_from_augmented, logits_from_augmented, with_lengths
+from specpolicy.hookspecs import hookimpl
+from specpolicy.policy import LearnedPolicy, PromptObservation, TrainingSet
+
+MODEL_NAME = "model.skops"
+SETTINGS_NAME = "sklearn.json"
+SAFE_PREFIXES = ("sklearn.", "numpy.", "builtins.", "scipy.")
+SAFE_FUNCTIONS = {"specpolicy.features.compact_from_augmented", "specpolicy.features.logits_from_augmented"}
+
+CLASSIFIERS: dict[str, Callable[[int], object]] = {
+    "logreg": lambda seed: LogisticRegression(max_iter=2000, C=1.0),
+    "forest": lambda seed: RandomForestClassifier(n_estimators=300, min_samples_leaf=2, random_state=seed),
+    "knn": lambda seed: KNeighborsClassifier(n_neighbors=15),
+    "gboost": lambda seed: HistGradientBoostingClassifier(max_iter=200, learning_rate=0.05, random_state=seed),
+}
+
+
+def make_model(kind: str, n_samples: int, seed: int = 0) -> Pipeline:
+    """Features (compact + PCA of logits), scaler and the classifier ``kind``."""
+    components = max(1, min(16, n_samples - 1))
+    features = FeatureUnion([
+        ("compact", FunctionTransformer(compact_from_augmented)),
+        ("pca", make_pipeline(FunctionTransformer(logits_from_augmented), PCA(components, random_state=seed))),
+    ])
+    return Pipeline([("features", features), ("scale", StandardScaler()), ("classifier", CLASSIFIERS[kind](seed))])
+
+
+class SklearnPolicy(LearnedPolicy):
+    """A scikit-learn classifier over the candidates."""
+
+    def __init__(self, kind: str, candidates: Sequence[int], model: Pipeline | None = None) -> None:
+        super().__init__(candidates)
+        if kind not in CLASSIFIERS:
+            raise ValueError(f"unknown sklearn baseline {kind!r}; use one of {', '.join(CLASSIFIERS)}")
+        self.kind = kind
+        self.model = model
+
+    def _predict_indices(self, logits: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        if self.model is None:
+            raise ValueError(f"{self.kind} is not trained; run `specpolicy train {self.kind} --sweep DIR --out PATH` "
+                             f"and use {self.kind}:PATH")
+        return np.asarray(self.model.predict(with_lengths(logits, lengths)), dtype=np.int64)
+
+    def select(self, observation: PromptObservation) -> int:
+        return self.select_batch([observation])[0]
+
+    def select_batch(self, observations: Sequence[PromptObservation]) -> list[int]:
+        logits = np.stack([o.logits for o in observations])
+        lengths = np.array([o.prompt_length for o in observations])
+        return [self.candidates[i] for i in self._predict_indices(logits, lengths)]
+
+    def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0, **_: object) -> dict:
+        """Fit the pipeline (epochs, lr and friends do not apply)."""
+        if tuple(dataset.candidates) != self.candidates:
+            raise ValueError(f"training set candidates {list(dataset.candidates)} differ from {list(self.candidates)}")
+        self.model = make_model(self.kind, len(dataset), seed)
+        self.model.fit(with_lengths(dataset.logits, dataset.prompt_lengths), dataset.labels)
+        summary = {"train_accuracy": self.accuracy(dataset)}
+        if validation is not None and len(validation):
+            summary["validation_accuracy"] = self.accuracy(validation)
+        return summary
+
+    def accuracy(self, dataset: TrainingSet) -> float:
+        predicted = self._predict_indices(dataset.logits, dataset.prompt_lengths)
+        return float((predicted == dataset.labels).mean())
+
+    def save(self, path: str | Path) -> None:
+        import skops.io as sio
+
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        sio.dump(self.model, folder / MODEL_NAME)
+        (folder / SETTINGS_NAME).write_text(json.dumps({"kind": self.kind, "candidates": list(self.candidates)}))
+
+    @classmethod
+    def load(cls, path: str | Path, candidates: Sequence[int] | None = None) -> SklearnPolicy:
+        import skops.io as sio
+
+        folder = Path(path)
+        for name in (MODEL_NAME, SETTINGS_NAME):
+            if not (folder / name).exists():
+                raise FileNotFoundError(f"sklearn policy file {folder / name} is missing; train one with "
+                                        "`specpolicy train KIND --sweep DIR --out FOLDER`")
+        try:
+            settings = json.loads((folder / SETTINGS_NAME).read_text())
+            untrusted = sio.get_untrusted_types(file=folder / MODEL_NAME)
+        except Exception as exc:
+            raise ValueError(f"sklearn policy in {folder} is corrupted ({type(exc).__name__}: {exc})") from None
+        unsafe = [t for t in untrusted if not t.startswith(SAFE_PREFIXES) and t not in SAFE_FUNCTIONS]
+        if unsafe:
+            raise ValueError(f"refusing to load {folder / MODEL_NAME}: it contains untrusted types {unsafe}")
+        model = sio.load(folder / MODEL_NAME, trusted=untrusted)
+        if candidates is not None and tuple(sorted(candidates)) != tuple(settings["candidates"]):
+            raise ValueError(f"{folder} picks among {settings['candidates']} but {sorted(candidates)} were requested")
+        return cls(settings["kind"], settings["candidates"], model)
+
+
+def _factory(kind: str):
+    def build(arg: str | None, candidates: Sequence[int]) -> SklearnPolicy:
+        return SklearnPolicy.load(arg, candidates) if arg else SklearnPolicy(kind, candidates)
+
+    return build
+
+
+DESCRIPTIONS = {"logreg": "logistic regression", "forest": "random forest", "knn": "k-nearest neighbours",
+                "gboost": "gradient boosting"}
+
+
+@hookimpl
+def register_policies(register) -> None:
+    for kind, text in DESCRIPTIONS.items():
+        register(kind, _factory(kind), learned=True,
+                 description=f"scikit-learn {text} on compact features + PCA of the logits ({kind}:PATH)")

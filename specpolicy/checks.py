@@ -1,0 +1,86 @@
+"""``check_policy``: verify that a policy honours the contract (in the spirit of Gymnasium's ``check_env``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from specpolicy.decoding import DecodeState
+from specpolicy.policy import Policy, PromptObservation
+
+
+class PolicyContractError(AssertionError):
+    """A policy broke the contract; the message says which rule."""
+
+
+def _fail(policy: Policy, rule: str) -> PolicyContractError:
+    return PolicyContractError(f"policy {policy.name!r} ({type(policy).__name__}): {rule}")
+
+
+def _observations(policy: Policy, vocab_size: int, n: int, seed: int) -> list[PromptObservation]:
+    rng = np.random.default_rng(seed)
+    observations = []
+    for i in range(n):
+        taus = {str(b): float(rng.uniform(1, 8)) for b in policy.candidates}
+        logits = rng.normal(0, 3, vocab_size).astype(np.float32)
+        record = {"prompt_id": f"check:{i}", "taus": taus}
+        observations.append(PromptObservation(logits, int(rng.integers(1, 300)), f"check:{i}", record))
+    return observations
+
+
+def check_policy(policy: Policy, vocab_size: int = 64, n: int = 8, seed: int = 0,
+                 observations: list[PromptObservation] | None = None) -> None:
+    """Raise :class:`PolicyContractError` unless ``policy`` honours the contract.
+
+    Rules: sorted distinct candidates >= 1; ``select`` returns one of ``choices()`` and is
+    deterministic; ``select_batch`` agrees with ``select``; ``predict`` (SB3 signature) returns
+    candidate indices for a batch and for a single observation; a per-step policy's schedule is a
+    callable returning allowed block sizes. Pass ``observations`` (e.g. from a sweep store) for
+    policies that need real sweep records, such as the per-cycle oracle.
+
+    >>> from specpolicy.plugins.fixed import FixedPolicy
+    >>> check_policy(FixedPolicy(16, (14, 15, 16, 17, 18)))
+    """
+    candidates = policy.candidates
+    if not candidates or list(candidates) != sorted(set(candidates)) or min(candidates) < 1:
+        raise _fail(policy, f"candidates must be sorted, distinct and >= 1, got {list(candidates)}")
+    choices = policy.choices()
+    if not choices or any((not isinstance(b, (int, np.integer))) or b < 1 for b in choices):
+        raise _fail(policy, f"choices() must be block sizes >= 1, got {choices}")
+    if observations is None:
+        observations = _observations(policy, vocab_size, n, seed)
+    n = len(observations)
+    picked = [policy.select(o) for o in observations]
+    for value in picked:
+        if not isinstance(value, (int, np.integer)) or int(value) not in choices:
+            raise _fail(policy, f"select returned {value!r}, not one of its choices {sorted(choices)}")
+    if [policy.select(o) for o in observations] != picked:
+        raise _fail(policy, "select is not deterministic for the same observation")
+    if list(policy.select_batch(observations)) != picked:
+        raise _fail(policy, "select_batch disagrees with select")
+    if choices <= set(candidates) and not policy.needs_sweep:
+        batch = np.stack([o.logits for o in observations])
+        actions, _ = policy.predict(batch)
+        if np.shape(actions) != (n,) or not np.all((actions >= 0) & (actions < len(candidates))):
+            raise _fail(policy, f"predict must return {n} candidate indices, got {actions!r}")
+        # predict sees only the observation array (no prompt length, no id): compare like with like
+        expected = [policy.select(PromptObservation(o.logits, 0)) for o in observations]
+        if [candidates[a] for a in actions] != expected:
+            raise _fail(policy, "predict disagrees with select")
+        single, _ = policy.predict(batch[0])
+        if np.ndim(single) != 0 or candidates[int(single)] != expected[0]:
+            raise _fail(policy, f"predict on one observation must return one index, got {single!r}")
+    schedule = policy.schedule(observations[0])
+    if policy.per_step:
+        if not callable(schedule):
+            raise _fail(policy, "a per-step policy's schedule must be a callable")
+        state = DecodeState(torch.from_numpy(observations[0].logits), 10, 10, 0, 1)
+        for cycle in range(4):
+            value = schedule(state)
+            if int(value) not in choices:
+                raise _fail(policy, f"per-cycle choice {value!r} at cycle {cycle} is not in {sorted(choices)}")
+            state.block_size_history.append(int(value))
+            state.accepted_history.append(int(value) - 1 if cycle % 2 == 0 else 0)
+            state.cycle += 1
+    elif schedule != picked[0]:
+        raise _fail(policy, "a per-prompt policy's schedule must be its select() value")

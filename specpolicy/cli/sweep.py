@@ -1,0 +1,68 @@
+"""``specpolicy sweep``: every prompt x every candidate block size into a resumable sweep store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from specpolicy.cli.common import DeviceOption, DrafterOption, DtypeOption, TargetOption, fail, stderr
+
+
+def parse_candidates(text: str) -> list[int]:
+    """``"14,15,16"`` or ``"14-18"`` -> sorted block sizes; a clear error otherwise."""
+    try:
+        if "-" in text and "," not in text:
+            low, high = (int(x) for x in text.split("-"))
+            values = list(range(low, high + 1))
+        else:
+            values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"candidates must look like 14,15,16,17,18 or 14-18, got {text!r}") from None
+    if not values or min(values) < 1 or len(set(values)) != len(values):
+        raise typer.BadParameter(f"candidates must be distinct block sizes >= 1, got {text!r}")
+    return sorted(values)
+
+
+def sweep(
+    dataset: str = typer.Option("sharegpt", help="prompt set name or a .jsonl/.txt file"),
+    candidates: str = typer.Option("14,15,16,17,18", help="block sizes, e.g. 14,15,16,17,18 or 14-18"),
+    temperature: float = typer.Option(0.0, min=0.0),
+    out: Path = typer.Option(..., help="sweep store folder (rerun the same command to resume)"),
+    mode: str = typer.Option("replay", help="replay (one decode + exact counterfactuals) or live (decode every B)"),
+    max_samples: int = typer.Option(64, min=1, help="prompts (seeded shuffle)"),
+    max_new_tokens: int = typer.Option(128, min=2),
+    max_prompt_tokens: int = typer.Option(256, min=1),
+    seed: int = typer.Option(0),
+    executor: str = typer.Option("local", help="local, or ray (shards prompts over Ray workers)"),
+    target: str = TargetOption,
+    drafter: str = DrafterOption,
+    device: str = DeviceOption,
+    dtype: str = DtypeOption,
+) -> None:
+    """Record, per prompt, the prefill features and what every candidate block size does."""
+    from specpolicy.data.registry import load_prompts
+    from specpolicy.sweep.run import SweepSettings, run_sweep
+
+    settings = SweepSettings(dataset=dataset, candidates=parse_candidates(candidates), temperature=temperature,
+                             max_new_tokens=max_new_tokens, max_prompt_tokens=max_prompt_tokens,
+                             max_samples=max_samples, seed=seed, mode=mode, target=target, drafter=drafter,
+                             dtype=dtype, device=device)
+    try:
+        settings.validate()
+        if executor not in ("local", "ray"):
+            raise ValueError(f"unknown executor {executor!r}; use local or ray")
+        prompts = load_prompts(dataset, max_samples, seed)
+        if executor == "ray":
+            from specpolicy.sweep.ray_executor import run_sweep_ray
+
+            store = run_sweep_ray(settings, str(out), prompts)
+        else:
+            from specpolicy.cli.progress import progress_bar
+
+            with progress_bar(f"sweep {dataset} ({mode})", len(prompts)) as update:
+                store = run_sweep(settings, str(out), prompts, on_progress=update)
+    except (FileNotFoundError, ValueError, RuntimeError) as exc:
+        raise fail(str(exc)) from exc
+    done = len(store.done_ids())
+    stderr.print(f"sweep store {out}: {done} prompts recorded")

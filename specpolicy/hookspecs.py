@@ -1,0 +1,29 @@
+"""pluggy hook specifications of specpolicy.
+
+A plugin is a module (or object) registered under the ``specpolicy`` entry-point group that
+implements :func:`register_policies`::
+
+    from specpolicy.hookspecs import hookimpl
+
+    @hookimpl
+    def register_policies(register):
+        register("mine", lambda arg, candidates: MyPolicy(candidates), description="...")
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+PROJECT = "specpolicy"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def register_policies(register) -> None:
+    """Add policy families by calling ``register(name, factory, aliases=(), description="", per_step=False,
+    learned=False)``.
+
+    ``factory(arg, candidates)`` builds a policy; ``arg`` is what follows the family name
+    (``fixed16`` -> ``"16"``, ``blockpilot:PATH`` -> ``"PATH"``) or ``None``.
+    """

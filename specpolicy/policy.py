@@ -1,0 +1,147 @@
+"""The policy contract: map what is known after prefill (or at a cycle) to a block size.
+
+One policy object works in three places: live decoding (:meth:`Policy.schedule`), replay
+evaluation (the same method against a :class:`~specpolicy.sweep.replay.ReplayTable`) and as an
+agent in the Gymnasium environments (:meth:`Policy.predict`, stable-baselines3's signature).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from specpolicy.decoding import DecodeState
+
+DEFAULT_CANDIDATES = (14, 15, 16, 17, 18)
+TRAINING_BLOCK_SIZE = 16
+
+
+@dataclass
+class PromptObservation:
+    """What a per-prompt policy may read once prefill is done.
+
+    ``logits``: the target's raw last-prompt-token logits, float32 [V]. ``record``: the sweep
+    record of this prompt when evaluating from a store (oracles read it), else ``None``.
+    """
+
+    logits: np.ndarray
+    prompt_length: int
+    prompt_id: str = ""
+    record: dict | None = field(default=None, repr=False)
+
+
+class Policy:
+    """Base class. Subclasses override :meth:`select` (per prompt) and/or :meth:`step` (per cycle)."""
+
+    name: str = "policy"
+    per_step: bool = False
+    needs_sweep: bool = False
+
+    def __init__(self, candidates: Sequence[int] = DEFAULT_CANDIDATES) -> None:
+        candidates = tuple(int(c) for c in candidates)
+        if not candidates or min(candidates) < 1:
+            raise ValueError(f"candidates must be block sizes >= 1, got {list(candidates)}")
+        self.candidates = tuple(sorted(set(candidates)))
+
+    # --- the contract ---------------------------------------------------------------------------------
+
+    def select(self, observation: PromptObservation) -> int:
+        """The block size for this prompt (one of :attr:`candidates`)."""
+        raise NotImplementedError
+
+    def step(self, state: DecodeState, observation: PromptObservation) -> int:
+        """The block size for the next cycle; per-prompt policies keep their first choice."""
+        return self.select(observation)
+
+    def choices(self) -> set[int]:
+        """Every block size this policy may pick (a sweep must have recorded them all)."""
+        return set(self.candidates)
+
+    def schedule(self, observation: PromptObservation) -> int | Callable[[DecodeState], int]:
+        """What the decoder (or a replay) runs: a fixed block size, or a per-cycle callback."""
+        if not self.per_step:
+            return self.select(observation)
+        return lambda state: self.step(state, observation)
+
+    # --- batch and stable-baselines3 interop ----------------------------------------------------------
+
+    def select_batch(self, observations: Sequence[PromptObservation]) -> list[int]:
+        """:meth:`select` for many prompts (learned policies override this with one forward)."""
+        return [self.select(o) for o in observations]
+
+    def predict(
+        self,
+        observation: np.ndarray,
+        state: object = None,
+        episode_start: np.ndarray | None = None,
+        deterministic: bool = False,
+    ) -> tuple[np.ndarray, object]:
+        """stable-baselines3-style: observations [n, V] (or [V]) of raw logits -> candidate indices [n]."""
+        obs = np.asarray(observation, dtype=np.float32)
+        single = obs.ndim == 1
+        batch = obs[None] if single else obs
+        chosen = self.select_batch([PromptObservation(row, 0) for row in batch])
+        actions = np.array([self.candidates.index(b) for b in chosen], dtype=np.int64)
+        return (actions[0] if single else actions), state
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, candidates={list(self.candidates)})"
+
+
+class LearnedPolicy(Policy):
+    """A policy with parameters: :meth:`fit` on a training set, :meth:`save`/:meth:`load` a folder
+    (weights in safetensors, settings in JSON; never pickle)."""
+
+    def fit(self, dataset: TrainingSet) -> dict:
+        """Train on ``dataset``; returns a summary (accuracies, epochs, ...)."""
+        raise NotImplementedError
+
+    def save(self, path: str | Path) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def load(cls, path: str | Path, candidates: Sequence[int] | None = None) -> LearnedPolicy:
+        raise NotImplementedError
+
+
+@dataclass
+class TrainingSet:
+    """Per-prompt features and labels for learned policies.
+
+    ``logits``: float32 [n, V]; ``prompt_lengths``: [n]; ``labels``: candidate indices [n];
+    ``taus``: float [n, C] (tau of every candidate); ``prompt_ids``: [n].
+    """
+
+    logits: np.ndarray
+    prompt_lengths: np.ndarray
+    labels: np.ndarray
+    taus: np.ndarray
+    candidates: tuple[int, ...]
+    prompt_ids: list[str]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def subset(self, index: np.ndarray) -> TrainingSet:
+        return TrainingSet(self.logits[index], self.prompt_lengths[index], self.labels[index], self.taus[index],
+                           self.candidates, [self.prompt_ids[i] for i in index])
+
+    def observations(self) -> list[PromptObservation]:
+        return [PromptObservation(self.logits[i], int(self.prompt_lengths[i]), self.prompt_ids[i])
+                for i in range(len(self))]
+
+
+def oracle_label(taus: Sequence[float], candidates: Sequence[int], training_block_size: int = TRAINING_BLOCK_SIZE
+                 ) -> int:
+    """Index of the best candidate (highest tau; ties: nearest ``training_block_size``, then smaller)."""
+    order = sorted(range(len(candidates)), key=lambda j: (-round(float(taus[j]), 9),
+                                                          abs(candidates[j] - training_block_size), candidates[j]))
+    return order[0]
+
+
+def to_tensor(logits: np.ndarray | torch.Tensor) -> torch.Tensor:
+    return torch.as_tensor(np.asarray(logits, dtype=np.float32))

@@ -1,0 +1,172 @@
+"""Exact counterfactual replay: what every block size would have done, from one decode.
+
+Lossless decoding emits the same tokens whatever the block size (at T = 0, and at T > 0 with
+argmax drafts and positional uniforms, given the seed). The target's features at a position depend
+only on the tokens before it, and the drafter's block at anchor ``s`` depends only on the features
+before ``s``, the anchor token and B. So one decode, one teacher-forced target pass and batched
+drafter passes at every anchor give the accepted length of any block size at any cycle; any
+per-prompt or per-cycle schedule is then simulated without another target pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from specpolicy.decoding import DecodeState, DecodeTrace, SpeculativeDecoder
+from specpolicy.decoding.target import new_cache, target_forward
+from specpolicy.models.blocks import draft_anchor_blocks
+
+
+@dataclass(frozen=True)
+class SimulatedCycle:
+    """One simulated cycle: like :class:`~specpolicy.decoding.CycleRecord`, without timings."""
+
+    block_size: int
+    accepted: int
+    committed: int
+
+
+@dataclass
+class ReplayTable:
+    """Accepted drafts of every candidate block size at every anchor of one prompt's decode.
+
+    ``accepted[i, j]``: drafts accepted by a block of size ``candidates[j]`` anchored at absolute
+    position ``prompt_length + i``. ``sequence``: prompt + output + the continuation past the end
+    that verification would have read. ``output_length``: tokens in the real output.
+    """
+
+    prompt_length: int
+    output_length: int
+    candidates: tuple[int, ...]
+    accepted: np.ndarray
+    sequence: list[int]
+    stop_token_ids: tuple[int, ...]
+    budget: int
+
+    def _column(self, block_size: int) -> int:
+        try:
+            return self.candidates.index(block_size)
+        except ValueError:
+            raise ValueError(
+                f"block size {block_size} is not among this replay's candidates {list(self.candidates)}"
+            ) from None
+
+    def simulate(
+        self, choose: int | Callable[[DecodeState], int], prefill_logits: torch.Tensor | None = None
+    ) -> list[SimulatedCycle]:
+        """Cycles a fixed block size, or a per-cycle callback, would run (exactly as live decoding)."""
+        p = self.prompt_length
+        stops = set(self.stop_token_ids)
+        if isinstance(choose, int):
+            self._column(choose)
+        if self.sequence[p] in stops or self.budget <= 1:
+            return []
+        state = DecodeState(prefill_logits if prefill_logits is not None else torch.empty(0), p, p, 0, 1)
+        cycles: list[SimulatedCycle] = []
+        position, produced = p, 1
+        while True:
+            state.position, state.cycle, state.generated = position, len(cycles), produced
+            size = choose if isinstance(choose, int) else int(choose(state))
+            accepted = int(self.accepted[position - p, self._column(size)])
+            new = self.sequence[position + 1 : position + accepted + 2]
+            stop_at = next((i for i, t in enumerate(new) if t in stops), None)
+            done = stop_at is not None
+            if done:
+                new = new[: stop_at + 1]
+            if len(new) >= self.budget - produced:
+                new, done = new[: self.budget - produced], True
+            cycles.append(SimulatedCycle(size, accepted, len(new)))
+            state.accepted_history.append(accepted)
+            state.block_size_history.append(size)
+            produced += len(new)
+            position += accepted + 1
+            if done:
+                return cycles
+
+    def tau(self, choose: int | Callable[[DecodeState], int]) -> float:
+        """Mean acceptance length (accepted + 1) of the simulated cycles."""
+        cycles = self.simulate(choose)
+        return float(np.mean([c.accepted + 1 for c in cycles])) if cycles else 0.0
+
+    def taus(self) -> dict[int, float]:
+        """tau of every candidate as a fixed block size."""
+        return {b: self.tau(b) for b in self.candidates}
+
+    def per_cycle_oracle(self, training_block_size: int = 16) -> list[int]:
+        """Block sizes that finish the output in the fewest cycles (dynamic programming over anchors).
+
+        Ties go to the candidate nearest ``training_block_size``.
+        """
+        p, end = self.prompt_length, self.prompt_length + self.output_length
+        preference = sorted(range(len(self.candidates)), key=lambda j: abs(self.candidates[j] - training_block_size))
+        n = self.accepted.shape[0]
+        cost = np.zeros(n + 1, dtype=np.int64)
+        best = np.zeros(n, dtype=np.int64)
+        for i in range(n - 1, -1, -1):
+            options = []
+            for j in preference:
+                nxt = i + int(self.accepted[i, j]) + 1
+                options.append((1 if p + nxt >= end else 1 + cost[min(nxt, n)], j))
+            cost[i], best[i] = min(options, key=lambda o: o[0])
+        return [c.block_size for c in self.simulate(lambda s: self.candidates[best[s.position - p]])]
+
+
+@torch.inference_mode()
+def build_replay(
+    decoder: SpeculativeDecoder,
+    prompt_ids: Sequence[int],
+    candidates: Sequence[int],
+    *,
+    max_new_tokens: int,
+    seed: int = 0,
+    reference_block_size: int = 16,
+    anchors_per_pass: int = 32,
+) -> tuple[ReplayTable, DecodeTrace]:
+    """Decode once at ``reference_block_size`` and tabulate every candidate's accepted lengths.
+
+    Returns the table and the live trace of the reference decode (its output, prefill logits and
+    timings are real). Needs argmax drafts (``decoder.draft_sampling`` off).
+    """
+    if decoder.draft_sampling:
+        raise ValueError("exact replay needs argmax drafts; build the decoder with draft_sampling=False")
+    candidates = tuple(int(b) for b in candidates)
+    if min(candidates) < 1:
+        raise ValueError(f"candidate block sizes must be >= 1, got {list(candidates)}")
+    prompt = list(prompt_ids)
+    p = len(prompt)
+    # 1. One live decode: its output is every block size's output.
+    trace = decoder.generate(prompt, reference_block_size, max_new_tokens=max_new_tokens, seed=seed)
+    output = trace.output_ids
+    # 2. The tokens verification would read past the end (no stop tokens, same seed and positions).
+    longest = max(candidates)
+    continuation = SpeculativeDecoder(
+        decoder.target, decoder.drafter, temperature=decoder.temperature, top_k=decoder.top_k,
+        top_p=decoder.top_p, stop_token_ids=[], max_new_tokens=longest,
+    ).generate(prompt + output, reference_block_size, seed=seed).output_ids
+    sequence = prompt + output + continuation
+    # 3. Teacher-forced target features of every position.
+    device = decoder.device
+    ids = torch.tensor([sequence], device=device)
+    positions = torch.arange(len(sequence), device=device).unsqueeze(0)
+    _, hidden = target_forward(decoder.target, ids, positions, new_cache(decoder.target), logits_to_keep=1)
+    context = decoder.drafter.context_features(hidden)
+    # 4. Argmax drafts at every anchor for every candidate; accepted = matching prefix length.
+    n_anchor = len(output)
+    accepted = np.zeros((n_anchor, len(candidates)), dtype=np.int16)
+    lm_head = decoder.target.get_output_embeddings()
+    for j, size in enumerate(candidates):
+        if size == 1:
+            continue
+        for lo in range(0, n_anchor, anchors_per_pass):
+            anchors = torch.arange(p + lo, p + min(n_anchor, lo + anchors_per_pass), device=device)
+            hidden_blocks = draft_anchor_blocks(decoder.drafter, decoder.target, ids, context,
+                                                anchors.unsqueeze(0), size)
+            drafts = lm_head(hidden_blocks[0, :, 1:]).argmax(dim=-1)  # [A, B-1]
+            labels = ids[0, anchors.unsqueeze(1) + torch.arange(1, size, device=device)]
+            accepted[lo : lo + len(anchors), j] = (drafts == labels).long().cumprod(dim=1).sum(dim=1).cpu().numpy()
+    table = ReplayTable(p, len(output), candidates, accepted, sequence, tuple(decoder.stop_token_ids), max_new_tokens)
+    return table, trace

@@ -1,0 +1,127 @@
+"""Block-size sweeps: every prompt at every candidate block size, into a sweep store.
+
+``replay`` (default) decodes each prompt once and tabulates every candidate exactly
+(:mod:`specpolicy.sweep.replay`); ``live`` decodes each prompt at every candidate and at B = 1,
+with measured timings (the naive sweep, kept for validation and wall-clock numbers).
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+
+from specpolicy.data.prompts import Prompt, encode_prompt
+from specpolicy.decoding import DecodeTrace, SpeculativeDecoder
+from specpolicy.sweep.latency import measure_latency
+from specpolicy.sweep.replay import build_replay
+from specpolicy.sweep.store import SweepStore
+
+MODES = ("replay", "live")
+
+
+@dataclass
+class SweepSettings:
+    """Everything that defines a sweep; all of it goes into the store's metadata."""
+
+    dataset: str = "sharegpt"
+    candidates: list[int] = field(default_factory=lambda: [14, 15, 16, 17, 18])
+    temperature: float = 0.0
+    max_new_tokens: int = 128
+    max_prompt_tokens: int = 256
+    max_samples: int | None = 64
+    seed: int = 0
+    mode: str = "replay"
+    target: str = "tiny"
+    drafter: str = "tiny"
+    dtype: str = "auto"
+    device: str = "cpu"
+    reference_block_size: int = 16
+
+    def validate(self) -> None:
+        """Fail before any model loads when a setting cannot work."""
+        if self.mode not in MODES:
+            raise ValueError(f"unknown sweep mode {self.mode!r}; use one of {', '.join(MODES)}")
+        if not self.candidates or min(self.candidates) < 1:
+            raise ValueError(f"candidates must be block sizes >= 1, got {self.candidates}")
+        if len(set(self.candidates)) != len(self.candidates):
+            raise ValueError(f"candidates repeat a block size: {self.candidates}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.max_new_tokens < 2:
+            raise ValueError("max_new_tokens must be >= 2")
+
+    def meta(self) -> dict:
+        return {**asdict(self), "candidates": sorted(self.candidates)}
+
+
+def _cycles(trace: DecodeTrace) -> list[list]:
+    return [[c.block_size, c.accepted, c.committed, round(c.draft_seconds, 6), round(c.verify_seconds, 6)]
+            for c in trace.cycles]
+
+
+def sweep_prompt(decoder: SpeculativeDecoder, prompt: Prompt, index: int, settings: SweepSettings,
+                 tokenizer) -> tuple[dict, object]:
+    """One prompt's record (and its prefill logits [V]) under ``settings``."""
+    ids = encode_prompt(tokenizer, prompt, settings.max_prompt_tokens)
+    candidates = sorted(settings.candidates)
+    record: dict = {"prompt_id": prompt.id, "index": index, "prompt_length": len(ids),
+                    "training_block_size": decoder.drafter.block_size}
+    if settings.mode == "replay":
+        table, trace = build_replay(decoder, ids, candidates, max_new_tokens=settings.max_new_tokens,
+                                    seed=settings.seed, reference_block_size=settings.reference_block_size)
+        record["taus"] = {str(b): t for b, t in table.taus().items()}
+        record["replay"] = {"candidates": candidates, "accepted": table.accepted.tolist(), "sequence": table.sequence,
+                            "output_length": table.output_length, "stop_token_ids": list(table.stop_token_ids),
+                            "budget": table.budget}
+        record["reference"] = {"block_size": settings.reference_block_size, "cycles": _cycles(trace),
+                               "prefill_seconds": trace.prefill_seconds, "decode_seconds": trace.decode_seconds}
+    else:
+        live = {}
+        trace = None
+        for size in [1, *candidates]:
+            trace_b = decoder.generate(ids, size, seed=settings.seed)
+            live[str(size)] = {"cycles": _cycles(trace_b), "decode_seconds": trace_b.decode_seconds,
+                               "tokens": trace_b.cycle_tokens, "tau": trace_b.tau}
+            trace = trace if trace is not None else trace_b
+        record["taus"] = {b: v["tau"] for b, v in live.items() if b != "1"}
+        record["live"] = live
+    record["output_length"] = len(trace.output_ids)
+    record["stop_reason"] = trace.stop_reason
+    return record, trace.prefill_logits
+
+
+def run_sweep(
+    settings: SweepSettings,
+    out: str,
+    prompts: Sequence[Prompt],
+    pair=None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> SweepStore:
+    """Sweep ``prompts`` into the store at ``out``; finished prompts are skipped (resume)."""
+    settings.validate()
+    from specpolicy.models import load_pair
+
+    meta = settings.meta()
+    pair = pair or load_pair(settings.target, settings.drafter, settings.dtype, settings.device)
+    meta.update({"models": pair.metadata(), "python": platform.python_version(),
+                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                 "training_block_size": pair.drafter.block_size})
+    store = SweepStore.open(out, meta)
+    decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=settings.temperature,
+                                 max_new_tokens=settings.max_new_tokens)
+    if store.latency() is None:
+        store.write_latency(measure_latency(decoder, settings.candidates))
+    done = store.done_ids()
+    todo = [(i, p) for i, p in enumerate(prompts) if p.id not in done]
+    finished = len(prompts) - len(todo)
+    if on_progress:
+        on_progress(finished, len(prompts))
+    for index, prompt in todo:
+        record, features = sweep_prompt(decoder, prompt, index, settings, pair.tokenizer)
+        store.append(record, features)
+        finished += 1
+        if on_progress:
+            on_progress(finished, len(prompts))
+    return store

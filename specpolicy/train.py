@@ -1,0 +1,123 @@
+"""Train a learned block-size policy from a sweep store (reads top to bottom).
+
+    specpolicy train blockpilot --sweep runs/sweep-train --out runs/blockpilot
+
+Labels: per-prompt argmax of tau over the candidates (the paper), or of modelled tokens/s.
+Prompts are split by a hash of their id into train / validation (early stopping), so nothing is
+validated on what it trained on. ``--shuffle-labels`` trains the control that must not beat chance.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from specpolicy.policy import TRAINING_BLOCK_SIZE, LearnedPolicy, TrainingSet, oracle_label
+from specpolicy.sweep.store import SweepStore
+from specpolicy.training_data import split_by_prompt, training_set
+
+
+@dataclass
+class TrainArgs:
+    policy: str = "blockpilot"
+    """learned policy family: blockpilot, logreg, forest, knn, gboost, or a plugin's"""
+    sweep: Path = Path("runs/sweep-train")
+    """sweep store of the training prompts"""
+    out: Path = Path("runs/policy")
+    """folder for the trained policy (weights in safetensors or skops, settings in JSON)"""
+    label: str = "tau"
+    """label: tau (argmax tau, as the paper) or tokens_per_second (argmax modelled tokens/s)"""
+    validation_share: float = 0.2
+    """share of prompts held out for early stopping"""
+    window: int | None = None
+    """k: keep only candidates within +-k of the training block size (ablation)"""
+    hidden: int = 2048
+    """BlockPilot hidden size"""
+    depth: int = 2
+    """BlockPilot depth (1 = no residual block)"""
+    dropout: float = 0.2
+    """BlockPilot dropout"""
+    preprocess: str = "raw"
+    """BlockPilot input: raw, normalised or softmax"""
+    epochs: int = 100
+    """BlockPilot epochs (upper bound with early stopping)"""
+    lr: float = 1e-5
+    """BlockPilot Adam learning rate (the paper's 1e-5)"""
+    batch_size: int = 32
+    """BlockPilot batch size"""
+    patience: int = 15
+    """epochs without validation improvement before stopping"""
+    shuffle_labels: bool = False
+    """control: train on randomly permuted labels"""
+    seed: int = 0
+    """seed for the split, initialisation and batches"""
+    extra: dict = field(default_factory=dict)
+    """metadata written next to the weights"""
+
+
+def restrict(data: TrainingSet, window: int, training_block_size: int) -> TrainingSet:
+    """Keep the candidates within ``window`` of the training block size and relabel."""
+    keep = [j for j, b in enumerate(data.candidates) if abs(b - training_block_size) <= window]
+    if not keep:
+        raise ValueError(f"no candidate within {window} of {training_block_size} in {list(data.candidates)}")
+    candidates = tuple(data.candidates[j] for j in keep)
+    taus = data.taus[:, keep]
+    labels = np.array([oracle_label(row, candidates, training_block_size) for row in taus])
+    return TrainingSet(data.logits, data.prompt_lengths, labels, taus, candidates, data.prompt_ids)
+
+
+def build_policy(args: TrainArgs, data: TrainingSet) -> LearnedPolicy:
+    """A fresh, untrained policy of ``args.policy`` over the training set's candidates."""
+    if args.policy == "blockpilot":
+        from specpolicy.plugins.blockpilot import BlockPilotPolicy, BlockPilotSettings
+
+        return BlockPilotPolicy(BlockPilotSettings(vocab_size=data.logits.shape[1], candidates=list(data.candidates),
+                                                   hidden=args.hidden, depth=args.depth, dropout=args.dropout,
+                                                   preprocess=args.preprocess))
+    from specpolicy.registry import get_registry
+
+    family, _ = get_registry().parse(args.policy)
+    if not family.learned:
+        raise ValueError(f"policy {args.policy!r} is not a learned policy; learned ones: "
+                         + ", ".join(f.name for f in get_registry().unique() if f.learned))
+    policy = family.factory(None, data.candidates)
+    if not isinstance(policy, LearnedPolicy):
+        raise ValueError(f"policy {args.policy!r} has no fit(); it cannot be trained")
+    return policy
+
+
+def main(args: TrainArgs) -> dict:
+    """Train, save to ``args.out`` and return a summary (accuracies, chance level, timings)."""
+    store = SweepStore.load(args.sweep)
+    data = training_set(store, args.label)
+    training_block_size = int(store.meta.get("training_block_size", TRAINING_BLOCK_SIZE))
+    if args.window is not None:
+        data = restrict(data, args.window, training_block_size)
+    if args.shuffle_labels:
+        data.labels = np.random.default_rng(args.seed).permutation(data.labels)
+    train, validation = split_by_prompt(data, args.validation_share, args.seed)
+    if len(train) < 2:
+        raise ValueError(f"sweep {args.sweep} has {len(data)} usable prompts; sweep more prompts to train on")
+    policy = build_policy(args, data)
+    start = time.time()
+    fit_options = {"epochs": args.epochs, "lr": args.lr, "batch_size": args.batch_size, "patience": args.patience}
+    summary = policy.fit(train, validation, seed=args.seed, **fit_options)
+    majority = np.bincount(train.labels, minlength=len(data.candidates)).argmax()
+    summary.update({
+        "policy": args.policy, "train_prompts": len(train), "validation_prompts": len(validation),
+        "candidates": list(data.candidates), "label": args.label, "shuffled_labels": args.shuffle_labels,
+        "majority_class_validation_accuracy": (
+            float((validation.labels == majority).mean()) if len(validation) else None
+        ),
+        "seconds": round(time.time() - start, 2), "sweep": str(args.sweep), "sweep_models": store.meta.get("models"),
+    })
+    if hasattr(policy, "settings"):
+        policy.settings.metadata = {k: v for k, v in summary.items() if k != "history"} | args.extra
+    policy.save(args.out)
+    record = {"args": {k: str(v) for k, v in asdict(args).items()}, **summary}
+    Path(args.out, "training_summary.json").write_text(json.dumps(record, indent=2, default=str))
+    return summary

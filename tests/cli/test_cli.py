@@ -1,0 +1,122 @@
+"""The command line: policies, sweep, train, compare (every format) and bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from specpolicy.cli import app
+
+runner = CliRunner()
+
+
+def run(*args: str, ok: bool = True):
+    result = runner.invoke(app, [str(a) for a in args])
+    if ok:
+        assert result.exit_code == 0, result.output
+    return result
+
+
+def zoo_args(test_zoo) -> list[str]:
+    target, drafter = test_zoo
+    return ["--target", str(target), "--drafter", str(drafter)]
+
+
+def test_policies_table_and_json():
+    assert "blockpilot" in run("policies").output
+    rows = json.loads(run("policies", "--format", "json").output)
+    names = {r["name"] for r in rows}
+    assert {"fixed", "blockpilot", "oracle", "oracle-step", "random", "heuristic", "logreg"} <= names
+    assert all(r["distribution"] == "specpolicy" for r in rows)
+
+
+@pytest.fixture(scope="module")
+def trained_policy(replay_store, tmp_path_factory):
+    out = tmp_path_factory.mktemp("policy") / "bp"
+    result = run("train", "blockpilot", "--sweep", replay_store.path, "--out", out, "--hidden", "32",
+                 "--epochs", "5", "--lr", "1e-3")
+    summary = json.loads(result.stdout)
+    assert summary["train_prompts"] + summary["validation_prompts"] == 8
+    return out
+
+
+def test_train_sklearn_baseline(replay_store, tmp_path):
+    result = run("train", "logreg", "--sweep", replay_store.path, "--out", tmp_path / "lr")
+    assert "train_accuracy" in json.loads(result.stdout)
+    assert (tmp_path / "lr" / "model.skops").exists()
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "csv", "markdown"])
+def test_compare_every_format(replay_store, trained_policy, fmt, tmp_path):
+    policies = f"fixed16,blockpilot:{trained_policy},oracle,oracle-step,heuristic,random"
+    result = run("compare", "--policies", policies, "--sweep", replay_store.path, "--format", fmt,
+                 "--bootstrap", "200", "--plot", tmp_path / "plot.png")
+    assert "oracle-step" in result.stdout
+    assert (tmp_path / "plot.png").stat().st_size > 0
+    if fmt == "json":
+        rows = {r["policy"]: r for r in json.loads(result.stdout)}
+        assert rows["fixed16"]["delta_tau_vs_fixed16"] == 0
+        assert rows["oracle"]["tau"] >= rows["fixed16"]["tau"]
+        assert rows["oracle"]["oracle_agreement"] == 1.0
+
+
+def test_compare_runs_its_own_replay_sweep(test_zoo, prompt_file, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path / "cache"))
+    args = ["compare", "--policies", "fixed16,oracle", "--dataset", prompt_file, "--max-samples", "3",
+            "--max-new-tokens", "12", "--format", "json", "--bootstrap", "100", *zoo_args(test_zoo)]
+    first = json.loads(run(*args).stdout)
+    assert [r["prompts"] for r in first] == [3, 3]
+    assert json.loads(run(*args).stdout) == first  # the cached sweep is reused
+
+
+def test_compare_live_mode(test_zoo, prompt_file, tmp_path):
+    result = run("compare", "--policies", "fixed16,heuristic", "--mode", "live", "--dataset", prompt_file,
+                 "--max-samples", "2", "--max-new-tokens", "10", "--format", "json", "--bootstrap", "100",
+                 *zoo_args(test_zoo))
+    rows = json.loads(result.stdout)
+    assert {r["timing"] for r in rows} == {"measured"}
+
+
+def test_sweep_command_and_resume(test_zoo, prompt_file, tmp_path):
+    args = ["sweep", "--dataset", prompt_file, "--candidates", "4-6", "--max-samples", "2", "--max-new-tokens", "8",
+            "--out", tmp_path / "s", *zoo_args(test_zoo)]
+    run(*args)
+    result = run(*args)
+    assert "2 prompts recorded" in " ".join(result.stderr.split())
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["compare", "--policies", "fixd16"], "Did you mean 'fixed16'"),
+        (["compare", "--policies", "blockpilot:/no/such/dir"], "blockpilot.json is missing"),
+        (["compare", "--mode", "fast"], "unknown mode"),
+        (["sweep", "--out", "/tmp/x", "--candidates", "a,b"], "candidates must look like"),
+        (["sweep", "--out", "/tmp/x", "--dataset", "nope"], "unknown dataset 'nope'"),
+        (["generate", " "], "empty prompt"),
+        (["generate", "hi", "--target", "/no/such/model"], "neither a zoo name"),
+    ],
+)
+def test_bad_input_fails_with_a_clear_message(args, message):
+    result = run(*args, ok=False)
+    assert result.exit_code != 0
+    assert message in " ".join(result.output.split())
+
+
+def test_compare_sweep_with_other_candidates_fails(replay_store):
+    result = run("compare", "--policies", "fixed12", "--sweep", replay_store.path, ok=False)
+    assert "missing [12]" in result.output
+    result = run("compare", "--sweep", replay_store.path, "--candidates", "4,8", ok=False)
+    assert "do not match the sweep's" in result.output
+
+
+def test_train_with_a_missing_sweep(tmp_path):
+    result = run("train", "blockpilot", "--sweep", tmp_path / "none", "--out", tmp_path / "o", ok=False)
+    assert "is not a sweep store" in result.output
+
+
+def test_generate_on_the_test_zoo(test_zoo):
+    result = run("generate", "Say hello", "--max-new-tokens", "12", "--block-size", "4", *zoo_args(test_zoo))
+    assert "tau" in result.stderr

@@ -1,0 +1,65 @@
+"""Prompt sets: the truncated ShareGPT reader, splits, local files, hub names offline."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specpolicy.data.registry import load_local, load_prompts
+from specpolicy.data.sharegpt import iter_conversations, iter_records, split_of
+
+
+def test_truncated_json_array_yields_only_complete_records(tmp_path):
+    records = [{"id": f"c{i}_0", "conversations": [{"from": "human", "value": f"q{i} " * 50},
+                                                   {"from": "gpt", "value": "a"}]} for i in range(50)]
+    text = json.dumps(records, indent=2)
+    cut = text[: text.index('"c37_0"') + 40]  # stop inside record 37
+    path = tmp_path / "cut.json"
+    path.write_text(cut)
+    got = list(iter_records(path, chunk_chars=300))
+    assert [r["id"] for r in got] == [f"c{i}_0" for i in range(37)]
+    assert [c.turns[0][0] for c in iter_conversations(path)] == ["user"] * 37
+
+
+def test_split_is_deterministic_and_by_conversation():
+    assert split_of("abc") == split_of("abc")
+    shares = [split_of(f"conv{i}") for i in range(4000)]
+    assert 0.85 < shares.count("train") / 4000 < 0.95
+    assert shares.count("heldout") > 100
+
+
+def test_shipped_sharegpt_recovers_complete_records():
+    assert sum(1 for _ in iter_records(__import__("specpolicy.data.sharegpt", fromlist=["x"]).sharegpt_path())) == 17671
+
+
+def test_builtin_sets_and_seeded_sampling():
+    humaneval = load_prompts("humaneval")
+    assert len(humaneval) == 164 and "```python" in humaneval[0].messages[0][1]
+    a = load_prompts("sharegpt", max_samples=5, seed=1)
+    assert [p.id for p in a] == [p.id for p in load_prompts("sharegpt", max_samples=5, seed=1)]
+    assert [p.id for p in a] != [p.id for p in load_prompts("sharegpt", max_samples=5, seed=2)]
+    train_ids = {p.id for p in load_prompts("sharegpt-train")}
+    assert not train_ids & {p.id for p in load_prompts("sharegpt")}
+
+
+def test_local_jsonl_and_txt(tmp_path):
+    jsonl = tmp_path / "p.jsonl"
+    jsonl.write_text('{"id": "a", "prompt": "hi"}\n{"messages": [{"role": "user", "content": "yo"}]}\n')
+    prompts = load_local(jsonl)
+    assert prompts[0].id == "a" and prompts[1].messages == (("user", "yo"),)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "no prompt"}\n')
+    with pytest.raises(ValueError, match="line 1 needs a 'prompt'"):
+        load_local(bad)
+
+
+def test_hub_names_fail_at_once_offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(RuntimeError, match="hub is switched off.*use an offline set"):
+        load_prompts("gsm8k")
+
+
+def test_unknown_dataset_lists_known_names():
+    with pytest.raises(ValueError, match="unknown dataset 'gsm9k'; known: sharegpt"):
+        load_prompts("gsm9k")

@@ -1,0 +1,138 @@
+"""Built-in policies honour the contract; BlockPilot learns a planted signal and nothing from noise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specpolicy.checks import PolicyContractError, check_policy
+from specpolicy.decoding import DecodeState
+from specpolicy.plugins.blockpilot import BlockPilotPolicy, BlockPilotSettings
+from specpolicy.plugins.heuristic import HeuristicPolicy
+from specpolicy.plugins.sklearn_baselines import SklearnPolicy
+from specpolicy.policy import Policy, PromptObservation, TrainingSet
+from specpolicy.registry import get_registry
+
+CANDIDATES = (14, 15, 16, 17, 18)
+VOCAB = 64
+
+
+def planted(n: int, seed: int, shuffle: bool = False) -> TrainingSet:
+    """Label = which of the first five logits is largest (a signal an MLP can read)."""
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(0, 1, (n, VOCAB)).astype(np.float32)
+    labels = logits[:, :5].argmax(axis=1)
+    if shuffle:
+        labels = rng.permutation(labels)
+    taus = np.eye(5)[labels] + 3.0
+    return TrainingSet(logits, rng.integers(5, 200, n), labels, taus, CANDIDATES, [f"p{i}" for i in range(n)])
+
+
+def small_blockpilot(hidden: int = 64) -> BlockPilotPolicy:
+    return BlockPilotPolicy(BlockPilotSettings(vocab_size=VOCAB, candidates=list(CANDIDATES), hidden=hidden))
+
+
+@pytest.fixture(scope="module")
+def trained_blockpilot():
+    policy = small_blockpilot()
+    summary = policy.fit(planted(600, 0), planted(200, 1), epochs=60, lr=3e-3, patience=60)
+    return policy, summary
+
+
+def test_blockpilot_learns_a_planted_signal(trained_blockpilot):
+    policy, summary = trained_blockpilot
+    assert policy.accuracy(planted(300, 2)) > 0.7
+    assert summary["best_epoch"] >= 1
+
+
+def test_blockpilot_on_shuffled_labels_is_no_better_than_chance():
+    policy = small_blockpilot()
+    policy.fit(planted(600, 0, shuffle=True), planted(200, 1, shuffle=True), epochs=30, lr=3e-3, patience=30)
+    accuracy = policy.accuracy(planted(1000, 3))  # fresh prompts with the true labels
+    assert accuracy < 0.30  # chance is 0.2 over 5 balanced candidates
+
+
+def test_blockpilot_save_load_round_trip(trained_blockpilot, tmp_path):
+    policy, _ = trained_blockpilot
+    policy.save(tmp_path / "bp")
+    loaded = BlockPilotPolicy.load(tmp_path / "bp")
+    data = planted(50, 4)
+    assert np.array_equal(policy.scores(data.logits).numpy(), loaded.scores(data.logits).numpy())
+
+
+@pytest.mark.parametrize("preprocess", ["normalised", "softmax"])
+def test_blockpilot_preprocessing_options_and_depth(preprocess):
+    policy = BlockPilotPolicy(BlockPilotSettings(vocab_size=VOCAB, candidates=list(CANDIDATES), hidden=32, depth=3,
+                                                 preprocess=preprocess))
+    assert len(policy.net.blocks) == 2
+    check_policy(policy, vocab_size=VOCAB)
+
+
+def test_missing_and_corrupted_predictor_files(trained_blockpilot, tmp_path):
+    with pytest.raises(FileNotFoundError, match="blockpilot.json is missing"):
+        BlockPilotPolicy.load(tmp_path / "nothing")
+    policy, _ = trained_blockpilot
+    policy.save(tmp_path / "bp")
+    (tmp_path / "bp" / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(ValueError, match="is corrupted"):
+        BlockPilotPolicy.load(tmp_path / "bp")
+
+
+def test_blockpilot_rejects_logits_of_another_vocabulary(trained_blockpilot):
+    policy, _ = trained_blockpilot
+    with pytest.raises(ValueError, match="vocabulary of 64 logits but got 10"):
+        policy.select(PromptObservation(np.zeros(10, dtype=np.float32), 3))
+
+
+@pytest.mark.parametrize("kind", ["logreg", "forest", "knn", "gboost"])
+def test_sklearn_baselines_fit_check_and_round_trip(kind, tmp_path):
+    policy = SklearnPolicy(kind, CANDIDATES)
+    summary = policy.fit(planted(300, 0), planted(100, 1))
+    assert 0 <= summary["validation_accuracy"] <= 1
+    check_policy(policy, vocab_size=VOCAB)
+    policy.save(tmp_path / kind)
+    loaded = SklearnPolicy.load(tmp_path / kind)
+    data = planted(40, 5)
+    observations = data.observations()
+    assert loaded.select_batch(observations) == policy.select_batch(observations)
+
+
+def test_every_registered_policy_passes_check_policy(trained_blockpilot, tmp_path):
+    registry = get_registry()
+    trained_blockpilot[0].save(tmp_path / "bp")
+    for family in registry.unique():
+        if family.learned or family.name == "oracle-step":
+            continue
+        name = f"{family.name}16" if family.name == "fixed" else family.name
+        check_policy(registry.create(name, CANDIDATES), vocab_size=VOCAB)
+    check_policy(registry.create(f"blockpilot:{tmp_path / 'bp'}", CANDIDATES), vocab_size=VOCAB)
+
+
+def test_check_policy_catches_a_broken_policy():
+    class OutOfRange(Policy):
+        def select(self, observation):
+            return 99
+
+    with pytest.raises(PolicyContractError, match="not one of its choices"):
+        check_policy(OutOfRange(CANDIDATES))
+
+
+def test_heuristic_schedule():
+    policy = HeuristicPolicy(CANDIDATES)
+    schedule = policy.schedule(PromptObservation(np.zeros(4, dtype=np.float32), 3))
+    state = DecodeState(None, 3, 3, 0, 1)
+    assert schedule(state) == 16
+    state.block_size_history, state.accepted_history = [16], [15]
+    assert schedule(state) == 18
+    state.block_size_history, state.accepted_history = [18], [17]
+    assert schedule(state) == 18  # clipped to the largest candidate
+    state.block_size_history, state.accepted_history = [15], [3]
+    assert schedule(state) == 14
+
+
+def test_oracles_pass_check_policy_on_a_replay_store(replay_store):
+    from specpolicy.evaluate import _observation
+
+    observations = [_observation(replay_store, r) for r in replay_store.records()]
+    for name in ("oracle", "oracle-step"):
+        check_policy(get_registry().create(name, CANDIDATES), observations=observations)

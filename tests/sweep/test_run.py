@@ -1,0 +1,60 @@
+"""Sweeps over the test zoo: records, resumption after an interruption, live vs replay."""
+
+from __future__ import annotations
+
+import pytest
+
+from specpolicy.data.registry import load_prompts
+from specpolicy.sweep.run import SweepSettings, run_sweep
+from specpolicy.sweep.store import SweepStore
+
+
+def test_replay_store_holds_every_prompt(replay_store):
+    records = list(replay_store.records())
+    assert len(records) == 8
+    meta = replay_store.meta
+    for key in ("candidates", "temperature", "max_new_tokens", "seed", "models", "created"):
+        assert key in meta
+    assert meta["models"]["dtype"] == "float32" and meta["models"]["device"] == "cpu"
+    for record in records:
+        assert set(record["taus"]) == {"14", "15", "16", "17", "18"}
+        assert replay_store.features(record).shape == (300,)
+    latency = replay_store.latency()
+    assert set(latency["verify_seconds"]) == {"1", "14", "15", "16", "17", "18"}
+
+
+def test_interrupted_sweep_resumes_without_loss_or_duplicates(test_zoo, prompt_file, tmp_path):
+    target, drafter = test_zoo
+    settings = SweepSettings(dataset=str(prompt_file), max_new_tokens=12, max_samples=None, target=str(target),
+                             drafter=str(drafter), candidates=[4, 8])
+    prompts = load_prompts(str(prompt_file))
+
+    def interrupt(done, total):
+        if done == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(settings, str(tmp_path / "s"), prompts, on_progress=interrupt)
+    assert len(SweepStore.load(tmp_path / "s").done_ids()) == 3
+    store = run_sweep(settings, str(tmp_path / "s"), prompts)
+    ids = [r["prompt_id"] for r in store.records()]
+    assert sorted(ids) == sorted(p.id for p in prompts) and len(ids) == len(set(ids))
+
+
+def test_live_sweep_agrees_with_replay_taus(test_zoo, prompt_file, tmp_path):
+    target, drafter = test_zoo
+    prompts = load_prompts(str(prompt_file))[:3]
+    common = dict(dataset=str(prompt_file), max_new_tokens=16, max_samples=None, target=str(target),
+                  drafter=str(drafter), candidates=[2, 6])
+    live = run_sweep(SweepSettings(mode="live", **common), str(tmp_path / "live"), prompts)
+    replay = run_sweep(SweepSettings(mode="replay", **common), str(tmp_path / "replay"), prompts)
+    for a, b in zip(live.records(), replay.records()):
+        assert a["taus"] == pytest.approx(b["taus"])
+        assert "1" in a["live"]
+
+
+def test_bad_settings_fail_before_any_model_loads(tmp_path):
+    with pytest.raises(ValueError, match="unknown sweep mode"):
+        run_sweep(SweepSettings(mode="fast"), str(tmp_path / "s"), [])
+    with pytest.raises(ValueError, match="repeat"):
+        run_sweep(SweepSettings(candidates=[4, 4]), str(tmp_path / "s"), [])
