@@ -1,1 +1,30 @@
-"""Gymnasium environments for block-size policy learning."""
+"""Gymnasium environments for block-size policy learning; importing this module registers them.
+
+``gymnasium.make("specpolicy/BlockSize-v0")`` (one step per prompt) and
+``gymnasium.make("specpolicy/BlockSizeStep-v0")`` (one step per cycle) work after ``import specpolicy``.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+BLOCK_SIZE_ID = "specpolicy/BlockSize-v0"
+BLOCK_SIZE_LIVE_ID = "specpolicy/BlockSizeLive-v0"
+BLOCK_SIZE_STEP_ID = "specpolicy/BlockSizeStep-v0"
+
+
+def register_envs() -> None:
+    """Register the environment IDs (idempotent)."""
+    registry = gym.envs.registration.registry
+    if BLOCK_SIZE_ID not in registry:
+        gym.register(BLOCK_SIZE_ID, entry_point="specpolicy.envs.block_size:BlockSizeEnv",
+                     vector_entry_point="specpolicy.envs.vector:BlockSizeVectorEnv")
+    if BLOCK_SIZE_LIVE_ID not in registry:
+        gym.register(BLOCK_SIZE_LIVE_ID, entry_point="specpolicy.envs.block_size:BlockSizeEnv",
+                     nondeterministic=True, kwargs={"backend": "live"})
+    if BLOCK_SIZE_STEP_ID not in registry:
+        gym.register(BLOCK_SIZE_STEP_ID, entry_point="specpolicy.envs.block_size_step:BlockSizeStepEnv",
+                     max_episode_steps=4096)
+
+
+register_envs()

@@ -55,37 +55,43 @@ class ReplayTable:
                 f"block size {block_size} is not among this replay's candidates {list(self.candidates)}"
             ) from None
 
+    def start(self) -> tuple[int, int, bool]:
+        """(anchor position, tokens produced, done) before the first cycle."""
+        p = self.prompt_length
+        done = self.sequence[p] in set(self.stop_token_ids) or self.budget <= 1
+        return p, 1, done
+
+    def cycle(self, position: int, produced: int, size: int) -> tuple[SimulatedCycle, int, int, bool]:
+        """One cycle of block size ``size`` at anchor ``position``: (cycle, next position, produced, done)."""
+        accepted = int(self.accepted[position - self.prompt_length, self._column(size)])
+        new = self.sequence[position + 1 : position + accepted + 2]
+        stops = set(self.stop_token_ids)
+        stop_at = next((i for i, t in enumerate(new) if t in stops), None)
+        done = stop_at is not None
+        if done:
+            new = new[: stop_at + 1]
+        if len(new) >= self.budget - produced:
+            new, done = new[: self.budget - produced], True
+        return SimulatedCycle(size, accepted, len(new)), position + accepted + 1, produced + len(new), done
+
     def simulate(
         self, choose: int | Callable[[DecodeState], int], prefill_logits: torch.Tensor | None = None
     ) -> list[SimulatedCycle]:
         """Cycles a fixed block size, or a per-cycle callback, would run (exactly as live decoding)."""
-        p = self.prompt_length
-        stops = set(self.stop_token_ids)
         if isinstance(choose, int):
             self._column(choose)
-        if self.sequence[p] in stops or self.budget <= 1:
-            return []
-        state = DecodeState(prefill_logits if prefill_logits is not None else torch.empty(0), p, p, 0, 1)
+        position, produced, done = self.start()
+        logits = prefill_logits if prefill_logits is not None else torch.empty(0)
+        state = DecodeState(logits, self.prompt_length, position, 0, produced)
         cycles: list[SimulatedCycle] = []
-        position, produced = p, 1
-        while True:
+        while not done:
             state.position, state.cycle, state.generated = position, len(cycles), produced
             size = choose if isinstance(choose, int) else int(choose(state))
-            accepted = int(self.accepted[position - p, self._column(size)])
-            new = self.sequence[position + 1 : position + accepted + 2]
-            stop_at = next((i for i, t in enumerate(new) if t in stops), None)
-            done = stop_at is not None
-            if done:
-                new = new[: stop_at + 1]
-            if len(new) >= self.budget - produced:
-                new, done = new[: self.budget - produced], True
-            cycles.append(SimulatedCycle(size, accepted, len(new)))
-            state.accepted_history.append(accepted)
+            record, position, produced, done = self.cycle(position, produced, size)
+            cycles.append(record)
+            state.accepted_history.append(record.accepted)
             state.block_size_history.append(size)
-            produced += len(new)
-            position += accepted + 1
-            if done:
-                return cycles
+        return cycles
 
     def tau(self, choose: int | Callable[[DecodeState], int]) -> float:
         """Mean acceptance length (accepted + 1) of the simulated cycles."""

@@ -1,0 +1,79 @@
+"""``specpolicy/BlockSize-v0``: one step per prompt, the action picks its block size (a contextual bandit)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from specpolicy.envs.replay_data import OBSERVATION_BOUND, ReplayData
+
+
+class BlockSizeEnv(gym.Env):
+    """Observation: prefill features of a prompt (``features``: logits, normalised, softmax or compact).
+    Action: index into the candidate block sizes. Reward: tau (default), modelled tokens/s or a
+    cost-aware tau. ``info``: chosen block size, per-cycle accepted lengths, tau, prompt id.
+
+    Backends: ``replay`` (deterministic, from a sweep store; default: the zoo's shipped sweep) and
+    ``live`` (decodes each prompt with the target and drafter; wall-clock rewards).
+    """
+
+    metadata: ClassVar[dict] = {"render_modes": []}
+
+    def __init__(self, sweep: str | Path | None = None, features: str = "logits", reward: str = "tau",
+                 backend: str = "replay", cost_weight: float = 0.05, render_mode: str | None = None,
+                 live: dict | None = None) -> None:
+        if render_mode is not None:
+            raise ValueError("BlockSize-v0 has no render modes; pass render_mode=None")
+        if backend not in ("replay", "live"):
+            raise ValueError(f"unknown backend {backend!r}; use replay or live")
+        self.backend = backend
+        if backend == "replay":
+            self.data = ReplayData.load(sweep, features, reward, cost_weight)
+            self.candidates = self.data.candidates
+            dim = self.data.observations.shape[1]
+        else:
+            from specpolicy.envs.live import LiveBackend
+
+            self.live = LiveBackend(**(live or {}), features=features, reward=reward, cost_weight=cost_weight)
+            self.candidates = self.live.candidates
+            dim = self.live.observation_size
+        self.observation_space = spaces.Box(-OBSERVATION_BOUND, OBSERVATION_BOUND, (dim,), np.float32)
+        self.action_space = spaces.Discrete(len(self.candidates))
+        self._index = 0
+        self._obs: np.ndarray | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        if self.backend == "replay":
+            if options and "prompt_index" in options:
+                self._index = int(options["prompt_index"])
+            else:
+                self._index = int(self.np_random.integers(len(self.data.prompt_ids)))
+            self._obs = self.data.observations[self._index].copy()
+            info = {"prompt_id": self.data.prompt_ids[self._index]}
+        else:
+            self._obs, info = self.live.reset(self.np_random)
+        return self._obs.copy(), info
+
+    def step(self, action):
+        if self._obs is None:
+            raise RuntimeError("call reset() before step()")
+        if not self.action_space.contains(np.int64(action) if np.isscalar(action) else action):
+            raise ValueError(f"invalid action {action!r}: expected an integer in [0, {len(self.candidates)})")
+        action = int(action)
+        size = self.candidates[action]
+        if self.backend == "replay":
+            table = self.data.tables[self._index]
+            accepted = [c.accepted for c in table.simulate(size)] if table is not None else []
+            reward = float(self.data.rewards[self._index, action])
+            info = {"block_size": size, "accepted": accepted, "tau": float(self.data.taus[self._index, action]),
+                    "prompt_id": self.data.prompt_ids[self._index]}
+        else:
+            reward, info = self.live.step(size)
+        obs = self._obs.copy()
+        self._obs = None
+        return obs, float(reward), True, False, info

@@ -1,0 +1,91 @@
+"""``specpolicy/BlockSizeStep-v0``: one step per decoding cycle, the action picks that cycle's block size.
+
+Replay backend: exact, from the counterfactual tables of a replay sweep. Observation (float32 [20]):
+share of the token budget used, cycle count / 64, the last three accepted lengths and the last
+block size (each / largest candidate), the mean accepted length so far, and the 13 compact
+prefill features of the prompt. Drafter confidences are not part of the replay tables, so the
+observation leaves them out. Reward: tokens committed that cycle (``reward="tokens"``) or tokens
+per modelled second (``reward="time"``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from specpolicy.envs.replay_data import OBSERVATION_BOUND, ReplayData
+from specpolicy.features import compact
+
+STEP_REWARDS = ("tokens", "time")
+OBSERVATION_SIZE = 20
+
+
+class BlockSizeStepEnv(gym.Env):
+    """Per-cycle block-size control on exact replay."""
+
+    metadata: ClassVar[dict] = {"render_modes": []}
+
+    def __init__(self, sweep: str | Path | None = None, reward: str = "tokens", render_mode: str | None = None) -> None:
+        if render_mode is not None:
+            raise ValueError("BlockSizeStep-v0 has no render modes; pass render_mode=None")
+        if reward not in STEP_REWARDS:
+            raise ValueError(f"unknown reward {reward!r}; use one of {', '.join(STEP_REWARDS)}")
+        self.data = ReplayData.load(sweep, "compact")
+        if any(t is None for t in self.data.tables):
+            raise ValueError("BlockSizeStep-v0 needs a replay sweep (specpolicy sweep --mode replay)")
+        if reward == "time" and self.data.latency is None:
+            raise ValueError("reward='time' needs the sweep's latency.json")
+        self.reward = reward
+        self.candidates = self.data.candidates
+        self.prefill = compact(self.data.store.feature_matrix(list(self.data.store.records())),
+                               np.array([t.prompt_length for t in self.data.tables]))
+        self.observation_space = spaces.Box(-OBSERVATION_BOUND, OBSERVATION_BOUND, (OBSERVATION_SIZE,), np.float32)
+        self.action_space = spaces.Discrete(len(self.candidates))
+        self._table = None
+
+    def _observation(self) -> np.ndarray:
+        top = max(self.candidates)
+        history = ([0] * 3 + self._accepted)[-3:]
+        values = [self._produced / self._table.budget, len(self._accepted) / 64,
+                  *(a / top for a in history), (self._sizes[-1] if self._sizes else 0) / top,
+                  float(np.mean(self._accepted)) / top if self._accepted else 0.0]
+        return np.clip(np.concatenate([np.asarray(values, np.float32), self.prefill[self._index]]),
+                       -OBSERVATION_BOUND, OBSERVATION_BOUND).astype(np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        while True:
+            if options and "prompt_index" in options:
+                self._index = int(options["prompt_index"])
+            else:
+                self._index = int(self.np_random.integers(len(self.data.tables)))
+            self._table = self.data.tables[self._index]
+            self._position, self._produced, done = self._table.start()
+            if not done or (options and "prompt_index" in options):
+                break  # prompts finished by prefill alone have no cycle to control
+        self._accepted, self._sizes = [], []
+        self._done = done
+        return self._observation(), {"prompt_id": self.data.prompt_ids[self._index]}
+
+    def step(self, action):
+        if self._table is None or self._done:
+            raise RuntimeError("call reset() before step(); the episode has ended")
+        if not self.action_space.contains(np.int64(action) if np.isscalar(action) else action):
+            raise ValueError(f"invalid action {action!r}: expected an integer in [0, {len(self.candidates)})")
+        size = self.candidates[int(action)]
+        cycle, self._position, self._produced, self._done = self._table.cycle(self._position, self._produced, size)
+        self._accepted.append(cycle.accepted)
+        self._sizes.append(size)
+        reward = float(cycle.committed)
+        if self.reward == "time":
+            latency = self.data.latency
+            reward /= latency["draft_seconds"][str(size)] + latency["verify_seconds"][str(size)]
+        info = {"block_size": size, "accepted": cycle.accepted, "committed": cycle.committed,
+                "prompt_id": self.data.prompt_ids[self._index]}
+        if self._done:
+            info["tau"] = float(np.mean(self._accepted) + 1)
+        return self._observation(), reward, bool(self._done), False, info

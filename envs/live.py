@@ -1,0 +1,54 @@
+"""Live backend of the environments: decode prompts with the target and drafter (wall-clock rewards)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specpolicy.data.prompts import encode_prompt
+from specpolicy.data.registry import load_prompts
+from specpolicy.decoding import SpeculativeDecoder
+from specpolicy.envs.replay_data import OBSERVATION_BOUND
+from specpolicy.features import get_extractor
+from specpolicy.policy import DEFAULT_CANDIDATES
+
+
+class LiveBackend:
+    """Prompts from a dataset, decoded at the chosen block size; observations from a prefill pass."""
+
+    def __init__(self, dataset: str = "sharegpt", target: str = "tiny", drafter: str = "tiny",
+                 candidates=DEFAULT_CANDIDATES, max_samples: int = 32, max_new_tokens: int = 64,
+                 temperature: float = 0.0, device: str = "cpu", features: str = "logits", reward: str = "tau",
+                 cost_weight: float = 0.05, pair=None) -> None:
+        from specpolicy.models import load_pair
+
+        self.pair = pair or load_pair(target, drafter, "auto", device)
+        self.prompts = load_prompts(dataset, max_samples)
+        self.candidates = tuple(sorted(candidates))
+        self.decoder = SpeculativeDecoder(self.pair.target, self.pair.drafter, temperature=temperature,
+                                          max_new_tokens=max_new_tokens)
+        self.extract = get_extractor(features)
+        self.reward, self.cost_weight = reward, cost_weight
+        self._ids: list[int] = []
+        self.observation_size = self._observe(encode_prompt(self.pair.tokenizer, self.prompts[0], 256)).shape[0]
+
+    def _observe(self, ids: list[int]) -> np.ndarray:
+        trace = self.decoder.generate(ids, 1, max_new_tokens=1)  # prefill only
+        features = self.extract(trace.prefill_logits.numpy()[None], np.array([len(ids)]))[0]
+        return np.clip(features, -OBSERVATION_BOUND, OBSERVATION_BOUND).astype(np.float32)
+
+    def reset(self, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
+        prompt = self.prompts[int(rng.integers(len(self.prompts)))]
+        self._ids = encode_prompt(self.pair.tokenizer, prompt, 256)
+        self._prompt_id = prompt.id
+        return self._observe(self._ids), {"prompt_id": prompt.id}
+
+    def step(self, block_size: int) -> tuple[float, dict]:
+        trace = self.decoder.generate(self._ids, block_size)
+        if self.reward == "tau":
+            reward = trace.tau
+        elif self.reward == "cost":
+            reward = trace.tau - self.cost_weight * (block_size - 1)
+        else:
+            reward = trace.tokens_per_second
+        return reward, {"block_size": block_size, "accepted": [c.accepted for c in trace.cycles], "tau": trace.tau,
+                        "prompt_id": self._prompt_id, "decode_seconds": trace.decode_seconds}

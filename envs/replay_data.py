@@ -1,0 +1,74 @@
+"""Tables the replay environments read: per-prompt observations and every candidate's outcome."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from specpolicy.evaluate import replay_table
+from specpolicy.features import get_extractor
+from specpolicy.sweep.latency import modelled_seconds
+from specpolicy.sweep.replay import ReplayTable
+from specpolicy.sweep.store import SweepStore
+
+REWARDS = ("tau", "tokens_per_second", "cost")
+OBSERVATION_BOUND = 1e4
+
+
+def default_sweep() -> Path:
+    """The held-out ShareGPT replay sweep shipped with the tiny zoo."""
+    from specpolicy.zoo import ZOO_DIR
+
+    path = ZOO_DIR / "sweeps" / "sharegpt"
+    if not (path / "meta.json").exists():
+        raise FileNotFoundError(f"no shipped sweep at {path}; pass sweep=DIR (a store from `specpolicy sweep`)")
+    return path
+
+
+@dataclass
+class ReplayData:
+    """Observations [n, d] (float32, clipped to +-1e4), rewards [n, C] and the replay tables."""
+
+    store: SweepStore
+    candidates: tuple[int, ...]
+    observations: np.ndarray
+    rewards: np.ndarray
+    taus: np.ndarray
+    tables: list[ReplayTable | None]
+    prompt_ids: list[str]
+    latency: dict | None
+
+    @classmethod
+    def load(cls, sweep: str | Path | None = None, features: str = "logits", reward: str = "tau",
+             cost_weight: float = 0.05) -> ReplayData:
+        """Read a sweep store; ``reward`` is tau, tokens_per_second (modelled) or cost (tau - w * (B - 1))."""
+        if reward not in REWARDS:
+            raise ValueError(f"unknown reward {reward!r}; use one of {', '.join(REWARDS)}")
+        store = SweepStore.load(sweep or default_sweep())
+        records = list(store.records())
+        if not records:
+            raise ValueError(f"sweep store {store.path} has no valid records")
+        candidates = store.candidates
+        logits = store.feature_matrix(records)
+        lengths = np.array([r.get("prompt_length", 0) for r in records])
+        obs = np.clip(get_extractor(features)(logits, lengths), -OBSERVATION_BOUND, OBSERVATION_BOUND)
+        taus = np.array([[r["taus"][str(b)] for b in candidates] for r in records], dtype=np.float64)
+        tables = [replay_table(r) if "replay" in r else None for r in records]
+        latency = store.latency()
+        if reward == "tau":
+            rewards = taus
+        elif reward == "cost":
+            rewards = taus - cost_weight * (np.asarray(candidates, dtype=np.float64) - 1)
+        else:
+            if latency is None or any(t is None for t in tables):
+                raise ValueError("reward tokens_per_second needs a replay sweep with latency.json")
+            rewards = np.zeros_like(taus)
+            for i, table in enumerate(tables):
+                for j, b in enumerate(candidates):
+                    cycles = table.simulate(b)
+                    seconds = modelled_seconds(latency, [b] * len(cycles))
+                    rewards[i, j] = sum(c.committed for c in cycles) / seconds if seconds > 0 else 0.0
+        return cls(store, candidates, obs.astype(np.float32), rewards, taus, tables,
+                   [r["prompt_id"] for r in records], latency)

@@ -1,0 +1,141 @@
+"""The Gymnasium environments: API checks, seeding, random actions, vector env, SB3 interop, OPE."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import specpolicy  # noqa: F401  (registers the IDs)
+from specpolicy.ope import epsilon_greedy_log, estimate
+from specpolicy.registry import get_registry
+
+
+@pytest.fixture(scope="module")
+def sweep(replay_store):
+    return str(replay_store.path)
+
+
+@pytest.mark.parametrize("features", ["logits", "compact"])
+@pytest.mark.parametrize("reward", ["tau", "tokens_per_second", "cost"])
+def test_block_size_env_passes_gymnasium_check(sweep, features, reward):
+    env = gym.make("specpolicy/BlockSize-v0", sweep=sweep, features=features, reward=reward)
+    check_env(env.unwrapped, skip_render_check=True)
+    obs, info = env.reset(seed=0)
+    obs2, reward_value, terminated, truncated, info = env.step(0)
+    assert terminated is True and truncated is False and isinstance(reward_value, float)
+    assert info["block_size"] == 14 and isinstance(info["accepted"], list)
+
+
+def test_step_env_passes_gymnasium_check(sweep):
+    env = gym.make("specpolicy/BlockSizeStep-v0", sweep=sweep)
+    check_env(env.unwrapped, skip_render_check=True)
+
+
+def test_seeding_reproduces_episodes(sweep):
+    def rollout(seed):
+        env = gym.make("specpolicy/BlockSizeStep-v0", sweep=sweep)
+        obs, _ = env.reset(seed=seed)
+        out = [obs.tolist()]
+        rng = np.random.default_rng(seed)
+        done = False
+        while not done:
+            obs, reward, done, _, _ = env.step(int(rng.integers(5)))
+            out.append((obs.tolist(), reward))
+        return out
+
+    assert rollout(3) == rollout(3)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(actions=st.lists(st.integers(0, 4), min_size=1, max_size=60), seed=st.integers(0, 1000))
+def test_random_actions_never_crash_and_rewards_match_the_store(sweep, replay_store, actions, seed):
+    env = gym.make("specpolicy/BlockSizeStep-v0", sweep=sweep).unwrapped
+    env.reset(seed=seed)
+    table = env._table
+    position, produced, _ = table.start()
+    for action in actions:
+        if env._done:
+            env.reset(seed=seed + 1)
+            table = env._table
+            position, produced, _ = table.start()
+        _, reward, _, _, info = env.step(action)
+        expected, position, produced, _ = table.cycle(position, produced, env.candidates[action])
+        assert reward == expected.committed and info["accepted"] == expected.accepted
+    bandit = gym.make("specpolicy/BlockSize-v0", sweep=sweep).unwrapped
+    _, info = bandit.reset(seed=seed)
+    record = next(r for r in replay_store.records() if r["prompt_id"] == info["prompt_id"])
+    _, reward, _, _, _ = bandit.step(actions[0])
+    assert reward == pytest.approx(record["taus"][str(bandit.candidates[actions[0]])])
+
+
+def test_invalid_actions_fail_clearly(sweep):
+    env = gym.make("specpolicy/BlockSize-v0", sweep=sweep).unwrapped
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"invalid action 7: expected an integer in \[0, 5\)"):
+        env.step(7)
+
+
+def test_vector_env_same_step_autoreset(sweep):
+    envs = gym.make_vec("specpolicy/BlockSize-v0", num_envs=16, vectorization_mode="vector_entry_point", sweep=sweep)
+    obs, _ = envs.reset(seed=0)
+    assert obs.shape[0] == 16
+    obs, rewards, terminated, truncated, infos = envs.step(np.zeros(16, dtype=np.int64))
+    assert terminated.all() and not truncated.any() and rewards.shape == (16,)
+    assert set(infos["block_size"]) == {14}
+
+
+def test_specpolicy_policies_act_in_the_env(sweep):
+    env = gym.make("specpolicy/BlockSize-v0", sweep=sweep).unwrapped
+    policy = get_registry().create("fixed16")
+    obs, _ = env.reset(seed=0)
+    action, _ = policy.predict(obs)
+    _, _, _, _, info = env.step(action)
+    assert info["block_size"] == 16
+
+
+def test_sb3_trains_on_the_env_and_evaluates_a_specpolicy_policy(sweep):
+    sb3 = pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.monitor import Monitor
+
+    env = gym.make("specpolicy/BlockSize-v0", sweep=sweep, features="compact")
+    sb3_check_env(env.unwrapped)
+    model = sb3.PPO("MlpPolicy", env, n_steps=32, batch_size=16, n_epochs=1, seed=0, device="cpu")
+    model.learn(total_timesteps=64)
+    mean_model, _ = evaluate_policy(model, Monitor(env), n_eval_episodes=5)
+    fixed_env = Monitor(gym.make("specpolicy/BlockSize-v0", sweep=sweep))
+    mean_fixed, _ = evaluate_policy(get_registry().create("fixed16"), fixed_env, n_eval_episodes=5)
+    assert np.isfinite(mean_model) and np.isfinite(mean_fixed)
+
+
+def test_ope_estimators_recover_a_known_value():
+    rng = np.random.default_rng(0)
+    n, k = 4000, 5
+    observations = rng.normal(size=(n, 3))
+    rewards = rng.normal(3.0, 0.5, size=(n, k)) + np.arange(k) * 0.2
+    base = np.full(n, 2)
+    target = np.where(observations[:, 0] > 0, 4, 1)
+    true_value = rewards[np.arange(n), target].mean()
+    log = epsilon_greedy_log(observations, rewards, base, epsilon=0.5, seed=1)
+    results = estimate(log, target, n_bootstrap=300)
+    for name, (value, low, high) in results.items():
+        assert low <= true_value <= high, (name, value, low, high, true_value)
+
+
+def test_live_backend_runs_the_decoder(test_zoo, prompt_file):
+    from specpolicy.models import load_pair
+
+    target, drafter = test_zoo
+    pair = load_pair(str(target), str(drafter))
+    env = gym.make("specpolicy/BlockSizeLive-v0",
+                   live={"dataset": str(prompt_file), "pair": pair, "max_new_tokens": 8, "max_samples": 3})
+    assert env.spec.nondeterministic
+    obs, info = env.reset(seed=0)
+    assert obs.shape == (300,)
+    _, reward, terminated, _, info = env.step(2)
+    assert terminated and info["block_size"] == 16 and reward >= 1.0
