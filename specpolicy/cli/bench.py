@@ -46,3 +46,62 @@ def decode(
     stderr.print(f"decoding {prompts} prompts x {max_new_tokens} tokens at B=1 and B={block_size} ...")
     result = bench_decode(model, draft, ids, block_size=block_size, max_new_tokens=max_new_tokens)
     emit([{"metric": k, "value": v} for k, v in result.rows()], fmt, title="specpolicy bench decode")
+
+
+@app.command("sweep")
+def sweep(
+    prompts: int = typer.Option(8, min=1, help="held-out ShareGPT prompts"),
+    candidates: str = typer.Option("14,15,16,17,18", help="block sizes"),
+    max_new_tokens: int = typer.Option(128, min=2),
+    target: str = typer.Option("tiny", "--target"),
+    drafter: str = DrafterOption,
+    dataset: str = typer.Option("sharegpt", help="prompt set"),
+    device: str = DeviceOption,
+    dtype: str = DtypeOption,
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format"),
+) -> None:
+    """Replay sweep cost vs one live decode and vs the naive live sweep; replay/live cycle agreement."""
+    from specpolicy.bench.sweep import bench_sweep
+    from specpolicy.cli.progress import progress_bar
+    from specpolicy.cli.sweep import parse_candidates
+    from specpolicy.data.prompts import encode_prompts
+    from specpolicy.data.registry import load_prompts
+    from specpolicy.decoding import SpeculativeDecoder
+    from specpolicy.models import load_pair
+
+    sizes = parse_candidates(candidates)
+    try:
+        pair = load_pair(target, drafter, dtype, device)
+        ids = encode_prompts(pair.tokenizer, load_prompts(dataset, prompts, 0), max_tokens=256)
+    except (FileNotFoundError, ValueError, RuntimeError) as exc:
+        raise fail(str(exc)) from exc
+    decoder = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=max_new_tokens)
+    with progress_bar("bench sweep", len(ids)) as update:
+        counter = iter(range(1, len(ids) + 1))
+        result = bench_sweep(decoder, ids, sizes, max_new_tokens, on_prompt=lambda: update(next(counter)))
+    emit([{"metric": k, "value": v} for k, v in result.rows()], fmt, title="specpolicy bench sweep")
+    for note in result.disagreements:
+        stderr.print(f"disagreement: {note}")
+
+
+@app.command("env")
+def env(
+    sweep: str = typer.Option(None, help="sweep store (default: the zoo's shipped sweep)"),
+    num_envs: int = typer.Option(1024, min=1),
+    steps: int = typer.Option(200, min=1),
+    live_episodes: int = typer.Option(6, min=0, help="episodes for the live-env overhead (0 skips it)"),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format"),
+) -> None:
+    """Steps/s of the vectorised replay BlockSize-v0, and the live env's overhead over a bare decode."""
+    from specpolicy.bench.env import live_env_overhead, vector_steps_per_second
+
+    rows = [{"metric": f"vector replay BlockSize-v0 steps/s ({num_envs} envs)",
+             "value": f"{vector_steps_per_second(sweep, num_envs, steps):,.0f}"}]
+    if live_episodes:
+        from specpolicy.models import load_pair
+
+        env_s, bare_s = live_env_overhead(load_pair(), "sharegpt", live_episodes)
+        rows += [{"metric": "live env episode (s)", "value": f"{env_s:.3f}"},
+                 {"metric": "bare decode of the same prompt (s)", "value": f"{bare_s:.3f}"},
+                 {"metric": "live env overhead", "value": f"{100 * (env_s / bare_s - 1):.1f}%"}]
+    emit(rows, fmt, title="specpolicy bench env")

@@ -1,0 +1,46 @@
+"""Environment benchmark: vectorised replay steps/s, and the live env's overhead over a bare decode."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+
+def vector_steps_per_second(sweep: str | None, num_envs: int = 1024, steps: int = 200) -> float:
+    """Environment steps per second of the vectorised replay BlockSize-v0 (random actions)."""
+    import gymnasium as gym
+
+    import specpolicy  # noqa: F401
+
+    envs = gym.make_vec("specpolicy/BlockSize-v0", num_envs=num_envs, vectorization_mode="vector_entry_point",
+                        **({"sweep": sweep} if sweep else {}))
+    envs.reset(seed=0)
+    rng = np.random.default_rng(0)
+    actions = rng.integers(envs.single_action_space.n, size=(steps, num_envs))
+    start = time.perf_counter()
+    for row in actions:
+        envs.step(row)
+    return steps * num_envs / (time.perf_counter() - start)
+
+
+def live_env_overhead(pair, dataset: str, episodes: int = 6, max_new_tokens: int = 64) -> tuple[float, float]:
+    """(seconds per live-env episode, seconds per bare prefill + decode of the same prompts)."""
+    import gymnasium as gym
+
+    import specpolicy  # noqa: F401
+
+    env = gym.make("specpolicy/BlockSizeLive-v0", live={"dataset": dataset, "pair": pair,
+                                                         "max_new_tokens": max_new_tokens, "max_samples": episodes})
+    backend = env.unwrapped.live
+    env_seconds = bare_seconds = 0.0
+    for episode in range(episodes):
+        start = time.perf_counter()
+        env.reset(seed=episode)
+        env.step(2)
+        env_seconds += time.perf_counter() - start
+        ids = backend._ids
+        start = time.perf_counter()
+        backend.decoder.generate(ids, 16)
+        bare_seconds += time.perf_counter() - start
+    return env_seconds / episodes, bare_seconds / episodes
