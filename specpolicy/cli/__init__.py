@@ -18,6 +18,7 @@ app.add_typer(zoo.app, name="zoo")
 app.command("compare")(compare.compare)
 app.command("policies")(policies.policies)
 app.command("sweep")(sweep.sweep)
+app.command("import-blockpilot")(sweep.import_blockpilot)
 app.command("train")(train.train)
 app.command("generate")(generate.generate)
 

@@ -66,3 +66,17 @@ def sweep(
         raise fail(str(exc)) from exc
     done = len(store.done_ids())
     stderr.print(f"sweep store {out}: {done} prompts recorded")
+
+
+def import_blockpilot(
+    folder: Path = typer.Argument(..., help="a '{dataset}_{seed}T{temperature}' folder of '{B}.json' files"),
+    out: Path = typer.Option(..., help="sweep store to create"),
+) -> None:
+    """Import the BlockPilot authors' per-prompt tau files into a sweep store (no features)."""
+    from specpolicy.sweep.importers import import_blockpilot as run_import
+
+    try:
+        store = run_import(folder, out)
+    except (FileNotFoundError, ValueError) as exc:
+        raise fail(str(exc)) from exc
+    stderr.print(f"imported {len(store.done_ids())} prompts x {len(store.candidates)} block sizes into {out}")

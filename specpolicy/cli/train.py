@@ -25,7 +25,7 @@ def train(
     shuffle_labels: bool = typer.Option(False, help="control: train on permuted labels"),
     seed: int = typer.Option(0),
 ) -> None:
-    """Labels from the sweep, a split by prompt, early stopping; prints accuracies as JSON."""
+    """Train a learned policy from a sweep: oracle labels, a split by prompt, early stopping; prints JSON."""
     from specpolicy.train import TrainArgs, main
 
     args = TrainArgs(policy=policy, sweep=sweep, out=out, label=label, hidden=hidden, depth=depth,

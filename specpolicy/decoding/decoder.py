@@ -63,7 +63,8 @@ class SpeculativeDecoder:
         target: the causal LM to decode from (frozen).
         drafter: a DFlash drafter reading ``target``'s hidden states.
         temperature: 0 for greedy; > 0 samples the target's processed distribution.
-        top_k, top_p: filtering of the target distribution (T > 0 only).
+        top_k: keep the k most likely target tokens (0 keeps all; T > 0 only).
+        top_p: nucleus filtering of the target distribution (1.0 keeps all; T > 0 only).
         draft_sampling: sample drafts from the drafter's distribution and verify with speculative
             sampling (``min(1, p/q)``); default: argmax drafts verified by exact match.
         stop_token_ids: default: the target's ``eos_token_id``.

@@ -65,3 +65,21 @@ def test_damaged_features_file_fails_with_its_name(tmp_path):
 def test_loading_a_folder_that_is_not_a_store(tmp_path):
     with pytest.raises(FileNotFoundError, match="is not a sweep store"):
         SweepStore.load(tmp_path)
+
+
+def test_import_blockpilot_layout_and_evaluate(tmp_path):
+    from specpolicy.evaluate import evaluate_replay, summarize
+    from specpolicy.registry import get_registry
+    from specpolicy.sweep.importers import import_blockpilot
+
+    folder = tmp_path / "gsm8k_0T0.0"
+    folder.mkdir()
+    for size in (14, 15, 16, 17, 18):
+        (folder / f"{size}.json").write_text(json.dumps({"0": 6.0 + (size == 15), "1": 6.0 + (size == 18)}))
+    store = import_blockpilot(folder, tmp_path / "store")
+    assert store.candidates == (14, 15, 16, 17, 18) and len(store.done_ids()) == 2
+    policies = [get_registry().create(n) for n in ("fixed16", "oracle")]
+    rows = {r["policy"]: r for r in summarize(evaluate_replay(store, policies), n_bootstrap=100)}
+    assert rows["oracle"]["tau"] == 7.0 and rows["fixed16"]["tau"] == 6.0
+    with pytest.raises(ValueError, match="has no features"):
+        store.features(next(store.records()))

@@ -1,0 +1,5 @@
+"""``python -m specpolicy.cli``."""
+
+from specpolicy.cli import main
+
+main()

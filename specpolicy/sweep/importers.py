@@ -1,0 +1,43 @@
+"""Importers of published per-prompt results into a sweep store."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from specpolicy.sweep.store import SweepStore
+
+BLOCKPILOT_FOLDER = re.compile(r"(?P<dataset>.+)_(?P<seed>\d+)T(?P<temperature>[0-9.]+)$")
+
+
+def import_blockpilot(folder: str | Path, out: str | Path) -> SweepStore:
+    """Read the BlockPilot authors' layout ``{dataset}_{seed}T{temperature}/{B}.json`` (each maps the
+    prompt index, as a string, to that prompt's mean tau) into a store without features.
+
+    Every block-size file must cover the same prompts; the store's candidates are the file names.
+    """
+    folder = Path(folder)
+    match = BLOCKPILOT_FOLDER.match(folder.name)
+    if match is None:
+        raise ValueError(f"{folder.name!r} does not look like '{{dataset}}_{{seed}}T{{temperature}}'")
+    files = sorted(folder.glob("*.json"), key=lambda f: int(f.stem) if f.stem.isdigit() else -1)
+    files = [f for f in files if f.stem.isdigit()]
+    if not files:
+        raise FileNotFoundError(f"no '{{B}}.json' files in {folder}")
+    taus = {int(f.stem): {str(k): float(v) for k, v in json.loads(f.read_text()).items()} for f in files}
+    prompts = set(next(iter(taus.values())))
+    for size, values in taus.items():
+        if set(values) != prompts:
+            raise ValueError(f"{folder / f'{size}.json'} covers other prompts than the other block sizes")
+    meta = {"dataset": match["dataset"], "seed": int(match["seed"]), "temperature": float(match["temperature"]),
+            "candidates": sorted(taus), "mode": "imported", "max_new_tokens": None, "target": None,
+            "drafter": None, "source": str(folder), "training_block_size": 16}
+    store = SweepStore.open(out, meta)
+    done = store.done_ids()
+    for index in sorted(prompts, key=int):
+        prompt_id = f"{match['dataset']}:{index}"
+        if prompt_id not in done:
+            store.append({"prompt_id": prompt_id, "index": int(index),
+                          "taus": {str(b): taus[b][index] for b in sorted(taus)}})
+    return store
