@@ -11,29 +11,43 @@ def generate(
     prompt: str = typer.Argument(..., help="the user message"),
     target: str = TargetOption,
     drafter: str = DrafterOption,
-    block_size: int = typer.Option(16, "--block-size", "-b", min=1, help="block size B (1 = autoregressive)"),
+    policy: str = typer.Option("blockpilot", help="block-size policy (ignored when --block-size is given)"),
+    block_size: int = typer.Option(None, "--block-size", "-b", min=1, help="fixed block size B (1 = autoregressive)"),
     max_new_tokens: int = typer.Option(256, min=1),
     temperature: float = typer.Option(0.0, min=0.0, help="0 = greedy"),
     seed: int = typer.Option(0, help="seed of the positional sampling uniforms (T > 0)"),
     device: str = DeviceOption,
     dtype: str = DtypeOption,
 ) -> None:
-    """Decode one prompt; print the text, then the block size, tau and tokens/s on stderr."""
+    """Decode one prompt with a policy's block size (default BlockPilot); print the text, then the
+    block size, tau and tokens/s on stderr."""
     from specpolicy.data.prompts import Prompt, encode_prompt
     from specpolicy.decoding import SpeculativeDecoder
+    from specpolicy.evaluate import live_schedule
     from specpolicy.models import load_pair
+    from specpolicy.registry import get_registry
 
     if not prompt.strip():
         raise fail("empty prompt: pass the text to decode, e.g. specpolicy generate \"Hello\"")
     try:
+        chosen = None if block_size is not None else get_registry().create(policy)
+        if chosen is not None and chosen.needs_sweep:
+            raise ValueError(f"policy {policy!r} reads a sweep store and cannot decode live")
         pair = load_pair(target, drafter, dtype, device)
     except (FileNotFoundError, ValueError) as exc:
         raise fail(str(exc)) from exc
     ids = encode_prompt(pair.tokenizer, Prompt.single("cli", prompt))
     decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=temperature, max_new_tokens=max_new_tokens)
-    trace = decoder.generate(ids, block_size, seed=seed)
+    schedule = block_size if chosen is None else live_schedule(chosen, "cli", len(ids))
+    try:
+        trace = decoder.generate(ids, schedule, seed=seed)
+    except ValueError as exc:
+        raise fail(str(exc)) from exc
     stdout.print(pair.tokenizer.decode(trace.output_ids, skip_special_tokens=True), markup=False, highlight=False)
+    sizes = sorted({c.block_size for c in trace.cycles})
+    label = f"block size {sizes[0]}" if len(sizes) == 1 else f"block sizes {sizes}"
+    source = "fixed" if chosen is None else chosen.name
     stderr.print(
-        f"block size {block_size} | tau {trace.tau:.2f} | {trace.tokens_per_second:.1f} tokens/s | "
-        f"{len(trace.output_ids)} tokens, stop: {trace.stop_reason}"
+        f"{label} ({source}) | tau {trace.tau:.2f} | {trace.tokens_per_second:.1f} tokens/s | "
+        f"{len(trace.output_ids)} tokens, stop: {trace.stop_reason}", soft_wrap=True
     )

@@ -36,3 +36,22 @@ def info() -> None:
     for path in sorted(ZOO_DIR.rglob("*")):
         if path.is_file():
             typer.echo(f"{path.relative_to(ZOO_DIR)}\t{path.stat().st_size / 1e6:.2f} MB")
+
+
+@app.command("card")
+def card(
+    run_dir: Path = typer.Option(Path("runs/zoo"), help="the zoo's training run (summaries, timings)"),
+    prompts: int = typer.Option(32, min=1, help="prompts per dataset and temperature"),
+    out: Path = typer.Option(None, help="where to write the card (default: next to the shipped weights)"),
+) -> None:
+    """Measure the shipped zoo (tau per block size, per-prompt optimum, speed) and write its model card."""
+    import json
+
+    from specpolicy.zoo import ZOO_DIR
+    from specpolicy.zoo.card import measure, render
+
+    result = measure(run_dir, prompts)
+    (run_dir / "card.json").write_text(json.dumps(result, indent=2))
+    path = out or ZOO_DIR / "MODEL_CARD.md"
+    path.write_text(render(result))
+    typer.echo(f"model card written to {path}")

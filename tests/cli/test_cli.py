@@ -119,4 +119,11 @@ def test_train_with_a_missing_sweep(tmp_path):
 
 def test_generate_on_the_test_zoo(test_zoo):
     result = run("generate", "Say hello", "--max-new-tokens", "12", "--block-size", "4", *zoo_args(test_zoo))
-    assert "tau" in result.stderr
+    assert "block size 4 (fixed)" in result.stderr and "tau" in result.stderr
+    result = run("generate", "Say hello", "--max-new-tokens", "12", "--policy", "heuristic", *zoo_args(test_zoo))
+    assert "(heuristic)" in result.stderr
+
+
+def test_generate_with_a_sweep_only_policy_fails(test_zoo):
+    result = run("generate", "hi", "--policy", "oracle", *zoo_args(test_zoo), ok=False)
+    assert "cannot decode live" in result.output

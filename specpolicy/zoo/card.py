@@ -1,0 +1,118 @@
+"""Measure the tiny zoo and write its model card (``specpolicy zoo card``)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from specpolicy.policy import oracle_label
+
+CARD_CANDIDATES = [4, 8, 12, 14, 15, 16, 17, 18, 20, 24, 32]
+WINDOW = [14, 15, 16, 17, 18]
+SAMPLE_PROMPTS = ["How do I reverse a list in Python?", "Write a short email to my landlord about a broken heater.",
+                  "What is the capital of France?"]
+
+
+def tau_table(store) -> dict[int, float]:
+    """Mean tau per candidate over a store's prompts."""
+    records = list(store.records())
+    return {b: float(np.mean([r["taus"][str(b)] for r in records])) for b in store.candidates}
+
+
+def window_oracle(store, window=WINDOW) -> dict:
+    """Per-prompt best block size within ``window``: histogram, share != 16, oracle gain over fixed 16."""
+    records = list(store.records())
+    taus = np.array([[r["taus"][str(b)] for b in window] for r in records])
+    best = [window[oracle_label(row, window)] for row in taus]
+    fixed = taus[:, window.index(16)].mean()
+    oracle = taus.max(axis=1).mean()
+    counts = Counter(best)
+    return {"prompts": len(records), "histogram": {str(b): counts.get(b, 0) for b in window},
+            "share_not_16": float(np.mean([b != 16 for b in best])), "tau_fixed16": float(fixed),
+            "tau_oracle": float(oracle), "oracle_gain_percent": float(100 * (oracle / fixed - 1))}
+
+
+def measure(run_dir: Path, prompts: int = 32, max_new_tokens: int = 128, out_dir: Path | None = None) -> dict:
+    """Every number of the model card; sweeps are cached under ``out_dir`` (resumable)."""
+    from specpolicy.bench.decode import bench_decode
+    from specpolicy.data.prompts import Prompt, encode_prompt, encode_prompts
+    from specpolicy.data.registry import load_prompts
+    from specpolicy.decoding import SpeculativeDecoder
+    from specpolicy.models import load_pair
+    from specpolicy.sweep.run import SweepSettings, run_sweep
+
+    out_dir = out_dir or run_dir / "card"
+    pair = load_pair("tiny", "tiny")
+    card: dict = {}
+    summary_file = run_dir / "target_summary.json"
+    if summary_file.exists():
+        card["target"] = json.loads(summary_file.read_text())
+    drafter_file = run_dir / "drafter_summary.json"
+    if drafter_file.exists():
+        card["drafter"] = {k: v for k, v in json.loads(drafter_file.read_text()).items() if k != "args"}
+    timings = run_dir / "timings.json"
+    if timings.exists():
+        card["build_seconds"] = json.loads(timings.read_text())
+    decoder = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=60)
+    card["samples"] = [
+        {"prompt": text, "output": pair.tokenizer.decode(
+            decoder.generate(encode_prompt(pair.tokenizer, Prompt.single("s", text)), 16).output_ids,
+            skip_special_tokens=True)}
+        for text in SAMPLE_PROMPTS]
+    card["tau"] = {}
+    for dataset in ("sharegpt", "humaneval"):
+        for temperature in (0.0, 1.0):
+            settings = SweepSettings(dataset=dataset, candidates=CARD_CANDIDATES, temperature=temperature,
+                                     max_new_tokens=max_new_tokens, max_samples=prompts)
+            store = run_sweep(settings, str(out_dir / f"{dataset}-T{temperature:g}"),
+                              load_prompts(dataset, prompts, 0), pair=pair)
+            key = f"{dataset} T={temperature:g}"
+            card["tau"][key] = tau_table(store)
+            card.setdefault("window_oracle", {})[key] = window_oracle(store)
+    ids = encode_prompts(pair.tokenizer, load_prompts("sharegpt", 8, 0), max_tokens=256)
+    result = bench_decode(pair.target, pair.drafter, ids, 16, max_new_tokens)
+    card["speed"] = dict(result.rows())
+    return card
+
+
+def render(card: dict) -> str:
+    """The model card as Markdown."""
+    lines = ["# The tiny zoo: model card", ""]
+    target = card.get("target", {})
+    lines += ["A Qwen3-architecture target (5.8 M parameters: 6 layers, hidden 256, 4 heads, vocabulary 4,096 "
+              "byte-level BPE) trained on the mostly-ASCII conversations of the ShareGPT training split, and a "
+              "2-layer DFlash drafter (block size 16) trained on the target's own responses to training prompts, "
+              "in the published DFlash checkpoint format. Rebuild with `specpolicy zoo train`.", ""]
+    if target:
+        lines += [f"- target: {target.get('steps')} steps, validation loss **{target.get('val_loss', 0):.3f}** "
+                  f"({target.get('train_seconds', 0) / 60:.0f} min on 2 CPU cores)"]
+    drafter = card.get("drafter", {})
+    if drafter:
+        lines += [f"- drafter: {drafter.get('steps')} steps on {drafter.get('sequences')} target responses "
+                  f"({drafter.get('train_seconds', 0) / 60:.0f} min)"]
+    if "build_seconds" in card:
+        steps = ", ".join(f"{k} {v:.0f}" for k, v in card["build_seconds"].items())
+        lines += [f"- wall time per build step (s): {steps}"]
+    lines += ["", "## Samples (greedy, B = 16)", ""]
+    for sample in card.get("samples", []):
+        lines += [f"**{sample['prompt']}**", "", "```text", sample["output"].strip()[:400], "```", ""]
+    lines += ["## tau per block size (exact replay, 128 new tokens)", ""]
+    header = list(next(iter(card["tau"].values())).keys())
+    lines += ["| prompts | " + " | ".join(f"B={b}" for b in header) + " |", "|---|" + "---|" * len(header)]
+    for key, row in card["tau"].items():
+        lines.append(f"| {key} | " + " | ".join(f"{row[b]:.2f}" for b in header) + " |")
+    lines += ["", "## Per-prompt best block size over {14, ..., 18}", "",
+              "| prompts | n | 14 | 15 | 16 | 17 | 18 | share != 16 | tau fixed16 | tau oracle | oracle gain |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for key, stats in card.get("window_oracle", {}).items():
+        hist = stats["histogram"]
+        lines.append(f"| {key} | {stats['prompts']} | " + " | ".join(str(hist[str(b)]) for b in WINDOW)
+                     + f" | {100 * stats['share_not_16']:.0f}% | {stats['tau_fixed16']:.3f} | "
+                       f"{stats['tau_oracle']:.3f} | +{stats['oracle_gain_percent']:.1f}% |")
+    lines += ["", "## Speed on this CPU (`specpolicy bench decode`, 8 held-out prompts x 128 tokens)", "",
+              "| metric | value |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in card.get("speed", {}).items()]
+    return "\n".join(lines) + "\n"
