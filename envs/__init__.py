@@ -11,6 +11,7 @@ import gymnasium as gym
 BLOCK_SIZE_ID = "specpolicy/BlockSize-v0"
 BLOCK_SIZE_LIVE_ID = "specpolicy/BlockSizeLive-v0"
 BLOCK_SIZE_STEP_ID = "specpolicy/BlockSizeStep-v0"
+BLOCK_SIZE_STEP_LIVE_ID = "specpolicy/BlockSizeStepLive-v0"
 
 
 def register_envs() -> None:
@@ -25,6 +26,9 @@ def register_envs() -> None:
     if BLOCK_SIZE_STEP_ID not in registry:
         gym.register(BLOCK_SIZE_STEP_ID, entry_point="specpolicy.envs.block_size_step:BlockSizeStepEnv",
                      max_episode_steps=4096)
+    if BLOCK_SIZE_STEP_LIVE_ID not in registry:
+        gym.register(BLOCK_SIZE_STEP_LIVE_ID, entry_point="specpolicy.envs.block_size_step:BlockSizeStepEnv",
+                     max_episode_steps=4096, nondeterministic=True, kwargs={"backend": "live"})
 
 
 register_envs()

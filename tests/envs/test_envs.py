@@ -139,3 +139,29 @@ def test_live_backend_runs_the_decoder(test_zoo, prompt_file):
     assert obs.shape == (300,)
     _, reward, terminated, _, info = env.step(2)
     assert terminated and info["block_size"] == 16 and reward >= 1.0
+
+
+def test_live_step_backend_matches_a_bare_decode(test_zoo, prompt_file):
+    from specpolicy.decoding import SpeculativeDecoder
+    from specpolicy.models import load_pair
+
+    target, drafter = test_zoo
+    pair = load_pair(str(target), str(drafter))
+    env = gym.make("specpolicy/BlockSizeStepLive-v0",
+                   live={"dataset": str(prompt_file), "pair": pair, "max_new_tokens": 12, "max_samples": 2})
+    obs, info = env.reset(seed=0)
+    assert obs.shape == (20,)
+    sizes, total, done = [], 0.0, False
+    while not done:
+        action = len(sizes) % 5
+        obs, reward, done, _, info = env.step(action)
+        sizes.append(env.unwrapped.candidates[action])
+        total += reward
+    prompt = next(p for p in env.unwrapped.live.prompts if p.id == info["prompt_id"])
+    from specpolicy.data.prompts import encode_prompt
+
+    ids = encode_prompt(pair.tokenizer, prompt, 256)
+    bare = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=12).generate(ids, lambda s: sizes[s.cycle])
+    assert total == bare.cycle_tokens and info["tau"] == bare.tau
+    env.reset(seed=1)  # abandons an episode cleanly
+    env.close()
