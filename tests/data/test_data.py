@@ -63,3 +63,11 @@ def test_hub_names_fail_at_once_offline(monkeypatch):
 def test_unknown_dataset_lists_known_names():
     with pytest.raises(ValueError, match="unknown dataset 'gsm9k'; known: sharegpt"):
         load_prompts("gsm9k")
+
+
+def test_shipped_split_manifest_follows_the_rule():
+    from specpolicy.zoo import ZOO_DIR
+
+    manifest = json.loads((ZOO_DIR / "split.json").read_text())
+    assert all(split_of(i) == "heldout" for i in manifest["heldout"])
+    assert all(split_of(i) == "validation" for i in manifest["validation"])
