@@ -45,3 +45,30 @@ def plot_comparison(results: Sequence[PolicyResults], path: str | Path, title: s
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def plot_tau_per_block_size(store, path: str | Path, max_lines: int = 40) -> Path:
+    """tau against block size: one grey line per prompt (first ``max_lines``) and the mean in black."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    sizes = list(store.candidates)
+    records = list(store.records())
+    taus = np.array([[r["taus"][str(b)] for b in sizes] for r in records])
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for row in taus[:max_lines]:
+        ax.plot(sizes, row, color="0.7", linewidth=0.8)
+    ax.plot(sizes, taus.mean(axis=0), color="black", linewidth=2.5, marker="o", label="mean over prompts")
+    ax.set_xlabel("block size B")
+    ax.set_ylabel("tau")
+    ax.set_xticks(sizes)
+    ax.legend()
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -71,6 +71,10 @@ def measure(run_dir: Path, prompts: int = 32, max_new_tokens: int = 128, out_dir
                               load_prompts(dataset, prompts, 0), pair=pair)
             key = f"{dataset} T={temperature:g}"
             card["tau"][key] = tau_table(store)
+            if dataset == "sharegpt" and temperature == 0:
+                from specpolicy.report import plot_tau_per_block_size
+
+                card["figure"] = str(plot_tau_per_block_size(store, out_dir / "tau-per-block-size.png"))
             card.setdefault("window_oracle", {})[key] = window_oracle(store)
     ids = encode_prompts(pair.tokenizer, load_prompts("sharegpt", 8, 0), max_tokens=256)
     result = bench_decode(pair.target, pair.drafter, ids, 16, max_new_tokens)
