@@ -9,6 +9,18 @@ from pathlib import Path
 from specpolicy.evaluate import PolicyResults
 
 
+def _save(fig, path: str | Path) -> Path:
+    """Write ``fig`` as a PNG at ``path`` (folders created) and close it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def plot_comparison(results: Sequence[PolicyResults], path: str | Path, title: str = "") -> Path:
     """Save a two-panel figure: mean tau per policy; histogram of first-cycle block sizes per policy."""
     import matplotlib
@@ -39,12 +51,7 @@ def plot_comparison(results: Sequence[PolicyResults], path: str | Path, title: s
     right.legend(fontsize=8)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_tau_per_block_size(store, path: str | Path, max_lines: int = 40) -> Path:
@@ -66,9 +73,4 @@ def plot_tau_per_block_size(store, path: str | Path, max_lines: int = 40) -> Pat
     ax.set_ylabel("tau")
     ax.set_xticks(sizes)
     ax.legend()
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)

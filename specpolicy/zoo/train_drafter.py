@@ -9,7 +9,6 @@ Resumable: responses are generated in chunks and checkpoints saved every ``check
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from specpolicy.data.builtin import sharegpt_prompts
 from specpolicy.data.prompts import encode_prompt
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.models.dflash import DFlashDrafter
+from specpolicy.zoo.checkpoint import cosine_lr, resume_state, save_state
 from specpolicy.zoo.drafter_loss import dflash_loss, sample_anchors, target_context
 
 
@@ -108,11 +108,8 @@ def generate_responses(target, tokenizer, args: DrafterTrainArgs, out: Path) -> 
 
 
 def lr_at(step: int, args: DrafterTrainArgs) -> float:
-    warmup = max(1, int(0.04 * args.total_steps))
-    if step < warmup:
-        return args.lr * (step + 1) / warmup
-    progress = (step - warmup) / max(1, args.total_steps - warmup)
-    return args.lr * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+    """Warmup over 4% of the steps, then cosine decay to zero."""
+    return cosine_lr(step, args.total_steps, max(1, int(0.04 * args.total_steps)), args.lr)
 
 
 def make_batch(data, rows: np.ndarray, args: DrafterTrainArgs, pad_id: int, generator: torch.Generator):
@@ -153,15 +150,7 @@ def main(args: DrafterTrainArgs) -> Path:
     generator = torch.Generator().manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     ckpt = run / "drafter_ckpt" / "state.pt"
-    step, elapsed = 0, 0.0
-    if ckpt.exists():
-        state = torch.load(ckpt, weights_only=False)
-        drafter.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        generator.set_state(state["generator"])
-        rng.bit_generator.state = state["rng"]
-        step, elapsed = state["step"], state["elapsed"]
-        print(f"resumed at step {step}", flush=True)
+    step, elapsed = resume_state(ckpt, drafter, optimizer, rng, generator)
     log = open(run / "drafter_log.jsonl", "a")  # noqa: SIM115 - appended to for the whole run
     drafter.train()
     t0 = time.time()
@@ -181,11 +170,7 @@ def main(args: DrafterTrainArgs) -> Path:
                   "acc8": round(accuracy[7].item(), 3) if len(accuracy) > 7 else None}
         if step % args.checkpoint_every == 0 or step == args.total_steps:
             record["elapsed_s"] = round(elapsed + time.time() - t0, 1)
-            ckpt.parent.mkdir(parents=True, exist_ok=True)
-            torch.save({"model": drafter.state_dict(), "optimizer": optimizer.state_dict(),
-                        "generator": generator.get_state(), "rng": rng.bit_generator.state, "step": step,
-                        "elapsed": elapsed + time.time() - t0}, ckpt.with_suffix(".tmp"))
-            ckpt.with_suffix(".tmp").replace(ckpt)
+            save_state(ckpt, drafter, optimizer, rng, step, elapsed + time.time() - t0, generator)
         log.write(json.dumps(record) + "\n")
         log.flush()
         if step % 10 == 0:

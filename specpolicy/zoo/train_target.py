@@ -7,7 +7,6 @@ Resumable: every ``checkpoint_every`` steps the model, optimizer and data RNG ar
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ import torch
 from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 
 from specpolicy.data.sharegpt import load_split
+from specpolicy.zoo.checkpoint import cosine_lr, resume_state, save_state
 from specpolicy.zoo.corpus import token_stream
 
 
@@ -75,10 +75,7 @@ def build_target(vocab_size: int, args: TargetTrainArgs, eos_id: int, pad_id: in
 
 def lr_at(step: int, args: TargetTrainArgs) -> float:
     """Warmup then cosine decay to 10% of the peak."""
-    if step < args.warmup_steps:
-        return args.lr * (step + 1) / args.warmup_steps
-    progress = min(1.0, (step - args.warmup_steps) / max(1, args.total_steps - args.warmup_steps))
-    return args.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+    return cosine_lr(step, args.total_steps, args.warmup_steps, args.lr, floor=0.1)
 
 
 def sample_windows(stream: np.ndarray, rng: np.random.Generator, batch: int, seq_len: int) -> torch.Tensor:
@@ -114,14 +111,7 @@ def main(args: TargetTrainArgs) -> Path:
     model = build_target(len(tokenizer), args, tokenizer.eos_token_id, tokenizer.pad_token_id)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
     rng = np.random.default_rng(args.seed)
-    step, elapsed = 0, 0.0
-    if state_file.exists():
-        state = torch.load(state_file, weights_only=False)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        rng.bit_generator.state = state["rng"]
-        step, elapsed = state["step"], state["elapsed"]
-        print(f"resumed at step {step} ({elapsed / 60:.1f} min trained)", flush=True)
+    step, elapsed = resume_state(state_file, model, optimizer, rng)
     log = open(run / "target_log.jsonl", "a")  # noqa: SIM115 - appended to for the whole run
     model.train()
     t0 = time.time()
@@ -139,15 +129,8 @@ def main(args: TargetTrainArgs) -> Path:
         if step % args.eval_every == 0 or step == args.total_steps:
             record["val_loss"] = round(validation_loss(model, valid, args.seq_len), 4)
         if step % args.checkpoint_every == 0 or step == args.total_steps:
-            elapsed_now = elapsed + time.time() - t0
-            record["elapsed_s"] = round(elapsed_now, 1)
-            ckpt_dir.mkdir(parents=True, exist_ok=True)
-            tmp = state_file.with_suffix(".tmp")
-            torch.save(
-                {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                 "rng": rng.bit_generator.state, "step": step, "elapsed": elapsed_now}, tmp,
-            )
-            tmp.replace(state_file)
+            record["elapsed_s"] = round(elapsed + time.time() - t0, 1)
+            save_state(state_file, model, optimizer, rng, step, elapsed + time.time() - t0)
         log.write(json.dumps(record) + "\n")
         log.flush()
         if step % 10 == 0:
