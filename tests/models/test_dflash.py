@@ -114,3 +114,31 @@ def test_incompatible_drafter_fails_at_load_time(tmp_path, change, message):
         load_drafter(str(tmp_path), target)
     with pytest.raises(ValueError, match="drafter does not fit the target"):
         check_compatible(DFlashDrafter.from_pretrained(tmp_path), target)
+
+
+def test_loads_a_checkpoint_shaped_like_the_published_one(tmp_path):
+    """config.json as z-lab ships it (auto_map, rope_theta, model_type qwen3) + bf16 weights, no remote code."""
+    from safetensors.torch import save_file
+
+    target = make_target(layers=6)
+    donor = make_drafter(target, layers=2)
+    config = {
+        "architectures": ["DFlashDraftModel"], "auto_map": {"AutoModel": "dflash.DFlashDraftModel"},
+        "model_type": "qwen3", "attention_bias": False, "attention_dropout": 0.0, "hidden_act": "silu",
+        "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 8, "num_hidden_layers": 2, "max_position_embeddings": 512, "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000, "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 97,
+        "use_sliding_window": False, "block_size": 16, "num_target_layers": 6,
+        "dflash_config": {"mask_token_id": 96, "target_layer_ids": [1, 3]},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    save_file({k: v.to(torch.bfloat16).contiguous() for k, v in donor.state_dict().items()},
+              str(tmp_path / "model.safetensors"))
+    drafter = load_drafter(str(tmp_path), target, dtype="float32")
+    assert drafter.block_size == 16 and drafter.target_layer_ids == [1, 3] and drafter.mask_token_id == 96
+    expected = 1.0 / (1e6 ** (torch.arange(0, 8, 2).float() / 8))  # rope_theta 1e6, head_dim 8
+    assert torch.allclose(drafter.rotary_emb.inv_freq.float(), expected)
+    from specpolicy.decoding import SpeculativeDecoder
+
+    decoder = SpeculativeDecoder(target, drafter, max_new_tokens=12)
+    assert decoder.generate([5, 6, 7], 16).output_ids == decoder.generate([5, 6, 7], 1).output_ids
