@@ -61,10 +61,9 @@ class DrafterTrainArgs:
 
 def build_drafter(target_config: Qwen3Config, mask_token_id: int, args: DrafterTrainArgs) -> DFlashDrafter:
     """A fresh drafter with the target's width and heads."""
-    config = Qwen3Config(**{k: getattr(target_config, k) for k in (
+    config = Qwen3Config(num_hidden_layers=args.num_layers, **{k: getattr(target_config, k) for k in (
         "vocab_size", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
         "head_dim", "max_position_embeddings", "rms_norm_eps")})
-    config.num_hidden_layers = args.num_layers
     config.block_size = args.block_size
     config.num_target_layers = target_config.num_hidden_layers
     config.dflash_config = {"mask_token_id": mask_token_id}
