@@ -51,8 +51,10 @@ class TrainArgs:
     """BlockPilot batch size"""
     patience: int = 15
     """epochs without validation improvement before stopping"""
+    objective: str = "cross_entropy"
+    """BlockPilot loss: cross_entropy (the paper's argmax-tau labels) or expected_tau (cost-sensitive)"""
     shuffle_labels: bool = False
-    """control: train on randomly permuted labels"""
+    """control: train on outcomes (labels and taus) permuted across prompts"""
     seed: int = 0
     """seed for the split, initialisation and batches"""
     extra: dict = field(default_factory=dict)
@@ -97,14 +99,17 @@ def main(args: TrainArgs) -> dict:
     training_block_size = int(store.meta.get("training_block_size", TRAINING_BLOCK_SIZE))
     if args.window is not None:
         data = restrict(data, args.window, training_block_size)
-    if args.shuffle_labels:
-        data.labels = np.random.default_rng(args.seed).permutation(data.labels)
+    if args.shuffle_labels:  # break the link between features and outcomes (labels and taus together)
+        order = np.random.default_rng(args.seed).permutation(len(data))
+        data.labels, data.taus = data.labels[order], data.taus[order]
     train, validation = split_by_prompt(data, args.validation_share, args.seed)
     if len(train) < 2:
         raise ValueError(f"sweep {args.sweep} has {len(data)} usable prompts; sweep more prompts to train on")
     policy = build_policy(args, data)
     start = time.time()
     fit_options = {"epochs": args.epochs, "lr": args.lr, "batch_size": args.batch_size, "patience": args.patience}
+    if args.policy == "blockpilot":
+        fit_options["objective"] = args.objective
     summary = policy.fit(train, validation, seed=args.seed, **fit_options)
     majority = np.bincount(train.labels, minlength=len(data.candidates)).argmax()
     summary.update({

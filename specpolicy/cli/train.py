@@ -22,6 +22,7 @@ def train(
     epochs: int = typer.Option(100, min=1),
     lr: float = typer.Option(1e-5, help="BlockPilot learning rate"),
     patience: int = typer.Option(15, min=1),
+    objective: str = typer.Option("cross_entropy", help="BlockPilot loss: cross_entropy or expected_tau"),
     shuffle_labels: bool = typer.Option(False, help="control: train on permuted labels"),
     seed: int = typer.Option(0),
 ) -> None:
@@ -30,7 +31,7 @@ def train(
 
     args = TrainArgs(policy=policy, sweep=sweep, out=out, label=label, hidden=hidden, depth=depth,
                      preprocess=preprocess, window=window, epochs=epochs, lr=lr, patience=patience,
-                     shuffle_labels=shuffle_labels, seed=seed)
+                     objective=objective, shuffle_labels=shuffle_labels, seed=seed)
     try:
         summary = main(args)
     except (FileNotFoundError, ValueError) as exc:
