@@ -54,8 +54,9 @@ def emit(rows: list[dict], fmt: OutputFormat, title: str | None = None) -> None:
         sys.stdout.write("\n".join(lines) + "\n")
         return
     table = Table(title=title)
+    console = stdout if stdout.is_terminal else Console(width=200)  # pipes and files get full rows
     for i, column in enumerate(columns):
         table.add_column(column, overflow="fold", no_wrap=i < 2)
     for row in rows:
         table.add_row(*(str(row[c]) for c in columns))
-    stdout.print(table)
+    console.print(table)
