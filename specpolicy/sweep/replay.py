@@ -121,6 +121,23 @@ class ReplayTable:
         return [c.block_size for c in self.simulate(lambda s: self.candidates[best[s.position - p]])]
 
 
+def _matching_prefix(lm_head: torch.nn.Module, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Length of the prefix where argmax(lm_head(hidden)) equals ``labels``: [A].
+
+    Projects position k only for the anchors whose drafts matched at every earlier position, so the
+    LM head (the largest cost of replay) runs on a few rows per position instead of all of them.
+    """
+    accepted = torch.zeros(hidden.shape[0], dtype=torch.long, device=hidden.device)
+    alive = torch.arange(hidden.shape[0], device=hidden.device)
+    for k in range(hidden.shape[1]):
+        match = lm_head(hidden[alive, k]).argmax(dim=-1) == labels[alive, k]
+        alive = alive[match]
+        if alive.numel() == 0:
+            break
+        accepted[alive] += 1
+    return accepted
+
+
 @torch.inference_mode()
 def build_replay(
     decoder: SpeculativeDecoder,
@@ -170,9 +187,8 @@ def build_replay(
         for lo in range(0, n_anchor, anchors_per_pass):
             anchors = torch.arange(p + lo, p + min(n_anchor, lo + anchors_per_pass), device=device)
             hidden_blocks = draft_anchor_blocks(decoder.drafter, decoder.target, ids, context,
-                                                anchors.unsqueeze(0), size)
-            drafts = lm_head(hidden_blocks[0, :, 1:]).argmax(dim=-1)  # [A, B-1]
-            labels = ids[0, anchors.unsqueeze(1) + torch.arange(1, size, device=device)]
-            accepted[lo : lo + len(anchors), j] = (drafts == labels).long().cumprod(dim=1).sum(dim=1).cpu().numpy()
+                                                anchors.unsqueeze(0), size)[0, :, 1:]  # [A, B-1, H]
+            labels = ids[0, anchors.unsqueeze(1) + torch.arange(1, size, device=device)]  # [A, B-1]
+            accepted[lo : lo + len(anchors), j] = _matching_prefix(lm_head, hidden_blocks, labels).cpu().numpy()
     table = ReplayTable(p, len(output), candidates, accepted, sequence, tuple(decoder.stop_token_ids), max_new_tokens)
     return table, trace
