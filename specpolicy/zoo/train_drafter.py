@@ -37,7 +37,7 @@ class DrafterTrainArgs:
     """training block size B"""
     gamma: float = 7.0
     """loss decay exp(-(k-1)/gamma)"""
-    num_prompts: int = 3072
+    num_prompts: int = 2048
     """training prompts answered by the target"""
     max_prompt_tokens: int = 160
     """prompt tokens kept (the end of longer prompts)"""
@@ -49,7 +49,7 @@ class DrafterTrainArgs:
     """sequences per step"""
     anchors: int = 32
     """anchor blocks per sequence per step"""
-    total_steps: int = 1500
+    total_steps: int = 1000
     """optimizer steps"""
     lr: float = 6e-4
     """peak learning rate"""
