@@ -96,6 +96,7 @@ def test_sweep_command_and_resume(test_zoo, prompt_file, tmp_path):
         (["sweep", "--out", "/tmp/x", "--candidates", "a,b"], "candidates must look like"),
         (["sweep", "--out", "/tmp/x", "--dataset", "nope"], "unknown dataset 'nope'"),
         (["generate", " "], "empty prompt"),
+        (["zoo", "train", "everything"], "unknown step 'everything'"),
         (["generate", "hi", "-b", "4", "--target", "/no/such/model"], "neither a zoo name"),
     ],
 )
