@@ -7,9 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specpolicy.evaluate import replay_table
 from specpolicy.features import get_extractor
-from specpolicy.sweep.latency import modelled_seconds
 from specpolicy.sweep.replay import ReplayTable
 from specpolicy.sweep.store import SweepStore
 
@@ -54,8 +52,8 @@ class ReplayData:
         logits = store.feature_matrix(records)
         lengths = np.array([r.get("prompt_length", 0) for r in records])
         obs = np.clip(get_extractor(features)(logits, lengths), -OBSERVATION_BOUND, OBSERVATION_BOUND)
-        taus = np.array([[r["taus"][str(b)] for b in candidates] for r in records], dtype=np.float64)
-        tables = [replay_table(r) if "replay" in r else None for r in records]
+        taus = store.tau_matrix(records)
+        tables = [ReplayTable.from_record(r) if "replay" in r else None for r in records]
         latency = store.latency()
         if reward == "tau":
             rewards = taus
@@ -64,11 +62,7 @@ class ReplayData:
         else:
             if latency is None or any(t is None for t in tables):
                 raise ValueError("reward tokens_per_second needs a replay sweep with latency.json")
-            rewards = np.zeros_like(taus)
-            for i, table in enumerate(tables):
-                for j, b in enumerate(candidates):
-                    cycles = table.simulate(b)
-                    seconds = modelled_seconds(latency, [b] * len(cycles))
-                    rewards[i, j] = sum(c.committed for c in cycles) / seconds if seconds > 0 else 0.0
+            rewards = np.array([[table.modelled_tokens_per_second(b, latency) for b in candidates]
+                                for table in tables])
         return cls(store, candidates, obs.astype(np.float32), rewards, taus, tables,
                    [r["prompt_id"] for r in records], latency)

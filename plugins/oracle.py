@@ -44,9 +44,9 @@ class StepOraclePolicy(OraclePolicy):
         record = _record(observation, "oracle-step")
         cached = record.get("_oracle_step_schedule")
         if cached is None:
-            from specpolicy.evaluate import replay_table
+            from specpolicy.sweep.replay import ReplayTable
 
-            table = replay_table(record, self.candidates)
+            table = ReplayTable.from_record(record)
             training = int(record.get("training_block_size", self.training_block_size))
             cached = record["_oracle_step_schedule"] = table.per_cycle_oracle(training)
         return cached

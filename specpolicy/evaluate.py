@@ -11,7 +11,7 @@ import torch
 from specpolicy.decoding import DecodeState, SpeculativeDecoder
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Policy, PromptObservation, oracle_label
 from specpolicy.sweep.latency import modelled_seconds
-from specpolicy.sweep.replay import ReplayTable
+from specpolicy.sweep.replay import ReplayTable, mean_acceptance
 from specpolicy.sweep.store import SweepStore
 
 
@@ -48,17 +48,6 @@ class PolicyResults:
         return np.array([p.tau for p in self.prompts])
 
 
-def replay_table(record: dict, candidates: Sequence[int] | None = None) -> ReplayTable:
-    """The exact replay table stored in a replay-sweep record."""
-    if "replay" not in record:
-        raise ValueError(f"record {record['prompt_id']} has no replay table; per-cycle policies need a replay sweep "
-                         "(specpolicy sweep --mode replay)")
-    replay = record["replay"]
-    return ReplayTable(record["prompt_length"], replay["output_length"], tuple(replay["candidates"]),
-                       np.asarray(replay["accepted"], dtype=np.int16), replay["sequence"],
-                       tuple(replay["stop_token_ids"]), replay["budget"])
-
-
 def check_candidates(policy: Policy, available: Sequence[int]) -> None:
     """Fail, naming both sides, when ``policy`` can choose a block size the sweep did not record."""
     wanted = policy.choices()
@@ -84,6 +73,7 @@ def evaluate_replay(
         check_candidates(policy, store.candidates)
     latency = store.latency()
     training = int(store.meta.get("training_block_size", TRAINING_BLOCK_SIZE))
+    ar_spt = latency["verify_seconds"]["1"] if latency else None
     results = [PolicyResults(p.name, "modelled" if latency else "none") for p in policies]
     records = list(store.records())
     if not records:
@@ -94,15 +84,14 @@ def evaluate_replay(
         record_training = int(record.get("training_block_size", training))
         oracle = store.candidates[oracle_label([taus[str(b)] for b in store.candidates], store.candidates,
                                                record_training)]
-        table = replay_table(record) if "replay" in record else None
-        ar_spt = latency["verify_seconds"]["1"] if latency else None
+        table = ReplayTable.from_record(record) if "replay" in record else None
         for policy, result in zip(policies, results):
             schedule = policy.schedule(observation)
             if table is not None:
                 logits = torch.from_numpy(observation.logits) if observation.logits.size else None
                 cycles = table.simulate(schedule, logits)
                 sizes = [c.block_size for c in cycles]
-                tau = float(np.mean([c.accepted + 1 for c in cycles])) if cycles else 0.0
+                tau = mean_acceptance(cycles)
                 tokens = sum(c.committed for c in cycles)
             elif isinstance(schedule, int):
                 sizes, tau, tokens = [schedule], float(taus[str(schedule)]), 0
@@ -117,13 +106,12 @@ def evaluate_replay(
 
 def live_schedule(policy: Policy, prompt_id: str, prompt_length: int) -> Callable[[DecodeState], int]:
     """A decoder callback running ``policy`` live: per-prompt policies decide once, from the prefill logits."""
-    chosen: dict[str, object] = {}
+    chosen: dict[str, int | Callable[[DecodeState], int]] = {}
 
     def choose(state: DecodeState) -> int:
         if "schedule" not in chosen:
-            observation = PromptObservation(state.prefill_logits.numpy(), prompt_length, prompt_id)
-            chosen["observation"] = observation
-            chosen["schedule"] = policy.schedule(observation)
+            chosen["schedule"] = policy.schedule(PromptObservation(state.prefill_logits.numpy(), prompt_length,
+                                                                   prompt_id))
         schedule = chosen["schedule"]
         return schedule if isinstance(schedule, int) else schedule(state)
 

@@ -60,11 +60,10 @@ def plot_tau_per_block_size(store, path: str | Path, max_lines: int = 40) -> Pat
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
     sizes = list(store.candidates)
     records = list(store.records())
-    taus = np.array([[r["taus"][str(b)] for b in sizes] for r in records])
+    taus = store.tau_matrix(records)
     fig, ax = plt.subplots(figsize=(7, 4))
     for row in taus[:max_lines]:
         ax.plot(sizes, row, color="0.7", linewidth=0.8)

@@ -7,7 +7,7 @@ import hashlib
 import numpy as np
 
 from specpolicy.policy import TRAINING_BLOCK_SIZE, TrainingSet, oracle_label
-from specpolicy.sweep.latency import modelled_seconds
+from specpolicy.sweep.replay import ReplayTable
 from specpolicy.sweep.store import SweepStore
 
 LABELS = ("tau", "tokens_per_second")
@@ -29,19 +29,12 @@ def training_set(store: SweepStore, label: str = "tau") -> TrainingSet:
     latency = store.latency()
     if label == "tokens_per_second" and (latency is None or "replay" not in records[0]):
         raise ValueError("label tokens_per_second needs a replay sweep with latency.json")
-    taus = np.array([[r["taus"][str(b)] for b in candidates] for r in records], dtype=np.float64)
+    taus = store.tau_matrix(records)
     if label == "tau":
         scores = taus
     else:
-        from specpolicy.evaluate import replay_table
-
-        scores = np.zeros_like(taus)
-        for i, record in enumerate(records):
-            table = replay_table(record)
-            for j, b in enumerate(candidates):
-                cycles = table.simulate(b)
-                tokens = sum(c.committed for c in cycles)
-                scores[i, j] = tokens / max(1e-12, modelled_seconds(latency, [b] * len(cycles)))
+        scores = np.array([[table.modelled_tokens_per_second(b, latency) for b in candidates]
+                           for table in map(ReplayTable.from_record, records)])
     labels = np.array([oracle_label(row, candidates, training) for row in scores], dtype=np.int64)
     return TrainingSet(
         logits=store.feature_matrix(records),

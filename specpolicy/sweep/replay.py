@@ -19,6 +19,7 @@ import torch
 from specpolicy.decoding import DecodeState, DecodeTrace, SpeculativeDecoder
 from specpolicy.decoding.target import new_cache, target_forward
 from specpolicy.models.blocks import draft_anchor_blocks
+from specpolicy.sweep.latency import modelled_seconds
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,11 @@ class SimulatedCycle:
     block_size: int
     accepted: int
     committed: int
+
+
+def mean_acceptance(cycles: Sequence[SimulatedCycle]) -> float:
+    """tau of simulated cycles: the mean of accepted + 1 (0 without cycles)."""
+    return float(np.mean([c.accepted + 1 for c in cycles])) if cycles else 0.0
 
 
 @dataclass
@@ -46,6 +52,23 @@ class ReplayTable:
     sequence: list[int]
     stop_token_ids: tuple[int, ...]
     budget: int
+
+    @classmethod
+    def from_record(cls, record: dict) -> ReplayTable:
+        """The table stored in a replay-sweep record (see :meth:`to_record`)."""
+        if "replay" not in record:
+            raise ValueError(f"record {record['prompt_id']} has no replay table; per-cycle policies need a replay "
+                             "sweep (specpolicy sweep --mode replay)")
+        replay = record["replay"]
+        return cls(record["prompt_length"], replay["output_length"], tuple(replay["candidates"]),
+                   np.asarray(replay["accepted"], dtype=np.int16), replay["sequence"],
+                   tuple(replay["stop_token_ids"]), replay["budget"])
+
+    def to_record(self) -> dict:
+        """The ``replay`` entry of a sweep record (the prompt length is stored beside it)."""
+        return {"candidates": list(self.candidates), "accepted": self.accepted.tolist(), "sequence": self.sequence,
+                "output_length": self.output_length, "stop_token_ids": list(self.stop_token_ids),
+                "budget": self.budget}
 
     def _column(self, block_size: int) -> int:
         try:
@@ -95,8 +118,13 @@ class ReplayTable:
 
     def tau(self, choose: int | Callable[[DecodeState], int]) -> float:
         """Mean acceptance length (accepted + 1) of the simulated cycles."""
-        cycles = self.simulate(choose)
-        return float(np.mean([c.accepted + 1 for c in cycles])) if cycles else 0.0
+        return mean_acceptance(self.simulate(choose))
+
+    def modelled_tokens_per_second(self, block_size: int, latency: dict) -> float:
+        """Tokens per modelled second of a fixed block size (0 when the decode has no cycle)."""
+        cycles = self.simulate(block_size)
+        seconds = modelled_seconds(latency, [block_size] * len(cycles))
+        return sum(c.committed for c in cycles) / seconds if seconds > 0 else 0.0
 
     def taus(self) -> dict[int, float]:
         """tau of every candidate as a fixed block size."""

@@ -72,9 +72,7 @@ def sweep_prompt(decoder: SpeculativeDecoder, prompt: Prompt, index: int, settin
         table, trace = build_replay(decoder, ids, candidates, max_new_tokens=settings.max_new_tokens,
                                     seed=settings.seed, reference_block_size=settings.reference_block_size)
         record["taus"] = {str(b): t for b, t in table.taus().items()}
-        record["replay"] = {"candidates": candidates, "accepted": table.accepted.tolist(), "sequence": table.sequence,
-                            "output_length": table.output_length, "stop_token_ids": list(table.stop_token_ids),
-                            "budget": table.budget}
+        record["replay"] = table.to_record()
         record["reference"] = {"block_size": settings.reference_block_size, "cycles": _cycles(trace),
                                "prefill_seconds": trace.prefill_seconds, "decode_seconds": trace.decode_seconds}
     else:

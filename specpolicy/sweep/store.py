@@ -18,7 +18,7 @@ import hashlib
 import json
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -168,6 +168,11 @@ class SweepStore:
         if hashlib.sha256(file.read_bytes()).hexdigest() != record.get("features_sha256"):
             raise ValueError(f"{file} does not match its checksum; delete the record's line and rerun the sweep")
         return load_file(str(file))["logits"].float()
+
+    def tau_matrix(self, records: list[dict], candidates: Sequence[int] | None = None) -> np.ndarray:
+        """tau of every candidate (default: the store's) for ``records``: float64 [n, C]."""
+        sizes = self.candidates if candidates is None else candidates
+        return np.array([[r["taus"][str(b)] for b in sizes] for r in records], dtype=np.float64)
 
     def feature_matrix(self, records: list[dict]) -> np.ndarray:
         """Features of ``records`` stacked: float32 [n, V]."""

@@ -18,14 +18,14 @@ SAMPLE_PROMPTS = ["How do I reverse a list in Python?", "Write a short email to 
 
 def tau_table(store) -> dict[int, float]:
     """Mean tau per candidate over a store's prompts."""
-    records = list(store.records())
-    return {b: float(np.mean([r["taus"][str(b)] for r in records])) for b in store.candidates}
+    means = store.tau_matrix(list(store.records())).mean(axis=0)
+    return {b: float(m) for b, m in zip(store.candidates, means)}
 
 
 def window_oracle(store, window=WINDOW) -> dict:
     """Per-prompt best block size within ``window``: histogram, share != 16, oracle gain over fixed 16."""
     records = list(store.records())
-    taus = np.array([[r["taus"][str(b)] for b in window] for r in records])
+    taus = store.tau_matrix(records, window)
     best = [window[oracle_label(row, window)] for row in taus]
     fixed = taus[:, window.index(16)].mean()
     oracle = taus.max(axis=1).mean()
