@@ -57,8 +57,7 @@ class BlockSizeStepEnv(gym.Env):
             raise ValueError("reward='time' needs the sweep's latency.json")
         self.reward = reward
         self.candidates = self.data.candidates
-        self.prefill = compact(self.data.store.feature_matrix(list(self.data.store.records())),
-                               np.array([t.prompt_length for t in self.data.tables]))
+        self.prefill = self.data.observations  # compact prefill features, loaded once with the tables
         self.observation_space = spaces.Box(-OBSERVATION_BOUND, OBSERVATION_BOUND, (OBSERVATION_SIZE,), np.float32)
         self.action_space = spaces.Discrete(len(self.candidates))
         self._table = None

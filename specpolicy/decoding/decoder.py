@@ -42,6 +42,21 @@ class DecodeState:
 BlockSizeFn = Callable[[DecodeState], int]
 
 
+def commit_tokens(new_tokens: list[int], stops: set[int], room: int) -> tuple[list[int], str]:
+    """The tokens a cycle keeps, and why decoding ends there (``""`` when it goes on).
+
+    Cuts after the first stop token, then to the ``room`` left in the budget; a stop token cut off
+    by the budget counts as the budget ending the decode. Live decoding and exact replay share it.
+    """
+    reason = ""
+    stop_at = next((i for i, token in enumerate(new_tokens) if token in stops), None)
+    if stop_at is not None:
+        new_tokens, reason = new_tokens[: stop_at + 1], "stop_token"
+    if len(new_tokens) > room or (len(new_tokens) == room and not reason):
+        new_tokens, reason = new_tokens[:room], "max_new_tokens"
+    return new_tokens, reason
+
+
 def _max_positions(model: PreTrainedModel) -> int | None:
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     return getattr(config, "max_position_embeddings", None)
@@ -232,14 +247,7 @@ class SpeculativeDecoder:
             crop_cache(cache, start + accepted + 1)
             pending.append(self.drafter.context_features(hidden)[:, : accepted + 1])
             # 6. Stop on a stop token or the budget; keep everything else, mask-id tokens included.
-            stop_at = next((i for i, token in enumerate(new_tokens) if token in stops), None)
-            if stop_at is not None:
-                new_tokens, stop_reason = new_tokens[: stop_at + 1], "stop_token"
-            room = budget - len(output)
-            if len(new_tokens) >= room:
-                if len(new_tokens) > room or not stop_reason:
-                    stop_reason = "max_new_tokens"
-                new_tokens = new_tokens[:room]
+            new_tokens, stop_reason = commit_tokens(new_tokens, stops, budget - len(output))
             output.extend(new_tokens)
             cycles.append(CycleRecord(size, accepted, len(new_tokens), draft_seconds, verify_seconds))
             state.accepted_history.append(accepted)

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from specpolicy.decoding import DecodeState, DecodeTrace, SpeculativeDecoder
+from specpolicy.decoding.decoder import commit_tokens
 from specpolicy.decoding.target import new_cache, target_forward
 from specpolicy.models.blocks import draft_anchor_blocks
 from specpolicy.sweep.latency import modelled_seconds
@@ -87,15 +88,9 @@ class ReplayTable:
     def cycle(self, position: int, produced: int, size: int) -> tuple[SimulatedCycle, int, int, bool]:
         """One cycle of block size ``size`` at anchor ``position``: (cycle, next position, produced, done)."""
         accepted = int(self.accepted[position - self.prompt_length, self._column(size)])
-        new = self.sequence[position + 1 : position + accepted + 2]
-        stops = set(self.stop_token_ids)
-        stop_at = next((i for i, t in enumerate(new) if t in stops), None)
-        done = stop_at is not None
-        if done:
-            new = new[: stop_at + 1]
-        if len(new) >= self.budget - produced:
-            new, done = new[: self.budget - produced], True
-        return SimulatedCycle(size, accepted, len(new)), position + accepted + 1, produced + len(new), done
+        new, reason = commit_tokens(self.sequence[position + 1 : position + accepted + 2], set(self.stop_token_ids),
+                                    self.budget - produced)
+        return SimulatedCycle(size, accepted, len(new)), position + accepted + 1, produced + len(new), bool(reason)
 
     def simulate(
         self, choose: int | Callable[[DecodeState], int], prefill_logits: torch.Tensor | None = None
@@ -153,7 +148,7 @@ def _matching_prefix(lm_head: torch.nn.Module, hidden: torch.Tensor, labels: tor
     """Length of the prefix where argmax(lm_head(hidden)) equals ``labels``: [A].
 
     Projects position k only for the anchors whose drafts matched at every earlier position, so the
-    LM head (the largest cost of replay) runs on a few rows per position instead of all of them.
+    LM head runs on a few rows per position instead of all of them.
     """
     accepted = torch.zeros(hidden.shape[0], dtype=torch.long, device=hidden.device)
     alive = torch.arange(hidden.shape[0], device=hidden.device)
