@@ -47,6 +47,7 @@ def compare(
 ) -> None:
     """Compare block-size policies: tau, speedup, tokens/s, oracle agreement and gap closed, with paired CIs."""
     from specpolicy.evaluate import check_candidates, summarize
+    from specpolicy.policy import DEFAULT_CANDIDATES
     from specpolicy.registry import get_registry
     from specpolicy.sweep.store import SweepStore
 
@@ -55,23 +56,22 @@ def compare(
     names = [n.strip() for n in policies.split(",") if n.strip()]
     if not names:
         raise fail("no policies given; e.g. --policies fixed16,blockpilot,oracle")
-    stores: dict[str, SweepStore] = {}
+    store: SweepStore | None = None
     try:
-        if sweep is not None:
-            stores[str(sweep)] = SweepStore.load(sweep)
-            store_candidates = list(stores[str(sweep)].candidates)
-            if candidates and parse_candidates(candidates) != store_candidates:
-                raise ValueError(f"--candidates {candidates} do not match the sweep's {store_candidates}")
-            chosen_candidates = store_candidates
-        else:
-            chosen_candidates = parse_candidates(candidates) if candidates else [14, 15, 16, 17, 18]
-        registry = get_registry()
-        built = [registry.create(name, chosen_candidates) for name in names]
-        for store in stores.values():
-            for policy in built:
-                check_candidates(policy, store.candidates)
         if mode == "live" and sweep is not None:
             raise ValueError("--sweep evaluates stored results; drop it for --mode live")
+        if sweep is not None:
+            store = SweepStore.load(sweep)
+            if candidates and parse_candidates(candidates) != list(store.candidates):
+                raise ValueError(f"--candidates {candidates} do not match the sweep's {list(store.candidates)}")
+            chosen_candidates = list(store.candidates)
+        else:
+            chosen_candidates = parse_candidates(candidates) if candidates else list(DEFAULT_CANDIDATES)
+        registry = get_registry()
+        built = [registry.create(name, chosen_candidates) for name in names]
+        if store is not None:
+            for policy in built:
+                check_candidates(policy, store.candidates)
     except (FileNotFoundError, ValueError) as exc:
         raise fail(str(exc)) from exc
 
@@ -79,7 +79,7 @@ def compare(
     datasets = [sweep.name] if sweep is not None else [d.strip() for d in dataset.split(",") if d.strip()]
     try:
         for name in datasets:
-            results = _run_dataset(name, mode, sweep, stores, built, chosen_candidates, temperature, max_samples,
+            results = _run_dataset(name, mode, store, built, chosen_candidates, temperature, max_samples,
                                    max_new_tokens, seed, target, drafter, device, dtype)
             for row in summarize(results, n_bootstrap=bootstrap):
                 rows.append({"dataset": name, **row})
@@ -96,15 +96,13 @@ def compare(
             stderr.print(f"plot saved to {path}")
 
 
-def _run_dataset(name, mode, sweep, stores, policies, candidates, temperature, max_samples, max_new_tokens, seed,
+def _run_dataset(name, mode, store, policies, candidates, temperature, max_samples, max_new_tokens, seed,
                  target, drafter, device, dtype):
     from specpolicy.cli.progress import progress_bar
     from specpolicy.data.registry import load_prompts
     from specpolicy.evaluate import evaluate_live, evaluate_replay
 
-    if sweep is not None:
-        store = stores[str(sweep)]
-    else:
+    if store is None:
         prompts = load_prompts(name, max_samples, seed)
         if mode == "live":
             from specpolicy.data.prompts import encode_prompt
