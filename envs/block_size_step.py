@@ -58,7 +58,6 @@ class BlockSizeStepEnv(gym.Env):
         self.reward = reward
         self.candidates = self.data.candidates
         self.prefill = self.data.observations  # compact prefill features, loaded once with the tables
-        self.observation_space = spaces.Box(-OBSERVATION_BOUND, OBSERVATION_BOUND, (OBSERVATION_SIZE,), np.float32)
         self.action_space = spaces.Discrete(len(self.candidates))
         self._table = None
         self._done = True

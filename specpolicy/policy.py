@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from specpolicy.decoding import DecodeState
 
@@ -142,6 +141,3 @@ def oracle_label(taus: Sequence[float], candidates: Sequence[int], training_bloc
                                                           abs(candidates[j] - training_block_size), candidates[j]))
     return order[0]
 
-
-def to_tensor(logits: np.ndarray | torch.Tensor) -> torch.Tensor:
-    return torch.as_tensor(np.asarray(logits, dtype=np.float32))
