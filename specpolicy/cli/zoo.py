@@ -16,6 +16,7 @@ def train(
     target_steps: int = typer.Option(2200, help="optimizer steps of the target's schedule"),
     drafter_steps: int = typer.Option(1000, help="optimizer steps of the drafter's schedule"),
     threads: int = typer.Option(2, help="torch CPU threads"),
+    bf16: bool = typer.Option(True, "--bf16/--fp32", help="bfloat16 autocast while training (weights stay fp32)"),
 ) -> None:
     """Rebuild tokenizer, target and drafter from scratch with fixed seeds (resumable)."""
     from specpolicy.zoo import build
@@ -25,7 +26,8 @@ def train(
     if unknown:
         raise typer.BadParameter(f"unknown step {unknown[0]!r}; use tokenizer, target, drafter or all")
     for name in steps:
-        build.run_step(name, run_dir, target_steps=target_steps, drafter_steps=drafter_steps, threads=threads)
+        build.run_step(name, run_dir, target_steps=target_steps, drafter_steps=drafter_steps, threads=threads,
+                       bf16=bf16)
 
 
 @app.command("info")

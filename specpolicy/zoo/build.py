@@ -7,6 +7,9 @@ import shutil
 import time
 from pathlib import Path
 
+import torch
+from safetensors.torch import load_file, save_file
+
 from specpolicy.zoo import DRAFTER_DIR, TARGET_DIR
 
 
@@ -22,15 +25,33 @@ def build_tokenizer(run_dir: Path) -> None:
     token_stream(tokenizer, load_split("validation"), run_dir / "cache" / "validation_tokens.npy")
 
 
-def publish(run_dir: Path) -> None:
-    """Copy the trained target (with tokenizer) and drafter into the installed package."""
+def store_weights_as(folder: Path, dtype: torch.dtype) -> None:
+    """Rewrite ``folder``'s safetensors and config in ``dtype`` (loading in float32 upcasts exactly)."""
+    weights = folder / "model.safetensors"
+    tensors = {k: v.to(dtype) if v.is_floating_point() else v for k, v in load_file(str(weights)).items()}
+    save_file(tensors, str(weights), metadata={"format": "pt"})
+    config_file = folder / "config.json"
+    config = json.loads(config_file.read_text())
+    config["dtype"] = str(dtype).removeprefix("torch.")
+    config.pop("torch_dtype", None)
+    config_file.write_text(json.dumps(config, indent=2, sort_keys=True))
+
+
+def publish(run_dir: Path, dtype: torch.dtype = torch.bfloat16) -> None:
+    """Copy the trained target (with tokenizer) and drafter into the installed package, stored in ``dtype``.
+
+    bfloat16 halves the shipped size; every number in the model card, the shipped sweep and the
+    shipped predictor is measured on these stored weights, so they stay exact for what users load.
+    """
     for source, dest in ((run_dir / "target", TARGET_DIR), (run_dir / "drafter", DRAFTER_DIR)):
         if dest.exists():
             shutil.rmtree(dest)
         shutil.copytree(source, dest)
+        store_weights_as(dest, dtype)
 
 
-def run_step(name: str, run_dir: Path, *, target_steps: int, drafter_steps: int, threads: int) -> None:
+def run_step(name: str, run_dir: Path, *, target_steps: int, drafter_steps: int, threads: int,
+             bf16: bool = True) -> None:
     """Run one step (``tokenizer``, ``target`` or ``drafter``) and record its wall time."""
     run_dir.mkdir(parents=True, exist_ok=True)
     start = time.time()
@@ -39,11 +60,11 @@ def run_step(name: str, run_dir: Path, *, target_steps: int, drafter_steps: int,
     elif name == "target":
         from specpolicy.zoo.train_target import TargetTrainArgs, main
 
-        main(TargetTrainArgs(run_dir=run_dir, total_steps=target_steps, threads=threads))
+        main(TargetTrainArgs(run_dir=run_dir, total_steps=target_steps, threads=threads, bf16=bf16))
     elif name == "drafter":
         from specpolicy.zoo.train_drafter import DrafterTrainArgs, main
 
-        main(DrafterTrainArgs(run_dir=run_dir, total_steps=drafter_steps, threads=threads))
+        main(DrafterTrainArgs(run_dir=run_dir, total_steps=drafter_steps, threads=threads, bf16=bf16))
         publish(run_dir)
     timings_file = run_dir / "timings.json"
     timings = json.loads(timings_file.read_text()) if timings_file.exists() else {}

@@ -57,6 +57,8 @@ class DrafterTrainArgs:
     """steps between checkpoints"""
     threads: int = 2
     """torch CPU threads"""
+    bf16: bool = True
+    """bfloat16 autocast for the target context and the drafter's forward/backward (weights stay fp32)"""
 
 
 def build_drafter(target_config: Qwen3Config, mask_token_id: int, args: DrafterTrainArgs) -> DFlashDrafter:
@@ -158,8 +160,9 @@ def main(args: DrafterTrainArgs) -> Path:
             group["lr"] = lr_at(step, args)
         ids, anchors = make_batch(data, rng.integers(0, len(data), args.batch_size), args,
                                   tokenizer.pad_token_id, generator)
-        context = target_context(target, drafter, ids)
-        loss, accuracy = dflash_loss(drafter, target, ids, anchors, args.block_size, args.gamma, context)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+            context = target_context(target, drafter, ids)
+            loss, accuracy = dflash_loss(drafter, target, ids, anchors, args.block_size, args.gamma, context)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)

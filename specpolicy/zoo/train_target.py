@@ -52,6 +52,8 @@ class TargetTrainArgs:
     """steps between validation-loss evaluations"""
     threads: int = 2
     """torch CPU threads"""
+    bf16: bool = True
+    """bfloat16 autocast for forward/backward (about 2x faster on CPUs with AVX512-BF16; weights stay fp32)"""
 
 
 def build_target(vocab_size: int, args: TargetTrainArgs, eos_id: int, pad_id: int) -> Qwen3ForCausalLM:
@@ -119,7 +121,8 @@ def main(args: TargetTrainArgs) -> Path:
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, args)
         batch = sample_windows(train, rng, args.batch_size, args.seq_len)
-        loss = model(input_ids=batch[:, :-1], labels=batch[:, :-1].clone()).loss
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+            loss = model(input_ids=batch[:, :-1], labels=batch[:, :-1].clone()).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
