@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from specpolicy.data.prompts import encode_prompt
+from specpolicy.data.prompts import Prompt, encode_prompt
 from specpolicy.data.registry import load_prompts
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.envs.replay_data import OBSERVATION_BOUND
 from specpolicy.features import get_extractor
 from specpolicy.policy import DEFAULT_CANDIDATES
+
+if TYPE_CHECKING:
+    from specpolicy.models import ModelPair
+
+
+def live_setup(dataset: str, target: str, drafter: str, max_samples: int, max_new_tokens: int,
+               temperature: float, device: str, pair=None) -> tuple[ModelPair, list[Prompt], SpeculativeDecoder]:
+    """The model pair (loaded unless given), the prompts and the decoder a live environment drives."""
+    from specpolicy.models import load_pair
+
+    pair = pair or load_pair(target, drafter, "auto", device)
+    decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=temperature, max_new_tokens=max_new_tokens)
+    return pair, load_prompts(dataset, max_samples), decoder
 
 
 class LiveBackend:
@@ -19,13 +34,9 @@ class LiveBackend:
                  candidates=DEFAULT_CANDIDATES, max_samples: int = 32, max_new_tokens: int = 64,
                  temperature: float = 0.0, device: str = "cpu", features: str = "logits", reward: str = "tau",
                  cost_weight: float = 0.05, pair=None) -> None:
-        from specpolicy.models import load_pair
-
-        self.pair = pair or load_pair(target, drafter, "auto", device)
-        self.prompts = load_prompts(dataset, max_samples)
+        self.pair, self.prompts, self.decoder = live_setup(dataset, target, drafter, max_samples, max_new_tokens,
+                                                           temperature, device, pair)
         self.candidates = tuple(sorted(candidates))
-        self.decoder = SpeculativeDecoder(self.pair.target, self.pair.drafter, temperature=temperature,
-                                          max_new_tokens=max_new_tokens)
         self.extract = get_extractor(features)
         self.reward, self.cost_weight = reward, cost_weight
         self._ids: list[int] = []

@@ -12,8 +12,8 @@ import threading
 import numpy as np
 
 from specpolicy.data.prompts import encode_prompt
-from specpolicy.data.registry import load_prompts
-from specpolicy.decoding import DecodeState, SpeculativeDecoder
+from specpolicy.decoding import DecodeState
+from specpolicy.envs.live import live_setup
 from specpolicy.policy import DEFAULT_CANDIDATES
 
 
@@ -27,14 +27,10 @@ class LiveStepBackend:
     def __init__(self, dataset: str = "sharegpt", target: str = "tiny", drafter: str = "tiny",
                  candidates=DEFAULT_CANDIDATES, max_samples: int = 32, max_new_tokens: int = 64,
                  temperature: float = 0.0, device: str = "cpu", pair=None) -> None:
-        from specpolicy.models import load_pair
-
-        self.pair = pair or load_pair(target, drafter, "auto", device)
-        self.prompts = load_prompts(dataset, max_samples)
+        self.pair, self.prompts, self.decoder = live_setup(dataset, target, drafter, max_samples, max_new_tokens,
+                                                           temperature, device, pair)
         self.candidates = tuple(sorted(candidates))
         self.budget = max_new_tokens
-        self.decoder = SpeculativeDecoder(self.pair.target, self.pair.drafter, temperature=temperature,
-                                          max_new_tokens=max_new_tokens)
         self._thread: threading.Thread | None = None
         self._events: queue.Queue = queue.Queue()
         self._actions: queue.Queue = queue.Queue()
