@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -96,6 +97,14 @@ def compare(
             stderr.print(f"plot saved to {path}")
 
 
+@functools.cache
+def _load_pair_once(target: str, drafter: str, dtype: str, device: str):
+    """The model pair, loaded once per process however many datasets a live compare walks."""
+    from specpolicy.models import load_pair
+
+    return load_pair(target, drafter, dtype, device)
+
+
 def _run_dataset(name, mode, store, policies, candidates, temperature, max_samples, max_new_tokens, seed,
                  target, drafter, device, dtype):
     from specpolicy.cli.progress import progress_bar
@@ -107,9 +116,7 @@ def _run_dataset(name, mode, store, policies, candidates, temperature, max_sampl
         if mode == "live":
             from specpolicy.data.prompts import encode_prompt
             from specpolicy.decoding import SpeculativeDecoder
-            from specpolicy.models import load_pair
-
-            pair = load_pair(target, drafter, dtype, device)
+            pair = _load_pair_once(target, drafter, dtype, device)
             decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=temperature,
                                          max_new_tokens=max_new_tokens)
             encoded = [(p.id, encode_prompt(pair.tokenizer, p, 256)) for p in prompts]
