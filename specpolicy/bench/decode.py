@@ -20,6 +20,7 @@ class DecodeBenchResult:
     prompts: int
     max_new_tokens: int
     block_size: int
+    temperature: float
     ar_tokens_per_second: float
     spec_tokens_per_second: float
     hf_generate_tokens_per_second: float
@@ -36,9 +37,10 @@ class DecodeBenchResult:
         return [
             ("prompts x new tokens", f"{self.prompts} x {self.max_new_tokens}"),
             ("block size", str(self.block_size)),
+            ("temperature", f"{self.temperature:g}"),
             ("AR tokens/s (B=1, same decoder)", f"{self.ar_tokens_per_second:.1f}"),
             ("speculative tokens/s", f"{self.spec_tokens_per_second:.1f}"),
-            ("transformers generate tokens/s (greedy)", f"{self.hf_generate_tokens_per_second:.1f}"),
+            ("transformers generate tokens/s", f"{self.hf_generate_tokens_per_second:.1f}"),
             ("speedup over AR", f"{self.speedup:.2f}x"),
             ("tau", f"{self.tau:.2f}"),
             ("fraction of ideal speedup (speedup / tau)", f"{self.speedup / self.tau:.2f}"),
@@ -58,13 +60,19 @@ def _tokens_per_second(traces: list[DecodeTrace]) -> float:
 
 
 @torch.inference_mode()
-def _hf_tokens_per_second(target: PreTrainedModel, prompt: list[int], max_new_tokens: int) -> float:
-    """Greedy ``generate`` rate with prefill removed: (time for N tokens - time for 1) / (N - 1)."""
+def _hf_tokens_per_second(target: PreTrainedModel, prompt: list[int], max_new_tokens: int,
+                          temperature: float = 0.0) -> float:
+    """``generate`` rate (greedy, or sampled at ``temperature``) with prefill removed.
+
+    (time for N tokens - time for 1) / (N - 1).
+    """
     ids = torch.tensor([prompt], device=next(target.parameters()).device)
+    sampling = {"do_sample": True, "temperature": temperature, "top_k": None, "top_p": None} if temperature > 0 \
+        else {"do_sample": False}
 
     def timed(n: int) -> float:
         start = time.perf_counter()
-        target.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False)
+        target.generate(ids, max_new_tokens=n, min_new_tokens=n, **sampling)
         return time.perf_counter() - start
 
     one = statistics.median(timed(1) for _ in range(3))
@@ -78,17 +86,23 @@ def bench_decode(
     prompts: list[list[int]],
     block_size: int = 16,
     max_new_tokens: int = 128,
+    temperature: float = 0.0,
 ) -> DecodeBenchResult:
-    """Decode every prompt with B = 1 and B = ``block_size`` (no stop tokens, full budget)."""
-    decoder = SpeculativeDecoder(target, drafter, max_new_tokens=max_new_tokens, stop_token_ids=[])
+    """Decode every prompt with B = 1 and B = ``block_size`` (no stop tokens, full budget).
+
+    At ``temperature`` > 0 both decodes use the same seed per prompt, so their outputs still agree.
+    """
+    decoder = SpeculativeDecoder(target, drafter, temperature=temperature, max_new_tokens=max_new_tokens,
+                                 stop_token_ids=[])
     decoder.generate(prompts[0], block_size, max_new_tokens=8)  # warm-up
-    ar = [decoder.generate(p, 1) for p in prompts]
-    spec = [decoder.generate(p, block_size) for p in prompts]
-    hf = [_hf_tokens_per_second(target, p, max_new_tokens) for p in prompts]
+    ar = [decoder.generate(p, 1, seed=i) for i, p in enumerate(prompts)]
+    spec = [decoder.generate(p, block_size, seed=i) for i, p in enumerate(prompts)]
+    hf = [_hf_tokens_per_second(target, p, max_new_tokens, temperature) for p in prompts]
     return DecodeBenchResult(
         prompts=len(prompts),
         max_new_tokens=max_new_tokens,
         block_size=block_size,
+        temperature=temperature,
         ar_tokens_per_second=_tokens_per_second(ar),
         spec_tokens_per_second=_tokens_per_second(spec),
         hf_generate_tokens_per_second=len(hf) / sum(1 / r for r in hf),

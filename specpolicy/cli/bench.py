@@ -15,9 +15,11 @@ def decode(
         "tiny", "--target", help="target: tiny, random (random weights, built in memory), a local folder or a hub id"
     ),
     drafter: str = DrafterOption,
-    prompts: int = typer.Option(8, min=1, help="number of held-out ShareGPT prompts"),
+    prompts: int = typer.Option(8, min=1, help="number of prompts (the first of a seeded sample)"),
+    dataset: str = typer.Option("sharegpt", help="prompt set (see `specpolicy sweep --help`)"),
     max_new_tokens: int = typer.Option(128, min=2, help="tokens generated per prompt"),
     block_size: int = typer.Option(16, min=1, help="speculative block size B"),
+    temperature: float = typer.Option(0.0, min=0.0, help="sampling temperature (0 = greedy)"),
     device: str = DeviceOption,
     dtype: str = DtypeOption,
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format"),
@@ -34,17 +36,19 @@ def decode(
             model, draft = make_pair(vocab=4096, hidden=256, layers=6)
             ids = [torch.randint(5, 4000, (64,)).tolist() for _ in range(prompts)]
         else:
-            from specpolicy.data.builtin import sample, sharegpt_prompts
             from specpolicy.data.prompts import encode_prompts
+            from specpolicy.data.registry import load_prompts
             from specpolicy.models import load_pair
 
+            chosen = load_prompts(dataset, prompts, 0)
             pair = load_pair(target, drafter, dtype, device)
             model, draft = pair.target, pair.drafter
-            ids = encode_prompts(pair.tokenizer, sample(sharegpt_prompts(), prompts, seed=0), max_tokens=256)
+            ids = encode_prompts(pair.tokenizer, chosen, max_tokens=256)
     except (FileNotFoundError, ValueError) as exc:
         raise fail(str(exc)) from exc
     stderr.print(f"decoding {prompts} prompts x {max_new_tokens} tokens at B=1 and B={block_size} ...")
-    result = bench_decode(model, draft, ids, block_size=block_size, max_new_tokens=max_new_tokens)
+    result = bench_decode(model, draft, ids, block_size=block_size, max_new_tokens=max_new_tokens,
+                          temperature=temperature)
     emit([{"metric": k, "value": v} for k, v in result.rows()], fmt, title="specpolicy bench decode")
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from specpolicy.policy import oracle_label
+from specpolicy.sweep.replay import ReplayTable
 
 CARD_CANDIDATES = [4, 8, 12, 14, 15, 16, 17, 18, 20, 24, 32]
 WINDOW = [14, 15, 16, 17, 18]
@@ -35,7 +36,20 @@ def window_oracle(store, window=WINDOW) -> dict:
             "tau_oracle": float(oracle), "oracle_gain_percent": float(100 * (oracle / fixed - 1))}
 
 
-def measure(run_dir: Path, prompts: int = 32, max_new_tokens: int = 128, out_dir: Path | None = None) -> dict:
+def distinct_ngram_share(store, n: int = 4) -> float:
+    """Mean over prompts of distinct n-grams / n-grams in the output: ~1 for varied text, low for loops."""
+    shares = []
+    for record in store.records():
+        table = ReplayTable.from_record(record)
+        output = table.sequence[table.prompt_length : table.prompt_length + table.output_length]
+        grams = [tuple(output[i : i + n]) for i in range(len(output) - n + 1)]
+        if grams:
+            shares.append(len(set(grams)) / len(grams))
+    return float(np.mean(shares)) if shares else float("nan")
+
+
+def measure(run_dir: Path, prompts: int = 32, max_new_tokens: int = 128, out_dir: Path | None = None,
+            bench_prompts: int = 8) -> dict:
     """Every number of the model card; sweeps are cached under ``out_dir`` (resumable)."""
     from specpolicy.bench.decode import bench_decode
     from specpolicy.data.prompts import Prompt, encode_prompt, encode_prompts
@@ -56,13 +70,15 @@ def measure(run_dir: Path, prompts: int = 32, max_new_tokens: int = 128, out_dir
     timings = run_dir / "timings.json"
     if timings.exists():
         card["build_seconds"] = json.loads(timings.read_text())
-    decoder = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=60)
-    card["samples"] = [
-        {"prompt": text, "output": pair.tokenizer.decode(
-            decoder.generate(encode_prompt(pair.tokenizer, Prompt.single("s", text)), 16).output_ids,
-            skip_special_tokens=True)}
-        for text in SAMPLE_PROMPTS]
-    card["tau"] = {}
+    card["samples"] = []
+    for temperature in (0.0, 1.0):
+        decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=temperature, max_new_tokens=60)
+        card["samples"] += [
+            {"prompt": text, "temperature": temperature, "output": pair.tokenizer.decode(
+                decoder.generate(encode_prompt(pair.tokenizer, Prompt.single("s", text)), 16).output_ids,
+                skip_special_tokens=True)}
+            for text in SAMPLE_PROMPTS]
+    card["tau"], card["distinct_4grams"], card["speed"] = {}, {}, {}
     for dataset in ("sharegpt", "humaneval"):
         for temperature in (0.0, 1.0):
             settings = SweepSettings(dataset=dataset, candidates=CARD_CANDIDATES, temperature=temperature,
@@ -76,9 +92,11 @@ def measure(run_dir: Path, prompts: int = 32, max_new_tokens: int = 128, out_dir
 
                 card["figure"] = str(plot_tau_per_block_size(store, out_dir / "tau-per-block-size.png"))
             card.setdefault("window_oracle", {})[key] = window_oracle(store)
-    ids = encode_prompts(pair.tokenizer, load_prompts("sharegpt", 8, 0), max_tokens=256)
-    result = bench_decode(pair.target, pair.drafter, ids, 16, max_new_tokens)
-    card["speed"] = dict(result.rows())
+            card["distinct_4grams"][key] = distinct_ngram_share(store)
+            ids = encode_prompts(pair.tokenizer, load_prompts(dataset, bench_prompts, 0),
+                                  max_tokens=256)
+            result = bench_decode(pair.target, pair.drafter, ids, 16, max_new_tokens, temperature)
+            card["speed"][key] = dict(result.rows())
     return card
 
 
@@ -100,9 +118,10 @@ def render(card: dict) -> str:
     if "build_seconds" in card:
         steps = ", ".join(f"{k} {v:.0f}" for k, v in card["build_seconds"].items())
         lines += [f"- wall time per build step (s): {steps}"]
-    lines += ["", "## Samples (greedy, B = 16)", ""]
+    lines += ["", "## Samples (B = 16, 60 tokens)", ""]
     for sample in card.get("samples", []):
-        lines += [f"**{sample['prompt']}**", "", "```text", sample["output"].strip()[:400], "```", ""]
+        how = "greedy" if sample.get("temperature", 0) == 0 else f"T={sample['temperature']:g}, seed 0"
+        lines += [f"**{sample['prompt']}** ({how})", "", "```text", sample["output"].strip()[:400], "```", ""]
     lines += ["## tau per block size (exact replay, 128 new tokens)", ""]
     header = list(next(iter(card["tau"].values())).keys())
     lines += ["| prompts | " + " | ".join(f"B={b}" for b in header) + " |", "|---|" + "---|" * len(header)]
@@ -116,7 +135,15 @@ def render(card: dict) -> str:
         lines.append(f"| {key} | {stats['prompts']} | " + " | ".join(str(hist[str(b)]) for b in WINDOW)
                      + f" | {100 * stats['share_not_16']:.0f}% | {stats['tau_fixed16']:.3f} | "
                        f"{stats['tau_oracle']:.3f} | +{stats['oracle_gain_percent']:.1f}% |")
-    lines += ["", "## Speed on this CPU (`specpolicy bench decode`, 8 held-out prompts x 128 tokens)", "",
-              "| metric | value |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in card.get("speed", {}).items()]
+    if card.get("distinct_4grams"):
+        lines += ["", "## Output diversity (distinct 4-grams / 4-grams per output, mean over the prompts above)", "",
+                  "| prompts | distinct 4-gram share |", "|---|---|"]
+        lines += [f"| {k} | {v:.2f} |" for k, v in card["distinct_4grams"].items()]
+    speed = card.get("speed", {})
+    if speed and isinstance(next(iter(speed.values())), dict):
+        keys = list(speed)
+        lines += ["", "## Speed on this CPU (`specpolicy bench decode`, 8 prompts x 128 tokens, B = 16)", "",
+                  "| metric | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
+        lines += [f"| {metric} | " + " | ".join(str(speed[k].get(metric, "")) for k in keys) + " |"
+                  for metric in speed[keys[0]]]
     return "\n".join(lines) + "\n"

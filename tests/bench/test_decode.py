@@ -1,0 +1,20 @@
+"""The decode benchmark runs greedy and sampled, and its AR and speculative outputs agree."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specpolicy.bench.decode import bench_decode
+from specpolicy.models.testing import make_pair
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_bench_decode_agrees_with_ar_at_any_temperature(temperature):
+    target, drafter = make_pair()
+    prompts = [torch.randint(5, 90, (12,), generator=torch.Generator().manual_seed(i)).tolist() for i in range(2)]
+    result = bench_decode(target, drafter, prompts, block_size=8, max_new_tokens=24, temperature=temperature)
+    rows = dict(result.rows())
+    assert result.outputs_identical
+    assert rows["temperature"] == f"{temperature:g}"
+    assert result.tau >= 1.0 and result.ar_tokens_per_second > 0 and result.hf_generate_tokens_per_second > 0
