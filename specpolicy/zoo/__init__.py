@@ -7,3 +7,5 @@ from pathlib import Path
 ZOO_DIR = Path(__file__).parent / "tiny"
 TARGET_DIR = ZOO_DIR / "target"
 DRAFTER_DIR = ZOO_DIR / "drafter"
+SHIPPED_DTYPE = "bfloat16"
+"""dtype the zoo's weights are stored in (loading them in float32 upcasts exactly)"""

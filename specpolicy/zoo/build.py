@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from specpolicy.zoo import DRAFTER_DIR, TARGET_DIR
+from specpolicy.zoo import DRAFTER_DIR, SHIPPED_DTYPE, TARGET_DIR
 
 
 def build_tokenizer(run_dir: Path) -> None:
@@ -37,7 +37,7 @@ def store_weights_as(folder: Path, dtype: torch.dtype) -> None:
     config_file.write_text(json.dumps(config, indent=2, sort_keys=True))
 
 
-def publish(run_dir: Path, dtype: torch.dtype = torch.bfloat16) -> None:
+def publish(run_dir: Path, dtype: str = SHIPPED_DTYPE) -> None:
     """Copy the trained target (with tokenizer) and drafter into the installed package, stored in ``dtype``.
 
     bfloat16 halves the shipped size; every number in the model card, the shipped sweep and the
@@ -47,7 +47,7 @@ def publish(run_dir: Path, dtype: torch.dtype = torch.bfloat16) -> None:
         if dest.exists():
             shutil.rmtree(dest)
         shutil.copytree(source, dest)
-        store_weights_as(dest, dtype)
+        store_weights_as(dest, getattr(torch, dtype))
 
 
 def run_step(name: str, run_dir: Path, *, target_steps: int, drafter_steps: int, threads: int,

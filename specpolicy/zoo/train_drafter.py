@@ -21,6 +21,7 @@ from specpolicy.data.builtin import sharegpt_prompts
 from specpolicy.data.prompts import encode_prompt
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.models.dflash import DFlashDrafter
+from specpolicy.zoo import SHIPPED_DTYPE
 from specpolicy.zoo.checkpoint import cosine_lr, resume_state, save_state
 from specpolicy.zoo.drafter_loss import dflash_loss, sample_anchors, target_context
 
@@ -57,6 +58,9 @@ class DrafterTrainArgs:
     """steps between checkpoints"""
     threads: int = 2
     """torch CPU threads"""
+    target_storage: str = SHIPPED_DTYPE
+    """dtype the target ships in: its weights are rounded to it first, so the drafter, its responses and
+    its held-out tau all use exactly the target users load"""
     bf16: bool = True
     """bfloat16 autocast for the target context and the drafter's forward/backward (weights stay fp32)"""
 
@@ -139,6 +143,7 @@ def main(args: DrafterTrainArgs) -> Path:
     torch.set_num_threads(args.threads)
     run = args.run_dir
     target = AutoModelForCausalLM.from_pretrained(str(run / "target"), dtype=torch.float32).eval()
+    target.to(getattr(torch, args.target_storage)).to(torch.float32)
     target.requires_grad_(False)
     tokenizer = AutoTokenizer.from_pretrained(str(run / "target"))
     t_gen = time.time()
