@@ -128,7 +128,11 @@ def _run_dataset(name, mode, store, policies, candidates, temperature, max_sampl
         settings = SweepSettings(dataset=name, candidates=candidates, temperature=temperature,
                                  max_new_tokens=max_new_tokens, max_samples=max_samples, seed=seed, target=target,
                                  drafter=drafter, dtype=dtype, device=device)
-        key = hashlib.sha256(json.dumps(settings.meta(), sort_keys=True).encode()).hexdigest()[:10]
+        from specpolicy.models.loading import weights_fingerprint
+
+        identity = {**settings.meta(), "weights": [weights_fingerprint(target, "target"),
+                                                   weights_fingerprint(drafter, "drafter")]}
+        key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
         out = cache_dir() / "sweeps" / f"{Path(name).stem}-{key}"
         with progress_bar(f"sweep {name} (replay, cached in {out})", len(prompts)) as update:
             store = run_sweep(settings, str(out), prompts, on_progress=update)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,22 @@ def resolve_source(name: str, kind: str) -> str:
         raise FileNotFoundError(f"{kind} {name!r} is neither a zoo name ({', '.join(ZOO_NAMES)}), a local folder, "
                                 "nor a hub id of the form owner/name")
     return name
+
+
+def weights_fingerprint(name: str, kind: str) -> str | None:
+    """sha256 (16 hex digits) of a zoo or local model's safetensors files; None for a hub id.
+
+    Sweeps and caches record it, so results of other weights under the same name are never reused.
+    """
+    folder = Path(resolve_source(name, kind))
+    if not folder.exists():
+        return None  # hub id: its revision is recorded once loaded
+    digest = hashlib.sha256()
+    for path in sorted(folder.glob("*.safetensors")):
+        with path.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()[:16]
 
 
 def attention_implementation(device: str) -> str:
@@ -131,11 +148,14 @@ class ModelPair:
     dtype: str
     device: str
     extra: dict = field(default_factory=dict)
+    target_fingerprint: str | None = None
+    drafter_fingerprint: str | None = None
 
     def metadata(self) -> dict:
         """Identifiers of this pair for saved artifacts."""
         return {"target": self.target_id, "drafter": self.drafter_id, "dtype": self.dtype, "device": self.device,
-                "target_revision": getattr(self.target.config, "_commit_hash", None)}
+                "target_revision": getattr(self.target.config, "_commit_hash", None),
+                "target_fingerprint": self.target_fingerprint, "drafter_fingerprint": self.drafter_fingerprint}
 
 
 def load_pair(target: str = "tiny", drafter: str = "tiny", dtype: str = "auto", device: str = "cpu") -> ModelPair:
@@ -144,4 +164,5 @@ def load_pair(target: str = "tiny", drafter: str = "tiny", dtype: str = "auto", 
     model, tokenizer = load_target(target, dtype, device)
     draft = load_drafter(drafter, model, dtype, device)
     return ModelPair(model, tokenizer, draft, target, drafter, str(resolve_dtype(dtype, device)).replace("torch.", ""),
-                     device)
+                     device, target_fingerprint=weights_fingerprint(target, "target"),
+                     drafter_fingerprint=weights_fingerprint(drafter, "drafter"))

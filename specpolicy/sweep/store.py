@@ -28,6 +28,7 @@ from safetensors.torch import load_file, save_file
 
 SCHEMA = "specpolicy.sweep/1"
 MATCHING_KEYS = ("candidates", "temperature", "max_new_tokens", "seed", "target", "drafter", "dataset", "mode")
+FINGERPRINT_KEYS = ("target_fingerprint", "drafter_fingerprint")
 
 
 class CorruptRecordWarning(UserWarning):
@@ -67,6 +68,9 @@ class SweepStore:
             existing = json.loads(meta_file.read_text())
             diffs = [f"{k}: stored {existing.get(k)!r} vs requested {meta.get(k)!r}"
                      for k in MATCHING_KEYS if existing.get(k) != meta.get(k)]
+            stored_models, models = existing.get("models", {}), meta.get("models", {})
+            diffs += [f"{k}: stored {stored_models.get(k)} vs loaded {models.get(k)} (other weights under the same "
+                      "name)" for k in FINGERPRINT_KEYS if stored_models.get(k) != models.get(k)]
             if diffs:
                 raise ValueError(f"{path} holds a sweep with other settings ({'; '.join(diffs)}); "
                                  "pass a new --out folder or the same settings to resume")

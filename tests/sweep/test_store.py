@@ -35,6 +35,13 @@ def test_resume_with_other_settings_fails(tmp_path):
         SweepStore.open(tmp_path / "s", {**META, "candidates": [14, 15]})
 
 
+def test_resume_with_other_weights_under_the_same_name_fails(tmp_path):
+    SweepStore.open(tmp_path / "s", {**META, "models": {"target_fingerprint": "aaaa", "drafter_fingerprint": "d"}})
+    SweepStore.open(tmp_path / "s", {**META, "models": {"target_fingerprint": "aaaa", "drafter_fingerprint": "d"}})
+    with pytest.raises(ValueError, match="target_fingerprint: stored aaaa vs loaded bbbb"):
+        SweepStore.open(tmp_path / "s", {**META, "models": {"target_fingerprint": "bbbb", "drafter_fingerprint": "d"}})
+
+
 def test_torn_and_corrupted_records_are_reported_and_skipped(tmp_path):
     store = SweepStore.open(tmp_path / "s", META)
     for i in range(3):
