@@ -13,8 +13,8 @@ app = typer.Typer(help="The built-in tiny target and DFlash drafter.", no_args_i
 def train(
     step: str = typer.Argument("all", help="tokenizer, target, drafter, or all (in that order)"),
     run_dir: Path = typer.Option(Path("runs/zoo"), help="checkpoints, caches and logs; rerun to resume"),
-    target_steps: int = typer.Option(5000, help="optimizer steps of the target's schedule"),
-    drafter_steps: int = typer.Option(2500, help="optimizer steps of the drafter's schedule"),
+    target_steps: int = typer.Option(2200, help="optimizer steps of the target's schedule"),
+    drafter_steps: int = typer.Option(2000, help="optimizer steps of the drafter's schedule"),
     threads: int = typer.Option(2, help="torch CPU threads"),
     bf16: bool = typer.Option(True, "--bf16/--fp32", help="bfloat16 autocast while training (weights stay fp32)"),
 ) -> None:

@@ -40,8 +40,8 @@ def store_weights_as(folder: Path, dtype: torch.dtype) -> None:
 def publish(run_dir: Path, dtype: str = SHIPPED_DTYPE) -> None:
     """Copy the trained target (with tokenizer) and drafter into the installed package, stored in ``dtype``.
 
-    bfloat16 halves the shipped size; every number in the model card, the shipped sweep and the
-    shipped predictor is measured on these stored weights, so they stay exact for what users load.
+    Every number in the model card, the shipped sweep and the shipped predictor must be measured on
+    these stored weights, so that they stay exact for what users load.
     """
     for source, dest in ((run_dir / "target", TARGET_DIR), (run_dir / "drafter", DRAFTER_DIR)):
         if dest.exists():

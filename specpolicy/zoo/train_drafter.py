@@ -50,7 +50,7 @@ class DrafterTrainArgs:
     """sequences per step"""
     anchors: int = 32
     """anchor blocks per sequence per step"""
-    total_steps: int = 2500
+    total_steps: int = 2000
     """optimizer steps"""
     lr: float = 6e-4
     """peak learning rate"""

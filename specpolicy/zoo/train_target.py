@@ -40,7 +40,7 @@ class TargetTrainArgs:
     """training window in tokens"""
     batch_size: int = 16
     """windows per step"""
-    total_steps: int = 5000
+    total_steps: int = 2200
     """optimizer steps of the whole schedule (warmup + cosine decay to 10%)"""
     lr: float = 2e-3
     """peak learning rate"""
