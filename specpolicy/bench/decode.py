@@ -27,7 +27,8 @@ class DecodeBenchResult:
     tau: float
     ar_overhead_share: float
     spec_overhead_share: float
-    outputs_identical: bool
+    identical_outputs: int
+    """prompts whose speculative output equals the AR output token for token"""
 
     @property
     def speedup(self) -> float:
@@ -46,7 +47,7 @@ class DecodeBenchResult:
             ("fraction of ideal speedup (speedup / tau)", f"{self.speedup / self.tau:.2f}"),
             ("loop overhead share, AR", f"{100 * self.ar_overhead_share:.1f}%"),
             ("loop overhead share, speculative", f"{100 * self.spec_overhead_share:.1f}%"),
-            ("speculative output == AR output", str(self.outputs_identical)),
+            ("prompts with speculative output == AR output", f"{self.identical_outputs}/{self.prompts}"),
         ]
 
 
@@ -90,7 +91,9 @@ def bench_decode(
 ) -> DecodeBenchResult:
     """Decode every prompt with B = 1 and B = ``block_size`` (no stop tokens, full budget).
 
-    At ``temperature`` > 0 both decodes use the same seed per prompt, so their outputs still agree.
+    At ``temperature`` > 0 both decodes use the same seed per prompt, so their outputs agree except
+    where a position's uniform falls within float rounding (~1e-7) of a CDF boundary: a 16-token verify
+    and a 1-token step compute logits with different rounding. The distribution is unchanged.
     """
     decoder = SpeculativeDecoder(target, drafter, temperature=temperature, max_new_tokens=max_new_tokens,
                                  stop_token_ids=[])
@@ -109,5 +112,5 @@ def bench_decode(
         tau=statistics.mean(t.tau for t in spec),
         ar_overhead_share=_overhead(ar),
         spec_overhead_share=_overhead(spec),
-        outputs_identical=all(a.output_ids == s.output_ids for a, s in zip(ar, spec)),
+        identical_outputs=sum(a.output_ids == s.output_ids for a, s in zip(ar, spec)),
     )

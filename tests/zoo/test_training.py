@@ -55,3 +55,14 @@ def test_shipped_zoo_loads_and_decodes():
     ids = encode_prompt(pair.tokenizer, Prompt.single("t", "How do I sort a list in Python?"))
     decoder = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=32)
     assert decoder.generate(ids, 16).output_ids == decoder.generate(ids, 1).output_ids
+
+
+def test_shipped_sweep_was_recorded_on_the_shipped_weights():
+    import json
+
+    from specpolicy.models.loading import weights_fingerprint
+    from specpolicy.zoo import ZOO_DIR
+
+    models = json.loads((ZOO_DIR / "sweeps" / "sharegpt" / "meta.json").read_text())["models"]
+    assert models["target_fingerprint"] == weights_fingerprint("tiny", "target"), "rebuild the shipped sweep"
+    assert models["drafter_fingerprint"] == weights_fingerprint("tiny", "drafter"), "rebuild the shipped sweep"
