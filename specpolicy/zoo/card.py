@@ -78,24 +78,23 @@ def measure(run_dir: Path, prompts: int = 32, max_new_tokens: int = 128, out_dir
                 decoder.generate(encode_prompt(pair.tokenizer, Prompt.single("s", text)), 16).output_ids,
                 skip_special_tokens=True)}
             for text in SAMPLE_PROMPTS]
-    card["tau"], card["distinct_4grams"], card["speed"] = {}, {}, {}
+    card["tau"], card["window_oracle"], card["distinct_4grams"], card["speed"] = {}, {}, {}, {}
     for dataset in ("sharegpt", "humaneval"):
+        sweep_prompts = load_prompts(dataset, prompts, 0)
+        bench_ids = encode_prompts(pair.tokenizer, load_prompts(dataset, bench_prompts, 0), max_tokens=256)
         for temperature in (0.0, 1.0):
             settings = SweepSettings(dataset=dataset, candidates=CARD_CANDIDATES, temperature=temperature,
                                      max_new_tokens=max_new_tokens, max_samples=prompts)
-            store = run_sweep(settings, str(out_dir / f"{dataset}-T{temperature:g}"),
-                              load_prompts(dataset, prompts, 0), pair=pair)
+            store = run_sweep(settings, str(out_dir / f"{dataset}-T{temperature:g}"), sweep_prompts, pair=pair)
             key = f"{dataset} T={temperature:g}"
             card["tau"][key] = tau_table(store)
             if dataset == "sharegpt" and temperature == 0:
                 from specpolicy.report import plot_tau_per_block_size
 
                 card["figure"] = str(plot_tau_per_block_size(store, out_dir / "tau-per-block-size.png"))
-            card.setdefault("window_oracle", {})[key] = window_oracle(store)
+            card["window_oracle"][key] = window_oracle(store)
             card["distinct_4grams"][key] = distinct_ngram_share(store)
-            ids = encode_prompts(pair.tokenizer, load_prompts(dataset, bench_prompts, 0),
-                                  max_tokens=256)
-            result = bench_decode(pair.target, pair.drafter, ids, 16, max_new_tokens, temperature)
+            result = bench_decode(pair.target, pair.drafter, bench_ids, 16, max_new_tokens, temperature)
             card["speed"][key] = dict(result.rows())
     return card
 
