@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 from dataclasses import dataclass, field
@@ -66,13 +67,21 @@ def weights_fingerprint(name: str, kind: str) -> str | None:
     """sha256 (16 hex digits) of a zoo or local model's safetensors files; None for a hub id.
 
     Sweeps and caches record it, so results of other weights under the same name are never reused.
+    Hashed once per process for each set of files (keyed on their paths, sizes and modification times).
     """
     folder = Path(resolve_source(name, kind))
     if not folder.exists():
         return None  # hub id: its revision is recorded once loaded
+    files = tuple((str(path), path.stat().st_size, path.stat().st_mtime_ns)
+                  for path in sorted(folder.glob("*.safetensors")))
+    return _hash_files(files)
+
+
+@functools.lru_cache(maxsize=64)
+def _hash_files(files: tuple[tuple[str, int, int], ...]) -> str:
     digest = hashlib.sha256()
-    for path in sorted(folder.glob("*.safetensors")):
-        with path.open("rb") as handle:
+    for path, _, _ in files:
+        with open(path, "rb") as handle:
             for chunk in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(chunk)
     return digest.hexdigest()[:16]
