@@ -48,6 +48,16 @@ def distinct_ngram_share(store, n: int = 4) -> float:
     return float(np.mean(shares)) if shares else float("nan")
 
 
+def shipped_validation_loss(target, tokenizer, run_dir: Path) -> float:
+    """Validation loss of the weights as shipped (rounded to the zoo's storage dtype)."""
+    from specpolicy.data.sharegpt import load_split
+    from specpolicy.zoo.corpus import token_stream
+    from specpolicy.zoo.train_target import TargetTrainArgs, validation_loss
+
+    stream = token_stream(tokenizer, load_split("validation"), run_dir / "cache" / "validation_tokens.npy")
+    return validation_loss(target, stream, TargetTrainArgs.seq_len)
+
+
 def measure(run_dir: Path, prompts: int = 32, max_new_tokens: int = 128, out_dir: Path | None = None,
             bench_prompts: int = 8) -> dict:
     """Every number of the model card; sweeps are cached under ``out_dir`` (resumable)."""
@@ -64,6 +74,7 @@ def measure(run_dir: Path, prompts: int = 32, max_new_tokens: int = 128, out_dir
     summary_file = run_dir / "target_summary.json"
     if summary_file.exists():
         card["target"] = json.loads(summary_file.read_text())
+    card["shipped_val_loss"] = shipped_validation_loss(pair.target, pair.tokenizer, run_dir)
     drafter_file = run_dir / "drafter_summary.json"
     if drafter_file.exists():
         card["drafter"] = {k: v for k, v in json.loads(drafter_file.read_text()).items() if k != "args"}
@@ -108,8 +119,10 @@ def render(card: dict) -> str:
               "2-layer DFlash drafter (block size 16) trained on the target's own responses to training prompts, "
               "in the published DFlash checkpoint format. Rebuild with `specpolicy zoo train`.", ""]
     if target:
-        lines += [f"- target: {target.get('steps')} steps, validation loss **{target.get('val_loss', 0):.3f}** "
-                  f"({target.get('train_seconds', 0) / 60:.0f} min on 2 CPU cores)"]
+        lines += [f"- target: {target.get('steps')} steps, validation loss {target.get('val_loss', 0):.3f} "
+                  f"after training ({target.get('train_seconds', 0) / 60:.0f} min on 2 CPU cores)"]
+    if "shipped_val_loss" in card:
+        lines += [f"- validation loss of the shipped target weights: **{card['shipped_val_loss']:.3f}**"]
     drafter = card.get("drafter", {})
     if drafter:
         lines += [f"- drafter: {drafter.get('steps')} steps on {drafter.get('sequences')} target responses "

@@ -88,7 +88,8 @@ def sample_windows(stream: np.ndarray, rng: np.random.Generator, batch: int, seq
 
 @torch.no_grad()
 def validation_loss(model: Qwen3ForCausalLM, stream: np.ndarray, seq_len: int, windows: int = 48) -> float:
-    """Mean next-token loss on fixed, evenly spaced validation windows."""
+    """Mean next-token loss on fixed, evenly spaced validation windows (the model's train/eval mode is kept)."""
+    was_training = model.training
     model.eval()
     starts = np.linspace(0, len(stream) - seq_len - 2, windows).astype(np.int64)
     batch = torch.from_numpy(np.stack([stream[s : s + seq_len + 1] for s in starts]).astype(np.int64))
@@ -96,7 +97,7 @@ def validation_loss(model: Qwen3ForCausalLM, stream: np.ndarray, seq_len: int, w
     for chunk in batch.split(16):
         out = model(input_ids=chunk[:, :-1], labels=chunk[:, :-1].clone())
         losses.append(out.loss.item())
-    model.train()
+    model.train(was_training)
     return float(np.mean(losses))
 
 

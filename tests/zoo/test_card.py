@@ -28,8 +28,10 @@ def test_card_measures_and_renders_the_shipped_zoo(tmp_path):
     assert set(result["tau"]) == {"sharegpt T=0", "sharegpt T=1", "humaneval T=0", "humaneval T=1"}
     assert all(set(row) == set(card.CARD_CANDIDATES) for row in result["tau"].values())
     assert result["speed"]["sharegpt T=0"]["prompts with speculative output == AR output"] == "1/1"
+    assert result["shipped_val_loss"] < 4.0  # a trained target; uniform guessing over 4,096 ids gives 8.3
     text = card.render(result)
     for heading in ("## Samples", "## tau per block size", "## Per-prompt best block size", "## Output diversity",
                     "## Speed on this CPU"):
         assert heading in text
+    assert "validation loss of the shipped target weights" in text
     assert text.count("(greedy)") == len(card.SAMPLE_PROMPTS) and "(T=1, seed 0)" in text
