@@ -18,3 +18,5 @@ def test_bench_decode_agrees_with_ar_at_any_temperature(temperature):
     assert result.identical_outputs == len(prompts)
     assert rows["temperature"] == f"{temperature:g}"
     assert result.tau >= 1.0 and result.ar_tokens_per_second > 0 and result.hf_generate_tokens_per_second > 0
+    # speedup = committed tokens per cycle / cycle cost; the budget can only cut tokens, never add them
+    assert 0 < result.speedup <= result.tokens_per_cycle / result.cycle_cost_in_ar_steps * 1.0001
