@@ -1,9 +1,10 @@
 """Many anchor blocks of one sequence through the drafter in a single forward.
 
 Used by training (all blocks at once under a block mask) and by exact counterfactual replay
-(the draft at every anchor position, for every candidate block size). A block sees the target's
-context features strictly before its anchor and itself bidirectionally, nothing from other
-blocks: exactly what the drafter sees in live decoding with a cropped context cache.
+(the draft at every reachable anchor, for every candidate block size, over one shared context
+cache). A block sees the target's context features strictly before its anchor and itself
+bidirectionally, nothing from other blocks: exactly what the drafter sees in live decoding with a
+cropped context cache.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel
 
-from specpolicy.models.dflash import DFlashDrafter
+from specpolicy.models.dflash import DFlashDrafter, DrafterCache
 
 
 def anchor_block_mask(anchors: torch.Tensor, block_size: int, context_length: int) -> torch.Tensor:
@@ -53,3 +54,58 @@ def draft_anchor_blocks(
     mask = anchor_block_mask(anchors, block_size, seq)
     hidden = drafter(block_emb, context, positions, cache=None, attention_mask=mask)
     return hidden.view(b, anchors.shape[1], block_size, -1)
+
+
+def context_cache(drafter: DFlashDrafter, context: torch.Tensor) -> DrafterCache:
+    """The drafter's keys/values of every context position, computed once for many blocks.
+
+    Args:
+        context: target features [1, S, L*H] of a whole sequence.
+    Returns:
+        a cache of length S (a one-token dummy block is run and dropped).
+    """
+    cache = drafter.new_cache()
+    seq = context.shape[1]
+    dummy = torch.zeros(1, 1, drafter.hidden_size, dtype=context.dtype, device=context.device)
+    drafter(dummy, context, torch.arange(seq + 1, device=context.device).unsqueeze(0), cache)
+    cache.crop(seq)
+    return cache
+
+
+def draft_mixed_blocks(
+    drafter: DFlashDrafter,
+    target: PreTrainedModel,
+    input_ids: torch.Tensor,
+    cache: DrafterCache,
+    anchors: torch.Tensor,
+    sizes: torch.Tensor,
+) -> torch.Tensor:
+    """Drafter hidden states of blocks of different sizes in one forward, over a shared context cache.
+
+    Block ``n`` is [anchor token, mask * (sizes[n] - 1)] at positions ``anchors[n] ..``; it sees the
+    cached context strictly before its anchor and itself bidirectionally, as in live decoding.
+
+    Args:
+        input_ids: [S] token ids of the sequence (the anchor token is read from here).
+        cache: :func:`context_cache` of the sequence (length S; left as it was).
+        anchors, sizes: LongTensor [N] each.
+    Returns:
+        [N, max(sizes), H]; row k < sizes[n] of block n predicts the token at anchors[n] + k (rest is zero).
+    """
+    device = input_ids.device
+    seq = len(cache)
+    block_of_row = torch.repeat_interleave(torch.arange(len(sizes), device=device), sizes)  # [R]
+    starts = torch.cumsum(sizes, 0) - sizes
+    offset = torch.arange(len(block_of_row), device=device) - starts[block_of_row]
+    row_anchor = anchors[block_of_row]
+    ids = torch.where(offset == 0, input_ids[row_anchor], torch.full_like(row_anchor, drafter.mask_token_id))
+    sees_context = torch.arange(seq, device=device).unsqueeze(0) < row_anchor.unsqueeze(1)  # [R, S]
+    sees_block = block_of_row.unsqueeze(1) == block_of_row.unsqueeze(0)  # [R, R]
+    mask = torch.cat([sees_context, sees_block], dim=1).view(1, 1, len(block_of_row), -1)
+    embeddings = target.get_input_embeddings()(ids).unsqueeze(0)  # [1, R, H]
+    no_context = embeddings.new_zeros(1, 0, drafter.fc.in_features)
+    hidden = drafter(embeddings, no_context, (row_anchor + offset).unsqueeze(0), cache, attention_mask=mask)[0]
+    cache.crop(seq)
+    out = hidden.new_zeros(len(sizes), int(sizes.max()), hidden.shape[-1])
+    out[block_of_row, offset] = hidden
+    return out

@@ -4,12 +4,17 @@ Lossless decoding emits the same tokens whatever the block size (at T = 0, and a
 argmax drafts and positional uniforms, given the seed). The target's features at a position depend
 only on the tokens before it, and the drafter's block at anchor ``s`` depends only on the features
 before ``s``, the anchor token and B. So one decode, one teacher-forced target pass and batched
-drafter passes at every anchor give the accepted length of any block size at any cycle; any
+drafter passes give the accepted length of any block size at any anchor a schedule can reach; any
 per-prompt or per-cycle schedule is then simulated without another target pass.
+
+Only reachable anchors are drafted: from the first anchor, every candidate's accepted length
+leads to a next anchor, and so on. Candidates near each other mostly accept the same drafts, so
+this visits a few anchors per cycle of the live decode instead of every output position.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -19,7 +24,7 @@ import torch
 from specpolicy.decoding import DecodeState, DecodeTrace, SpeculativeDecoder
 from specpolicy.decoding.decoder import commit_tokens
 from specpolicy.decoding.target import new_cache, target_forward
-from specpolicy.models.blocks import draft_anchor_blocks
+from specpolicy.models.blocks import context_cache, draft_mixed_blocks
 from specpolicy.sweep.latency import modelled_seconds
 
 
@@ -42,8 +47,9 @@ class ReplayTable:
     """Accepted drafts of every candidate block size at every anchor of one prompt's decode.
 
     ``accepted[i, j]``: drafts accepted by a block of size ``candidates[j]`` anchored at absolute
-    position ``prompt_length + i``. ``sequence``: prompt + output + the continuation past the end
-    that verification would have read. ``output_length``: tokens in the real output.
+    position ``prompt_length + i``; -1 where no schedule of candidates reaches that anchor.
+    ``sequence``: prompt + output + the continuation past the end that verification would have read.
+    ``output_length``: tokens in the real output.
     """
 
     prompt_length: int
@@ -88,6 +94,8 @@ class ReplayTable:
     def cycle(self, position: int, produced: int, size: int) -> tuple[SimulatedCycle, int, int, bool]:
         """One cycle of block size ``size`` at anchor ``position``: (cycle, next position, produced, done)."""
         accepted = int(self.accepted[position - self.prompt_length, self._column(size)])
+        if accepted < 0:
+            raise ValueError(f"anchor {position} was not replayed: no schedule of {list(self.candidates)} reaches it")
         new, reason = commit_tokens(self.sequence[position + 1 : position + accepted + 2], set(self.stop_token_ids),
                                     self.budget - produced)
         return SimulatedCycle(size, accepted, len(new)), position + accepted + 1, produced + len(new), bool(reason)
@@ -136,6 +144,8 @@ class ReplayTable:
         cost = np.zeros(n + 1, dtype=np.int64)
         best = np.zeros(n, dtype=np.int64)
         for i in range(n - 1, -1, -1):
+            if self.accepted[i, 0] < 0:  # unreachable: never on a schedule's path
+                continue
             options = []
             for j in preference:
                 nxt = i + int(self.accepted[i, j]) + 1
@@ -161,6 +171,42 @@ def _matching_prefix(lm_head: torch.nn.Module, hidden: torch.Tensor, labels: tor
     return accepted
 
 
+def _accepted_at_reachable_anchors(
+    decoder: SpeculativeDecoder, ids: torch.Tensor, context: torch.Tensor, prompt_length: int, n_anchor: int,
+    candidates: tuple[int, ...], rows_per_pass: int,
+) -> np.ndarray:
+    """accepted [n_anchor, C] (int16) at the anchors some schedule reaches from the first; -1 elsewhere.
+
+    Args:
+        ids: [S] the replayed sequence. context: the target features [1, S, L*H] the drafter reads.
+    """
+    device = ids.device
+    cache = context_cache(decoder.drafter, context)
+    lm_head = decoder.target.get_output_embeddings()
+    drafted = [j for j, size in enumerate(candidates) if size > 1]
+    anchors_per_pass = max(1, rows_per_pass // max(1, sum(candidates[j] for j in drafted)))
+    accepted = np.full((n_anchor, len(candidates)), -1, dtype=np.int16)
+    frontier, seen = [0], {0}
+    while frontier:
+        chunk = [heapq.heappop(frontier) for _ in range(min(anchors_per_pass, len(frontier)))]
+        rows = np.zeros((len(chunk), len(candidates)), dtype=np.int16)  # B = 1 accepts no drafts
+        if drafted:
+            anchors = torch.tensor([prompt_length + i for i in chunk for _ in drafted], device=device)
+            sizes = torch.tensor([candidates[j] for _ in chunk for j in drafted], device=device)
+            hidden = draft_mixed_blocks(decoder.drafter, decoder.target, ids, cache, anchors, sizes)[:, 1:]
+            k = torch.arange(1, hidden.shape[1] + 1, device=device)
+            labels = ids[anchors.unsqueeze(1) + k].masked_fill(k.unsqueeze(0) >= sizes.unsqueeze(1), -1)
+            matched = _matching_prefix(lm_head, hidden, labels).view(len(chunk), len(drafted))
+            rows[:, drafted] = matched.cpu().numpy()
+        for i, row in zip(chunk, rows):
+            accepted[i] = row
+            for nxt in {i + int(a) + 1 for a in row}:
+                if nxt < n_anchor and nxt not in seen:
+                    seen.add(nxt)
+                    heapq.heappush(frontier, nxt)
+    return accepted
+
+
 @torch.inference_mode()
 def build_replay(
     decoder: SpeculativeDecoder,
@@ -170,12 +216,13 @@ def build_replay(
     max_new_tokens: int,
     seed: int = 0,
     reference_block_size: int = 16,
-    anchors_per_pass: int = 32,
+    rows_per_pass: int = 512,
 ) -> tuple[ReplayTable, DecodeTrace]:
     """Decode once at ``reference_block_size`` and tabulate every candidate's accepted lengths.
 
     Returns the table and the live trace of the reference decode (its output, prefill logits and
-    timings are real). Needs argmax drafts (``decoder.draft_sampling`` off).
+    timings are real). Needs argmax drafts (``decoder.draft_sampling`` off). ``rows_per_pass``: drafter
+    block rows per forward (anchors x candidate sizes).
     """
     if decoder.draft_sampling:
         raise ValueError("exact replay needs argmax drafts; build the decoder with draft_sampling=False")
@@ -200,18 +247,7 @@ def build_replay(
     positions = torch.arange(len(sequence), device=device).unsqueeze(0)
     _, hidden = target_forward(decoder.target, ids, positions, new_cache(decoder.target), logits_to_keep=1)
     context = decoder.drafter.context_features(hidden)
-    # 4. Argmax drafts at every anchor for every candidate; accepted = matching prefix length.
-    n_anchor = len(output)
-    accepted = np.zeros((n_anchor, len(candidates)), dtype=np.int16)
-    lm_head = decoder.target.get_output_embeddings()
-    for j, size in enumerate(candidates):
-        if size == 1:
-            continue
-        for lo in range(0, n_anchor, anchors_per_pass):
-            anchors = torch.arange(p + lo, p + min(n_anchor, lo + anchors_per_pass), device=device)
-            hidden_blocks = draft_anchor_blocks(decoder.drafter, decoder.target, ids, context,
-                                                anchors.unsqueeze(0), size)[0, :, 1:]  # [A, B-1, H]
-            labels = ids[0, anchors.unsqueeze(1) + torch.arange(1, size, device=device)]  # [A, B-1]
-            accepted[lo : lo + len(anchors), j] = _matching_prefix(lm_head, hidden_blocks, labels).cpu().numpy()
+    # 4. Argmax drafts at every reachable anchor for every candidate; accepted = matching prefix length.
+    accepted = _accepted_at_reachable_anchors(decoder, ids[0], context, p, len(output), candidates, rows_per_pass)
     table = ReplayTable(p, len(output), candidates, accepted, sequence, tuple(decoder.stop_token_ids), max_new_tokens)
     return table, trace

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+
+import numpy as np
 import pytest
 
 from specpolicy.decoding import SpeculativeDecoder
@@ -61,3 +64,18 @@ def test_replay_rejects_sampled_drafts_and_bad_candidates(trained_pair):
     table, _ = build_replay(decoder, [4, 5], [4, 8], max_new_tokens=8)
     with pytest.raises(ValueError, match="not among this replay's candidates"):
         table.simulate(5)
+
+
+def test_replay_drafts_only_reachable_anchors_and_every_schedule_stays_on_them(trained_pair):
+    target, drafter = trained_pair
+    decoder = SpeculativeDecoder(target, drafter, max_new_tokens=50, stop_token_ids=[])
+    table, _ = build_replay(decoder, [4, 7, 5, 9], [4, 8, 16], max_new_tokens=50)
+    replayed = table.accepted[:, 0] >= 0
+    assert (table.accepted[replayed] >= 0).all() and (table.accepted[~replayed] == -1).all()
+    assert replayed.sum() < len(replayed)  # accepted drafts skip anchors no schedule can land on
+    rng = random.Random(0)
+    for _ in range(30):
+        table.simulate(lambda state: rng.choice([4, 8, 16]))  # raises on an anchor that was not replayed
+    skipped = table.prompt_length + int(np.flatnonzero(~replayed)[0])
+    with pytest.raises(ValueError, match="not replayed"):
+        table.cycle(skipped, 1, 8)

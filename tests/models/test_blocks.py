@@ -1,0 +1,27 @@
+"""Mixed-size blocks over a shared context cache draft exactly what one block at a time does."""
+
+from __future__ import annotations
+
+import torch
+
+from specpolicy.decoding.target import new_cache, target_forward
+from specpolicy.models.blocks import context_cache, draft_anchor_blocks, draft_mixed_blocks
+from specpolicy.models.testing import make_pair
+
+
+@torch.inference_mode()
+def test_mixed_blocks_match_single_size_passes_and_leave_the_cache_as_it_was():
+    target, drafter = make_pair()
+    ids = torch.randint(4, 90, (1, 40), generator=torch.Generator().manual_seed(0))
+    _, hidden = target_forward(target, ids, torch.arange(40).unsqueeze(0), new_cache(target))
+    context = drafter.context_features(hidden)
+    cache = context_cache(drafter, context)
+    anchors, sizes = torch.tensor([5, 9, 9, 30]), torch.tensor([4, 4, 7, 2])
+    mixed = draft_mixed_blocks(drafter, target, ids[0], cache, anchors, sizes)
+    assert mixed.shape == (4, 7, drafter.hidden_size) and len(cache) == 40
+    for n, (anchor, size) in enumerate(zip(anchors.tolist(), sizes.tolist())):
+        single = draft_anchor_blocks(drafter, target, ids, context, torch.tensor([[anchor]]), size)[0, 0]
+        torch.testing.assert_close(mixed[n, :size], single, atol=1e-5, rtol=1e-4)
+        assert not mixed[n, size:].any()
+    again = draft_mixed_blocks(drafter, target, ids[0], cache, anchors, sizes)
+    torch.testing.assert_close(again, mixed)
