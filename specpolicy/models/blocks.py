@@ -88,7 +88,8 @@ def draft_mixed_blocks(
     Args:
         input_ids: [S] token ids of the sequence (the anchor token is read from here).
         cache: :func:`context_cache` of the sequence (length S; left as it was).
-        anchors, sizes: LongTensor [N] each.
+        anchors: LongTensor [N], the anchor position of each block.
+        sizes: LongTensor [N], the size of each block.
     Returns:
         [N, max(sizes), H]; row k < sizes[n] of block n predicts the token at anchors[n] + k (rest is zero).
     """
