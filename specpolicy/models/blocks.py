@@ -15,15 +15,23 @@ from transformers import PreTrainedModel
 from specpolicy.models.dflash import DFlashDrafter, DrafterCache
 
 
+def block_mask(row_anchor: torch.Tensor, block_of_row: torch.Tensor, context_length: int) -> torch.Tensor:
+    """Bool attention mask [b, 1, R, S + R] (True = attend) for R block rows over S context positions.
+
+    Args:
+        row_anchor: [b, R] the anchor position of each row's block: the row sees context before it.
+        block_of_row: [R] the block each row belongs to: the row sees every row of its own block.
+    """
+    device = row_anchor.device
+    sees_context = torch.arange(context_length, device=device).view(1, 1, -1) < row_anchor.unsqueeze(-1)
+    sees_block = (block_of_row.view(-1, 1) == block_of_row.view(1, -1)).expand(row_anchor.shape[0], -1, -1)
+    return torch.cat([sees_context, sees_block], dim=-1).unsqueeze(1)
+
+
 def anchor_block_mask(anchors: torch.Tensor, block_size: int, context_length: int) -> torch.Tensor:
     """Bool attention mask [b, 1, A*B, S + A*B] (True = attend) for blocks at ``anchors`` [b, A]."""
-    device = anchors.device
-    n_anchor = anchors.shape[1]
-    query_anchor = anchors.repeat_interleave(block_size, dim=1)  # [b, A*B]
-    sees_context = torch.arange(context_length, device=device).view(1, 1, -1) < query_anchor.unsqueeze(-1)
-    block_index = torch.arange(n_anchor, device=device).repeat_interleave(block_size)
-    sees_block = (block_index.view(-1, 1) == block_index.view(1, -1)).expand(anchors.shape[0], -1, -1)
-    return torch.cat([sees_context, sees_block], dim=-1).unsqueeze(1)
+    block_index = torch.arange(anchors.shape[1], device=anchors.device).repeat_interleave(block_size)
+    return block_mask(anchors.repeat_interleave(block_size, dim=1), block_index, context_length)
 
 
 def draft_anchor_blocks(
@@ -100,9 +108,7 @@ def draft_mixed_blocks(
     offset = torch.arange(len(block_of_row), device=device) - starts[block_of_row]
     row_anchor = anchors[block_of_row]
     ids = torch.where(offset == 0, input_ids[row_anchor], torch.full_like(row_anchor, drafter.mask_token_id))
-    sees_context = torch.arange(seq, device=device).unsqueeze(0) < row_anchor.unsqueeze(1)  # [R, S]
-    sees_block = block_of_row.unsqueeze(1) == block_of_row.unsqueeze(0)  # [R, R]
-    mask = torch.cat([sees_context, sees_block], dim=1).view(1, 1, len(block_of_row), -1)
+    mask = block_mask(row_anchor.unsqueeze(0), block_of_row, seq)  # [1, 1, R, S + R]
     embeddings = target.get_input_embeddings()(ids).unsqueeze(0)  # [1, R, H]
     no_context = embeddings.new_zeros(1, 0, drafter.fc.in_features)
     hidden = drafter(embeddings, no_context, (row_anchor + offset).unsqueeze(0), cache, attention_mask=mask)[0]

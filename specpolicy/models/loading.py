@@ -72,8 +72,8 @@ def weights_fingerprint(name: str, kind: str) -> str | None:
     folder = Path(resolve_source(name, kind))
     if not folder.exists():
         return None  # hub id: its revision is recorded once loaded
-    files = tuple((str(path), path.stat().st_size, path.stat().st_mtime_ns)
-                  for path in sorted(folder.glob("*.safetensors")))
+    stats = [(path, path.stat()) for path in sorted(folder.glob("*.safetensors"))]
+    files = tuple((str(path), stat.st_size, stat.st_mtime_ns) for path, stat in stats)
     return _hash_files(files)
 
 
