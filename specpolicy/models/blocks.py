@@ -64,22 +64,6 @@ def draft_anchor_blocks(
     return hidden.view(b, anchors.shape[1], block_size, -1)
 
 
-def context_cache(drafter: DFlashDrafter, context: torch.Tensor) -> DrafterCache:
-    """The drafter's keys/values of every context position, computed once for many blocks.
-
-    Args:
-        context: target features [1, S, L*H] of a whole sequence.
-    Returns:
-        a cache of length S (a one-token dummy block is run and dropped).
-    """
-    cache = drafter.new_cache()
-    seq = context.shape[1]
-    dummy = torch.zeros(1, 1, drafter.hidden_size, dtype=context.dtype, device=context.device)
-    drafter(dummy, context, torch.arange(seq + 1, device=context.device).unsqueeze(0), cache)
-    cache.crop(seq)
-    return cache
-
-
 def draft_mixed_blocks(
     drafter: DFlashDrafter,
     target: PreTrainedModel,
@@ -95,7 +79,8 @@ def draft_mixed_blocks(
 
     Args:
         input_ids: [S] token ids of the sequence (the anchor token is read from here).
-        cache: :func:`context_cache` of the sequence (length S; left as it was).
+        cache: the drafter's context cache of the whole sequence (length S, from
+            :meth:`DFlashDrafter.cache_context`; left as it was).
         anchors: LongTensor [N], the anchor position of each block.
         sizes: LongTensor [N], the size of each block.
     Returns:

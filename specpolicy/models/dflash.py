@@ -78,6 +78,14 @@ class DFlashAttention(nn.Module):
         self.q_norm = Qwen3RMSNorm(self.head_dim, eps=config.rms_norm_eps)
         self.k_norm = Qwen3RMSNorm(self.head_dim, eps=config.rms_norm_eps)
 
+    def keys_values(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotated keys and values of ``x`` [b, s, H] at cos/sin [b, s, head_dim]: each [b, kv_heads, s, head_dim]."""
+        b, s, _ = x.shape
+        k = self.k_norm(self.k_proj(x).view(b, s, self.num_kv_heads, self.head_dim)).transpose(1, 2)
+        v = self.v_proj(x).view(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        return k * cos + rotate_half(k) * sin, v
+
     def forward(
         self,
         block: torch.Tensor,
@@ -93,14 +101,9 @@ class DFlashAttention(nn.Module):
         Returns [b, n, H].
         """
         b, n, _ = block.shape
-        c = context.shape[1]
         q = self.q_norm(self.q_proj(block).view(b, n, self.num_heads, self.head_dim)).transpose(1, 2)
-        kv_in = torch.cat([context, block], dim=1)
-        k = self.k_norm(self.k_proj(kv_in).view(b, c + n, self.num_kv_heads, self.head_dim)).transpose(1, 2)
-        v = self.v_proj(kv_in).view(b, c + n, self.num_kv_heads, self.head_dim).transpose(1, 2)
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-        q = q * cos[..., -n:, :] + rotate_half(q) * sin[..., -n:, :]
-        k = k * cos + rotate_half(k) * sin
+        k, v = self.keys_values(torch.cat([context, block], dim=1), cos, sin)
+        q = q * cos.unsqueeze(1)[..., -n:, :] + rotate_half(q) * sin.unsqueeze(1)[..., -n:, :]
         if cache is not None:
             k, v = cache.update(self.layer_idx, k, v)
         if self.num_kv_heads != self.num_heads:
@@ -194,6 +197,19 @@ class DFlashDrafter(nn.Module):
         for layer in self.layers:
             hidden = layer(hidden, context, cos, sin, cache, attention_mask)
         return self.norm(hidden)
+
+    def cache_context(self, context_features: torch.Tensor, position_ids: torch.Tensor, cache: DrafterCache) -> None:
+        """Append the keys/values of context positions to ``cache`` without drafting a block.
+
+        Args:
+            context_features: raw concatenated target features [b, c, L*H].
+            position_ids: their absolute positions, [b, c].
+        """
+        context = self.hidden_norm(self.fc(context_features))
+        cos, sin = self.rotary_emb(context, position_ids)
+        for layer in self.layers:
+            attention = layer.self_attn
+            cache.update(attention.layer_idx, *attention.keys_values(context, cos, sin))
 
     # --- checkpoint format -------------------------------------------------------------------------
 

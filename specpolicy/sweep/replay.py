@@ -24,7 +24,7 @@ import torch
 from specpolicy.decoding import DecodeState, DecodeTrace, SpeculativeDecoder
 from specpolicy.decoding.decoder import commit_tokens
 from specpolicy.decoding.target import new_cache, target_forward
-from specpolicy.models.blocks import context_cache, draft_mixed_blocks
+from specpolicy.models.blocks import draft_mixed_blocks
 from specpolicy.sweep.latency import modelled_seconds
 
 
@@ -181,7 +181,8 @@ def _accepted_at_reachable_anchors(
         ids: [S] the replayed sequence. context: the target features [1, S, L*H] the drafter reads.
     """
     device = ids.device
-    cache = context_cache(decoder.drafter, context)
+    cache = decoder.drafter.new_cache()
+    decoder.drafter.cache_context(context, torch.arange(context.shape[1], device=device).unsqueeze(0), cache)
     lm_head = decoder.target.get_output_embeddings()
     drafted = [j for j, size in enumerate(candidates) if size > 1]
     anchors_per_pass = max(1, rows_per_pass // max(1, sum(candidates[j] for j in drafted)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from specpolicy.decoding.target import new_cache, target_forward
-from specpolicy.models.blocks import context_cache, draft_anchor_blocks, draft_mixed_blocks
+from specpolicy.models.blocks import draft_anchor_blocks, draft_mixed_blocks
 from specpolicy.models.testing import make_pair
 
 
@@ -15,7 +15,8 @@ def test_mixed_blocks_match_single_size_passes_and_leave_the_cache_as_it_was():
     ids = torch.randint(4, 90, (1, 40), generator=torch.Generator().manual_seed(0))
     _, hidden = target_forward(target, ids, torch.arange(40).unsqueeze(0), new_cache(target))
     context = drafter.context_features(hidden)
-    cache = context_cache(drafter, context)
+    cache = drafter.new_cache()
+    drafter.cache_context(context, torch.arange(40).unsqueeze(0), cache)
     anchors, sizes = torch.tensor([5, 9, 9, 30]), torch.tensor([4, 4, 7, 2])
     mixed = draft_mixed_blocks(drafter, target, ids[0], cache, anchors, sizes)
     assert mixed.shape == (4, 7, drafter.hidden_size) and len(cache) == 40
@@ -25,3 +26,22 @@ def test_mixed_blocks_match_single_size_passes_and_leave_the_cache_as_it_was():
         assert not mixed[n, size:].any()
     again = draft_mixed_blocks(drafter, target, ids[0], cache, anchors, sizes)
     torch.testing.assert_close(again, mixed)
+
+
+@torch.inference_mode()
+def test_cache_context_holds_what_a_drafting_pass_leaves_behind():
+    target, drafter = make_pair()
+    ids = torch.randint(4, 90, (1, 12), generator=torch.Generator().manual_seed(1))
+    _, hidden = target_forward(target, ids, torch.arange(12).unsqueeze(0), new_cache(target))
+    context = drafter.context_features(hidden)
+    cached = drafter.new_cache()
+    drafter.cache_context(context[:, :7], torch.arange(7).unsqueeze(0), cached)
+    drafter.cache_context(context[:, 7:], torch.arange(7, 12).unsqueeze(0), cached)
+    drafted = drafter.new_cache()
+    block = target.get_input_embeddings()(torch.full((1, 4), drafter.mask_token_id))
+    drafter(block, context, torch.arange(16).unsqueeze(0), drafted)
+    drafted.crop(12)
+    assert len(cached) == len(drafted) == 12
+    for layer in range(len(drafter.layers)):
+        torch.testing.assert_close(cached.keys[layer], drafted.keys[layer], atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(cached.values[layer], drafted.values[layer], atol=1e-5, rtol=1e-4)
