@@ -32,8 +32,10 @@ class DecodeBenchResult:
     """mean seconds of one speculative cycle / mean seconds of one AR step"""
     ar_overhead_share: float
     spec_overhead_share: float
-    identical_outputs: int
-    """prompts whose speculative output equals the AR output token for token"""
+    identical_outputs: int | None
+    """prompts whose speculative output equals the AR output token for token (None with sampled drafts:
+    speculative sampling draws other uniforms, so its samples differ while the distribution is the same)"""
+    draft_sampling: bool = False
 
     @property
     def speedup(self) -> float:
@@ -44,6 +46,7 @@ class DecodeBenchResult:
             ("prompts x new tokens", f"{self.prompts} x {self.max_new_tokens}"),
             ("block size", str(self.block_size)),
             ("temperature", f"{self.temperature:g}"),
+            ("drafts", "sampled, speculative sampling" if self.draft_sampling else "argmax, exact match"),
             ("AR tokens/s (B=1, same decoder)", f"{self.ar_tokens_per_second:.1f}"),
             ("speculative tokens/s", f"{self.spec_tokens_per_second:.1f}"),
             ("transformers generate tokens/s", f"{self.hf_generate_tokens_per_second:.1f}"),
@@ -53,7 +56,8 @@ class DecodeBenchResult:
             ("cost of one cycle, in AR steps", f"{self.cycle_cost_in_ar_steps:.2f}"),
             ("loop overhead share, AR", f"{100 * self.ar_overhead_share:.1f}%"),
             ("loop overhead share, speculative", f"{100 * self.spec_overhead_share:.1f}%"),
-            ("prompts with speculative output == AR output", f"{self.identical_outputs}/{self.prompts}"),
+            ("prompts with speculative output == AR output",
+             "n/a (sampled drafts)" if self.identical_outputs is None else f"{self.identical_outputs}/{self.prompts}"),
         ]
 
 
@@ -103,15 +107,17 @@ def bench_decode(
     block_size: int = 16,
     max_new_tokens: int = 128,
     temperature: float = 0.0,
+    draft_sampling: bool = False,
 ) -> DecodeBenchResult:
     """Decode every prompt with B = 1 and B = ``block_size`` (no stop tokens, full budget), alternating.
 
     At ``temperature`` > 0 both decodes use the same seed per prompt, so their outputs agree except
     where a position's uniform falls within float rounding (~1e-7) of a CDF boundary: a 16-token verify
     and a 1-token step compute logits with different rounding. The distribution is unchanged.
+    ``draft_sampling`` samples the drafts and verifies them with speculative sampling (T > 0 only).
     """
     decoder = SpeculativeDecoder(target, drafter, temperature=temperature, max_new_tokens=max_new_tokens,
-                                 stop_token_ids=[])
+                                 stop_token_ids=[], draft_sampling=draft_sampling)
     decoder.generate(prompts[0], block_size, max_new_tokens=8)  # warm-up
     ar: list[DecodeTrace] = []
     spec: list[DecodeTrace] = []
@@ -132,5 +138,6 @@ def bench_decode(
         cycle_cost_in_ar_steps=_seconds_per_cycle(spec) / _seconds_per_cycle(ar),
         ar_overhead_share=_overhead(ar),
         spec_overhead_share=_overhead(spec),
-        identical_outputs=sum(a.output_ids == s.output_ids for a, s in zip(ar, spec)),
+        identical_outputs=None if draft_sampling else sum(a.output_ids == s.output_ids for a, s in zip(ar, spec)),
+        draft_sampling=draft_sampling,
     )

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import typer
 
-from specpolicy.cli.common import DeviceOption, DrafterOption, DtypeOption, OutputFormat, emit, fail, stderr
+from specpolicy.cli.common import (
+    DeviceOption,
+    DrafterOption,
+    DraftSamplingOption,
+    DtypeOption,
+    OutputFormat,
+    check_draft_sampling,
+    emit,
+    fail,
+    stderr,
+)
 
 app = typer.Typer(help="Benchmarks on this machine.", no_args_is_help=True)
 
@@ -20,6 +30,7 @@ def decode(
     max_new_tokens: int = typer.Option(128, min=2, help="tokens generated per prompt"),
     block_size: int = typer.Option(16, min=1, help="speculative block size B"),
     temperature: float = typer.Option(0.0, min=0.0, help="sampling temperature (0 = greedy)"),
+    draft_sampling: bool = DraftSamplingOption,
     device: str = DeviceOption,
     dtype: str = DtypeOption,
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format"),
@@ -27,6 +38,7 @@ def decode(
     """Loop overhead, AR vs speculative tokens/s through one decoder, and transformers' generate."""
     from specpolicy.bench.decode import bench_decode
 
+    check_draft_sampling(draft_sampling, temperature)
     try:
         if target == "random":
             import torch
@@ -48,7 +60,7 @@ def decode(
         raise fail(str(exc)) from exc
     stderr.print(f"decoding {prompts} prompts x {max_new_tokens} tokens at B=1 and B={block_size} ...")
     result = bench_decode(model, draft, ids, block_size=block_size, max_new_tokens=max_new_tokens,
-                          temperature=temperature)
+                          temperature=temperature, draft_sampling=draft_sampling)
     emit([{"metric": k, "value": v} for k, v in result.rows()], fmt, title="specpolicy bench decode")
 
 

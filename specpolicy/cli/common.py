@@ -20,6 +20,9 @@ TargetOption = typer.Option("tiny", "--target", help="target: zoo name (tiny), l
 DrafterOption = typer.Option("tiny", "--drafter", help="DFlash drafter: zoo name (tiny), local folder, or hub id")
 DeviceOption = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N or auto")
 DtypeOption = typer.Option("auto", "--dtype", help="auto (bf16 on CUDA, fp32 on CPU), float32, bfloat16, float16")
+DraftSamplingOption = typer.Option(
+    False, "--draft-sampling", help="sample drafts and verify them with speculative sampling (needs --temperature > 0)"
+)
 
 
 class OutputFormat(str, Enum):
@@ -33,6 +36,12 @@ def fail(message: str) -> typer.Exit:
     """Print ``message`` as an error on stderr; raise the returned exit."""
     stderr.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
     return typer.Exit(code=2)
+
+
+def check_draft_sampling(draft_sampling: bool, temperature: float) -> None:
+    """Fail before loading anything when sampled drafts are asked for at T = 0."""
+    if draft_sampling and temperature == 0:
+        raise fail("--draft-sampling needs --temperature > 0 (at T = 0 drafts are argmax); add e.g. --temperature 1")
 
 
 def emit(rows: list[dict], fmt: OutputFormat, title: str | None = None) -> None:

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import typer
 
-from specpolicy.cli.common import DeviceOption, DrafterOption, DtypeOption, TargetOption, fail, stderr, stdout
+from specpolicy.cli.common import (
+    DeviceOption,
+    DrafterOption,
+    DraftSamplingOption,
+    DtypeOption,
+    TargetOption,
+    check_draft_sampling,
+    fail,
+    stderr,
+    stdout,
+)
 
 
 def generate(
@@ -15,6 +25,7 @@ def generate(
     block_size: int = typer.Option(None, "--block-size", "-b", min=1, help="fixed block size B (1 = autoregressive)"),
     max_new_tokens: int = typer.Option(256, min=1),
     temperature: float = typer.Option(0.0, min=0.0, help="0 = greedy"),
+    draft_sampling: bool = DraftSamplingOption,
     seed: int = typer.Option(0, help="seed of the positional sampling uniforms (T > 0)"),
     device: str = DeviceOption,
     dtype: str = DtypeOption,
@@ -29,6 +40,7 @@ def generate(
 
     if not prompt.strip():
         raise fail("empty prompt: pass the text to decode, e.g. specpolicy generate \"Hello\"")
+    check_draft_sampling(draft_sampling, temperature)
     try:
         chosen = None if block_size is not None else get_registry().create(policy)
         if chosen is not None and chosen.needs_sweep:
@@ -37,7 +49,8 @@ def generate(
     except (FileNotFoundError, ValueError) as exc:
         raise fail(str(exc)) from exc
     ids = encode_prompt(pair.tokenizer, Prompt.single("cli", prompt))
-    decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=temperature, max_new_tokens=max_new_tokens)
+    decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=temperature, max_new_tokens=max_new_tokens,
+                                 draft_sampling=draft_sampling)
     schedule = block_size if chosen is None else live_schedule(chosen, "cli", len(ids))
     try:
         trace = decoder.generate(ids, schedule, seed=seed)

@@ -107,6 +107,10 @@ def measure(run_dir: Path, prompts: int = 32, max_new_tokens: int = 128, out_dir
             card["distinct_4grams"][key] = distinct_ngram_share(store)
             result = bench_decode(pair.target, pair.drafter, bench_ids, 16, max_new_tokens, temperature)
             card["speed"][key] = dict(result.rows())
+            if temperature > 0:
+                result = bench_decode(pair.target, pair.drafter, bench_ids, 16, max_new_tokens, temperature,
+                                      draft_sampling=True)
+                card["speed"][f"{key} sampled drafts"] = dict(result.rows())
     return card
 
 

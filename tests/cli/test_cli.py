@@ -98,6 +98,8 @@ def test_sweep_command_and_resume(test_zoo, prompt_file, tmp_path):
         (["generate", " "], "empty prompt"),
         (["zoo", "train", "everything"], "unknown step 'everything'"),
         (["generate", "hi", "-b", "4", "--target", "/no/such/model"], "neither a zoo name"),
+        (["generate", "hi", "--draft-sampling"], "--draft-sampling needs --temperature > 0"),
+        (["bench", "decode", "--draft-sampling"], "--draft-sampling needs --temperature > 0"),
     ],
 )
 def test_bad_input_fails_with_a_clear_message(args, message):
@@ -123,6 +125,9 @@ def test_generate_on_the_test_zoo(test_zoo):
     assert "block size 4 (fixed)" in result.stderr and "tau" in result.stderr
     result = run("generate", "Say hello", "--max-new-tokens", "12", "--policy", "heuristic", *zoo_args(test_zoo))
     assert "(heuristic)" in result.stderr
+    result = run("generate", "Say hello", "--max-new-tokens", "12", "-b", "4", "--temperature", "1",
+                 "--draft-sampling", *zoo_args(test_zoo))
+    assert "block size 4 (fixed)" in result.stderr
 
 
 def test_generate_with_a_sweep_only_policy_fails(test_zoo):
