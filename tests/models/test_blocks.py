@@ -9,12 +9,17 @@ from specpolicy.models.blocks import draft_anchor_blocks, draft_mixed_blocks
 from specpolicy.models.testing import make_pair
 
 
+def _sequence(length: int, seed: int):
+    """A random pair, token ids [1, length] and the target features [1, length, L*H] the drafter reads."""
+    target, drafter = make_pair()
+    ids = torch.randint(4, 90, (1, length), generator=torch.Generator().manual_seed(seed))
+    _, hidden = target_forward(target, ids, torch.arange(length).unsqueeze(0), new_cache(target))
+    return target, drafter, ids, drafter.context_features(hidden)
+
+
 @torch.inference_mode()
 def test_mixed_blocks_match_single_size_passes_and_leave_the_cache_as_it_was():
-    target, drafter = make_pair()
-    ids = torch.randint(4, 90, (1, 40), generator=torch.Generator().manual_seed(0))
-    _, hidden = target_forward(target, ids, torch.arange(40).unsqueeze(0), new_cache(target))
-    context = drafter.context_features(hidden)
+    target, drafter, ids, context = _sequence(40, seed=0)
     cache = drafter.new_cache()
     drafter.cache_context(context, torch.arange(40).unsqueeze(0), cache)
     anchors, sizes = torch.tensor([5, 9, 9, 30]), torch.tensor([4, 4, 7, 2])
@@ -30,10 +35,7 @@ def test_mixed_blocks_match_single_size_passes_and_leave_the_cache_as_it_was():
 
 @torch.inference_mode()
 def test_cache_context_holds_what_a_drafting_pass_leaves_behind():
-    target, drafter = make_pair()
-    ids = torch.randint(4, 90, (1, 12), generator=torch.Generator().manual_seed(1))
-    _, hidden = target_forward(target, ids, torch.arange(12).unsqueeze(0), new_cache(target))
-    context = drafter.context_features(hidden)
+    target, drafter, _, context = _sequence(12, seed=1)
     cached = drafter.new_cache()
     drafter.cache_context(context[:, :7], torch.arange(7).unsqueeze(0), cached)
     drafter.cache_context(context[:, 7:], torch.arange(7, 12).unsqueeze(0), cached)
