@@ -143,8 +143,7 @@ class BlockSizeStepEnv(gym.Env):
         self._sizes.append(size)
         reward = float(cycle.committed)
         if self.reward == "time":
-            latency = self.data.latency
-            reward /= latency["draft_seconds"][str(size)] + latency["verify_seconds"][str(size)]
+            reward /= self.data.latency.cycle_seconds(size)
         info = {"block_size": size, "accepted": cycle.accepted, "committed": cycle.committed,
                 "prompt_id": self.data.prompt_ids[self._index]}
         if self._done:

@@ -12,9 +12,9 @@ import threading
 import numpy as np
 
 from specpolicy.data.prompts import encode_prompt
-from specpolicy.decoding import DecodeState
 from specpolicy.envs.live import live_setup
 from specpolicy.policy import DEFAULT_CANDIDATES
+from specpolicy.state import DecodeState
 
 
 class _Abort(Exception):

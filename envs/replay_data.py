@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from specpolicy.costs import CostTable
 from specpolicy.features import get_extractor
 from specpolicy.sweep.replay import ReplayTable
 from specpolicy.sweep.store import SweepStore
@@ -36,7 +37,7 @@ class ReplayData:
     taus: np.ndarray
     tables: list[ReplayTable | None]
     prompt_ids: list[str]
-    latency: dict | None
+    latency: CostTable | None
 
     @classmethod
     def load(cls, sweep: str | Path | None = None, features: str = "logits", reward: str = "tau",
@@ -62,7 +63,7 @@ class ReplayData:
         else:
             if latency is None or any(t is None for t in tables):
                 raise ValueError("reward tokens_per_second needs a replay sweep with latency.json")
-            rewards = np.array([[table.modelled_tokens_per_second(b, latency) for b in candidates]
+            rewards = np.array([[table.tokens() / seconds for seconds in table.fixed_seconds(latency).values()]
                                 for table in tables])
         return cls(store, candidates, obs.astype(np.float32), rewards, taus, tables,
                    [r["prompt_id"] for r in records], latency)

@@ -24,7 +24,7 @@ from specpolicy.policy import DEFAULT_CANDIDATES, LearnedPolicy, PromptObservati
 
 PREPROCESS = {"raw": "logits", "normalised": "normalised", "softmax": "softmax"}
 SETTINGS_NAME = "blockpilot.json"
-OBJECTIVES = ("cross_entropy", "expected_tau")
+OBJECTIVES = ("cross_entropy", "expected_value", "expected_tau")
 WEIGHTS_NAME = "model.safetensors"
 
 
@@ -107,11 +107,12 @@ class BlockPilotPolicy(LearnedPolicy):
             objective: str = "cross_entropy") -> dict:
         """Adam with early stopping on the validation split (best validation score kept).
 
-        ``objective="cross_entropy"``: the paper's classification of argmax-tau labels, scored by
-        accuracy. ``objective="expected_tau"``: cost-sensitive; maximises the softmax-weighted tau of
-        the candidates (per prompt, centred), scored by the mean tau of the chosen block sizes. It
-        uses how much each candidate loses, not only which one wins, which matters when the labels
-        are mostly ties broken towards 16.
+        ``objective="cross_entropy"``: the paper's classification of the labels (argmax tau, or the
+        fastest candidate), scored by accuracy. ``objective="expected_value"``: cost-sensitive; maximises
+        the softmax-weighted value of the candidates (``dataset.values``, per prompt, centred: minus
+        relative time for time labels, tau for tau labels), scored by the mean value of the chosen
+        block sizes. It uses how much each candidate loses, not only which one wins
+        (``expected_tau`` is its old name).
         """
         if objective not in OBJECTIVES:
             raise ValueError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}")
@@ -120,10 +121,10 @@ class BlockPilotPolicy(LearnedPolicy):
                              f"{list(self.candidates)}")
         torch.manual_seed(seed)
         x, y = self.inputs(dataset.logits), torch.as_tensor(dataset.labels)
-        taus = torch.as_tensor(dataset.taus, dtype=torch.float32)
-        gains = (taus - taus.mean(dim=1, keepdim=True)) / (taus.std() + 1e-6)
+        values = torch.as_tensor(dataset.values, dtype=torch.float32)
+        gains = (values - values.mean(dim=1, keepdim=True)) / (values.std() + 1e-6)
         optimizer = torch.optim.Adam(self.net.parameters(), lr=lr)
-        score = self.accuracy if objective == "cross_entropy" else self.mean_tau
+        score = self.accuracy if objective == "cross_entropy" else self.mean_value
         checked = validation if validation is not None and len(validation) else dataset
         best = (score(checked), {k: v.clone() for k, v in self.net.state_dict().items()}, 0)
         history = []
@@ -152,12 +153,12 @@ class BlockPilotPolicy(LearnedPolicy):
                 "validation_accuracy": self.accuracy(checked), "train_accuracy": self.accuracy(dataset),
                 "epochs_run": len(history), "history": history}
 
-    def mean_tau(self, dataset: TrainingSet) -> float:
-        """Mean tau of the block sizes this policy picks on ``dataset``."""
+    def mean_value(self, dataset: TrainingSet) -> float:
+        """Mean value (``dataset.values``) of the block sizes this policy picks on ``dataset``."""
         if len(dataset) == 0:
             return float("nan")
         predicted = self.scores(dataset.logits).argmax(dim=-1).numpy()
-        return float(dataset.taus[np.arange(len(dataset)), predicted].mean())
+        return float(dataset.values[np.arange(len(dataset)), predicted].mean())
 
     def accuracy(self, dataset: TrainingSet) -> float:
         """Share of prompts whose predicted candidate equals the label."""
@@ -190,9 +191,9 @@ class BlockPilotPolicy(LearnedPolicy):
         except Exception as exc:
             raise ValueError(f"BlockPilot predictor in {folder} is corrupted ({type(exc).__name__}: {exc}); "
                              "retrain it or restore the files") from None
-        if candidates is not None and tuple(sorted(candidates)) != tuple(settings.candidates):
-            raise ValueError(f"predictor {folder} picks among {settings.candidates} but {sorted(candidates)} were "
-                             "requested; pass --candidates " + ",".join(map(str, settings.candidates)))
+        if candidates is not None and not set(settings.candidates) <= set(candidates):
+            raise ValueError(f"predictor {folder} picks among {settings.candidates} but only {sorted(candidates)} "
+                             "are available; pass --candidates " + ",".join(map(str, settings.candidates)))
         policy = cls(settings)
         try:
             policy.net.load_state_dict(state)
@@ -202,20 +203,34 @@ class BlockPilotPolicy(LearnedPolicy):
         return policy
 
 
-def default_predictor_path() -> Path:
-    """The BlockPilot predictor shipped with the tiny zoo."""
+def default_predictor_path(variant: str = "blockpilot") -> Path:
+    """A BlockPilot predictor shipped with the tiny zoo: ``blockpilot`` (time labels over the whole
+    range, the default) or ``blockpilot-paper`` (the paper's protocol: tau labels over 14..18)."""
     from specpolicy.zoo import ZOO_DIR
 
-    return ZOO_DIR / "blockpilot"
+    return ZOO_DIR / variant
 
 
-def _factory(arg: str | None, candidates: Sequence[int]) -> BlockPilotPolicy:
-    path = Path(arg).expanduser() if arg else default_predictor_path()
-    return BlockPilotPolicy.load(path, candidates if arg else None)
+def _loader(variant: str):
+    def factory(arg: str | None, candidates: Sequence[int]) -> BlockPilotPolicy:
+        path = Path(arg).expanduser() if arg else default_predictor_path(variant)
+        return BlockPilotPolicy.load(path, candidates)
+
+    return factory
+
+
+def _guarded(arg: str | None, candidates: Sequence[int]):
+    from specpolicy.plugins.cycle_rules import GuardedPolicy
+
+    return GuardedPolicy(_loader("blockpilot")(arg, candidates), candidates)
 
 
 @hookimpl
 def register_policies(register) -> None:
-    register("blockpilot", _factory, learned=True,
-             description="BlockPilot MLP on the raw last-token logits (default: the zoo's predictor; "
-                         "blockpilot:PATH for a trained one)")
+    register("blockpilot", _loader("blockpilot"), learned=True,
+             description="BlockPilot MLP on the raw last-token logits, trained for speed over the whole range "
+                         "(blockpilot:PATH for a trained one)")
+    register("blockpilot-paper", _loader("blockpilot-paper"), learned=True,
+             description="the paper's BlockPilot: tau labels over 14..18 (blockpilot-paper:PATH)")
+    register("blockpilot-guard", _guarded, per_step=True,
+             description="BlockPilot picks the start, the cost-aware adaptive rule guards each cycle (the default)")

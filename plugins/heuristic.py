@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specpolicy.decoding import DecodeState
 from specpolicy.hookspecs import hookimpl
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Policy, PromptObservation
+from specpolicy.state import DecodeState
 
 
 class HeuristicPolicy(Policy):
-    """Start at the training block size; +2 after a fully accepted block, -1 otherwise (within the candidates)."""
+    """Start at the training block size; +2 after a fully accepted block, -1 otherwise.
+
+    Over a sparse candidate set (e.g. 1, 2, 4, 8, ...) a step goes to the nearest candidate at least
+    that far in its direction, so the schedule never sticks at one size.
+    """
 
     per_step = True
 
@@ -30,7 +34,9 @@ class HeuristicPolicy(Policy):
         if not state.block_size_history:
             return self.select(observation)
         last, accepted = state.block_size_history[-1], state.accepted_history[-1]
-        return self._snap(last + 2 if accepted == last - 1 else last - 1)
+        if accepted == last - 1:  # +2, or the next larger candidate when the set is sparse
+            return min((c for c in self.candidates if c >= last + 2), default=self.candidates[-1])
+        return max((c for c in self.candidates if c <= last - 1), default=self.candidates[0])
 
 
 @hookimpl

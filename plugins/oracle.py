@@ -1,12 +1,17 @@
-"""Oracles from a sweep: the best block size per prompt, or per cycle from exact replay."""
+"""Oracles from a sweep (upper bounds, not deployable): the fastest block size per prompt or per cycle.
+
+``oracle``: per prompt, the candidate with the fewest modelled seconds (the highest tau when the
+sweep has no cost table). ``oracle-tau``: per prompt, the highest tau (BlockPilot's label).
+``oracle-step``: per cycle, the fewest modelled seconds by exact dynamic programming over the replay.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specpolicy.decoding import DecodeState
 from specpolicy.hookspecs import hookimpl
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Policy, PromptObservation, oracle_label
+from specpolicy.state import DecodeState
 
 
 def _record(observation: PromptObservation, name: str) -> dict:
@@ -15,7 +20,17 @@ def _record(observation: PromptObservation, name: str) -> dict:
     return observation.record
 
 
-class OraclePolicy(Policy):
+def _training(observation: PromptObservation, default: int) -> int:
+    return int(_record(observation, "oracle").get("training_block_size", default))
+
+
+def _table(observation: PromptObservation, name: str):
+    from specpolicy.sweep.replay import ReplayTable
+
+    return ReplayTable.from_record(_record(observation, name))
+
+
+class TauOraclePolicy(Policy):
     """Per prompt, the candidate with the highest tau (ties: nearest the training block size)."""
 
     needs_sweep = True
@@ -25,40 +40,46 @@ class OraclePolicy(Policy):
         self.training_block_size = training_block_size
 
     def select(self, observation: PromptObservation) -> int:
-        taus = _record(observation, "oracle")["taus"]
+        taus = _record(observation, self.name)["taus"]
         missing = [b for b in self.candidates if str(b) not in taus]
         if missing:
             raise ValueError(f"the sweep has no tau for block sizes {missing}; sweep them or pass --candidates "
                              f"{','.join(sorted(taus, key=int))}")
         values = [taus[str(b)] for b in self.candidates]
-        training = int(observation.record.get("training_block_size", self.training_block_size))
+        training = _training(observation, self.training_block_size)
         return self.candidates[oracle_label(values, self.candidates, training)]
 
 
-class StepOraclePolicy(OraclePolicy):
-    """Per cycle, the block sizes that finish the output in the fewest cycles (from exact replay)."""
+class TimeOraclePolicy(TauOraclePolicy):
+    """Per prompt, the candidate with the fewest modelled seconds (the tau oracle without a cost table)."""
+
+    def select(self, observation: PromptObservation) -> int:
+        if observation.costs is None or "replay" not in _record(observation, self.name):
+            return super().select(observation)
+        seconds = _table(observation, self.name).fixed_seconds(observation.costs)
+        values = [-seconds[b] for b in self.candidates]
+        return self.candidates[oracle_label(values, self.candidates, _training(observation, self.training_block_size))]
+
+
+class StepOraclePolicy(TauOraclePolicy):
+    """Per cycle, the schedule with the fewest modelled seconds (fewest cycles without a cost table)."""
 
     per_step = True
 
-    def _schedule(self, observation: PromptObservation) -> list[int]:
-        record = _record(observation, "oracle-step")
-        cached = record.get("_oracle_step_schedule")
-        if cached is None:
-            from specpolicy.sweep.replay import ReplayTable
-
-            table = ReplayTable.from_record(record)
-            training = int(record.get("training_block_size", self.training_block_size))
-            cached = record["_oracle_step_schedule"] = table.per_cycle_oracle(training)
-        return cached
+    def schedule(self, observation: PromptObservation):
+        plan = _table(observation, self.name).per_cycle_oracle(
+            observation.costs, self.candidates, _training(observation, self.training_block_size))
+        return lambda state: plan[state.cycle] if state.cycle < len(plan) else plan[-1]
 
     def step(self, state: DecodeState, observation: PromptObservation) -> int:
-        schedule = self._schedule(observation)
-        return schedule[state.cycle] if state.cycle < len(schedule) else schedule[-1]
+        return self.schedule(observation)(state)
 
 
 @hookimpl
 def register_policies(register) -> None:
-    register("oracle", lambda arg, candidates: OraclePolicy(candidates),
-             description="per prompt, the best candidate in the sweep (an upper bound, not deployable)")
+    register("oracle", lambda arg, candidates: TimeOraclePolicy(candidates),
+             description="per prompt, the fastest candidate by modelled time (an upper bound, not deployable)")
+    register("oracle-tau", lambda arg, candidates: TauOraclePolicy(candidates),
+             description="per prompt, the candidate with the highest tau (BlockPilot's label; not deployable)")
     register("oracle-step", lambda arg, candidates: StepOraclePolicy(candidates), per_step=True,
-             description="per cycle, the best candidates from exact replay (an upper bound)")
+             description="per cycle, the fewest modelled seconds by exact dynamic programming (an upper bound)")

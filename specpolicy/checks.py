@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from specpolicy.decoding import DecodeState
 from specpolicy.policy import Policy, PromptObservation
+from specpolicy.state import DecodeState
 
 
 class PolicyContractError(AssertionError):

@@ -1,51 +1,24 @@
-"""Policy evaluation from a sweep store (replay) or by live decoding, with paired bootstrap intervals."""
+"""Policy evaluation from a sweep store (replay: modelled time) or by live decoding (measured time).
+
+Figures and intervals over the results live in :mod:`specpolicy.metrics`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from specpolicy.decoding import DecodeState, SpeculativeDecoder
+from specpolicy.costs import CostTable
+from specpolicy.decoding import DecodeState, SpeculativeDecoder, plain_decode
+from specpolicy.metrics import PolicyResults, PromptResult
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Policy, PromptObservation, oracle_label
-from specpolicy.sweep.latency import modelled_seconds
 from specpolicy.sweep.replay import ReplayTable, mean_acceptance
 from specpolicy.sweep.store import SweepStore
 
-
-@dataclass
-class PromptResult:
-    """One policy on one prompt."""
-
-    prompt_id: str
-    block_sizes: list[int]
-    tau: float
-    tokens: int
-    seconds: float
-    ar_seconds_per_token: float | None
-    oracle_block_size: int | None
-
-    @property
-    def chosen(self) -> int:
-        return self.block_sizes[0] if self.block_sizes else 0
-
-    @property
-    def seconds_per_token(self) -> float:
-        return self.seconds / max(1, self.tokens)
-
-
-@dataclass
-class PolicyResults:
-    """All prompts of one policy; ``timing`` is ``modelled`` (replay) or ``measured`` (live)."""
-
-    policy: str
-    timing: str
-    prompts: list[PromptResult] = field(default_factory=list)
-
-    def taus(self) -> np.ndarray:
-        return np.array([p.tau for p in self.prompts])
+__all__ = ["PolicyResults", "PromptResult", "check_candidates", "evaluate_live", "evaluate_replay", "live_schedule",
+           "oracle_block_size"]
 
 
 def check_candidates(policy: Policy, available: Sequence[int]) -> None:
@@ -58,60 +31,86 @@ def check_candidates(policy: Policy, available: Sequence[int]) -> None:
                          f"--candidates {','.join(map(str, sorted(available)))}")
 
 
-def _observation(store: SweepStore, record: dict) -> PromptObservation:
+def _observation(store: SweepStore, record: dict, costs: CostTable | None) -> PromptObservation:
     logits = store.features(record).numpy() if "features" in record else np.zeros(0, dtype=np.float32)
-    return PromptObservation(logits, record.get("prompt_length", 0), record["prompt_id"], record)
+    return PromptObservation(logits, record.get("prompt_length", 0), record["prompt_id"], record, costs)
+
+
+def oracle_block_size(record: dict, table: ReplayTable | None, candidates: Sequence[int], costs: CostTable | None,
+                      training_block_size: int = TRAINING_BLOCK_SIZE) -> int:
+    """The per-prompt oracle's block size: fewest modelled seconds with ``costs`` (else highest tau).
+
+    Ties go to the candidate nearest ``training_block_size``, then the smaller.
+    """
+    if costs is not None and table is not None:
+        seconds = table.fixed_seconds(costs)
+        scores = [-seconds[b] for b in candidates]
+    else:
+        scores = [record["taus"][str(b)] for b in candidates]
+    return candidates[oracle_label(scores, candidates, training_block_size)]
 
 
 def evaluate_replay(
     store: SweepStore,
     policies: Sequence[Policy],
     on_prompt: Callable[[], None] | None = None,
+    *,
+    costs: CostTable | None = None,
+    candidates: Sequence[int] | None = None,
 ) -> list[PolicyResults]:
-    """Evaluate policies on every valid record of ``store`` by exact replay (or stored taus)."""
+    """Evaluate policies on every valid record of ``store`` by exact replay (or stored taus).
+
+    Args:
+        costs: the cost table modelled time is priced with (default: the store's own).
+        candidates: the block sizes the per-prompt oracle label ranges over (default: the store's).
+    """
     for policy in policies:
         check_candidates(policy, store.candidates)
-    latency = store.latency()
+    costs = costs if costs is not None else store.latency()
+    candidates = tuple(candidates or store.candidates)
     training = int(store.meta.get("training_block_size", TRAINING_BLOCK_SIZE))
-    ar_spt = latency["verify_seconds"]["1"] if latency else None
-    results = [PolicyResults(p.name, "modelled" if latency else "none") for p in policies]
+    results = [PolicyResults(p.name, "modelled" if costs else "none") for p in policies]
     records = list(store.records())
     if not records:
         raise ValueError(f"sweep store {store.path} has no valid records; run or resume the sweep first")
     for record in records:
-        observation = _observation(store, record)
-        taus = record["taus"]
-        record_training = int(record.get("training_block_size", training))
-        oracle = store.candidates[oracle_label([taus[str(b)] for b in store.candidates], store.candidates,
-                                               record_training)]
+        observation = _observation(store, record, costs)
         table = ReplayTable.from_record(record) if "replay" in record else None
+        oracle = oracle_block_size(record, table, candidates, costs, int(record.get("training_block_size", training)))
         for policy, result in zip(policies, results):
-            schedule = policy.schedule(observation)
-            if table is not None:
-                logits = torch.from_numpy(observation.logits) if observation.logits.size else None
-                cycles = table.simulate(schedule, logits)
-                sizes = [c.block_size for c in cycles]
-                tau = mean_acceptance(cycles)
-                tokens = sum(c.committed for c in cycles)
-            elif isinstance(schedule, int):
-                sizes, tau, tokens = [schedule], float(taus[str(schedule)]), 0
-            else:
-                raise ValueError(f"per-cycle policy {policy.name!r} needs a replay sweep; {store.path} has only taus")
-            seconds = modelled_seconds(latency, sizes) if latency and sizes else 0.0
-            result.prompts.append(PromptResult(record["prompt_id"], sizes, tau, tokens, seconds, ar_spt, oracle))
+            result.prompts.append(_replayed(policy, observation, record, table, costs, oracle))
         if on_prompt:
             on_prompt()
     return results
 
 
-def live_schedule(policy: Policy, prompt_id: str, prompt_length: int) -> Callable[[DecodeState], int]:
+def _replayed(policy: Policy, observation: PromptObservation, record: dict, table: ReplayTable | None,
+              costs: CostTable | None, oracle: int) -> PromptResult:
+    """One policy on one stored prompt: replayed cycles priced with ``costs``."""
+    schedule = policy.schedule(observation)
+    if table is not None:
+        logits = torch.from_numpy(observation.logits) if observation.logits.size else None
+        cycles = table.simulate(schedule, logits)
+        sizes, tau, tokens = [c.block_size for c in cycles], mean_acceptance(cycles), sum(c.committed for c in cycles)
+    elif isinstance(schedule, int):
+        sizes, tau, tokens = [schedule], float(record["taus"][str(schedule)]), 0
+    else:
+        raise ValueError(f"per-cycle policy {policy.name!r} needs a replay sweep; the store has only taus")
+    timed = costs is not None and table is not None and bool(sizes)
+    seconds = costs.seconds(sizes) if timed else 0.0
+    ar_seconds = tokens * costs.ar_seconds if timed else None
+    return PromptResult(record["prompt_id"], sizes, tau, tokens, seconds, ar_seconds, oracle)
+
+
+def live_schedule(policy: Policy, prompt_id: str, prompt_length: int, costs: CostTable | None = None
+                  ) -> Callable[[DecodeState], int]:
     """A decoder callback running ``policy`` live: per-prompt policies decide once, from the prefill logits."""
     chosen: dict[str, int | Callable[[DecodeState], int]] = {}
 
     def choose(state: DecodeState) -> int:
         if "schedule" not in chosen:
-            chosen["schedule"] = policy.schedule(PromptObservation(state.prefill_logits.numpy(), prompt_length,
-                                                                   prompt_id))
+            logits = state.prefill_logits.detach().float().cpu().numpy()
+            chosen["schedule"] = policy.schedule(PromptObservation(logits, prompt_length, prompt_id, costs=costs))
         schedule = chosen["schedule"]
         return schedule if isinstance(schedule, int) else schedule(state)
 
@@ -124,72 +123,33 @@ def evaluate_live(
     policies: Sequence[Policy],
     seed: int = 0,
     on_prompt: Callable[[], None] | None = None,
+    costs: CostTable | None = None,
 ) -> list[PolicyResults]:
-    """Decode every prompt with every policy (and B = 1 for measured speedup)."""
+    """Decode every prompt with plain AR and with every policy, in an order that rotates per prompt.
+
+    Measured speedups divide by plain AR decoding of the same prompt (:func:`plain_decode`, the work
+    of transformers' ``generate``). ``costs``: the table cost-aware policies read.
+    """
     for policy in policies:
         if policy.needs_sweep:
             raise ValueError(f"policy {policy.name!r} reads a sweep store and cannot run live; use --mode replay")
     results = [PolicyResults(p.name, "measured") for p in policies]
-    for prompt_id, ids in prompts:
-        ar = decoder.generate(ids, 1, seed=seed)
-        for policy, result in zip(policies, results):
-            trace = decoder.generate(ids, live_schedule(policy, prompt_id, len(ids)), seed=seed)
+    for n, (prompt_id, ids) in enumerate(prompts):
+        runners = [None, *range(len(policies))]  # None = plain AR
+        shift = n % len(runners)
+        traces = {}
+        for which in runners[shift:] + runners[:shift]:
+            if which is None:
+                traces[which] = plain_decode(decoder, ids, seed=seed)
+            else:
+                schedule = live_schedule(policies[which], prompt_id, len(ids), costs)
+                traces[which] = decoder.generate(ids, schedule, seed=seed)
+        ar = traces[None]
+        for i, result in enumerate(results):
+            trace = traces[i]
+            ar_seconds = ar.decode_seconds * trace.cycle_tokens / max(1, ar.cycle_tokens)
             result.prompts.append(PromptResult(prompt_id, [c.block_size for c in trace.cycles], trace.tau,
-                                               trace.cycle_tokens, trace.decode_seconds,
-                                               ar.time_per_output_token, None))
+                                               trace.cycle_tokens, trace.decode_seconds, ar_seconds))
         if on_prompt:
             on_prompt()
     return results
-
-
-# --- metrics -------------------------------------------------------------------------------------------
-
-
-def bootstrap_interval(values: np.ndarray, statistic: Callable[[np.ndarray], float], n: int = 2000,
-                       seed: int = 0) -> tuple[float, float]:
-    """95% percentile interval of ``statistic`` over prompts resampled with replacement (rows of ``values``)."""
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(values), size=(n, len(values)))
-    stats = np.array([statistic(values[i]) for i in idx])
-    stats = stats[np.isfinite(stats)]
-    if stats.size == 0:
-        return float("nan"), float("nan")
-    return float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
-
-
-def summarize(results: Sequence[PolicyResults], baseline: str = "fixed16", oracle: str = "oracle",
-              n_bootstrap: int = 2000) -> list[dict]:
-    """One row per policy: tau, speedup, tokens/s, oracle agreement, oracle gap closed, paired CIs vs baseline."""
-    by_name = {r.policy: r for r in results}
-    base = by_name.get(baseline)
-    orc = by_name.get(oracle)
-    rows = []
-    for result in results:
-        taus = result.taus()
-        spt = np.array([p.seconds_per_token for p in result.prompts])
-        ar = np.array([p.ar_seconds_per_token or np.nan for p in result.prompts])
-        timed = result.timing != "none" and np.all(spt > 0)
-        speedup = float(np.nanmean(ar) / spt.mean()) if timed else float("nan")
-        labels = [p.oracle_block_size for p in result.prompts]
-        agreement = (float(np.mean([p.chosen == o for p, o in zip(result.prompts, labels)]))
-                     if all(o is not None for o in labels) else float("nan"))
-        row = {"policy": result.policy, "prompts": len(taus), "tau": round(float(taus.mean()), 4),
-               "speedup": round(speedup, 3), "tokens_per_s": round(float(1 / spt.mean()), 1) if timed else float("nan"),
-               "timing": result.timing, "oracle_agreement": round(agreement, 3)}
-        if base is not None:
-            paired = np.stack([taus, base.taus()], axis=1)
-            row["delta_tau_vs_" + baseline] = round(float(taus.mean() - base.taus().mean()), 4)
-            lo, hi = bootstrap_interval(paired, lambda v: v[:, 0].mean() - v[:, 1].mean(), n_bootstrap)
-            row["delta_ci95"] = f"[{lo:+.3f}, {hi:+.3f}]"
-            if orc is not None:
-                triple = np.stack([taus, base.taus(), orc.taus()], axis=1)
-
-                def gap(v: np.ndarray) -> float:
-                    denominator = v[:, 2].mean() - v[:, 1].mean()
-                    return (v[:, 0].mean() - v[:, 1].mean()) / denominator if denominator > 0 else float("nan")
-
-                row["gap_closed"] = round(gap(triple), 3)
-                lo, hi = bootstrap_interval(triple, gap, n_bootstrap)
-                row["gap_closed_ci95"] = f"[{lo:+.2f}, {hi:+.2f}]"
-        rows.append(row)
-    return rows

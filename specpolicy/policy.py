@@ -13,24 +13,29 @@ from pathlib import Path
 
 import numpy as np
 
-from specpolicy.decoding import DecodeState
+from specpolicy.costs import CostTable
+from specpolicy.defaults import DEFAULT_CANDIDATES, TRAINING_BLOCK_SIZE
+from specpolicy.state import DecodeState
 
-DEFAULT_CANDIDATES = (14, 15, 16, 17, 18)
-TRAINING_BLOCK_SIZE = 16
+__all__ = ["DEFAULT_CANDIDATES", "TRAINING_BLOCK_SIZE", "DecodeState", "LearnedPolicy", "Policy",
+           "PromptObservation", "TrainingSet", "oracle_label"]
 
 
 @dataclass
 class PromptObservation:
     """What a per-prompt policy may read once prefill is done.
 
-    ``logits``: the target's raw last-prompt-token logits, float32 [V]. ``record``: the sweep
-    record of this prompt when evaluating from a store (oracles read it), else ``None``.
+    ``logits``: the target's raw last-prompt-token logits, float32 [V]. ``costs``: the cost table of
+    the machine the decode runs on (cost-aware policies price their choices with it), or ``None``.
+    ``record``: the sweep record of this prompt when evaluating from a store (oracles read it), else
+    ``None``.
     """
 
     logits: np.ndarray
     prompt_length: int
     prompt_id: str = ""
     record: dict | None = field(default=None, repr=False)
+    costs: CostTable | None = field(default=None, repr=False)
 
 
 class Policy:
@@ -112,7 +117,9 @@ class TrainingSet:
     """Per-prompt features and labels for learned policies.
 
     ``logits``: float32 [n, V]; ``prompt_lengths``: [n]; ``labels``: candidate indices [n];
-    ``taus``: float [n, C] (tau of every candidate); ``prompt_ids``: [n].
+    ``taus``: float [n, C] (tau of every candidate); ``prompt_ids``: [n]; ``values``: float [n, C],
+    what each candidate is worth (higher is better: minus relative time for time labels, tau for tau
+    labels; default ``taus``), which cost-sensitive objectives maximise.
     """
 
     logits: np.ndarray
@@ -121,13 +128,18 @@ class TrainingSet:
     taus: np.ndarray
     candidates: tuple[int, ...]
     prompt_ids: list[str]
+    values: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.values is None:
+            self.values = self.taus
 
     def __len__(self) -> int:
         return len(self.labels)
 
     def subset(self, index: np.ndarray) -> TrainingSet:
         return TrainingSet(self.logits[index], self.prompt_lengths[index], self.labels[index], self.taus[index],
-                           self.candidates, [self.prompt_ids[i] for i in index])
+                           self.candidates, [self.prompt_ids[i] for i in index], self.values[index])
 
     def observations(self) -> list[PromptObservation]:
         return [PromptObservation(self.logits[i], int(self.prompt_lengths[i]), self.prompt_ids[i])

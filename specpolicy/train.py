@@ -2,7 +2,7 @@
 
     specpolicy train blockpilot --sweep runs/sweep-train --out runs/blockpilot
 
-Labels: per-prompt argmax of tau over the candidates (the paper), or of modelled tokens/s.
+Labels: per prompt, the fastest candidate by modelled time (default), or the argmax of tau (the paper).
 Prompts are split by a hash of their id into train / validation (early stopping), so nothing is
 validated on what it trained on. ``--shuffle-labels`` trains the control that must not beat chance.
 """
@@ -17,8 +17,6 @@ from pathlib import Path
 import numpy as np
 
 from specpolicy.policy import TRAINING_BLOCK_SIZE, LearnedPolicy, TrainingSet, oracle_label
-from specpolicy.sweep.store import SweepStore
-from specpolicy.training_data import split_by_prompt, training_set
 
 
 @dataclass
@@ -29,8 +27,12 @@ class TrainArgs:
     """sweep store of the training prompts"""
     out: Path = Path("runs/policy")
     """folder for the trained policy (weights in safetensors or skops, settings in JSON)"""
-    label: str = "tau"
-    """label: tau (argmax tau, as the paper) or tokens_per_second (argmax modelled tokens/s)"""
+    label: str = "time"
+    """label: time (fastest candidate by modelled time) or tau (argmax tau, as the paper)"""
+    candidates: tuple[int, ...] | None = None
+    """train over this subset of the sweep's block sizes (default: all of them)"""
+    costs: Path | None = None
+    """price time labels with this cost table (default: the sweep's latency.json)"""
     validation_share: float = 0.2
     """share of prompts held out for early stopping"""
     window: int | None = None
@@ -52,9 +54,9 @@ class TrainArgs:
     patience: int = 15
     """epochs without validation improvement before stopping"""
     objective: str = "cross_entropy"
-    """BlockPilot loss: cross_entropy (the paper's argmax-tau labels) or expected_tau (cost-sensitive)"""
+    """BlockPilot loss: cross_entropy (classify the labels, as the paper) or expected_value (cost-sensitive)"""
     shuffle_labels: bool = False
-    """control: train on outcomes (labels and taus) permuted across prompts"""
+    """control: train on outcomes (labels, taus and values) permuted across prompts"""
     seed: int = 0
     """seed for the split, initialisation and batches"""
     extra: dict = field(default_factory=dict)
@@ -67,9 +69,10 @@ def restrict(data: TrainingSet, window: int, training_block_size: int) -> Traini
     if not keep:
         raise ValueError(f"no candidate within {window} of {training_block_size} in {list(data.candidates)}")
     candidates = tuple(data.candidates[j] for j in keep)
-    taus = data.taus[:, keep]
-    labels = np.array([oracle_label(row, candidates, training_block_size) for row in taus])
-    return TrainingSet(data.logits, data.prompt_lengths, labels, taus, candidates, data.prompt_ids)
+    values = data.values[:, keep]
+    labels = np.array([oracle_label(row, candidates, training_block_size) for row in values])
+    return TrainingSet(data.logits, data.prompt_lengths, labels, data.taus[:, keep], candidates, data.prompt_ids,
+                       values)
 
 
 def build_policy(args: TrainArgs, data: TrainingSet) -> LearnedPolicy:
@@ -94,14 +97,19 @@ def build_policy(args: TrainArgs, data: TrainingSet) -> LearnedPolicy:
 
 def main(args: TrainArgs) -> dict:
     """Train, save to ``args.out`` and return a summary (accuracies, chance level, timings)."""
+    from specpolicy.costs import CostTable
+    from specpolicy.sweep.store import SweepStore  # torch: imported only when training runs
+    from specpolicy.training_data import split_by_prompt, training_set
+
     store = SweepStore.load(args.sweep)
-    data = training_set(store, args.label)
+    costs = CostTable.load(args.costs) if args.costs else None
+    data = training_set(store, args.label, args.candidates, costs)
     training_block_size = int(store.meta.get("training_block_size", TRAINING_BLOCK_SIZE))
     if args.window is not None:
         data = restrict(data, args.window, training_block_size)
     if args.shuffle_labels:  # break the link between features and outcomes (labels and taus together)
         order = np.random.default_rng(args.seed).permutation(len(data))
-        data.labels, data.taus = data.labels[order], data.taus[order]
+        data.labels, data.taus, data.values = data.labels[order], data.taus[order], data.values[order]
     train, validation = split_by_prompt(data, args.validation_share, args.seed)
     if len(train) < 2:
         raise ValueError(f"sweep {args.sweep} has {len(data)} usable prompts; sweep more prompts to train on")
@@ -119,6 +127,7 @@ def main(args: TrainArgs) -> dict:
             float((validation.labels == majority).mean()) if len(validation) else None
         ),
         "seconds": round(time.time() - start, 2), "sweep": str(args.sweep), "sweep_models": store.meta.get("models"),
+        "costs": (costs or store.latency()).to_json() if args.label == "time" else None,
     })
     if hasattr(policy, "settings"):
         policy.settings.metadata = {k: v for k, v in summary.items() if k != "history"} | args.extra

@@ -3,46 +3,70 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 import numpy as np
 
+from specpolicy.costs import CostTable
 from specpolicy.policy import TRAINING_BLOCK_SIZE, TrainingSet, oracle_label
 from specpolicy.sweep.replay import ReplayTable
 from specpolicy.sweep.store import SweepStore
 
-LABELS = ("tau", "tokens_per_second")
+LABELS = ("time", "tau")
 
 
-def training_set(store: SweepStore, label: str = "tau") -> TrainingSet:
-    """Features and oracle labels of every valid record.
+def candidate_values(store: SweepStore, records: list[dict], candidates: Sequence[int], label: str,
+                     costs: CostTable | None = None) -> np.ndarray:
+    """What each candidate is worth per prompt, higher is better: float64 [n, C].
 
-    ``label="tau"``: argmax tau (the paper). ``label="tokens_per_second"``: argmax modelled tokens/s
-    (needs a replay sweep with a latency table).
+    ``label="time"``: minus the modelled time relative to plain AR (-1 / speedup), priced with
+    ``costs`` (default: the store's table); prompts of equal length weigh alike, so maximising its
+    sum maximises pooled speed. ``label="tau"``: tau (the paper's objective).
+    """
+    if label == "tau":
+        return store.tau_matrix(records, candidates)
+    costs = costs if costs is not None else store.latency()
+    if costs is None or any("replay" not in r for r in records):
+        raise ValueError(f"label 'time' needs a replay sweep with a cost table; {store.path} has "
+                         + ("no latency.json" if costs is None else "records without replay tables")
+                         + " (use --label tau, or sweep with `specpolicy sweep --mode replay`)")
+    values = np.empty((len(records), len(candidates)))
+    for i, table in enumerate(map(ReplayTable.from_record, records)):
+        seconds = table.fixed_seconds(costs)
+        ar = max(1, table.tokens()) * costs.ar_seconds
+        values[i] = [-seconds[b] / ar for b in candidates]
+    return values
+
+
+def training_set(store: SweepStore, label: str = "time", candidates: Sequence[int] | None = None,
+                 costs: CostTable | None = None) -> TrainingSet:
+    """Features, per-candidate values and oracle labels of every valid record.
+
+    Args:
+        label: ``time`` (fastest candidate by modelled time, the default) or ``tau`` (the paper's argmax tau).
+        candidates: a subset of the store's block sizes (default: all of them).
+        costs: price ``time`` labels with another machine's cost table (default: the store's).
     """
     if label not in LABELS:
         raise ValueError(f"unknown label {label!r}; use one of {', '.join(LABELS)}")
-    candidates = store.candidates
+    candidates = tuple(sorted(candidates)) if candidates else store.candidates
+    missing = sorted(set(candidates) - set(store.candidates))
+    if missing:
+        raise ValueError(f"block sizes {missing} are not in the sweep's {list(store.candidates)}; pass a subset")
     training = int(store.meta.get("training_block_size", TRAINING_BLOCK_SIZE))
     records = list(store.records())
     if not records:
         raise ValueError(f"sweep store {store.path} has no valid records")
-    latency = store.latency()
-    if label == "tokens_per_second" and (latency is None or "replay" not in records[0]):
-        raise ValueError("label tokens_per_second needs a replay sweep with latency.json")
-    taus = store.tau_matrix(records)
-    if label == "tau":
-        scores = taus
-    else:
-        scores = np.array([[table.modelled_tokens_per_second(b, latency) for b in candidates]
-                           for table in map(ReplayTable.from_record, records)])
-    labels = np.array([oracle_label(row, candidates, training) for row in scores], dtype=np.int64)
+    values = candidate_values(store, records, candidates, label, costs)
+    labels = np.array([oracle_label(row, candidates, training) for row in values], dtype=np.int64)
     return TrainingSet(
         logits=store.feature_matrix(records),
         prompt_lengths=np.array([r.get("prompt_length", 0) for r in records], dtype=np.int64),
         labels=labels,
-        taus=taus,
+        taus=store.tau_matrix(records, candidates),
         candidates=candidates,
         prompt_ids=[r["prompt_id"] for r in records],
+        values=values,
     )
 
 

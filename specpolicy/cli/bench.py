@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from specpolicy.cli.common import (
@@ -10,10 +12,19 @@ from specpolicy.cli.common import (
     DraftSamplingOption,
     DtypeOption,
     OutputFormat,
+    TargetOption,
+    ThreadsOption,
     check_draft_sampling,
     emit,
     fail,
     stderr,
+)
+from specpolicy.defaults import (
+    LATENCY_CONTEXT,
+    LATENCY_REPEATS,
+    MAX_PROMPT_TOKENS,
+    SHIPPED_SWEEP_CANDIDATES,
+    TRAINING_BLOCK_SIZE,
 )
 
 app = typer.Typer(help="Benchmarks on this machine.", no_args_is_help=True)
@@ -62,6 +73,56 @@ def decode(
     result = bench_decode(model, draft, ids, block_size=block_size, max_new_tokens=max_new_tokens,
                           temperature=temperature, draft_sampling=draft_sampling)
     emit([{"metric": k, "value": v} for k, v in result.rows()], fmt, title="specpolicy bench decode")
+
+
+@app.command("latency")
+def latency(
+    candidates: str = typer.Option(",".join(map(str, SHIPPED_SWEEP_CANDIDATES)), help="block sizes to price"),
+    threads: int = ThreadsOption,
+    repeats: int = typer.Option(LATENCY_REPEATS, min=4, help="interleaved repeats per block size"),
+    context: int = typer.Option(LATENCY_CONTEXT, min=8, help="tokens already in the cache"),
+    check_prompts: int = typer.Option(4, min=0, help="decode this many prompts to check modelled vs measured time"),
+    strict: bool = typer.Option(False, help="exit with an error (and write nothing) when the table is flagged"),
+    out: Path = typer.Option(None, help="save the table as JSON (e.g. for `compare --costs`)"),
+    target: str = TargetOption,
+    drafter: str = DrafterOption,
+    device: str = DeviceOption,
+    dtype: str = DtypeOption,
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format"),
+) -> None:
+    """Measure this machine's cost table (draft, verify, AR step) robustly, flag noise, check it on decodes."""
+    from specpolicy.bench.latency import check_against_decodes, table_rows
+    from specpolicy.cli.sweep import parse_candidates
+    from specpolicy.data.prompts import encode_prompts
+    from specpolicy.data.registry import load_prompts
+    from specpolicy.decoding import SpeculativeDecoder
+    from specpolicy.models import load_pair
+    from specpolicy.sweep.latency import measure_costs, pin_threads
+
+    sizes = parse_candidates(candidates)
+    if out is not None and out.exists() and out.is_dir():
+        raise fail(f"--out {out} is a folder; pass a file path such as {out / 'costs.json'}")
+    try:
+        pin_threads(threads)
+        pair = load_pair(target, drafter, dtype, device)
+    except (FileNotFoundError, ValueError, RuntimeError) as exc:
+        raise fail(str(exc)) from exc
+    decoder = SpeculativeDecoder(pair.target, pair.drafter)
+    stderr.print(f"measuring {len(sizes)} block sizes x {repeats} interleaved repeats at {threads} thread(s) ...")
+    costs = measure_costs(decoder, sizes, context_length=context, repeats=repeats)
+    emit(table_rows(costs), fmt, title=f"cost table: {costs.machine}, {costs.threads} thread(s), {costs.dtype}")
+    for problem in costs.warnings:
+        stderr.print(f"[yellow]warning:[/] {problem}")
+    if check_prompts:
+        ids = encode_prompts(pair.tokenizer, load_prompts("sharegpt", check_prompts, 0), max_tokens=MAX_PROMPT_TOKENS)
+        for check in check_against_decodes(decoder, costs, ids, TRAINING_BLOCK_SIZE):
+            stderr.print(f"{check.label}: measured {check.measured:.3f} s, modelled {check.modelled:.3f} s "
+                         f"({check.error:+.1%})")
+    if strict and costs.warnings:
+        raise fail("the cost table is flagged (see the warnings); rerun on a quiet machine")
+    if out is not None:
+        costs.save(out)
+        stderr.print(f"cost table saved to {out}")
 
 
 @app.command("sweep")

@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from specpolicy.defaults import DEFAULT_THREADS
+
 stderr = Console(stderr=True)
 stdout = Console()
 
@@ -20,6 +22,9 @@ TargetOption = typer.Option("tiny", "--target", help="target: zoo name (tiny), l
 DrafterOption = typer.Option("tiny", "--drafter", help="DFlash drafter: zoo name (tiny), local folder, or hub id")
 DeviceOption = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N or auto")
 DtypeOption = typer.Option("auto", "--dtype", help="auto (bf16 on CUDA, fp32 on CPU), float32, bfloat16, float16")
+ThreadsOption = typer.Option(
+    DEFAULT_THREADS, "--threads", min=1, help="torch CPU threads for everything timed (recorded with every timing)"
+)
 DraftSamplingOption = typer.Option(
     False, "--draft-sampling", help="sample drafts and verify them with speculative sampling (needs --temperature > 0)"
 )

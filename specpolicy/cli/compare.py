@@ -1,4 +1,11 @@
-"""``specpolicy compare --policies fixed16,blockpilot,oracle``: the main job."""
+"""``specpolicy compare --policies fixed16,blockpilot,oracle``: the main job.
+
+Speed is the headline: pooled speedup over plain AR decoding, the speed of each policy relative to a
+baseline (fixed16) with a paired 95% bootstrap interval, tokens/s, the per-prompt distribution (p10,
+median), tau as a diagnostic and the share of the time oracle's gain each policy captures. Replay
+prices the sweep's exact cycles with the machine's cost table (modelled time); live decodes every
+prompt with plain AR and each policy, in an order that rotates per prompt (measured time).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,8 @@ import functools
 import hashlib
 import json
 import os
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
 import typer
@@ -16,11 +25,18 @@ from specpolicy.cli.common import (
     DtypeOption,
     OutputFormat,
     TargetOption,
+    ThreadsOption,
     emit,
     fail,
     stderr,
 )
 from specpolicy.cli.sweep import parse_candidates
+from specpolicy.defaults import MAX_NEW_TOKENS, MAX_PROMPT_TOKENS
+
+
+class Mode(str, Enum):
+    replay = "replay"
+    live = "live"
 
 
 def cache_dir() -> Path:
@@ -28,73 +44,126 @@ def cache_dir() -> Path:
     return Path(os.environ.get("SPECPOLICY_CACHE", Path.home() / ".cache" / "specpolicy")).expanduser()
 
 
+@dataclass
+class CompareOptions:
+    """Everything ``compare`` was asked for, checked before any model loads."""
+
+    policies: list[str]
+    datasets: list[str]
+    mode: Mode
+    sweep: Path | None
+    candidates: list[int] | None
+    temperature: float
+    max_samples: int
+    max_new_tokens: int
+    seed: int
+    baseline: str
+    costs: Path | None
+    threads: int
+    target: str
+    drafter: str
+    device: str
+    dtype: str
+
+
 def compare(
     policies: str = typer.Option("fixed16,blockpilot,oracle", help="comma-separated policy names"),
     dataset: str = typer.Option("sharegpt", help="prompt sets (comma-separated) or .jsonl/.txt files"),
-    mode: str = typer.Option("replay", help="replay (exact, from a sweep store) or live (decode with each policy)"),
+    mode: Mode = typer.Option(Mode.replay, help="replay (exact, modelled time) or live (decode, measured time)"),
     sweep: Path = typer.Option(None, help="evaluate this existing sweep store instead of sweeping"),
     temperature: float = typer.Option(0.0, min=0.0),
-    candidates: str = typer.Option(None, help="block sizes (default: the sweep's, or 14,15,16,17,18)"),
+    candidates: str = typer.Option(None, help="block sizes (default: the sweep's, or 1,2,4,8,12,16,20,24,32); "
+                                              "with --sweep, any subset of the sweep's"),
     max_samples: int = typer.Option(48, min=1, help="prompts per dataset (seeded shuffle)"),
-    max_new_tokens: int = typer.Option(128, min=2),
+    max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
     seed: int = typer.Option(0),
+    baseline: str = typer.Option("fixed16", help="policy the speed ratios and gain share are measured against"),
+    costs: Path = typer.Option(None, help="price replay with this cost table (from `specpolicy bench latency`)"),
+    threads: int = ThreadsOption,
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table, json, csv or markdown"),
-    plot: Path = typer.Option(None, help="save a PNG: tau per policy and chosen block sizes"),
+    plot: Path = typer.Option(None, help="save a PNG: speed per policy and chosen block sizes"),
     bootstrap: int = typer.Option(2000, min=100, help="bootstrap resamples for the 95% intervals"),
     target: str = TargetOption,
     drafter: str = DrafterOption,
     device: str = DeviceOption,
     dtype: str = DtypeOption,
 ) -> None:
-    """Compare block-size policies: tau, speedup, tokens/s, oracle agreement and gap closed, with paired CIs."""
-    from specpolicy.evaluate import check_candidates, summarize
-    from specpolicy.policy import DEFAULT_CANDIDATES
-    from specpolicy.registry import get_registry
-    from specpolicy.sweep.store import SweepStore
+    """Compare block-size policies: pooled speedup over AR, speed vs a baseline with paired CIs, tau, gain share."""
+    from specpolicy.metrics import summarize
 
-    if mode not in ("replay", "live"):
-        raise fail(f"unknown mode {mode!r}; use replay or live")
     names = [n.strip() for n in policies.split(",") if n.strip()]
     if not names:
         raise fail("no policies given; e.g. --policies fixed16,blockpilot,oracle")
-    store: SweepStore | None = None
+    datasets = [d.strip() for d in dataset.split(",") if d.strip()]
+    options = CompareOptions(names, datasets, mode, sweep, parse_candidates(candidates) if candidates else None,
+                             temperature, max_samples, max_new_tokens, seed, baseline, costs, threads, target,
+                             drafter, device, dtype)
     try:
-        if mode == "live" and sweep is not None:
-            raise ValueError("--sweep evaluates stored results; drop it for --mode live")
-        if sweep is not None:
-            store = SweepStore.load(sweep)
-            if candidates and parse_candidates(candidates) != list(store.candidates):
-                raise ValueError(f"--candidates {candidates} do not match the sweep's {list(store.candidates)}")
-            chosen_candidates = list(store.candidates)
-        else:
-            chosen_candidates = parse_candidates(candidates) if candidates else list(DEFAULT_CANDIDATES)
-        registry = get_registry()
-        built = [registry.create(name, chosen_candidates) for name in names]
-        if store is not None:
-            for policy in built:
-                check_candidates(policy, store.candidates)
-    except (FileNotFoundError, ValueError) as exc:
-        raise fail(str(exc)) from exc
-
-    rows, all_results = [], []
-    datasets = [sweep.name] if sweep is not None else [d.strip() for d in dataset.split(",") if d.strip()]
-    try:
-        for name in datasets:
-            results = _run_dataset(name, mode, store, built, chosen_candidates, temperature, max_samples,
-                                   max_new_tokens, seed, target, drafter, device, dtype)
-            for row in summarize(results, n_bootstrap=bootstrap):
-                rows.append({"dataset": name, **row})
-            all_results.append((name, results))
+        runs = list(_runs(options))
     except (FileNotFoundError, ValueError, RuntimeError) as exc:
         raise fail(str(exc)) from exc
-    emit(rows, fmt, title=f"specpolicy compare ({mode}, T={temperature})")
+    rows = [(name, row) for name, results in runs for row in summarize(results, baseline, n_bootstrap=bootstrap)]
+    timing = runs[0][1][0].timing if runs and runs[0][1] else "none"
+    many = len(runs) > 1
+    if fmt is OutputFormat.table:
+        table = [({"dataset": name} if many else {}) | row.table_row() for name, row in rows]
+    else:
+        table = [{"dataset": name, **row.to_dict()} for name, row in rows]
+    emit(table, fmt, title=f"specpolicy compare: {mode.value}, {timing} time, T={temperature:g}, {threads} thread(s)")
+    if fmt is OutputFormat.table:
+        stderr.print(f"speedup: pooled over plain AR ({timing}); vs {baseline}: pooled speed ratio, paired 95% CI; "
+                     "p10/median: per-prompt speedups; gain: share of the oracle's gain over the baseline")
     if plot is not None:
-        from specpolicy.report import plot_comparison
+        _plot(runs, plot, f"{mode.value}, T={temperature:g}")
 
-        for name, results in all_results:
-            path = plot if len(all_results) == 1 else plot.with_name(f"{plot.stem}-{name}{plot.suffix}")
-            plot_comparison(results, path, title=f"{name}: {mode}, T={temperature}")
-            stderr.print(f"plot saved to {path}")
+
+def _plot(runs, plot: Path, title: str) -> None:
+    from specpolicy.report import plot_comparison
+
+    for name, results in runs:
+        path = plot if len(runs) == 1 else plot.with_name(f"{plot.stem}-{name}{plot.suffix}")
+        try:
+            plot_comparison(results, path, title=f"{Path(name).name}: {title}")
+        except OSError as exc:
+            raise fail(f"cannot write the plot to {path}: {exc.strerror or exc}; pass a writable --plot path") from exc
+        stderr.print(f"plot saved to {path}")
+
+
+def _runs(options: CompareOptions):
+    """(dataset name, results) per dataset; everything checkable is checked before any model loads."""
+    from specpolicy.costs import CostTable
+    from specpolicy.defaults import DEFAULT_CANDIDATES
+    from specpolicy.evaluate import check_candidates
+    from specpolicy.registry import get_registry
+    from specpolicy.sweep.latency import pin_threads
+    from specpolicy.sweep.store import SweepStore
+
+    pin_threads(options.threads)
+    costs = CostTable.load(options.costs) if options.costs else None
+    store = None
+    if options.sweep is not None:
+        if options.mode is Mode.live:
+            raise ValueError("--sweep evaluates stored results; drop it for --mode live")
+        store = SweepStore.load(options.sweep)
+        chosen = options.candidates or list(store.candidates)
+        extra = sorted(set(chosen) - set(store.candidates))
+        if extra:
+            raise ValueError(f"--candidates {extra} are not in the sweep's {list(store.candidates)}; pass a subset")
+    else:
+        chosen = options.candidates or list(DEFAULT_CANDIDATES)
+    registry = get_registry()
+    built = [registry.create(name, chosen) for name in options.policies]
+    for policy in built:
+        check_candidates(policy, chosen)
+    if options.baseline not in options.policies:
+        stderr.print(f"note: baseline {options.baseline} is not among the policies; no ratios or gain shares")
+    if store is not None:
+        from specpolicy.evaluate import evaluate_replay
+
+        yield options.sweep.name, evaluate_replay(store, built, costs=costs, candidates=chosen)
+        return
+    for name in options.datasets:
+        yield name, _run_dataset(name, options, built, chosen, costs)
 
 
 @functools.cache
@@ -105,35 +174,40 @@ def _load_pair_once(target: str, drafter: str, dtype: str, device: str):
     return load_pair(target, drafter, dtype, device)
 
 
-def _run_dataset(name, mode, store, policies, candidates, temperature, max_samples, max_new_tokens, seed,
-                 target, drafter, device, dtype):
+def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[int], costs):
     from specpolicy.cli.progress import progress_bar
     from specpolicy.data.registry import load_prompts
     from specpolicy.evaluate import evaluate_live, evaluate_replay
 
-    if store is None:
-        prompts = load_prompts(name, max_samples, seed)
-        if mode == "live":
-            from specpolicy.data.prompts import encode_prompt
-            from specpolicy.decoding import SpeculativeDecoder
-            pair = _load_pair_once(target, drafter, dtype, device)
-            decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=temperature,
-                                         max_new_tokens=max_new_tokens)
-            encoded = [(p.id, encode_prompt(pair.tokenizer, p, 256)) for p in prompts]
-            with progress_bar(f"live {name}", len(encoded)) as update:
-                counter = iter(range(1, len(encoded) + 1))
-                return evaluate_live(decoder, encoded, policies, seed, on_prompt=lambda: update(next(counter)))
-        from specpolicy.sweep.run import SweepSettings, run_sweep
+    prompts = load_prompts(name, options.max_samples, options.seed)
+    if options.mode is Mode.live:
+        from specpolicy.data.prompts import encode_prompt
+        from specpolicy.decoding import SpeculativeDecoder
+        from specpolicy.sweep.latency import measure_costs
 
-        settings = SweepSettings(dataset=name, candidates=candidates, temperature=temperature,
-                                 max_new_tokens=max_new_tokens, max_samples=max_samples, seed=seed, target=target,
-                                 drafter=drafter, dtype=dtype, device=device)
-        from specpolicy.models.loading import weights_fingerprint
+        pair = _load_pair_once(options.target, options.drafter, options.dtype, options.device)
+        decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=options.temperature,
+                                     max_new_tokens=options.max_new_tokens)
+        if costs is None:
+            stderr.print("measuring this machine's cost table for cost-aware policies ...")
+            costs = measure_costs(decoder, candidates)
+        encoded = [(p.id, encode_prompt(pair.tokenizer, p, MAX_PROMPT_TOKENS)) for p in prompts]
+        with progress_bar(f"live {name}", len(encoded)) as update:
+            counter = iter(range(1, len(encoded) + 1))
+            return evaluate_live(decoder, encoded, policies, options.seed, on_prompt=lambda: update(next(counter)),
+                                 costs=costs)
+    from specpolicy.models.loading import weights_fingerprint
+    from specpolicy.sweep.run import SweepSettings, run_sweep
 
-        identity = {**settings.meta(), "weights": [weights_fingerprint(target, "target"),
-                                                   weights_fingerprint(drafter, "drafter")]}
-        key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
-        out = cache_dir() / "sweeps" / f"{Path(name).stem}-{key}"
-        with progress_bar(f"sweep {name} (replay, cached in {out})", len(prompts)) as update:
-            store = run_sweep(settings, str(out), prompts, on_progress=update)
-    return evaluate_replay(store, policies)
+    settings = SweepSettings(dataset=name, candidates=candidates, temperature=options.temperature,
+                             max_new_tokens=options.max_new_tokens, max_samples=options.max_samples,
+                             seed=options.seed, target=options.target, drafter=options.drafter, dtype=options.dtype,
+                             device=options.device, threads=options.threads)
+    settings.validate()
+    weights = [weights_fingerprint(options.target, "target"), weights_fingerprint(options.drafter, "drafter")]
+    identity = {**settings.meta(), "threads": options.threads, "weights": weights}
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
+    out = cache_dir() / "sweeps" / f"{Path(name).stem}-{key}"
+    with progress_bar(f"sweep {name} (replay, cached in {out})", len(prompts)) as update:
+        store = run_sweep(settings, str(out), prompts, on_progress=update)
+    return evaluate_replay(store, policies, costs=costs, candidates=candidates)

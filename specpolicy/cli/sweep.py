@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from specpolicy.cli.common import DeviceOption, DrafterOption, DtypeOption, TargetOption, fail, stderr
+from specpolicy.cli.common import DeviceOption, DrafterOption, DtypeOption, TargetOption, ThreadsOption, fail, stderr
+from specpolicy.defaults import MAX_BLOCK_SIZE, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, SHIPPED_SWEEP_CANDIDATES
 
 
 def parse_candidates(text: str) -> list[int]:
@@ -21,20 +22,25 @@ def parse_candidates(text: str) -> list[int]:
         raise typer.BadParameter(f"candidates must look like 14,15,16,17,18 or 14-18, got {text!r}") from None
     if not values or min(values) < 1 or len(set(values)) != len(values):
         raise typer.BadParameter(f"candidates must be distinct block sizes >= 1, got {text!r}")
+    if max(values) > MAX_BLOCK_SIZE:
+        raise typer.BadParameter(f"block sizes above {MAX_BLOCK_SIZE} are not supported (got {max(values)}); "
+                                 f"pass sizes in 1..{MAX_BLOCK_SIZE}")
     return sorted(values)
 
 
 def sweep(
     dataset: str = typer.Option("sharegpt", help="prompt set name or a .jsonl/.txt file"),
-    candidates: str = typer.Option("14,15,16,17,18", help="block sizes, e.g. 14,15,16,17,18 or 14-18"),
+    candidates: str = typer.Option(",".join(map(str, SHIPPED_SWEEP_CANDIDATES)),
+                                   help="block sizes, e.g. 1,2,4,8,16,32 or 14-18 (1 = no speculation)"),
     temperature: float = typer.Option(0.0, min=0.0),
     out: Path = typer.Option(..., help="sweep store folder (rerun the same command to resume)"),
     mode: str = typer.Option("replay", help="replay (one decode + exact counterfactuals) or live (decode every B)"),
     max_samples: int = typer.Option(64, min=1, help="prompts (seeded shuffle)"),
-    max_new_tokens: int = typer.Option(128, min=2),
-    max_prompt_tokens: int = typer.Option(256, min=1),
+    max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
+    max_prompt_tokens: int = typer.Option(MAX_PROMPT_TOKENS, min=1),
     seed: int = typer.Option(0),
     executor: str = typer.Option("local", help="local, or ray (shards prompts over Ray workers)"),
+    threads: int = ThreadsOption,
     target: str = TargetOption,
     drafter: str = DrafterOption,
     device: str = DeviceOption,
@@ -47,7 +53,7 @@ def sweep(
     settings = SweepSettings(dataset=dataset, candidates=parse_candidates(candidates), temperature=temperature,
                              max_new_tokens=max_new_tokens, max_prompt_tokens=max_prompt_tokens,
                              max_samples=max_samples, seed=seed, mode=mode, target=target, drafter=drafter,
-                             dtype=dtype, device=device)
+                             dtype=dtype, device=device, threads=threads)
     try:
         settings.validate()
         if executor not in ("local", "ray"):

@@ -8,29 +8,40 @@ from pathlib import Path
 import typer
 
 from specpolicy.cli.common import fail, stderr
+from specpolicy.train import TrainArgs
+
+_D = TrainArgs()  # every default comes from the one dataclass
 
 
 def train(
     policy: str = typer.Argument("blockpilot", help="learned policy: blockpilot, logreg, forest, knn, gboost"),
     sweep: Path = typer.Option(..., help="sweep store of training prompts"),
     out: Path = typer.Option(..., help="output folder for the trained policy"),
-    label: str = typer.Option("tau", help="tau (argmax tau) or tokens_per_second (argmax modelled tokens/s)"),
-    hidden: int = typer.Option(2048, help="BlockPilot hidden size"),
-    depth: int = typer.Option(2, help="BlockPilot depth"),
-    preprocess: str = typer.Option("raw", help="BlockPilot input: raw, normalised or softmax"),
+    label: str = typer.Option(_D.label, help="time (fastest candidate by modelled time) or tau (argmax tau)"),
+    candidates: str = typer.Option(None, help="train over this subset of the sweep's block sizes"),
+    costs: Path = typer.Option(None, help="price time labels with this cost table (default: the sweep's)"),
+    hidden: int = typer.Option(_D.hidden, help="BlockPilot hidden size"),
+    depth: int = typer.Option(_D.depth, help="BlockPilot depth"),
+    dropout: float = typer.Option(_D.dropout, help="BlockPilot dropout"),
+    preprocess: str = typer.Option(_D.preprocess, help="BlockPilot input: raw, normalised or softmax"),
     window: int = typer.Option(None, help="k: keep candidates within +-k of the training block size"),
-    epochs: int = typer.Option(100, min=1),
-    lr: float = typer.Option(1e-5, help="BlockPilot learning rate"),
-    patience: int = typer.Option(15, min=1),
-    objective: str = typer.Option("cross_entropy", help="BlockPilot loss: cross_entropy or expected_tau"),
+    epochs: int = typer.Option(_D.epochs, min=1),
+    lr: float = typer.Option(_D.lr, help="BlockPilot learning rate"),
+    batch_size: int = typer.Option(_D.batch_size, min=1, help="BlockPilot batch size"),
+    patience: int = typer.Option(_D.patience, min=1),
+    validation_share: float = typer.Option(_D.validation_share, min=0.0, max=0.9, help="prompts held out"),
+    objective: str = typer.Option(_D.objective, help="BlockPilot loss: cross_entropy or expected_value"),
     shuffle_labels: bool = typer.Option(False, help="control: train on permuted labels"),
     seed: int = typer.Option(0),
 ) -> None:
     """Train a learned policy from a sweep: oracle labels, a split by prompt, early stopping; prints JSON."""
-    from specpolicy.train import TrainArgs, main
+    from specpolicy.cli.sweep import parse_candidates
+    from specpolicy.train import main
 
-    args = TrainArgs(policy=policy, sweep=sweep, out=out, label=label, hidden=hidden, depth=depth,
-                     preprocess=preprocess, window=window, epochs=epochs, lr=lr, patience=patience,
+    sizes = tuple(parse_candidates(candidates)) if candidates else None
+    args = TrainArgs(policy=policy, sweep=sweep, out=out, label=label, candidates=sizes, costs=costs, hidden=hidden,
+                     depth=depth, dropout=dropout, preprocess=preprocess, window=window, epochs=epochs, lr=lr,
+                     batch_size=batch_size, patience=patience, validation_share=validation_share,
                      objective=objective, shuffle_labels=shuffle_labels, seed=seed)
     try:
         summary = main(args)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from specpolicy.decoding.decoder import DecodeState, SpeculativeDecoder
+from specpolicy.decoding.autoregressive import plain_decode
+from specpolicy.decoding.decoder import SpeculativeDecoder
 from specpolicy.decoding.trace import CycleRecord, DecodeTrace
 from specpolicy.decoding.verify import VerifyResult, greedy_verify, match_verify, speculative_sampling_verify
+from specpolicy.state import DecodeState
 
 __all__ = [
     "CycleRecord",
@@ -14,5 +16,6 @@ __all__ = [
     "VerifyResult",
     "greedy_verify",
     "match_verify",
+    "plain_decode",
     "speculative_sampling_verify",
 ]

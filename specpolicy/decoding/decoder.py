@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import torch
 from transformers import PreTrainedModel
@@ -21,23 +20,7 @@ from specpolicy.decoding.target import crop_cache, new_cache, target_forward
 from specpolicy.decoding.trace import CycleRecord, DecodeTrace
 from specpolicy.decoding.verify import VerifyResult, match_verify, speculative_sampling_verify
 from specpolicy.models.dflash import DFlashDrafter
-
-
-@dataclass
-class DecodeState:
-    """What a per-cycle block-size callback sees before each cycle."""
-
-    prefill_logits: torch.Tensor
-    """raw last-prompt-token logits of the target, [V]"""
-    prompt_length: int
-    position: int
-    """absolute position of the anchor (the last committed token)"""
-    cycle: int
-    generated: int
-    """tokens output so far (prefill token included)"""
-    accepted_history: list[int] = field(default_factory=list)
-    block_size_history: list[int] = field(default_factory=list)
-
+from specpolicy.state import DecodeState
 
 BlockSizeFn = Callable[[DecodeState], int]
 
@@ -250,8 +233,7 @@ class SpeculativeDecoder:
             new_tokens, stop_reason = commit_tokens(new_tokens, stops, budget - len(output))
             output.extend(new_tokens)
             cycles.append(CycleRecord(size, accepted, len(new_tokens), draft_seconds, verify_seconds))
-            state.accepted_history.append(accepted)
-            state.block_size_history.append(size)
+            state.record(size, accepted)
         self._sync()
         decode_seconds = time.perf_counter() - t_loop
         return DecodeTrace(ids.tolist(), output, cycles, prefill_seconds, decode_seconds, stop_reason,

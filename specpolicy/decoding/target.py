@@ -40,21 +40,25 @@ def target_forward(
     position_ids: torch.Tensor,
     cache: DynamicCache,
     logits_to_keep: int = 0,
-) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+    hidden_states: bool = True,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
     """Run the target on new tokens.
 
     Args:
         input_ids, position_ids: [b, s]. cache: extended in place. logits_to_keep: 0 keeps all.
+        hidden_states: also return every layer's hidden states (the drafter reads them); plain
+            autoregressive decoding, like transformers' ``generate``, does not ask for them.
     Returns:
-        logits [b, s or logits_to_keep, V] and the hidden-states tuple (index 0 = embeddings), each [b, s, H].
+        logits [b, s or logits_to_keep, V] and the hidden-states tuple (index 0 = embeddings), each [b, s, H]
+        (``None`` without ``hidden_states``).
     """
     kwargs = {_cache_kwarg(type(model)): cache}
     out = model(
         input_ids=input_ids,
         position_ids=position_ids,
         use_cache=True,
-        output_hidden_states=True,
+        output_hidden_states=hidden_states,
         logits_to_keep=logits_to_keep,
         **kwargs,
     )
-    return out.logits, out.hidden_states
+    return out.logits, (out.hidden_states if hidden_states else None)

@@ -1,79 +1,146 @@
-"""Latency tables: measured draft and verify seconds as functions of the block size.
+"""Measure a :class:`~specpolicy.costs.CostTable`: draft and verify seconds per block size, robustly.
 
-Replay sweeps do not time every counterfactual; they model time from these tables, and the
-modelled numbers are always reported apart from measured wall time.
+Repeats are interleaved (every round times every block size once, in a shuffled order), so a burst
+of load from another process spreads over all sizes instead of skewing a few; medians are reported
+with their spread, and :meth:`CostTable.check` flags tables that are noisy or not monotone in B.
 """
 
 from __future__ import annotations
 
+import os
+import platform
+import random
 import statistics
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 
 import torch
 
+from specpolicy.costs import CostTable
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.decoding.target import crop_cache, new_cache, target_forward
+from specpolicy.defaults import LATENCY_CONTEXT, LATENCY_REPEATS
+
+
+def pin_threads(threads: int | None) -> int:
+    """Set torch's intra-op thread count (``None`` keeps it); returns the count in force."""
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        torch.set_num_threads(int(threads))
+    return torch.get_num_threads()
+
+
+@contextmanager
+def threads_pinned(threads: int | None):
+    """Run a block at ``threads`` torch threads, restoring the previous count after."""
+    before = torch.get_num_threads()
+    pin_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def machine_name(device: torch.device) -> str:
+    """What the timing ran on: the GPU's name, or the CPU model and its core count."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            model = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return f"{model} ({os.cpu_count()} cores)"
+
+
+def _quartile_spread(times: list[float]) -> float:
+    """Relative interquartile range of ``times``."""
+    q1, _, q3 = statistics.quantiles(times, n=4)
+    return (q3 - q1) / statistics.median(times)
+
+
+def _timer(decoder: SpeculativeDecoder) -> Callable[[Callable[[], object]], float]:
+    def timed(run: Callable[[], object]) -> float:
+        decoder._sync()
+        start = time.perf_counter()
+        run()
+        decoder._sync()
+        return time.perf_counter() - start
+
+    return timed
 
 
 @torch.inference_mode()
-def measure_latency(
-    decoder: SpeculativeDecoder, block_sizes: Iterable[int], context_length: int = 256, repeats: int = 7
-) -> dict:
-    """Median seconds of one drafter pass and one target verify pass per block size.
+def measure_costs(
+    decoder: SpeculativeDecoder,
+    block_sizes: Iterable[int],
+    context_length: int = LATENCY_CONTEXT,
+    repeats: int = LATENCY_REPEATS,
+    seed: int = 0,
+) -> CostTable:
+    """Median seconds of a drafter pass, a verify pass (with hidden states) per block size, and a plain AR step.
 
-    Returns ``{"context_length", "repeats", "draft_seconds": {B: s}, "verify_seconds": {B: s}}``
-    (``draft_seconds[1] = 0``: B = 1 does not draft).
+    Every round times the AR step and each block size once, in a shuffled order; the first round
+    warms up and is dropped. The returned table carries its thread count, dtype, device and machine,
+    and :meth:`CostTable.check`'s findings as ``warnings``.
     """
+    if repeats < 4:
+        raise ValueError(f"a cost table needs at least 4 repeats for its spread, got {repeats}")
     target, drafter, device = decoder.target, decoder.drafter, decoder.device
+    sizes = sorted({int(b) for b in block_sizes} | {1})
     vocab = target.get_input_embeddings().num_embeddings
-    generator = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, vocab, (1, context_length + 64), generator=generator).to(device)
+    ids = torch.randint(0, vocab, (1, context_length + max(sizes)), generator=torch.Generator().manual_seed(seed))
+    ids = ids.to(device)
     cache = new_cache(target)
     _, hidden = target_forward(target, ids[:, :context_length], torch.arange(context_length, device=device)[None],
                                cache, logits_to_keep=1)
     features = drafter.context_features(hidden)
-    lm_head, embed = target.get_output_embeddings(), target.get_input_embeddings()
-    cached = context_length - 4  # the drafter cache holds all but the last few context positions
     drafter_cache = drafter.new_cache()
-    drafter(embed(ids[:, :1]), features[:, :cached], torch.arange(cached + 1, device=device)[None], drafter_cache)
-    drafter_cache.crop(cached)
-    draft_s: dict[int, float] = {}
-    verify_s: dict[int, float] = {}
-    for size in sorted({int(b) for b in block_sizes} | {1}):
-        verify_times, draft_times = [], []
+    cached = context_length - 4  # the drafter cache holds all but the last few context positions, as in decoding
+    drafter.cache_context(features[:, :cached], torch.arange(cached, device=device)[None], drafter_cache)
+    embed, lm_head = target.get_input_embeddings(), target.get_output_embeddings()
+    timed = _timer(decoder)
+
+    def verify(size: int, hidden_states: bool = True) -> None:
+        positions = torch.arange(context_length, context_length + size, device=device)[None]
+        target_forward(target, ids[:, context_length : context_length + size], positions, cache, logits_to_keep=0 if
+                       hidden_states else 1, hidden_states=hidden_states)
+        crop_cache(cache, context_length)
+
+    def draft(size: int) -> None:
         block = torch.full((1, size), drafter.mask_token_id, device=device)
-        draft_positions = torch.arange(cached, context_length + size, device=device)[None]
-        verify_positions = torch.arange(context_length, context_length + size, device=device)[None]
-        for _ in range(repeats + 1):  # the first pass warms up and is dropped
-            decoder._sync()
-            start = time.perf_counter()
-            target_forward(target, ids[:, context_length : context_length + size], verify_positions, cache)
-            decoder._sync()
-            verify_times.append(time.perf_counter() - start)
-            crop_cache(cache, context_length)
-            if size > 1:
-                decoder._sync()
-                start = time.perf_counter()
-                hidden_block = drafter(embed(block), features[:, cached:], draft_positions, drafter_cache)
-                lm_head(hidden_block[:, 1:])
-                decoder._sync()
-                draft_times.append(time.perf_counter() - start)
-                drafter_cache.crop(cached)
-        verify_s[size] = statistics.median(verify_times[1:])
-        draft_s[size] = statistics.median(draft_times[1:]) if draft_times else 0.0
-    return {"context_length": context_length, "repeats": repeats,
-            "draft_seconds": {str(b): s for b, s in draft_s.items()},
-            "verify_seconds": {str(b): s for b, s in verify_s.items()}}
+        positions = torch.arange(cached, context_length + size, device=device)[None]
+        lm_head(drafter(embed(block), features[:, cached:], positions, drafter_cache)[:, 1:])
+        drafter_cache.crop(cached)
 
-
-def modelled_seconds(latency: dict, block_sizes: Iterable[int]) -> float:
-    """Modelled decode seconds of cycles with these block sizes."""
-    draft, verify = latency["draft_seconds"], latency["verify_seconds"]
-    total = 0.0
-    for size in block_sizes:
-        key = str(int(size))
-        if key not in verify:
-            raise ValueError(f"latency table has no entry for block size {size}; remeasure with it included")
-        total += draft[key] + verify[key]
-    return total
+    rng = random.Random(seed)
+    ar: list[float] = []
+    verify_t: dict[int, list[float]] = {b: [] for b in sizes}
+    draft_t: dict[int, list[float]] = {b: [] for b in sizes}
+    for _ in range(repeats + 1):
+        order = [0, *sizes]  # 0 = the plain AR step
+        rng.shuffle(order)
+        for size in order:
+            if size == 0:
+                ar.append(timed(lambda: verify(1, hidden_states=False)))
+                continue
+            verify_t[size].append(timed(lambda s=size: verify(s)))
+            draft_t[size].append(timed(lambda s=size: draft(s)) if size > 1 else 0.0)
+    ar, verify_t, draft_t = ar[1:], {b: t[1:] for b, t in verify_t.items()}, {b: t[1:] for b, t in draft_t.items()}
+    cycle_t = {b: [d + v for d, v in zip(draft_t[b], verify_t[b])] for b in sizes}
+    table = CostTable(
+        draft_seconds={b: statistics.median(draft_t[b]) for b in sizes},
+        verify_seconds={b: statistics.median(verify_t[b]) for b in sizes},
+        ar_seconds=statistics.median(ar),
+        threads=torch.get_num_threads(),
+        dtype=str(next(target.parameters()).dtype).removeprefix("torch."),
+        device=str(device),
+        machine=machine_name(device),
+        context_length=context_length,
+        repeats=repeats,
+        spread={0: _quartile_spread(ar)} | {b: _quartile_spread(cycle_t[b]) for b in sizes},
+    )
+    return CostTable(**{**table.__dict__, "warnings": tuple(table.check())})

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from specpolicy.costs import CostTable
 from specpolicy.decoding import DecodeState, DecodeTrace, SpeculativeDecoder
 from specpolicy.decoding.decoder import commit_tokens
 from specpolicy.decoding.target import new_cache, target_forward
+from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.models.blocks import draft_mixed_blocks
-from specpolicy.sweep.latency import modelled_seconds
 
 
 @dataclass(frozen=True)
@@ -115,43 +116,51 @@ class ReplayTable:
             size = choose if isinstance(choose, int) else int(choose(state))
             record, position, produced, done = self.cycle(position, produced, size)
             cycles.append(record)
-            state.accepted_history.append(record.accepted)
-            state.block_size_history.append(size)
+            state.record(size, record.accepted)
         return cycles
 
     def tau(self, choose: int | Callable[[DecodeState], int]) -> float:
         """Mean acceptance length (accepted + 1) of the simulated cycles."""
         return mean_acceptance(self.simulate(choose))
 
-    def modelled_tokens_per_second(self, block_size: int, latency: dict) -> float:
-        """Tokens per modelled second of a fixed block size (0 when the decode has no cycle)."""
-        cycles = self.simulate(block_size)
-        seconds = modelled_seconds(latency, [block_size] * len(cycles))
-        return sum(c.committed for c in cycles) / seconds if seconds > 0 else 0.0
-
     def taus(self) -> dict[int, float]:
         """tau of every candidate as a fixed block size."""
         return {b: self.tau(b) for b in self.candidates}
 
-    def per_cycle_oracle(self, training_block_size: int = 16) -> list[int]:
-        """Block sizes that finish the output in the fewest cycles (dynamic programming over anchors).
+    def tokens(self) -> int:
+        """Tokens every schedule commits after prefill (lossless: the same output whatever the sizes)."""
+        return sum(c.committed for c in self.simulate(self.candidates[0]))
 
-        Ties go to the candidate nearest ``training_block_size``.
+    def fixed_seconds(self, costs: CostTable) -> dict[int, float]:
+        """Modelled decode seconds of every candidate as a fixed block size."""
+        return {b: costs.seconds(c.block_size for c in self.simulate(b)) for b in self.candidates}
+
+    def per_cycle_oracle(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,
+                         training_block_size: int = TRAINING_BLOCK_SIZE) -> list[int]:
+        """The schedule with the fewest modelled seconds, by exact dynamic programming over the anchors.
+
+        Every cycle's outcome comes from :meth:`cycle`, so the optimum is over exactly the schedules
+        replay can run: a true upper bound for any per-cycle policy over ``candidates`` (default: the
+        table's). Without ``costs`` every cycle costs the same (the fewest cycles). Ties go to the
+        candidate nearest ``training_block_size``.
         """
-        p, end = self.prompt_length, self.prompt_length + self.output_length
-        preference = sorted(range(len(self.candidates)), key=lambda j: abs(self.candidates[j] - training_block_size))
-        n = self.accepted.shape[0]
-        cost = np.zeros(n + 1, dtype=np.int64)
-        best = np.zeros(n, dtype=np.int64)
+        sizes = tuple(self.candidates if candidates is None else candidates)
+        for size in sizes:
+            self._column(size)
+        price = {b: (costs.cycle_seconds(b) if costs is not None else 1.0) for b in sizes}
+        preference = sorted(sizes, key=lambda b: (abs(b - training_block_size), b))
+        n, p = self.accepted.shape[0], self.prompt_length
+        best_cost = np.full(n, np.inf)
+        best_size = np.zeros(n, dtype=np.int64)
         for i in range(n - 1, -1, -1):
             if self.accepted[i, 0] < 0:  # unreachable: never on a schedule's path
                 continue
-            options = []
-            for j in preference:
-                nxt = i + int(self.accepted[i, j]) + 1
-                options.append((1 if p + nxt >= end else 1 + cost[min(nxt, n)], j))
-            cost[i], best[i] = min(options, key=lambda o: o[0])
-        return [c.block_size for c in self.simulate(lambda s: self.candidates[best[s.position - p]])]
+            for size in preference:
+                _, nxt, _, done = self.cycle(p + i, i + 1, size)
+                total = price[size] + (0.0 if done else best_cost[nxt - p])
+                if total < best_cost[i] - 1e-12:
+                    best_cost[i], best_size[i] = total, size
+        return [c.block_size for c in self.simulate(lambda s: int(best_size[s.position - p]))]
 
 
 def _matching_prefix(lm_head: torch.nn.Module, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

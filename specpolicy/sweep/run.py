@@ -14,7 +14,15 @@ from dataclasses import asdict, dataclass, field
 
 from specpolicy.data.prompts import Prompt, encode_prompt
 from specpolicy.decoding import DecodeTrace, SpeculativeDecoder
-from specpolicy.sweep.latency import measure_latency
+from specpolicy.defaults import (
+    DEFAULT_THREADS,
+    MAX_BLOCK_SIZE,
+    MAX_NEW_TOKENS,
+    MAX_PROMPT_TOKENS,
+    SHIPPED_SWEEP_CANDIDATES,
+    TRAINING_BLOCK_SIZE,
+)
+from specpolicy.sweep.latency import measure_costs, pin_threads
 from specpolicy.sweep.replay import build_replay
 from specpolicy.sweep.store import SweepStore
 
@@ -26,10 +34,10 @@ class SweepSettings:
     """Everything that defines a sweep; all of it goes into the store's metadata."""
 
     dataset: str = "sharegpt"
-    candidates: list[int] = field(default_factory=lambda: [14, 15, 16, 17, 18])
+    candidates: list[int] = field(default_factory=lambda: list(SHIPPED_SWEEP_CANDIDATES))
     temperature: float = 0.0
-    max_new_tokens: int = 128
-    max_prompt_tokens: int = 256
+    max_new_tokens: int = MAX_NEW_TOKENS
+    max_prompt_tokens: int = MAX_PROMPT_TOKENS
     max_samples: int | None = 64
     seed: int = 0
     mode: str = "replay"
@@ -37,7 +45,9 @@ class SweepSettings:
     drafter: str = "tiny"
     dtype: str = "auto"
     device: str = "cpu"
-    reference_block_size: int = 16
+    reference_block_size: int = TRAINING_BLOCK_SIZE
+    threads: int = DEFAULT_THREADS
+    """torch threads the cost table is measured at (recorded in it; records do not depend on it)"""
 
     def validate(self) -> None:
         """Fail before any model loads when a setting cannot work."""
@@ -45,6 +55,9 @@ class SweepSettings:
             raise ValueError(f"unknown sweep mode {self.mode!r}; use one of {', '.join(MODES)}")
         if not self.candidates or min(self.candidates) < 1:
             raise ValueError(f"candidates must be block sizes >= 1, got {self.candidates}")
+        if max(self.candidates) > MAX_BLOCK_SIZE:
+            raise ValueError(f"block sizes above {MAX_BLOCK_SIZE} are not supported (got {max(self.candidates)}); "
+                             f"pass sizes in 1..{MAX_BLOCK_SIZE}")
         if len(set(self.candidates)) != len(self.candidates):
             raise ValueError(f"candidates repeat a block size: {self.candidates}")
         if self.temperature < 0:
@@ -53,7 +66,9 @@ class SweepSettings:
             raise ValueError("max_new_tokens must be >= 2")
 
     def meta(self) -> dict:
-        return {**asdict(self), "candidates": sorted(self.candidates)}
+        meta = {**asdict(self), "candidates": sorted(self.candidates)}
+        meta.pop("threads")  # timing only: the cost table records it, the records do not depend on it
+        return meta
 
 
 def _cycles(trace: DecodeTrace) -> list[list]:
@@ -101,6 +116,7 @@ def run_sweep(
     settings.validate()
     from specpolicy.models import load_pair
 
+    pin_threads(settings.threads)
     meta = settings.meta()
     pair = pair or load_pair(settings.target, settings.drafter, settings.dtype, settings.device)
     meta.update({"models": pair.metadata(), "python": platform.python_version(),
@@ -110,7 +126,7 @@ def run_sweep(
     decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=settings.temperature,
                                  max_new_tokens=settings.max_new_tokens)
     if store.latency() is None:
-        store.write_latency(measure_latency(decoder, settings.candidates))
+        store.write_latency(measure_costs(decoder, settings.candidates))
     done = store.done_ids()
     todo = [(i, p) for i, p in enumerate(prompts) if p.id not in done]
     finished = len(prompts) - len(todo)

@@ -5,7 +5,7 @@ Layout (schema ``specpolicy.sweep/1``)::
     DIR/meta.json                 settings and provenance (models, dtype, device, seed, candidates, ...)
     DIR/records.jsonl             one JSON record per finished prompt, each with a sha256 ``checksum``
     DIR/features/NNNNNN.safetensors   prefill features of record NNNNNN (``logits``: float16 [V])
-    DIR/latency.json              measured draft/verify seconds per block size (modelled time)
+    DIR/latency.json              the cost table (draft/verify seconds per block size, AR step) for modelled time
 
 A record is committed by appending its line, after its features file is in place, so a sweep
 killed at any point loses no finished prompt and, rerun, duplicates none. A torn last line or a
@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
+
+from specpolicy.costs import CostTable
 
 SCHEMA = "specpolicy.sweep/1"
 MATCHING_KEYS = ("candidates", "temperature", "max_new_tokens", "seed", "target", "drafter", "dataset", "mode")
@@ -117,14 +119,14 @@ class SweepStore:
             handle.flush()
             os.fsync(handle.fileno())
 
-    def write_latency(self, latency: dict) -> None:
-        """Save the measured latency table used for modelled time."""
-        (self.path / "latency.json").write_text(json.dumps(latency, indent=2))
+    def write_latency(self, costs: CostTable) -> None:
+        """Save the measured cost table used for modelled time."""
+        costs.save(self.path / "latency.json")
 
-    def latency(self) -> dict | None:
-        """The latency table, if measured."""
+    def latency(self) -> CostTable | None:
+        """The cost table modelled time is priced with, if measured."""
         file = self.path / "latency.json"
-        return json.loads(file.read_text()) if file.exists() else None
+        return CostTable.load(file) if file.exists() else None
 
     # --- reading ------------------------------------------------------------------------------------
 

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from specpolicy.checks import PolicyContractError, check_policy
-from specpolicy.decoding import DecodeState
 from specpolicy.plugins.blockpilot import BlockPilotPolicy, BlockPilotSettings
 from specpolicy.plugins.heuristic import HeuristicPolicy
 from specpolicy.plugins.sklearn_baselines import SklearnPolicy
 from specpolicy.policy import Policy, PromptObservation, TrainingSet
 from specpolicy.registry import get_registry
+from specpolicy.state import DecodeState
 
 CANDIDATES = (14, 15, 16, 17, 18)
 VOCAB = 64

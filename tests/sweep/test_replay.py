@@ -42,15 +42,45 @@ def test_replay_matches_a_per_cycle_schedule(trained_pair):
     assert [c.accepted for c in live.cycles] == [c.accepted for c in table.simulate(schedule)]
 
 
-def test_per_cycle_oracle_needs_no_more_cycles_than_any_fixed_size(trained_pair):
+def _every_schedule_seconds(table, costs, sizes, position=None, produced=None):
+    """Brute force: the fewest modelled seconds over every per-cycle schedule of ``sizes``."""
+    if position is None:
+        position, produced, done = table.start()
+        if done:
+            return 0.0
+    best = float("inf")
+    for size in sizes:
+        _, nxt, made, done = table.cycle(position, produced, size)
+        rest = 0.0 if done else _every_schedule_seconds(table, costs, sizes, nxt, made)
+        best = min(best, costs.cycle_seconds(size) + rest)
+    return best
+
+
+@pytest.mark.parametrize("per_token", [0.0, 0.1, 0.5])
+def test_per_cycle_time_oracle_is_the_exact_optimum_over_every_schedule(trained_pair, per_token):
+    from specpolicy.costs import uniform_costs
+
     target, drafter = trained_pair
-    decoder = SpeculativeDecoder(target, drafter, max_new_tokens=50, stop_token_ids=[])
-    table, _ = build_replay(decoder, [4, 7, 5, 9], CANDIDATES, max_new_tokens=50)
-    schedule = table.per_cycle_oracle(8)
-    fewest_fixed = min(len(table.simulate(b)) for b in CANDIDATES)
-    assert len(schedule) <= fewest_fixed
-    replayed = iter(schedule)
-    assert [c.block_size for c in table.simulate(lambda s: next(replayed))] == schedule
+    decoder = SpeculativeDecoder(target, drafter, max_new_tokens=14, stop_token_ids=[])
+    sizes = [1, 2, 4, 8]
+    costs = uniform_costs(sizes, ar_seconds=0.01, per_token=per_token)
+    for prompt in ([4, 7, 5, 9], [3, 3, 8]):
+        table, _ = build_replay(decoder, prompt, sizes, max_new_tokens=14)
+        schedule = table.per_cycle_oracle(costs)
+        assert costs.seconds(schedule) == pytest.approx(_every_schedule_seconds(table, costs, sizes))
+        assert costs.seconds(schedule) <= min(sum(table.fixed_seconds(costs).values()), 1e9)
+        assert costs.seconds(schedule) <= min(table.fixed_seconds(costs).values()) + 1e-12
+        replayed = iter(schedule)
+        assert [c.block_size for c in table.simulate(lambda s: next(replayed))] == schedule
+
+
+def test_per_cycle_oracle_over_a_subset_of_the_candidates(trained_pair):
+    target, drafter = trained_pair
+    decoder = SpeculativeDecoder(target, drafter, max_new_tokens=30, stop_token_ids=[])
+    table, _ = build_replay(decoder, [4, 7, 5, 9], CANDIDATES, max_new_tokens=30)
+    schedule = table.per_cycle_oracle(None, candidates=[1, 4])
+    assert set(schedule) <= {1, 4}
+    assert len(schedule) <= min(len(table.simulate(b)) for b in (1, 4))
 
 
 def test_replay_rejects_sampled_drafts_and_bad_candidates(trained_pair):

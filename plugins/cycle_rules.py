@@ -1,0 +1,214 @@
+"""Per-cycle rules over the whole range of block sizes, B = 1 (no speculation) included.
+
+- ``probe``: speculate at a start size; after a cycle with fewer than 2 accepted drafts, run a
+  stretch of plain AR cycles, then probe again (the stretch doubles after each failed probe).
+- ``grow``: acceptance-driven grow/shrink, as the MLX DFlash ports do: a fully accepted block moves to
+  the next larger candidate, a block accepted to less than half shrinks to fit what was accepted.
+- ``adaptive``: cost-aware. While speculating it picks the block size with the most expected tokens
+  per second under the machine's cost table (``PromptObservation.costs``), from a geometric
+  acceptance model fitted to this decode's recent cycles; a cycle slower than an AR step counts as
+  failed and starts the ``probe`` back-off of plain AR cycles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from specpolicy.costs import CostTable
+from specpolicy.hookspecs import hookimpl
+from specpolicy.policy import TRAINING_BLOCK_SIZE, Policy, PromptObservation
+from specpolicy.state import DecodeState
+
+FAIL_BELOW = 2
+"""a speculative cycle with fewer accepted drafts than this is a failed probe"""
+FIRST_WAIT = 16
+"""plain AR cycles after the first failed probe (doubling after each further failure)"""
+MAX_WAIT = 64
+
+
+def snap(size: int, candidates: Sequence[int]) -> int:
+    """The candidate nearest ``size`` (ties: the smaller)."""
+    return min(candidates, key=lambda c: (abs(c - size), c))
+
+
+def ar_wait(state: DecodeState, failed: Callable[[int, int], bool], first_wait: int = FIRST_WAIT) -> int | None:
+    """Plain AR cycles still owed after failed speculation, or ``None`` when speculating is allowed.
+
+    ``failed(block_size, accepted)`` judges a speculative cycle. Counting the failed speculative
+    cycles since the last good one (AR cycles in between are skipped), the wait after the n-th is
+    ``first_wait * 2**(n-1)`` AR cycles, at most :data:`MAX_WAIT`.
+    """
+    sizes, accepted = state.block_size_history, state.accepted_history
+    i = len(sizes) - 1
+    while i >= 0 and sizes[i] == 1:
+        i -= 1
+    trailing_ar = len(sizes) - 1 - i
+    failures = 0
+    for j in range(i, -1, -1):
+        if sizes[j] != 1:
+            if not failed(sizes[j], accepted[j]):
+                break
+            failures += 1
+    if failures == 0:
+        return None
+    wait = min(MAX_WAIT, first_wait * 2 ** (failures - 1))
+    return wait - trailing_ar if trailing_ar < wait else None
+
+
+def few_accepted(block_size: int, accepted: int) -> bool:
+    """The ``probe`` rule's failure: fewer than :data:`FAIL_BELOW` accepted drafts."""
+    return accepted < FAIL_BELOW
+
+
+class ProbePolicy(Policy):
+    """Probe-and-fall-back: speculate at ``start``; after a failed cycle, AR for a doubling stretch."""
+
+    per_step = True
+
+    def __init__(self, candidates: Sequence[int], start: int = TRAINING_BLOCK_SIZE) -> None:
+        super().__init__(candidates)
+        if 1 not in self.candidates:
+            raise ValueError(f"probe falls back to B = 1; add 1 to the candidates (got {list(self.candidates)})")
+        self.start = snap(start, [c for c in self.candidates if c > 1] or self.candidates)
+
+    def select(self, observation: PromptObservation) -> int:
+        return self.start
+
+    def step(self, state: DecodeState, observation: PromptObservation) -> int:
+        return 1 if ar_wait(state, few_accepted) is not None else self.start
+
+
+class GrowShrinkPolicy(Policy):
+    """Grow after a fully accepted block, shrink to what was accepted after a poor one."""
+
+    per_step = True
+
+    def __init__(self, candidates: Sequence[int], start: int = TRAINING_BLOCK_SIZE) -> None:
+        super().__init__(candidates)
+        self.start = snap(start, self.candidates)
+
+    def select(self, observation: PromptObservation) -> int:
+        return self.start
+
+    def step(self, state: DecodeState, observation: PromptObservation) -> int:
+        if not state.block_size_history:
+            return self.start
+        last, accepted = state.block_size_history[-1], state.accepted_history[-1]
+        larger = [c for c in self.candidates if c > last]
+        if accepted == last - 1:
+            return larger[0] if larger else last
+        if accepted + 1 < last / 2:
+            return min((c for c in self.candidates if c >= accepted + 2), default=self.candidates[-1])
+        return last
+
+
+def acceptance_rate(state: DecodeState, prior: float = 0.5, prior_weight: float = 2.0, decay: float = 0.8) -> float:
+    """Per-draft acceptance probability of a geometric model, fitted to the speculative cycles so far.
+
+    Each cycle of size B with ``a`` accepted drafts shows ``a`` successes in ``a + 1`` trials (``a`` in
+    ``B - 1`` when the block was fully accepted); older cycles weigh ``decay`` times less per cycle.
+    """
+    successes, trials, weight = prior * prior_weight, prior_weight, 1.0
+    for size, accepted in zip(reversed(state.block_size_history), reversed(state.accepted_history)):
+        if size == 1:
+            continue
+        successes += weight * accepted
+        trials += weight * (accepted + (accepted < size - 1))
+        weight *= decay
+    return min(successes / trials, 0.999)
+
+
+def expected_tokens(alpha: float, block_size: int) -> float:
+    """Expected tokens per cycle (accepted + 1) at acceptance ``alpha``: (1 - alpha^B) / (1 - alpha)."""
+    return (1 - alpha**block_size) / (1 - alpha)
+
+
+class AdaptivePolicy(Policy):
+    """Cost-aware per-cycle choice: the most expected tokens per modelled second, re-probing after AR."""
+
+    per_step = True
+
+    def __init__(self, candidates: Sequence[int], start: int = TRAINING_BLOCK_SIZE, prior: float = 0.5) -> None:
+        super().__init__(candidates)
+        self.start = snap(start, self.candidates)
+        self.prior = prior
+
+    def select(self, observation: PromptObservation) -> int:
+        return self.start
+
+    def best_size(self, alpha: float, costs: CostTable) -> int:
+        """The speculative candidate (B > 1) with the most expected tokens per cycle second."""
+        drafted = [b for b in self.candidates if b > 1] or list(self.candidates)
+        return max(drafted, key=lambda b: (expected_tokens(alpha, b) / costs.cycle_seconds(b), -b))
+
+    def step(self, state: DecodeState, observation: PromptObservation) -> int:
+        costs = observation.costs
+        if costs is None:
+            raise ValueError(f"{self.name} is cost-aware and needs the machine's cost table; evaluate it from a sweep "
+                             "with latency.json or live (compare measures one), or pass costs in the observation")
+        if not state.block_size_history:
+            return self.start
+
+        def slower_than_ar(size: int, accepted: int) -> bool:
+            return (accepted + 1) / costs.cycle_seconds(size) < 1 / costs.cycle_seconds(1)
+
+        if 1 in self.candidates and ar_wait(state, slower_than_ar) is not None:
+            return 1
+        return self.best_size(acceptance_rate(state, self.prior), costs)
+
+
+def _start(arg: str | None) -> int:
+    if arg is not None and not arg.isdigit():
+        raise ValueError(f"the argument is the start block size, e.g. probe16; got {arg!r}")
+    return int(arg) if arg else TRAINING_BLOCK_SIZE
+
+
+@hookimpl
+def register_policies(register) -> None:
+    register("probe", lambda arg, candidates: ProbePolicy(candidates, _start(arg)), per_step=True,
+             description="per cycle: speculate at N (16); after < 2 accepted, plain AR for 16, 32, 64 cycles")
+    register("grow", lambda arg, candidates: GrowShrinkPolicy(candidates, _start(arg)), per_step=True,
+             description="per cycle: next larger B after a full accept, shrink to fit after a poor block")
+    register("adaptive", lambda arg, candidates: AdaptivePolicy(candidates, _start(arg)), per_step=True,
+             description="per cycle, cost-aware: most expected tokens/s under the machine's cost table")
+
+
+class GuardedPolicy(Policy):
+    """Hierarchical: a per-prompt policy picks the start, the ``adaptive`` rule guards every cycle after.
+
+    A start of B = 1 (the prompt looks hard to draft for) begins as if a probe had just failed: plain
+    AR cycles first, then cost-aware probes with the usual back-off.
+    """
+
+    per_step = True
+
+    def __init__(self, start_policy: Policy, candidates: Sequence[int]) -> None:
+        super().__init__(candidates)
+        self.start_policy = start_policy
+        self.guard = AdaptivePolicy(candidates)
+
+    def choices(self) -> set[int]:
+        return set(self.candidates) | self.start_policy.choices()
+
+    def select(self, observation: PromptObservation) -> int:
+        return self.start_policy.select(observation)
+
+    def schedule(self, observation: PromptObservation):
+        start = self.start_policy.select(observation)
+        guard = AdaptivePolicy(self.candidates, start=max(start, 2))
+        guard.name = self.name
+        virtual = [] if start > 1 else [(guard.start, 0)]  # a failed probe before the first cycle
+
+        def choose(state: DecodeState) -> int:
+            if not state.block_size_history:
+                return start
+            sizes = [b for b, _ in virtual] + state.block_size_history
+            accepted = [a for _, a in virtual] + state.accepted_history
+            seen = DecodeState(state.prefill_logits, state.prompt_length, state.position, state.cycle,
+                               state.generated, accepted, sizes)
+            return guard.step(seen, observation)
+
+        return choose
+
+    def step(self, state: DecodeState, observation: PromptObservation) -> int:
+        return self.schedule(observation)(state)

@@ -1,0 +1,137 @@
+"""Cost tables: what one cycle costs at each block size on one machine, and modelled time from them.
+
+A :class:`CostTable` is measured (``specpolicy bench latency``, or at the start of a sweep) at a
+stated thread count, dtype and device. Replay prices any schedule with it (*modelled* time, always
+reported apart from *measured* wall time); cost-aware policies read it, so a policy can be re-priced
+with another machine's table. No torch here: the policy layer reads costs without loading models.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from specpolicy.defaults import MAX_LATENCY_SPREAD
+
+
+@dataclass(frozen=True)
+class CostTable:
+    """Seconds of one cycle per block size, and of one plain autoregressive step.
+
+    ``draft_seconds[B]``: one drafter pass over a block of B (0 at B = 1). ``verify_seconds[B]``: one
+    target pass over B tokens that also returns the hidden states the drafter reads (a B = 1 cycle
+    inside a speculative decode pays this). ``ar_seconds``: one target step as plain decoding (and
+    transformers' ``generate``) runs it, without hidden states: the baseline every speedup divides by.
+    ``spread[B]``: relative interquartile range of the cycle's repeats.
+    """
+
+    draft_seconds: Mapping[int, float]
+    verify_seconds: Mapping[int, float]
+    ar_seconds: float
+    threads: int | None = None
+    dtype: str = ""
+    device: str = ""
+    machine: str = ""
+    context_length: int = 0
+    repeats: int = 0
+    spread: Mapping[int, float] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def block_sizes(self) -> tuple[int, ...]:
+        return tuple(sorted(self.verify_seconds))
+
+    def cycle_seconds(self, block_size: int) -> float:
+        """Draft + verify seconds of one cycle at ``block_size``."""
+        size = int(block_size)
+        if size not in self.verify_seconds:
+            raise ValueError(f"the cost table has no entry for block size {size} (it has {list(self.block_sizes)}); "
+                             f"remeasure with `specpolicy bench latency --candidates ...` including {size}")
+        return self.draft_seconds.get(size, 0.0) + self.verify_seconds[size]
+
+    def seconds(self, block_sizes: Iterable[int]) -> float:
+        """Modelled seconds of cycles with these block sizes."""
+        return sum(self.cycle_seconds(b) for b in block_sizes)
+
+    def in_ar_steps(self, block_size: int) -> float:
+        """Cost of one cycle at ``block_size`` in plain AR steps."""
+        return self.cycle_seconds(block_size) / self.ar_seconds
+
+    def check(self, max_spread: float = MAX_LATENCY_SPREAD) -> list[str]:
+        """Problems that make the table untrustworthy: noisy repeats, cost falling with B, a slow AR step."""
+        problems = []
+        noisy = {b: s for b, s in self.spread.items() if s > max_spread}
+        if noisy:
+            worst = max(noisy, key=noisy.get)
+            problems.append(f"noisy: {len(noisy)} block sizes vary by more than {max_spread:.0%} between repeats "
+                            f"(worst B = {worst}: {noisy[worst]:.0%})")
+        sizes = self.block_sizes
+        for small, large in itertools.pairwise(sizes):
+            tolerance = 1 + max(self.spread.get(small, 0.0), self.spread.get(large, 0.0), 0.05)
+            if self.cycle_seconds(large) * tolerance < self.cycle_seconds(small):
+                problems.append(f"not monotone: a cycle at B = {large} ({1e3 * self.cycle_seconds(large):.2f} ms) "
+                                f"costs less than at B = {small} ({1e3 * self.cycle_seconds(small):.2f} ms)")
+        if 1 in self.verify_seconds and self.ar_seconds > 1.25 * self.verify_seconds[1]:
+            problems.append(f"the plain AR step ({1e3 * self.ar_seconds:.2f} ms) costs more than a B = 1 cycle "
+                            f"with hidden states ({1e3 * self.verify_seconds[1]:.2f} ms)")
+        return problems
+
+    def rescaled(self, factor: float) -> CostTable:
+        """Every cost times ``factor`` (for a machine uniformly faster or slower)."""
+        return CostTable({b: s * factor for b, s in self.draft_seconds.items()},
+                         {b: s * factor for b, s in self.verify_seconds.items()}, self.ar_seconds * factor,
+                         self.threads, self.dtype, self.device, self.machine, self.context_length, self.repeats,
+                         dict(self.spread), self.warnings)
+
+    # --- JSON ------------------------------------------------------------------------------------
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        for key in ("draft_seconds", "verify_seconds", "spread"):
+            data[key] = {str(b): s for b, s in sorted(getattr(self, key).items())}
+        data["warnings"] = list(self.warnings)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> CostTable:
+        """Read a table; tables written before ``ar_seconds`` existed use the B = 1 verify pass."""
+        def by_size(key: str) -> dict[int, float]:
+            return {int(b): float(s) for b, s in (data.get(key) or {}).items()}
+
+        verify = by_size("verify_seconds")
+        if not verify:
+            raise ValueError("a cost table needs verify_seconds per block size")
+        ar = data.get("ar_seconds", verify.get(1))
+        if ar is None:
+            raise ValueError("a cost table needs ar_seconds (or a B = 1 entry); remeasure it")
+        return cls(by_size("draft_seconds"), verify, float(ar), data.get("threads"), data.get("dtype", ""),
+                   data.get("device", ""), data.get("machine", ""), int(data.get("context_length", 0)),
+                   int(data.get("repeats", 0)), by_size("spread"), tuple(data.get("warnings", ())))
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), indent=2))
+
+    @classmethod
+    def load(cls, path: str | Path) -> CostTable:
+        file = Path(path)
+        if not file.exists():
+            raise FileNotFoundError(f"cost table {file} does not exist; measure one with "
+                                    f"`specpolicy bench latency --out {file}`")
+        try:
+            return cls.from_json(json.loads(file.read_text()))
+        except (json.JSONDecodeError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{file} is not a cost table ({exc}); remeasure it with `specpolicy bench latency`") \
+                from None
+
+
+def uniform_costs(block_sizes: Iterable[int], ar_seconds: float = 1.0, per_token: float = 0.0) -> CostTable:
+    """A synthetic table: a cycle costs one AR step plus ``per_token`` AR steps per extra token.
+
+    ``per_token = 0`` prices every cycle alike (fewest cycles = fastest, a GPU at batch 1 in the limit).
+    """
+    sizes = sorted({int(b) for b in block_sizes} | {1})
+    verify = {b: ar_seconds * (1 + per_token * (b - 1)) for b in sizes}
+    return CostTable({b: 0.0 for b in sizes}, verify, ar_seconds, machine="synthetic")

@@ -1,0 +1,180 @@
+"""Results of policies on prompts, and the figures a comparison reports (no torch).
+
+Speed is the objective: the headline is the *pooled* speedup over plain AR decoding (total tokens /
+total time, what a workload sees), with the per-request distribution (median and p10 of per-prompt
+speedups) beside it. Policies are compared as paired ratios of pooled speed with paired bootstrap
+intervals (``scipy.stats.bootstrap`` over prompts); tau stays as a diagnostic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from scipy import stats
+
+BOOTSTRAP_RESAMPLES = 2000
+
+
+@dataclass
+class PromptResult:
+    """One policy on one prompt: block sizes per cycle, tokens, seconds, and plain AR's seconds for them."""
+
+    prompt_id: str
+    block_sizes: list[int]
+    tau: float
+    tokens: int
+    seconds: float
+    ar_seconds: float | None
+    """seconds plain AR decoding takes for the same tokens (modelled or measured, like ``seconds``)"""
+    oracle_block_size: int | None = None
+
+    @property
+    def chosen(self) -> int:
+        """The first cycle's block size (a per-prompt policy's only one)."""
+        return self.block_sizes[0] if self.block_sizes else 0
+
+    @property
+    def speedup(self) -> float:
+        return self.ar_seconds / self.seconds if self.ar_seconds and self.seconds > 0 else float("nan")
+
+
+@dataclass
+class PolicyResults:
+    """All prompts of one policy; ``timing`` is ``modelled`` (replay), ``measured`` (live) or ``none``."""
+
+    policy: str
+    timing: str
+    prompts: list[PromptResult] = field(default_factory=list)
+
+    def column(self, name: str) -> np.ndarray:
+        """One field of every prompt as float64 [n]."""
+        return np.array([getattr(p, name) if getattr(p, name) is not None else np.nan for p in self.prompts],
+                        dtype=np.float64)
+
+    def taus(self) -> np.ndarray:
+        return self.column("tau")
+
+    @property
+    def timed(self) -> bool:
+        return self.timing != "none" and bool(np.all(self.column("seconds") > 0))
+
+
+@dataclass
+class SummaryRow:
+    """One policy's figures over a prompt set (``nan`` where a figure needs what the run lacks)."""
+
+    policy: str
+    prompts: int
+    timing: str
+    speedup: float
+    """pooled speedup over plain AR: AR seconds / policy seconds, summed over prompts"""
+    speedup_ci95: tuple[float, float]
+    vs_baseline: float
+    """pooled speed of this policy / pooled speed of the baseline (e.g. fixed16), same prompts"""
+    vs_baseline_ci95: tuple[float, float]
+    tokens_per_s: float
+    p10_speedup: float
+    median_speedup: float
+    tau: float
+    delta_tau: float
+    gain_share: float
+    """(speed - baseline speed) / (oracle speed - baseline speed): share of the oracle's gain captured"""
+    gain_share_ci95: tuple[float, float]
+    oracle_agreement: float
+    baseline: str = "fixed16"
+    oracle: str = "oracle"
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        for key, value in data.items():
+            if isinstance(value, float) and not np.isfinite(value):
+                data[key] = None  # JSON has no NaN
+            elif isinstance(value, tuple):
+                data[key] = [None if not np.isfinite(v) else round(v, 4) for v in value]
+            elif isinstance(value, float):
+                data[key] = round(value, 4)
+        return data
+
+    def table_row(self) -> dict[str, str]:
+        """Short columns that fit a 100-column terminal (details: ``--format json``)."""
+        def num(value: float, digits: int = 2, suffix: str = "") -> str:
+            return f"{value:.{digits}f}{suffix}" if np.isfinite(value) else "-"
+
+        low, high = self.vs_baseline_ci95
+        return {"policy": self.policy, "speedup": num(self.speedup, 2, "x"),
+                f"vs {self.baseline}": num(self.vs_baseline, 2, "x"),
+                "95% CI": f"{low:.2f}-{high:.2f}" if np.isfinite(low) else "-",
+                "tok/s": num(self.tokens_per_s, 0), "p10": num(self.p10_speedup), "median": num(self.median_speedup),
+                "tau": num(self.tau), "gain": num(self.gain_share)}
+
+
+def paired_interval(columns: Sequence[np.ndarray], statistic: Callable[..., np.ndarray],
+                    n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> tuple[float, float]:
+    """95% percentile interval of ``statistic(*columns, axis=-1)`` over prompts resampled together."""
+    data = [np.asarray(c, dtype=np.float64) for c in columns]
+    if len(data[0]) < 2 or any(not np.all(np.isfinite(c)) for c in data):
+        return float("nan"), float("nan")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        result = stats.bootstrap(data, statistic, paired=True, vectorized=True, n_resamples=n_resamples,
+                                 confidence_level=0.95, method="percentile", random_state=seed)
+    low, high = result.confidence_interval
+    return float(low), float(high)
+
+
+def _ratio(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.sum(a, axis=axis) / np.sum(b, axis=axis)
+
+
+def _speed_ratio(tokens_a, seconds_a, tokens_b, seconds_b, axis: int = -1) -> np.ndarray:
+    return _ratio(tokens_a, seconds_a, axis) / _ratio(tokens_b, seconds_b, axis)
+
+
+def _gain_share(tok_p, sec_p, tok_b, sec_b, tok_o, sec_o, axis: int = -1) -> np.ndarray:
+    speed_p, speed_b, speed_o = _ratio(tok_p, sec_p, axis), _ratio(tok_b, sec_b, axis), _ratio(tok_o, sec_o, axis)
+    gap = speed_o - speed_b
+    return np.where(gap > 0, (speed_p - speed_b) / np.where(gap > 0, gap, 1.0), np.nan)
+
+
+def summarize(results: Sequence[PolicyResults], baseline: str = "fixed16", oracle: str = "oracle",
+              n_bootstrap: int = BOOTSTRAP_RESAMPLES) -> list[SummaryRow]:
+    """One row per policy: pooled speedup over AR, speed vs ``baseline`` and the share of ``oracle``'s gain."""
+    by_name = {r.policy: r for r in results}
+    base, orc = by_name.get(baseline), by_name.get(oracle)
+    return [_summary_row(result, base, orc, baseline, oracle, n_bootstrap) for result in results]
+
+
+def _summary_row(result: PolicyResults, base: PolicyResults | None, orc: PolicyResults | None, baseline: str,
+                 oracle: str, n_bootstrap: int) -> SummaryRow:
+    nan, no_ci = float("nan"), (float("nan"), float("nan"))
+    tokens, seconds, ar = result.column("tokens"), result.column("seconds"), result.column("ar_seconds")
+    timed = result.timed
+    per_prompt = np.array([p.speedup for p in result.prompts]) if timed else np.array([nan])
+    labels = [p.oracle_block_size for p in result.prompts]
+    agreement = (float(np.mean([p.chosen == o for p, o in zip(result.prompts, labels)]))
+                 if labels and all(o is not None for o in labels) else nan)
+    row = SummaryRow(
+        result.policy, len(result.prompts), result.timing,
+        speedup=float(ar.sum() / seconds.sum()) if timed else nan,
+        speedup_ci95=paired_interval([ar, seconds], _ratio, n_bootstrap) if timed else no_ci,
+        vs_baseline=nan, vs_baseline_ci95=no_ci,
+        tokens_per_s=float(tokens.sum() / seconds.sum()) if timed else nan,
+        p10_speedup=float(np.nanpercentile(per_prompt, 10)) if timed else nan,
+        median_speedup=float(np.nanmedian(per_prompt)) if timed else nan,
+        tau=float(result.taus().mean()), delta_tau=nan, gain_share=nan, gain_share_ci95=no_ci,
+        oracle_agreement=agreement, baseline=baseline, oracle=oracle,
+    )
+    if base is None:
+        return row
+    row.delta_tau = float(result.taus().mean() - base.taus().mean())
+    if not (timed and base.timed):
+        return row
+    paired = [tokens, seconds, base.column("tokens"), base.column("seconds")]
+    row.vs_baseline = float(_speed_ratio(*paired))
+    row.vs_baseline_ci95 = paired_interval(paired, _speed_ratio, n_bootstrap)
+    if orc is not None and orc.timed:
+        triple = [*paired, orc.column("tokens"), orc.column("seconds")]
+        row.gain_share = float(_gain_share(*triple))
+        row.gain_share_ci95 = paired_interval(triple, _gain_share, n_bootstrap)
+    return row

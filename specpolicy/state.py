@@ -1,0 +1,30 @@
+"""What a per-cycle policy sees before each cycle (shared by live decoding, replay and the envs; no torch)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class DecodeState:
+    """The decoder's state before a cycle.
+
+    ``prefill_logits``: the target's raw last-prompt-token logits [V] (a tensor or array; may be empty
+    in replay without features). ``position``: absolute position of the anchor (the last committed
+    token). ``generated``: tokens output so far (the prefill token included). The histories hold
+    one entry per finished cycle.
+    """
+
+    prefill_logits: Any
+    prompt_length: int
+    position: int
+    cycle: int
+    generated: int
+    accepted_history: list[int] = field(default_factory=list)
+    block_size_history: list[int] = field(default_factory=list)
+
+    def record(self, block_size: int, accepted: int) -> None:
+        """Append one finished cycle to the histories."""
+        self.block_size_history.append(int(block_size))
+        self.accepted_history.append(int(accepted))

@@ -1,0 +1,105 @@
+"""Per-cycle rules over the whole range: exact schedules for given acceptance, table-driven."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specpolicy.costs import CostTable
+from specpolicy.plugins.cycle_rules import (
+    AdaptivePolicy,
+    GrowShrinkPolicy,
+    GuardedPolicy,
+    ProbePolicy,
+    acceptance_rate,
+    ar_wait,
+    expected_tokens,
+    few_accepted,
+)
+from specpolicy.plugins.fixed import FixedPolicy
+from specpolicy.plugins.heuristic import HeuristicPolicy
+from specpolicy.policy import PromptObservation
+from specpolicy.state import DecodeState
+
+WIDE = (1, 2, 4, 8, 12, 16, 20, 24, 32)
+COSTS = CostTable({1: 0.0, 2: 2.2, 4: 2.8, 8: 2.9, 12: 3.2, 16: 3.5, 20: 3.8, 24: 4.0, 32: 4.5},
+                  {1: 5.3, 2: 6.4, 4: 6.8, 8: 7.4, 12: 8.0, 16: 8.7, 20: 9.4, 24: 9.8, 32: 11.0}, 5.0)
+
+
+def run(policy, accepted_if: list[int], observation: PromptObservation | None = None) -> list[int]:
+    """Drive ``policy`` for len(accepted_if) cycles; cycle t accepts min(accepted_if[t], B - 1) drafts."""
+    observation = observation or PromptObservation(np.zeros(4, np.float32), 4, costs=COSTS)
+    state = DecodeState(np.zeros(4), 4, 4, 0, 1)
+    choose = policy.schedule(observation)
+    sizes = []
+    for t, drafts in enumerate(accepted_if):
+        state.cycle = t
+        size = choose if isinstance(choose, int) else choose(state)
+        sizes.append(size)
+        state.record(size, min(drafts, size - 1))
+    return sizes
+
+
+PROBE_CASES = [
+    # drafts the drafter would get right per cycle -> block sizes the probe rule runs
+    ([15, 15, 15], [16, 16, 16]),
+    ([0] + [9] * 17, [16] + [1] * 16 + [16]),  # a failed probe: 16 AR cycles, then probe again
+    ([0] + [0] * 17 + [0] * 33, [16] + [1] * 16 + [16] + [1] * 32 + [16]),  # the wait doubles after a second failure
+    ([1, 5], [16, 1]),  # 1 accepted draft is a failure (fewer than 2)
+]
+
+
+@pytest.mark.parametrize(("drafts", "expected"), PROBE_CASES)
+def test_probe_rule(drafts, expected):
+    assert run(ProbePolicy(WIDE), drafts) == expected
+
+
+GROW_CASES = [
+    ([31, 31, 31], [16, 20, 24]),  # full accepts grow to the next candidate
+    ([1, 1, 1], [16, 4, 4]),  # a poor block shrinks to the smallest size that holds what was accepted + 1
+    ([10, 10], [16, 16]),  # accepted to more than half: keep
+]
+
+
+@pytest.mark.parametrize(("drafts", "expected"), GROW_CASES)
+def test_grow_shrink_rule(drafts, expected):
+    assert run(GrowShrinkPolicy(WIDE), drafts) == expected
+
+
+def test_heuristic_moves_through_a_sparse_candidate_set():
+    assert run(HeuristicPolicy(WIDE), [31, 31, 0, 0]) == [16, 20, 24, 20]
+    assert run(HeuristicPolicy((14, 15, 16, 17, 18)), [20, 0, 0]) == [16, 18, 17]
+
+
+def test_ar_wait_counts_failures_since_the_last_good_cycle():
+    state = DecodeState(None, 4, 4, 0, 1, [0, 0, 0], [16, 1, 1])
+    assert ar_wait(state, few_accepted) == 14
+    state = DecodeState(None, 4, 4, 0, 1, [5, 0], [16, 16])
+    assert ar_wait(state, few_accepted) == 16
+    assert ar_wait(DecodeState(None, 4, 4, 0, 1, [5], [16]), few_accepted) is None
+
+
+def test_geometric_acceptance_model():
+    assert expected_tokens(0.5, 1) == 1 and expected_tokens(0.5, 3) == pytest.approx(1.75)
+    state = DecodeState(None, 4, 4, 0, 1, [15, 15, 15, 15], [16, 16, 16, 16])
+    assert acceptance_rate(state) > 0.9
+    state = DecodeState(None, 4, 4, 0, 1, [0, 0, 0], [16, 16, 16])
+    assert acceptance_rate(state) == pytest.approx(1 / (2 + 1 + 0.8 + 0.64))  # prior 0.5 x 2 trials, decay 0.8
+
+
+def test_adaptive_grows_on_easy_text_and_falls_back_on_hard_text():
+    easy = run(AdaptivePolicy(WIDE), [31] * 6)
+    assert easy[0] == 16 and easy[-1] == 32
+    hard = run(AdaptivePolicy(WIDE), [0] * 10)
+    assert hard[0] == 16 and set(hard[1:]) == {1}
+
+
+def test_adaptive_needs_a_cost_table():
+    with pytest.raises(ValueError, match="cost table"):
+        run(AdaptivePolicy(WIDE), [3, 3], PromptObservation(np.zeros(4, np.float32), 4))
+
+
+def test_guarded_policy_starts_where_the_per_prompt_policy_says():
+    assert run(GuardedPolicy(FixedPolicy(8, WIDE), WIDE), [15, 15])[0] == 8
+    ar_start = run(GuardedPolicy(FixedPolicy(1, WIDE), WIDE), [15] * 20)
+    assert ar_start[:16] == [1] * 16 and ar_start[16] > 1  # B = 1 start: AR first, then a probe

@@ -1,0 +1,60 @@
+"""Cost tables: pricing, checks that flag untrustworthy tables, JSON round trips, old-format reading."""
+
+from __future__ import annotations
+
+import pytest
+
+from specpolicy.costs import CostTable, uniform_costs
+
+
+def table(verify: dict[int, float], draft: dict[int, float] | None = None, ar: float = 5.0,
+          spread: dict[int, float] | None = None) -> CostTable:
+    return CostTable(draft or {b: 0.0 for b in verify}, verify, ar, threads=1, spread=spread or {})
+
+
+def test_cycle_cost_and_modelled_seconds():
+    costs = table({1: 5.0, 4: 6.0, 16: 8.0}, {1: 0.0, 4: 2.0, 16: 3.0})
+    assert costs.cycle_seconds(16) == 11.0 and costs.cycle_seconds(1) == 5.0
+    assert costs.seconds([1, 4, 16, 16]) == 5.0 + 8.0 + 22.0
+    assert costs.in_ar_steps(16) == pytest.approx(2.2)
+    with pytest.raises(ValueError, match="no entry for block size 8"):
+        costs.cycle_seconds(8)
+
+
+# (verify seconds per B, spread per B, AR seconds, expected finding or None)
+CHECK_CASES = [
+    ({1: 5.0, 8: 7.0, 16: 9.0}, {}, 5.0, None),
+    ({1: 5.0, 8: 9.0, 16: 7.0}, {}, 5.0, "not monotone"),
+    ({1: 5.0, 8: 7.0, 16: 6.9}, {8: 0.1, 16: 0.1}, 5.0, None),  # within the noise
+    ({1: 5.0, 8: 7.0, 16: 9.0}, {8: 0.6}, 5.0, "noisy"),
+    ({1: 5.0, 8: 7.0, 16: 9.0}, {}, 9.0, "plain AR step"),
+]
+
+
+@pytest.mark.parametrize(("verify", "spread", "ar", "finding"), CHECK_CASES)
+def test_check_flags_noisy_non_monotone_and_inconsistent_tables(verify, spread, ar, finding):
+    problems = table(verify, ar=ar, spread=spread).check()
+    if finding is None:
+        assert problems == []
+    else:
+        assert any(finding in p for p in problems), problems
+
+
+def test_json_round_trip_and_old_tables(tmp_path):
+    costs = table({1: 5.0, 16: 9.0}, {1: 0.0, 16: 3.0}, spread={16: 0.05})
+    costs.save(tmp_path / "c.json")
+    assert CostTable.load(tmp_path / "c.json") == costs
+    old = {"draft_seconds": {"1": 0.0, "16": 0.004}, "verify_seconds": {"1": 0.006, "16": 0.012}}
+    assert CostTable.from_json(old).ar_seconds == 0.006  # tables from before ar_seconds: the B = 1 pass
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="not a cost table"):
+        CostTable.load(tmp_path / "bad.json")
+    with pytest.raises(FileNotFoundError, match="bench latency"):
+        CostTable.load(tmp_path / "missing.json")
+
+
+def test_uniform_and_rescaled_tables():
+    flat = uniform_costs([4, 16])
+    assert flat.cycle_seconds(16) == flat.cycle_seconds(1) == 1.0
+    assert uniform_costs([16], per_token=0.1).cycle_seconds(16) == pytest.approx(2.5)
+    assert flat.rescaled(2.0).seconds([4, 16]) == 4.0

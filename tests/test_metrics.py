@@ -1,0 +1,70 @@
+"""Metrics: pooled speedups, paired ratios, gain share, per-prompt quantiles, bootstrap intervals."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from specpolicy.metrics import PolicyResults, PromptResult, paired_interval, summarize
+
+
+def results(name: str, tokens: list[int], seconds: list[float], ar: list[float], sizes: int = 16,
+            taus: list[float] | None = None) -> PolicyResults:
+    taus = taus or [2.0] * len(tokens)
+    return PolicyResults(name, "modelled", [PromptResult(f"p{i}", [sizes], t, n, s, a, 16)
+                                            for i, (n, s, a, t) in enumerate(zip(tokens, seconds, ar, taus))])
+
+
+# (tokens, policy seconds, AR seconds) -> pooled speedup = sum AR / sum policy, not the mean of ratios
+POOLED_CASES = [
+    ([10, 10], [1.0, 1.0], [2.0, 2.0], 2.0),
+    ([10, 10], [1.0, 4.0], [2.0, 2.0], 0.8),  # per-prompt ratios 2.0 and 0.5 average 1.25; pooled is 0.8
+    ([100, 10], [10.0, 1.0], [10.0, 4.0], 14 / 11),
+]
+
+
+@pytest.mark.parametrize(("tokens", "seconds", "ar", "expected"), POOLED_CASES)
+def test_pooled_speedup_is_total_ar_time_over_total_time(tokens, seconds, ar, expected):
+    row = summarize([results("p", tokens, seconds, ar)], baseline="none", n_bootstrap=200)[0]
+    assert row.speedup == pytest.approx(expected)
+    assert row.tokens_per_s == pytest.approx(sum(tokens) / sum(seconds))
+    per_prompt = np.array(ar) / np.array(seconds)
+    assert row.median_speedup == pytest.approx(np.median(per_prompt))
+    assert row.p10_speedup == pytest.approx(np.percentile(per_prompt, 10))
+
+
+def test_ratio_to_the_baseline_and_share_of_the_oracle_gain():
+    rng = np.random.default_rng(0)
+    tokens = list(rng.integers(50, 128, 100))
+    base = rng.uniform(1.0, 2.0, 100)
+    oracle = base / 2  # twice as fast on every prompt
+    half = 1 / (0.5 / base + 0.5 / oracle)  # pooled speed halfway between the two
+    ar = list(base * 1.1)
+    rows = {r.policy: r for r in summarize([
+        results("fixed16", tokens, list(base), ar), results("half", tokens, list(base), ar),
+        results("oracle", tokens, list(oracle), ar)], n_bootstrap=300)}
+    assert rows["oracle"].vs_baseline == pytest.approx(2.0)
+    assert rows["oracle"].gain_share == pytest.approx(1.0)
+    assert rows["fixed16"].gain_share == pytest.approx(0.0)
+    assert rows["half"].vs_baseline == pytest.approx(1.0)
+    low, high = rows["oracle"].vs_baseline_ci95
+    assert low == pytest.approx(2.0) and high == pytest.approx(2.0)  # the same ratio on every resample
+    assert np.isfinite(half).all()
+
+
+def test_paired_interval_covers_the_mean_and_shrinks_with_pairing():
+    rng = np.random.default_rng(1)
+    shared = rng.normal(10, 3, 400)
+    a, b = shared + rng.normal(0.5, 0.1, 400), shared
+    low, high = paired_interval([a, b], lambda x, y, axis=-1: np.mean(x - y, axis=axis), 500)
+    assert low < 0.5 < high and high - low < 0.05  # pairing removes the shared spread
+
+
+def test_rows_are_json_without_nan_and_fit_a_narrow_table():
+    row = summarize([PolicyResults("untimed", "none", [PromptResult("p", [16], 2.0, 0, 0.0, None)])])[0]
+    data = row.to_dict()
+    json.dumps(data, allow_nan=False)  # NaN would not be JSON
+    assert data["speedup"] is None
+    assert all(len(str(v)) <= 16 for v in row.table_row().values())
