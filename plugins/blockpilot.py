@@ -104,7 +104,7 @@ class BlockPilotPolicy(LearnedPolicy):
 
     def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, epochs: int = 100,
             lr: float = 1e-5, batch_size: int = 32, patience: int = 15, seed: int = 0,
-            objective: str = "cross_entropy") -> dict:
+            objective: str = "cross_entropy", **_: object) -> dict:
         """Adam with early stopping on the validation split (best validation score kept).
 
         ``objective="cross_entropy"``: the paper's classification of the labels (argmax tau, or the
@@ -225,12 +225,19 @@ def _guarded(arg: str | None, candidates: Sequence[int]):
     return GuardedPolicy(_loader("blockpilot")(arg, candidates), candidates)
 
 
+def _untrained(candidates: Sequence[int], dataset: TrainingSet, options: dict) -> BlockPilotPolicy:
+    """A fresh predictor for ``specpolicy train blockpilot`` (shape options from the training arguments)."""
+    fields = ("hidden", "depth", "dropout", "preprocess")
+    return BlockPilotPolicy(BlockPilotSettings(vocab_size=dataset.logits.shape[1], candidates=list(candidates),
+                                               **{k: options[k] for k in fields if k in options}))
+
+
 @hookimpl
 def register_policies(register) -> None:
-    register("blockpilot", _loader("blockpilot"), learned=True,
+    register("blockpilot", _loader("blockpilot"), learned=True, untrained=_untrained,
              description="BlockPilot MLP on the raw last-token logits, trained for speed over the whole range "
                          "(blockpilot:PATH for a trained one)")
-    register("blockpilot-paper", _loader("blockpilot-paper"), learned=True,
+    register("blockpilot-paper", _loader("blockpilot-paper"), learned=True, untrained=_untrained,
              description="the paper's BlockPilot: tau labels over 14..18 (blockpilot-paper:PATH)")
     register("blockpilot-guard", _guarded, per_step=True,
              description="BlockPilot picks the start, the cost-aware adaptive rule guards each cycle (the default)")

@@ -20,14 +20,13 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import FeatureUnion, Pipeline, make_pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
+from specpolicy import skops_io
 from specpolicy.features import compact_from_augmented, logits_from_augmented, with_lengths
 from specpolicy.hookspecs import hookimpl
 from specpolicy.policy import LearnedPolicy, PromptObservation, TrainingSet
 
 MODEL_NAME = "model.skops"
 SETTINGS_NAME = "sklearn.json"
-SAFE_PREFIXES = ("sklearn.", "numpy.", "builtins.", "scipy.")
-SAFE_FUNCTIONS = {"specpolicy.features.compact_from_augmented", "specpolicy.features.logits_from_augmented"}
 
 CLASSIFIERS: dict[str, Callable[[int], object]] = {
     "logreg": lambda seed: LogisticRegression(max_iter=2000, C=1.0),
@@ -75,6 +74,10 @@ class SklearnPolicy(LearnedPolicy):
         """Fit the pipeline (epochs, lr and friends do not apply)."""
         if tuple(dataset.candidates) != self.candidates:
             raise ValueError(f"training set candidates {list(dataset.candidates)} differ from {list(self.candidates)}")
+        if len(np.unique(dataset.labels)) < 2:
+            only = dataset.candidates[int(dataset.labels[0])]
+            raise ValueError(f"every training prompt has the same label (block size {only}); fixed{only} does the "
+                             "same without training, or sweep more varied prompts")
         self.model = make_model(self.kind, len(dataset), seed)
         self.model.fit(with_lengths(dataset.logits, dataset.prompt_lengths), dataset.labels)
         summary = {"train_accuracy": self.accuracy(dataset)}
@@ -87,17 +90,13 @@ class SklearnPolicy(LearnedPolicy):
         return float((predicted == dataset.labels).mean())
 
     def save(self, path: str | Path) -> None:
-        import skops.io as sio
-
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
-        sio.dump(self.model, folder / MODEL_NAME)
+        skops_io.dump(self.model, folder / MODEL_NAME)
         (folder / SETTINGS_NAME).write_text(json.dumps({"kind": self.kind, "candidates": list(self.candidates)}))
 
     @classmethod
     def load(cls, path: str | Path, candidates: Sequence[int] | None = None) -> SklearnPolicy:
-        import skops.io as sio
-
         folder = Path(path)
         for name in (MODEL_NAME, SETTINGS_NAME):
             if not (folder / name).exists():
@@ -105,13 +104,9 @@ class SklearnPolicy(LearnedPolicy):
                                         "`specpolicy train KIND --sweep DIR --out FOLDER`")
         try:
             settings = json.loads((folder / SETTINGS_NAME).read_text())
-            untrusted = sio.get_untrusted_types(file=folder / MODEL_NAME)
         except Exception as exc:
             raise ValueError(f"sklearn policy in {folder} is corrupted ({type(exc).__name__}: {exc})") from None
-        unsafe = [t for t in untrusted if not t.startswith(SAFE_PREFIXES) and t not in SAFE_FUNCTIONS]
-        if unsafe:
-            raise ValueError(f"refusing to load {folder / MODEL_NAME}: it contains untrusted types {unsafe}")
-        model = sio.load(folder / MODEL_NAME, trusted=untrusted)
+        model = skops_io.safe_load(folder / MODEL_NAME)
         if candidates is not None and tuple(sorted(candidates)) != tuple(settings["candidates"]):
             raise ValueError(f"{folder} picks among {settings['candidates']} but {sorted(candidates)} were requested")
         return cls(settings["kind"], settings["candidates"], model)

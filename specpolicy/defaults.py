@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 TRAINING_BLOCK_SIZE = 16
 """the block size the DFlash b16 drafters (and the zoo's) were trained at"""
 PAPER_CANDIDATES = (14, 15, 16, 17, 18)
@@ -27,3 +30,11 @@ LATENCY_REPEATS = 15
 """interleaved repeats per block size in a latency table"""
 MAX_LATENCY_SPREAD = 0.25
 """a latency table whose cycle costs vary more than this (relative IQR) is flagged as noisy"""
+DEFAULT_POLICY = "blockpilot-guard"
+"""what ``specpolicy generate`` decodes with: BlockPilot's per-prompt start, a cost-aware per-cycle guard"""
+
+
+def cache_dir() -> Path:
+    """Where sweeps run by compare and measured cost tables are kept (``SPECPOLICY_CACHE``, default
+    ``~/.cache/specpolicy``)."""
+    return Path(os.environ.get("SPECPOLICY_CACHE", Path.home() / ".cache" / "specpolicy")).expanduser()

@@ -119,7 +119,8 @@ class TrainingSet:
     ``logits``: float32 [n, V]; ``prompt_lengths``: [n]; ``labels``: candidate indices [n];
     ``taus``: float [n, C] (tau of every candidate); ``prompt_ids``: [n]; ``values``: float [n, C],
     what each candidate is worth (higher is better: minus relative time for time labels, tau for tau
-    labels; default ``taus``), which cost-sensitive objectives maximise.
+    labels; default ``taus``), which cost-sensitive objectives maximise. ``episodes``: the prompts'
+    replay tables (per-cycle learners roll out on them) and ``costs``: the table time is priced with.
     """
 
     logits: np.ndarray
@@ -129,6 +130,8 @@ class TrainingSet:
     candidates: tuple[int, ...]
     prompt_ids: list[str]
     values: np.ndarray | None = None
+    episodes: list | None = field(default=None, repr=False)
+    costs: CostTable | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.values is None:
@@ -139,7 +142,8 @@ class TrainingSet:
 
     def subset(self, index: np.ndarray) -> TrainingSet:
         return TrainingSet(self.logits[index], self.prompt_lengths[index], self.labels[index], self.taus[index],
-                           self.candidates, [self.prompt_ids[i] for i in index], self.values[index])
+                           self.candidates, [self.prompt_ids[i] for i in index], self.values[index],
+                           [self.episodes[i] for i in index] if self.episodes is not None else None, self.costs)
 
     def observations(self) -> list[PromptObservation]:
         return [PromptObservation(self.logits[i], int(self.prompt_lengths[i]), self.prompt_ids[i])

@@ -37,6 +37,8 @@ class PolicyFamily:
     description: str = ""
     per_step: bool = False
     learned: bool = False
+    untrained: Callable | None = None
+    """``untrained(candidates, dataset, options)``: a fresh policy for training (learned families)"""
     plugin: str = ""
     distribution: str = ""
 
@@ -123,8 +125,10 @@ def build_registry(extra_plugins: Sequence[object] = ()) -> PolicyRegistry:
         plugin_name, distribution = sources.get(id(impl.plugin), (impl.plugin_name, ""))
 
         def register(name: str, factory: PolicyFactory, aliases: Sequence[str] = (), description: str = "",
-                     per_step: bool = False, learned: bool = False, _p=plugin_name, _d=distribution) -> None:
-            registry.register(PolicyFamily(name, factory, tuple(aliases), description, per_step, learned, _p, _d))
+                     per_step: bool = False, learned: bool = False, untrained: Callable | None = None,
+                     _p=plugin_name, _d=distribution) -> None:
+            registry.register(PolicyFamily(name, factory, tuple(aliases), description, per_step, learned, untrained,
+                                           _p, _d))
 
         try:
             impl.function(register=register)

@@ -76,20 +76,17 @@ def restrict(data: TrainingSet, window: int, training_block_size: int) -> Traini
 
 
 def build_policy(args: TrainArgs, data: TrainingSet) -> LearnedPolicy:
-    """A fresh, untrained policy of ``args.policy`` over the training set's candidates."""
-    if args.policy == "blockpilot":
-        from specpolicy.plugins.blockpilot import BlockPilotPolicy, BlockPilotSettings
-
-        return BlockPilotPolicy(BlockPilotSettings(vocab_size=data.logits.shape[1], candidates=list(data.candidates),
-                                                   hidden=args.hidden, depth=args.depth, dropout=args.dropout,
-                                                   preprocess=args.preprocess))
+    """A fresh, untrained policy of ``args.policy`` over the training set's candidates (the family builds it)."""
     from specpolicy.registry import get_registry
 
     family, _ = get_registry().parse(args.policy)
     if not family.learned:
         raise ValueError(f"policy {args.policy!r} is not a learned policy; learned ones: "
                          + ", ".join(f.name for f in get_registry().unique() if f.learned))
-    policy = family.factory(None, data.candidates)
+    if family.untrained is not None:
+        policy = family.untrained(data.candidates, data, asdict(args))
+    else:
+        policy = family.factory(None, data.candidates)
     if not isinstance(policy, LearnedPolicy):
         raise ValueError(f"policy {args.policy!r} has no fit(); it cannot be trained")
     return policy
@@ -115,9 +112,8 @@ def main(args: TrainArgs) -> dict:
         raise ValueError(f"sweep {args.sweep} has {len(data)} usable prompts; sweep more prompts to train on")
     policy = build_policy(args, data)
     start = time.time()
-    fit_options = {"epochs": args.epochs, "lr": args.lr, "batch_size": args.batch_size, "patience": args.patience}
-    if args.policy == "blockpilot":
-        fit_options["objective"] = args.objective
+    fit_options = {"epochs": args.epochs, "lr": args.lr, "batch_size": args.batch_size, "patience": args.patience,
+                   "objective": args.objective}
     summary = policy.fit(train, validation, seed=args.seed, **fit_options)
     majority = np.bincount(train.labels, minlength=len(data.candidates)).argmax()
     summary.update({

@@ -67,6 +67,8 @@ def training_set(store: SweepStore, label: str = "time", candidates: Sequence[in
         candidates=candidates,
         prompt_ids=[r["prompt_id"] for r in records],
         values=values,
+        episodes=[ReplayTable.from_record(r) if "replay" in r else None for r in records],
+        costs=costs if costs is not None else store.latency(),
     )
 
 

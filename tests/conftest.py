@@ -7,6 +7,8 @@ import torch
 
 from specpolicy.models.testing import make_pair, make_trained_pair
 
+STORE_CANDIDATES = (1, 2, 4, 8, 14, 15, 16, 17, 18)
+
 
 @pytest.fixture(scope="session")
 def random_pair():
@@ -44,12 +46,12 @@ def prompt_file(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def replay_store(test_zoo, prompt_file, tmp_path_factory):
-    """A replay sweep store over the 8 test prompts, candidates 14..18."""
+    """A replay sweep store over the 8 test prompts, candidates 1, 2, 4, 8 and 14..18."""
     from specpolicy.data.registry import load_prompts
     from specpolicy.sweep.run import SweepSettings, run_sweep
 
     target, drafter = test_zoo
-    settings = SweepSettings(dataset=str(prompt_file), max_new_tokens=24, max_samples=None, target=str(target),
-                             drafter=str(drafter))
+    settings = SweepSettings(dataset=str(prompt_file), candidates=list(STORE_CANDIDATES), max_new_tokens=24,
+                             max_samples=None, target=str(target), drafter=str(drafter))
     out = tmp_path_factory.mktemp("sweeps") / "replay"
     return run_sweep(settings, str(out), load_prompts(str(prompt_file)))

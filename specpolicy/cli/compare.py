@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -31,17 +30,12 @@ from specpolicy.cli.common import (
     stderr,
 )
 from specpolicy.cli.sweep import parse_candidates
-from specpolicy.defaults import MAX_NEW_TOKENS, MAX_PROMPT_TOKENS
+from specpolicy.defaults import MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, cache_dir
 
 
 class Mode(str, Enum):
     replay = "replay"
     live = "live"
-
-
-def cache_dir() -> Path:
-    """Where compare keeps the sweeps it runs (``SPECPOLICY_CACHE``, default ``~/.cache/specpolicy``)."""
-    return Path(os.environ.get("SPECPOLICY_CACHE", Path.home() / ".cache" / "specpolicy")).expanduser()
 
 
 @dataclass
@@ -183,14 +177,13 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
     if options.mode is Mode.live:
         from specpolicy.data.prompts import encode_prompt
         from specpolicy.decoding import SpeculativeDecoder
-        from specpolicy.sweep.latency import measure_costs
+        from specpolicy.sweep.latency import cached_costs
 
         pair = _load_pair_once(options.target, options.drafter, options.dtype, options.device)
         decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=options.temperature,
                                      max_new_tokens=options.max_new_tokens)
         if costs is None:
-            stderr.print("measuring this machine's cost table for cost-aware policies ...")
-            costs = measure_costs(decoder, candidates)
+            costs = cached_costs(decoder, candidates, pair.metadata(), on_measure=stderr.print)
         encoded = [(p.id, encode_prompt(pair.tokenizer, p, MAX_PROMPT_TOKENS)) for p in prompts]
         with progress_bar(f"live {name}", len(encoded)) as update:
             counter = iter(range(1, len(encoded) + 1))

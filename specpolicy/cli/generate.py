@@ -10,33 +10,37 @@ from specpolicy.cli.common import (
     DraftSamplingOption,
     DtypeOption,
     TargetOption,
+    ThreadsOption,
     check_draft_sampling,
     fail,
     stderr,
     stdout,
 )
+from specpolicy.defaults import DEFAULT_POLICY
 
 
 def generate(
     prompt: str = typer.Argument(..., help="the user message"),
     target: str = TargetOption,
     drafter: str = DrafterOption,
-    policy: str = typer.Option("blockpilot", help="block-size policy (ignored when --block-size is given)"),
+    policy: str = typer.Option(DEFAULT_POLICY, help="block-size policy (ignored when --block-size is given)"),
     block_size: int = typer.Option(None, "--block-size", "-b", min=1, help="fixed block size B (1 = autoregressive)"),
     max_new_tokens: int = typer.Option(256, min=1),
     temperature: float = typer.Option(0.0, min=0.0, help="0 = greedy"),
     draft_sampling: bool = DraftSamplingOption,
     seed: int = typer.Option(0, help="seed of the positional sampling uniforms (T > 0)"),
+    threads: int = ThreadsOption,
     device: str = DeviceOption,
     dtype: str = DtypeOption,
 ) -> None:
-    """Decode one prompt with a policy's block size (default BlockPilot); print the text, then the
-    block size, tau and tokens/s on stderr."""
+    """Decode one prompt with a policy's block sizes (default: BlockPilot's start with a cost-aware guard);
+    print the text, then the block sizes, tau and tokens/s on stderr."""
     from specpolicy.data.prompts import Prompt, encode_prompt
     from specpolicy.decoding import SpeculativeDecoder
     from specpolicy.evaluate import live_schedule
     from specpolicy.models import load_pair
     from specpolicy.registry import get_registry
+    from specpolicy.sweep.latency import cached_costs, pin_threads
 
     if not prompt.strip():
         raise fail("empty prompt: pass the text to decode, e.g. specpolicy generate \"Hello\"")
@@ -45,13 +49,15 @@ def generate(
         chosen = None if block_size is not None else get_registry().create(policy)
         if chosen is not None and chosen.needs_sweep:
             raise ValueError(f"policy {policy!r} reads a sweep store and cannot decode live")
+        pin_threads(threads)
         pair = load_pair(target, drafter, dtype, device)
     except (FileNotFoundError, ValueError) as exc:
         raise fail(str(exc)) from exc
     ids = encode_prompt(pair.tokenizer, Prompt.single("cli", prompt))
     decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=temperature, max_new_tokens=max_new_tokens,
                                  draft_sampling=draft_sampling)
-    schedule = block_size if chosen is None else live_schedule(chosen, "cli", len(ids))
+    costs = cached_costs(decoder, chosen.candidates, pair.metadata(), stderr.print) if chosen is not None else None
+    schedule = block_size if chosen is None else live_schedule(chosen, "cli", len(ids), costs)
     try:
         trace = decoder.generate(ids, schedule, seed=seed)
     except ValueError as exc:

@@ -7,6 +7,8 @@ with their spread, and :meth:`CostTable.check` flags tables that are noisy or no
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import platform
 import random
@@ -20,7 +22,7 @@ import torch
 from specpolicy.costs import CostTable
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.decoding.target import crop_cache, new_cache, target_forward
-from specpolicy.defaults import LATENCY_CONTEXT, LATENCY_REPEATS
+from specpolicy.defaults import LATENCY_CONTEXT, LATENCY_REPEATS, cache_dir
 
 
 def pin_threads(threads: int | None) -> int:
@@ -144,3 +146,27 @@ def measure_costs(
         spread={0: _quartile_spread(ar)} | {b: _quartile_spread(cycle_t[b]) for b in sizes},
     )
     return CostTable(**{**table.__dict__, "warnings": tuple(table.check())})
+
+
+def cached_costs(decoder: SpeculativeDecoder, block_sizes: Iterable[int], models: dict,
+                 on_measure: Callable[[str], object] | None = None) -> CostTable:
+    """This machine's cost table for these models, threads and block sizes: measured once, then read back.
+
+    Keyed by the machine, the thread count, the models (names, fingerprints, dtype, device) and the
+    block sizes, under ``cache_dir()/costs``. A table that measured as flagged is not cached.
+    """
+    sizes = sorted({int(b) for b in block_sizes} | {1})
+    identity = {"machine": machine_name(decoder.device), "threads": torch.get_num_threads(), "models": models,
+                "sizes": sizes}
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    file = cache_dir() / "costs" / f"{key}.json"
+    if file.exists():
+        return CostTable.load(file)
+    if on_measure:
+        on_measure(f"measuring this machine's cost table ({len(sizes)} block sizes, "
+                   f"{torch.get_num_threads()} thread(s)); cached in {file}")
+    costs = measure_costs(decoder, sizes)
+    if not costs.warnings:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        costs.save(file)
+    return costs

@@ -89,7 +89,7 @@ class ReplayTable:
     def start(self) -> tuple[int, int, bool]:
         """(anchor position, tokens produced, done) before the first cycle."""
         p = self.prompt_length
-        done = self.sequence[p] in set(self.stop_token_ids) or self.budget <= 1
+        done = self.sequence[p] in set(self.stop_token_ids) or min(self.budget, self.output_length) <= 1
         return p, 1, done
 
     def cycle(self, position: int, produced: int, size: int) -> tuple[SimulatedCycle, int, int, bool]:
@@ -97,8 +97,10 @@ class ReplayTable:
         accepted = int(self.accepted[position - self.prompt_length, self._column(size)])
         if accepted < 0:
             raise ValueError(f"anchor {position} was not replayed: no schedule of {list(self.candidates)} reaches it")
+        # the real output ends every schedule (a decode cut by the context limit ends before the budget)
+        room = min(self.budget, self.output_length) - produced
         new, reason = commit_tokens(self.sequence[position + 1 : position + accepted + 2], set(self.stop_token_ids),
-                                    self.budget - produced)
+                                    room)
         return SimulatedCycle(size, accepted, len(new)), position + accepted + 1, produced + len(new), bool(reason)
 
     def simulate(
@@ -135,32 +137,44 @@ class ReplayTable:
         """Modelled decode seconds of every candidate as a fixed block size."""
         return {b: costs.seconds(c.block_size for c in self.simulate(b)) for b in self.candidates}
 
-    def per_cycle_oracle(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,
-                         training_block_size: int = TRAINING_BLOCK_SIZE) -> list[int]:
-        """The schedule with the fewest modelled seconds, by exact dynamic programming over the anchors.
+    def cost_to_go(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,
+                   training_block_size: int = TRAINING_BLOCK_SIZE) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
+        """Exact dynamic programming over the anchors: the fewest modelled seconds to finish from each.
 
         Every cycle's outcome comes from :meth:`cycle`, so the optimum is over exactly the schedules
-        replay can run: a true upper bound for any per-cycle policy over ``candidates`` (default: the
-        table's). Without ``costs`` every cycle costs the same (the fewest cycles). Ties go to the
-        candidate nearest ``training_block_size``.
+        replay can run. Without ``costs`` every cycle costs the same (the fewest cycles).
+
+        Returns:
+            value [n] (seconds to finish from anchor i; inf where unreachable), q [n, C] (seconds
+            when the next cycle uses candidate j, then the best), and the candidates, ordered by
+            preference (nearest ``training_block_size`` first), which is also the order of q's columns.
         """
-        sizes = tuple(self.candidates if candidates is None else candidates)
+        sizes = tuple(sorted(self.candidates if candidates is None else candidates,
+                             key=lambda b: (abs(b - training_block_size), b)))
         for size in sizes:
             self._column(size)
-        price = {b: (costs.cycle_seconds(b) if costs is not None else 1.0) for b in sizes}
-        preference = sorted(sizes, key=lambda b: (abs(b - training_block_size), b))
+        price = [costs.cycle_seconds(b) if costs is not None else 1.0 for b in sizes]
         n, p = self.accepted.shape[0], self.prompt_length
-        best_cost = np.full(n, np.inf)
-        best_size = np.zeros(n, dtype=np.int64)
+        value = np.full(n, np.inf)
+        q = np.full((n, len(sizes)), np.inf)
         for i in range(n - 1, -1, -1):
             if self.accepted[i, 0] < 0:  # unreachable: never on a schedule's path
                 continue
-            for size in preference:
+            for j, size in enumerate(sizes):
                 _, nxt, _, done = self.cycle(p + i, i + 1, size)
-                total = price[size] + (0.0 if done else best_cost[nxt - p])
-                if total < best_cost[i] - 1e-12:
-                    best_cost[i], best_size[i] = total, size
-        return [c.block_size for c in self.simulate(lambda s: int(best_size[s.position - p]))]
+                q[i, j] = price[j] + (0.0 if done else value[nxt - p])
+            value[i] = q[i].min()
+        return value, q, sizes
+
+    def per_cycle_oracle(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,
+                         training_block_size: int = TRAINING_BLOCK_SIZE) -> list[int]:
+        """The schedule with the fewest modelled seconds (:meth:`cost_to_go`): a true upper bound for any
+        per-cycle policy over ``candidates`` (default: the table's). Ties go to the candidate nearest
+        ``training_block_size``."""
+        _, q, sizes = self.cost_to_go(costs, candidates, training_block_size)
+        best = np.argmin(q, axis=1)  # the first minimum: the preferred size among ties
+        p = self.prompt_length
+        return [c.block_size for c in self.simulate(lambda s: sizes[int(best[s.position - p])])]
 
 
 def _matching_prefix(lm_head: torch.nn.Module, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

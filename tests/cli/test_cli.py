@@ -43,7 +43,7 @@ def trained_policy(replay_store, tmp_path_factory):
 
 
 def test_train_sklearn_baseline(replay_store, tmp_path):
-    result = run("train", "logreg", "--sweep", replay_store.path, "--out", tmp_path / "lr")
+    result = run("train", "logreg", "--sweep", replay_store.path, "--out", tmp_path / "lr", "--label", "tau")
     assert "train_accuracy" in json.loads(result.stdout)
     assert (tmp_path / "lr" / "model.skops").exists()
 
@@ -57,9 +57,12 @@ def test_compare_every_format(replay_store, trained_policy, fmt, tmp_path):
     assert (tmp_path / "plot.png").stat().st_size > 0
     if fmt == "json":
         rows = {r["policy"]: r for r in json.loads(result.stdout)}
-        assert rows["fixed16"]["delta_tau_vs_fixed16"] == 0
-        assert rows["oracle"]["tau"] >= rows["fixed16"]["tau"]
+        assert rows["fixed16"]["delta_tau"] == 0 and rows["fixed16"]["vs_baseline"] == 1.0
+        # the time oracle is the fastest per prompt, the per-cycle oracle the fastest per cycle
+        assert rows["oracle"]["vs_baseline"] >= 1.0 and rows["oracle"]["gain_share"] == 1.0
+        assert rows["oracle-step"]["speedup"] >= rows["oracle"]["speedup"] - 1e-9
         assert rows["oracle"]["oracle_agreement"] == 1.0
+        assert rows["fixed16"]["timing"] == "modelled"
 
 
 def test_compare_runs_its_own_replay_sweep(test_zoo, prompt_file, tmp_path, monkeypatch):
@@ -77,6 +80,7 @@ def test_compare_live_mode(test_zoo, prompt_file, tmp_path):
                  *zoo_args(test_zoo))
     rows = json.loads(result.stdout)
     assert {r["timing"] for r in rows} == {"measured"}
+    assert all(r["speedup"] > 0 and r["tokens_per_s"] > 0 for r in rows)
 
 
 def test_sweep_command_and_resume(test_zoo, prompt_file, tmp_path):
@@ -92,7 +96,9 @@ def test_sweep_command_and_resume(test_zoo, prompt_file, tmp_path):
     [
         (["compare", "--policies", "fixd16"], "Did you mean 'fixed16'"),
         (["compare", "--policies", "blockpilot:/no/such/dir"], "blockpilot.json is missing"),
-        (["compare", "--mode", "fast"], "unknown mode"),
+        (["compare", "--mode", "fast"], "is not one of"),
+        (["sweep", "--out", "/tmp/x", "--candidates", "16,80"], "block sizes above 64 are not supported"),
+        (["compare", "--candidates", "1,65"], "block sizes above 64 are not supported"),
         (["sweep", "--out", "/tmp/x", "--candidates", "a,b"], "candidates must look like"),
         (["sweep", "--out", "/tmp/x", "--dataset", "nope"], "unknown dataset 'nope'"),
         (["generate", " "], "empty prompt"),
@@ -111,8 +117,15 @@ def test_bad_input_fails_with_a_clear_message(args, message):
 def test_compare_sweep_with_other_candidates_fails(replay_store):
     result = run("compare", "--policies", "fixed12", "--sweep", replay_store.path, ok=False)
     assert "missing [12]" in result.output
-    result = run("compare", "--sweep", replay_store.path, "--candidates", "4,8", ok=False)
-    assert "do not match the sweep's" in result.output
+    result = run("compare", "--sweep", replay_store.path, "--candidates", "4,5", ok=False)
+    assert "are not in the sweep's" in result.output
+
+
+def test_compare_a_subset_of_the_sweeps_candidates(replay_store):
+    result = run("compare", "--policies", "fixed4,oracle,oracle-step", "--sweep", replay_store.path,
+                 "--candidates", "1,4,16", "--baseline", "fixed4", "--format", "json", "--bootstrap", "100")
+    rows = {r["policy"]: r for r in json.loads(result.stdout)}
+    assert rows["oracle"]["vs_baseline"] >= 1.0 and rows["oracle-step"]["speedup"] >= rows["oracle"]["speedup"] - 1e-9
 
 
 def test_train_with_a_missing_sweep(tmp_path):

@@ -109,3 +109,15 @@ def test_replay_drafts_only_reachable_anchors_and_every_schedule_stays_on_them(t
     skipped = table.prompt_length + int(np.flatnonzero(~replayed)[0])
     with pytest.raises(ValueError, match="not replayed"):
         table.cycle(skipped, 1, 8)
+
+
+def test_a_decode_cut_by_the_context_limit_ends_every_schedule_at_its_last_token():
+    from specpolicy.costs import uniform_costs
+    from specpolicy.sweep.replay import ReplayTable
+
+    # 3 output tokens, no stop token, budget 10: the live decode ended at the target's context limit
+    accepted = np.array([[0, 3], [0, 3], [0, 3]], dtype=np.int16)
+    table = ReplayTable(2, 3, (1, 4), accepted, [5, 6, 7, 8, 9, 9, 9, 9], (), 10)
+    for size in (1, 4):
+        assert sum(c.committed for c in table.simulate(size)) == 2  # the output minus the prefill token
+    assert table.per_cycle_oracle(uniform_costs([1, 4])) == [4]
