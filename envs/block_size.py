@@ -17,7 +17,8 @@ class BlockSizeEnv(gym.Env):
     Action: index into the candidate block sizes. Reward: tau (default), modelled tokens/s or a
     cost-aware tau. ``info``: chosen block size, per-cycle accepted lengths, tau, prompt id.
 
-    Backends: ``replay`` (deterministic, from a sweep store; default: the zoo's shipped sweep) and
+    Backends: ``replay`` (deterministic, from a sweep store; default: the zoo's shipped training sweep,
+    ``split="test"`` for its held-out prompts) and
     ``live`` (decodes each prompt with the target and drafter; wall-clock rewards).
     """
 
@@ -25,14 +26,14 @@ class BlockSizeEnv(gym.Env):
 
     def __init__(self, sweep: str | Path | None = None, features: str = "logits", reward: str = "tau",
                  backend: str = "replay", cost_weight: float = 0.05, render_mode: str | None = None,
-                 live: dict | None = None) -> None:
+                 live: dict | None = None, split: str = "train") -> None:
         if render_mode is not None:
             raise ValueError("BlockSize-v0 has no render modes; pass render_mode=None")
         if backend not in ("replay", "live"):
             raise ValueError(f"unknown backend {backend!r}; use replay or live")
         self.backend = backend
         if backend == "replay":
-            self.data = ReplayData.load(sweep, features, reward, cost_weight)
+            self.data = ReplayData.load(sweep, features, reward, cost_weight, split)
             self.candidates = self.data.candidates
             dim = self.data.observations.shape[1]
         else:

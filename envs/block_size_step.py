@@ -5,8 +5,10 @@ Replay backend: exact, from the counterfactual tables of a replay sweep; live ba
 share of the token budget used, cycle count / 64, the last three accepted lengths and the last
 block size (each / largest candidate), the mean accepted length so far, and the 13 compact
 prefill features of the prompt. Drafter confidences are not part of the replay tables, so the
-observation leaves them out. Reward: tokens committed that cycle (``reward="tokens"``) or tokens
-per modelled second (``reward="time"``).
+observation leaves them out. Reward: minus the cycle's modelled seconds in AR steps
+(``reward="seconds"``: the episode's tokens are fixed, so the undiscounted return ranks policies by
+decode time), tokens committed that cycle (``reward="tokens"``: every policy's undiscounted return is
+the same, the tokens of the output) or tokens per modelled second of that cycle (``reward="time"``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from gymnasium import spaces
 from specpolicy.envs.replay_data import OBSERVATION_BOUND, ReplayData
 from specpolicy.features import compact
 
-STEP_REWARDS = ("tokens", "time")
+STEP_REWARDS = ("tokens", "time", "seconds")
 OBSERVATION_SIZE = 20
 
 
@@ -31,7 +33,7 @@ class BlockSizeStepEnv(gym.Env):
     metadata: ClassVar[dict] = {"render_modes": []}
 
     def __init__(self, sweep: str | Path | None = None, reward: str = "tokens", render_mode: str | None = None,
-                 backend: str = "replay", live: dict | None = None) -> None:
+                 backend: str = "replay", live: dict | None = None, split: str = "train") -> None:
         if render_mode is not None:
             raise ValueError("BlockSizeStep-v0 has no render modes; pass render_mode=None")
         if reward not in STEP_REWARDS:
@@ -50,11 +52,11 @@ class BlockSizeStepEnv(gym.Env):
             self.candidates = self.live.candidates
             self.action_space = spaces.Discrete(len(self.candidates))
             return
-        self.data = ReplayData.load(sweep, "compact")
+        self.data = ReplayData.load(sweep, "compact", split=split)
         if any(t is None for t in self.data.tables):
             raise ValueError("BlockSizeStep-v0 needs a replay sweep (specpolicy sweep --mode replay)")
-        if reward == "time" and self.data.latency is None:
-            raise ValueError("reward='time' needs the sweep's latency.json")
+        if reward in ("time", "seconds") and self.data.latency is None:
+            raise ValueError(f"reward={reward!r} needs the sweep's cost table (latency.json)")
         self.reward = reward
         self.candidates = self.data.candidates
         self.prefill = self.data.observations  # compact prefill features, loaded once with the tables
@@ -144,6 +146,8 @@ class BlockSizeStepEnv(gym.Env):
         reward = float(cycle.committed)
         if self.reward == "time":
             reward /= self.data.latency.cycle_seconds(size)
+        elif self.reward == "seconds":
+            reward = -self.data.latency.in_ar_steps(size)
         info = {"block_size": size, "accepted": cycle.accepted, "committed": cycle.committed,
                 "prompt_id": self.data.prompt_ids[self._index]}
         if self._done:

@@ -16,11 +16,18 @@ REWARDS = ("tau", "tokens_per_second", "cost")
 OBSERVATION_BOUND = 1e4
 
 
-def default_sweep() -> Path:
-    """The held-out ShareGPT replay sweep shipped with the tiny zoo."""
+SHIPPED_SPLITS = {"train": "sharegpt-train", "test": "sharegpt"}
+"""the zoo's shipped replay sweeps: ShareGPT's training split, and its held-out split for testing"""
+
+
+def default_sweep(split: str = "train") -> Path:
+    """A replay sweep shipped with the tiny zoo: ``train`` (train on it) or ``test`` (held-out prompts)."""
     from specpolicy.zoo import ZOO_DIR
 
-    path = ZOO_DIR / "sweeps" / "sharegpt"
+    if split not in SHIPPED_SPLITS:
+        raise ValueError(f"unknown split {split!r}; the zoo ships {', '.join(SHIPPED_SPLITS)} (or pass sweep=DIR, "
+                         "e.g. a store from `specpolicy sweep --dataset sharegpt-validation`)")
+    path = ZOO_DIR / "sweeps" / SHIPPED_SPLITS[split]
     if not (path / "meta.json").exists():
         raise FileNotFoundError(f"no shipped sweep at {path}; pass sweep=DIR (a store from `specpolicy sweep`)")
     return path
@@ -41,11 +48,11 @@ class ReplayData:
 
     @classmethod
     def load(cls, sweep: str | Path | None = None, features: str = "logits", reward: str = "tau",
-             cost_weight: float = 0.05) -> ReplayData:
+             cost_weight: float = 0.05, split: str = "train") -> ReplayData:
         """Read a sweep store; ``reward`` is tau, tokens_per_second (modelled) or cost (tau - w * (B - 1))."""
         if reward not in REWARDS:
             raise ValueError(f"unknown reward {reward!r}; use one of {', '.join(REWARDS)}")
-        store = SweepStore.load(sweep or default_sweep())
+        store = SweepStore.load(sweep or default_sweep(split))
         records = list(store.records())
         if not records:
             raise ValueError(f"sweep store {store.path} has no valid records")

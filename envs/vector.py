@@ -22,8 +22,9 @@ class BlockSizeVectorEnv(VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}  # noqa: RUF012
 
     def __init__(self, num_envs: int = 8, sweep: str | Path | None = None, features: str = "logits",
-                 reward: str = "tau", cost_weight: float = 0.05, render_mode: str | None = None) -> None:
-        self.data = ReplayData.load(sweep, features, reward, cost_weight)
+                 reward: str = "tau", cost_weight: float = 0.05, render_mode: str | None = None,
+                 split: str = "train") -> None:
+        self.data = ReplayData.load(sweep, features, reward, cost_weight, split)
         self.num_envs = num_envs
         self.candidates = self.data.candidates
         dim = self.data.observations.shape[1]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from specpolicy.costs import uniform_costs
 from specpolicy.policy import Policy, PromptObservation
 from specpolicy.state import DecodeState
 
@@ -24,7 +25,8 @@ def _observations(policy: Policy, vocab_size: int, n: int, seed: int) -> list[Pr
         taus = {str(b): float(rng.uniform(1, 8)) for b in policy.candidates}
         logits = rng.normal(0, 3, vocab_size).astype(np.float32)
         record = {"prompt_id": f"check:{i}", "taus": taus}
-        observations.append(PromptObservation(logits, int(rng.integers(1, 300)), f"check:{i}", record))
+        observations.append(PromptObservation(logits, int(rng.integers(1, 300)), f"check:{i}", record,
+                                              uniform_costs(policy.candidates, 0.005, per_token=0.1)))
     return observations
 
 

@@ -1,4 +1,4 @@
-"""Plots of a comparison: tau per policy and the distribution of chosen block sizes."""
+"""Plots of a comparison: pooled speedup (or tau) per policy and the distribution of chosen block sizes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from specpolicy.evaluate import PolicyResults
+from specpolicy.metrics import PolicyResults
 
 
 def _save(fig, path: str | Path) -> Path:
@@ -22,7 +22,8 @@ def _save(fig, path: str | Path) -> Path:
 
 
 def plot_comparison(results: Sequence[PolicyResults], path: str | Path, title: str = "") -> Path:
-    """Save a two-panel figure: mean tau per policy; histogram of first-cycle block sizes per policy."""
+    """Save a two-panel figure: pooled speedup over AR per policy (mean tau when untimed); histogram of
+    the block sizes of all cycles per policy."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -30,23 +31,29 @@ def plot_comparison(results: Sequence[PolicyResults], path: str | Path, title: s
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     names = [r.policy for r in results]
-    taus = [r.taus().mean() for r in results]
-    left.bar(names, taus, color="#4c72b0")
-    low = min(taus) if taus else 0
-    left.set_ylim(max(0.0, low - 0.2 * (max(taus) - low + 0.1)), max(taus) * 1.02 if taus else 1)
-    left.set_ylabel("mean tau (accepted + 1 per cycle)")
-    left.set_title("tau per policy")
+    timed = all(r.timed for r in results)
+    if timed:
+        values = [r.column("ar_seconds").sum() / r.column("seconds").sum() for r in results]
+        left.axhline(1.0, color="0.5", linewidth=1, linestyle="--")
+        left.set_ylabel(f"pooled speedup over plain AR ({results[0].timing})")
+        left.set_title("speed per policy")
+    else:
+        values = [r.taus().mean() for r in results]
+        left.set_ylabel("mean tau (accepted + 1 per cycle)")
+        left.set_title("tau per policy")
+    left.bar(names, values, color="#4c72b0")
     left.tick_params(axis="x", rotation=30)
-    sizes = sorted({p.chosen for r in results for p in r.prompts})
+    sizes = sorted({b for r in results for p in r.prompts for b in p.block_sizes})
     width = 0.8 / max(1, len(results))
     for i, result in enumerate(results):
-        counts = Counter(p.chosen for p in result.prompts)
-        total = max(1, len(result.prompts))
-        right.bar([s + (i - len(results) / 2) * width + width / 2 for s in sizes],
+        counts = Counter(b for p in result.prompts for b in p.block_sizes)
+        total = max(1, sum(counts.values()))
+        right.bar([k + (i - len(results) / 2) * width + width / 2 for k in range(len(sizes))],
                   [counts[s] / total for s in sizes], width=width, label=result.policy)
-    right.set_xticks(sizes)
-    right.set_xlabel("block size chosen (first cycle)")
-    right.set_ylabel("share of prompts")
+    right.set_xticks(range(len(sizes)))
+    right.set_xticklabels([str(b) for b in sizes])
+    right.set_xlabel("block size")
+    right.set_ylabel("share of cycles")
     right.set_title("chosen block sizes")
     right.legend(fontsize=8)
     if title:

@@ -42,15 +42,18 @@ def decode(
     block_size: int = typer.Option(16, min=1, help="speculative block size B"),
     temperature: float = typer.Option(0.0, min=0.0, help="sampling temperature (0 = greedy)"),
     draft_sampling: bool = DraftSamplingOption,
+    threads: int = ThreadsOption,
     device: str = DeviceOption,
     dtype: str = DtypeOption,
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format"),
 ) -> None:
-    """Loop overhead, AR vs speculative tokens/s through one decoder, and transformers' generate."""
+    """Loop overhead, plain AR vs speculative tokens/s, and transformers' generate, at pinned threads."""
     from specpolicy.bench.decode import bench_decode
+    from specpolicy.sweep.latency import pin_threads
 
     check_draft_sampling(draft_sampling, temperature)
     try:
+        pin_threads(threads)
         if target == "random":
             import torch
 

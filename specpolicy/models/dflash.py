@@ -238,7 +238,11 @@ class DFlashDrafter(nn.Module):
                 f"missing {sorted(missing)[:8]}, unexpected {sorted(unexpected)[:8]}"
             )
         drafter.load_state_dict(state)
-        return drafter.to(device=device, dtype=dtype).eval()
+        rotary = {name: buffer.clone() for name, buffer in drafter.rotary_emb.named_buffers()}
+        drafter = drafter.to(device=device, dtype=dtype).eval()
+        for name, buffer in rotary.items():  # RoPE frequencies stay float32, as in the reference and the target
+            setattr(drafter.rotary_emb, name, buffer.to(device))
+        return drafter
 
     def save_pretrained(self, path: str | Path, dtype: torch.dtype | None = None) -> None:
         """Write ``config.json`` and ``model.safetensors`` in the published DFlash layout."""

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 CODE = Path(__file__).resolve().parents[2] / "docs" / "tutorials" / "code"
+OUTPUT = CODE.parent / "output"
 SCRIPTS = sorted(p.name for p in CODE.glob("t*_*.py"))
 
 
@@ -21,3 +22,7 @@ def test_tutorial_runs(script, tmp_path):
                             timeout=900)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     assert result.stdout.strip()
+    captured = OUTPUT / script.replace(".py", ".txt")
+    if captured.exists():  # the page shows this output: it must be what the code prints (first line: sizes)
+        assert result.stdout.splitlines()[1:] == captured.read_text().splitlines()[1:], (
+            f"{captured} is stale: rerun `python {script}` in {CODE} and save its output there")

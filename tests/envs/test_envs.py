@@ -27,7 +27,7 @@ def test_block_size_env_passes_gymnasium_check(sweep, features, reward):
     obs, info = env.reset(seed=0)
     obs2, reward_value, terminated, truncated, info = env.step(0)
     assert terminated is True and truncated is False and isinstance(reward_value, float)
-    assert info["block_size"] == 14 and isinstance(info["accepted"], list)
+    assert info["block_size"] == env.unwrapped.candidates[0] and isinstance(info["accepted"], list)
 
 
 def test_step_env_passes_gymnasium_check(sweep):
@@ -75,8 +75,8 @@ def test_random_actions_never_crash_and_rewards_match_the_store(sweep, replay_st
 def test_invalid_actions_fail_clearly(sweep):
     env = gym.make("specpolicy/BlockSize-v0", sweep=sweep).unwrapped
     env.reset(seed=0)
-    with pytest.raises(ValueError, match=r"invalid action 7: expected an integer in \[0, 5\)"):
-        env.step(7)
+    with pytest.raises(ValueError, match=r"invalid action 9: expected an integer in \[0, 9\)"):
+        env.step(9)
 
 
 def test_vector_env_same_step_autoreset(sweep):
@@ -85,12 +85,12 @@ def test_vector_env_same_step_autoreset(sweep):
     assert obs.shape[0] == 16
     obs, rewards, terminated, truncated, infos = envs.step(np.zeros(16, dtype=np.int64))
     assert terminated.all() and not truncated.any() and rewards.shape == (16,)
-    assert set(infos["block_size"]) == {14}
+    assert set(infos["block_size"]) == {envs.unwrapped.candidates[0]}
 
 
 def test_specpolicy_policies_act_in_the_env(sweep):
     env = gym.make("specpolicy/BlockSize-v0", sweep=sweep).unwrapped
-    policy = get_registry().create("fixed16")
+    policy = get_registry().create("fixed16", env.candidates)  # actions index the env's candidates
     obs, _ = env.reset(seed=0)
     action, _ = policy.predict(obs)
     _, _, _, _, info = env.step(action)
@@ -109,7 +109,8 @@ def test_sb3_trains_on_the_env_and_evaluates_a_specpolicy_policy(sweep):
     model.learn(total_timesteps=64)
     mean_model, _ = evaluate_policy(model, Monitor(env), n_eval_episodes=5)
     fixed_env = Monitor(gym.make("specpolicy/BlockSize-v0", sweep=sweep))
-    mean_fixed, _ = evaluate_policy(get_registry().create("fixed16"), fixed_env, n_eval_episodes=5)
+    fixed16 = get_registry().create("fixed16", fixed_env.unwrapped.candidates)
+    mean_fixed, _ = evaluate_policy(fixed16, fixed_env, n_eval_episodes=5)
     assert np.isfinite(mean_model) and np.isfinite(mean_fixed)
 
 
@@ -138,7 +139,7 @@ def test_live_backend_runs_the_decoder(test_zoo, prompt_file):
     obs, info = env.reset(seed=0)
     assert obs.shape == (300,)
     _, reward, terminated, _, info = env.step(2)
-    assert terminated and info["block_size"] == 16 and reward >= 1.0
+    assert terminated and info["block_size"] == env.unwrapped.candidates[2] and reward >= 1.0
 
 
 def test_live_step_backend_matches_a_bare_decode(test_zoo, prompt_file):
@@ -165,3 +166,22 @@ def test_live_step_backend_matches_a_bare_decode(test_zoo, prompt_file):
     assert total == bare.cycle_tokens and info["tau"] == bare.tau
     env.reset(seed=1)  # abandons an episode cleanly
     env.close()
+
+
+def test_step_env_seconds_reward_is_minus_the_modelled_time_and_ranks_policies(sweep, replay_store):
+    from specpolicy.sweep.replay import ReplayTable
+
+    env = gym.make("specpolicy/BlockSizeStep-v0", sweep=sweep, reward="seconds").unwrapped
+    costs = replay_store.latency()
+    returns = {}
+    for action, size in enumerate(env.candidates):
+        _, info = env.reset(seed=0, options={"prompt_index": 0})
+        total, done = 0.0, False
+        while not done:
+            _, reward, done, _, _ = env.step(action)
+            total += reward
+        table = ReplayTable.from_record(next(replay_store.records()))
+        expected = -costs.seconds(c.block_size for c in table.simulate(size)) / costs.ar_seconds
+        assert total == pytest.approx(expected)
+        returns[size] = total
+    assert len(set(round(r, 6) for r in returns.values())) > 1  # unlike tokens, time tells policies apart

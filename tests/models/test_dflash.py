@@ -142,3 +142,13 @@ def test_loads_a_checkpoint_shaped_like_the_published_one(tmp_path):
 
     decoder = SpeculativeDecoder(target, drafter, max_new_tokens=12)
     assert decoder.generate([5, 6, 7], 16).output_ids == decoder.generate([5, 6, 7], 1).output_ids
+
+
+def test_rotary_buffers_stay_float32_in_bf16_like_the_reference(tmp_path):
+    drafter = make_drafter(make_target())
+    drafter.save_pretrained(tmp_path / "d")
+    reference = DFlashDrafter.from_pretrained(tmp_path / "d", dtype=torch.float32).rotary_emb.inv_freq
+    loaded = DFlashDrafter.from_pretrained(tmp_path / "d", dtype=torch.bfloat16)
+    assert loaded.fc.weight.dtype == torch.bfloat16
+    assert loaded.rotary_emb.inv_freq.dtype == torch.float32
+    assert torch.equal(loaded.rotary_emb.inv_freq, reference)  # bf16 inv_freq rounds the angles: drafts drift

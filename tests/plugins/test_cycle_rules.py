@@ -102,4 +102,4 @@ def test_adaptive_needs_a_cost_table():
 def test_guarded_policy_starts_where_the_per_prompt_policy_says():
     assert run(GuardedPolicy(FixedPolicy(8, WIDE), WIDE), [15, 15])[0] == 8
     ar_start = run(GuardedPolicy(FixedPolicy(1, WIDE), WIDE), [15] * 20)
-    assert ar_start[:16] == [1] * 16 and ar_start[16] > 1  # B = 1 start: AR first, then a probe
+    assert ar_start[:4] == [1] * 4 and ar_start[4] > 1  # B = 1 start: AR first (the adaptive wait), then a probe

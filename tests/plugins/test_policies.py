@@ -100,12 +100,14 @@ def test_sklearn_baselines_fit_check_and_round_trip(kind, tmp_path):
 def test_every_registered_policy_passes_check_policy(trained_blockpilot, tmp_path):
     registry = get_registry()
     trained_blockpilot[0].save(tmp_path / "bp")
+    wide = (1, 2, 4, 8, *CANDIDATES)
     for family in registry.unique():
-        if family.learned or family.name == "oracle-step":
-            continue
+        if family.learned or family.name in ("oracle-step", "blockpilot-guard"):
+            continue  # learned ones load trained weights (below); oracle-step needs replay records
         name = f"{family.name}16" if family.name == "fixed" else family.name
-        check_policy(registry.create(name, CANDIDATES), vocab_size=VOCAB)
+        check_policy(registry.create(name, wide), vocab_size=VOCAB)
     check_policy(registry.create(f"blockpilot:{tmp_path / 'bp'}", CANDIDATES), vocab_size=VOCAB)
+    check_policy(registry.create(f"blockpilot-guard:{tmp_path / 'bp'}", wide), vocab_size=VOCAB)
 
 
 def test_check_policy_catches_a_broken_policy():
@@ -133,6 +135,7 @@ def test_heuristic_schedule():
 def test_oracles_pass_check_policy_on_a_replay_store(replay_store):
     from specpolicy.evaluate import _observation
 
-    observations = [_observation(replay_store, r) for r in replay_store.records()]
+    costs = replay_store.latency()
+    observations = [_observation(replay_store, r, costs) for r in replay_store.records()]
     for name in ("oracle", "oracle-step"):
         check_policy(get_registry().create(name, CANDIDATES), observations=observations)

@@ -8,6 +8,7 @@ import pytest
 
 from specpolicy.data.registry import load_prompts
 from specpolicy.sweep.run import SweepSettings
+from tests.conftest import STORE_CANDIDATES
 
 
 def test_without_ray_the_executor_fails_with_an_install_hint(monkeypatch, tmp_path):
@@ -23,7 +24,8 @@ def test_ray_sweep_matches_a_local_sweep(test_zoo, prompt_file, replay_store, tm
     from specpolicy.sweep.ray_executor import run_sweep_ray
 
     target, drafter = test_zoo
-    settings = SweepSettings(dataset=str(prompt_file), max_new_tokens=24, max_samples=None, target=str(target),
+    settings = SweepSettings(dataset=str(prompt_file), candidates=list(STORE_CANDIDATES), max_new_tokens=24,
+                             max_samples=None, target=str(target),
                              drafter=str(drafter))
     try:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)

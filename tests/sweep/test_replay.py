@@ -61,17 +61,15 @@ def test_per_cycle_time_oracle_is_the_exact_optimum_over_every_schedule(trained_
     from specpolicy.costs import uniform_costs
 
     target, drafter = trained_pair
-    decoder = SpeculativeDecoder(target, drafter, max_new_tokens=14, stop_token_ids=[])
+    decoder = SpeculativeDecoder(target, drafter, max_new_tokens=8, stop_token_ids=[])
     sizes = [1, 2, 4, 8]
     costs = uniform_costs(sizes, ar_seconds=0.01, per_token=per_token)
     for prompt in ([4, 7, 5, 9], [3, 3, 8]):
-        table, _ = build_replay(decoder, prompt, sizes, max_new_tokens=14)
+        table, _ = build_replay(decoder, prompt, sizes, max_new_tokens=8)
         schedule = table.per_cycle_oracle(costs)
         assert costs.seconds(schedule) == pytest.approx(_every_schedule_seconds(table, costs, sizes))
-        assert costs.seconds(schedule) <= min(sum(table.fixed_seconds(costs).values()), 1e9)
         assert costs.seconds(schedule) <= min(table.fixed_seconds(costs).values()) + 1e-12
-        replayed = iter(schedule)
-        assert [c.block_size for c in table.simulate(lambda s: next(replayed))] == schedule
+        assert [c.block_size for c in table.simulate(lambda s, r=iter(schedule): next(r))] == schedule
 
 
 def test_per_cycle_oracle_over_a_subset_of_the_candidates(trained_pair):

@@ -75,7 +75,8 @@ def test_loading_a_folder_that_is_not_a_store(tmp_path):
 
 
 def test_import_blockpilot_layout_and_evaluate(tmp_path):
-    from specpolicy.evaluate import evaluate_replay, summarize
+    from specpolicy.evaluate import evaluate_replay
+    from specpolicy.metrics import summarize
     from specpolicy.registry import get_registry
     from specpolicy.sweep.importers import import_blockpilot
 
@@ -85,8 +86,9 @@ def test_import_blockpilot_layout_and_evaluate(tmp_path):
         (folder / f"{size}.json").write_text(json.dumps({"0": 6.0 + (size == 15), "1": 6.0 + (size == 18)}))
     store = import_blockpilot(folder, tmp_path / "store")
     assert store.candidates == (14, 15, 16, 17, 18) and len(store.done_ids()) == 2
-    policies = [get_registry().create(n) for n in ("fixed16", "oracle")]
-    rows = {r["policy"]: r for r in summarize(evaluate_replay(store, policies), n_bootstrap=100)}
-    assert rows["oracle"]["tau"] == 7.0 and rows["fixed16"]["tau"] == 6.0
+    policies = [get_registry().create(n, store.candidates) for n in ("fixed16", "oracle")]
+    rows = {r.policy: r for r in summarize(evaluate_replay(store, policies), n_bootstrap=100)}
+    assert rows["oracle"].tau == 7.0 and rows["fixed16"].tau == 6.0  # no cost table: the tau oracle
+    assert rows["oracle"].timing == "none"
     with pytest.raises(ValueError, match="has no features"):
         store.features(next(store.records()))

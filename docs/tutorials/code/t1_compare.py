@@ -1,22 +1,34 @@
-"""Tutorial 1: compare block-size policies from Python (what `specpolicy compare` does)."""
+"""Tutorial 1: compare block-size policies from Python (what `specpolicy compare --sweep` does)."""
 
 from common import SAMPLES, WORKDIR
 
 from specpolicy.data.registry import load_prompts
-from specpolicy.evaluate import evaluate_replay, summarize
+from specpolicy.defaults import WIDE_CANDIDATES
+from specpolicy.evaluate import evaluate_replay
+from specpolicy.metrics import summarize
 from specpolicy.registry import create_policy
 from specpolicy.report import plot_comparison
 from specpolicy.sweep.run import SweepSettings, run_sweep
+from specpolicy.sweep.store import SweepStore
+from specpolicy.zoo import ZOO_DIR
 
-# 1. Sweep held-out ShareGPT prompts once; exact replay gives every candidate's tau.
-settings = SweepSettings(dataset="sharegpt", max_samples=SAMPLES, max_new_tokens=128)
-store = run_sweep(settings, str(WORKDIR / "sweep-sharegpt"), load_prompts("sharegpt", SAMPLES))
+# 1. A sweep decodes each prompt once and replays every candidate block size exactly. The zoo ships
+#    one over its 200 held-out ShareGPT prompts; this is how to make your own (a few prompts here):
+own = run_sweep(SweepSettings(dataset="sharegpt", max_samples=SAMPLES), str(WORKDIR / "sweep-sharegpt"),
+                load_prompts("sharegpt", SAMPLES))
+print(f"own sweep: {len(own.done_ids())} prompts x {len(own.candidates)} block sizes {list(own.candidates)}")
 
-# 2. Evaluate policies on the stored tables (no more decoding).
-policies = [create_policy(name) for name in ("fixed16", "blockpilot", "oracle")]
-results = evaluate_replay(store, policies)
+# 2. Evaluate policies on the shipped sweep: replayed cycles priced with its cost table (modelled time).
+store = SweepStore.load(ZOO_DIR / "sweeps" / "sharegpt")
+names = ["fixed1", "fixed8", "fixed16", "blockpilot", "probe", "adaptive", "blockpilot-guard", "oracle",
+         "oracle-step"]
+results = evaluate_replay(store, [create_policy(n, WIDE_CANDIDATES) for n in names], candidates=WIDE_CANDIDATES)
 
-# 3. Read the summary: tau, modelled speedup, oracle agreement, gap closed, paired intervals.
+# 3. Pooled speedup over plain AR, speed vs fixed16 with its paired 95% interval, per-prompt p10 and
+#    median, tau, and the share of the per-prompt time oracle's gain.
+print(f"{'policy':<17}{'speedup':>8}{'vs fixed16':>11}{'95% CI':>12}{'p10':>6}{'median':>7}{'tau':>6}{'gain':>6}")
 for row in summarize(results):
-    print(row["policy"], row["tau"], row["speedup"], row.get("gap_closed"), row.get("delta_ci95"))
-plot_comparison(results, WORKDIR / "compare.png")
+    low, high = row.vs_baseline_ci95
+    print(f"{row.policy:<17}{row.speedup:>7.2f}x{row.vs_baseline:>10.2f}x{low:>6.2f}-{high:<5.2f}"
+          f"{row.p10_speedup:>6.2f}{row.median_speedup:>7.2f}{row.tau:>6.2f}{row.gain_share:>6.2f}")
+plot_comparison(results, WORKDIR / "compare.png", title="200 held-out ShareGPT prompts, modelled time")

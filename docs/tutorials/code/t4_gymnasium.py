@@ -37,7 +37,8 @@ from stable_baselines3.common.monitor import Monitor  # noqa: E402
 model = PPO("MlpPolicy", env, n_steps=64, batch_size=32, seed=0, device="cpu").learn(total_timesteps=256)
 print("PPO mean tau:", evaluate_policy(model, Monitor(env), n_eval_episodes=20)[0])
 fixed = gym.make("specpolicy/BlockSize-v0", sweep=sweep)
-print("fixed16 mean tau:", evaluate_policy(create_policy("fixed16"), Monitor(fixed), n_eval_episodes=20)[0])
+fixed16 = create_policy("fixed16", fixed.unwrapped.candidates)  # actions index the env's candidates
+print("fixed16 mean tau:", evaluate_policy(fixed16, Monitor(fixed), n_eval_episodes=20)[0])
 
 # 3. A per-cycle policy on BlockSizeStep-v0: the heuristic schedule, acting through the env.
 step_env = gym.make("specpolicy/BlockSizeStep-v0", sweep=sweep)
@@ -47,7 +48,8 @@ candidates = step_env.unwrapped.candidates
 while not done:
     obs, reward, done, _, info = step_env.step(candidates.index(size))
     total += reward
-    size = min(max(size + 2 if info["accepted"] == size - 1 else size - 1, candidates[0]), candidates[-1])
+    wanted = size + 2 if info["accepted"] == size - 1 else size - 1
+    size = min(candidates, key=lambda c: (abs(c - wanted), c))  # the nearest block size the sweep has
 print(f"heuristic episode: {total:.0f} tokens, tau {info['tau']:.2f}")
 
 # 4. Off-policy evaluation: log epsilon-greedy around fixed16, value the oracle-agreeing policy offline.
