@@ -88,7 +88,7 @@ class BlockSizeStepEnv(gym.Env):
             if kind == "state":
                 break  # prompts finished by prefill alone have no cycle to control
         self._prompt_id, self._done = prompt_id, False
-        self._live_prefill = compact(payload.prefill_logits.numpy()[None],
+        self._live_prefill = compact(payload.prefill_logits.detach().float().cpu().numpy()[None],
                                      np.array([payload.prompt_length]))[0]
         self._last_generated = payload.generated
         return self._live_observation(payload), {"prompt_id": prompt_id}

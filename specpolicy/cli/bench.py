@@ -22,6 +22,7 @@ from specpolicy.cli.common import (
 from specpolicy.defaults import (
     LATENCY_CONTEXT,
     LATENCY_REPEATS,
+    MAX_NEW_TOKENS,
     MAX_PROMPT_TOKENS,
     SHIPPED_SWEEP_CANDIDATES,
     TRAINING_BLOCK_SIZE,
@@ -38,8 +39,8 @@ def decode(
     drafter: str = DrafterOption,
     prompts: int = typer.Option(8, min=1, help="number of prompts (the first of a seeded sample)"),
     dataset: str = typer.Option("sharegpt", help="prompt set (see `specpolicy sweep --help`)"),
-    max_new_tokens: int = typer.Option(128, min=2, help="tokens generated per prompt"),
-    block_size: int = typer.Option(16, min=1, help="speculative block size B"),
+    max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2, help="tokens generated per prompt"),
+    block_size: int = typer.Option(TRAINING_BLOCK_SIZE, min=1, help="speculative block size B"),
     temperature: float = typer.Option(0.0, min=0.0, help="sampling temperature (0 = greedy)"),
     draft_sampling: bool = DraftSamplingOption,
     threads: int = ThreadsOption,
@@ -69,7 +70,7 @@ def decode(
             chosen = load_prompts(dataset, prompts, 0)
             pair = load_pair(target, drafter, dtype, device)
             model, draft = pair.target, pair.drafter
-            ids = encode_prompts(pair.tokenizer, chosen, max_tokens=256)
+            ids = encode_prompts(pair.tokenizer, chosen, max_tokens=MAX_PROMPT_TOKENS)
     except (FileNotFoundError, ValueError) as exc:
         raise fail(str(exc)) from exc
     stderr.print(f"decoding {prompts} prompts x {max_new_tokens} tokens at B=1 and B={block_size} ...")
@@ -131,8 +132,8 @@ def latency(
 @app.command("sweep")
 def sweep(
     prompts: int = typer.Option(8, min=1, help="held-out ShareGPT prompts"),
-    candidates: str = typer.Option("14,15,16,17,18", help="block sizes"),
-    max_new_tokens: int = typer.Option(128, min=2),
+    candidates: str = typer.Option(",".join(map(str, SHIPPED_SWEEP_CANDIDATES)), help="block sizes"),
+    max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
     target: str = typer.Option("tiny", "--target"),
     drafter: str = DrafterOption,
     dataset: str = typer.Option("sharegpt", help="prompt set"),
@@ -152,7 +153,7 @@ def sweep(
     sizes = parse_candidates(candidates)
     try:
         pair = load_pair(target, drafter, dtype, device)
-        ids = encode_prompts(pair.tokenizer, load_prompts(dataset, prompts, 0), max_tokens=256)
+        ids = encode_prompts(pair.tokenizer, load_prompts(dataset, prompts, 0), max_tokens=MAX_PROMPT_TOKENS)
     except (FileNotFoundError, ValueError, RuntimeError) as exc:
         raise fail(str(exc)) from exc
     decoder = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=max_new_tokens)
