@@ -56,9 +56,8 @@ class TimeOraclePolicy(TauOraclePolicy):
     def select(self, observation: PromptObservation) -> int:
         if observation.costs is None or "replay" not in _record(observation, self.name):
             return super().select(observation)
-        seconds = _table(observation, self.name).fixed_seconds(observation.costs)
-        values = [-seconds[b] for b in self.candidates]
-        return self.candidates[oracle_label(values, self.candidates, _training(observation, self.training_block_size))]
+        return _table(observation, self.name).fastest_fixed(observation.costs, self.candidates,
+                                                             _training(observation, self.training_block_size))
 
 
 class StepOraclePolicy(TauOraclePolicy):

@@ -43,11 +43,8 @@ def oracle_block_size(record: dict, table: ReplayTable | None, candidates: Seque
     Ties go to the candidate nearest ``training_block_size``, then the smaller.
     """
     if costs is not None and table is not None:
-        seconds = table.fixed_seconds(costs)
-        scores = [-seconds[b] for b in candidates]
-    else:
-        scores = [record["taus"][str(b)] for b in candidates]
-    return candidates[oracle_label(scores, candidates, training_block_size)]
+        return table.fastest_fixed(costs, candidates, training_block_size)
+    return candidates[oracle_label([record["taus"][str(b)] for b in candidates], candidates, training_block_size)]
 
 
 def evaluate_replay(

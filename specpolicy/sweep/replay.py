@@ -27,6 +27,7 @@ from specpolicy.decoding.decoder import commit_tokens
 from specpolicy.decoding.target import new_cache, target_forward
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.models.blocks import draft_mixed_blocks
+from specpolicy.policy import oracle_label
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,16 @@ class ReplayTable:
     def fixed_seconds(self, costs: CostTable) -> dict[int, float]:
         """Modelled decode seconds of every candidate as a fixed block size."""
         return {b: costs.seconds(c.block_size for c in self.simulate(b)) for b in self.candidates}
+
+    def fastest_fixed(self, costs: CostTable, candidates: Sequence[int] | None = None,
+                      training_block_size: int = TRAINING_BLOCK_SIZE) -> int:
+        """The per-prompt time oracle: the candidate with the fewest modelled seconds as a fixed block size.
+
+        Ties go to the candidate nearest ``training_block_size``, then the smaller.
+        """
+        sizes = tuple(self.candidates if candidates is None else candidates)
+        seconds = self.fixed_seconds(costs)
+        return sizes[oracle_label([-seconds[b] for b in sizes], sizes, training_block_size)]
 
     def cost_to_go(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,
                    training_block_size: int = TRAINING_BLOCK_SIZE) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
