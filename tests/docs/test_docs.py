@@ -41,6 +41,7 @@ def test_cli_reference_is_generated_from_the_app(tmp_path):
         "`typer specpolicy.cli utils docs --name specpolicy --output docs/reference/cli.md`")
 
 
+@pytest.mark.slow
 def test_mkdocs_build_is_strict_clean(tmp_path):
     if shutil.which("mkdocs") is None:
         pytest.fail("mkdocs is not installed; pip install -e '.[test]'")

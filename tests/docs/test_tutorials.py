@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # each runs a whole tutorial script
+
 CODE = Path(__file__).resolve().parents[2] / "docs" / "tutorials" / "code"
 OUTPUT = CODE.parent / "output"
 SCRIPTS = sorted(p.name for p in CODE.glob("t*_*.py"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from specpolicy.sweep.replay import ReplayTable
 from specpolicy.zoo import card
@@ -23,6 +24,7 @@ def test_distinct_ngram_share_separates_loops_from_varied_text():
     assert looped < 0.1
 
 
+@pytest.mark.slow
 def test_card_measures_and_renders_the_shipped_zoo(tmp_path):
     result = card.measure(tmp_path, prompts=2, max_new_tokens=12, bench_prompts=1)
     assert set(result["tau"]) == {"sharegpt T=0", "sharegpt T=1", "humaneval T=0", "humaneval T=1"}

@@ -24,6 +24,7 @@ def tiny_run(run: Path) -> train_target.TargetTrainArgs:
                                         checkpoint_every=2, eval_every=100, threads=1)
 
 
+@pytest.mark.slow
 def test_target_training_resumes_exactly(tmp_path, monkeypatch):
     straight = train_target.main(tiny_run(tmp_path / "a"))
     args = tiny_run(tmp_path / "b")
