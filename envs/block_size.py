@@ -28,7 +28,8 @@ class BlockSizeEnv(gym.Env):
                  backend: str = "replay", cost_weight: float = 0.05, render_mode: str | None = None,
                  live: dict | None = None, split: str = "train") -> None:
         if render_mode is not None:
-            raise ValueError("BlockSize-v0 has no render modes; pass render_mode=None")
+            # a TypeError, as for an unsupported argument: stable-baselines3's make_vec_env then retries without it
+            raise TypeError("BlockSize-v0 has no render modes; pass render_mode=None")
         if backend not in ("replay", "live"):
             raise ValueError(f"unknown backend {backend!r}; use replay or live")
         self.backend = backend

@@ -35,7 +35,8 @@ class BlockSizeStepEnv(gym.Env):
     def __init__(self, sweep: str | Path | None = None, reward: str = "tokens", render_mode: str | None = None,
                  backend: str = "replay", live: dict | None = None, split: str = "train") -> None:
         if render_mode is not None:
-            raise ValueError("BlockSizeStep-v0 has no render modes; pass render_mode=None")
+            # a TypeError, as for an unsupported argument: stable-baselines3's make_vec_env then retries without it
+            raise TypeError("BlockSizeStep-v0 has no render modes; pass render_mode=None")
         if reward not in STEP_REWARDS:
             raise ValueError(f"unknown reward {reward!r}; use one of {', '.join(STEP_REWARDS)}")
         if backend not in ("replay", "live"):

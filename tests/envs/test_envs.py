@@ -185,3 +185,12 @@ def test_step_env_seconds_reward_is_minus_the_modelled_time_and_ranks_policies(s
         assert total == pytest.approx(expected)
         returns[size] = total
     assert len(set(round(r, 6) for r in returns.values())) > 1  # unlike tokens, time tells policies apart
+
+
+def test_sb3_make_vec_env_works_without_extra_kwargs(sweep):
+    env_util = pytest.importorskip("stable_baselines3.common.env_util")
+    for env_id in ("specpolicy/BlockSize-v0", "specpolicy/BlockSizeStep-v0"):
+        vec = env_util.make_vec_env(env_id, n_envs=2, seed=0, env_kwargs={"sweep": sweep})
+        obs = vec.reset()
+        assert obs.shape[0] == 2
+        vec.close()
