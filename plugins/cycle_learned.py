@@ -2,7 +2,7 @@
 
 Training needs replay tables and a cost table (a replay sweep). The exact dynamic programming of
 :meth:`~specpolicy.sweep.replay.ReplayTable.cost_to_go` gives, at every anchor, the modelled seconds
-to finish after each possible next block size (q). A gradient-boosted regressor learns each block
+to finish after each possible next block size (q). A regressor learns each block
 size's regret (q - the best q, in AR steps) from features of the cycles so far (one small MLP with an
 output per block size, evaluated in numpy: a few microseconds per cycle); the policy picks the least
 predicted regret. Rounds of DAgger roll the current policy out on the training prompts and add
@@ -19,6 +19,7 @@ import numpy as np
 
 from specpolicy import skops_io
 from specpolicy.hookspecs import hookimpl
+from specpolicy.plugins.cycle_rules import acceptance_rate
 from specpolicy.policy import LearnedPolicy, PromptObservation, TrainingSet
 from specpolicy.state import DecodeState
 
@@ -43,14 +44,7 @@ def cycle_features(state: DecodeState) -> np.ndarray:
             rows += [a / (b - 1) if b > 1 else 0.0, float(b > 1 and a == b - 1), b / 32, float(b == 1)]
         else:
             rows += [0.0, 0.0, 0.0, 0.0]
-    rates = []
-    for decay in (0.5, 0.8, 0.95):
-        hits, trials, weight = 1.0, 2.0, 1.0
-        for b, a in zip(reversed(sizes), reversed(accepted)):
-            if b > 1:
-                hits, trials = hits + weight * a, trials + weight * (a + (a < b - 1))
-                weight *= decay
-        rates.append(hits / trials)
+    rates = [acceptance_rate(state, decay=decay) for decay in (0.5, 0.8, 0.95)]
     trailing_ar = next((i for i, b in enumerate(reversed(sizes)) if b != 1), len(sizes))
     since_good = next((i for i, (b, a) in enumerate(zip(reversed(sizes), reversed(accepted))) if b > 1 and a >= 2),
                       len(sizes))

@@ -188,7 +188,6 @@ class GuardedPolicy(Policy):
     def __init__(self, start_policy: Policy, candidates: Sequence[int]) -> None:
         super().__init__(candidates)
         self.start_policy = start_policy
-        self.guard = AdaptivePolicy(candidates)
 
     def choices(self) -> set[int]:
         return set(self.candidates) | self.start_policy.choices()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -71,8 +71,7 @@ def restrict(data: TrainingSet, window: int, training_block_size: int) -> Traini
     candidates = tuple(data.candidates[j] for j in keep)
     values = data.values[:, keep]
     labels = np.array([oracle_label(row, candidates, training_block_size) for row in values])
-    return TrainingSet(data.logits, data.prompt_lengths, labels, data.taus[:, keep], candidates, data.prompt_ids,
-                       values)
+    return replace(data, labels=labels, taus=data.taus[:, keep], candidates=candidates, values=values)
 
 
 def build_policy(args: TrainArgs, data: TrainingSet) -> LearnedPolicy:

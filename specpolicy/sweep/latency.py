@@ -15,7 +15,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Iterable
-from contextlib import contextmanager
+from dataclasses import replace
 
 import torch
 
@@ -32,17 +32,6 @@ def pin_threads(threads: int | None) -> int:
             raise ValueError(f"threads must be >= 1, got {threads}")
         torch.set_num_threads(int(threads))
     return torch.get_num_threads()
-
-
-@contextmanager
-def threads_pinned(threads: int | None):
-    """Run a block at ``threads`` torch threads, restoring the previous count after."""
-    before = torch.get_num_threads()
-    pin_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def machine_name(device: torch.device) -> str:
@@ -145,7 +134,7 @@ def measure_costs(
         repeats=repeats,
         spread={0: _quartile_spread(ar)} | {b: _quartile_spread(cycle_t[b]) for b in sizes},
     )
-    return CostTable(**{**table.__dict__, "warnings": tuple(table.check())})
+    return replace(table, warnings=tuple(table.check()))
 
 
 def cached_costs(decoder: SpeculativeDecoder, block_sizes: Iterable[int], models: dict,

@@ -132,7 +132,7 @@ class ReplayTable:
 
     def tokens(self) -> int:
         """Tokens every schedule commits after prefill (lossless: the same output whatever the sizes)."""
-        return sum(c.committed for c in self.simulate(self.candidates[0]))
+        return max(0, min(self.budget, self.output_length) - 1)
 
     def fixed_seconds(self, costs: CostTable) -> dict[int, float]:
         """Modelled decode seconds of every candidate as a fixed block size."""
