@@ -1,7 +1,8 @@
 """``specpolicy/BlockSizeStep-v0``: one step per decoding cycle, the action picks that cycle's block size.
 
 Replay backend: exact, from the counterfactual tables of a replay sweep; live backend
-(``backend="live"``): the decoder runs the prompt and waits for each action. Observation (float32 [20]):
+(``backend="live"``): a live decode session of the prompt, one cycle per action. Both are stepped
+through the same :class:`~specpolicy.cycles.CycleSource` protocol. Observation (float32 [20]):
 share of the token budget used, cycle count / 64, the last three accepted lengths and the last
 block size (each / largest candidate), the mean accepted length so far, and the 13 compact
 prefill features of the prompt. Drafter confidences are not part of the replay tables, so the
@@ -20,6 +21,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from specpolicy.cycles import mean_acceptance
 from specpolicy.envs.replay_data import OBSERVATION_BOUND, ReplayData
 from specpolicy.features import compact
 
@@ -28,7 +30,11 @@ OBSERVATION_SIZE = 20
 
 
 class BlockSizeStepEnv(gym.Env):
-    """Per-cycle block-size control on exact replay."""
+    """Per-cycle block-size control on exact replay (or live decoding).
+
+    ``session``: the episode's decode (a :class:`~specpolicy.replay_table.ReplaySession` or a
+    :class:`~specpolicy.decoding.DecodeSession`); its ``state`` is what the observation encodes.
+    """
 
     metadata: ClassVar[dict] = {"render_modes": []}
 
@@ -42,6 +48,7 @@ class BlockSizeStepEnv(gym.Env):
         if backend not in ("replay", "live"):
             raise ValueError(f"unknown backend {backend!r}; use replay or live")
         self.backend = backend
+        self.session = None
         self.observation_space = spaces.Box(-OBSERVATION_BOUND, OBSERVATION_BOUND, (OBSERVATION_SIZE,), np.float32)
         if backend == "live":
             if reward != "tokens":
@@ -62,95 +69,60 @@ class BlockSizeStepEnv(gym.Env):
         self.candidates = self.data.candidates
         self.prefill = self.data.observations  # compact prefill features, loaded once with the tables
         self.action_space = spaces.Discrete(len(self.candidates))
-        self._table = None
-        self._done = True
 
-    def _observation(self, budget: int | None = None, prefill: np.ndarray | None = None) -> np.ndarray:
-        top = max(self.candidates)
-        history = ([0] * 3 + self._accepted)[-3:]
-        budget = budget if budget is not None else self._table.budget
-        prefill = prefill if prefill is not None else self.prefill[self._index]
-        values = [self._produced / budget, len(self._accepted) / 64,
-                  *(a / top for a in history), (self._sizes[-1] if self._sizes else 0) / top,
-                  float(np.mean(self._accepted)) / top if self._accepted else 0.0]
-        return np.clip(np.concatenate([np.asarray(values, np.float32), prefill]),
+    def _observation(self) -> np.ndarray:
+        state, top = self.session.state, max(self.candidates)
+        accepted, sizes = state.accepted_history, state.block_size_history
+        history = ([0] * 3 + accepted)[-3:]
+        values = [state.generated / self._budget, len(accepted) / 64, *(a / top for a in history),
+                  (sizes[-1] if sizes else 0) / top, float(np.mean(accepted)) / top if accepted else 0.0]
+        return np.clip(np.concatenate([np.asarray(values, np.float32), self._prefill]),
                        -OBSERVATION_BOUND, OBSERVATION_BOUND).astype(np.float32)
 
-    # --- live backend -----------------------------------------------------------------------------------
-
-    def _live_observation(self, state) -> np.ndarray:
-        self._produced = state.generated
-        self._accepted, self._sizes = list(state.accepted_history), list(state.block_size_history)
-        return self._observation(self.live.budget, self._live_prefill)
-
-    def _reset_live(self):
-        while True:
-            kind, payload, prompt_id = self.live.reset(self.np_random)
-            if kind == "state":
-                break  # prompts finished by prefill alone have no cycle to control
-        self._prompt_id, self._done = prompt_id, False
-        self._live_prefill = compact(payload.prefill_logits.detach().float().cpu().numpy()[None],
-                                     np.array([payload.prompt_length]))[0]
-        self._last_generated = payload.generated
-        return self._live_observation(payload), {"prompt_id": prompt_id}
-
-    def _step_live(self, size: int):
-        kind, payload = self.live.step(size)
-        if kind == "state":
-            reward = payload.generated - self._last_generated
-            self._last_generated = payload.generated
-            info = {"block_size": size, "accepted": payload.accepted_history[-1], "committed": reward,
-                    "prompt_id": self._prompt_id}
-            return self._live_observation(payload), float(reward), False, False, info
-        trace = payload
-        last = trace.cycles[-1]
-        self._done = True
-        self._accepted, self._sizes = [c.accepted for c in trace.cycles], [c.block_size for c in trace.cycles]
-        self._produced = len(trace.output_ids)
-        info = {"block_size": size, "accepted": last.accepted, "committed": last.committed,
-                "prompt_id": self._prompt_id, "tau": trace.tau}
-        return self._observation(self.live.budget, self._live_prefill), float(last.committed), True, False, info
+    def _start(self, options: dict[str, Any] | None) -> bool:
+        """Begin one prompt's decode (a replay or live session); True when prefill alone finished it."""
+        if self.backend == "live":
+            self.session, self._prompt_id = self.live.start(self.np_random)
+            self._budget = self.live.budget
+            logits = self.session.state.prefill_logits.detach().float().cpu().numpy()
+            self._prefill = compact(logits[None], np.array([self.session.state.prompt_length]))[0]
+            return self.session.done
+        if options and "prompt_index" in options:
+            index = int(options["prompt_index"])
+        else:
+            index = int(self.np_random.integers(len(self.data.tables)))
+        table = self.data.tables[index]
+        self.session, self._prompt_id = table.session(), self.data.prompt_ids[index]
+        self._budget, self._prefill = table.budget, self.prefill[index]
+        return self.session.done and not (options and "prompt_index" in options)
 
     def close(self) -> None:
-        if self.backend == "live":
-            self.live.close()
+        self.session = None
         super().close()
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        if self.backend == "live":
-            return self._reset_live()
-        while True:
-            if options and "prompt_index" in options:
-                self._index = int(options["prompt_index"])
-            else:
-                self._index = int(self.np_random.integers(len(self.data.tables)))
-            self._table = self.data.tables[self._index]
-            self._position, self._produced, done = self._table.start()
-            if not done or (options and "prompt_index" in options):
-                break  # prompts finished by prefill alone have no cycle to control
-        self._accepted, self._sizes = [], []
-        self._done = done
-        return self._observation(), {"prompt_id": self.data.prompt_ids[self._index]}
+        while self._start(options):
+            pass  # prompts finished by prefill alone have no cycle to control
+        return self._observation(), {"prompt_id": self._prompt_id}
+
+    def _reward(self, size: int, committed: int) -> float:
+        if self.reward == "time":
+            return committed / self.data.latency.cycle_seconds(size)
+        if self.reward == "seconds":
+            return -self.data.latency.in_ar_steps(size)
+        return float(committed)
 
     def step(self, action):
-        if (self.backend == "replay" and self._table is None) or getattr(self, "_done", True):
+        if self.session is None or self.session.done:
             raise RuntimeError("call reset() before step(); the episode has ended")
         if not self.action_space.contains(np.int64(action) if np.isscalar(action) else action):
             raise ValueError(f"invalid action {action!r}: expected an integer in [0, {len(self.candidates)})")
         size = self.candidates[int(action)]
-        if self.backend == "live":
-            return self._step_live(size)
-        cycle, self._position, self._produced, self._done = self._table.cycle(self._position, self._produced, size)
-        self._accepted.append(cycle.accepted)
-        self._sizes.append(size)
-        reward = float(cycle.committed)
-        if self.reward == "time":
-            reward /= self.data.latency.cycle_seconds(size)
-        elif self.reward == "seconds":
-            reward = -self.data.latency.in_ar_steps(size)
+        cycle = self.session.step(size)
+        done = self.session.done
         info = {"block_size": size, "accepted": cycle.accepted, "committed": cycle.committed,
-                "prompt_id": self.data.prompt_ids[self._index]}
-        if self._done:
-            info["tau"] = float(np.mean(self._accepted) + 1)
-        return self._observation(), reward, bool(self._done), False, info
+                "prompt_id": self._prompt_id}
+        if done:
+            info["tau"] = mean_acceptance(self.session.cycles)
+        return self._observation(), self._reward(size, cycle.committed), done, False, info

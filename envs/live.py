@@ -9,9 +9,9 @@ import numpy as np
 from specpolicy.data.prompts import Prompt, encode_prompt
 from specpolicy.data.registry import load_prompts
 from specpolicy.decoding import SpeculativeDecoder
+from specpolicy.defaults import DEFAULT_CANDIDATES, MAX_PROMPT_TOKENS
 from specpolicy.envs.replay_data import OBSERVATION_BOUND
 from specpolicy.features import get_extractor
-from specpolicy.policy import DEFAULT_CANDIDATES
 
 if TYPE_CHECKING:
     from specpolicy.models import ModelPair
@@ -40,7 +40,8 @@ class LiveBackend:
         self.extract = get_extractor(features)
         self.reward, self.cost_weight = reward, cost_weight
         self._ids: list[int] = []
-        self.observation_size = self._observe(encode_prompt(self.pair.tokenizer, self.prompts[0], 256)).shape[0]
+        first = encode_prompt(self.pair.tokenizer, self.prompts[0], MAX_PROMPT_TOKENS)
+        self.observation_size = self._observe(first).shape[0]
 
     def _observe(self, ids: list[int]) -> np.ndarray:
         trace = self.decoder.generate(ids, 1, max_new_tokens=1)  # prefill only
@@ -49,7 +50,7 @@ class LiveBackend:
 
     def reset(self, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
         prompt = self.prompts[int(rng.integers(len(self.prompts)))]
-        self._ids = encode_prompt(self.pair.tokenizer, prompt, 256)
+        self._ids = encode_prompt(self.pair.tokenizer, prompt, MAX_PROMPT_TOKENS)
         self._prompt_id = prompt.id
         return self._observe(self._ids), {"prompt_id": prompt.id}
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from specpolicy.costs import CostTable
 from specpolicy.features import get_extractor
-from specpolicy.sweep.replay import ReplayTable
+from specpolicy.replay_table import ReplayTable
 from specpolicy.sweep.store import SweepStore
 
 REWARDS = ("tau", "tokens_per_second", "cost")

@@ -25,7 +25,7 @@ def _training(observation: PromptObservation, default: int) -> int:
 
 
 def _table(observation: PromptObservation, name: str):
-    from specpolicy.sweep.replay import ReplayTable
+    from specpolicy.replay_table import ReplayTable
 
     return ReplayTable.from_record(_record(observation, name))
 

@@ -21,6 +21,8 @@ MAX_PROMPT_TOKENS = 256
 """prompts are cut to their last this-many tokens"""
 MAX_NEW_TOKENS = 128
 """output budget of sweeps, compare and benchmarks"""
+GENERATE_MAX_NEW_TOKENS = 256
+"""output budget of ``specpolicy generate`` and of a decoder built without one"""
 DEFAULT_THREADS = 1
 """torch intra-op threads for anything timed (measured fastest and steadiest on the 2-core machines
 this project is built on; see docs/benchmarks.md); every timing records the count it ran with"""

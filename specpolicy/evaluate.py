@@ -11,10 +11,11 @@ import numpy as np
 import torch
 
 from specpolicy.costs import CostTable
+from specpolicy.cycles import mean_acceptance
 from specpolicy.decoding import DecodeState, SpeculativeDecoder, plain_decode
 from specpolicy.metrics import PolicyResults, PromptResult
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Policy, PromptObservation, oracle_label
-from specpolicy.sweep.replay import ReplayTable, mean_acceptance
+from specpolicy.replay_table import ReplayTable
 from specpolicy.sweep.store import SweepStore
 
 __all__ = ["PolicyResults", "PromptResult", "check_candidates", "evaluate_live", "evaluate_replay", "live_schedule",

@@ -9,7 +9,7 @@ import numpy as np
 
 from specpolicy.costs import CostTable
 from specpolicy.policy import TRAINING_BLOCK_SIZE, TrainingSet, oracle_label
-from specpolicy.sweep.replay import ReplayTable
+from specpolicy.replay_table import ReplayTable
 from specpolicy.sweep.store import SweepStore
 
 LABELS = ("time", "tau")

@@ -16,7 +16,7 @@ from specpolicy.cli.common import (
     stderr,
     stdout,
 )
-from specpolicy.defaults import DEFAULT_POLICY
+from specpolicy.defaults import DEFAULT_POLICY, GENERATE_MAX_NEW_TOKENS
 
 
 def generate(
@@ -25,7 +25,7 @@ def generate(
     drafter: str = DrafterOption,
     policy: str = typer.Option(DEFAULT_POLICY, help="block-size policy (ignored when --block-size is given)"),
     block_size: int = typer.Option(None, "--block-size", "-b", min=1, help="fixed block size B (1 = autoregressive)"),
-    max_new_tokens: int = typer.Option(256, min=1),
+    max_new_tokens: int = typer.Option(GENERATE_MAX_NEW_TOKENS, min=1),
     temperature: float = typer.Option(0.0, min=0.0, help="0 = greedy"),
     draft_sampling: bool = DraftSamplingOption,
     seed: int = typer.Option(0, help="seed of the positional sampling uniforms (T > 0)"),

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from specpolicy.cycles import CycleRecord
 from specpolicy.decoding.autoregressive import plain_decode
 from specpolicy.decoding.decoder import SpeculativeDecoder
-from specpolicy.decoding.trace import CycleRecord, DecodeTrace
+from specpolicy.decoding.session import DecodeSession
+from specpolicy.decoding.trace import DecodeTrace
 from specpolicy.decoding.verify import VerifyResult, greedy_verify, match_verify, speculative_sampling_verify
 from specpolicy.state import DecodeState
 
 __all__ = [
     "CycleRecord",
+    "DecodeSession",
     "DecodeState",
     "DecodeTrace",
     "SpeculativeDecoder",

@@ -13,10 +13,11 @@ from collections.abc import Sequence
 
 import torch
 
-from specpolicy.decoding.decoder import SpeculativeDecoder, commit_tokens
+from specpolicy.cycles import CycleRecord, commit_tokens
+from specpolicy.decoding.decoder import SpeculativeDecoder
 from specpolicy.decoding.sampling import PositionalUniforms
 from specpolicy.decoding.target import new_cache, target_forward
-from specpolicy.decoding.trace import CycleRecord, DecodeTrace
+from specpolicy.decoding.trace import DecodeTrace
 
 
 @torch.inference_mode()
@@ -30,22 +31,22 @@ def plain_decode(
         decoder: supplies the target, sampling settings, stop tokens and budget (its drafter is unused).
         prompt_ids: token ids [s]. max_new_tokens: default the decoder's. seed: positional uniforms (T > 0).
     """
-    ids = decoder._check_prompt(prompt_ids)
+    ids = decoder.check_prompt(prompt_ids)
     budget = decoder.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
     if budget < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {budget}")
     device, prompt_len, stops = decoder.device, ids.numel(), set(decoder.stop_token_ids)
     uniforms = PositionalUniforms(seed, device) if decoder.temperature > 0 else None
     # 1. Prefill.
-    decoder._sync()
+    decoder.sync()
     t0 = time.perf_counter()
     cache = new_cache(decoder.target)
     positions = torch.arange(prompt_len, device=device).unsqueeze(0)
     logits, _ = target_forward(decoder.target, ids.to(device).unsqueeze(0), positions, cache, logits_to_keep=1,
                                hidden_states=False)
     prefill_logits = logits[0, -1].float()
-    output = [int(decoder._target_tokens(logits[0, -1:], uniforms, prompt_len)[0])]
-    decoder._sync()
+    output = [int(decoder.target_tokens(logits[0, -1:], uniforms, prompt_len)[0])]
+    decoder.sync()
     prefill_seconds = time.perf_counter() - t0
     stop_reason = "stop_token" if output[0] in stops else ("max_new_tokens" if budget <= 1 else "")
     cycles: list[CycleRecord] = []
@@ -56,17 +57,17 @@ def plain_decode(
             stop_reason = "context"
             break
         # 2. One step: the target reads the last token and emits the next.
-        decoder._sync()
+        decoder.sync()
         t_step = time.perf_counter()
         logits, _ = target_forward(decoder.target, torch.tensor([[output[-1]]], device=device),
                                    torch.tensor([[position]], device=device), cache, logits_to_keep=1,
                                    hidden_states=False)
-        token = int(decoder._target_tokens(logits[0, -1:], uniforms, position + 1)[0])
-        decoder._sync()
+        token = int(decoder.target_tokens(logits[0, -1:], uniforms, position + 1)[0])
+        decoder.sync()
         # 3. Commit, stopping on a stop token or the budget.
         new_tokens, stop_reason = commit_tokens([token], stops, budget - len(output))
         output.extend(new_tokens)
         cycles.append(CycleRecord(1, 0, len(new_tokens), 0.0, time.perf_counter() - t_step))
-    decoder._sync()
+    decoder.sync()
     return DecodeTrace(ids.tolist(), output, cycles, prefill_seconds, time.perf_counter() - t_loop, stop_reason,
                        prefill_logits.cpu())

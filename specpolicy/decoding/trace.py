@@ -6,25 +6,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-
-@dataclass
-class CycleRecord:
-    """One draft -> verify -> commit cycle.
-
-    ``accepted`` drafts passed verification (0..B-1); ``committed`` tokens were kept (1..B; fewer than
-    ``accepted + 1`` only when a stop token or ``max_new_tokens`` cut the cycle).
-    """
-
-    block_size: int
-    accepted: int
-    committed: int
-    draft_seconds: float
-    verify_seconds: float
-
-    @property
-    def acceptance_length(self) -> int:
-        """accepted drafts + 1 (the bonus/correction token), the per-cycle term of tau."""
-        return self.accepted + 1
+from specpolicy.cycles import CycleRecord, mean_acceptance
 
 
 @dataclass
@@ -42,9 +24,7 @@ class DecodeTrace:
     @property
     def tau(self) -> float:
         """Mean acceptance length (accepted + 1) over cycles; 0 for a decode without cycles."""
-        if not self.cycles:
-            return 0.0
-        return sum(c.acceptance_length for c in self.cycles) / len(self.cycles)
+        return mean_acceptance(self.cycles)
 
     @property
     def cycle_tokens(self) -> int:

@@ -55,10 +55,10 @@ def _quartile_spread(times: list[float]) -> float:
 
 def _timer(decoder: SpeculativeDecoder) -> Callable[[Callable[[], object]], float]:
     def timed(run: Callable[[], object]) -> float:
-        decoder._sync()
+        decoder.sync()
         start = time.perf_counter()
         run()
-        decoder._sync()
+        decoder.sync()
         return time.perf_counter() - start
 
     return timed

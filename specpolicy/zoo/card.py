@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
+from specpolicy.defaults import MAX_PROMPT_TOKENS
 from specpolicy.policy import oracle_label
-from specpolicy.sweep.replay import ReplayTable
+from specpolicy.replay_table import ReplayTable
 
 CARD_CANDIDATES = [4, 8, 12, 14, 15, 16, 17, 18, 20, 24, 32]
 WINDOW = [14, 15, 16, 17, 18]
@@ -92,7 +93,8 @@ def measure(run_dir: Path, prompts: int = 32, max_new_tokens: int = 128, out_dir
     card["tau"], card["window_oracle"], card["distinct_4grams"], card["speed"] = {}, {}, {}, {}
     for dataset in ("sharegpt", "humaneval"):
         sweep_prompts = load_prompts(dataset, prompts, 0)
-        bench_ids = encode_prompts(pair.tokenizer, load_prompts(dataset, bench_prompts, 0), max_tokens=256)
+        bench_prompts_list = load_prompts(dataset, bench_prompts, 0)
+        bench_ids = encode_prompts(pair.tokenizer, bench_prompts_list, max_tokens=MAX_PROMPT_TOKENS)
         for temperature in (0.0, 1.0):
             settings = SweepSettings(dataset=dataset, candidates=CARD_CANDIDATES, temperature=temperature,
                                      max_new_tokens=max_new_tokens, max_samples=prompts)

@@ -55,12 +55,12 @@ def test_seeding_reproduces_episodes(sweep):
 def test_random_actions_never_crash_and_rewards_match_the_store(sweep, replay_store, actions, seed):
     env = gym.make("specpolicy/BlockSizeStep-v0", sweep=sweep).unwrapped
     env.reset(seed=seed)
-    table = env._table
+    table = env.session.table
     position, produced, _ = table.start()
     for action in actions:
-        if env._done:
+        if env.session.done:
             env.reset(seed=seed + 1)
-            table = env._table
+            table = env.session.table
             position, produced, _ = table.start()
         _, reward, _, _, info = env.step(action)
         expected, position, produced, _ = table.cycle(position, produced, env.candidates[action])
@@ -169,7 +169,7 @@ def test_live_step_backend_matches_a_bare_decode(test_zoo, prompt_file):
 
 
 def test_step_env_seconds_reward_is_minus_the_modelled_time_and_ranks_policies(sweep, replay_store):
-    from specpolicy.sweep.replay import ReplayTable
+    from specpolicy.replay_table import ReplayTable
 
     env = gym.make("specpolicy/BlockSizeStep-v0", sweep=sweep, reward="seconds").unwrapped
     costs = replay_store.latency()

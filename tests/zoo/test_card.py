@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from specpolicy.sweep.replay import ReplayTable
+from specpolicy.replay_table import ReplayTable
 from specpolicy.zoo import card
 
 

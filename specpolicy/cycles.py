@@ -1,0 +1,93 @@
+"""One cycle at a time: the cycle record, the protocol every decode source follows, and the loop.
+
+Live decoding (:class:`~specpolicy.decoding.session.DecodeSession`), exact replay
+(:class:`~specpolicy.replay_table.ReplaySession`) and the step environment all drive a
+:class:`CycleSource`: read :attr:`CycleSource.state`, pick a block size, call
+:meth:`CycleSource.step`, until :attr:`CycleSource.done`. :func:`run_schedule` is that loop.
+No torch here: policies and environments import it freely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from specpolicy.state import DecodeState
+
+Schedule = int | Callable[[DecodeState], int]
+"""What a policy gives a decode: a fixed block size, or a callback picking B before every cycle."""
+
+
+@dataclass(frozen=True)
+class CycleRecord:
+    """One draft -> verify -> commit cycle (timings are 0 where nothing was timed, as in replay).
+
+    ``accepted`` drafts passed verification (0..B-1); ``committed`` tokens were kept (1..B; fewer than
+    ``accepted + 1`` only when a stop token or the token budget cut the cycle).
+    """
+
+    block_size: int
+    accepted: int
+    committed: int
+    draft_seconds: float = 0.0
+    verify_seconds: float = 0.0
+
+    @property
+    def acceptance_length(self) -> int:
+        """accepted drafts + 1 (the bonus/correction token), the per-cycle term of tau."""
+        return self.accepted + 1
+
+
+def mean_acceptance(cycles: Sequence[CycleRecord]) -> float:
+    """tau: the mean of accepted + 1 over ``cycles`` (0 without cycles). The one definition of tau."""
+    return sum(c.acceptance_length for c in cycles) / len(cycles) if cycles else 0.0
+
+
+class CycleSource(Protocol):
+    """A decode advanced one cycle per :meth:`step`; :attr:`state` is current before every cycle."""
+
+    state: DecodeState
+    done: bool
+
+    def step(self, block_size: int) -> CycleRecord:
+        """Run one cycle of ``block_size`` (1 = one autoregressive step) and return its record."""
+        ...
+
+
+def check_block_size(block_size: object) -> int:
+    """``block_size`` as an int >= 1, or a ValueError naming it."""
+    if isinstance(block_size, bool) or (not isinstance(block_size, int) and not hasattr(block_size, "__index__")):
+        raise ValueError(f"block size must be an integer >= 1 (1 = autoregressive), got {block_size!r}")
+    size = int(block_size)
+    if size < 1:
+        raise ValueError(f"block size must be an integer >= 1 (1 = autoregressive), got {block_size!r}")
+    return size
+
+
+def commit_tokens(new_tokens: list[int], stops: set[int], room: int) -> tuple[list[int], str]:
+    """The tokens a cycle keeps, and why decoding ends there (``""`` when it goes on).
+
+    Cuts after the first stop token, then to the ``room`` left in the budget; a stop token cut off
+    by the budget counts as the budget ending the decode. Live decoding, plain AR and exact replay share it.
+    """
+    reason = ""
+    stop_at = next((i for i, token in enumerate(new_tokens) if token in stops), None)
+    if stop_at is not None:
+        new_tokens, reason = new_tokens[: stop_at + 1], "stop_token"
+    if len(new_tokens) > room or (len(new_tokens) == room and not reason):
+        new_tokens, reason = new_tokens[:room], "max_new_tokens"
+    return new_tokens, reason
+
+
+def run_schedule(source: CycleSource, schedule: Schedule) -> list[CycleRecord]:
+    """Drive ``source`` to the end with a fixed block size or a per-cycle callback; the cycles it ran.
+
+    A step that commits nothing (the context ran out before the cycle) ends the decode and is left out.
+    """
+    cycles: list[CycleRecord] = []
+    while not source.done:
+        cycle = source.step(schedule if isinstance(schedule, int) else schedule(source.state))
+        if cycle.committed:
+            cycles.append(cycle)
+    return cycles

@@ -1,0 +1,154 @@
+"""One prompt's speculative decode, advanced one draft -> verify -> commit cycle per :meth:`DecodeSession.step`.
+
+``SpeculativeDecoder.generate`` is :func:`~specpolicy.cycles.run_schedule` over a session; the live
+step environment steps one directly. Timings: ``prefill_seconds`` covers the prefill forward;
+``decode_seconds`` runs from the end of prefill to the end of the last cycle, so time a caller
+spends choosing block sizes between cycles counts, as it would in deployment.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import torch
+
+from specpolicy.cycles import CycleRecord, check_block_size, commit_tokens
+from specpolicy.decoding.sampling import PositionalUniforms
+from specpolicy.decoding.target import crop_cache, new_cache, target_forward
+from specpolicy.decoding.trace import DecodeTrace
+from specpolicy.state import DecodeState
+
+if TYPE_CHECKING:
+    from specpolicy.decoding.decoder import SpeculativeDecoder
+
+
+class DecodeSession:
+    """A decode in progress (batch size 1). Build it with :meth:`SpeculativeDecoder.start`.
+
+    Attributes:
+        state: what a per-cycle policy reads before the next cycle (kept current by :meth:`step`).
+        done: True once a stop token, the budget or the context ended the decode.
+        output: token ids committed so far (the prefill token first).
+        cycles: the finished cycles' records.
+    """
+
+    @torch.inference_mode()
+    def __init__(self, decoder: SpeculativeDecoder, prompt_ids: Sequence[int] | torch.Tensor, *,
+                 max_new_tokens: int | None = None, seed: int = 0) -> None:
+        self.decoder = decoder
+        self.ids = decoder.check_prompt(prompt_ids)
+        self.budget = decoder.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
+        if self.budget < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.budget}")
+        self.uniforms = PositionalUniforms(seed, decoder.device) if decoder.temperature > 0 else None
+        self.stops = set(decoder.stop_token_ids)
+        self.cycles: list[CycleRecord] = []
+        self._prefill()
+
+    def _prefill(self) -> None:
+        """1. Prefill: the target reads the prompt [s] and emits the first output token."""
+        decoder, prompt_len = self.decoder, self.ids.numel()
+        decoder.sync()
+        t0 = time.perf_counter()
+        self.cache = new_cache(decoder.target)
+        positions = torch.arange(prompt_len, device=decoder.device).unsqueeze(0)
+        logits, hidden = target_forward(decoder.target, self.ids.to(decoder.device).unsqueeze(0), positions,
+                                        self.cache, logits_to_keep=1)
+        self.prefill_logits = logits[0, -1].float()
+        first = int(decoder.target_tokens(logits[0, -1:], self.uniforms, prompt_len)[0])
+        self.pending = [decoder.drafter.context_features(hidden)]  # context not yet drafted on: [1, c, L*H] each
+        self.drafter_cache = decoder.drafter.new_cache()
+        decoder.sync()
+        self.prefill_seconds = time.perf_counter() - t0
+        self.output = [first]
+        self.stop_reason = "stop_token" if first in self.stops else ("max_new_tokens" if self.budget <= 1 else "")
+        self.state = DecodeState(self.prefill_logits, prompt_len, prompt_len, 0, 1)
+        self._t_loop = time.perf_counter()
+        self._t_end = self._t_loop
+
+    @property
+    def done(self) -> bool:
+        return bool(self.stop_reason)
+
+    @torch.inference_mode()
+    def step(self, block_size: int) -> CycleRecord:
+        """2-6. One cycle of ``block_size`` at the current anchor; returns its record.
+
+        Near the context limit the block shrinks to the positions left (the output stays that of every
+        block size); with no position left the decode ends with ``stop_reason == "context"`` and a
+        cycle that committed nothing.
+        """
+        if self.done:
+            raise RuntimeError(f"the decode has ended ({self.stop_reason}); start a new one")
+        size = check_block_size(block_size)
+        start = self.state.position  # the anchor: the last committed token, not yet read by the target
+        limit = self.decoder.max_positions
+        if limit is not None:
+            size = min(size, limit - start)
+            if size < 1:
+                return self._finish(CycleRecord(check_block_size(block_size), 0, 0), "context")
+        draft, draft_probs, draft_seconds = self._draft(start, size)
+        accepted, next_token, verify_seconds = self._verify(start, size, draft, draft_probs)
+        # 5. Commit accepted drafts + the target's next token; 6. stop on a stop token or the budget.
+        new_tokens = [*draft.view(-1)[:accepted].tolist(), next_token]
+        new_tokens, reason = commit_tokens(new_tokens, self.stops, self.budget - len(self.output))
+        self.output.extend(new_tokens)
+        return self._finish(CycleRecord(size, accepted, len(new_tokens), draft_seconds, verify_seconds), reason)
+
+    def _finish(self, cycle: CycleRecord, reason: str) -> CycleRecord:
+        if cycle.committed:
+            self.cycles.append(cycle)
+            self.state.record(cycle.block_size, cycle.accepted)
+        self.stop_reason = reason
+        self.state.position = self.state.prompt_length + len(self.output) - 1
+        self.state.cycle, self.state.generated = len(self.cycles), len(self.output)
+        self.decoder.sync()
+        self._t_end = time.perf_counter()
+        return cycle
+
+    def _draft(self, start: int, size: int) -> tuple[torch.Tensor, torch.Tensor | None, float]:
+        """3. Draft: one drafter pass over [anchor, mask * (B-1)] given the pending context.
+
+        Returns drafts [B-1] (none for B = 1), their probs [B-1, V] when sampled, and the seconds taken.
+        """
+        decoder, device = self.decoder, self.decoder.device
+        if size == 1:
+            return torch.empty(0, dtype=torch.long, device=device), None, 0.0
+        decoder.sync()
+        t0 = time.perf_counter()
+        block = torch.full((1, size), decoder.drafter.mask_token_id, device=device)
+        block[0, 0] = self.output[-1]
+        positions = torch.arange(len(self.drafter_cache), start + size, device=device).unsqueeze(0)
+        context = self.pending[0] if len(self.pending) == 1 else torch.cat(self.pending, dim=1)
+        hidden = decoder.drafter(decoder.embed(block), context, positions, self.drafter_cache)
+        draft_logits = decoder.lm_head(hidden[:, 1:, :])
+        self.drafter_cache.crop(start)  # the block's own keys/values never persist
+        self.pending = []
+        decoder.sync()
+        seconds = time.perf_counter() - t0
+        draft, probs = decoder.draft_tokens(draft_logits[0], self.uniforms, start + 1)
+        return draft, probs, seconds
+
+    def _verify(self, start: int, size: int, draft: torch.Tensor, draft_probs: torch.Tensor | None
+                ) -> tuple[int, int, float]:
+        """4. Verify: the target reads anchor + drafts [B] in one forward; (accepted, next token, seconds)."""
+        decoder, device = self.decoder, self.decoder.device
+        decoder.sync()
+        t0 = time.perf_counter()
+        block_ids = torch.cat([torch.tensor([[self.output[-1]]], device=device), draft.view(1, -1)], dim=1)
+        positions = torch.arange(start, start + size, device=device).unsqueeze(0)
+        logits, hidden = target_forward(decoder.target, block_ids, positions, self.cache)
+        decoder.sync()
+        seconds = time.perf_counter() - t0
+        result = decoder.verify(draft.view(1, -1), draft_probs, logits[0], self.uniforms, start + 1)
+        accepted = int(result.accepted[0])
+        crop_cache(self.cache, start + accepted + 1)
+        self.pending.append(decoder.drafter.context_features(hidden)[:, : accepted + 1])
+        return accepted, int(result.next_token[0]), seconds
+
+    def trace(self) -> DecodeTrace:
+        """What the decode did so far (final once :attr:`done`)."""
+        return DecodeTrace(self.ids.tolist(), list(self.output), list(self.cycles), self.prefill_seconds,
+                           self._t_end - self._t_loop, self.stop_reason, self.prefill_logits.cpu())

@@ -1,0 +1,182 @@
+"""The table exact replay is read from: every candidate's accepted drafts at every reachable anchor.
+
+Built by :func:`specpolicy.sweep.replay.build_replay` from one live decode; read here without torch.
+:meth:`ReplayTable.session` replays a decode one cycle at a time through the same
+:class:`~specpolicy.cycles.CycleSource` protocol as live decoding, so policies, evaluation and the
+environments drive both the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from specpolicy.costs import CostTable
+from specpolicy.cycles import CycleRecord, Schedule, check_block_size, commit_tokens, mean_acceptance, run_schedule
+from specpolicy.defaults import TRAINING_BLOCK_SIZE
+from specpolicy.policy import oracle_label
+from specpolicy.state import DecodeState
+
+
+@dataclass
+class ReplayTable:
+    """Accepted drafts of every candidate block size at every anchor of one prompt's decode.
+
+    ``accepted[i, j]``: drafts accepted by a block of size ``candidates[j]`` anchored at absolute
+    position ``prompt_length + i``; -1 where no schedule of candidates reaches that anchor.
+    ``sequence``: prompt + output + the continuation past the end that verification would have read.
+    ``output_length``: tokens in the real output.
+    """
+
+    prompt_length: int
+    output_length: int
+    candidates: tuple[int, ...]
+    accepted: np.ndarray
+    sequence: list[int]
+    stop_token_ids: tuple[int, ...]
+    budget: int
+
+    @classmethod
+    def from_record(cls, record: dict) -> ReplayTable:
+        """The table stored in a replay-sweep record (see :meth:`to_record`)."""
+        if "replay" not in record:
+            raise ValueError(f"record {record['prompt_id']} has no replay table; per-cycle policies need a replay "
+                             "sweep (specpolicy sweep --mode replay)")
+        replay = record["replay"]
+        return cls(record["prompt_length"], replay["output_length"], tuple(replay["candidates"]),
+                   np.asarray(replay["accepted"], dtype=np.int16), replay["sequence"],
+                   tuple(replay["stop_token_ids"]), replay["budget"])
+
+    def to_record(self) -> dict:
+        """The ``replay`` entry of a sweep record (the prompt length is stored beside it)."""
+        return {"candidates": list(self.candidates), "accepted": self.accepted.tolist(), "sequence": self.sequence,
+                "output_length": self.output_length, "stop_token_ids": list(self.stop_token_ids),
+                "budget": self.budget}
+
+    def _column(self, block_size: int) -> int:
+        try:
+            return self.candidates.index(block_size)
+        except ValueError:
+            raise ValueError(
+                f"block size {block_size} is not among this replay's candidates {list(self.candidates)}"
+            ) from None
+
+    def start(self) -> tuple[int, int, bool]:
+        """(anchor position, tokens produced, done) before the first cycle."""
+        p = self.prompt_length
+        done = self.sequence[p] in set(self.stop_token_ids) or min(self.budget, self.output_length) <= 1
+        return p, 1, done
+
+    def cycle(self, position: int, produced: int, size: int) -> tuple[CycleRecord, int, int, bool]:
+        """One cycle of block size ``size`` at anchor ``position``: (cycle, next position, produced, done)."""
+        accepted = int(self.accepted[position - self.prompt_length, self._column(size)])
+        if accepted < 0:
+            raise ValueError(f"anchor {position} was not replayed: no schedule of {list(self.candidates)} reaches it")
+        # the real output ends every schedule (a decode cut by the context limit ends before the budget)
+        room = min(self.budget, self.output_length) - produced
+        new, reason = commit_tokens(self.sequence[position + 1 : position + accepted + 2], set(self.stop_token_ids),
+                                    room)
+        return CycleRecord(size, accepted, len(new)), position + accepted + 1, produced + len(new), bool(reason)
+
+    def session(self, prefill_logits: Any = None) -> ReplaySession:
+        """The replayed decode as a :class:`~specpolicy.cycles.CycleSource` (one cycle per step)."""
+        return ReplaySession(self, prefill_logits)
+
+    def simulate(self, choose: Schedule, prefill_logits: Any = None) -> list[CycleRecord]:
+        """Cycles a fixed block size, or a per-cycle callback, would run (exactly as live decoding).
+
+        ``prefill_logits`` [V]: what per-cycle policies read in ``state.prefill_logits`` (default: empty).
+        """
+        if isinstance(choose, int):
+            self._column(choose)
+        return run_schedule(self.session(prefill_logits), choose)
+
+    def tau(self, choose: Schedule) -> float:
+        """Mean acceptance length (accepted + 1) of the simulated cycles."""
+        return mean_acceptance(self.simulate(choose))
+
+    def taus(self) -> dict[int, float]:
+        """tau of every candidate as a fixed block size."""
+        return {b: self.tau(b) for b in self.candidates}
+
+    def tokens(self) -> int:
+        """Tokens every schedule commits after prefill (lossless: the same output whatever the sizes)."""
+        return max(0, min(self.budget, self.output_length) - 1)
+
+    def fixed_seconds(self, costs: CostTable) -> dict[int, float]:
+        """Modelled decode seconds of every candidate as a fixed block size."""
+        return {b: costs.seconds(c.block_size for c in self.simulate(b)) for b in self.candidates}
+
+    def fastest_fixed(self, costs: CostTable, candidates: Sequence[int] | None = None,
+                      training_block_size: int = TRAINING_BLOCK_SIZE) -> int:
+        """The per-prompt time oracle: the candidate with the fewest modelled seconds as a fixed block size.
+
+        Ties go to the candidate nearest ``training_block_size``, then the smaller.
+        """
+        sizes = tuple(self.candidates if candidates is None else candidates)
+        seconds = self.fixed_seconds(costs)
+        return sizes[oracle_label([-seconds[b] for b in sizes], sizes, training_block_size)]
+
+    def cost_to_go(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,
+                   training_block_size: int = TRAINING_BLOCK_SIZE) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
+        """Exact dynamic programming over the anchors: the fewest modelled seconds to finish from each.
+
+        Every cycle's outcome comes from :meth:`cycle`, so the optimum is over exactly the schedules
+        replay can run. Without ``costs`` every cycle costs the same (the fewest cycles).
+
+        Returns:
+            value [n] (seconds to finish from anchor i; inf where unreachable), q [n, C] (seconds
+            when the next cycle uses candidate j, then the best), and the candidates, ordered by
+            preference (nearest ``training_block_size`` first), which is also the order of q's columns.
+        """
+        sizes = tuple(sorted(self.candidates if candidates is None else candidates,
+                             key=lambda b: (abs(b - training_block_size), b)))
+        for size in sizes:
+            self._column(size)
+        price = [costs.cycle_seconds(b) if costs is not None else 1.0 for b in sizes]
+        n, p = self.accepted.shape[0], self.prompt_length
+        value = np.full(n, np.inf)
+        q = np.full((n, len(sizes)), np.inf)
+        for i in range(n - 1, -1, -1):
+            if self.accepted[i, 0] < 0:  # unreachable: never on a schedule's path
+                continue
+            for j, size in enumerate(sizes):
+                _, nxt, _, done = self.cycle(p + i, i + 1, size)
+                q[i, j] = price[j] + (0.0 if done else value[nxt - p])
+            value[i] = q[i].min()
+        return value, q, sizes
+
+    def per_cycle_oracle(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,
+                         training_block_size: int = TRAINING_BLOCK_SIZE) -> list[int]:
+        """The schedule with the fewest modelled seconds (:meth:`cost_to_go`): a true upper bound for any
+        per-cycle policy over ``candidates`` (default: the table's). Ties go to the candidate nearest
+        ``training_block_size``."""
+        _, q, sizes = self.cost_to_go(costs, candidates, training_block_size)
+        best = np.argmin(q, axis=1)  # the first minimum: the preferred size among ties
+        p = self.prompt_length
+        return [c.block_size for c in self.simulate(lambda s: sizes[int(best[s.position - p])])]
+
+
+class ReplaySession:
+    """A replayed decode, one cycle per :meth:`step` (the :class:`~specpolicy.cycles.CycleSource` protocol)."""
+
+    def __init__(self, table: ReplayTable, prefill_logits: Any = None) -> None:
+        self.table = table
+        self.position, produced, self.done = table.start()
+        logits = prefill_logits if prefill_logits is not None else np.zeros(0, dtype=np.float32)
+        self.state = DecodeState(logits, table.prompt_length, self.position, 0, produced)
+        self.cycles: list[CycleRecord] = []
+
+    def step(self, block_size: int) -> CycleRecord:
+        """Replay one cycle of ``block_size`` (one of the table's candidates) at the current anchor."""
+        if self.done:
+            raise RuntimeError("the replayed decode has ended; start a new session")
+        size = check_block_size(block_size)
+        cycle, self.position, produced, self.done = self.table.cycle(self.position, self.state.generated, size)
+        self.cycles.append(cycle)
+        self.state.record(size, cycle.accepted)
+        self.state.position, self.state.cycle, self.state.generated = self.position, len(self.cycles), produced
+        return cycle
