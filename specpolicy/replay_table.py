@@ -178,5 +178,7 @@ class ReplaySession:
         cycle, self.position, produced, self.done = self.table.cycle(self.position, self.state.generated, size)
         self.cycles.append(cycle)
         self.state.record(size, cycle.accepted)
-        self.state.position, self.state.cycle, self.state.generated = self.position, len(self.cycles), produced
+        # the state's anchor follows the output, as live decoding's does (a cut last cycle ends short of it)
+        self.state.position = self.table.prompt_length + produced - 1
+        self.state.cycle, self.state.generated = len(self.cycles), produced
         return cycle

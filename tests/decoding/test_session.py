@@ -1,0 +1,62 @@
+"""The cycle-level API: a DecodeSession stepped by hand is generate(), and replay steps the same way."""
+
+from __future__ import annotations
+
+import pytest
+
+from specpolicy.cycles import run_schedule
+from specpolicy.decoding import SpeculativeDecoder
+from specpolicy.sweep.replay import build_replay
+
+SIZES = [16, 2, 8, 1, 12, 4, 3]
+
+
+def _rows(cycles):
+    return [(c.block_size, c.accepted, c.committed) for c in cycles]
+
+
+def test_stepping_a_session_by_hand_is_generate(trained_pair):
+    decoder = SpeculativeDecoder(*trained_pair, max_new_tokens=40)
+    prompt = [5, 9, 6, 9]
+    session = decoder.start(prompt)
+    while not session.done:
+        assert session.state.generated == len(session.output)
+        assert session.state.position == len(prompt) + len(session.output) - 1
+        session.step(SIZES[session.state.cycle % len(SIZES)])
+    trace = decoder.generate(prompt, lambda state: SIZES[state.cycle % len(SIZES)])
+    assert session.trace().output_ids == trace.output_ids
+    assert _rows(session.cycles) == _rows(trace.cycles)
+    with pytest.raises(RuntimeError, match="has ended"):
+        session.step(4)
+
+
+def test_replay_and_live_sessions_step_alike(trained_pair):
+    decoder = SpeculativeDecoder(*trained_pair, max_new_tokens=40)
+    prompt = [4, 7, 5, 9]
+    table, _ = build_replay(decoder, prompt, sorted(set(SIZES)), max_new_tokens=40)
+    live, replay = decoder.start(prompt), table.session()
+    while not live.done:
+        assert not replay.done
+        size = SIZES[live.state.cycle % len(SIZES)]
+        assert _rows([live.step(size)]) == _rows([replay.step(size)])
+        assert (live.state.generated, live.state.position) == (replay.state.generated, replay.state.position)
+        assert live.state.accepted_history == replay.state.accepted_history
+    assert replay.done
+
+
+@pytest.mark.parametrize("size", [1, 4, 16, 18])
+def test_output_near_the_context_limit_does_not_depend_on_the_block_size(trained_pair, size):
+    """A block that would run past the context shrinks to fit: every B outputs the same tokens."""
+    decoder = SpeculativeDecoder(*trained_pair, max_new_tokens=40)
+    decoder.max_positions = 20
+    prompt = [5, 9, 6, 9]
+    reference = decoder.generate(prompt, 1)
+    trace = decoder.generate(prompt, size)
+    assert trace.output_ids == reference.output_ids
+    assert len(trace.output_ids) == 20 - len(prompt) + 1 and trace.stop_reason == "context"
+
+
+def test_run_schedule_rejects_a_bad_block_size(trained_pair):
+    session = SpeculativeDecoder(*trained_pair, max_new_tokens=8).start([5, 9])
+    with pytest.raises(ValueError, match="block size must be an integer >= 1"):
+        run_schedule(session, lambda state: 0)
