@@ -58,10 +58,10 @@ class ReplayData:
             raise ValueError(f"sweep store {store.path} has no valid records")
         candidates = store.candidates
         logits = store.feature_matrix(records)
-        lengths = np.array([r.get("prompt_length", 0) for r in records])
+        lengths = np.array([r.prompt_length for r in records])
         obs = np.clip(get_extractor(features)(logits, lengths), -OBSERVATION_BOUND, OBSERVATION_BOUND)
         taus = store.tau_matrix(records)
-        tables = [ReplayTable.from_record(r) if "replay" in r else None for r in records]
+        tables = [r.table() if r.replay is not None else None for r in records]
         latency = store.latency()
         if reward == "tau":
             rewards = taus
@@ -73,4 +73,4 @@ class ReplayData:
             rewards = np.array([[table.tokens() / seconds for seconds in table.fixed_seconds(latency).values()]
                                 for table in tables])
         return cls(store, candidates, obs.astype(np.float32), rewards, taus, tables,
-                   [r["prompt_id"] for r in records], latency)
+                   [r.prompt_id for r in records], latency)

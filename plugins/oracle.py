@@ -10,24 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specpolicy.hookspecs import hookimpl
-from specpolicy.policy import TRAINING_BLOCK_SIZE, Policy, PromptObservation, oracle_label
-from specpolicy.state import DecodeState
-
-
-def _record(observation: PromptObservation, name: str) -> dict:
-    if observation.record is None:
-        raise ValueError(f"{name} reads the sweep store; evaluate it with --mode replay (or --sweep DIR)")
-    return observation.record
-
-
-def _training(observation: PromptObservation, default: int) -> int:
-    return int(_record(observation, "oracle").get("training_block_size", default))
-
-
-def _table(observation: PromptObservation, name: str):
-    from specpolicy.replay_table import ReplayTable
-
-    return ReplayTable.from_record(_record(observation, name))
+from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Policy, PromptObservation, oracle_label
 
 
 class TauOraclePolicy(Policy):
@@ -40,24 +23,24 @@ class TauOraclePolicy(Policy):
         self.training_block_size = training_block_size
 
     def select(self, observation: PromptObservation) -> int:
-        taus = _record(observation, self.name)["taus"]
-        missing = [b for b in self.candidates if str(b) not in taus]
+        raise ValueError(f"{self.name} reads the sweep store; evaluate it with --mode replay (or --sweep DIR)")
+
+    def answer_schedule(self, observation: PromptObservation, answers: Answers) -> int:
+        missing = [b for b in self.candidates if b not in answers.taus]
         if missing:
             raise ValueError(f"the sweep has no tau for block sizes {missing}; sweep them or pass --candidates "
-                             f"{','.join(sorted(taus, key=int))}")
-        values = [taus[str(b)] for b in self.candidates]
-        training = _training(observation, self.training_block_size)
-        return self.candidates[oracle_label(values, self.candidates, training)]
+                             f"{','.join(map(str, sorted(answers.taus)))}")
+        values = [answers.taus[b] for b in self.candidates]
+        return self.candidates[oracle_label(values, self.candidates, answers.training_block_size)]
 
 
 class TimeOraclePolicy(TauOraclePolicy):
     """Per prompt, the candidate with the fewest modelled seconds (the tau oracle without a cost table)."""
 
-    def select(self, observation: PromptObservation) -> int:
-        if observation.costs is None or "replay" not in _record(observation, self.name):
-            return super().select(observation)
-        return _table(observation, self.name).fastest_fixed(observation.costs, self.candidates,
-                                                             _training(observation, self.training_block_size))
+    def answer_schedule(self, observation: PromptObservation, answers: Answers) -> int:
+        if observation.costs is None or answers.table is None:
+            return super().answer_schedule(observation, answers)
+        return answers.table.fastest_fixed(observation.costs, self.candidates, answers.training_block_size)
 
 
 class StepOraclePolicy(TauOraclePolicy):
@@ -65,13 +48,11 @@ class StepOraclePolicy(TauOraclePolicy):
 
     per_step = True
 
-    def schedule(self, observation: PromptObservation):
-        plan = _table(observation, self.name).per_cycle_oracle(
-            observation.costs, self.candidates, _training(observation, self.training_block_size))
+    def answer_schedule(self, observation: PromptObservation, answers: Answers):
+        if answers.table is None:
+            raise ValueError(f"{self.name} needs a replay sweep (specpolicy sweep --mode replay)")
+        plan = answers.table.per_cycle_oracle(observation.costs, self.candidates, answers.training_block_size)
         return lambda state: plan[state.cycle] if state.cycle < len(plan) else plan[-1]
-
-    def step(self, state: DecodeState, observation: PromptObservation) -> int:
-        return self.schedule(observation)(state)
 
 
 @hookimpl

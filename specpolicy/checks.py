@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from specpolicy.costs import uniform_costs
-from specpolicy.policy import Policy, PromptObservation
+from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.state import DecodeState
 
 
@@ -18,27 +17,33 @@ def _fail(policy: Policy, rule: str) -> PolicyContractError:
     return PolicyContractError(f"policy {policy.name!r} ({type(policy).__name__}): {rule}")
 
 
-def _observations(policy: Policy, vocab_size: int, n: int, seed: int) -> list[PromptObservation]:
+def _observations(policy: Policy, vocab_size: int, n: int, seed: int
+                  ) -> tuple[list[PromptObservation], list[Answers]]:
     rng = np.random.default_rng(seed)
-    observations = []
+    observations, answers = [], []
     for i in range(n):
-        taus = {str(b): float(rng.uniform(1, 8)) for b in policy.candidates}
+        taus = {b: float(rng.uniform(1, b)) for b in policy.candidates}
         logits = rng.normal(0, 3, vocab_size).astype(np.float32)
-        record = {"prompt_id": f"check:{i}", "taus": taus}
-        observations.append(PromptObservation(logits, int(rng.integers(1, 300)), f"check:{i}", record,
+        observations.append(PromptObservation(logits, int(rng.integers(1, 300)), f"check:{i}",
                                               uniform_costs(policy.candidates, 0.005, per_token=0.1)))
-    return observations
+        answers.append(Answers(taus))
+    return observations, answers
+
+
+def _decide(policy: Policy, observation: PromptObservation, answers: Answers | None):
+    return policy.answer_schedule(observation, answers) if policy.needs_sweep else policy.select(observation)
 
 
 def check_policy(policy: Policy, vocab_size: int = 64, n: int = 8, seed: int = 0,
-                 observations: list[PromptObservation] | None = None) -> None:
+                 observations: list[PromptObservation] | None = None, answers: list[Answers] | None = None) -> None:
     """Raise :class:`PolicyContractError` unless ``policy`` honours the contract.
 
     Rules: sorted distinct candidates >= 1; ``select`` returns one of ``choices()`` and is
     deterministic; ``select_batch`` agrees with ``select``; ``predict`` (SB3 signature) returns
     candidate indices for a batch and for a single observation; a per-step policy's schedule is a
-    callable returning allowed block sizes. Pass ``observations`` (e.g. from a sweep store) for
-    policies that need real sweep records, such as the per-cycle oracle.
+    callable returning allowed block sizes. Oracles (``needs_sweep``) are checked through
+    ``answer_schedule``; pass ``observations`` and their ``answers`` (e.g. from a sweep store) for
+    those that need replay tables, such as the per-cycle oracle.
 
     >>> from specpolicy.plugins.fixed import FixedPolicy
     >>> check_policy(FixedPolicy(16, (14, 15, 16, 17, 18)))
@@ -50,15 +55,18 @@ def check_policy(policy: Policy, vocab_size: int = 64, n: int = 8, seed: int = 0
     if not choices or any((not isinstance(b, (int, np.integer))) or b < 1 for b in choices):
         raise _fail(policy, f"choices() must be block sizes >= 1, got {choices}")
     if observations is None:
-        observations = _observations(policy, vocab_size, n, seed)
+        observations, answers = _observations(policy, vocab_size, n, seed)
+    answers = answers if answers is not None else [None] * len(observations)
     n = len(observations)
-    picked = [policy.select(o) for o in observations]
+    if policy.per_step and policy.needs_sweep:
+        return _check_schedule(policy, policy.answer_schedule(observations[0], answers[0]), None)
+    picked = [_decide(policy, o, a) for o, a in zip(observations, answers)]
     for value in picked:
         if not isinstance(value, (int, np.integer)) or int(value) not in choices:
             raise _fail(policy, f"select returned {value!r}, not one of its choices {sorted(choices)}")
-    if [policy.select(o) for o in observations] != picked:
+    if [_decide(policy, o, a) for o, a in zip(observations, answers)] != picked:
         raise _fail(policy, "select is not deterministic for the same observation")
-    if list(policy.select_batch(observations)) != picked:
+    if not policy.needs_sweep and list(policy.select_batch(observations)) != picked:
         raise _fail(policy, "select_batch disagrees with select")
     if choices <= set(candidates) and not policy.needs_sweep:
         batch = np.stack([o.logits for o in observations])
@@ -72,11 +80,17 @@ def check_policy(policy: Policy, vocab_size: int = 64, n: int = 8, seed: int = 0
         single, _ = policy.predict(batch[0])
         if np.ndim(single) != 0 or candidates[int(single)] != expected[0]:
             raise _fail(policy, f"predict on one observation must return one index, got {single!r}")
-    schedule = policy.schedule(observations[0])
+    if not policy.needs_sweep:
+        _check_schedule(policy, policy.schedule(observations[0]), picked[0])
+
+
+def _check_schedule(policy: Policy, schedule, picked: int | None) -> None:
+    """A per-step policy's schedule is a callable of allowed sizes; a per-prompt one's is its choice."""
+    choices = policy.choices()
     if policy.per_step:
         if not callable(schedule):
             raise _fail(policy, "a per-step policy's schedule must be a callable")
-        state = DecodeState(torch.from_numpy(observations[0].logits), 10, 10, 0, 1)
+        state = DecodeState(np.zeros(0, np.float32), 10, 10, 0, 1)
         for cycle in range(4):
             value = schedule(state)
             if int(value) not in choices:
@@ -84,5 +98,5 @@ def check_policy(policy: Policy, vocab_size: int = 64, n: int = 8, seed: int = 0
             state.block_size_history.append(int(value))
             state.accepted_history.append(int(value) - 1 if cycle % 2 == 0 else 0)
             state.cycle += 1
-    elif schedule != picked[0]:
+    elif schedule != picked:
         raise _fail(policy, "a per-prompt policy's schedule must be its select() value")

@@ -14,8 +14,9 @@ from specpolicy.costs import CostTable
 from specpolicy.cycles import mean_acceptance
 from specpolicy.decoding import DecodeState, SpeculativeDecoder, plain_decode
 from specpolicy.metrics import PolicyResults, PromptResult
-from specpolicy.policy import TRAINING_BLOCK_SIZE, Policy, PromptObservation, oracle_label
+from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Policy, PromptObservation, oracle_label
 from specpolicy.replay_table import ReplayTable
+from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
 
 __all__ = ["PolicyResults", "PromptResult", "check_candidates", "evaluate_live", "evaluate_replay", "live_schedule",
@@ -32,20 +33,20 @@ def check_candidates(policy: Policy, available: Sequence[int]) -> None:
                          f"--candidates {','.join(map(str, sorted(available)))}")
 
 
-def _observation(store: SweepStore, record: dict, costs: CostTable | None) -> PromptObservation:
-    logits = store.features(record).numpy() if "features" in record else np.zeros(0, dtype=np.float32)
-    return PromptObservation(logits, record.get("prompt_length", 0), record["prompt_id"], record, costs)
+def _observation(store: SweepStore, record: SweepRecord, costs: CostTable | None) -> PromptObservation:
+    logits = store.features(record).numpy() if record.features else np.zeros(0, dtype=np.float32)
+    return PromptObservation(logits, record.prompt_length, record.prompt_id, costs)
 
 
-def oracle_block_size(record: dict, table: ReplayTable | None, candidates: Sequence[int], costs: CostTable | None,
-                      training_block_size: int = TRAINING_BLOCK_SIZE) -> int:
+def oracle_block_size(record: SweepRecord, table: ReplayTable | None, candidates: Sequence[int],
+                      costs: CostTable | None, training_block_size: int = TRAINING_BLOCK_SIZE) -> int:
     """The per-prompt oracle's block size: fewest modelled seconds with ``costs`` (else highest tau).
 
     Ties go to the candidate nearest ``training_block_size``, then the smaller.
     """
     if costs is not None and table is not None:
         return table.fastest_fixed(costs, candidates, training_block_size)
-    return candidates[oracle_label([record["taus"][str(b)] for b in candidates], candidates, training_block_size)]
+    return candidates[oracle_label(record.tau_row(candidates), candidates, training_block_size)]
 
 
 def evaluate_replay(
@@ -66,38 +67,39 @@ def evaluate_replay(
         check_candidates(policy, store.candidates)
     costs = costs if costs is not None else store.latency()
     candidates = tuple(candidates or store.candidates)
-    training = int(store.meta.get("training_block_size", TRAINING_BLOCK_SIZE))
     results = [PolicyResults(p.name, "modelled" if costs else "none") for p in policies]
     records = list(store.records())
     if not records:
         raise ValueError(f"sweep store {store.path} has no valid records; run or resume the sweep first")
     for record in records:
         observation = _observation(store, record, costs)
-        table = ReplayTable.from_record(record) if "replay" in record else None
-        oracle = oracle_block_size(record, table, candidates, costs, int(record.get("training_block_size", training)))
+        table = record.table() if record.replay is not None else None
+        answers = Answers(record.taus, table, record.training_block_size)
+        oracle = oracle_block_size(record, table, candidates, costs, answers.training_block_size)
         for policy, result in zip(policies, results):
-            result.prompts.append(_replayed(policy, observation, record, table, costs, oracle))
+            result.prompts.append(_replayed(policy, observation, answers, record.prompt_id, costs, oracle))
         if on_prompt:
             on_prompt()
     return results
 
 
-def _replayed(policy: Policy, observation: PromptObservation, record: dict, table: ReplayTable | None,
+def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, prompt_id: str,
               costs: CostTable | None, oracle: int) -> PromptResult:
     """One policy on one stored prompt: replayed cycles priced with ``costs``."""
-    schedule = policy.schedule(observation)
+    schedule = policy.answer_schedule(observation, answers) if policy.needs_sweep else policy.schedule(observation)
+    table = answers.table
     if table is not None:
         logits = torch.from_numpy(observation.logits) if observation.logits.size else None
         cycles = table.simulate(schedule, logits)
         sizes, tau, tokens = [c.block_size for c in cycles], mean_acceptance(cycles), sum(c.committed for c in cycles)
     elif isinstance(schedule, int):
-        sizes, tau, tokens = [schedule], float(record["taus"][str(schedule)]), 0
+        sizes, tau, tokens = [schedule], float(answers.taus[schedule]), 0
     else:
         raise ValueError(f"per-cycle policy {policy.name!r} needs a replay sweep; the store has only taus")
     timed = costs is not None and table is not None and bool(sizes)
     seconds = costs.seconds(sizes) if timed else 0.0
     ar_seconds = tokens * costs.ar_seconds if timed else None
-    return PromptResult(record["prompt_id"], sizes, tau, tokens, seconds, ar_seconds, oracle)
+    return PromptResult(prompt_id, sizes, tau, tokens, seconds, ar_seconds, oracle)
 
 
 def live_schedule(policy: Policy, prompt_id: str, prompt_length: int, costs: CostTable | None = None

@@ -7,9 +7,10 @@ agent in the Gymnasium environments (:meth:`Policy.predict`, stable-baselines3's
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -17,8 +18,17 @@ from specpolicy.costs import CostTable
 from specpolicy.defaults import DEFAULT_CANDIDATES, TRAINING_BLOCK_SIZE
 from specpolicy.state import DecodeState
 
-__all__ = ["DEFAULT_CANDIDATES", "TRAINING_BLOCK_SIZE", "DecodeState", "LearnedPolicy", "Policy",
-           "PromptObservation", "TrainingSet", "oracle_label"]
+__all__ = [
+    "DEFAULT_CANDIDATES",
+    "TRAINING_BLOCK_SIZE",
+    "Answers",
+    "DecodeState",
+    "LearnedPolicy",
+    "Policy",
+    "PromptObservation",
+    "TrainingSet",
+    "oracle_label",
+]
 
 
 @dataclass
@@ -27,15 +37,26 @@ class PromptObservation:
 
     ``logits``: the target's raw last-prompt-token logits, float32 [V]. ``costs``: the cost table of
     the machine the decode runs on (cost-aware policies price their choices with it), or ``None``.
-    ``record``: the sweep record of this prompt when evaluating from a store (oracles read it), else
-    ``None``.
+    Nothing here comes from the future: what a sweep measured reaches oracles only, as :class:`Answers`.
     """
 
     logits: np.ndarray
     prompt_length: int
     prompt_id: str = ""
-    record: dict | None = field(default=None, repr=False)
     costs: CostTable | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class Answers:
+    """What a sweep measured for one prompt, which no deployable policy may read (oracles only).
+
+    ``taus``: tau of every swept block size. ``table``: the prompt's
+    :class:`~specpolicy.replay_table.ReplayTable` (``None`` for live or imported sweeps).
+    """
+
+    taus: Mapping[int, float]
+    table: Any = None
+    training_block_size: int = TRAINING_BLOCK_SIZE
 
 
 class Policy:
@@ -44,6 +65,7 @@ class Policy:
     name: str = "policy"
     per_step: bool = False
     needs_sweep: bool = False
+    """True for oracles: they plan with :meth:`answer_schedule` from what the sweep measured"""
 
     def __init__(self, candidates: Sequence[int] = DEFAULT_CANDIDATES) -> None:
         candidates = tuple(int(c) for c in candidates)
@@ -70,6 +92,10 @@ class Policy:
         if not self.per_step:
             return self.select(observation)
         return lambda state: self.step(state, observation)
+
+    def answer_schedule(self, observation: PromptObservation, answers: Answers) -> int | Callable[[DecodeState], int]:
+        """Oracles (``needs_sweep``) override this: plan from the sweep's :class:`Answers`."""
+        raise NotImplementedError(f"{self.name} does not read a sweep's answers")
 
     # --- batch and stable-baselines3 interop ----------------------------------------------------------
 

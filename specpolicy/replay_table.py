@@ -39,23 +39,6 @@ class ReplayTable:
     stop_token_ids: tuple[int, ...]
     budget: int
 
-    @classmethod
-    def from_record(cls, record: dict) -> ReplayTable:
-        """The table stored in a replay-sweep record (see :meth:`to_record`)."""
-        if "replay" not in record:
-            raise ValueError(f"record {record['prompt_id']} has no replay table; per-cycle policies need a replay "
-                             "sweep (specpolicy sweep --mode replay)")
-        replay = record["replay"]
-        return cls(record["prompt_length"], replay["output_length"], tuple(replay["candidates"]),
-                   np.asarray(replay["accepted"], dtype=np.int16), replay["sequence"],
-                   tuple(replay["stop_token_ids"]), replay["budget"])
-
-    def to_record(self) -> dict:
-        """The ``replay`` entry of a sweep record (the prompt length is stored beside it)."""
-        return {"candidates": list(self.candidates), "accepted": self.accepted.tolist(), "sequence": self.sequence,
-                "output_length": self.output_length, "stop_token_ids": list(self.stop_token_ids),
-                "budget": self.budget}
-
     def _column(self, block_size: int) -> int:
         try:
             return self.candidates.index(block_size)

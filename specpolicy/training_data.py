@@ -9,13 +9,13 @@ import numpy as np
 
 from specpolicy.costs import CostTable
 from specpolicy.policy import TRAINING_BLOCK_SIZE, TrainingSet, oracle_label
-from specpolicy.replay_table import ReplayTable
+from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
 
 LABELS = ("time", "tau")
 
 
-def candidate_values(store: SweepStore, records: list[dict], candidates: Sequence[int], label: str,
+def candidate_values(store: SweepStore, records: list[SweepRecord], candidates: Sequence[int], label: str,
                      costs: CostTable | None = None) -> np.ndarray:
     """What each candidate is worth per prompt, higher is better: float64 [n, C].
 
@@ -26,12 +26,12 @@ def candidate_values(store: SweepStore, records: list[dict], candidates: Sequenc
     if label == "tau":
         return store.tau_matrix(records, candidates)
     costs = costs if costs is not None else store.latency()
-    if costs is None or any("replay" not in r for r in records):
+    if costs is None or any(r.replay is None for r in records):
         raise ValueError(f"label 'time' needs a replay sweep with a cost table; {store.path} has "
                          + ("no latency.json" if costs is None else "records without replay tables")
                          + " (use --label tau, or sweep with `specpolicy sweep --mode replay`)")
     values = np.empty((len(records), len(candidates)))
-    for i, table in enumerate(map(ReplayTable.from_record, records)):
+    for i, table in enumerate(r.table() for r in records):
         seconds = table.fixed_seconds(costs)
         ar = max(1, table.tokens()) * costs.ar_seconds
         values[i] = [-seconds[b] / ar for b in candidates]
@@ -61,13 +61,13 @@ def training_set(store: SweepStore, label: str = "time", candidates: Sequence[in
     labels = np.array([oracle_label(row, candidates, training) for row in values], dtype=np.int64)
     return TrainingSet(
         logits=store.feature_matrix(records),
-        prompt_lengths=np.array([r.get("prompt_length", 0) for r in records], dtype=np.int64),
+        prompt_lengths=np.array([r.prompt_length for r in records], dtype=np.int64),
         labels=labels,
         taus=store.tau_matrix(records, candidates),
         candidates=candidates,
-        prompt_ids=[r["prompt_id"] for r in records],
+        prompt_ids=[r.prompt_id for r in records],
         values=values,
-        episodes=[ReplayTable.from_record(r) if "replay" in r else None for r in records],
+        episodes=[r.table() if r.replay is not None else None for r in records],
         costs=costs if costs is not None else store.latency(),
     )
 

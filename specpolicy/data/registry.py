@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -23,30 +24,64 @@ def dataset_names() -> list[str]:
     return [*OFFLINE, *HUB_DATASETS]
 
 
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not UTF-8 text (byte {error.start}); save it as UTF-8") from None
+
+
+def _messages(row: object, where: str) -> tuple[tuple[str, str], ...]:
+    """The chat messages of one JSONL row, or a ValueError naming the line and what it needs."""
+    need = "an object with a 'prompt' string or a 'messages' list of {\"role\", \"content\"} strings"
+    if not isinstance(row, dict):
+        raise ValueError(f"{where} is a JSON {type(row).__name__}; each line must be {need}")
+    if "messages" in row:
+        messages = row["messages"]
+        if not isinstance(messages, list) or not messages or not all(
+                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                for m in messages):
+            raise ValueError(f"{where}: 'messages' must be a non-empty list of {{\"role\", \"content\"}} strings")
+        return tuple((m["role"], m["content"]) for m in messages)
+    if not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
+        raise ValueError(f"{where} needs {need}" + (" (its 'prompt' is not a non-empty string)" if "prompt" in row
+                                                     else ""))
+    return (("user", row["prompt"]),)
+
+
 def load_local(path: Path) -> list[Prompt]:
-    """JSONL (``{"id"?, "prompt"}`` or ``{"id"?, "messages": [{"role", "content"}]}``) or one prompt per TXT line."""
-    prompts: list[Prompt] = []
+    """JSONL (``{"id"?, "prompt"}`` or ``{"id"?, "messages": [{"role", "content"}]}``) or one prompt per TXT line.
+
+    Ids must be unique (records are keyed by them); a line that breaks the format fails naming it.
+    """
+    text = _read_text(path)
     if path.suffix == ".txt":
-        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
-            if line.strip():
-                prompts.append(Prompt.single(f"{path.stem}:{i}", line.strip()))
-        return prompts
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        return [Prompt.single(f"{path.stem}:{i}", line.strip()) for i, line in enumerate(text.splitlines())
+                if line.strip()]
+    prompts: list[Prompt] = []
+    first_line: dict[str, int] = {}
+    for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path} line {i} is not valid JSON: {exc.msg}") from None
+        messages = _messages(row, f"{path} line {i}")
         pid = str(row.get("id", f"{path.stem}:{i - 1}"))
-        if "messages" in row:
-            messages = tuple((m["role"], m["content"]) for m in row["messages"])
-        elif "prompt" in row:
-            messages = (("user", str(row["prompt"])),)
-        else:
-            raise ValueError(f"{path} line {i} needs a 'prompt' string or a 'messages' list")
+        if pid in first_line:
+            raise ValueError(f"{path} line {i} repeats the id {pid!r} of line {first_line[pid]}; ids must be unique")
+        first_line[pid] = i
         prompts.append(Prompt(pid, messages))
     return prompts
+
+
+def dataset_fingerprint(name: str) -> str | None:
+    """Content hash of a local prompt file (16 hex digits); ``None`` for a named set (fixed content)."""
+    if name in OFFLINE or name in HUB_DATASETS or not name.endswith((".jsonl", ".txt")):
+        return None
+    path = Path(name).expanduser()
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
 
 
 def load_prompts(name: str, max_samples: int | None = None, seed: int = 0) -> list[Prompt]:

@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+from specpolicy.sweep.records import RECORD_VERSION, SweepRecord
 from specpolicy.sweep.store import SweepStore
 
 BLOCKPILOT_FOLDER = re.compile(r"(?P<dataset>.+)_(?P<seed>\d+)T(?P<temperature>[0-9.]+)$")
@@ -16,16 +17,17 @@ def import_blockpilot(folder: str | Path, out: str | Path) -> SweepStore:
     prompt index, as a string, to that prompt's mean tau) into a store without features.
 
     Every block-size file must cover the same prompts; the store's candidates are the file names.
+    ``1.json`` is skipped: in the authors' layout it holds the predictor's chosen sizes, not tau at B = 1.
     """
     folder = Path(folder)
     match = BLOCKPILOT_FOLDER.match(folder.name)
     if match is None:
         raise ValueError(f"{folder.name!r} does not look like '{{dataset}}_{{seed}}T{{temperature}}'")
     files = sorted(folder.glob("*.json"), key=lambda f: int(f.stem) if f.stem.isdigit() else -1)
-    files = [f for f in files if f.stem.isdigit()]
+    files = [f for f in files if f.stem.isdigit() and f.stem != "1"]
     if not files:
         raise FileNotFoundError(f"no '{{B}}.json' files in {folder}")
-    taus = {int(f.stem): {str(k): float(v) for k, v in json.loads(f.read_text()).items()} for f in files}
+    taus = {int(f.stem): _taus(f) for f in files}
     prompts = set(next(iter(taus.values())))
     for size, values in taus.items():
         if set(values) != prompts:
@@ -38,6 +40,21 @@ def import_blockpilot(folder: str | Path, out: str | Path) -> SweepStore:
     for index in sorted(prompts, key=int):
         prompt_id = f"{match['dataset']}:{index}"
         if prompt_id not in done:
-            store.append({"prompt_id": prompt_id, "index": int(index),
-                          "taus": {str(b): taus[b][index] for b in sorted(taus)}})
+            store.append(SweepRecord(version=RECORD_VERSION, prompt_id=prompt_id, index=int(index),
+                                     taus={b: taus[b][index] for b in sorted(taus)}))
+    store.close()
     return store
+
+
+def _taus(file: Path) -> dict[str, float]:
+    """One ``{B}.json``: prompt index (a string) -> mean tau; a ValueError naming the file otherwise."""
+    try:
+        body = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{file} is not JSON ({error})") from None
+    if not isinstance(body, dict):
+        raise ValueError(f"{file} holds a JSON {type(body).__name__}; expected an object mapping prompt index to tau")
+    try:
+        return {str(k): float(v) for k, v in body.items()}
+    except (TypeError, ValueError):
+        raise ValueError(f"{file} maps a prompt to something that is not a number") from None

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from specpolicy.data.prompts import Prompt, encode_prompt
+from specpolicy.data.registry import dataset_fingerprint
 from specpolicy.decoding import DecodeTrace, SpeculativeDecoder
 from specpolicy.defaults import (
     DEFAULT_THREADS,
@@ -23,6 +24,7 @@ from specpolicy.defaults import (
     TRAINING_BLOCK_SIZE,
 )
 from specpolicy.sweep.latency import measure_costs, pin_threads
+from specpolicy.sweep.records import RECORD_VERSION, LiveRun, ReferenceRun, ReplayEntry, SweepRecord, prompt_digest
 from specpolicy.sweep.replay import build_replay
 from specpolicy.sweep.store import SweepStore
 
@@ -66,43 +68,58 @@ class SweepSettings:
             raise ValueError("max_new_tokens must be >= 2")
 
     def meta(self) -> dict:
-        meta = {**asdict(self), "candidates": sorted(self.candidates)}
+        meta = {**asdict(self), "candidates": sorted(self.candidates),
+                "dataset_sha256": dataset_fingerprint(self.dataset)}
         meta.pop("threads")  # timing only: the cost table records it, the records do not depend on it
         return meta
 
 
-def _cycles(trace: DecodeTrace) -> list[list]:
-    return [[c.block_size, c.accepted, c.committed, round(c.draft_seconds, 6), round(c.verify_seconds, 6)]
+def _cycles(trace: DecodeTrace) -> list[tuple]:
+    return [(c.block_size, c.accepted, c.committed, round(c.draft_seconds, 6), round(c.verify_seconds, 6))
             for c in trace.cycles]
 
 
 def sweep_prompt(decoder: SpeculativeDecoder, prompt: Prompt, index: int, settings: SweepSettings,
-                 tokenizer) -> tuple[dict, object]:
+                 tokenizer) -> tuple[SweepRecord, object]:
     """One prompt's record (and its prefill logits [V]) under ``settings``."""
     ids = encode_prompt(tokenizer, prompt, settings.max_prompt_tokens)
     candidates = sorted(settings.candidates)
-    record: dict = {"prompt_id": prompt.id, "index": index, "prompt_length": len(ids),
-                    "training_block_size": decoder.drafter.block_size}
-    if settings.mode == "replay":
-        table, trace = build_replay(decoder, ids, candidates, max_new_tokens=settings.max_new_tokens,
-                                    seed=settings.seed, reference_block_size=settings.reference_block_size)
-        record["taus"] = {str(b): t for b, t in table.taus().items()}
-        record["replay"] = table.to_record()
-        record["reference"] = {"block_size": settings.reference_block_size, "cycles": _cycles(trace),
-                               "prefill_seconds": trace.prefill_seconds, "decode_seconds": trace.decode_seconds}
-    else:
-        live = {}
-        trace = None
-        for size in [1, *candidates]:
-            trace_b = decoder.generate(ids, size, seed=settings.seed)
-            live[str(size)] = {"cycles": _cycles(trace_b), "decode_seconds": trace_b.decode_seconds,
-                               "tokens": trace_b.cycle_tokens, "tau": trace_b.tau}
-            trace = trace if trace is not None else trace_b
-        record["taus"] = {b: v["tau"] for b, v in live.items() if b != "1"}
-        record["live"] = live
-    record["output_length"] = len(trace.output_ids)
-    record["stop_reason"] = trace.stop_reason
+    fields: dict = {"version": RECORD_VERSION, "prompt_id": prompt.id, "index": index, "prompt_length": len(ids),
+                    "prompt_sha256": prompt_digest(ids), "training_block_size": decoder.drafter.block_size}
+    try:
+        if settings.mode == "replay":
+            table, trace = build_replay(decoder, ids, candidates, max_new_tokens=settings.max_new_tokens,
+                                        seed=settings.seed, reference_block_size=settings.reference_block_size)
+            fields["taus"] = table.taus()
+            fields["replay"] = ReplayEntry.from_table(table)
+            fields["reference"] = ReferenceRun(block_size=settings.reference_block_size, cycles=_cycles(trace),
+                                               prefill_seconds=trace.prefill_seconds,
+                                               decode_seconds=trace.decode_seconds)
+        else:
+            live, trace = {}, None
+            for size in [1, *candidates]:
+                trace_b = decoder.generate(ids, size, seed=settings.seed)
+                live[size] = LiveRun(cycles=_cycles(trace_b), decode_seconds=trace_b.decode_seconds,
+                                     tokens=trace_b.cycle_tokens, tau=trace_b.tau)
+                trace = trace if trace is not None else trace_b
+            fields["taus"] = {b: run.tau for b, run in live.items() if b != 1}
+            fields["live"] = live
+    except ValueError as error:
+        raise ValueError(f"prompt {prompt.id!r} (line {index + 1} of the sample): {error}") from error
+    record = SweepRecord(**fields, output_length=len(trace.output_ids), stop_reason=trace.stop_reason)
     return record, trace.prefill_logits
+
+
+def _check_prompts(prompts: Sequence[Prompt]) -> None:
+    """Fail before any model loads on prompts a store cannot key: duplicate or empty ids."""
+    seen: set[str] = set()
+    for prompt in prompts:
+        if not prompt.id:
+            raise ValueError("a prompt has an empty id; give every prompt an \"id\"")
+        if prompt.id in seen:
+            raise ValueError(f"prompt id {prompt.id!r} appears twice in the dataset; ids must be unique "
+                             "(records are keyed by id)")
+        seen.add(prompt.id)
 
 
 def run_sweep(
@@ -114,28 +131,33 @@ def run_sweep(
 ) -> SweepStore:
     """Sweep ``prompts`` into the store at ``out``; finished prompts are skipped (resume)."""
     settings.validate()
+    _check_prompts(prompts)
+    meta = settings.meta()
+    SweepStore.check_resumable(out, meta)  # before any model loads
     from specpolicy.models import load_pair
 
     pin_threads(settings.threads)
-    meta = settings.meta()
     pair = pair or load_pair(settings.target, settings.drafter, settings.dtype, settings.device)
     meta.update({"models": pair.metadata(), "python": platform.python_version(),
                  "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                  "training_block_size": pair.drafter.block_size})
     store = SweepStore.open(out, meta)
-    decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=settings.temperature,
-                                 max_new_tokens=settings.max_new_tokens)
-    if store.latency() is None:
-        store.write_latency(measure_costs(decoder, settings.candidates))
-    done = store.done_ids()
-    todo = [(i, p) for i, p in enumerate(prompts) if p.id not in done]
-    finished = len(prompts) - len(todo)
-    if on_progress:
-        on_progress(finished, len(prompts))
-    for index, prompt in todo:
-        record, features = sweep_prompt(decoder, prompt, index, settings, pair.tokenizer)
-        store.append(record, features)
-        finished += 1
+    try:
+        decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=settings.temperature,
+                                     max_new_tokens=settings.max_new_tokens)
+        if store.latency() is None:
+            store.write_latency(measure_costs(decoder, settings.candidates))
+        done = store.done_ids()
+        todo = [(i, p) for i, p in enumerate(prompts) if p.id not in done]
+        finished = len(prompts) - len(todo)
         if on_progress:
             on_progress(finished, len(prompts))
+        for index, prompt in todo:
+            record, features = sweep_prompt(decoder, prompt, index, settings, pair.tokenizer)
+            store.append(record, features)
+            finished += 1
+            if on_progress:
+                on_progress(finished, len(prompts))
+    finally:
+        store.close()
     return store

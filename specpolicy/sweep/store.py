@@ -1,19 +1,23 @@
-"""The sweep store: a folder of per-prompt records, append-only, resumable and checksummed.
+"""The sweep store: a folder of typed per-prompt records, append-only, resumable, checksummed and locked.
 
-Layout (schema ``specpolicy.sweep/1``)::
+Layout (store schema ``specpolicy.sweep/1``; records :mod:`specpolicy.sweep.records`, version 2)::
 
     DIR/meta.json                 settings and provenance (models, dtype, device, seed, candidates, ...)
     DIR/records.jsonl             one JSON record per finished prompt, each with a sha256 ``checksum``
-    DIR/features/NNNNNN.safetensors   prefill features of record NNNNNN (``logits``: float16 [V])
+    DIR/features/ID.safetensors   prefill features of a record (``logits``: float16 [V]); ID hashes the
+                                  prompt id and content, so a resume never points a record at another's
     DIR/latency.json              the cost table (draft/verify seconds per block size, AR step) for modelled time
+    DIR/.lock                     held by the one process writing
 
 A record is committed by appending its line, after its features file is in place, so a sweep
-killed at any point loses no finished prompt and, rerun, duplicates none. A torn last line or a
-record whose checksum does not match is reported and skipped, never used.
+killed at any point loses no finished prompt and, rerun, duplicates none. A torn last line is
+closed before the next append; a line that is torn, not UTF-8, not a JSON object, fails its
+checksum or its schema is reported and skipped, never used.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -24,23 +28,27 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from pydantic import ValidationError
 from safetensors.torch import load_file, save_file
 
 from specpolicy.costs import CostTable
+from specpolicy.sweep.records import SweepRecord, checksum
 
 SCHEMA = "specpolicy.sweep/1"
-MATCHING_KEYS = ("candidates", "temperature", "max_new_tokens", "seed", "target", "drafter", "dataset", "mode")
-FINGERPRINT_KEYS = ("target_fingerprint", "drafter_fingerprint")
+MATCHING_KEYS = ("candidates", "temperature", "max_new_tokens", "seed", "target", "drafter", "dataset", "mode",
+                 "max_prompt_tokens", "dtype", "device", "reference_block_size")
+"""settings that change results: a resume must match every one the store holds"""
+NEW_MATCHING_KEYS = ("dataset_sha256",)
+"""identity added later: compared when the store holds it (older stores lack it)"""
+MODEL_KEYS = ("target_fingerprint", "drafter_fingerprint", "dtype", "device")
 
 
 class CorruptRecordWarning(UserWarning):
     """A record in a sweep store failed its checksum or could not be parsed; it was skipped."""
 
 
-def record_checksum(record: dict) -> str:
-    """sha256 of the record's canonical JSON, without its ``checksum`` field."""
-    body = {k: v for k, v in record.items() if k != "checksum"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+class StoreLockedError(RuntimeError):
+    """Another process is writing to the store."""
 
 
 @dataclass
@@ -50,39 +58,100 @@ class StoreReport:
     corrupted: list[str] = field(default_factory=list)
 
 
+def settings_diffs(existing: dict, meta: dict) -> list[str]:
+    """The settings in which ``meta`` differs from a store's ``existing`` metadata, one line each."""
+    keys = [*MATCHING_KEYS, *(k for k in NEW_MATCHING_KEYS if k in existing)]
+    diffs = [f"{k}: stored {existing.get(k)!r} vs requested {meta.get(k)!r}" for k in keys
+             if k in meta and existing.get(k) != meta.get(k)]
+    stored_models, models = existing.get("models", {}), meta.get("models")
+    if models is not None:
+        diffs += [f"{k}: stored {stored_models.get(k)} vs loaded {models.get(k)}"
+                  + (" (other weights under the same name)" if k.endswith("fingerprint") else "")
+                  for k in MODEL_KEYS if k in stored_models and stored_models.get(k) != models.get(k)]
+    return diffs
+
+
+def _last_byte(file: Path) -> bytes:
+    with open(file, "rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1)
+
+
 class SweepStore:
-    """A sweep store folder. Create or resume with :meth:`open`; read with :meth:`records`."""
+    """A sweep store folder. Create or resume with :meth:`open` (locks it); read with :meth:`records`."""
 
     def __init__(self, path: Path, meta: dict) -> None:
         self.path = Path(path)
         self.meta = meta
         self.report = StoreReport()
+        self._lock = None
 
     # --- creation and resumption --------------------------------------------------------------------
 
+    @staticmethod
+    def check_resumable(path: str | Path, meta: dict) -> None:
+        """Fail, naming every differing setting, when ``path`` holds a sweep ``meta`` cannot resume.
+
+        Run it before loading models: it needs only the settings (model fingerprints are checked
+        again by :meth:`open` once the models are loaded).
+        """
+        path = Path(path)
+        if path.exists() and not path.is_dir():
+            raise ValueError(f"--out {path} is a file; pass a folder for the sweep store")
+        meta_file = path / "meta.json"
+        if not meta_file.exists():
+            if path.is_dir() and any(path.iterdir()):
+                raise ValueError(f"{path} is a non-empty folder without meta.json; pass a new or empty --out folder")
+            return
+        try:
+            existing = json.loads(meta_file.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise ValueError(f"{meta_file} is unreadable; pass a new --out folder") from None
+        diffs = settings_diffs(existing, meta)
+        if diffs:
+            raise ValueError(f"{path} holds a sweep with other settings ({'; '.join(diffs)}); "
+                             "pass a new --out folder or the same settings to resume")
+
     @classmethod
     def open(cls, path: str | Path, meta: dict) -> SweepStore:
-        """Create ``path`` with ``meta``, or resume it when its settings match ``meta``."""
+        """Create ``path`` with ``meta``, or resume it when its settings match ``meta``; holds its write lock."""
         path = Path(path)
         meta = {"schema": SCHEMA, **meta}
+        cls.check_resumable(path, meta)
+        path.mkdir(parents=True, exist_ok=True)
+        store = cls(path, meta)
+        store._acquire()
         meta_file = path / "meta.json"
         if meta_file.exists():
-            existing = json.loads(meta_file.read_text())
-            diffs = [f"{k}: stored {existing.get(k)!r} vs requested {meta.get(k)!r}"
-                     for k in MATCHING_KEYS if existing.get(k) != meta.get(k)]
-            stored_models, models = existing.get("models", {}), meta.get("models", {})
-            diffs += [f"{k}: stored {stored_models.get(k)} vs loaded {models.get(k)} (other weights under the same "
-                      "name)" for k in FINGERPRINT_KEYS if stored_models.get(k) != models.get(k)]
-            if diffs:
-                raise ValueError(f"{path} holds a sweep with other settings ({'; '.join(diffs)}); "
-                                 "pass a new --out folder or the same settings to resume")
-            return cls(path, existing)
-        path.mkdir(parents=True, exist_ok=True)
+            store.meta = json.loads(meta_file.read_text(encoding="utf-8"))
+            return store
         (path / "features").mkdir(exist_ok=True)
         tmp = meta_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(meta, indent=2, sort_keys=True))
         tmp.replace(meta_file)
-        return cls(path, meta)
+        return store
+
+    def _acquire(self) -> None:
+        handle = open(self.path / ".lock", "a+")  # noqa: SIM115 (held for the store's lifetime)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise StoreLockedError(f"another process is writing to {self.path}; wait for it to finish or pass "
+                                   "another --out folder") from None
+        self._lock = handle
+
+    def close(self) -> None:
+        """Release the write lock (also released when the process ends)."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def __enter__(self) -> SweepStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @classmethod
     def load(cls, path: str | Path) -> SweepStore:
@@ -102,20 +171,23 @@ class SweepStore:
 
     # --- writing ------------------------------------------------------------------------------------
 
-    def append(self, record: dict, features: torch.Tensor | None = None) -> None:
+    def append(self, record: SweepRecord, features: torch.Tensor | None = None) -> None:
         """Commit one prompt's record (and its features [V]); the line append is the commit point."""
-        record = dict(record)
         if features is not None:
-            name = f"features/{int(record['index']):06d}.safetensors"
+            key = hashlib.sha256(f"{record.prompt_id}\0{record.prompt_sha256}".encode()).hexdigest()[:24]
+            name = f"features/{key}.safetensors"
             tmp = self.path / (name + ".tmp")
             save_file({"logits": features.detach().to(torch.float16).contiguous().cpu()}, str(tmp))
             os.replace(tmp, self.path / name)
-            record["features"] = name
-            record["features_sha256"] = hashlib.sha256((self.path / name).read_bytes()).hexdigest()
-        record["checksum"] = record_checksum(record)
-        line = json.dumps(record, separators=(",", ":")) + "\n"
-        with open(self.path / "records.jsonl", "a", encoding="utf-8") as handle:
-            handle.write(line)
+            digest = hashlib.sha256((self.path / name).read_bytes()).hexdigest()
+            record = record.model_copy(update={"features": name, "features_sha256": digest})
+        body = record.to_json()
+        line = json.dumps({**body, "checksum": checksum(body)}, separators=(",", ":")) + "\n"
+        file = self.path / "records.jsonl"
+        with open(file, "ab") as handle:
+            if handle.tell() and _last_byte(file) != b"\n":
+                handle.write(b"\n")  # close a torn last line: it stays one bad line, never eats this record
+            handle.write(line.encode("utf-8"))
             handle.flush()
             os.fsync(handle.fileno())
 
@@ -130,56 +202,68 @@ class SweepStore:
 
     # --- reading ------------------------------------------------------------------------------------
 
-    def _lines(self) -> Iterator[tuple[int, str]]:
+    def _parse(self, raw: bytes) -> tuple[SweepRecord | None, str | None]:
+        """(record, None), or (None, why the line is bad)."""
+        try:
+            body = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            return None, "not UTF-8"
+        except json.JSONDecodeError:
+            return None, "unreadable (torn or edited) line"
+        if not isinstance(body, dict):
+            return None, f"a JSON {type(body).__name__}, not a record object"
+        if body.get("checksum") != checksum(body):
+            return None, "checksum mismatch"
+        try:
+            return SweepRecord.model_validate({k: v for k, v in body.items() if k != "checksum"}), None
+        except ValidationError as error:
+            first = error.errors()[0]
+            return None, f"invalid record ({'.'.join(map(str, first['loc']))}: {first['msg']})"
+
+    def records(self) -> Iterator[SweepRecord]:
+        """Valid records in file order; bad ones are reported (warning + ``self.report``) and skipped."""
+        self.report = StoreReport()
         file = self.path / "records.jsonl"
         if not file.exists():
             return
-        with open(file, encoding="utf-8") as handle:
-            yield from enumerate(handle, start=1)
-
-    def records(self) -> Iterator[dict]:
-        """Valid records in file order; bad ones are reported (warning + ``self.report``) and skipped."""
-        self.report = StoreReport()
         seen: set[str] = set()
-        for number, line in self._lines():
-            problem = None
-            try:
-                record = json.loads(line)
-                if record.get("checksum") != record_checksum(record):
-                    problem = "checksum mismatch"
-            except json.JSONDecodeError:
-                problem = "unreadable (torn or edited) line"
-            if problem is None and record["prompt_id"] in seen:
-                continue  # a duplicate can only come from a concurrent writer; keep the first
-            if problem is not None:
-                message = f"{self.path / 'records.jsonl'} line {number}: {problem}; record skipped"
-                self.report.corrupted.append(message)
-                warnings.warn(message, CorruptRecordWarning, stacklevel=2)
-                continue
-            seen.add(record["prompt_id"])
-            yield record
+        with open(file, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                if not raw.strip():
+                    continue
+                record, problem = self._parse(raw)
+                if problem is not None:
+                    message = f"{file} line {number}: {problem}; record skipped"
+                    self.report.corrupted.append(message)
+                    warnings.warn(message, CorruptRecordWarning, stacklevel=2)
+                    continue
+                if record.prompt_id in seen:
+                    continue  # a duplicate can only come from an interrupted append race; keep the first
+                seen.add(record.prompt_id)
+                yield record
 
     def done_ids(self) -> set[str]:
         """Prompt ids with a valid record (a rerun skips them)."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", CorruptRecordWarning)
-            return {r["prompt_id"] for r in self.records()}
+            return {r.prompt_id for r in self.records()}
 
-    def features(self, record: dict) -> torch.Tensor:
+    def features(self, record: SweepRecord) -> torch.Tensor:
         """The record's prefill logits as float32 [V]; a damaged file fails with its name."""
-        if "features" not in record:
-            raise ValueError(f"record {record['prompt_id']} has no features (an imported sweep?); "
+        if record.features is None:
+            raise ValueError(f"record {record.prompt_id} has no features (an imported sweep?); "
                              "rerun the sweep with specpolicy to record them")
-        file = self.path / record["features"]
-        if hashlib.sha256(file.read_bytes()).hexdigest() != record.get("features_sha256"):
-            raise ValueError(f"{file} does not match its checksum; delete the record's line and rerun the sweep")
+        file = self.path / record.features
+        if not file.exists() or hashlib.sha256(file.read_bytes()).hexdigest() != record.features_sha256:
+            raise ValueError(f"{file} is missing or does not match its checksum (record {record.prompt_id}); "
+                             f"delete that record's line from {self.path / 'records.jsonl'} and resume the sweep")
         return load_file(str(file))["logits"].float()
 
-    def tau_matrix(self, records: list[dict], candidates: Sequence[int] | None = None) -> np.ndarray:
+    def tau_matrix(self, records: Sequence[SweepRecord], candidates: Sequence[int] | None = None) -> np.ndarray:
         """tau of every candidate (default: the store's) for ``records``: float64 [n, C]."""
         sizes = self.candidates if candidates is None else candidates
-        return np.array([[r["taus"][str(b)] for b in sizes] for r in records], dtype=np.float64)
+        return np.array([r.tau_row(sizes) for r in records], dtype=np.float64).reshape(len(records), len(sizes))
 
-    def feature_matrix(self, records: list[dict]) -> np.ndarray:
+    def feature_matrix(self, records: Sequence[SweepRecord]) -> np.ndarray:
         """Features of ``records`` stacked: float32 [n, V]."""
         return np.stack([self.features(r).numpy() for r in records])

@@ -10,7 +10,6 @@ import numpy as np
 
 from specpolicy.defaults import MAX_PROMPT_TOKENS
 from specpolicy.policy import oracle_label
-from specpolicy.replay_table import ReplayTable
 
 CARD_CANDIDATES = [4, 8, 12, 14, 15, 16, 17, 18, 20, 24, 32]
 WINDOW = [14, 15, 16, 17, 18]
@@ -41,7 +40,7 @@ def distinct_ngram_share(store, n: int = 4) -> float:
     """Mean over prompts of distinct n-grams / n-grams in the output: ~1 for varied text, low for loops."""
     shares = []
     for record in store.records():
-        table = ReplayTable.from_record(record)
+        table = record.table()
         output = table.sequence[table.prompt_length : table.prompt_length + table.output_length]
         grams = [tuple(output[i : i + n]) for i in range(len(output) - n + 1)]
         if grams:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -50,8 +51,30 @@ def test_local_jsonl_and_txt(tmp_path):
     assert prompts[0].id == "a" and prompts[1].messages == (("user", "yo"),)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "no prompt"}\n')
-    with pytest.raises(ValueError, match="line 1 needs a 'prompt'"):
+    with pytest.raises(ValueError, match="line 1 needs an object with a 'prompt' string"):
         load_local(bad)
+
+
+@pytest.mark.parametrize(("lines", "message"), [
+    ('{"prompt": null}', "its 'prompt' is not a non-empty string"),
+    ('{"messages": [{"role": "user"}]}', "'messages' must be a non-empty list"),
+    ('{"messages": "hello"}', "'messages' must be a non-empty list"),
+    ('["hello"]', "line 1 is a JSON list"),
+    ('{"id": "x", "prompt": "a"}\n{"id": "x", "prompt": "b"}', "line 2 repeats the id 'x' of line 1"),
+])
+def test_malformed_jsonl_lines_fail_naming_the_line(tmp_path, lines, message):
+    """Each used to be swept silently wrong ("None", duplicates dropped) or end in a traceback."""
+    path = tmp_path / "p.jsonl"
+    path.write_text(lines + "\n")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load_local(path)
+
+
+def test_a_prompt_file_that_is_not_utf8_fails_clearly(tmp_path):
+    path = tmp_path / "p.txt"
+    path.write_bytes(b"caf\xe9\n")
+    with pytest.raises(ValueError, match="is not UTF-8 text"):
+        load_local(path)
 
 
 def test_hub_names_fail_at_once_offline(monkeypatch):

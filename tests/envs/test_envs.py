@@ -67,9 +67,9 @@ def test_random_actions_never_crash_and_rewards_match_the_store(sweep, replay_st
         assert reward == expected.committed and info["accepted"] == expected.accepted
     bandit = gym.make("specpolicy/BlockSize-v0", sweep=sweep).unwrapped
     _, info = bandit.reset(seed=seed)
-    record = next(r for r in replay_store.records() if r["prompt_id"] == info["prompt_id"])
+    record = next(r for r in replay_store.records() if r.prompt_id == info["prompt_id"])
     _, reward, _, _, _ = bandit.step(actions[0])
-    assert reward == pytest.approx(record["taus"][str(bandit.candidates[actions[0]])])
+    assert reward == pytest.approx(record.taus[bandit.candidates[actions[0]]])
 
 
 def test_invalid_actions_fail_clearly(sweep):
@@ -169,7 +169,6 @@ def test_live_step_backend_matches_a_bare_decode(test_zoo, prompt_file):
 
 
 def test_step_env_seconds_reward_is_minus_the_modelled_time_and_ranks_policies(sweep, replay_store):
-    from specpolicy.replay_table import ReplayTable
 
     env = gym.make("specpolicy/BlockSizeStep-v0", sweep=sweep, reward="seconds").unwrapped
     costs = replay_store.latency()
@@ -180,7 +179,7 @@ def test_step_env_seconds_reward_is_minus_the_modelled_time_and_ranks_policies(s
         while not done:
             _, reward, done, _, _ = env.step(action)
             total += reward
-        table = ReplayTable.from_record(next(replay_store.records()))
+        table = next(replay_store.records()).table()
         expected = -costs.seconds(c.block_size for c in table.simulate(size)) / costs.ar_seconds
         assert total == pytest.approx(expected)
         returns[size] = total

@@ -9,7 +9,7 @@ from specpolicy.checks import PolicyContractError, check_policy
 from specpolicy.plugins.blockpilot import BlockPilotPolicy, BlockPilotSettings
 from specpolicy.plugins.heuristic import HeuristicPolicy
 from specpolicy.plugins.sklearn_baselines import SklearnPolicy
-from specpolicy.policy import Policy, PromptObservation, TrainingSet
+from specpolicy.policy import Answers, Policy, PromptObservation, TrainingSet
 from specpolicy.registry import get_registry
 from specpolicy.state import DecodeState
 
@@ -136,6 +136,14 @@ def test_oracles_pass_check_policy_on_a_replay_store(replay_store):
     from specpolicy.evaluate import _observation
 
     costs = replay_store.latency()
-    observations = [_observation(replay_store, r, costs) for r in replay_store.records()]
+    records = list(replay_store.records())
+    observations = [_observation(replay_store, r, costs) for r in records]
+    answers = [Answers(r.taus, r.table(), r.training_block_size) for r in records]
     for name in ("oracle", "oracle-step"):
-        check_policy(get_registry().create(name, CANDIDATES), observations=observations)
+        check_policy(get_registry().create(name, CANDIDATES), observations=observations, answers=answers)
+
+
+def test_observations_carry_nothing_from_the_future():
+    """A deployable policy sees logits, length, id and costs: no sweep record, no taus (oracles get Answers)."""
+    fields = set(PromptObservation.__dataclass_fields__)
+    assert fields == {"logits", "prompt_length", "prompt_id", "costs"}

@@ -34,6 +34,6 @@ def test_ray_sweep_matches_a_local_sweep(test_zoo, prompt_file, replay_store, tm
         store = run_sweep_ray(settings, str(tmp_path / "ray"), load_prompts(str(prompt_file)), shard_size=3)
     finally:
         ray.shutdown()
-    local = {r["prompt_id"]: r["taus"] for r in replay_store.records()}
-    remote = {r["prompt_id"]: r["taus"] for r in store.records()}
+    local = {r.prompt_id: r.taus for r in replay_store.records()}
+    remote = {r.prompt_id: r.taus for r in store.records()}
     assert remote == local

@@ -16,9 +16,9 @@ def test_replay_store_holds_every_prompt(replay_store):
     for key in ("candidates", "temperature", "max_new_tokens", "seed", "models", "created"):
         assert key in meta
     assert meta["models"]["dtype"] == "float32" and meta["models"]["device"] == "cpu"
-    sizes = {str(b) for b in replay_store.candidates}
+    sizes = set(replay_store.candidates)
     for record in records:
-        assert set(record["taus"]) == sizes and "1" in sizes
+        assert set(record.taus) == sizes and 1 in sizes and record.version == 2
         assert replay_store.features(record).shape == (300,)
     costs = replay_store.latency()
     assert set(costs.verify_seconds) == set(replay_store.candidates)
@@ -39,7 +39,7 @@ def test_interrupted_sweep_resumes_without_loss_or_duplicates(test_zoo, prompt_f
         run_sweep(settings, str(tmp_path / "s"), prompts, on_progress=interrupt)
     assert len(SweepStore.load(tmp_path / "s").done_ids()) == 3
     store = run_sweep(settings, str(tmp_path / "s"), prompts)
-    ids = [r["prompt_id"] for r in store.records()]
+    ids = [r.prompt_id for r in store.records()]
     assert sorted(ids) == sorted(p.id for p in prompts) and len(ids) == len(set(ids))
 
 
@@ -51,8 +51,8 @@ def test_live_sweep_agrees_with_replay_taus(test_zoo, prompt_file, tmp_path):
     live = run_sweep(SweepSettings(mode="live", **common), str(tmp_path / "live"), prompts)
     replay = run_sweep(SweepSettings(mode="replay", **common), str(tmp_path / "replay"), prompts)
     for a, b in zip(live.records(), replay.records()):
-        assert a["taus"] == pytest.approx(b["taus"])
-        assert "1" in a["live"]
+        assert a.taus == pytest.approx(b.taus)
+        assert 1 in a.live
 
 
 def test_bad_settings_fail_before_any_model_loads(tmp_path):
@@ -60,3 +60,40 @@ def test_bad_settings_fail_before_any_model_loads(tmp_path):
         run_sweep(SweepSettings(mode="fast"), str(tmp_path / "s"), [])
     with pytest.raises(ValueError, match="repeat"):
         run_sweep(SweepSettings(candidates=[4, 4]), str(tmp_path / "s"), [])
+
+
+def _jsonl(path, texts):
+    path.write_text("".join(f'{{"id": "q{i}", "prompt": "{t}"}}\n' for i, t in enumerate(texts)))
+    return path
+
+
+def test_resuming_with_a_larger_sample_keeps_every_record_on_its_own_features(test_zoo, tmp_path):
+    """Features were keyed by list position: a resume that reordered the prompts overwrote finished ones."""
+    target, drafter = test_zoo
+    data = _jsonl(tmp_path / "p.jsonl", ["one fish", "two fish", "red fish", "blue fish", "old fish"])
+    common = dict(dataset=str(data), max_new_tokens=6, target=str(target), drafter=str(drafter), candidates=[2, 4])
+    run_sweep(SweepSettings(max_samples=2, **common), str(tmp_path / "s"), load_prompts(str(data), 2))
+    store = run_sweep(SweepSettings(max_samples=5, **common), str(tmp_path / "s"), load_prompts(str(data), 5))
+    records = list(store.records())
+    assert len(records) == 5 and len({r.features for r in records}) == 5
+    features = [store.features(r) for r in records]  # every file still matches its record's checksum
+    assert len({tuple(f.tolist()) for f in features}) == 5
+
+
+def test_a_rewritten_prompt_file_is_not_resumed_as_the_old_one(test_zoo, tmp_path):
+    target, drafter = test_zoo
+    data = _jsonl(tmp_path / "p.jsonl", ["one fish", "two fish"])
+    common = dict(dataset=str(data), max_new_tokens=6, target=str(target), drafter=str(drafter), candidates=[2, 4],
+                  max_samples=None)
+    run_sweep(SweepSettings(**common), str(tmp_path / "s"), load_prompts(str(data)))
+    _jsonl(data, ["red fish", "blue fish"])  # same ids, other prompts
+    with pytest.raises(ValueError, match="dataset_sha256: stored"):
+        run_sweep(SweepSettings(**common), str(tmp_path / "s"), load_prompts(str(data)))
+
+
+def test_duplicate_prompt_ids_fail_before_any_model_loads(tmp_path):
+    from specpolicy.data.prompts import Prompt
+
+    prompts = [Prompt.single("a", "x"), Prompt.single("a", "y")]
+    with pytest.raises(ValueError, match="prompt id 'a' appears twice"):
+        run_sweep(SweepSettings(target="no/such-model"), str(tmp_path / "s"), prompts)

@@ -7,52 +7,59 @@ import json
 import pytest
 import torch
 
-from specpolicy.sweep.store import CorruptRecordWarning, SweepStore
+from specpolicy.sweep.records import SweepRecord, checksum
+from specpolicy.sweep.store import CorruptRecordWarning, StoreLockedError, SweepStore
 
 META = {"candidates": [14, 16], "temperature": 0.0, "max_new_tokens": 8, "seed": 0, "target": "t", "drafter": "d",
         "dataset": "x", "mode": "replay"}
 
 
-def _record(i: int) -> dict:
-    return {"prompt_id": f"p{i}", "index": i, "prompt_length": 3, "taus": {"14": 2.0, "16": 2.5 + i}}
+def _record(i: int) -> SweepRecord:
+    return SweepRecord(version=2, prompt_id=f"p{i}", index=i, prompt_length=3, taus={14: 2.0, 16: 2.5 + i})
+
+
+def _open(path, meta=META) -> SweepStore:
+    """Create or resume a store and release its write lock (as a finished sweep does)."""
+    with SweepStore.open(path, meta) as store:
+        return store
 
 
 def test_append_read_and_resume(tmp_path):
-    store = SweepStore.open(tmp_path / "s", META)
-    store.append(_record(0), torch.arange(5.0))
-    store.append(_record(1), torch.arange(5.0) * 2)
-    again = SweepStore.open(tmp_path / "s", META)
+    with SweepStore.open(tmp_path / "s", META) as store:
+        store.append(_record(0), torch.arange(5.0))
+        store.append(_record(1), torch.arange(5.0) * 2)
+    again = _open(tmp_path / "s")
     assert again.done_ids() == {"p0", "p1"}
     records = list(again.records())
-    assert [r["prompt_id"] for r in records] == ["p0", "p1"]
+    assert [r.prompt_id for r in records] == ["p0", "p1"]
     assert torch.equal(again.features(records[1]), torch.arange(5.0) * 2)
     assert json.loads((tmp_path / "s" / "meta.json").read_text())["schema"] == "specpolicy.sweep/1"
 
 
 def test_resume_with_other_settings_fails(tmp_path):
-    SweepStore.open(tmp_path / "s", META)
+    _open(tmp_path / "s")
     with pytest.raises(ValueError, match=r"candidates: stored \[14, 16\] vs requested \[14, 15\]"):
-        SweepStore.open(tmp_path / "s", {**META, "candidates": [14, 15]})
+        _open(tmp_path / "s", {**META, "candidates": [14, 15]})
 
 
 def test_resume_with_other_weights_under_the_same_name_fails(tmp_path):
-    SweepStore.open(tmp_path / "s", {**META, "models": {"target_fingerprint": "aaaa", "drafter_fingerprint": "d"}})
-    SweepStore.open(tmp_path / "s", {**META, "models": {"target_fingerprint": "aaaa", "drafter_fingerprint": "d"}})
+    _open(tmp_path / "s", {**META, "models": {"target_fingerprint": "aaaa", "drafter_fingerprint": "d"}})
+    _open(tmp_path / "s", {**META, "models": {"target_fingerprint": "aaaa", "drafter_fingerprint": "d"}})
     with pytest.raises(ValueError, match="target_fingerprint: stored aaaa vs loaded bbbb"):
-        SweepStore.open(tmp_path / "s", {**META, "models": {"target_fingerprint": "bbbb", "drafter_fingerprint": "d"}})
+        _open(tmp_path / "s", {**META, "models": {"target_fingerprint": "bbbb", "drafter_fingerprint": "d"}})
 
 
 def test_torn_and_corrupted_records_are_reported_and_skipped(tmp_path):
-    store = SweepStore.open(tmp_path / "s", META)
-    for i in range(3):
-        store.append(_record(i))
+    with SweepStore.open(tmp_path / "s", META) as store:
+        for i in range(3):
+            store.append(_record(i))
     lines = (tmp_path / "s" / "records.jsonl").read_text().splitlines()
     tampered = json.loads(lines[1])
-    tampered["taus"]["16"] = 99.0
+    tampered["taus"]["16"] = 9.0
     lines[1] = json.dumps(tampered)
     (tmp_path / "s" / "records.jsonl").write_text("\n".join(lines) + "\n" + '{"prompt_id": "p3", "ind')
     with pytest.warns(CorruptRecordWarning):
-        good = [r["prompt_id"] for r in store.records()]
+        good = [r.prompt_id for r in store.records()]
     assert good == ["p0", "p2"]
     assert len(store.report.corrupted) == 2
     assert any("checksum mismatch" in m for m in store.report.corrupted)
@@ -61,10 +68,10 @@ def test_torn_and_corrupted_records_are_reported_and_skipped(tmp_path):
 
 
 def test_damaged_features_file_fails_with_its_name(tmp_path):
-    store = SweepStore.open(tmp_path / "s", META)
-    store.append(_record(0), torch.ones(4))
+    with SweepStore.open(tmp_path / "s", META) as store:
+        store.append(_record(0), torch.ones(4))
     record = next(store.records())
-    (tmp_path / "s" / record["features"]).write_bytes(b"garbage")
+    (tmp_path / "s" / record.features).write_bytes(b"garbage")
     with pytest.raises(ValueError, match="does not match its checksum"):
         store.features(record)
 
@@ -92,3 +99,77 @@ def test_import_blockpilot_layout_and_evaluate(tmp_path):
     assert rows["oracle"].timing == "none"
     with pytest.raises(ValueError, match="has no features"):
         store.features(next(store.records()))
+
+
+# --- issue 15: a store that cannot hold wrong data -------------------------------------------------------------
+
+
+def test_a_second_writer_is_refused_while_the_first_holds_the_store(tmp_path):
+    with SweepStore.open(tmp_path / "s", META), pytest.raises(StoreLockedError, match="another process is writing"):
+        SweepStore.open(tmp_path / "s", META)
+    _open(tmp_path / "s")  # released: resumable again
+
+
+def test_a_torn_last_line_does_not_eat_the_next_record(tmp_path):
+    with SweepStore.open(tmp_path / "s", META) as store:
+        store.append(_record(0))
+    with open(tmp_path / "s" / "records.jsonl", "a") as handle:
+        handle.write('{"prompt_id": "p1", "ind')  # a disk-full cut
+    with SweepStore.open(tmp_path / "s", META) as store:
+        store.append(_record(2))
+    with pytest.warns(CorruptRecordWarning):
+        assert [r.prompt_id for r in store.records()] == ["p0", "p2"]
+
+
+@pytest.mark.parametrize(("line", "problem"), [
+    (b"\xff\xfe not utf-8\n", "not UTF-8"),
+    (b"[1, 2, 3]\n", "JSON list, not a record object"),
+    (b"\"text\"\n", "JSON str, not a record object"),
+])
+def test_malformed_lines_are_reported_and_skipped(tmp_path, line, problem):
+    with SweepStore.open(tmp_path / "s", META) as store:
+        store.append(_record(0))
+    with open(tmp_path / "s" / "records.jsonl", "ab") as handle:
+        handle.write(line)
+    with pytest.warns(CorruptRecordWarning, match=problem):
+        assert [r.prompt_id for r in store.records()] == ["p0"]
+    assert store.done_ids() == {"p0"}
+
+
+def test_a_record_with_tau_above_its_block_size_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="taus out of range"):
+        SweepRecord(prompt_id="p", index=0, taus={1: 16.5})
+    body = {"prompt_id": "p", "index": 0, "taus": {"14": 20.0}}
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "meta.json").write_text(json.dumps({"schema": "specpolicy.sweep/1", **META}))
+    (tmp_path / "s" / "records.jsonl").write_text(json.dumps({**body, "checksum": checksum(body)}) + "\n")
+    store = SweepStore.load(tmp_path / "s")
+    with pytest.warns(CorruptRecordWarning, match="invalid record"):
+        assert list(store.records()) == []
+
+
+@pytest.mark.parametrize(("key", "value"), [("dtype", "bfloat16"), ("max_prompt_tokens", 64), ("device", "cuda"),
+                                            ("dataset_sha256", "0123")])
+def test_resume_with_a_setting_that_changes_results_is_refused(tmp_path, key, value):
+    meta = {**META, "dtype": "float32", "max_prompt_tokens": 256, "device": "cpu", "dataset_sha256": "abcd"}
+    _open(tmp_path / "s", meta)
+    with pytest.raises(ValueError, match=f"{key}: stored"):
+        SweepStore.check_resumable(tmp_path / "s", {**meta, key: value})
+
+
+def test_out_that_is_a_file_or_a_foreign_folder_is_refused(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="is a file"):
+        SweepStore.check_resumable(tmp_path / "file", META)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="non-empty folder without meta.json"):
+        SweepStore.check_resumable(tmp_path / "other", META)
+
+
+def test_shipped_version_1_records_still_read():
+    from specpolicy.envs.replay_data import default_sweep
+
+    store = SweepStore.load(default_sweep("test"))
+    record = next(store.records())
+    assert record.version == 1 and record.replay is not None and store.features(record).ndim == 1

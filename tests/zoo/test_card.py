@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 
 from specpolicy.replay_table import ReplayTable
+from specpolicy.sweep.records import ReplayEntry, SweepRecord
 from specpolicy.zoo import card
 
 
 def store_of(outputs: list[list[int]]):
-    records = [{"prompt_length": 2, "replay": ReplayTable(
-        2, len(out), (16,), np.zeros((len(out), 1), dtype=np.int16), [0, 0, *out], (), 64,
-    ).to_record()} for out in outputs]
+    records = [SweepRecord(prompt_id=f"p{i}", index=i, prompt_length=2, taus={16: 1.0}, replay=ReplayEntry.from_table(
+        ReplayTable(2, len(out), (16,), np.zeros((len(out), 1), dtype=np.int16), [0, 0, *out], (), 64)))
+        for i, out in enumerate(outputs)]
     return SimpleNamespace(records=lambda: iter(records))
 
 

@@ -1,0 +1,137 @@
+"""Typed, versioned sweep records: what one prompt's sweep measured (no torch).
+
+Version 2 adds ``prompt_sha256`` (the encoded prompt's content hash) and keys feature files by
+prompt id and content; version 1 records (earlier stores, the shipped zoo sweeps) read unchanged.
+Every record is validated on read: a tau outside [1, B] (0 only for a prompt finished by
+prefill), a replay table of the wrong shape or an unknown field makes the line malformed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from specpolicy.defaults import TRAINING_BLOCK_SIZE
+from specpolicy.replay_table import ReplayTable
+
+RECORD_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+
+CycleRow = tuple[int, int, int, float, float]
+"""one cycle: block size, accepted drafts, tokens committed, draft seconds, verify seconds"""
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ReplayEntry(_Record):
+    """The replay table of a record (see :class:`~specpolicy.replay_table.ReplayTable`)."""
+
+    candidates: tuple[int, ...]
+    accepted: list[list[int]]
+    sequence: list[int]
+    output_length: int
+    stop_token_ids: tuple[int, ...]
+    budget: int
+
+    @model_validator(mode="after")
+    def _shape(self) -> ReplayEntry:
+        if any(len(row) != len(self.candidates) for row in self.accepted):
+            raise ValueError("replay.accepted rows must hold one entry per candidate")
+        if len(self.accepted) != self.output_length:
+            raise ValueError("replay.accepted must hold one row per output token")
+        return self
+
+    @classmethod
+    def from_table(cls, table: ReplayTable) -> ReplayEntry:
+        return cls(candidates=table.candidates, accepted=table.accepted.tolist(), sequence=table.sequence,
+                   output_length=table.output_length, stop_token_ids=table.stop_token_ids, budget=table.budget)
+
+    def table(self, prompt_length: int) -> ReplayTable:
+        import numpy as np
+
+        return ReplayTable(prompt_length, self.output_length, self.candidates, np.asarray(self.accepted, np.int16),
+                           self.sequence, self.stop_token_ids, self.budget)
+
+
+class ReferenceRun(_Record):
+    """The live decode a replay table was built from (its timings are real)."""
+
+    block_size: int
+    cycles: list[CycleRow]
+    prefill_seconds: float
+    decode_seconds: float
+
+
+class LiveRun(_Record):
+    """One block size decoded live (``--mode live``)."""
+
+    cycles: list[CycleRow]
+    decode_seconds: float
+    tokens: int
+    tau: float
+
+
+class SweepRecord(_Record):
+    """One prompt of a sweep. ``taus``: tau of every candidate as a fixed block size."""
+
+    version: int = 1
+    prompt_id: str = Field(min_length=1)
+    index: int = Field(ge=0)
+    prompt_length: int = Field(0, ge=0)
+    prompt_sha256: str | None = None
+    training_block_size: int = TRAINING_BLOCK_SIZE
+    taus: dict[int, float]
+    output_length: int | None = None
+    stop_reason: str | None = None
+    replay: ReplayEntry | None = None
+    reference: ReferenceRun | None = None
+    live: dict[int, LiveRun] | None = None
+    features: str | None = None
+    features_sha256: str | None = None
+
+    @model_validator(mode="after")
+    def _valid(self) -> SweepRecord:
+        if self.version not in READABLE_VERSIONS:
+            raise ValueError(f"record version {self.version} is not readable by this specpolicy "
+                             f"(reads {READABLE_VERSIONS}); upgrade specpolicy")
+        bad = {b: t for b, t in self.taus.items() if b < 1 or not (t == 0 or 1 <= t <= b)}
+        if bad:
+            raise ValueError(f"taus out of range (1 <= tau <= B, or 0 for no cycle): {bad}")
+        return self
+
+    def tau(self, block_size: int) -> float:
+        """tau of ``block_size``; a ValueError naming what the sweep holds when it was not swept."""
+        if block_size not in self.taus:
+            raise ValueError(f"the sweep has no tau for block size {block_size}; it holds "
+                             f"{sorted(self.taus)} (sweep that size or pass --candidates from these)")
+        return self.taus[block_size]
+
+    def tau_row(self, candidates: Sequence[int]) -> list[float]:
+        return [self.tau(b) for b in candidates]
+
+    def table(self) -> ReplayTable:
+        """The replay table; a ValueError when the record has none (a live or imported sweep)."""
+        if self.replay is None:
+            raise ValueError(f"record {self.prompt_id} has no replay table; per-cycle policies and modelled time "
+                             "need a replay sweep (specpolicy sweep --mode replay)")
+        return self.replay.table(self.prompt_length)
+
+    def to_json(self) -> dict:
+        """The record as stored (JSON types, no ``None`` fields)."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+def checksum(body: dict) -> str:
+    """sha256 of a record's canonical JSON, without its ``checksum`` field."""
+    body = {k: v for k, v in body.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def prompt_digest(prompt_ids: Sequence[int]) -> str:
+    """Content hash of an encoded prompt (the ids a sweep decoded)."""
+    return hashlib.sha256(json.dumps(list(map(int, prompt_ids))).encode()).hexdigest()[:16]
