@@ -16,8 +16,8 @@ import torch
 from specpolicy.cycles import CycleRecord, commit_tokens
 from specpolicy.decoding.decoder import SpeculativeDecoder
 from specpolicy.decoding.sampling import PositionalUniforms
-from specpolicy.decoding.target import new_cache, target_forward
 from specpolicy.decoding.trace import DecodeTrace
+from specpolicy.models.target import new_cache, target_forward
 
 
 @torch.inference_mode()

@@ -16,8 +16,8 @@ import torch
 
 from specpolicy.cycles import CycleRecord, check_block_size, commit_tokens
 from specpolicy.decoding.sampling import PositionalUniforms
-from specpolicy.decoding.target import crop_cache, new_cache, target_forward
 from specpolicy.decoding.trace import DecodeTrace
+from specpolicy.models.target import crop_cache, new_cache, target_forward
 from specpolicy.state import DecodeState
 
 if TYPE_CHECKING:

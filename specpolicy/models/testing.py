@@ -8,7 +8,7 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from specpolicy.models.dflash import DFlashDrafter
-from specpolicy.zoo.drafter_loss import dflash_loss, sample_anchors, target_context
+from specpolicy.models.drafter_loss import dflash_loss, sample_anchors, target_context
 
 
 def make_target(vocab: int = 97, hidden: int = 32, layers: int = 3, eos: int = 3, seed: int = 0) -> Qwen3ForCausalLM:
@@ -86,7 +86,7 @@ def save_test_zoo(folder: Path, steps: int = 150) -> tuple[Path, Path]:
 
     Returns (target folder, drafter folder); both work with ``--target``/``--drafter``.
     """
-    from specpolicy.zoo.tokenizer import train_tokenizer
+    from specpolicy.models.tokenizer import train_tokenizer
 
     folder = Path(folder)
     texts = ["def add(a, b):\n    return a + b", "The quick brown fox jumps over the lazy dog.",

@@ -21,8 +21,8 @@ import torch
 
 from specpolicy.costs import CostTable
 from specpolicy.decoding import SpeculativeDecoder
-from specpolicy.decoding.target import crop_cache, new_cache, target_forward
 from specpolicy.defaults import LATENCY_CONTEXT, LATENCY_REPEATS, cache_dir
+from specpolicy.models.target import crop_cache, new_cache, target_forward
 
 
 def pin_threads(threads: int | None) -> int:

@@ -21,9 +21,9 @@ import numpy as np
 import torch
 
 from specpolicy.decoding import DecodeTrace, SpeculativeDecoder
-from specpolicy.decoding.target import new_cache, target_forward
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.models.blocks import draft_mixed_blocks
+from specpolicy.models.target import new_cache, target_forward
 from specpolicy.replay_table import ReplayTable
 
 __all__ = ["ReplayTable", "build_replay"]

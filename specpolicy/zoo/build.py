@@ -16,8 +16,8 @@ from specpolicy.zoo import DRAFTER_DIR, SHIPPED_DTYPE, TARGET_DIR
 def build_tokenizer(run_dir: Path) -> None:
     """Train the byte-level BPE on the training split and cache the token streams."""
     from specpolicy.data.sharegpt import load_split
+    from specpolicy.models.tokenizer import train_tokenizer
     from specpolicy.zoo.corpus import token_stream
-    from specpolicy.zoo.tokenizer import train_tokenizer
 
     train = load_split("train")
     tokenizer = train_tokenizer((text for c in train for _, text in c.turns), run_dir / "tokenizer", 4096)

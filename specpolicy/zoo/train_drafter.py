@@ -21,9 +21,9 @@ from specpolicy.data.builtin import sharegpt_prompts
 from specpolicy.data.prompts import encode_prompt
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.models.dflash import DFlashDrafter
+from specpolicy.models.drafter_loss import dflash_loss, sample_anchors, target_context
 from specpolicy.zoo import SHIPPED_DTYPE
 from specpolicy.zoo.checkpoint import cosine_lr, resume_state, save_state
-from specpolicy.zoo.drafter_loss import dflash_loss, sample_anchors, target_context
 
 
 @dataclass

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from specpolicy.decoding.target import new_cache, target_forward
 from specpolicy.models.blocks import draft_anchor_blocks, draft_mixed_blocks
+from specpolicy.models.target import new_cache, target_forward
 from specpolicy.models.testing import make_pair
 
 

@@ -7,9 +7,9 @@ import json
 import pytest
 import torch
 
-from specpolicy.decoding.target import new_cache, target_forward
 from specpolicy.models.dflash import DFlashDrafter, default_target_layer_ids
 from specpolicy.models.loading import check_compatible, load_drafter
+from specpolicy.models.target import new_cache, target_forward
 from specpolicy.models.testing import make_drafter, make_target
 
 PUBLISHED_TOP = {"fc.weight", "hidden_norm.weight", "norm.weight"}

@@ -11,9 +11,9 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
 
-from specpolicy.decoding.target import new_cache, target_forward
 from specpolicy.models.blocks import draft_anchor_blocks
 from specpolicy.models.dflash import DFlashDrafter
+from specpolicy.models.target import new_cache, target_forward
 
 DEFAULT_GAMMA = {16: 7.0, 10: 5.0, 8: 4.0}
 
