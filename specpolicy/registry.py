@@ -88,55 +88,84 @@ class PolicyRegistry:
         return policy
 
 
-def _entry_points() -> list[importlib.metadata.EntryPoint]:
-    eps = importlib.metadata.entry_points(group=hookspecs.PROJECT)
+BUILTIN_DISTRIBUTION = "specpolicy"
+
+
+def _entry_point_names() -> list[str]:
+    """Names in the ``specpolicy`` entry-point group, limited by ``SPECPOLICY_LOAD_PLUGINS`` when set."""
+    names = sorted({ep.name for ep in importlib.metadata.entry_points(group=hookspecs.PROJECT)})
     allowed = os.environ.get("SPECPOLICY_LOAD_PLUGINS")
     if allowed is not None:
-        names = {n.strip() for n in allowed.split(",") if n.strip()}
-        eps = [ep for ep in eps if ep.name in names]
-    unique: dict[str, importlib.metadata.EntryPoint] = {}
-    for ep in eps:
-        unique.setdefault(ep.name, ep)  # an editable and a regular install can list the same entry point
-    return list(unique.values())
+        keep = {n.strip() for n in allowed.split(",") if n.strip()}
+        names = [n for n in names if n in keep]
+    return names
+
+
+def _fail(registry: PolicyRegistry, plugin: str, why: str) -> None:
+    registry.failures[plugin] = why
+    warnings.warn(f"specpolicy plugin {plugin!r} was skipped: {why}", PluginLoadWarning, stacklevel=3)
+
+
+def _load_plugins(manager: pluggy.PluginManager, registry: PolicyRegistry) -> None:
+    """pluggy's entry-point loading, one name at a time so a broken plugin skips alone; then check_pending."""
+    for name in _entry_point_names():
+        try:
+            manager.load_setuptools_entrypoints(hookspecs.PROJECT, name=name)
+        except Exception as exc:  # a broken plugin must not take the others down
+            _fail(registry, name, f"failed to load ({type(exc).__name__}: {exc})")
+    while True:
+        try:
+            manager.check_pending()  # a hook name no spec declares (a misspelling) is an error, not a silence
+            return
+        except pluggy.PluginValidationError as exc:
+            name = manager.get_name(exc.plugin) or repr(exc.plugin)
+            manager.unregister(exc.plugin)
+            _fail(registry, name, f"{exc} (the hook is `register_policies`)")
 
 
 def build_registry(extra_plugins: Sequence[object] = ()) -> PolicyRegistry:
-    """Load every entry-point plugin (and ``extra_plugins``) and collect their policy families."""
+    """Load every entry-point plugin (and ``extra_plugins``) and collect their policy families.
+
+    Built-in families register first; a plugin that reuses a taken name is skipped with a warning
+    naming it (never the plugin that had the name).
+    """
     manager = pluggy.PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
     registry = PolicyRegistry()
-    sources: dict[int, tuple[str, str]] = {}
-    for ep in _entry_points():
-        distribution = ep.dist.name if ep.dist is not None else ""
-        try:
-            plugin = ep.load()
-            manager.register(plugin, name=ep.name)
-        except Exception as exc:  # a broken plugin must not take the others down
-            registry.failures[ep.name] = f"{type(exc).__name__}: {exc}"
-            warnings.warn(f"specpolicy plugin {ep.name!r} ({distribution}) failed to load and was skipped: {exc}",
-                          PluginLoadWarning, stacklevel=2)
-            continue
-        sources[id(plugin)] = (ep.name, distribution)
+    _load_plugins(manager, registry)
     for plugin in extra_plugins:
-        name = getattr(plugin, "__name__", type(plugin).__name__)
-        manager.register(plugin, name=name)
-        sources[id(plugin)] = (name, "")
-    for impl in manager.hook.register_policies.get_hookimpls():
-        plugin_name, distribution = sources.get(id(impl.plugin), (impl.plugin_name, ""))
-
-        def register(name: str, factory: PolicyFactory, aliases: Sequence[str] = (), description: str = "",
-                     per_step: bool = False, learned: bool = False, untrained: Callable | None = None,
-                     _p=plugin_name, _d=distribution) -> None:
-            registry.register(PolicyFamily(name, factory, tuple(aliases), description, per_step, learned, untrained,
-                                           _p, _d))
-
-        try:
-            impl.function(register=register)
-        except Exception as exc:
-            registry.failures[plugin_name] = f"{type(exc).__name__}: {exc}"
-            warnings.warn(f"specpolicy plugin {plugin_name!r} failed in register_policies and was skipped: {exc}",
-                          PluginLoadWarning, stacklevel=2)
+        manager.register(plugin, name=getattr(plugin, "__name__", type(plugin).__name__))
+    distributions = {id(plugin): dist.project_name for plugin, dist in manager.list_plugin_distinfo()}
+    impls = sorted(manager.hook.register_policies.get_hookimpls(),
+                   key=lambda impl: distributions.get(id(impl.plugin)) != BUILTIN_DISTRIBUTION)
+    for impl in impls:
+        _collect(registry, impl.plugin_name, distributions.get(id(impl.plugin), ""), impl.function)
     return registry
+
+
+def _collect(registry: PolicyRegistry, plugin: str, distribution: str, hook: Callable) -> None:
+    """Run one plugin's ``register_policies``; its families land only if all of them are free names."""
+    families: list[PolicyFamily] = []
+
+    def register(name: str, factory: PolicyFactory, aliases: Sequence[str] = (), description: str = "",
+                 per_step: bool = False, learned: bool = False, untrained: Callable | None = None) -> None:
+        families.append(PolicyFamily(name, factory, tuple(aliases), description, per_step, learned, untrained,
+                                     plugin, distribution))
+
+    try:
+        hook(register=register)
+    except Exception as exc:
+        _fail(registry, plugin, f"register_policies raised {type(exc).__name__}: {exc}")
+        return
+    for family in families:
+        for name in (family.name, *family.aliases):
+            owner = registry.families.get(name)
+            if owner is not None and owner.plugin != plugin:
+                _fail(registry, plugin, f"it registers the policy name {name!r}, which plugin {owner.plugin!r} "
+                      f"({owner.distribution or 'local'}) already has; rename it in {distribution or plugin}")
+                return
+    for family in families:
+        registry.register(family)
 
 
 _REGISTRY: PolicyRegistry | None = None

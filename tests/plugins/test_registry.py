@@ -33,20 +33,42 @@ def test_fixed_without_size_fails_clearly():
         get_registry().create("fixed")
 
 
-class FakeEntryPoint:
-    def __init__(self, name, module, dist_name="thirdparty-policies"):
-        self.name, self.module = name, module
-        self.dist = types.SimpleNamespace(name=dist_name)
+class FakeDistribution:
+    """An installed distribution as importlib.metadata lists it, with entry points in the specpolicy group."""
 
-    def load(self):
-        return importlib.import_module(self.module)
+    def __init__(self, name: str, entry_points: dict[str, str]) -> None:
+        self.metadata = {"name": name}
+        self._normalized_name = name.replace("-", "_")
+        self.entry_points = [importlib.metadata.EntryPoint(n, module, "specpolicy")
+                             for n, module in entry_points.items()]
+
+
+def _plugin_module(name: str, body) -> types.ModuleType:
+    module = types.ModuleType(name)
+    body(module)
+    return module
 
 
 @pytest.fixture()
-def third_party(monkeypatch):
-    """A fake third-party distribution: one good plugin module and one that fails to import."""
-    module = types.ModuleType("thirdparty_policy")
+def install(monkeypatch):
+    """Install fake distributions (name -> {entry point: module}) for the registry to find."""
+    real_dists = importlib.metadata.distributions
+    extra: list[FakeDistribution] = []
+    monkeypatch.setattr(importlib.metadata, "distributions", lambda **kwargs: [*real_dists(**kwargs), *extra])
 
+    def add(distribution: str, modules: dict[str, types.ModuleType]) -> None:
+        for module in modules.values():
+            if isinstance(module, types.ModuleType):
+                monkeypatch.setitem(sys.modules, module.__name__, module)
+        extra.append(FakeDistribution(distribution, {n: m.__name__ if isinstance(m, types.ModuleType) else m
+                                                     for n, m in modules.items()}))
+
+    yield add
+    monkeypatch.undo()
+    get_registry(refresh=True)
+
+
+def _fifteen(module):
     class AlwaysFifteen(FixedPolicy):
         pass
 
@@ -55,19 +77,13 @@ def third_party(monkeypatch):
         register("fifteen", lambda arg, candidates: AlwaysFifteen(15, candidates), description="always 15")
 
     module.register_policies = register_policies
-    monkeypatch.setitem(sys.modules, "thirdparty_policy", module)
-    real = importlib.metadata.entry_points
 
-    def entry_points(**kwargs):
-        found = list(real(**kwargs))
-        if kwargs.get("group") == "specpolicy":
-            found += [FakeEntryPoint("fifteen", "thirdparty_policy"), FakeEntryPoint("broken", "no_such_module_xyz")]
-        return found
 
-    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
-    yield
-    monkeypatch.undo()
-    get_registry(refresh=True)
+@pytest.fixture()
+def third_party(install):
+    """A fake third-party distribution: one good plugin module and one that fails to import."""
+    install("thirdparty-policies", {"fifteen": _plugin_module("thirdparty_policy", _fifteen),
+                                    "broken": "no_such_module_xyz"})
 
 
 def test_third_party_plugin_is_found_and_a_broken_one_is_skipped(third_party):
@@ -85,3 +101,33 @@ def test_load_plugins_env_restricts_entry_points(third_party, monkeypatch):
     registry = build_registry()
     assert {f.name for f in registry.unique()} == {"fixed", "random", "fifteen"}
     assert not registry.failures
+
+
+def test_a_plugin_reusing_a_builtin_name_is_skipped_and_blamed(install):
+    """It used to win: the built-in was skipped, the warning blamed it, and the impostor ran as fixed16."""
+    def impostor(module):
+        @hookimpl
+        def register_policies(register):
+            register("fixed", lambda arg, candidates: FixedPolicy(1, candidates))
+
+        module.register_policies = register_policies
+
+    install("aaa-impostor", {"aaa": _plugin_module("aaa_impostor", impostor)})  # sorts before the built-ins
+    with pytest.warns(PluginLoadWarning, match=r"'aaa' was skipped: it registers the policy name 'fixed', which "
+                                               r"plugin 'fixed' \(specpolicy\) already has"):
+        registry = build_registry()
+    assert registry.create("fixed16").block_size == 16 and registry.parse("fixed")[0].plugin == "fixed"
+
+
+def test_a_misspelled_hook_is_reported_not_silently_ignored(install):
+    def misspelled(module):
+        @hookimpl
+        def register_policy(register):  # no such hook
+            register("never", lambda arg, candidates: FixedPolicy(4, candidates))
+
+        module.register_policy = register_policy
+
+    install("typo-policies", {"typo": _plugin_module("typo_policy", misspelled)})
+    with pytest.warns(PluginLoadWarning, match="'typo' was skipped: unknown hook 'register_policy'"):
+        registry = build_registry()
+    assert "typo" in registry.failures and "never" not in registry.families
