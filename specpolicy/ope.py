@@ -71,17 +71,25 @@ ESTIMATORS: dict[str, Callable[[BanditLog, np.ndarray], float]] = {"ips": ips, "
                                                                      "dr": doubly_robust}
 
 
+def _subset(log: BanditLog, rows: np.ndarray) -> BanditLog:
+    return BanditLog(log.observations[rows], log.actions[rows], log.propensities[rows], log.rewards[rows],
+                     log.num_actions)
+
+
 def estimate(log: BanditLog, target_actions: np.ndarray, n_bootstrap: int = 1000, seed: int = 0) -> dict:
-    """Each estimator's value and bootstrap 95% interval: ``{name: (value, low, high)}``."""
-    rng = np.random.default_rng(seed)
-    n = len(log.actions)
+    """Each estimator's value and percentile-bootstrap 95% interval over logged rows (``scipy.stats.bootstrap``):
+    ``{name: (value, low, high)}``."""
+    from scipy import stats
+
+    rows = np.arange(len(log.actions))
     out = {}
     for name, estimator in ESTIMATORS.items():
-        values = []
-        for _ in range(n_bootstrap):
-            i = rng.integers(n, size=n)
-            sub = BanditLog(log.observations[i], log.actions[i], log.propensities[i], log.rewards[i], log.num_actions)
-            values.append(estimator(sub, target_actions[i]))
-        out[name] = (estimator(log, target_actions), float(np.percentile(values, 2.5)),
-                     float(np.percentile(values, 97.5)))
+        def statistic(index: np.ndarray, estimator=estimator) -> float:
+            index = index.astype(np.int64)
+            return estimator(_subset(log, index), target_actions[index])
+
+        result = stats.bootstrap((rows,), statistic, vectorized=False, n_resamples=n_bootstrap,
+                                 confidence_level=0.95, method="percentile", random_state=seed)
+        low, high = result.confidence_interval
+        out[name] = (estimator(log, target_actions), float(low), float(high))
     return out

@@ -1,13 +1,52 @@
-"""Shared fixtures: tiny Qwen3 targets and DFlash drafters built in the test."""
+"""Shared fixtures (tiny Qwen3 targets and DFlash drafters built in the test) and the test tiers.
+
+``python -m pytest`` runs the fast tier (the edit-test loop) with small Hypothesis budgets;
+``python -m pytest --full`` (CI) adds the ``slow``, ``docs``, ``ray`` and ``tutorial`` tiers and
+runs every property test at its full budget. ``-m TIER`` selects a tier explicitly.
+"""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import HealthCheck, settings
 
 from specpolicy.models.testing import make_pair, make_trained_pair
 
 STORE_CANDIDATES = (1, 2, 4, 8, 14, 15, 16, 17, 18)
+
+TIERS = {
+    "slow": "model card, zoo training, heavy sweeps and learners",
+    "docs": "the strict docs build, the generated CLI reference and ruff",
+    "ray": "starts a local Ray instance",
+    "tutorial": "runs a whole tutorial script and checks what it prints",
+}
+_QUIET = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+settings.register_profile("fast", max_examples=5, deadline=None, suppress_health_check=_QUIET)
+settings.register_profile("full", max_examples=25, deadline=None, suppress_health_check=_QUIET)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--full", action="store_true",
+                     help="run every tier (slow, docs, ray, tutorial) with full Hypothesis budgets, as CI does")
+
+
+def pytest_configure(config):
+    for tier, what in TIERS.items():
+        config.addinivalue_line("markers", f"{tier}: {what} (runs with --full or -m {tier})")
+    settings.load_profile("full" if config.getoption("--full") else "fast")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Without --full or -m, keep the fast tier only."""
+    if config.getoption("--full") or config.getoption("markexpr"):
+        return
+    kept, deselected = [], []
+    for item in items:
+        (deselected if any(item.get_closest_marker(t) for t in TIERS) else kept).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
 
 
 @pytest.fixture(scope="session")

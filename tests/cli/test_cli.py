@@ -42,6 +42,7 @@ def trained_policy(replay_store, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_train_sklearn_baseline(replay_store, tmp_path):
     result = run("train", "logreg", "--sweep", replay_store.path, "--out", tmp_path / "lr", "--label", "tau")
     assert "train_accuracy" in json.loads(result.stdout)

@@ -34,6 +34,7 @@ def test_shipped_sharegpt_recovers_complete_records():
     assert sum(1 for _ in iter_records(__import__("specpolicy.data.sharegpt", fromlist=["x"]).sharegpt_path())) == 17671
 
 
+@pytest.mark.slow
 def test_builtin_sets_and_seeded_sampling():
     humaneval = load_prompts("humaneval")
     assert len(humaneval) == 164 and "```python" in humaneval[0].messages[0][1]

@@ -6,13 +6,12 @@ import itertools
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from specpolicy.decoding import SpeculativeDecoder
 
 PAIRS = ["random_pair", "trained_pair"]
-slow = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def prompts(vocab: int):
@@ -30,7 +29,6 @@ def hf_greedy(target, prompt: list[int], max_new_tokens: int) -> list[int]:
 
 
 @pytest.mark.parametrize("pair_name", PAIRS)
-@slow
 @given(data=st.data(), block_size=st.integers(1, 32), max_new=st.integers(1, 48))
 def test_greedy_equals_target_greedy_and_hf_generate(request, pair_name, data, block_size, max_new):
     target, drafter = request.getfixturevalue(pair_name)
@@ -43,7 +41,6 @@ def test_greedy_equals_target_greedy_and_hf_generate(request, pair_name, data, b
 
 
 @pytest.mark.parametrize("pair_name", PAIRS)
-@slow
 @given(data=st.data(), sizes=st.lists(st.integers(1, 32), min_size=1, max_size=8), max_new=st.integers(1, 48))
 def test_per_cycle_block_sizes_keep_greedy_output(request, pair_name, data, sizes, max_new):
     target, drafter = request.getfixturevalue(pair_name)
@@ -55,7 +52,6 @@ def test_per_cycle_block_sizes_keep_greedy_output(request, pair_name, data, size
     assert used == [s for s, _ in zip(itertools.cycle(sizes), used)]
 
 
-@slow
 @given(data=st.data(), sizes=st.lists(st.integers(1, 32), min_size=1, max_size=6), seed=st.integers(0, 2**16),
        temperature=st.sampled_from([0.5, 1.0, 1.5]), top_k=st.sampled_from([0, 5]),
        top_p=st.sampled_from([1.0, 0.8]))
@@ -71,7 +67,6 @@ def test_sampling_output_is_block_size_invariant_given_seed(trained_pair, data, 
 
 
 @pytest.mark.parametrize("pair_name", PAIRS)
-@slow
 @given(data=st.data(), sizes=st.lists(st.integers(1, 32), min_size=1, max_size=6), max_new=st.integers(1, 48),
        temperature=st.sampled_from([0.0, 1.0]), draft_sampling=st.booleans())
 def test_trace_invariants(request, pair_name, data, sizes, max_new, temperature, draft_sampling):
@@ -111,4 +106,6 @@ def test_mask_token_committed_is_kept(trained_pair):
         out = decoder.generate([first, 2, first], 4).output_ids
         assert out == decoder.generate([first, 2, first], 1).output_ids
         found |= drafter.mask_token_id in out
+        if found:
+            break
     assert found, "no prompt produced the mask id; pick prompts that do"

@@ -24,7 +24,7 @@ def test_readme_and_installation_page_give_the_same_two_commands():
     readme = setup_commands((ROOT / "README.md").read_text())
     installation = setup_commands((ROOT / "docs" / "installation.md").read_text())
     assert len(readme) == 2 and readme == installation
-    assert readme[1].endswith("python -m pytest")
+    assert readme[1].endswith("python -m pytest --full")
 
 
 def test_ci_runs_the_readme_test_command():
@@ -32,6 +32,7 @@ def test_ci_runs_the_readme_test_command():
     assert test_command in (ROOT / ".ci" / "run").read_text()
 
 
+@pytest.mark.docs
 def test_cli_reference_is_generated_from_the_app(tmp_path):
     out = tmp_path / "cli.md"
     subprocess.run([sys.executable, "-m", "typer", "specpolicy.cli", "utils", "docs", "--name", "specpolicy",
@@ -41,7 +42,7 @@ def test_cli_reference_is_generated_from_the_app(tmp_path):
         "`typer specpolicy.cli utils docs --name specpolicy --output docs/reference/cli.md`")
 
 
-@pytest.mark.slow
+@pytest.mark.docs
 def test_mkdocs_build_is_strict_clean(tmp_path):
     if shutil.which("mkdocs") is None:
         pytest.fail("mkdocs is not installed; pip install -e '.[test]'")
@@ -50,6 +51,7 @@ def test_mkdocs_build_is_strict_clean(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
 
 
+@pytest.mark.docs
 def test_ruff_is_clean():
     result = subprocess.run([sys.executable, "-m", "ruff", "check", str(ROOT)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # each runs a whole tutorial script
+pytestmark = pytest.mark.tutorial
 
 CODE = Path(__file__).resolve().parents[2] / "docs" / "tutorials" / "code"
 OUTPUT = CODE.parent / "output"

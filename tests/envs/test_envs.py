@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import specpolicy  # noqa: F401  (registers the IDs)
@@ -50,7 +50,6 @@ def test_seeding_reproduces_episodes(sweep):
     assert rollout(3) == rollout(3)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(actions=st.lists(st.integers(0, 4), min_size=1, max_size=60), seed=st.integers(0, 1000))
 def test_random_actions_never_crash_and_rewards_match_the_store(sweep, replay_store, actions, seed):
     env = gym.make("specpolicy/BlockSizeStep-v0", sweep=sweep).unwrapped

@@ -84,7 +84,10 @@ def test_blockpilot_rejects_logits_of_another_vocabulary(trained_blockpilot):
         policy.select(PromptObservation(np.zeros(10, dtype=np.float32), 3))
 
 
-@pytest.mark.parametrize("kind", ["logreg", "forest", "knn", "gboost"])
+SLOW_KINDS = [pytest.param(k, marks=pytest.mark.slow) for k in ("forest", "gboost")]
+
+
+@pytest.mark.parametrize("kind", ["logreg", "knn", *SLOW_KINDS])
 def test_sklearn_baselines_fit_check_and_round_trip(kind, tmp_path):
     policy = SklearnPolicy(kind, CANDIDATES)
     summary = policy.fit(planted(300, 0), planted(100, 1))

@@ -10,7 +10,7 @@ from specpolicy.data.registry import load_prompts
 from specpolicy.sweep.run import SweepSettings
 from tests.conftest import STORE_CANDIDATES
 
-pytestmark = pytest.mark.slow  # starts a Ray instance
+pytestmark = pytest.mark.ray
 
 
 def test_without_ray_the_executor_fails_with_an_install_hint(monkeypatch, tmp_path):

@@ -13,7 +13,7 @@ from specpolicy.sweep.replay import build_replay
 CANDIDATES = [1, 2, 4, 8, 12, 16]
 
 
-@pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.parametrize("temperature", [0.0, pytest.param(1.0, marks=pytest.mark.slow)])
 def test_replay_matches_live_decoding_for_every_candidate(trained_pair, temperature):
     target, drafter = trained_pair
     decoder = SpeculativeDecoder(target, drafter, temperature=temperature, max_new_tokens=50)
