@@ -1,8 +1,12 @@
-"""Resumable training state (model, optimizer, RNGs, step, elapsed time) and the shared LR schedule."""
+"""The zoo's shared training loop: resumable state (model, optimizer, RNGs, step, elapsed time), LR schedule."""
 
 from __future__ import annotations
 
+import json
 import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -41,3 +45,51 @@ def resume_state(path: Path, model: torch.nn.Module, optimizer: torch.optim.Opti
         generator.set_state(state["generator"])
     print(f"resumed {path} at step {state['step']} ({state['elapsed'] / 60:.1f} min trained)", flush=True)
     return state["step"], state["elapsed"]
+
+
+@dataclass
+class Loop:
+    """What a zoo training run shares: the schedule, checkpointing and logging of one optimizer loop."""
+
+    total_steps: int
+    checkpoint_every: int
+    lr_at: Callable[[int], float]
+    state_file: Path
+    log_file: Path
+    bf16: bool = True
+
+
+def train_loop(loop: Loop, model: torch.nn.Module, optimizer: torch.optim.Optimizer, rng: np.random.Generator,
+               loss_fn: Callable[[], tuple[torch.Tensor, dict]], generator: torch.Generator | None = None,
+               on_step: Callable[[int, dict], None] | None = None) -> tuple[int, float]:
+    """Resume from ``loop.state_file`` and train to ``loop.total_steps``; returns (steps, seconds trained).
+
+    ``loss_fn()`` draws a batch and returns (loss, extra log fields); ``on_step(step, record)`` may add
+    fields (e.g. a validation loss) before the record is logged. Checkpoints are atomic, so a kill
+    at any point resumes where the last checkpoint left off.
+    """
+    step, elapsed = resume_state(loop.state_file, model, optimizer, rng, generator)
+    model.train()
+    t0 = time.time()
+    with open(loop.log_file, "a") as log:
+        while step < loop.total_steps:
+            for group in optimizer.param_groups:
+                group["lr"] = loop.lr_at(step)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=loop.bf16):
+                loss, extra = loss_fn()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            step += 1
+            record = {"step": step, "loss": round(loss.item(), 4), "lr": loop.lr_at(step - 1), **extra}
+            if on_step is not None:
+                on_step(step, record)
+            if step % loop.checkpoint_every == 0 or step == loop.total_steps:
+                record["elapsed_s"] = round(elapsed + time.time() - t0, 1)
+                save_state(loop.state_file, model, optimizer, rng, step, elapsed + time.time() - t0, generator)
+            log.write(json.dumps(record) + "\n")
+            log.flush()
+            if step % 10 == 0:
+                print(json.dumps(record), flush=True)
+    return step, elapsed + time.time() - t0

@@ -20,10 +20,11 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config
 from specpolicy.data.builtin import sharegpt_prompts
 from specpolicy.data.prompts import encode_prompt
 from specpolicy.decoding import SpeculativeDecoder
+from specpolicy.defaults import MAX_PROMPT_TOKENS, TRAINING_BLOCK_SIZE
 from specpolicy.models.dflash import DFlashDrafter
 from specpolicy.models.drafter_loss import dflash_loss, sample_anchors, target_context
 from specpolicy.zoo import SHIPPED_DTYPE
-from specpolicy.zoo.checkpoint import cosine_lr, resume_state, save_state
+from specpolicy.zoo.checkpoint import Loop, cosine_lr, train_loop
 
 
 @dataclass
@@ -34,7 +35,7 @@ class DrafterTrainArgs:
     """seed for prompt order, response sampling, initialisation and anchors"""
     num_layers: int = 2
     """drafter layers"""
-    block_size: int = 16
+    block_size: int = TRAINING_BLOCK_SIZE
     """training block size B"""
     gamma: float = 7.0
     """loss decay exp(-(k-1)/gamma)"""
@@ -130,10 +131,10 @@ def make_batch(data, rows: np.ndarray, args: DrafterTrainArgs, pad_id: int, gene
 
 
 @torch.no_grad()
-def heldout_tau(target, drafter, tokenizer, prompts: int = 12, block_size: int = 16) -> float:
+def heldout_tau(target, drafter, tokenizer, prompts: int = 12, block_size: int = TRAINING_BLOCK_SIZE) -> float:
     """Mean tau at T = 0 on the first held-out ShareGPT prompts (128 new tokens)."""
     decoder = SpeculativeDecoder(target, drafter, max_new_tokens=128)
-    taus = [decoder.generate(encode_prompt(tokenizer, p, 256), block_size).tau
+    taus = [decoder.generate(encode_prompt(tokenizer, p, MAX_PROMPT_TOKENS), block_size).tau
             for p in sharegpt_prompts("heldout")[:prompts]]
     return float(np.mean(taus))
 
@@ -155,38 +156,23 @@ def main(args: DrafterTrainArgs) -> Path:
     optimizer = torch.optim.AdamW(drafter.parameters(), lr=args.lr, weight_decay=0.0)
     generator = torch.Generator().manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
-    ckpt = run / "drafter_ckpt" / "state.pt"
-    step, elapsed = resume_state(ckpt, drafter, optimizer, rng, generator)
-    log = open(run / "drafter_log.jsonl", "a")  # noqa: SIM115 - appended to for the whole run
-    drafter.train()
-    t0 = time.time()
-    while step < args.total_steps:
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, args)
+
+    def loss_fn() -> tuple[torch.Tensor, dict]:
         ids, anchors = make_batch(data, rng.integers(0, len(data), args.batch_size), args,
                                   tokenizer.pad_token_id, generator)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
-            context = target_context(target, drafter, ids)
-            loss, accuracy = dflash_loss(drafter, target, ids, anchors, args.block_size, args.gamma, context)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)
-        optimizer.step()
-        step += 1
-        record = {"step": step, "loss": round(loss.item(), 4), "acc1": round(accuracy[0].item(), 3),
-                  "acc8": round(accuracy[7].item(), 3) if len(accuracy) > 7 else None}
-        if step % args.checkpoint_every == 0 or step == args.total_steps:
-            record["elapsed_s"] = round(elapsed + time.time() - t0, 1)
-            save_state(ckpt, drafter, optimizer, rng, step, elapsed + time.time() - t0, generator)
-        log.write(json.dumps(record) + "\n")
-        log.flush()
-        if step % 10 == 0:
-            print(json.dumps(record), flush=True)
+        context = target_context(target, drafter, ids)
+        loss, accuracy = dflash_loss(drafter, target, ids, anchors, args.block_size, args.gamma, context)
+        return loss, {"acc1": round(accuracy[0].item(), 3),
+                      "acc8": round(accuracy[7].item(), 3) if len(accuracy) > 7 else None}
+
+    loop = Loop(args.total_steps, args.checkpoint_every, lambda step: lr_at(step, args),
+                run / "drafter_ckpt" / "state.pt", run / "drafter_log.jsonl", args.bf16)
+    step, seconds = train_loop(loop, drafter, optimizer, rng, loss_fn, generator)
     drafter.eval()
     out = run / "drafter"
     drafter.save_pretrained(out)
     summary = {"args": {k: str(v) for k, v in asdict(args).items()}, "steps": step,
-               "train_seconds": round(elapsed + time.time() - t0, 1), "sequences": len(data),
+               "train_seconds": round(seconds, 1), "sequences": len(data),
                "heldout_tau_b16": heldout_tau(target, drafter, tokenizer)}
     (run / "drafter_summary.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary), flush=True)

@@ -7,7 +7,6 @@ Resumable: every ``checkpoint_every`` steps the model, optimizer and data RNG ar
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import torch
 from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 
 from specpolicy.data.sharegpt import load_split
-from specpolicy.zoo.checkpoint import cosine_lr, resume_state, save_state
+from specpolicy.zoo.checkpoint import Loop, cosine_lr, train_loop
 from specpolicy.zoo.corpus import token_stream
 
 
@@ -108,42 +107,27 @@ def main(args: TargetTrainArgs) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(str(run / "tokenizer"))
     train = token_stream(tokenizer, load_split("train"), run / "cache" / "train_tokens.npy")
     valid = token_stream(tokenizer, load_split("validation"), run / "cache" / "validation_tokens.npy")
-    ckpt_dir = run / "target_ckpt"
-    state_file = ckpt_dir / "state.pt"
     torch.manual_seed(args.seed)
     model = build_target(len(tokenizer), args, tokenizer.eos_token_id, tokenizer.pad_token_id)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
     rng = np.random.default_rng(args.seed)
-    step, elapsed = resume_state(state_file, model, optimizer, rng)
-    log = open(run / "target_log.jsonl", "a")  # noqa: SIM115 - appended to for the whole run
-    model.train()
-    t0 = time.time()
-    while step < args.total_steps:
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, args)
+
+    def loss_fn() -> tuple[torch.Tensor, dict]:
         batch = sample_windows(train, rng, args.batch_size, args.seq_len)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
-            loss = model(input_ids=batch[:, :-1], labels=batch[:, :-1].clone()).loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        step += 1
-        record = {"step": step, "loss": round(loss.item(), 4), "lr": lr_at(step - 1, args)}
+        return model(input_ids=batch[:, :-1], labels=batch[:, :-1].clone()).loss, {}
+
+    def evaluate(step: int, record: dict) -> None:
         if step % args.eval_every == 0 or step == args.total_steps:
             record["val_loss"] = round(validation_loss(model, valid, args.seq_len), 4)
-        if step % args.checkpoint_every == 0 or step == args.total_steps:
-            record["elapsed_s"] = round(elapsed + time.time() - t0, 1)
-            save_state(state_file, model, optimizer, rng, step, elapsed + time.time() - t0)
-        log.write(json.dumps(record) + "\n")
-        log.flush()
-        if step % 10 == 0:
-            print(json.dumps(record), flush=True)
+
+    loop = Loop(args.total_steps, args.checkpoint_every, lambda step: lr_at(step, args),
+                run / "target_ckpt" / "state.pt", run / "target_log.jsonl", args.bf16)
+    step, seconds = train_loop(loop, model, optimizer, rng, loss_fn, on_step=evaluate)
     out = run / "target"
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
     final = {"args": {k: str(v) for k, v in asdict(args).items()}, "steps": step,
-             "train_seconds": round(elapsed + time.time() - t0, 1),
+             "train_seconds": round(seconds, 1),
              "val_loss": validation_loss(model, valid, args.seq_len)}
     (run / "target_summary.json").write_text(json.dumps(final, indent=2))
     return out
