@@ -18,6 +18,15 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from specpolicy.defaults import (
+    BLOCKPILOT_BATCH_SIZE,
+    BLOCKPILOT_DEPTH,
+    BLOCKPILOT_DROPOUT,
+    BLOCKPILOT_EPOCHS,
+    BLOCKPILOT_HIDDEN,
+    BLOCKPILOT_LR,
+    PATIENCE,
+)
 from specpolicy.features import get_extractor
 from specpolicy.hookspecs import hookimpl
 from specpolicy.policy import DEFAULT_CANDIDATES, LearnedPolicy, PromptObservation, TrainingSet
@@ -34,9 +43,9 @@ class BlockPilotSettings:
 
     vocab_size: int
     candidates: list[int] = field(default_factory=lambda: list(DEFAULT_CANDIDATES))
-    hidden: int = 2048
-    depth: int = 2
-    dropout: float = 0.2
+    hidden: int = BLOCKPILOT_HIDDEN
+    depth: int = BLOCKPILOT_DEPTH
+    dropout: float = BLOCKPILOT_DROPOUT
     preprocess: str = "raw"
     metadata: dict = field(default_factory=dict)
 
@@ -102,8 +111,8 @@ class BlockPilotPolicy(LearnedPolicy):
 
     # --- training ---------------------------------------------------------------------------------------
 
-    def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, epochs: int = 100,
-            lr: float = 1e-5, batch_size: int = 32, patience: int = 15, seed: int = 0,
+    def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, epochs: int = BLOCKPILOT_EPOCHS,
+            lr: float = BLOCKPILOT_LR, batch_size: int = BLOCKPILOT_BATCH_SIZE, patience: int = PATIENCE, seed: int = 0,
             objective: str = "cross_entropy", **_: object) -> dict:
         """Adam with early stopping on the validation split (best validation score kept).
 

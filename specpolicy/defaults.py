@@ -32,6 +32,22 @@ LATENCY_REPEATS = 15
 """interleaved repeats per block size in a latency table"""
 MAX_LATENCY_SPREAD = 0.25
 """a latency table whose cycle costs vary more than this (relative IQR) is flagged as noisy"""
+BLOCKPILOT_HIDDEN = 2048
+"""BlockPilot's hidden width (the paper's)"""
+BLOCKPILOT_DEPTH = 2
+"""BlockPilot's linear layers before the output (1 = no residual block)"""
+BLOCKPILOT_DROPOUT = 0.2
+"""BlockPilot's dropout (the paper's)"""
+BLOCKPILOT_LR = 1e-5
+"""BlockPilot's Adam learning rate (the paper's)"""
+BLOCKPILOT_EPOCHS = 100
+"""upper bound on BlockPilot's epochs (early stopping ends most runs sooner)"""
+BLOCKPILOT_BATCH_SIZE = 32
+"""BlockPilot's minibatch size"""
+PATIENCE = 15
+"""epochs without validation improvement before a learned policy stops training"""
+VALIDATION_SHARE = 0.2
+"""share of training prompts held out (by a hash of their id) for early stopping"""
 DEFAULT_POLICY = "blockpilot-guard"
 """what ``specpolicy generate`` decodes with: BlockPilot's per-prompt start, a cost-aware per-cycle guard"""
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from specpolicy.costs import CostTable
+from specpolicy.defaults import VALIDATION_SHARE
 from specpolicy.policy import TRAINING_BLOCK_SIZE, TrainingSet, oracle_label
 from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
@@ -72,7 +73,7 @@ def training_set(store: SweepStore, label: str = "time", candidates: Sequence[in
     )
 
 
-def split_by_prompt(data: TrainingSet, validation_share: float = 0.2, seed: int = 0) -> tuple[TrainingSet, TrainingSet]:
+def split_by_prompt(data: TrainingSet, validation_share: float = VALIDATION_SHARE, seed: int = 0) -> tuple[TrainingSet, TrainingSet]:
     """Deterministic split by a hash of the prompt id, so a prompt is never on both sides."""
     bucket = np.array([int(hashlib.sha256(f"{seed}:{pid}".encode()).hexdigest(), 16) % 1000 / 1000
                        for pid in data.prompt_ids])

@@ -19,6 +19,8 @@ from torch import nn
 from transformers import Qwen3Config
 from transformers.models.qwen3.modeling_qwen3 import Qwen3MLP, Qwen3RMSNorm, Qwen3RotaryEmbedding, rotate_half
 
+from specpolicy.defaults import TRAINING_BLOCK_SIZE
+
 WEIGHTS_NAME = "model.safetensors"
 CONFIG_NAME = "config.json"
 
@@ -146,7 +148,7 @@ class DFlashDrafter(nn.Module):
         self.config = config
         self.target_layer_ids: list[int] = [int(i) for i in dflash["target_layer_ids"]]
         self.mask_token_id: int = int(dflash["mask_token_id"])
-        self.block_size: int = int(getattr(config, "block_size", 16))
+        self.block_size: int = int(getattr(config, "block_size", TRAINING_BLOCK_SIZE))
         self.layers = nn.ModuleList(DFlashDecoderLayer(config, i) for i in range(config.num_hidden_layers))
         self.norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.rotary_emb = Qwen3RotaryEmbedding(config)

@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
+from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.models.dflash import DFlashDrafter
 from specpolicy.models.drafter_loss import dflash_loss, sample_anchors, target_context
 
@@ -22,7 +23,7 @@ def make_target(vocab: int = 97, hidden: int = 32, layers: int = 3, eos: int = 3
     return Qwen3ForCausalLM(config).eval()
 
 
-def make_drafter(target: Qwen3ForCausalLM, layers: int = 2, block_size: int = 16, seed: int = 1,
+def make_drafter(target: Qwen3ForCausalLM, layers: int = 2, block_size: int = TRAINING_BLOCK_SIZE, seed: int = 1,
                  mask_token_id: int | None = None) -> DFlashDrafter:
     """A random DFlash drafter shaped for ``target`` (mask token = last vocabulary id by default)."""
     torch.manual_seed(seed)

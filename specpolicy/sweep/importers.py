@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.sweep.records import RECORD_VERSION, SweepRecord
 from specpolicy.sweep.store import SweepStore
 
@@ -34,7 +35,7 @@ def import_blockpilot(folder: str | Path, out: str | Path) -> SweepStore:
             raise ValueError(f"{folder / f'{size}.json'} covers other prompts than the other block sizes")
     meta = {"dataset": match["dataset"], "seed": int(match["seed"]), "temperature": float(match["temperature"]),
             "candidates": sorted(taus), "mode": "imported", "max_new_tokens": None, "target": None,
-            "drafter": None, "source": str(folder), "training_block_size": 16}
+            "drafter": None, "source": str(folder), "training_block_size": TRAINING_BLOCK_SIZE}
     store = SweepStore.open(out, meta)
     done = store.done_ids()
     for index in sorted(prompts, key=int):

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
-from specpolicy.defaults import MAX_PROMPT_TOKENS
+from specpolicy.defaults import MAX_PROMPT_TOKENS, PAPER_CANDIDATES
+from specpolicy.defaults import TRAINING_BLOCK_SIZE as B16
 from specpolicy.policy import oracle_label
 
 CARD_CANDIDATES = [4, 8, 12, 14, 15, 16, 17, 18, 20, 24, 32]
-WINDOW = [14, 15, 16, 17, 18]
+WINDOW = list(PAPER_CANDIDATES)
 SAMPLE_PROMPTS = ["How do I reverse a list in Python?", "Write a short email to my landlord about a broken heater.",
                   "What is the capital of France?"]
 
@@ -28,11 +29,11 @@ def window_oracle(store, window=WINDOW) -> dict:
     records = list(store.records())
     taus = store.tau_matrix(records, window)
     best = [window[oracle_label(row, window)] for row in taus]
-    fixed = taus[:, window.index(16)].mean()
+    fixed = taus[:, window.index(B16)].mean()
     oracle = taus.max(axis=1).mean()
     counts = Counter(best)
     return {"prompts": len(records), "histogram": {str(b): counts.get(b, 0) for b in window},
-            "share_not_16": float(np.mean([b != 16 for b in best])), "tau_fixed16": float(fixed),
+            "share_not_16": float(np.mean([b != B16 for b in best])), "tau_fixed16": float(fixed),
             "tau_oracle": float(oracle), "oracle_gain_percent": float(100 * (oracle / fixed - 1))}
 
 
@@ -86,7 +87,7 @@ def measure(run_dir: Path, prompts: int = 32, max_new_tokens: int = 128, out_dir
         decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=temperature, max_new_tokens=60)
         card["samples"] += [
             {"prompt": text, "temperature": temperature, "output": pair.tokenizer.decode(
-                decoder.generate(encode_prompt(pair.tokenizer, Prompt.single("s", text)), 16).output_ids,
+                decoder.generate(encode_prompt(pair.tokenizer, Prompt.single("s", text)), B16).output_ids,
                 skip_special_tokens=True)}
             for text in SAMPLE_PROMPTS]
     card["tau"], card["window_oracle"], card["distinct_4grams"], card["speed"] = {}, {}, {}, {}
@@ -106,10 +107,10 @@ def measure(run_dir: Path, prompts: int = 32, max_new_tokens: int = 128, out_dir
                 card["figure"] = str(plot_tau_per_block_size(store, out_dir / "tau-per-block-size.png"))
             card["window_oracle"][key] = window_oracle(store)
             card["distinct_4grams"][key] = distinct_ngram_share(store)
-            result = bench_decode(pair.target, pair.drafter, bench_ids, 16, max_new_tokens, temperature)
+            result = bench_decode(pair.target, pair.drafter, bench_ids, B16, max_new_tokens, temperature)
             card["speed"][key] = dict(result.rows())
             if temperature > 0:
-                result = bench_decode(pair.target, pair.drafter, bench_ids, 16, max_new_tokens, temperature,
+                result = bench_decode(pair.target, pair.drafter, bench_ids, B16, max_new_tokens, temperature,
                                       draft_sampling=True)
                 card["speed"][f"{key} sampled drafts"] = dict(result.rows())
     return card
