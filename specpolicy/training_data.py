@@ -73,7 +73,8 @@ def training_set(store: SweepStore, label: str = "time", candidates: Sequence[in
     )
 
 
-def split_by_prompt(data: TrainingSet, validation_share: float = VALIDATION_SHARE, seed: int = 0) -> tuple[TrainingSet, TrainingSet]:
+def split_by_prompt(data: TrainingSet, validation_share: float = VALIDATION_SHARE,
+                    seed: int = 0) -> tuple[TrainingSet, TrainingSet]:
     """Deterministic split by a hash of the prompt id, so a prompt is never on both sides."""
     bucket = np.array([int(hashlib.sha256(f"{seed}:{pid}".encode()).hexdigest(), 16) % 1000 / 1000
                        for pid in data.prompt_ids])
