@@ -200,6 +200,10 @@ class BlockPilotPolicy(LearnedPolicy):
         except Exception as exc:
             raise ValueError(f"BlockPilot predictor in {folder} is corrupted ({type(exc).__name__}: {exc}); "
                              "retrain it or restore the files") from None
+        broken = sorted(name for name, tensor in state.items() if not torch.isfinite(tensor).all())
+        if broken:
+            raise ValueError(f"BlockPilot weights in {folder} hold NaN or infinite values ({', '.join(broken[:4])}); "
+                             "the training diverged: retrain it (e.g. with a lower --lr)")
         if candidates is not None and not set(settings.candidates) <= set(candidates):
             raise ValueError(f"predictor {folder} picks among {settings.candidates} but only {sorted(candidates)} "
                              "are available; pass --candidates " + ",".join(map(str, settings.candidates)))

@@ -14,6 +14,9 @@ from types import ModuleType
 
 
 def _register() -> None:
+    envs = sys.modules.get("specpolicy.envs")
+    if envs is not None and not hasattr(envs, "register_envs"):
+        return  # specpolicy.envs is importing gymnasium itself; it registers when its import finishes
     from specpolicy.envs import register_envs
 
     register_envs()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from specpolicy.cli import bench, compare, generate, policies, sweep, train, zoo
+from specpolicy.cli.errors import DEBUG, guard_all
 
 app = typer.Typer(
     name="specpolicy",
@@ -13,6 +14,15 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def options(debug: bool = typer.Option(False, "--debug", help="show the traceback of an error instead of one line")
+            ) -> None:
+    """Learn and compare block-size policies for DFlash speculative decoding."""
+    DEBUG["on"] = DEBUG["on"] or debug
+
+
 app.add_typer(bench.app, name="bench")
 app.add_typer(zoo.app, name="zoo")
 app.command("compare")(compare.compare)
@@ -29,6 +39,9 @@ def version() -> None:
     from specpolicy import __version__
 
     typer.echo(__version__)
+
+
+guard_all(app)
 
 
 def main() -> None:

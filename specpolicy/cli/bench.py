@@ -53,26 +53,23 @@ def decode(
     from specpolicy.sweep.latency import pin_threads
 
     check_draft_sampling(draft_sampling, temperature)
-    try:
-        pin_threads(threads)
-        if target == "random":
-            import torch
+    pin_threads(threads)
+    if target == "random":
+        import torch
 
-            from specpolicy.models.testing import make_pair
+        from specpolicy.models.testing import make_pair
 
-            model, draft = make_pair(vocab=4096, hidden=256, layers=6)
-            ids = [torch.randint(5, 4000, (64,)).tolist() for _ in range(prompts)]
-        else:
-            from specpolicy.data.prompts import encode_prompts
-            from specpolicy.data.registry import load_prompts
-            from specpolicy.models import load_pair
+        model, draft = make_pair(vocab=4096, hidden=256, layers=6)
+        ids = [torch.randint(5, 4000, (64,)).tolist() for _ in range(prompts)]
+    else:
+        from specpolicy.data.prompts import encode_prompts
+        from specpolicy.data.registry import load_prompts
+        from specpolicy.models import load_pair
 
-            chosen = load_prompts(dataset, prompts, 0)
-            pair = load_pair(target, drafter, dtype, device)
-            model, draft = pair.target, pair.drafter
-            ids = encode_prompts(pair.tokenizer, chosen, max_tokens=MAX_PROMPT_TOKENS)
-    except (FileNotFoundError, ValueError) as exc:
-        raise fail(str(exc)) from exc
+        chosen = load_prompts(dataset, prompts, 0)
+        pair = load_pair(target, drafter, dtype, device)
+        model, draft = pair.target, pair.drafter
+        ids = encode_prompts(pair.tokenizer, chosen, max_tokens=MAX_PROMPT_TOKENS)
     stderr.print(f"decoding {prompts} prompts x {max_new_tokens} tokens at B=1 and B={block_size} ...")
     result = bench_decode(model, draft, ids, block_size=block_size, max_new_tokens=max_new_tokens,
                           temperature=temperature, draft_sampling=draft_sampling)
@@ -106,11 +103,8 @@ def latency(
     sizes = parse_candidates(candidates)
     if out is not None and out.exists() and out.is_dir():
         raise fail(f"--out {out} is a folder; pass a file path such as {out / 'costs.json'}")
-    try:
-        pin_threads(threads)
-        pair = load_pair(target, drafter, dtype, device)
-    except (FileNotFoundError, ValueError, RuntimeError) as exc:
-        raise fail(str(exc)) from exc
+    pin_threads(threads)
+    pair = load_pair(target, drafter, dtype, device)
     decoder = SpeculativeDecoder(pair.target, pair.drafter)
     stderr.print(f"measuring {len(sizes)} block sizes x {repeats} interleaved repeats at {threads} thread(s) ...")
     costs = measure_costs(decoder, sizes, context_length=context, repeats=repeats)
@@ -151,11 +145,8 @@ def sweep(
     from specpolicy.models import load_pair
 
     sizes = parse_candidates(candidates)
-    try:
-        pair = load_pair(target, drafter, dtype, device)
-        ids = encode_prompts(pair.tokenizer, load_prompts(dataset, prompts, 0), max_tokens=MAX_PROMPT_TOKENS)
-    except (FileNotFoundError, ValueError, RuntimeError) as exc:
-        raise fail(str(exc)) from exc
+    pair = load_pair(target, drafter, dtype, device)
+    ids = encode_prompts(pair.tokenizer, load_prompts(dataset, prompts, 0), max_tokens=MAX_PROMPT_TOKENS)
     decoder = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=max_new_tokens)
     with progress_bar("bench sweep", len(ids)) as update:
         counter = iter(range(1, len(ids) + 1))

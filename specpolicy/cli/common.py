@@ -44,7 +44,9 @@ def fail(message: str) -> typer.Exit:
 
 
 def check_draft_sampling(draft_sampling: bool, temperature: float) -> None:
-    """Fail before loading anything when sampled drafts are asked for at T = 0."""
+    """Fail before loading anything on a non-finite temperature, or sampled drafts at T = 0."""
+    if not 0 <= temperature < float("inf"):
+        raise fail(f"--temperature must be a finite number >= 0, got {temperature}")
     if draft_sampling and temperature == 0:
         raise fail("--draft-sampling needs --temperature > 0 (at T = 0 drafts are argmax); add e.g. --temperature 1")
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
+import os
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -31,6 +33,9 @@ from specpolicy.cli.common import (
 )
 from specpolicy.cli.sweep import parse_candidates
 from specpolicy.defaults import MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, cache_dir
+
+DEFAULT_DATASET = "sharegpt"
+DEFAULT_SAMPLES = 48
 
 
 class Mode(str, Enum):
@@ -58,17 +63,47 @@ class CompareOptions:
     drafter: str
     device: str
     dtype: str
+    plot: Path | None = None
+
+    def validate(self) -> None:
+        """Fail on options that cannot work together, before anything loads."""
+        if not math.isfinite(self.temperature):
+            raise ValueError(f"--temperature must be a finite number >= 0, got {self.temperature}")
+        if self.sweep is not None:
+            ignored = [flag for flag, given in (("--dataset", self.datasets != [DEFAULT_DATASET]),
+                                                ("--temperature", self.temperature != 0.0),
+                                                ("--max-samples", self.max_samples != DEFAULT_SAMPLES),
+                                                ("--max-new-tokens", self.max_new_tokens != MAX_NEW_TOKENS))
+                       if given]
+            if ignored:
+                raise ValueError(f"--sweep evaluates a stored sweep with its own prompts and settings; "
+                                 f"{', '.join(ignored)} would be ignored: drop them, or drop --sweep to sweep anew")
+        if self.plot is not None:
+            check_plot_path(self.plot)
+
+
+def check_plot_path(plot: Path) -> None:
+    """A --plot path must be a PNG file in a folder that exists or can be made."""
+    if plot.is_dir() or plot.suffix.lower() != ".png":
+        example = plot / "compare.png" if plot.is_dir() else plot.with_suffix(".png")
+        raise ValueError(f"--plot {plot} must be a .png file path (e.g. {example})")
+    try:
+        plot.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"--plot {plot}: cannot create its folder ({error.strerror}); pass a writable path") from None
+    if not os.access(plot.parent, os.W_OK):
+        raise ValueError(f"--plot {plot}: {plot.parent} is not writable; pass a writable path")
 
 
 def compare(
     policies: str = typer.Option("fixed16,blockpilot,oracle", help="comma-separated policy names"),
-    dataset: str = typer.Option("sharegpt", help="prompt sets (comma-separated) or .jsonl/.txt files"),
+    dataset: str = typer.Option(DEFAULT_DATASET, help="prompt sets (comma-separated) or .jsonl/.txt files"),
     mode: Mode = typer.Option(Mode.replay, help="replay (exact, modelled time) or live (decode, measured time)"),
     sweep: Path = typer.Option(None, help="evaluate this existing sweep store instead of sweeping"),
     temperature: float = typer.Option(0.0, min=0.0),
     candidates: str = typer.Option(None, help="block sizes (default: the sweep's, or 1,2,4,8,12,16,20,24,32); "
                                               "with --sweep, any subset of the sweep's"),
-    max_samples: int = typer.Option(48, min=1, help="prompts per dataset (seeded shuffle)"),
+    max_samples: int = typer.Option(DEFAULT_SAMPLES, min=1, help="prompts per dataset (seeded shuffle)"),
     max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
     seed: int = typer.Option(0),
     baseline: str = typer.Option("fixed16", help="policy the speed ratios and gain share are measured against"),
@@ -89,13 +124,17 @@ def compare(
     if not names:
         raise fail("no policies given; e.g. --policies fixed16,blockpilot,oracle")
     datasets = [d.strip() for d in dataset.split(",") if d.strip()]
-    options = CompareOptions(names, datasets, mode, sweep, parse_candidates(candidates) if candidates else None,
-                             temperature, max_samples, max_new_tokens, seed, baseline, costs, threads, target,
-                             drafter, device, dtype)
-    try:
-        runs = list(_runs(options))
-    except (FileNotFoundError, ValueError, RuntimeError) as exc:
-        raise fail(str(exc)) from exc
+    options = CompareOptions(
+        policies=names, datasets=datasets, mode=mode, sweep=sweep, temperature=temperature, max_samples=max_samples,
+        candidates=parse_candidates(candidates) if candidates else None, max_new_tokens=max_new_tokens, seed=seed,
+        baseline=baseline, costs=costs, threads=threads, target=target, drafter=drafter, device=device, dtype=dtype,
+        plot=plot)
+    options.validate()
+    runs = list(_runs(options))
+    if sweep is not None:
+        from specpolicy.sweep.store import SweepStore
+
+        temperature = float(SweepStore.load(sweep).meta.get("temperature") or 0.0)
     rows = [(name, row) for name, results in runs for row in summarize(results, baseline, n_bootstrap=bootstrap)]
     timing = runs[0][1][0].timing if runs and runs[0][1] else "none"
     many = len(runs) > 1
@@ -116,10 +155,7 @@ def _plot(runs, plot: Path, title: str) -> None:
 
     for name, results in runs:
         path = plot if len(runs) == 1 else plot.with_name(f"{plot.stem}-{name}{plot.suffix}")
-        try:
-            plot_comparison(results, path, title=f"{Path(name).name}: {title}")
-        except OSError as exc:
-            raise fail(f"cannot write the plot to {path}: {exc.strerror or exc}; pass a writable --plot path") from exc
+        plot_comparison(results, path, title=f"{Path(name).name}: {title}")
         stderr.print(f"plot saved to {path}")
 
 

@@ -44,15 +44,16 @@ def generate(
 
     if not prompt.strip():
         raise fail("empty prompt: pass the text to decode, e.g. specpolicy generate \"Hello\"")
-    check_draft_sampling(draft_sampling, temperature)
     try:
-        chosen = None if block_size is not None else get_registry().create(policy)
-        if chosen is not None and chosen.needs_sweep:
-            raise ValueError(f"policy {policy!r} reads a sweep store and cannot decode live")
-        pin_threads(threads)
-        pair = load_pair(target, drafter, dtype, device)
-    except (FileNotFoundError, ValueError) as exc:
-        raise fail(str(exc)) from exc
+        prompt.encode("utf-8")
+    except UnicodeEncodeError:
+        raise fail("the prompt is not valid UTF-8 text (check the terminal's encoding); pass UTF-8 text") from None
+    check_draft_sampling(draft_sampling, temperature)
+    chosen = None if block_size is not None else get_registry().create(policy)
+    if chosen is not None and chosen.needs_sweep:
+        raise ValueError(f"policy {policy!r} reads a sweep store and cannot decode live")
+    pin_threads(threads)
+    pair = load_pair(target, drafter, dtype, device)
     ids = encode_prompt(pair.tokenizer, Prompt.single("cli", prompt))
     decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=temperature, max_new_tokens=max_new_tokens,
                                  draft_sampling=draft_sampling)

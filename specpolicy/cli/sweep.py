@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from specpolicy.cli.common import DeviceOption, DrafterOption, DtypeOption, TargetOption, ThreadsOption, fail, stderr
+from specpolicy.cli.common import DeviceOption, DrafterOption, DtypeOption, TargetOption, ThreadsOption, stderr
 from specpolicy.defaults import MAX_BLOCK_SIZE, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, SHIPPED_SWEEP_CANDIDATES
 
 
@@ -49,27 +49,26 @@ def sweep(
     """Record, per prompt, the prefill features and what every candidate block size does."""
     from specpolicy.data.registry import load_prompts
     from specpolicy.sweep.run import SweepSettings, run_sweep
+    from specpolicy.sweep.store import SweepStore
 
     settings = SweepSettings(dataset=dataset, candidates=parse_candidates(candidates), temperature=temperature,
                              max_new_tokens=max_new_tokens, max_prompt_tokens=max_prompt_tokens,
                              max_samples=max_samples, seed=seed, mode=mode, target=target, drafter=drafter,
                              dtype=dtype, device=device, threads=threads)
-    try:
-        settings.validate()
-        if executor not in ("local", "ray"):
-            raise ValueError(f"unknown executor {executor!r}; use local or ray")
-        prompts = load_prompts(dataset, max_samples, seed)
-        if executor == "ray":
-            from specpolicy.sweep.ray_executor import run_sweep_ray
+    settings.validate()
+    SweepStore.check_resumable(out, settings.meta())
+    if executor not in ("local", "ray"):
+        raise ValueError(f"unknown executor {executor!r}; use local or ray")
+    prompts = load_prompts(dataset, max_samples, seed)
+    if executor == "ray":
+        from specpolicy.sweep.ray_executor import run_sweep_ray
 
-            store = run_sweep_ray(settings, str(out), prompts)
-        else:
-            from specpolicy.cli.progress import progress_bar
+        store = run_sweep_ray(settings, str(out), prompts)
+    else:
+        from specpolicy.cli.progress import progress_bar
 
-            with progress_bar(f"sweep {dataset} ({mode})", len(prompts)) as update:
-                store = run_sweep(settings, str(out), prompts, on_progress=update)
-    except (FileNotFoundError, ValueError, RuntimeError) as exc:
-        raise fail(str(exc)) from exc
+        with progress_bar(f"sweep {dataset} ({mode})", len(prompts)) as update:
+            store = run_sweep(settings, str(out), prompts, on_progress=update)
     done = len(store.done_ids())
     stderr.print(f"sweep store {out}: {done} prompts recorded")
 
@@ -81,8 +80,5 @@ def import_blockpilot(
     """Import the BlockPilot authors' per-prompt tau files into a sweep store (no features)."""
     from specpolicy.sweep.importers import import_blockpilot as run_import
 
-    try:
-        store = run_import(folder, out)
-    except (FileNotFoundError, ValueError) as exc:
-        raise fail(str(exc)) from exc
+    store = run_import(folder, out)
     stderr.print(f"imported {len(store.done_ids())} prompts x {len(store.candidates)} block sizes into {out}")

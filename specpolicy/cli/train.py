@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from specpolicy.cli.common import fail, stderr
+from specpolicy.cli.common import stderr
 from specpolicy.train import TrainArgs
 
 _D = TrainArgs()  # every default comes from the one dataclass
@@ -43,10 +43,7 @@ def train(
                      depth=depth, dropout=dropout, preprocess=preprocess, window=window, epochs=epochs, lr=lr,
                      batch_size=batch_size, patience=patience, validation_share=validation_share,
                      objective=objective, shuffle_labels=shuffle_labels, seed=seed)
-    try:
-        summary = main(args)
-    except (FileNotFoundError, ValueError) as exc:
-        raise fail(str(exc)) from exc
+    summary = main(args)
     summary.pop("history", None)
     typer.echo(json.dumps(summary, indent=2, default=str))
     stderr.print(f"saved {policy} to {out}; use it as {policy}:{out}")

@@ -64,8 +64,8 @@ class SpeculativeDecoder:
         stop_token_ids: Sequence[int] | None = None,
         max_new_tokens: int = GENERATE_MAX_NEW_TOKENS,
     ) -> None:
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if not temperature >= 0 or temperature == float("inf"):
+            raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
         if not 0 < top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {top_p}")
         if draft_sampling and temperature == 0:

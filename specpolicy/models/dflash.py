@@ -22,6 +22,7 @@ from transformers.models.qwen3.modeling_qwen3 import Qwen3MLP, Qwen3RMSNorm, Qwe
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
 
 WEIGHTS_NAME = "model.safetensors"
+DFLASH_KEYS = ("block_size", "num_target_layers", "dflash_config")
 CONFIG_NAME = "config.json"
 
 
@@ -130,6 +131,22 @@ class DFlashDecoderLayer(nn.Module):
         return hidden + self.mlp(self.post_attention_layernorm(hidden))
 
 
+def _drafter_config(config_file: Path) -> Qwen3Config:
+    """A DFlash drafter's config; a ValueError naming the file when it is not one (e.g. a target's)."""
+    try:
+        raw = json.loads(config_file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{config_file} is not readable JSON ({error})") from None
+    missing = [k for k in DFLASH_KEYS if k not in raw]
+    if missing:
+        raise ValueError(f"{config_file.parent} is not a DFlash drafter (its config.json lacks {', '.join(missing)}); "
+                         "--drafter must name a drafter folder (a target folder goes to --target)")
+    try:
+        return Qwen3Config.from_dict(raw)
+    except Exception as error:  # transformers validates configs with its own error types
+        raise ValueError(f"{config_file} is not a valid drafter config: {error}") from None
+
+
 class DFlashDrafter(nn.Module):
     """DFlash drafter. ``config`` is a Qwen3 config plus ``block_size``, ``num_target_layers`` and
     ``dflash_config = {"mask_token_id": int, "target_layer_ids": [...]}``.
@@ -224,14 +241,17 @@ class DFlashDrafter(nn.Module):
         config_file = folder / CONFIG_NAME
         if not config_file.exists():
             raise FileNotFoundError(f"no {CONFIG_NAME} in drafter folder {folder}")
-        config = Qwen3Config.from_dict(json.loads(config_file.read_text()))
-        drafter = cls(config)
+        drafter = cls(_drafter_config(config_file))
         state: dict[str, torch.Tensor] = {}
         files = sorted(folder.glob("*.safetensors"))
         if not files:
             raise FileNotFoundError(f"no .safetensors weights in drafter folder {folder}")
         for file in files:
-            state.update(load_file(str(file)))
+            try:
+                state.update(load_file(str(file)))
+            except Exception as error:  # safetensors raises its own SafetensorError
+                raise ValueError(f"the weights file {file} is damaged or truncated ({error}); download or "
+                                 "rebuild the drafter") from error
         expected = set(drafter.state_dict().keys())
         missing, unexpected = expected - set(state), set(state) - expected
         if missing or unexpected:
@@ -239,7 +259,11 @@ class DFlashDrafter(nn.Module):
                 f"drafter weights in {folder} do not match the DFlash layout: "
                 f"missing {sorted(missing)[:8]}, unexpected {sorted(unexpected)[:8]}"
             )
-        drafter.load_state_dict(state)
+        try:
+            drafter.load_state_dict(state)
+        except RuntimeError as error:
+            raise ValueError(f"drafter weights in {folder} do not fit its config.json (shapes differ): "
+                             f"{str(error).splitlines()[-1].strip()}") from error
         rotary = {name: buffer.clone() for name, buffer in drafter.rotary_emb.named_buffers()}
         drafter = drafter.to(device=device, dtype=dtype).eval()
         for name, buffer in rotary.items():  # RoPE frequencies stay float32, as in the reference and the target

@@ -33,6 +33,10 @@ def resolve_device(device: str) -> str:
     """``"auto"`` means CUDA when available, else CPU; an unavailable CUDA request fails clearly."""
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        torch.device(device)
+    except RuntimeError:
+        raise ValueError(f"unknown device {device!r}; use cpu, cuda, cuda:N or auto") from None
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device {device!r} requested but CUDA is not available; use --device cpu")
     return device
@@ -101,10 +105,14 @@ def load_target(
     device = resolve_device(device)
     source = resolve_source(name, "target")
     torch_dtype = resolve_dtype(dtype, device)
-    model = AutoModelForCausalLM.from_pretrained(
-        source, dtype=torch_dtype, attn_implementation=attention_implementation(device)
-    )
-    tokenizer = AutoTokenizer.from_pretrained(source)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            source, dtype=torch_dtype, attn_implementation=attention_implementation(device)
+        )
+        tokenizer = AutoTokenizer.from_pretrained(source)
+    except OSError as error:  # transformers' "not found / cannot connect" errors
+        raise ValueError(f"cannot load target {name!r}: not the zoo's 'tiny', not a local folder, and not a hub "
+                         f"model this machine can reach or has cached ({str(error).splitlines()[0][:160]})") from None
     return model.to(device).eval(), tokenizer
 
 

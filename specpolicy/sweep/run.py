@@ -62,8 +62,8 @@ class SweepSettings:
                              f"pass sizes in 1..{MAX_BLOCK_SIZE}")
         if len(set(self.candidates)) != len(self.candidates):
             raise ValueError(f"candidates repeat a block size: {self.candidates}")
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 <= self.temperature < float("inf"):
+            raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature}")
         if self.max_new_tokens < 2:
             raise ValueError("max_new_tokens must be >= 2")
 

@@ -98,6 +98,9 @@ class SweepStore:
         path = Path(path)
         if path.exists() and not path.is_dir():
             raise ValueError(f"--out {path} is a file; pass a folder for the sweep store")
+        blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        if blocking is not None:
+            raise ValueError(f"--out {path} lies under the file {blocking}; pass a folder path")
         meta_file = path / "meta.json"
         if not meta_file.exists():
             if path.is_dir() and any(path.iterdir()):

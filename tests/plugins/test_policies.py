@@ -150,3 +150,17 @@ def test_observations_carry_nothing_from_the_future():
     """A deployable policy sees logits, length, id and costs: no sweep record, no taus (oracles get Answers)."""
     fields = set(PromptObservation.__dataclass_fields__)
     assert fields == {"logits", "prompt_length", "prompt_id", "costs"}
+
+
+def test_a_predictor_with_nan_weights_is_refused(trained_blockpilot, tmp_path):
+    """It used to load and pick a size from NaN scores."""
+    from safetensors.torch import load_file, save_file
+
+    trained_blockpilot[0].save(tmp_path / "bp")
+    weights = tmp_path / "bp" / "model.safetensors"
+    state = load_file(str(weights))
+    first = next(iter(state))
+    state[first][0] = float("nan")
+    save_file(state, str(weights))
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        get_registry().create(f"blockpilot:{tmp_path / 'bp'}", CANDIDATES)

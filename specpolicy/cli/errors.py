@@ -1,0 +1,70 @@
+"""One error discipline for the command line: every failure is one line on stderr, no traceback.
+
+``specpolicy --debug COMMAND`` (or ``SPECPOLICY_DEBUG=1``) re-raises instead, for the traceback.
+Library code raises ``ValueError``/``FileNotFoundError``/``RuntimeError`` with messages that name
+the problem and the fix; this module only prints them. Anything else is a bug and says so.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+from collections.abc import Callable
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+stderr = Console(stderr=True)
+DEBUG = {"on": os.environ.get("SPECPOLICY_DEBUG", "") not in ("", "0")}
+
+USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError, RuntimeError,
+               ImportError)
+
+
+def explain(error: BaseException) -> str:
+    """The one line a user sees for ``error``."""
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+        return f"the disk is full ({error.filename or 'while writing'}); free space and rerun (sweeps resume)"
+    if isinstance(error, PermissionError):
+        return f"no permission to write or read {error.filename}; pick another path"
+    if isinstance(error, (IsADirectoryError, NotADirectoryError)):
+        return f"{error.strerror}: {error.filename}; pass a file path where a file is expected, a folder otherwise"
+    if isinstance(error, FileNotFoundError) and error.filename and not str(error).startswith(str(error.filename)):
+        return str(error) if "No such file" not in str(error) else f"no such file or folder: {error.filename}"
+    if isinstance(error, USER_ERRORS):
+        return str(error) or type(error).__name__
+    return (f"unexpected {type(error).__name__}: {error}. This is a bug in specpolicy; rerun with "
+            "`specpolicy --debug ...` and report the traceback")
+
+
+def guarded(command: Callable) -> Callable:
+    """Wrap a command so any exception becomes one message and exit code 2 (130 on Ctrl-C)."""
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except (typer.Exit, typer.Abort, typer.BadParameter.__mro__[2]):  # Typer's own usage errors
+            raise
+        except KeyboardInterrupt:
+            if DEBUG["on"]:
+                raise
+            stderr.print("[bold red]interrupted[/]: nothing finished is lost; rerun the same command to resume")
+            raise typer.Exit(code=130) from None
+        except Exception as error:  # the one place every failure is turned into a message
+            if DEBUG["on"]:
+                raise
+            stderr.print(f"[bold red]error:[/] {escape(explain(error))}", soft_wrap=True, highlight=False)
+            raise typer.Exit(code=2) from None
+
+    return run
+
+
+def guard_all(app: typer.Typer) -> None:
+    """Apply :func:`guarded` to every command of ``app`` and its sub-apps."""
+    for info in app.registered_commands:
+        info.callback = guarded(info.callback)
+    for group in app.registered_groups:
+        guard_all(group.typer_instance)

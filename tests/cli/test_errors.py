@@ -1,0 +1,76 @@
+"""Bad input, as a new user types it: one message naming the problem and the fix, exit code 2, no traceback."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from specpolicy.cli import app
+from specpolicy.cli.errors import DEBUG
+
+runner = CliRunner()
+
+
+def fails(args: list[str], message: str) -> str:
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit), f"raised {result.exception!r}"
+    assert "Traceback" not in result.output
+    text = " ".join(result.stderr.split())
+    assert message in text, text
+    return text
+
+
+@pytest.fixture()
+def broken_drafters(test_zoo, tmp_path):
+    """Drafter folders as users break them: truncated weights, empty weights, a target's folder."""
+    _, drafter = test_zoo
+    truncated, empty = tmp_path / "truncated", tmp_path / "empty"
+    for folder in (truncated, empty):
+        shutil.copytree(drafter, folder)
+    weights = (truncated / "model.safetensors").read_bytes()
+    (truncated / "model.safetensors").write_bytes(weights[: len(weights) // 2])
+    (empty / "model.safetensors").write_bytes(b"")
+    return {"truncated": truncated, "empty": empty}
+
+
+@pytest.mark.parametrize(("case", "message"), [
+    ("truncated", "is damaged or truncated"),
+    ("empty", "is damaged or truncated"),
+    ("target", "is not a DFlash drafter"),
+])
+def test_broken_drafter_folders(test_zoo, broken_drafters, case, message):
+    target, _ = test_zoo
+    drafter = target if case == "target" else broken_drafters[case]
+    fails(["generate", "hi", "--target", target, "--drafter", drafter, "--max-new-tokens", "2"], message)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["generate", "hi", "--device", "foo"], "unknown device 'foo'; use cpu, cuda, cuda:N or auto"),
+    (["generate", "hi", "--temperature", "inf"], "--temperature must be a finite number >= 0"),
+    (["generate", "caf\udce9"], "the prompt is not valid UTF-8 text"),
+    (["compare", "--sweep", "SWEEP", "--dataset", "gsm8k", "--temperature", "0.7"],
+     "--dataset, --temperature would be ignored"),
+    (["compare", "--sweep", "SWEEP", "--plot", "TMP"], "must be a .png file path"),
+    (["sweep", "--out", "FILE", "--max-samples", "1"], "is a file; pass a folder"),
+    (["sweep", "--out", "FILE/sub", "--max-samples", "1"], "lies under the file"),
+    (["import-blockpilot", "BP", "--out", "TMP/store"], "holds a JSON list; expected an object"),
+])
+def test_bad_input_fails_before_any_model_loads(tmp_path, args, message):
+    from specpolicy.envs.replay_data import default_sweep
+
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "gsm8k_0T0.0").mkdir()
+    (tmp_path / "gsm8k_0T0.0" / "16.json").write_text(json.dumps([1, 2]))
+    where = {"SWEEP": str(default_sweep("test")), "TMP": str(tmp_path), "FILE": str(tmp_path / "file"),
+             "BP": str(tmp_path / "gsm8k_0T0.0")}
+    fails([where.get(a.split("/")[0], a.split("/")[0]) + a[len(a.split("/")[0]):] for a in args], message)
+
+
+def test_debug_shows_the_traceback():
+    result = runner.invoke(app, ["--debug", "generate", "hi", "--device", "foo"])
+    DEBUG["on"] = False
+    assert isinstance(result.exception, ValueError) and "unknown device" in str(result.exception)

@@ -1,0 +1,58 @@
+"""Layers point one way: light public imports, a core that never names a plugin, models below decoding and zoo."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "transformers", "gymnasium")
+
+
+def _loaded_after(code: str) -> set[str]:
+    probe = f"import sys\n{code}\nprint(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    return set(out.split())
+
+
+@pytest.mark.parametrize("module", ["specpolicy", "specpolicy.policy", "specpolicy.hookspecs", "specpolicy.cycles",
+                                    "specpolicy.replay_table", "specpolicy.costs", "specpolicy.checks",
+                                    "specpolicy.registry", "specpolicy.sweep.records", "specpolicy.metrics"])
+def test_the_policy_contract_and_core_records_import_no_torch_or_gymnasium(module):
+    assert _loaded_after(f"import {module}") == set()
+
+
+@pytest.mark.parametrize("order", [
+    "import specpolicy\nimport gymnasium as gym",
+    "import gymnasium as gym\nimport specpolicy",
+    "import specpolicy.envs.replay_data\nimport gymnasium as gym",
+])
+def test_environments_are_registered_whichever_is_imported_first(order):
+    code = f"{order}\nassert 'specpolicy/BlockSizeStep-v0' in gym.registry\nprint('ok')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def _imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize(("folder", "forbidden"), [
+    ("specpolicy", ("specpolicy.plugins",)),  # the core never names a plugin
+    ("specpolicy/models", ("specpolicy.zoo.", "specpolicy.decoding", "specpolicy.sweep")),  # zoo paths, not its code
+    ("specpolicy/decoding", ("specpolicy.sweep", "specpolicy.zoo", "specpolicy.cli")),
+])
+def test_layers_point_one_way(folder, forbidden):
+    offenders = {str(path.relative_to(ROOT)): sorted(name for name in _imports(path) if name.startswith(forbidden))
+                 for path in (ROOT / folder).rglob("*.py")}
+    assert {k: v for k, v in offenders.items() if v} == {}
