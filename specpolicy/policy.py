@@ -7,7 +7,7 @@ agent in the Gymnasium environments (:meth:`Policy.predict`, stable-baselines3's
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from specpolicy.costs import CostTable
+from specpolicy.cycles import Schedule
 from specpolicy.defaults import DEFAULT_CANDIDATES, TRAINING_BLOCK_SIZE
 from specpolicy.state import DecodeState
 
@@ -87,13 +88,13 @@ class Policy:
         """Every block size this policy may pick (a sweep must have recorded them all)."""
         return set(self.candidates)
 
-    def schedule(self, observation: PromptObservation) -> int | Callable[[DecodeState], int]:
+    def schedule(self, observation: PromptObservation) -> Schedule:
         """What the decoder (or a replay) runs: a fixed block size, or a per-cycle callback."""
         if not self.per_step:
             return self.select(observation)
         return lambda state: self.step(state, observation)
 
-    def answer_schedule(self, observation: PromptObservation, answers: Answers) -> int | Callable[[DecodeState], int]:
+    def answer_schedule(self, observation: PromptObservation, answers: Answers) -> Schedule:
         """Oracles (``needs_sweep``) override this: plan from the sweep's :class:`Answers`."""
         raise NotImplementedError(f"{self.name} does not read a sweep's answers")
 

@@ -8,6 +8,7 @@ import typer
 
 from specpolicy.cli.common import DeviceOption, DrafterOption, DtypeOption, TargetOption, ThreadsOption, stderr
 from specpolicy.defaults import MAX_BLOCK_SIZE, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, SHIPPED_SWEEP_CANDIDATES
+from specpolicy.sweep.modes import Executor, SweepMode
 
 
 def parse_candidates(text: str) -> list[int]:
@@ -34,12 +35,13 @@ def sweep(
                                    help="block sizes, e.g. 1,2,4,8,16,32 or 14-18 (1 = no speculation)"),
     temperature: float = typer.Option(0.0, min=0.0),
     out: Path = typer.Option(..., help="sweep store folder (rerun the same command to resume)"),
-    mode: str = typer.Option("replay", help="replay (one decode + exact counterfactuals) or live (decode every B)"),
+    mode: SweepMode = typer.Option(SweepMode.replay, help="replay (one decode + exact counterfactuals) or live "
+                                                          "(decode every B)"),
     max_samples: int = typer.Option(64, min=1, help="prompts (seeded shuffle)"),
     max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
     max_prompt_tokens: int = typer.Option(MAX_PROMPT_TOKENS, min=1),
     seed: int = typer.Option(0),
-    executor: str = typer.Option("local", help="local, or ray (shards prompts over Ray workers)"),
+    executor: Executor = typer.Option(Executor.local, help="local, or ray (shards prompts over Ray workers)"),
     threads: int = ThreadsOption,
     target: str = TargetOption,
     drafter: str = DrafterOption,
@@ -53,21 +55,19 @@ def sweep(
 
     settings = SweepSettings(dataset=dataset, candidates=parse_candidates(candidates), temperature=temperature,
                              max_new_tokens=max_new_tokens, max_prompt_tokens=max_prompt_tokens,
-                             max_samples=max_samples, seed=seed, mode=mode, target=target, drafter=drafter,
+                             max_samples=max_samples, seed=seed, mode=mode.value, target=target, drafter=drafter,
                              dtype=dtype, device=device, threads=threads)
     settings.validate()
     SweepStore.check_resumable(out, settings.meta())
-    if executor not in ("local", "ray"):
-        raise ValueError(f"unknown executor {executor!r}; use local or ray")
     prompts = load_prompts(dataset, max_samples, seed)
-    if executor == "ray":
+    if executor is Executor.ray:
         from specpolicy.sweep.ray_executor import run_sweep_ray
 
         store = run_sweep_ray(settings, str(out), prompts)
     else:
         from specpolicy.cli.progress import progress_bar
 
-        with progress_bar(f"sweep {dataset} ({mode})", len(prompts)) as update:
+        with progress_bar(f"sweep {dataset} ({mode.value})", len(prompts)) as update:
             store = run_sweep(settings, str(out), prompts, on_progress=update)
     done = len(store.done_ids())
     stderr.print(f"sweep store {out}: {done} prompts recorded")

@@ -24,11 +24,12 @@ from specpolicy.defaults import (
     TRAINING_BLOCK_SIZE,
 )
 from specpolicy.sweep.latency import measure_costs, pin_threads
+from specpolicy.sweep.modes import SweepMode
 from specpolicy.sweep.records import RECORD_VERSION, LiveRun, ReferenceRun, ReplayEntry, SweepRecord, prompt_digest
 from specpolicy.sweep.replay import build_replay
 from specpolicy.sweep.store import SweepStore
 
-MODES = ("replay", "live")
+MODES = tuple(m.value for m in SweepMode)
 
 
 @dataclass

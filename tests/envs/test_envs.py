@@ -106,11 +106,14 @@ def test_sb3_trains_on_the_env_and_evaluates_a_specpolicy_policy(sweep):
     sb3_check_env(env.unwrapped)
     model = sb3.PPO("MlpPolicy", env, n_steps=32, batch_size=16, n_epochs=1, seed=0, device="cpu")
     model.learn(total_timesteps=64)
-    mean_model, _ = evaluate_policy(model, Monitor(env), n_eval_episodes=5)
+    taus = env.unwrapped.data.taus  # [prompts, candidates]: every reward an episode can earn
+    rewards, _ = evaluate_policy(model, Monitor(env), n_eval_episodes=5, return_episode_rewards=True)
+    assert all(np.isclose(taus, r).any() for r in rewards)
     fixed_env = Monitor(gym.make("specpolicy/BlockSize-v0", sweep=sweep))
     fixed16 = get_registry().create("fixed16", fixed_env.unwrapped.candidates)
-    mean_fixed, _ = evaluate_policy(fixed16, fixed_env, n_eval_episodes=5)
-    assert np.isfinite(mean_model) and np.isfinite(mean_fixed)
+    rewards, _ = evaluate_policy(fixed16, fixed_env, n_eval_episodes=5, return_episode_rewards=True)
+    column = taus[:, list(fixed_env.unwrapped.candidates).index(16)]
+    assert all(np.isclose(column, r).any() for r in rewards)  # SB3 ran fixed16: each return is a prompt's tau(16)
 
 
 def test_ope_estimators_recover_a_known_value():
