@@ -18,7 +18,9 @@ def train(
     threads: int = typer.Option(2, help="torch CPU threads"),
     bf16: bool = typer.Option(True, "--bf16/--fp32", help="bfloat16 autocast while training (weights stay fp32)"),
 ) -> None:
-    """Rebuild tokenizer, target and drafter from scratch with fixed seeds (resumable)."""
+    """Rebuild tokenizer, target and drafter from scratch with fixed seeds (resumable) in RUN_DIR.
+
+    Nothing is written into the installed package: `specpolicy zoo publish` swaps a finished run in."""
     from specpolicy.zoo import build
 
     steps = ["tokenizer", "target", "drafter"] if step == "all" else [step]
@@ -28,6 +30,18 @@ def train(
     for name in steps:
         build.run_step(name, run_dir, target_steps=target_steps, drafter_steps=drafter_steps, threads=threads,
                        bf16=bf16)
+
+
+@app.command("publish")
+def publish(
+    run_dir: Path = typer.Option(Path("runs/zoo"), help="a finished `zoo train` run"),
+) -> None:
+    """Replace the installed zoo's target and drafter by a finished run's (atomic; training never writes there)."""
+    from specpolicy.zoo import ZOO_DIR, build
+
+    build.publish(run_dir)
+    typer.echo(f"published {run_dir}/target and {run_dir}/drafter into {ZOO_DIR}; rebuild the shipped sweeps, "
+               "predictors and card on them")
 
 
 @app.command("info")

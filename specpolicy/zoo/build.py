@@ -37,17 +37,33 @@ def store_weights_as(folder: Path, dtype: torch.dtype) -> None:
     config_file.write_text(json.dumps(config, indent=2, sort_keys=True))
 
 
-def publish(run_dir: Path, dtype: str = SHIPPED_DTYPE) -> None:
-    """Copy the trained target (with tokenizer) and drafter into the installed package, stored in ``dtype``.
+def publish(run_dir: Path, dtype: str = SHIPPED_DTYPE, target_dir: Path = TARGET_DIR,
+            drafter_dir: Path = DRAFTER_DIR) -> None:
+    """Replace the installed zoo's target (with tokenizer) and drafter by a finished run's, stored in ``dtype``.
 
-    Every number in the model card, the shipped sweep and the shipped predictor must be measured on
-    these stored weights, so that they stay exact for what users load.
+    Both are staged next to their destination and swapped in by renames, so an interrupted publish
+    leaves the installed zoo as it was. Every number in the model card, the shipped sweep and the
+    shipped predictor must be measured on these stored weights (rerun them after publishing).
     """
-    for source, dest in ((run_dir / "target", TARGET_DIR), (run_dir / "drafter", DRAFTER_DIR)):
+    pairs = ((run_dir / "target", target_dir), (run_dir / "drafter", drafter_dir))
+    missing = [str(source) for source, _ in pairs if not (source / "config.json").exists()]
+    if missing:
+        raise FileNotFoundError(f"nothing to publish: {', '.join(missing)} not trained yet; run "
+                                f"`specpolicy zoo train all --run-dir {run_dir}` first")
+    staged = []
+    for source, dest in pairs:
+        stage = dest.with_name(dest.name + ".staged")
+        shutil.rmtree(stage, ignore_errors=True)
+        shutil.copytree(source, stage)
+        store_weights_as(stage, getattr(torch, dtype))
+        staged.append((stage, dest))
+    for stage, dest in staged:  # only renames from here on
+        old = dest.with_name(dest.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
         if dest.exists():
-            shutil.rmtree(dest)
-        shutil.copytree(source, dest)
-        store_weights_as(dest, getattr(torch, dtype))
+            dest.rename(old)
+        stage.rename(dest)
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def run_step(name: str, run_dir: Path, *, target_steps: int, drafter_steps: int, threads: int,
@@ -65,7 +81,6 @@ def run_step(name: str, run_dir: Path, *, target_steps: int, drafter_steps: int,
         from specpolicy.zoo.train_drafter import DrafterTrainArgs, main
 
         main(DrafterTrainArgs(run_dir=run_dir, total_steps=drafter_steps, threads=threads, bf16=bf16))
-        publish(run_dir)
     timings_file = run_dir / "timings.json"
     timings = json.loads(timings_file.read_text()) if timings_file.exists() else {}
     timings[name] = timings.get(name, 0.0) + round(time.time() - start, 1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
@@ -23,3 +24,22 @@ def test_store_weights_as_bf16_loads_back_as_the_rounded_float32_weights(tmp_pat
     for name, param in target.state_dict().items():
         if name in stored:
             assert torch.equal(loaded.state_dict()[name], param.to(torch.bfloat16).float()), name
+
+
+def test_publish_swaps_a_finished_run_in_and_refuses_an_unfinished_one(tmp_path):
+    """Training used to copy into the installed package itself, removing the old zoo first."""
+    from specpolicy.models.testing import make_pair
+    from specpolicy.zoo.build import publish
+
+    installed_target, installed_drafter = tmp_path / "pkg" / "target", tmp_path / "pkg" / "drafter"
+    with pytest.raises(FileNotFoundError, match="nothing to publish"):
+        publish(tmp_path / "run", target_dir=installed_target, drafter_dir=installed_drafter)
+    target, drafter = make_pair()
+    target.save_pretrained(str(tmp_path / "run" / "target"))
+    drafter.save_pretrained(tmp_path / "run" / "drafter")
+    installed_target.mkdir(parents=True)
+    (installed_target / "config.json").write_text("{}")
+    publish(tmp_path / "run", target_dir=installed_target, drafter_dir=installed_drafter)
+    assert json.loads((installed_target / "config.json").read_text())["model_type"] == "qwen3"
+    assert (installed_drafter / "model.safetensors").exists()
+    assert sorted(p.name for p in (tmp_path / "pkg").iterdir()) == ["drafter", "target"]  # no staging left
