@@ -64,6 +64,38 @@ def _timer(decoder: SpeculativeDecoder) -> Callable[[Callable[[], object]], floa
     return timed
 
 
+def _passes(decoder: SpeculativeDecoder, context_length: int, longest: int, seed: int
+            ) -> tuple[Callable[[int, bool], None], Callable[[int], None]]:
+    """(verify(size, hidden_states), draft(size)): one target and one drafter pass after ``context_length``
+    random tokens, each cropping its cache back so it can be timed again."""
+    target, drafter, device = decoder.target, decoder.drafter, decoder.device
+    vocab = target.get_input_embeddings().num_embeddings
+    ids = torch.randint(0, vocab, (1, context_length + longest), generator=torch.Generator().manual_seed(seed))
+    ids = ids.to(device)
+    cache = new_cache(target)
+    _, hidden = target_forward(target, ids[:, :context_length], torch.arange(context_length, device=device)[None],
+                               cache, logits_to_keep=1)
+    features = drafter.context_features(hidden)
+    drafter_cache = drafter.new_cache()
+    cached = context_length - 4  # the drafter cache holds all but the last few context positions, as in decoding
+    drafter.cache_context(features[:, :cached], torch.arange(cached, device=device)[None], drafter_cache)
+    embed, lm_head = target.get_input_embeddings(), target.get_output_embeddings()
+
+    def verify(size: int, hidden_states: bool = True) -> None:
+        positions = torch.arange(context_length, context_length + size, device=device)[None]
+        target_forward(target, ids[:, context_length : context_length + size], positions, cache, logits_to_keep=0 if
+                       hidden_states else 1, hidden_states=hidden_states)
+        crop_cache(cache, context_length)
+
+    def draft(size: int) -> None:
+        block = torch.full((1, size), drafter.mask_token_id, device=device)
+        positions = torch.arange(cached, context_length + size, device=device)[None]
+        lm_head(drafter(embed(block), features[:, cached:], positions, drafter_cache)[:, 1:])
+        drafter_cache.crop(cached)
+
+    return verify, draft
+
+
 @torch.inference_mode()
 def measure_costs(
     decoder: SpeculativeDecoder,
@@ -80,33 +112,9 @@ def measure_costs(
     """
     if repeats < 4:
         raise ValueError(f"a cost table needs at least 4 repeats for its spread, got {repeats}")
-    target, drafter, device = decoder.target, decoder.drafter, decoder.device
     sizes = sorted({int(b) for b in block_sizes} | {1})
-    vocab = target.get_input_embeddings().num_embeddings
-    ids = torch.randint(0, vocab, (1, context_length + max(sizes)), generator=torch.Generator().manual_seed(seed))
-    ids = ids.to(device)
-    cache = new_cache(target)
-    _, hidden = target_forward(target, ids[:, :context_length], torch.arange(context_length, device=device)[None],
-                               cache, logits_to_keep=1)
-    features = drafter.context_features(hidden)
-    drafter_cache = drafter.new_cache()
-    cached = context_length - 4  # the drafter cache holds all but the last few context positions, as in decoding
-    drafter.cache_context(features[:, :cached], torch.arange(cached, device=device)[None], drafter_cache)
-    embed, lm_head = target.get_input_embeddings(), target.get_output_embeddings()
+    verify, draft = _passes(decoder, context_length, max(sizes), seed)
     timed = _timer(decoder)
-
-    def verify(size: int, hidden_states: bool = True) -> None:
-        positions = torch.arange(context_length, context_length + size, device=device)[None]
-        target_forward(target, ids[:, context_length : context_length + size], positions, cache, logits_to_keep=0 if
-                       hidden_states else 1, hidden_states=hidden_states)
-        crop_cache(cache, context_length)
-
-    def draft(size: int) -> None:
-        block = torch.full((1, size), drafter.mask_token_id, device=device)
-        positions = torch.arange(cached, context_length + size, device=device)[None]
-        lm_head(drafter(embed(block), features[:, cached:], positions, drafter_cache)[:, 1:])
-        drafter_cache.crop(cached)
-
     rng = random.Random(seed)
     ar: list[float] = []
     verify_t: dict[int, list[float]] = {b: [] for b in sizes}
@@ -127,9 +135,9 @@ def measure_costs(
         verify_seconds={b: statistics.median(verify_t[b]) for b in sizes},
         ar_seconds=statistics.median(ar),
         threads=torch.get_num_threads(),
-        dtype=str(next(target.parameters()).dtype).removeprefix("torch."),
-        device=str(device),
-        machine=machine_name(device),
+        dtype=str(next(decoder.target.parameters()).dtype).removeprefix("torch."),
+        device=str(decoder.device),
+        machine=machine_name(decoder.device),
         context_length=context_length,
         repeats=repeats,
         spread={0: _quartile_spread(ar)} | {b: _quartile_spread(cycle_t[b]) for b in sizes},
