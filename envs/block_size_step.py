@@ -21,6 +21,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from specpolicy.arrays import to_numpy
 from specpolicy.cycles import mean_acceptance
 from specpolicy.envs.replay_data import OBSERVATION_BOUND, ReplayData
 from specpolicy.features import compact
@@ -84,7 +85,7 @@ class BlockSizeStepEnv(gym.Env):
         if self.backend == "live":
             self.session, self._prompt_id = self.live.start(self.np_random)
             self._budget = self.live.budget
-            logits = self.session.state.prefill_logits.detach().float().cpu().numpy()
+            logits = to_numpy(self.session.state.prefill_logits)
             self._prefill = compact(logits[None], np.array([self.session.state.prompt_length]))[0]
             return self.session.done
         if options and "prompt_index" in options:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from specpolicy.arrays import to_numpy
 from specpolicy.data.prompts import Prompt, encode_prompt
 from specpolicy.data.registry import load_prompts
 from specpolicy.decoding import SpeculativeDecoder
@@ -45,7 +46,7 @@ class LiveBackend:
 
     def _observe(self, ids: list[int]) -> np.ndarray:
         trace = self.decoder.generate(ids, 1, max_new_tokens=1)  # prefill only
-        features = self.extract(trace.prefill_logits.numpy()[None], np.array([len(ids)]))[0]
+        features = self.extract(to_numpy(trace.prefill_logits)[None], np.array([len(ids)]))[0]
         return np.clip(features, -OBSERVATION_BOUND, OBSERVATION_BOUND).astype(np.float32)
 
     def reset(self, rng: np.random.Generator) -> tuple[np.ndarray, dict]:

@@ -18,6 +18,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from specpolicy.arrays import to_numpy
 from specpolicy.defaults import (
     BLOCKPILOT_BATCH_SIZE,
     BLOCKPILOT_DEPTH,
@@ -83,6 +84,9 @@ class BlockPilotPolicy(LearnedPolicy):
             raise ValueError(f"candidates must be sorted and distinct, got {settings.candidates}")
         self.settings = settings
         self.net = BlockPilotNet(settings).eval()
+
+    def vocabulary(self) -> int:
+        return self.settings.vocab_size
 
     def inputs(self, logits: np.ndarray) -> torch.Tensor:
         """Preprocessed network input [n, V] from raw logits [n, V]."""
@@ -166,14 +170,14 @@ class BlockPilotPolicy(LearnedPolicy):
         """Mean value (``dataset.values``) of the block sizes this policy picks on ``dataset``."""
         if len(dataset) == 0:
             return float("nan")
-        predicted = self.scores(dataset.logits).argmax(dim=-1).numpy()
+        predicted = to_numpy(self.scores(dataset.logits).argmax(dim=-1))
         return float(dataset.values[np.arange(len(dataset)), predicted].mean())
 
     def accuracy(self, dataset: TrainingSet) -> float:
         """Share of prompts whose predicted candidate equals the label."""
         if len(dataset) == 0:
             return float("nan")
-        predicted = self.scores(dataset.logits).argmax(dim=-1).numpy()
+        predicted = to_numpy(self.scores(dataset.logits).argmax(dim=-1))
         return float((predicted == dataset.labels).mean())
 
     # --- persistence ------------------------------------------------------------------------------------

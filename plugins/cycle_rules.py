@@ -195,6 +195,9 @@ class GuardedPolicy(Policy):
     def select(self, observation: PromptObservation) -> int:
         return self.start_policy.select(observation)
 
+    def vocabulary(self) -> int | None:
+        return self.start_policy.vocabulary()
+
     def schedule(self, observation: PromptObservation):
         start = self.start_policy.select(observation)
         guard = AdaptivePolicy(self.candidates, start=max(start, 2))

@@ -56,6 +56,10 @@ class SklearnPolicy(LearnedPolicy):
         self.kind = kind
         self.model = model
 
+    def vocabulary(self) -> int | None:
+        fitted = getattr(self.model, "n_features_in_", None)  # the logits plus the prompt-length column
+        return None if fitted is None else int(fitted) - 1
+
     def _predict_indices(self, logits: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         if self.model is None:
             raise ValueError(f"{self.kind} is not trained; run `specpolicy train {self.kind} --sweep DIR --out PATH` "

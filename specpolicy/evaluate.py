@@ -10,11 +10,12 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
+from specpolicy.arrays import to_numpy
 from specpolicy.costs import CostTable
 from specpolicy.cycles import mean_acceptance
 from specpolicy.decoding import DecodeState, SpeculativeDecoder, plain_decode
 from specpolicy.metrics import PolicyResults, PromptResult
-from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Policy, PromptObservation, oracle_label
+from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Policy, PromptObservation, check_vocabulary, oracle_label
 from specpolicy.replay_table import ReplayTable
 from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
@@ -34,7 +35,7 @@ def check_candidates(policy: Policy, available: Sequence[int]) -> None:
 
 
 def _observation(store: SweepStore, record: SweepRecord, costs: CostTable | None) -> PromptObservation:
-    logits = store.features(record).numpy() if record.features else np.zeros(0, dtype=np.float32)
+    logits = to_numpy(store.features(record)) if record.features else np.zeros(0, dtype=np.float32)
     return PromptObservation(logits, record.prompt_length, record.prompt_id, costs)
 
 
@@ -65,6 +66,7 @@ def evaluate_replay(
     """
     for policy in policies:
         check_candidates(policy, store.candidates)
+    check_vocabulary(policies, store.feature_width(), f"the sweep {store.path}")
     costs = costs if costs is not None else store.latency()
     candidates = tuple(candidates or store.candidates)
     results = [PolicyResults(p.name, "modelled" if costs else "none") for p in policies]
@@ -109,7 +111,7 @@ def live_schedule(policy: Policy, prompt_id: str, prompt_length: int, costs: Cos
 
     def choose(state: DecodeState) -> int:
         if "schedule" not in chosen:
-            logits = state.prefill_logits.detach().float().cpu().numpy()
+            logits = to_numpy(state.prefill_logits)
             chosen["schedule"] = policy.schedule(PromptObservation(logits, prompt_length, prompt_id, costs=costs))
         schedule = chosen["schedule"]
         return schedule if isinstance(schedule, int) else schedule(state)

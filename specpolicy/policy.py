@@ -88,6 +88,10 @@ class Policy:
         """Every block size this policy may pick (a sweep must have recorded them all)."""
         return set(self.candidates)
 
+    def vocabulary(self) -> int | None:
+        """The logits width this policy reads (a learned policy's training vocabulary); ``None``: any target."""
+        return None
+
     def schedule(self, observation: PromptObservation) -> Schedule:
         """What the decoder (or a replay) runs: a fixed block size, or a per-cycle callback."""
         if not self.per_step:
@@ -175,6 +179,19 @@ class TrainingSet:
     def observations(self) -> list[PromptObservation]:
         return [PromptObservation(self.logits[i], int(self.prompt_lengths[i]), self.prompt_ids[i])
                 for i in range(len(self))]
+
+
+def check_vocabulary(policies: Sequence[Policy], vocab_size: int | None, source: str) -> None:
+    """Fail, before any model work, when a policy reads logits of another vocabulary than ``source``'s."""
+    if vocab_size is None:
+        return
+    for policy in policies:
+        wanted = policy.vocabulary()
+        if wanted is not None and wanted != vocab_size:
+            raise ValueError(
+                f"policy {policy.name!r} reads logits over a vocabulary of {wanted} but {source} has {vocab_size}; "
+                f"train one for it (`specpolicy sweep --target ...` then `specpolicy train blockpilot --sweep DIR "
+                f"--out FOLDER`) or use a vocabulary-independent policy such as fixed16, adaptive or probe")
 
 
 def oracle_label(taus: Sequence[float], candidates: Sequence[int], training_block_size: int = TRAINING_BLOCK_SIZE

@@ -56,3 +56,27 @@ def test_layers_point_one_way(folder, forbidden):
     offenders = {str(path.relative_to(ROOT)): sorted(name for name in _imports(path) if name.startswith(forbidden))
                  for path in (ROOT / folder).rglob("*.py")}
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_tensors_cross_to_numpy_in_one_place():
+    """Device tensors (CUDA) cannot become numpy without ``.cpu()``: every crossing goes through to_numpy."""
+    offenders = []
+    for folder in ("specpolicy", "plugins", "envs"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if path.name == "arrays.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "numpy":
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == [], "use specpolicy.arrays.to_numpy"
+
+
+def test_to_numpy_takes_any_tensor_to_a_host_array():
+    import numpy as np
+    import torch
+
+    from specpolicy.arrays import to_numpy
+
+    assert to_numpy(torch.ones(3, dtype=torch.bfloat16)).dtype == np.float32
+    assert to_numpy(torch.arange(3)).tolist() == [0, 1, 2]
+    assert to_numpy([1.5]).tolist() == [1.5]

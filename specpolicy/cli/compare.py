@@ -164,6 +164,7 @@ def _runs(options: CompareOptions):
     from specpolicy.costs import CostTable
     from specpolicy.defaults import DEFAULT_CANDIDATES
     from specpolicy.evaluate import check_candidates
+    from specpolicy.policy import check_vocabulary
     from specpolicy.registry import get_registry
     from specpolicy.sweep.latency import pin_threads
     from specpolicy.sweep.store import SweepStore
@@ -183,6 +184,10 @@ def _runs(options: CompareOptions):
         chosen = options.candidates or list(DEFAULT_CANDIDATES)
     registry = get_registry()
     built = [registry.create(name, chosen) for name in options.policies]
+    if store is None:  # a sweep's features are checked by evaluate_replay
+        from specpolicy.models.loading import target_vocab_size
+
+        check_vocabulary(built, target_vocab_size(options.target), f"target {options.target!r}")
     for policy in built:
         check_candidates(policy, chosen)
     if options.baseline not in options.policies:

@@ -39,6 +39,8 @@ def generate(
     from specpolicy.decoding import SpeculativeDecoder
     from specpolicy.evaluate import live_schedule
     from specpolicy.models import load_pair
+    from specpolicy.models.loading import target_vocab_size
+    from specpolicy.policy import check_vocabulary
     from specpolicy.registry import get_registry
     from specpolicy.sweep.latency import cached_costs, pin_threads
 
@@ -52,6 +54,8 @@ def generate(
     chosen = None if block_size is not None else get_registry().create(policy)
     if chosen is not None and chosen.needs_sweep:
         raise ValueError(f"policy {policy!r} reads a sweep store and cannot decode live")
+    if chosen is not None:
+        check_vocabulary([chosen], target_vocab_size(target), f"target {target!r}")
     pin_threads(threads)
     pair = load_pair(target, drafter, dtype, device)
     ids = encode_prompt(pair.tokenizer, Prompt.single("cli", prompt))

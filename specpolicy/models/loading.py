@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from specpolicy.models.dflash import DFlashDrafter
 
@@ -65,6 +65,18 @@ def resolve_source(name: str, kind: str) -> str:
         raise FileNotFoundError(f"{kind} {name!r} is neither a zoo name ({', '.join(ZOO_NAMES)}), a local folder, "
                                 "nor a hub id of the form owner/name")
     return name
+
+
+def target_vocab_size(name: str) -> int | None:
+    """The target's vocabulary (its logits width) from its config alone, before any weights load; ``None``
+    when the config cannot be read without loading (the load reports why)."""
+    try:
+        source = resolve_source(name, "target")
+        config = AutoConfig.from_pretrained(source)
+    except Exception:
+        return None
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return getattr(text, "vocab_size", None)
 
 
 def weights_fingerprint(name: str, kind: str) -> str | None:

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from specpolicy.arrays import to_numpy
 from specpolicy.decoding import DecodeTrace, SpeculativeDecoder
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.models.blocks import draft_mixed_blocks
@@ -73,7 +74,7 @@ def _accepted_at_reachable_anchors(
             k = torch.arange(1, hidden.shape[1] + 1, device=device)
             labels = ids[anchors.unsqueeze(1) + k].masked_fill(k.unsqueeze(0) >= sizes.unsqueeze(1), -1)
             matched = _matching_prefix(lm_head, hidden, labels).view(len(chunk), len(drafted))
-            rows[:, drafted] = matched.cpu().numpy()
+            rows[:, drafted] = to_numpy(matched)
         for i, row in zip(chunk, rows):
             accepted[i] = row
             for nxt in {i + int(a) + 1 for a in row}:

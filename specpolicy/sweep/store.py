@@ -31,6 +31,7 @@ import torch
 from pydantic import ValidationError
 from safetensors.torch import load_file, save_file
 
+from specpolicy.arrays import to_numpy
 from specpolicy.costs import CostTable
 from specpolicy.sweep.records import SweepRecord, checksum
 
@@ -262,6 +263,13 @@ class SweepStore:
                              f"delete that record's line from {self.path / 'records.jsonl'} and resume the sweep")
         return load_file(str(file))["logits"].float()
 
+    def feature_width(self) -> int | None:
+        """The width of the recorded prefill logits (the target's vocabulary); ``None`` without features."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CorruptRecordWarning)
+            record = next((r for r in self.records() if r.features), None)
+        return None if record is None else int(self.features(record).shape[-1])
+
     def tau_matrix(self, records: Sequence[SweepRecord], candidates: Sequence[int] | None = None) -> np.ndarray:
         """tau of every candidate (default: the store's) for ``records``: float64 [n, C]."""
         sizes = self.candidates if candidates is None else candidates
@@ -269,4 +277,4 @@ class SweepStore:
 
     def feature_matrix(self, records: Sequence[SweepRecord]) -> np.ndarray:
         """Features of ``records`` stacked: float32 [n, V]."""
-        return np.stack([self.features(r).numpy() for r in records])
+        return np.stack([to_numpy(self.features(r)) for r in records])

@@ -74,3 +74,11 @@ def test_debug_shows_the_traceback():
     result = runner.invoke(app, ["--debug", "generate", "hi", "--device", "foo"])
     DEBUG["on"] = False
     assert isinstance(result.exception, ValueError) and "unknown device" in str(result.exception)
+
+
+@pytest.mark.parametrize("command", [["generate", "hi"], ["compare", "--policies", "fixed16,blockpilot"]])
+def test_a_policy_of_another_vocabulary_fails_before_any_model_work(test_zoo, command):
+    """The default BlockPilot (the zoo's 4,096 logits) used to fail only after a whole sweep of another target."""
+    target, drafter = test_zoo
+    fails([*command, "--target", target, "--drafter", drafter],
+          "reads logits over a vocabulary of 4096 but target")
