@@ -123,6 +123,24 @@ def latency(
         stderr.print(f"cost table saved to {out}")
 
 
+@app.command("gpu-check")
+def gpu_check(
+    device: str = typer.Option("cuda", help="the accelerator to check (cpu runs the same comparisons)"),
+    prompts: int = typer.Option(8, min=1, help="held-out ShareGPT prompts"),
+    max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format"),
+) -> None:
+    """The shipped pair on a GPU vs CPU float32: outputs, cycles, replay = live, bf16 drift, speed (no downloads)."""
+    from specpolicy.bench.gpu_check import gpu_check as run_checks
+    from specpolicy.models.loading import resolve_device
+
+    resolve_device(device)  # an unknown or unavailable device fails here, before anything loads
+    checks = run_checks(device, prompts, max_new_tokens)
+    emit([c.row() for c in checks], fmt, title=f"specpolicy bench gpu-check ({device})")
+    if any(c.passed is False for c in checks):
+        raise typer.Exit(code=1)
+
+
 @app.command("sweep")
 def sweep(
     prompts: int = typer.Option(8, min=1, help="held-out ShareGPT prompts"),
