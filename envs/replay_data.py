@@ -12,7 +12,7 @@ from specpolicy.features import get_extractor
 from specpolicy.replay_table import ReplayTable
 from specpolicy.sweep.store import SweepStore
 
-REWARDS = ("tau", "tokens_per_second", "cost")
+REWARDS = ("tau", "tokens_per_second", "cost", "seconds")
 OBSERVATION_BOUND = 1e4
 
 
@@ -49,7 +49,9 @@ class ReplayData:
     @classmethod
     def load(cls, sweep: str | Path | None = None, features: str = "logits", reward: str = "tau",
              cost_weight: float = 0.05, split: str = "train") -> ReplayData:
-        """Read a sweep store; ``reward`` is tau, tokens_per_second (modelled) or cost (tau - w * (B - 1))."""
+        """Read a sweep store; ``reward`` is tau, tokens_per_second (modelled), cost (tau - w * (B - 1)) or
+        seconds (minus the modelled decode time in AR steps: with a prompt's tokens fixed, the summed
+        return ranks policies by pooled speed)."""
         if reward not in REWARDS:
             raise ValueError(f"unknown reward {reward!r}; use one of {', '.join(REWARDS)}")
         store = SweepStore.load(sweep or default_sweep(split))
@@ -69,8 +71,12 @@ class ReplayData:
             rewards = taus - cost_weight * (np.asarray(candidates, dtype=np.float64) - 1)
         else:
             if latency is None or any(t is None for t in tables):
-                raise ValueError("reward tokens_per_second needs a replay sweep with latency.json")
-            rewards = np.array([[table.tokens() / seconds for seconds in table.fixed_seconds(latency).values()]
-                                for table in tables])
+                raise ValueError(f"reward {reward} needs a replay sweep with latency.json")
+            seconds = np.array([[t.fixed_seconds(latency)[b] for b in candidates] for t in tables])
+            if reward == "seconds":
+                rewards = -seconds / latency.ar_seconds
+            else:
+                tokens = np.array([t.tokens() for t in tables], dtype=np.float64)[:, None]
+                rewards = tokens / seconds
         return cls(store, candidates, obs.astype(np.float32), rewards, taus, tables,
                    [r.prompt_id for r in records], latency)

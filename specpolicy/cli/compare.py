@@ -154,7 +154,7 @@ def _plot(runs, plot: Path, title: str) -> None:
     from specpolicy.report import plot_comparison
 
     for name, results in runs:
-        path = plot if len(runs) == 1 else plot.with_name(f"{plot.stem}-{name}{plot.suffix}")
+        path = plot if len(runs) == 1 else plot.with_name(f"{plot.stem}-{Path(name).stem}{plot.suffix}")
         plot_comparison(results, path, title=f"{Path(name).name}: {title}")
         stderr.print(f"plot saved to {path}")
 
