@@ -25,6 +25,7 @@ class BlockSizeVectorEnv(VectorEnv):
                  reward: str = "tau", cost_weight: float = 0.05, render_mode: str | None = None,
                  split: str = "train") -> None:
         self.data = ReplayData.load(sweep, features, reward, cost_weight, split)
+        self.features = features
         self.num_envs = num_envs
         self.candidates = self.data.candidates
         dim = self.data.observations.shape[1]
@@ -36,6 +37,10 @@ class BlockSizeVectorEnv(VectorEnv):
         self._rng = np.random.default_rng()
         self._index = np.zeros(num_envs, dtype=np.int64)
         self._sizes = np.asarray(self.candidates)
+
+    def prompt_indices(self) -> np.ndarray:
+        """Which stored prompt each sub-environment currently shows: [num_envs]."""
+        return self._index
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if seed is not None:

@@ -1,0 +1,86 @@
+"""A contextual-bandit agent for ``BlockSize-v0``: disjoint LinUCB over standardised prefill features.
+
+It learns from bandit feedback only (the reward of the block size it tried), on the training split,
+and deploys as a specpolicy :class:`~specpolicy.policy.Policy`, so it is evaluated exactly like
+every other policy (``evaluate_replay`` on held-out prompts, paired intervals)::
+
+    env = BlockSizeVectorEnv(num_envs=32, features="compact", reward="seconds")   # the train split
+    agent = LinUCB.for_env(env, alpha=0.2)
+    agent.learn(env, steps=600)
+    policy = agent.policy()       # select() on PromptObservation, like any policy
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specpolicy.envs.vector import BlockSizeVectorEnv
+from specpolicy.features import get_extractor
+from specpolicy.policy import Policy, PromptObservation
+
+
+class LinUCB:
+    """One ridge regression per arm (block size); picks argmax of mean + ``alpha`` x confidence width.
+
+    Rewards are divided by the prompt's tokens (with ``reward="seconds"``: minus the time per token
+    relative to AR, -1 / speedup), so long prompts do not drown short ones while learning.
+    """
+
+    def __init__(self, mean: np.ndarray, scale: np.ndarray, candidates: tuple[int, ...], features: str,
+                 alpha: float = 0.2, ridge: float = 1.0) -> None:
+        self.mean, self.scale, self.candidates, self.features = mean, scale, candidates, features
+        dim = len(mean) + 1
+        self.A = np.stack([np.eye(dim) * ridge for _ in candidates])  # [arms, d, d]
+        self.b = np.zeros((len(candidates), dim))  # [arms, d]
+        self.alpha = alpha
+
+    @classmethod
+    def for_env(cls, env: BlockSizeVectorEnv, alpha: float = 0.2) -> LinUCB:
+        obs = env.data.observations
+        return cls(obs.mean(0), obs.std(0) + 1e-6, env.candidates, env.features, alpha)
+
+    def design(self, observations: np.ndarray) -> np.ndarray:
+        """Standardised features plus a bias column: [n, d + 1]."""
+        return np.concatenate([(observations - self.mean) / self.scale, np.ones((len(observations), 1))], axis=1)
+
+    def scores(self, x: np.ndarray, explore: bool = True) -> np.ndarray:
+        """Per-arm scores [n, arms] for design rows ``x`` [n, d + 1]."""
+        inverse = np.linalg.inv(self.A)
+        theta = np.einsum("aij,aj->ai", inverse, self.b)
+        scores = x @ theta.T
+        if explore:
+            scores = scores + self.alpha * np.sqrt(np.einsum("ni,aij,nj->na", x, inverse, x))
+        return scores
+
+    def learn(self, env: BlockSizeVectorEnv, steps: int, seed: int = 0) -> None:
+        """``steps`` vector steps of ``env.num_envs`` prompts each, updating on the reward of each tried arm."""
+        tokens = np.array([max(1, t.tokens()) if t is not None else 1 for t in env.data.tables], dtype=np.float64)
+        obs, _ = env.reset(seed=seed)
+        for _ in range(steps):
+            prompts, x = env.prompt_indices().copy(), self.design(obs)
+            actions = self.scores(x).argmax(axis=1)
+            obs, rewards, *_ = env.step(actions)
+            for row, arm, reward in zip(x, actions, rewards / tokens[prompts]):
+                self.A[arm] += np.outer(row, row)
+                self.b[arm] += reward * row
+
+    def policy(self) -> BanditPolicy:
+        return BanditPolicy(self)
+
+
+class BanditPolicy(Policy):
+    """A trained :class:`LinUCB` as a deployable per-prompt policy (greedy: no exploration bonus)."""
+
+    name = "linucb"
+
+    def __init__(self, agent: LinUCB) -> None:
+        super().__init__(agent.candidates)
+        self.agent = agent
+        self.extract = get_extractor(agent.features)
+
+    def vocabulary(self) -> int | None:
+        return None if self.agent.features == "compact" else len(self.agent.mean)
+
+    def select(self, observation: PromptObservation) -> int:
+        features = self.extract(observation.logits[None], np.array([observation.prompt_length]))
+        return self.candidates[int(self.agent.scores(self.agent.design(features), explore=False).argmax())]
