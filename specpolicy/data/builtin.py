@@ -1,4 +1,4 @@
-"""Offline built-in prompt sets: held-out ShareGPT and HumanEval."""
+"""Offline built-in prompt sets: ShareGPT splits, HumanEval and MT-Bench."""
 
 from __future__ import annotations
 
@@ -18,6 +18,19 @@ def sharegpt_prompts(split: str = "heldout") -> list[Prompt]:
     for conversation in load_split(split):
         _, text = conversation.turns[0]
         prompts.append(Prompt.single(f"sharegpt:{conversation.id}", text))
+    return prompts
+
+
+MT_BENCH_FILE = Path(__file__).parent / "mt_bench" / "question.jsonl"
+
+
+def mt_bench_prompts() -> list[Prompt]:
+    """The first turn of each of the 80 MT-Bench questions (FastChat, Apache-2.0; see mt_bench/README.md)."""
+    prompts = []
+    for line in MT_BENCH_FILE.read_text(encoding="utf-8").splitlines():
+        question = json.loads(line)
+        prompts.append(Prompt.single(f"mt-bench:{question['question_id']}:{question['category']}",
+                                     question["turns"][0]))
     return prompts
 
 

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from specpolicy.data.builtin import humaneval_prompts, sample, sharegpt_prompts
+from specpolicy.data.builtin import humaneval_prompts, mt_bench_prompts, sample, sharegpt_prompts
 from specpolicy.data.hub import HUB_DATASETS, load_hub_prompts
 from specpolicy.data.prompts import Prompt
 
@@ -16,6 +16,7 @@ OFFLINE: dict[str, Callable[[], list[Prompt]]] = {
     "sharegpt-train": lambda: sharegpt_prompts("train"),
     "sharegpt-validation": lambda: sharegpt_prompts("validation"),
     "humaneval": humaneval_prompts,
+    "mt-bench": mt_bench_prompts,
 }
 
 

@@ -95,3 +95,11 @@ def test_shipped_split_manifest_follows_the_rule():
     manifest = json.loads((ZOO_DIR / "split.json").read_text())
     assert all(split_of(i) == "heldout" for i in manifest["heldout"])
     assert all(split_of(i) == "validation" for i in manifest["validation"])
+
+
+def test_mt_bench_ships_offline():
+    prompts = load_prompts("mt-bench")
+    assert len(prompts) == 80 and len({p.id for p in prompts}) == 80
+    assert prompts[0].id == "mt-bench:81:writing" and prompts[0].messages[0][0] == "user"
+    categories = {p.id.split(":")[2] for p in prompts}
+    assert len(categories) == 8 and "coding" in categories
