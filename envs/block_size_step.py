@@ -25,9 +25,21 @@ from specpolicy.arrays import to_numpy
 from specpolicy.cycles import mean_acceptance
 from specpolicy.envs.replay_data import OBSERVATION_BOUND, ReplayData
 from specpolicy.features import compact
+from specpolicy.state import DecodeState
 
 STEP_REWARDS = ("tokens", "time", "seconds")
 OBSERVATION_SIZE = 20
+
+
+def step_observation(state: DecodeState, candidates: tuple[int, ...], budget: int, prefill: np.ndarray) -> np.ndarray:
+    """The step environment's observation [20] of a decode ``state`` (also what a trained agent reads live)."""
+    top = max(candidates)
+    accepted, sizes = state.accepted_history, state.block_size_history
+    history = ([0] * 3 + accepted)[-3:]
+    values = [state.generated / budget, len(accepted) / 64, *(a / top for a in history),
+              (sizes[-1] if sizes else 0) / top, float(np.mean(accepted)) / top if accepted else 0.0]
+    return np.clip(np.concatenate([np.asarray(values, np.float32), prefill]),
+                   -OBSERVATION_BOUND, OBSERVATION_BOUND).astype(np.float32)
 
 
 class BlockSizeStepEnv(gym.Env):
@@ -72,13 +84,7 @@ class BlockSizeStepEnv(gym.Env):
         self.action_space = spaces.Discrete(len(self.candidates))
 
     def _observation(self) -> np.ndarray:
-        state, top = self.session.state, max(self.candidates)
-        accepted, sizes = state.accepted_history, state.block_size_history
-        history = ([0] * 3 + accepted)[-3:]
-        values = [state.generated / self._budget, len(accepted) / 64, *(a / top for a in history),
-                  (sizes[-1] if sizes else 0) / top, float(np.mean(accepted)) / top if accepted else 0.0]
-        return np.clip(np.concatenate([np.asarray(values, np.float32), self._prefill]),
-                       -OBSERVATION_BOUND, OBSERVATION_BOUND).astype(np.float32)
+        return step_observation(self.session.state, self.candidates, self._budget, self._prefill)
 
     def _start(self, options: dict[str, Any] | None) -> bool:
         """Begin one prompt's decode (a replay or live session); True when prefill alone finished it."""
