@@ -45,7 +45,7 @@ def broken_drafters(test_zoo, tmp_path):
 def test_broken_drafter_folders(test_zoo, broken_drafters, case, message):
     target, _ = test_zoo
     drafter = target if case == "target" else broken_drafters[case]
-    fails(["generate", "hi", "--target", target, "--drafter", drafter, "--max-new-tokens", "2"], message)
+    fails(["generate", "hi", "--target", target, "--drafter", drafter, "--max-new-tokens", "2", "-b", "4"], message)
 
 
 @pytest.mark.parametrize(("args", "message"), [
