@@ -13,28 +13,34 @@ ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "transformers", "gymnasium")
 
 
-def _loaded_after(code: str) -> set[str]:
-    probe = f"import sys\n{code}\nprint(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    return set(out.split())
+LIGHT = ["specpolicy", "specpolicy.policy", "specpolicy.hookspecs", "specpolicy.cycles", "specpolicy.replay_table",
+         "specpolicy.costs", "specpolicy.checks", "specpolicy.registry", "specpolicy.sweep.records",
+         "specpolicy.metrics"]
+ORDERS = ["import specpolicy\nimport gymnasium as gym", "import gymnasium as gym\nimport specpolicy",
+          "import specpolicy.envs.replay_data\nimport gymnasium as gym"]
 
 
-@pytest.mark.parametrize("module", ["specpolicy", "specpolicy.policy", "specpolicy.hookspecs", "specpolicy.cycles",
-                                    "specpolicy.replay_table", "specpolicy.costs", "specpolicy.checks",
-                                    "specpolicy.registry", "specpolicy.sweep.records", "specpolicy.metrics"])
-def test_the_policy_contract_and_core_records_import_no_torch_or_gymnasium(module):
-    assert _loaded_after(f"import {module}") == set()
+def _run_all(programs: list[str]) -> list[subprocess.CompletedProcess]:
+    """Each program in a fresh interpreter (imports must not leak between them), run side by side."""
+    running = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True) for code in programs]
+    results = []
+    for process in running:
+        out, err = process.communicate()
+        results.append(subprocess.CompletedProcess(process.args, process.returncode, out, err))
+    return results
 
 
-@pytest.mark.parametrize("order", [
-    "import specpolicy\nimport gymnasium as gym",
-    "import gymnasium as gym\nimport specpolicy",
-    "import specpolicy.envs.replay_data\nimport gymnasium as gym",
-])
-def test_environments_are_registered_whichever_is_imported_first(order):
-    code = f"{order}\nassert 'specpolicy/BlockSizeStep-v0' in gym.registry\nprint('ok')"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.stdout.strip() == "ok", out.stderr[-2000:]
+def test_the_policy_contract_and_core_records_import_no_torch_or_gymnasium():
+    probes = [f"import sys\nimport {m}\nprint(' '.join(x for x in {HEAVY!r} if x in sys.modules))" for m in LIGHT]
+    loaded = {m: r.stdout.split() for m, r in zip(LIGHT, _run_all(probes))}
+    assert loaded == {m: [] for m in LIGHT}
+
+
+def test_environments_are_registered_whichever_is_imported_first():
+    checks = [f"{order}\nassert 'specpolicy/BlockSizeStep-v0' in gym.registry\nprint('ok')" for order in ORDERS]
+    for order, result in zip(ORDERS, _run_all(checks)):
+        assert result.stdout.strip() == "ok", (order, result.stderr[-2000:])
 
 
 def _imports(path: Path) -> set[str]:
