@@ -82,3 +82,8 @@ def test_a_policy_of_another_vocabulary_fails_before_any_model_work(test_zoo, co
     target, drafter = test_zoo
     fails([*command, "--target", target, "--drafter", drafter],
           "reads logits over a vocabulary of 4096 but target")
+
+
+def test_a_hub_id_typo_offline_is_one_message(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    fails(["generate", "hi", "--target", "Qwen/Qwen3-4Bx", "-b", "4"], "cannot load target 'Qwen/Qwen3-4Bx'")

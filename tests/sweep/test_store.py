@@ -173,3 +173,16 @@ def test_shipped_version_1_records_still_read():
     store = SweepStore.load(default_sweep("test"))
     record = next(store.records())
     assert record.version == 1 and record.replay is not None and store.features(record).ndim == 1
+
+
+def test_import_blockpilot_skips_the_authors_predictor_file(tmp_path):
+    """``1.json`` holds the predictor's chosen sizes, not tau at B = 1; it was read as tau (16.5 at B = 1)."""
+    from specpolicy.sweep.importers import import_blockpilot
+
+    folder = tmp_path / "gsm8k_0T0.0"
+    folder.mkdir()
+    (folder / "1.json").write_text(json.dumps({"0": 16.5}))
+    for size in (14, 16):
+        (folder / f"{size}.json").write_text(json.dumps({"0": 6.0}))
+    store = import_blockpilot(folder, tmp_path / "store")
+    assert store.candidates == (14, 16) and next(store.records()).taus == {14: 6.0, 16: 6.0}
