@@ -16,16 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specpolicy.defaults import (
-    BLOCKPILOT_BATCH_SIZE,
-    BLOCKPILOT_DEPTH,
-    BLOCKPILOT_DROPOUT,
-    BLOCKPILOT_EPOCHS,
-    BLOCKPILOT_HIDDEN,
-    BLOCKPILOT_LR,
-    PATIENCE,
-    VALIDATION_SHARE,
-)
+from specpolicy import defaults
 from specpolicy.policy import TRAINING_BLOCK_SIZE, LearnedPolicy, TrainingSet, oracle_label
 
 
@@ -43,25 +34,25 @@ class TrainArgs:
     """train over this subset of the sweep's block sizes (default: all of them)"""
     costs: Path | None = None
     """price time labels with this cost table (default: the sweep's latency.json)"""
-    validation_share: float = VALIDATION_SHARE
+    validation_share: float = defaults.VALIDATION_SHARE
     """share of prompts held out for early stopping"""
     window: int | None = None
     """k: keep only candidates within +-k of the training block size (ablation)"""
-    hidden: int = BLOCKPILOT_HIDDEN
+    hidden: int = defaults.BLOCKPILOT_HIDDEN
     """BlockPilot hidden size"""
-    depth: int = BLOCKPILOT_DEPTH
+    depth: int = defaults.BLOCKPILOT_DEPTH
     """BlockPilot depth (1 = no residual block)"""
-    dropout: float = BLOCKPILOT_DROPOUT
+    dropout: float = defaults.BLOCKPILOT_DROPOUT
     """BlockPilot dropout"""
     preprocess: str = "raw"
     """BlockPilot input: raw, normalised or softmax"""
-    epochs: int = BLOCKPILOT_EPOCHS
+    epochs: int = defaults.BLOCKPILOT_EPOCHS
     """BlockPilot epochs (upper bound with early stopping)"""
-    lr: float = BLOCKPILOT_LR
+    lr: float = defaults.BLOCKPILOT_LR
     """BlockPilot Adam learning rate (the paper's 1e-5)"""
-    batch_size: int = BLOCKPILOT_BATCH_SIZE
+    batch_size: int = defaults.BLOCKPILOT_BATCH_SIZE
     """BlockPilot batch size"""
-    patience: int = PATIENCE
+    patience: int = defaults.PATIENCE
     """epochs without validation improvement before stopping"""
     objective: str = "cross_entropy"
     """BlockPilot loss: cross_entropy (classify the labels, as the paper) or expected_value (cost-sensitive)"""
