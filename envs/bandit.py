@@ -8,15 +8,20 @@ every other policy (``evaluate_replay`` on held-out prompts, paired intervals)::
     agent = LinUCB.for_env(env, alpha=0.2)
     agent.learn(env, steps=600)
     policy = agent.policy()       # select() on PromptObservation, like any policy
+
+Per cycle: ``LinUCB(...).learn_cycles(step_env, episodes)`` on ``BlockSizeStep-v0`` with
+``reward="time"``, deployed with :meth:`LinUCB.cycle_policy`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from specpolicy.envs.block_size_step import BlockSizeStepEnv, step_observation
 from specpolicy.envs.vector import BlockSizeVectorEnv
-from specpolicy.features import get_extractor
+from specpolicy.features import compact, get_extractor
 from specpolicy.policy import Policy, PromptObservation
+from specpolicy.state import DecodeState
 
 
 class LinUCB:
@@ -64,8 +69,57 @@ class LinUCB:
                 self.A[arm] += np.outer(row, row)
                 self.b[arm] += reward * row
 
+    def learn_cycles(self, env: BlockSizeStepEnv, episodes: int, seed: int = 0) -> int:
+        """Per-cycle learning on ``BlockSizeStep-v0`` with ``reward="time"`` (tokens per modelled second of
+        the cycle, scaled to tokens per AR step): a myopic reward a bandit can maximise cycle by cycle.
+        Returns the steps taken."""
+        if env.reward != "time":
+            raise ValueError("per-cycle bandit learning needs BlockSizeStep-v0 with reward='time'")
+        scale, steps = env.data.latency.ar_seconds, 0
+        obs, _ = env.reset(seed=seed)
+        for _ in range(episodes):
+            done = False
+            while not done:
+                x = self.design(obs[None])
+                arm = int(self.scores(x).argmax())
+                obs, reward, done, _, _ = env.step(arm)
+                self.A[arm] += np.outer(x[0], x[0])
+                self.b[arm] += reward * scale * x[0]
+                steps += 1
+            obs, _ = env.reset()
+        return steps
+
     def policy(self) -> BanditPolicy:
         return BanditPolicy(self)
+
+    def cycle_policy(self, budget: int) -> CycleBanditPolicy:
+        """The per-cycle agent as a per-cycle policy; ``budget``: the decodes' max_new_tokens."""
+        return CycleBanditPolicy(self, budget)
+
+
+class CycleBanditPolicy(Policy):
+    """A :class:`LinUCB` trained by :meth:`LinUCB.learn_cycles`, choosing B before every cycle from the step
+    environment's observation of the decode state (greedy)."""
+
+    name = "linucb-cycle"
+    per_step = True
+
+    def __init__(self, agent: LinUCB, budget: int) -> None:
+        super().__init__(agent.candidates)
+        self.agent, self.budget = agent, budget
+
+    def select(self, observation: PromptObservation) -> int:
+        return self.schedule(observation)(DecodeState(observation.logits, observation.prompt_length,
+                                                      observation.prompt_length, 0, 1))
+
+    def schedule(self, observation: PromptObservation):
+        prefill = compact(observation.logits[None], np.array([observation.prompt_length]))[0]
+
+        def choose(state: DecodeState) -> int:
+            x = self.agent.design(step_observation(state, self.candidates, self.budget, prefill)[None])
+            return self.candidates[int(self.agent.scores(x, explore=False).argmax())]
+
+        return choose
 
 
 class BanditPolicy(Policy):

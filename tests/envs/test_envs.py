@@ -234,3 +234,18 @@ def test_linucb_learns_from_bandit_feedback_better_than_a_random_block_size():
     policy = agent.policy()
     observation = PromptObservation(np.zeros(4096, np.float32), 20)
     assert policy.select(observation) in env.candidates
+
+
+def test_linucb_learns_per_cycle_on_the_step_env_and_runs_as_a_per_cycle_policy():
+    from specpolicy.envs.bandit import LinUCB
+
+    env = gym.make("specpolicy/BlockSizeStep-v0", reward="time").unwrapped
+    dim = env.observation_space.shape[0]
+    agent = LinUCB(np.zeros(dim), np.ones(dim), env.candidates, "compact")
+    assert agent.learn_cycles(env, episodes=5) > 5
+    policy = agent.cycle_policy(budget=env.data.tables[0].budget)
+    observation = PromptObservation(np.zeros(4096, np.float32), 20)
+    cycles = env.data.tables[0].simulate(policy.schedule(observation))
+    assert cycles and all(c.block_size in env.candidates for c in cycles)
+    with pytest.raises(ValueError, match="reward='time'"):
+        agent.learn_cycles(gym.make("specpolicy/BlockSizeStep-v0").unwrapped, episodes=1)
