@@ -11,17 +11,20 @@ from specpolicy.costs import CostTable
 from specpolicy.features import get_extractor
 from specpolicy.replay_table import ReplayTable
 from specpolicy.sweep.store import SweepStore
+from specpolicy.training_data import in_validation
 
 REWARDS = ("tau", "tokens_per_second", "cost", "seconds")
 OBSERVATION_BOUND = 1e4
 
 
-SHIPPED_SPLITS = {"train": "sharegpt-train", "test": "sharegpt"}
-"""the zoo's shipped replay sweeps: ShareGPT's training split, and its held-out split for testing"""
+SHIPPED_SPLITS = {"train": "sharegpt-train", "validation": "sharegpt-train", "test": "sharegpt"}
+"""the zoo's shipped replay sweeps: ShareGPT's training split (``validation``: the 20% of its prompts that
+``specpolicy train`` also holds out, by a hash of the id; ``train``: the other 80%) and its held-out split"""
 
 
 def default_sweep(split: str = "train") -> Path:
-    """A replay sweep shipped with the tiny zoo: ``train`` (train on it) or ``test`` (held-out prompts)."""
+    """A replay sweep shipped with the tiny zoo: ``train``/``validation`` (one store, split by prompt id) or
+    ``test`` (held-out prompts)."""
     from specpolicy.zoo import ZOO_DIR
 
     if split not in SHIPPED_SPLITS:
@@ -56,6 +59,8 @@ class ReplayData:
             raise ValueError(f"unknown reward {reward!r}; use one of {', '.join(REWARDS)}")
         store = SweepStore.load(sweep or default_sweep(split))
         records = list(store.records())
+        if sweep is None and split in ("train", "validation"):
+            records = [r for r in records if in_validation(r.prompt_id) == (split == "validation")]
         if not records:
             raise ValueError(f"sweep store {store.path} has no valid records")
         candidates = store.candidates

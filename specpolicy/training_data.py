@@ -73,10 +73,13 @@ def training_set(store: SweepStore, label: str = "time", candidates: Sequence[in
     )
 
 
+def in_validation(prompt_id: str, validation_share: float = VALIDATION_SHARE, seed: int = 0) -> bool:
+    """Whether a prompt belongs to the validation side of a training sweep (a hash of its id)."""
+    return int(hashlib.sha256(f"{seed}:{prompt_id}".encode()).hexdigest(), 16) % 1000 / 1000 < validation_share
+
+
 def split_by_prompt(data: TrainingSet, validation_share: float = VALIDATION_SHARE,
                     seed: int = 0) -> tuple[TrainingSet, TrainingSet]:
     """Deterministic split by a hash of the prompt id, so a prompt is never on both sides."""
-    bucket = np.array([int(hashlib.sha256(f"{seed}:{pid}".encode()).hexdigest(), 16) % 1000 / 1000
-                       for pid in data.prompt_ids])
-    validation = bucket < validation_share
+    validation = np.array([in_validation(pid, validation_share, seed) for pid in data.prompt_ids], dtype=bool)
     return data.subset(np.where(~validation)[0]), data.subset(np.where(validation)[0])

@@ -2,20 +2,16 @@
 
 import gymnasium as gym
 import numpy as np
-from common import SAMPLES, WORKDIR
 
 import specpolicy  # noqa: F401  (registers specpolicy/BlockSize-v0 and specpolicy/BlockSizeStep-v0)
-from specpolicy.data.registry import load_prompts
 from specpolicy.ope import epsilon_greedy_log, estimate
 from specpolicy.registry import create_policy
-from specpolicy.sweep.run import SweepSettings, run_sweep
 
-store = run_sweep(SweepSettings(dataset="sharegpt", max_samples=SAMPLES), str(WORKDIR / "sweep-sharegpt"),
-                  load_prompts("sharegpt", SAMPLES))
-sweep = str(store.path)
+# The zoo ships replay sweeps of ShareGPT's training split (split="train", the default) and of its
+# held-out prompts (split="test"): agents train on the first, with nothing to sweep.
 
 # 1. An epsilon-greedy contextual bandit with one ridge regression per arm on compact features.
-env = gym.make("specpolicy/BlockSize-v0", sweep=sweep, features="compact")
+env = gym.make("specpolicy/BlockSize-v0", split="train", features="compact")
 k, d = env.action_space.n, env.observation_space.shape[0]
 A, b = np.stack([np.eye(d)] * k), np.zeros((k, d))
 rng = np.random.default_rng(0)
@@ -36,12 +32,12 @@ from stable_baselines3.common.monitor import Monitor  # noqa: E402
 
 model = PPO("MlpPolicy", env, n_steps=64, batch_size=32, seed=0, device="cpu").learn(total_timesteps=256)
 print("PPO mean tau:", evaluate_policy(model, Monitor(env), n_eval_episodes=20)[0])
-fixed = gym.make("specpolicy/BlockSize-v0", sweep=sweep)
+fixed = gym.make("specpolicy/BlockSize-v0", split="train")
 fixed16 = create_policy("fixed16", fixed.unwrapped.candidates)  # actions index the env's candidates
 print("fixed16 mean tau:", evaluate_policy(fixed16, Monitor(fixed), n_eval_episodes=20)[0])
 
 # 3. A per-cycle policy on BlockSizeStep-v0: the heuristic schedule, acting through the env.
-step_env = gym.make("specpolicy/BlockSizeStep-v0", sweep=sweep)
+step_env = gym.make("specpolicy/BlockSizeStep-v0", split="train")
 obs, info = step_env.reset(seed=0)
 size, total, done = 16, 0.0, False
 candidates = step_env.unwrapped.candidates
