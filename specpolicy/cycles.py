@@ -65,6 +65,13 @@ def check_block_size(block_size: object) -> int:
     return size
 
 
+def check_temperature(temperature: float, name: str = "temperature") -> float:
+    """``temperature`` when it is a finite number >= 0 (0 = greedy), else a ValueError naming ``name``."""
+    if not 0 <= temperature < float("inf"):
+        raise ValueError(f"{name} must be a finite number >= 0, got {temperature}")
+    return float(temperature)
+
+
 def commit_tokens(new_tokens: list[int], stops: set[int], room: int) -> tuple[list[int], str]:
     """The tokens a cycle keeps, and why decoding ends there (``""`` when it goes on).
 

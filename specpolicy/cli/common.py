@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from specpolicy.cycles import check_temperature
 from specpolicy.defaults import DEFAULT_THREADS
 
 stderr = Console(stderr=True)
@@ -45,8 +46,7 @@ def fail(message: str) -> typer.Exit:
 
 def check_draft_sampling(draft_sampling: bool, temperature: float) -> None:
     """Fail before loading anything on a non-finite temperature, or sampled drafts at T = 0."""
-    if not 0 <= temperature < float("inf"):
-        raise fail(f"--temperature must be a finite number >= 0, got {temperature}")
+    check_temperature(temperature, "--temperature")
     if draft_sampling and temperature == 0:
         raise fail("--draft-sampling needs --temperature > 0 (at T = 0 drafts are argmax); add e.g. --temperature 1")
 

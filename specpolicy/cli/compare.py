@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import math
 import os
 from dataclasses import dataclass
 from enum import Enum
@@ -32,6 +31,7 @@ from specpolicy.cli.common import (
     stderr,
 )
 from specpolicy.cli.sweep import parse_candidates
+from specpolicy.cycles import check_temperature
 from specpolicy.defaults import MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, cache_dir
 
 DEFAULT_DATASET = "sharegpt"
@@ -67,8 +67,7 @@ class CompareOptions:
 
     def validate(self) -> None:
         """Fail on options that cannot work together, before anything loads."""
-        if not math.isfinite(self.temperature):
-            raise ValueError(f"--temperature must be a finite number >= 0, got {self.temperature}")
+        check_temperature(self.temperature, "--temperature")
         if self.sweep is not None:
             ignored = [flag for flag, given in (("--dataset", self.datasets != [DEFAULT_DATASET]),
                                                 ("--temperature", self.temperature != 0.0),

@@ -31,8 +31,8 @@ def explain(error: BaseException) -> str:
         return f"no permission to write or read {error.filename}; pick another path"
     if isinstance(error, (IsADirectoryError, NotADirectoryError)):
         return f"{error.strerror}: {error.filename}; pass a file path where a file is expected, a folder otherwise"
-    if isinstance(error, FileNotFoundError) and error.filename and not str(error).startswith(str(error.filename)):
-        return str(error) if "No such file" not in str(error) else f"no such file or folder: {error.filename}"
+    if isinstance(error, FileNotFoundError) and error.filename:  # the OS's; ours carry a message, no filename
+        return f"no such file or folder: {error.filename}"
     if isinstance(error, USER_ERRORS):
         return str(error) or type(error).__name__
     return (f"unexpected {type(error).__name__}: {error}. This is a bug in specpolicy; rerun with "
@@ -46,7 +46,7 @@ def guarded(command: Callable) -> Callable:
     def run(*args, **kwargs):
         try:
             return command(*args, **kwargs)
-        except (typer.Exit, typer.Abort, typer.BadParameter.__mro__[2]):  # Typer's own usage errors
+        except (typer.Exit, typer.Abort, typer.TyperException):  # Typer's own usage errors print themselves
             raise
         except KeyboardInterrupt:
             if DEBUG["on"]:

@@ -32,9 +32,7 @@ def plain_decode(
         prompt_ids: token ids [s]. max_new_tokens: default the decoder's. seed: positional uniforms (T > 0).
     """
     ids = decoder.check_prompt(prompt_ids)
-    budget = decoder.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
-    if budget < 1:
-        raise ValueError(f"max_new_tokens must be >= 1, got {budget}")
+    budget = decoder.budget(max_new_tokens)
     device, prompt_len, stops = decoder.device, ids.numel(), set(decoder.stop_token_ids)
     uniforms = PositionalUniforms(seed, device) if decoder.temperature > 0 else None
     # 1. Prefill.

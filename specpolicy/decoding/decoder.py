@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 from transformers import PreTrainedModel
 
-from specpolicy.cycles import Schedule, check_block_size, run_schedule
+from specpolicy.cycles import Schedule, check_block_size, check_temperature, run_schedule
 from specpolicy.decoding.sampling import PositionalUniforms, processed_probs, sample_with_uniforms
 from specpolicy.decoding.session import DecodeSession
 from specpolicy.decoding.trace import DecodeTrace
@@ -64,8 +64,7 @@ class SpeculativeDecoder:
         stop_token_ids: Sequence[int] | None = None,
         max_new_tokens: int = GENERATE_MAX_NEW_TOKENS,
     ) -> None:
-        if not temperature >= 0 or temperature == float("inf"):
-            raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
+        check_temperature(temperature)
         if not 0 < top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {top_p}")
         if draft_sampling and temperature == 0:
@@ -95,6 +94,13 @@ class SpeculativeDecoder:
             return logits.argmax(dim=-1)
         probs = processed_probs(logits, self.temperature, self.top_k, self.top_p)
         return sample_with_uniforms(probs, uniforms.get(0, first_pos, logits.shape[0]).to(probs.device))
+
+    def budget(self, max_new_tokens: int | None) -> int:
+        """The output budget of one decode: ``max_new_tokens`` or the decoder's; a ValueError below 1."""
+        budget = self.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
+        if budget < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {budget}")
+        return budget
 
     def check_prompt(self, prompt_ids: Sequence[int] | torch.Tensor) -> torch.Tensor:
         ids = torch.as_tensor(prompt_ids, dtype=torch.long).flatten()

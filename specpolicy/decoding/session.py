@@ -39,9 +39,7 @@ class DecodeSession:
                  max_new_tokens: int | None = None, seed: int = 0) -> None:
         self.decoder = decoder
         self.ids = decoder.check_prompt(prompt_ids)
-        self.budget = decoder.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
-        if self.budget < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {self.budget}")
+        self.budget = decoder.budget(max_new_tokens)
         self.uniforms = PositionalUniforms(seed, decoder.device) if decoder.temperature > 0 else None
         self.stops = set(decoder.stop_token_ids)
         self.cycles: list[CycleRecord] = []

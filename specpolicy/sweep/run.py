@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
+from specpolicy.cycles import check_temperature
 from specpolicy.data.prompts import Prompt, encode_prompt
 from specpolicy.data.registry import dataset_fingerprint
 from specpolicy.decoding import DecodeTrace, SpeculativeDecoder
@@ -63,8 +64,7 @@ class SweepSettings:
                              f"pass sizes in 1..{MAX_BLOCK_SIZE}")
         if len(set(self.candidates)) != len(self.candidates):
             raise ValueError(f"candidates repeat a block size: {self.candidates}")
-        if not 0 <= self.temperature < float("inf"):
-            raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature}")
+        check_temperature(self.temperature)
         if self.max_new_tokens < 2:
             raise ValueError("max_new_tokens must be >= 2")
 
