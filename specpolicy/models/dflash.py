@@ -39,6 +39,17 @@ def default_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> l
     return [round(start + i * span / (num_draft_layers - 1)) for i in range(num_draft_layers)]
 
 
+def cast_keeping_rotary(module: nn.Module, device: str | torch.device, dtype: torch.dtype) -> nn.Module:
+    """``module`` moved to ``device``/``dtype`` in eval mode, its RoPE frequency buffers kept float32
+    (as in the reference loop and the target)."""
+    rotary = {name: buffer.clone() for name, buffer in module.named_buffers() if "rotary_emb" in name}
+    module = module.to(device=device, dtype=dtype).eval()
+    for name, buffer in rotary.items():
+        owner, _, attribute = name.rpartition(".")
+        setattr(module.get_submodule(owner), attribute, buffer.to(device))
+    return module
+
+
 class DrafterCache:
     """Per-layer key/value tensors of the drafter's context, shape [batch, kv_heads, length, head_dim]."""
 
@@ -264,11 +275,7 @@ class DFlashDrafter(nn.Module):
         except RuntimeError as error:
             raise ValueError(f"drafter weights in {folder} do not fit its config.json (shapes differ): "
                              f"{str(error).splitlines()[-1].strip()}") from error
-        rotary = {name: buffer.clone() for name, buffer in drafter.rotary_emb.named_buffers()}
-        drafter = drafter.to(device=device, dtype=dtype).eval()
-        for name, buffer in rotary.items():  # RoPE frequencies stay float32, as in the reference and the target
-            setattr(drafter.rotary_emb, name, buffer.to(device))
-        return drafter
+        return cast_keeping_rotary(drafter, device, dtype)
 
     def save_pretrained(self, path: str | Path, dtype: torch.dtype | None = None) -> None:
         """Write ``config.json`` and ``model.safetensors`` in the published DFlash layout."""

@@ -13,7 +13,9 @@ from transformers import DynamicCache, PreTrainedModel
 
 
 @lru_cache(maxsize=32)
-def _cache_kwarg(forward_cls: type) -> str:
+def cache_kwarg(forward_cls: type) -> str:
+    """The name ``forward_cls.forward`` takes its KV cache under: ``cache`` (transformers >= 5.x) or
+    ``past_key_values``."""
     params = inspect.signature(forward_cls.forward).parameters
     return "cache" if "cache" in params else "past_key_values"
 
@@ -52,7 +54,7 @@ def target_forward(
         logits [b, s or logits_to_keep, V] and the hidden-states tuple (index 0 = embeddings), each [b, s, H]
         (``None`` without ``hidden_states``).
     """
-    kwargs = {_cache_kwarg(type(model)): cache}
+    kwargs = {cache_kwarg(type(model)): cache}
     out = model(
         input_ids=input_ids,
         position_ids=position_ids,

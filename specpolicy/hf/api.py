@@ -1,0 +1,151 @@
+"""Run a specpolicy policy inside ``model.generate(..., speculation_type="dflash")``.
+
+>>> result = specpolicy.hf.generate(target, drafter, "blockpilot-guard", input_ids=ids, max_new_tokens=64,
+...                                 costs=costs)                                   # doctest: +SKIP
+>>> result.sequences, result.block_sizes, result.tau                              # doctest: +SKIP
+
+or keep calling ``generate`` yourself with the policy attached::
+
+    with specpolicy.hf.attach(target, "adaptive", costs=costs) as run:
+        target.generate(input_ids, assistant_model=assistant, speculation_type="dflash", max_new_tokens=64)
+    run.cycles  # the last call's cycles
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from specpolicy.costs import CostTable
+from specpolicy.cycles import CycleRecord, check_block_size, mean_acceptance
+from specpolicy.hf.bridge import to_transformers_assistant
+from specpolicy.hf.compat import require_dflash_support
+from specpolicy.models.dflash import DFlashDrafter
+from specpolicy.policy import Policy, check_vocabulary
+from specpolicy.state import DecodeState
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from specpolicy.hf.generator import PolicyCandidateGenerator
+
+PolicyLike = Policy | str | int
+"""A policy object, a registered name (``"fixed16"``, ``"blockpilot-guard"``) or a fixed block size."""
+
+
+def resolve_policy(policy: PolicyLike, candidates: Sequence[int] | None = None) -> Policy | int:
+    """A policy object or a fixed block size; a ValueError for oracles, which cannot decode live."""
+    if isinstance(policy, str):
+        from specpolicy.registry import get_registry
+
+        registry = get_registry()
+        policy = registry.create(policy, candidates) if candidates else registry.create(policy)
+    if not isinstance(policy, Policy):
+        return check_block_size(policy)
+    if policy.needs_sweep:
+        raise ValueError(f"policy {policy.name!r} reads a sweep's answers and cannot decode live; pick a "
+                         "deployable policy such as blockpilot-guard, adaptive or fixed16")
+    return policy
+
+
+def _choices(policy: Policy | int, costs: CostTable | None, prompt_id: str
+             ) -> Callable[[int], Callable[[DecodeState], int]]:
+    if isinstance(policy, int):
+        return lambda prompt_length: (lambda state: policy)
+    from specpolicy.evaluate import live_schedule
+
+    return lambda prompt_length: live_schedule(policy, prompt_id, prompt_length, costs)
+
+
+class Attachment:
+    """A policy attached to a transformers model's DFlash ``generate()``; :meth:`detach` (or leaving the
+    ``with`` block) restores transformers' own generator.
+
+    Attributes:
+        cycles: the cycle records of the latest ``generate()`` call.
+    """
+
+    def __init__(self, model: PreTrainedModel, policy: PolicyLike, *, costs: CostTable | str | Path | None = None,
+                 candidates: Sequence[int] | None = None, prompt_id: str = "hf") -> None:
+        require_dflash_support()
+        from specpolicy.hf.generator import install
+
+        self.policy = resolve_policy(policy, candidates)
+        if isinstance(self.policy, Policy):
+            check_vocabulary([self.policy], model.get_output_embeddings().out_features, "this model")
+        self.costs = CostTable.load(costs) if isinstance(costs, (str, Path)) else costs
+        self.generator: PolicyCandidateGenerator | None = None
+        config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        self._uninstall = install(model, _choices(self.policy, self.costs, prompt_id), self._bind,
+                                  getattr(config, "max_position_embeddings", None))
+
+    def _bind(self, generator: PolicyCandidateGenerator) -> None:
+        self.generator = generator
+
+    @property
+    def cycles(self) -> list[CycleRecord]:
+        return list(self.generator.cycles) if self.generator is not None else []
+
+    def detach(self) -> None:
+        self._uninstall()
+
+    def __enter__(self) -> Attachment:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.detach()
+
+
+def attach(model: PreTrainedModel, policy: PolicyLike, *, costs: CostTable | str | Path | None = None,
+           candidates: Sequence[int] | None = None) -> Attachment:
+    """Make ``model.generate(..., assistant_model=A, speculation_type="dflash")`` pick B with ``policy``.
+
+    ``costs``: the cost table cost-aware policies (``adaptive``, ``blockpilot-guard``) price block sizes
+    with (a :class:`~specpolicy.costs.CostTable` or its JSON file, e.g. from ``specpolicy bench latency``).
+    """
+    return Attachment(model, policy, costs=costs, candidates=candidates)
+
+
+@dataclass
+class HFGeneration:
+    """What :func:`generate` returns: ``generate()``'s own output and the cycles the policy ran."""
+
+    output: Any
+    cycles: list[CycleRecord] = field(default_factory=list)
+
+    @property
+    def sequences(self) -> Any:
+        """Token ids [1, prompt + new] (``output`` itself, or its ``.sequences``)."""
+        return getattr(self.output, "sequences", self.output)
+
+    @property
+    def block_sizes(self) -> list[int]:
+        return [c.block_size for c in self.cycles]
+
+    @property
+    def tau(self) -> float:
+        return mean_acceptance(self.cycles)
+
+
+def as_assistant(drafter: PreTrainedModel | DFlashDrafter | str | Path) -> PreTrainedModel:
+    """transformers' DFlash assistant for ``drafter``: itself, or a specpolicy drafter / checkpoint converted."""
+    if isinstance(drafter, (DFlashDrafter, str, Path)):
+        return to_transformers_assistant(drafter)
+    return drafter
+
+
+def generate(model: PreTrainedModel, drafter: PreTrainedModel | DFlashDrafter | str | Path,
+             policy: PolicyLike = "blockpilot-guard", *, costs: CostTable | str | Path | None = None,
+             candidates: Sequence[int] | None = None, **generate_kwargs: Any) -> HFGeneration:
+    """``model.generate(**generate_kwargs, assistant_model=drafter, speculation_type="dflash")`` with the block
+    size of every cycle chosen by ``policy``.
+
+    ``drafter``: transformers' DFlash assistant, or a specpolicy/z-lab drafter (object or folder),
+    converted on each call (convert once with :func:`~specpolicy.hf.to_transformers_assistant` to reuse).
+    """
+    assistant = as_assistant(drafter)
+    with attach(model, policy, costs=costs, candidates=candidates) as run:
+        output = model.generate(**generate_kwargs, assistant_model=assistant, speculation_type="dflash")
+        return HFGeneration(output, run.cycles)

@@ -1,0 +1,167 @@
+"""A specpolicy schedule inside transformers' own DFlash ``generate()`` loop.
+
+The only module that touches transformers' private generation API: it subclasses
+``DFlashTokenCandidateGenerator`` and swaps it in through the model's ``_get_candidate_generator``
+(an instance attribute, removed again on detach). ``_assisted_decoding`` calls, every cycle:
+
+1. ``get_candidates(input_ids, model_outputs=..., n_last_matches=...)``: we read the target's hidden
+   states of the tokens it just accepted, ask the schedule for B, and draft B - 1 candidates in one
+   drafter pass (none for B = 1: one plain target step, the context kept for the next draft);
+2. the target verifies the candidates and keeps the longest matching prefix + one token;
+3. ``update_candidate_strategy(input_ids, scores, n_matches)``: we record the cycle.
+
+The drafted block is cropped from the drafter's cache by its own size before the next draft, so B
+may change every cycle. Tested on transformers 5.15 and 5.24 (:mod:`specpolicy.hf.compat`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+from transformers.generation.candidate_generator import DFlashTokenCandidateGenerator
+
+from specpolicy.cycles import CycleRecord, check_block_size
+from specpolicy.models.target import cache_kwarg
+from specpolicy.state import DecodeState
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+ChoiceFactory = Callable[[int], Callable[[DecodeState], int]]
+"""prompt length -> a callback picking B before every cycle (made once prefill is done)."""
+
+
+class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
+    """DFlash candidates with the block size chosen before every cycle by a specpolicy schedule.
+
+    Attributes:
+        cycles: the records of the cycles run so far in this ``generate()`` call.
+        state: what the schedule read before the latest cycle (``None`` before prefill).
+    """
+
+    def __init__(self, *args: Any, choices: ChoiceFactory, max_positions: int | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.make_choice = choices
+        self.choose: Callable[[DecodeState], int] | None = None
+        self.max_positions = max_positions
+        self.cycles: list[CycleRecord] = []
+        self.state: DecodeState | None = None
+        self.pending: list[torch.Tensor] = []  # target features [1, c, L*H] the drafter has not read yet
+        self.drafted = 0  # positions of the last drafted block still in the drafter's cache
+        self.size = 0  # block size of the cycle being verified
+        self.candidates = torch.empty(0, dtype=torch.long)  # its drafts [B - 1]
+
+    def get_candidates(self, input_ids: torch.LongTensor, model_kwargs: dict[str, Any], model_outputs: Any,
+                       is_first_iteration: bool, n_last_matches: int, **kwargs: Any
+                       ) -> tuple[torch.LongTensor, torch.Tensor | None]:
+        """input_ids [1, s] (anchor last) -> (input_ids + candidates [1, s + B - 1], their logits [1, B - 1, V])."""
+        if is_first_iteration:  # transformers runs the prefill forward before any draft
+            return input_ids, None
+        self._read_context(input_ids, model_outputs, n_last_matches)
+        start = input_ids.shape[1] - 1  # the anchor's position
+        size = check_block_size(self.choose(self.state))
+        if self.max_positions is not None:
+            size = max(1, min(size, self.max_positions - start))
+        self.size, self.candidates = size, input_ids.new_empty(0)
+        if size == 1:
+            return input_ids, None
+        logits = self._draft(input_ids, model_kwargs, start, size)
+        candidate_ids = self._pick(input_ids, logits)
+        self.candidates = candidate_ids[0, input_ids.shape[1]:]
+        return candidate_ids, logits
+
+    def _read_context(self, input_ids: torch.Tensor, model_outputs: Any, n_last_matches: int) -> None:
+        """Queue the target features of the tokens it just accepted (all the prompt after prefill)."""
+        if model_outputs is None or getattr(model_outputs, "hidden_states", None) is None:
+            raise ValueError("the target's forward returned no hidden states; DFlash needs them")
+        if self.state is None:
+            prompt_length = input_ids.shape[1] - 1
+            kept = prompt_length
+            self.state = DecodeState(model_outputs.logits[0, -1].float(), prompt_length, prompt_length, 0, 1)
+            self.choose = self.make_choice(prompt_length)
+        else:
+            kept = n_last_matches + 1
+        hidden = model_outputs.hidden_states
+        self.pending.append(torch.cat([hidden[i + 1][:, :kept] for i in self.target_layer_ids], dim=-1)
+                            .to(self.device))
+
+    def _draft(self, input_ids: torch.Tensor, model_kwargs: dict[str, Any], start: int, size: int) -> torch.Tensor:
+        """One drafter pass over [anchor, mask * (B - 1)]; the drafts' logits [1, B - 1, V]."""
+        if self.drafted:
+            self.cache.crop(-self.drafted)  # the previous block's own keys/values never persist
+        context = torch.cat(self.pending, dim=1)
+        self.pending, self.drafted = [], size
+        self.cache.set_previous_accepted_tokens(context.shape[1])
+        noise_ids = torch.full((1, size), self.mask_token_id, dtype=input_ids.dtype, device=input_ids.device)
+        noise_ids[:, 0] = input_ids[:, -1]
+        embed = getattr(self, "_get_noise_embeds", self.main_model_input_embeddings)
+        positions = torch.arange(start - context.shape[1], start + size, device=self.device).unsqueeze(0)
+        mask = model_kwargs.get("attention_mask")
+        if mask is not None:
+            mask = torch.cat([mask[:, :-1], mask.new_ones(1, size)], dim=-1).to(self.device)
+        outputs = self.assistant_model(
+            noise_embeds=embed(noise_ids).to(self.device), context_hidden_states=context, position_ids=positions,
+            attention_mask=mask, **{cache_kwarg(type(self.assistant_model)): self.cache},
+        )
+        head = self.main_model_output_embeddings
+        return head(outputs.last_hidden_state[:, 1:].to(head.weight.device)).to(input_ids.device)
+
+    def _pick(self, input_ids: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        """The candidates transformers' own generator would pick: argmax, or samples after the processors."""
+        if not self.logits_processor and not self.do_sample:
+            return torch.cat([input_ids, logits.argmax(dim=-1)], dim=-1)
+        ids = input_ids
+        for i in range(logits.shape[1]):
+            if self.logits_processor:
+                logits[:, i] = self.logits_processor(ids, logits[:, i].float())
+            if self.do_sample:
+                token = torch.multinomial(logits[:, i].float().softmax(dim=-1), num_samples=1)
+            else:
+                token = logits[:, i].argmax(dim=-1, keepdim=True)
+            ids = torch.cat([ids, token], dim=-1)
+        return ids
+
+    def update_candidate_strategy(self, input_ids: torch.LongTensor, scores: torch.Tensor, num_matches: int) -> None:
+        """Record the cycle: drafts that matched the target (``scores`` [1, B, V]) and tokens committed."""
+        if self.state is None:  # the prefill step, not a cycle
+            return
+        accepted = int(num_matches)
+        if not self.do_sample and self.candidates.numel():
+            matches = (self.candidates.to(scores.device) == scores[0, :-1].argmax(dim=-1)).int()
+            accepted = int(matches.cumprod(dim=0).sum())
+        cycle = CycleRecord(self.size, accepted, int(num_matches) + 1)
+        self.cycles.append(cycle)
+        self.state.record(cycle.block_size, cycle.accepted)
+        self.state.position = input_ids.shape[1] - 1
+        self.state.cycle, self.state.generated = len(self.cycles), input_ids.shape[1] - self.state.prompt_length
+
+
+def install(model: PreTrainedModel, choices: ChoiceFactory, on_generator: Callable[[PolicyCandidateGenerator], None],
+            max_positions: int | None = None) -> Callable[[], None]:
+    """Make ``model.generate(..., speculation_type="dflash")`` use :class:`PolicyCandidateGenerator`.
+
+    Other generation modes keep transformers' own generators. Returns the function that undoes it.
+    """
+    original = model._get_candidate_generator
+
+    def candidate_generator(**kwargs: Any) -> Any:
+        config, assistant = kwargs["generation_config"], kwargs.get("assistant_model")
+        if getattr(config, "speculation_type", None) != "dflash" or assistant is None:
+            return original(**kwargs)
+        generator = PolicyCandidateGenerator(
+            assistant_model=assistant, main_model_input_embeddings=model.get_input_embeddings(),
+            main_model_output_embeddings=model.get_output_embeddings(), generation_config=config,
+            logits_processor=kwargs.get("logits_processor"), choices=choices, max_positions=max_positions,
+        )
+        on_generator(generator)
+        return generator
+
+    model._get_candidate_generator = candidate_generator
+
+    def uninstall() -> None:
+        if model.__dict__.get("_get_candidate_generator") is candidate_generator:
+            del model._get_candidate_generator
+
+    return uninstall
