@@ -127,7 +127,7 @@ def _ratio(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.sum(a, axis=axis) / np.sum(b, axis=axis)
 
 
-def _speed_ratio(tokens_a, seconds_a, tokens_b, seconds_b, axis: int = -1) -> np.ndarray:
+def speed_ratio(tokens_a, seconds_a, tokens_b, seconds_b, axis: int = -1) -> np.ndarray:
     return _ratio(tokens_a, seconds_a, axis) / _ratio(tokens_b, seconds_b, axis)
 
 
@@ -171,8 +171,8 @@ def _summary_row(result: PolicyResults, base: PolicyResults | None, orc: PolicyR
     if not (timed and base.timed):
         return row
     paired = [tokens, seconds, base.column("tokens"), base.column("seconds")]
-    row.vs_baseline = float(_speed_ratio(*paired))
-    row.vs_baseline_ci95 = paired_interval(paired, _speed_ratio, n_bootstrap)
+    row.vs_baseline = float(speed_ratio(*paired))
+    row.vs_baseline_ci95 = paired_interval(paired, speed_ratio, n_bootstrap)
     if orc is not None and orc.timed:
         triple = [*paired, orc.column("tokens"), orc.column("seconds")]
         row.gain_share = float(_gain_share(*triple))

@@ -141,6 +141,48 @@ def gpu_check(
         raise typer.Exit(code=1)
 
 
+@app.command("hf")
+def hf_loop(
+    policies: str = typer.Option("fixed16,blockpilot-guard", help="comma-separated policy names"),
+    prompts: int = typer.Option(8, min=1, help="held-out prompts (the first of a seeded sample)"),
+    dataset: str = typer.Option("sharegpt", help="prompt set"),
+    max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
+    threads: int = ThreadsOption,
+    target: str = TargetOption,
+    drafter: str = DrafterOption,
+    device: str = DeviceOption,
+    dtype: str = typer.Option("float32", help="float32 is where the two loops must agree exactly"),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format"),
+) -> None:
+    """One policy in specpolicy's decoder and in transformers' generate(): outputs, cycles, tokens/s."""
+    from specpolicy.bench.hf_loop import bench_hf
+    from specpolicy.cli.progress import progress_bar
+    from specpolicy.data.prompts import encode_prompts
+    from specpolicy.data.registry import load_prompts
+    from specpolicy.decoding import SpeculativeDecoder
+    from specpolicy.hf import require_dflash_support, resolve_policy
+    from specpolicy.models import load_pair
+    from specpolicy.models.loading import target_vocab_size
+    from specpolicy.policy import check_vocabulary
+    from specpolicy.sweep.latency import cached_costs, pin_threads
+
+    require_dflash_support()
+    names = [n.strip() for n in policies.split(",") if n.strip()]
+    if not names:
+        raise fail("no policies given; e.g. --policies fixed16,blockpilot-guard")
+    built = [resolve_policy(name) for name in names]
+    check_vocabulary([p for p in built if not isinstance(p, int)], target_vocab_size(target), f"target {target!r}")
+    pin_threads(threads)
+    pair = load_pair(target, drafter, dtype, device)
+    ids = encode_prompts(pair.tokenizer, load_prompts(dataset, prompts, 0), max_tokens=MAX_PROMPT_TOKENS)
+    sizes = {b for p in built for b in ([p] if isinstance(p, int) else p.choices())}
+    costs = cached_costs(SpeculativeDecoder(pair.target, pair.drafter), sizes, pair.metadata(), stderr.print)
+    with progress_bar("bench hf", len(ids)) as update:
+        rows = bench_hf(pair, ids, built, names, max_new_tokens, costs, on_prompt=update)
+    emit([r.row() for r in rows], fmt, title=f"decoder vs generate(): {len(ids)} prompts x {max_new_tokens} tokens, "
+         f"{threads} thread(s), {dtype}")
+
+
 @app.command("sweep")
 def sweep(
     prompts: int = typer.Option(8, min=1, help="held-out ShareGPT prompts"),

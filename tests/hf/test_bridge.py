@@ -1,0 +1,111 @@
+"""Checkpoint bridges: specpolicy (z-lab) DFlash drafter <-> transformers' MuseGlimmerAssistantModel."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from specpolicy.hf import from_transformers_assistant, to_transformers_assistant
+from specpolicy.hf.bridge import assistant_config
+from specpolicy.models.dflash import DFlashDrafter
+from specpolicy.models.loading import zoo_path
+from specpolicy.models.testing import make_drafter, make_target
+from tests.models.test_dflash import published_keys
+
+transformers = pytest.importorskip("transformers")
+if not hasattr(transformers, "MuseGlimmerAssistantModel"):
+    pytest.skip("transformers < 5.15 has no DFlash assistant", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def drafter() -> DFlashDrafter:
+    return make_drafter(make_target(layers=4), layers=2)
+
+
+def _inputs(drafter: DFlashDrafter, context: int = 7, block: int = 5, seed: int = 0):
+    torch.manual_seed(seed)
+    hidden = drafter.hidden_size
+    features = torch.randn(1, context, len(drafter.target_layer_ids) * hidden)
+    noise = torch.randn(1, block, hidden)
+    return features, noise, torch.arange(context + block).unsqueeze(0)
+
+
+def test_converted_assistant_computes_the_drafters_hidden_states(drafter):
+    assistant = to_transformers_assistant(drafter)
+    features, noise, positions = _inputs(drafter)
+    with torch.no_grad():
+        ours = drafter(noise, features, positions, drafter.new_cache())
+        theirs = assistant(noise_embeds=noise, context_hidden_states=features, position_ids=positions).last_hidden_state
+    torch.testing.assert_close(theirs, ours, rtol=1e-5, atol=1e-5)
+
+
+def test_config_fields_translate_both_ways(drafter):
+    config = assistant_config(drafter)
+    assert (config.block_size, config.mask_token_id, config.target_layer_ids) == (
+        drafter.block_size, drafter.mask_token_id, drafter.target_layer_ids)
+    assert config.layer_types == ["full_attention"] * len(drafter.layers)
+    assert config.rope_parameters["rope_theta"] == drafter.config.rope_parameters["rope_theta"]
+    back = from_transformers_assistant(to_transformers_assistant(drafter), drafter.config.num_target_layers)
+    assert back.config.dflash_config == drafter.config.dflash_config
+    assert back.block_size == drafter.block_size and back.config.num_target_layers == drafter.config.num_target_layers
+    for key, value in drafter.state_dict().items():
+        assert torch.equal(back.state_dict()[key], value), key
+
+
+def test_zlab_folder_to_transformers_folder_and_back(tmp_path, drafter):
+    """A z-lab checkpoint folder loads as an assistant; its save_pretrained folder loads back as a drafter."""
+    drafter.save_pretrained(tmp_path / "zlab")
+    assistant = to_transformers_assistant(tmp_path / "zlab")
+    assistant.save_pretrained(tmp_path / "hf")
+    saved = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert saved["model_type"] == "muse_glimmer_assistant" and "dflash_config" not in saved
+    assert saved["mask_token_id"] == drafter.mask_token_id
+    back = from_transformers_assistant(tmp_path / "hf", drafter.config.num_target_layers)
+    assert set(back.state_dict()) >= published_keys(len(drafter.layers))
+    features, noise, positions = _inputs(drafter, seed=3)
+    with torch.no_grad():
+        torch.testing.assert_close(back(noise, features, positions), drafter(noise, features, positions))
+
+
+def test_shipped_zoo_drafter_converts_exactly():
+    zoo = DFlashDrafter.from_pretrained(zoo_path("tiny", "drafter"))
+    assistant = to_transformers_assistant(zoo)
+    assert type(assistant).__name__ == "MuseGlimmerAssistantModel"
+    assert torch.equal(assistant.encoder.fc.weight, zoo.fc.weight)
+    assert torch.equal(assistant.encoder.output_norm_enc.weight, zoo.hidden_norm.weight)
+
+
+def test_bf16_conversion_keeps_rotary_frequencies_float32(drafter):
+    assistant = to_transformers_assistant(drafter.to(torch.bfloat16))
+    drafter.float()
+    assert next(assistant.parameters()).dtype == torch.bfloat16
+    assert all(b.dtype == torch.float32 for name, b in assistant.named_buffers() if "rotary" in name)
+
+
+def test_sliding_window_assistant_is_refused(drafter):
+    assistant = to_transformers_assistant(drafter)
+    assistant.config.layer_types = ["sliding_attention"] * len(drafter.layers)
+    assistant.config.sliding_window = 64
+    with pytest.raises(ValueError, match="sliding window of 64"):
+        from_transformers_assistant(assistant)
+
+
+def test_attention_bias_is_refused():
+    drafter = make_drafter(make_target(layers=4))
+    drafter.config.attention_bias = True
+    with pytest.raises(ValueError, match="biases"):
+        to_transformers_assistant(drafter)
+
+
+def test_other_models_are_refused():
+    with pytest.raises(ValueError, match="muse_glimmer_assistant"):
+        from_transformers_assistant(make_target())
+
+
+def test_weights_that_do_not_fit_are_named(drafter):
+    assistant = to_transformers_assistant(drafter)
+    assistant.config.intermediate_size = 2 * assistant.config.intermediate_size  # config no longer fits its weights
+    with pytest.raises(ValueError, match="shapes differ at .*mlp"):
+        from_transformers_assistant(assistant)

@@ -1,0 +1,163 @@
+"""A specpolicy policy inside transformers' DFlash generate(): same outputs and cycles as specpolicy's decoder."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import pytest
+import torch
+
+from specpolicy.bench.hf_loop import cycle_rows
+from specpolicy.costs import CostTable
+from specpolicy.data.prompts import encode_prompts
+from specpolicy.data.registry import load_prompts
+from specpolicy.decoding import SpeculativeDecoder
+from specpolicy.defaults import MAX_PROMPT_TOKENS
+from specpolicy.evaluate import live_schedule
+from specpolicy.models import load_pair
+from specpolicy.models.loading import zoo_path
+from specpolicy.policy import Policy, PromptObservation
+from specpolicy.state import DecodeState
+from specpolicy.zoo import ZOO_DIR
+
+transformers = pytest.importorskip("transformers")
+if not hasattr(transformers, "MuseGlimmerAssistantModel"):
+    pytest.skip("transformers < 5.15 has no DFlash generate()", allow_module_level=True)
+
+from specpolicy import hf  # noqa: E402  (after the version skip)
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return load_pair("tiny", "tiny", "float32", "cpu")
+
+
+@pytest.fixture(scope="module")
+def assistant(pair):
+    return hf.to_transformers_assistant(pair.drafter)
+
+
+@pytest.fixture(scope="module")
+def costs() -> CostTable:
+    return CostTable.load(ZOO_DIR / "sweeps" / "sharegpt" / "latency.json")
+
+
+@pytest.fixture(scope="module")
+def held_out(pair) -> list[list[int]]:
+    return encode_prompts(pair.tokenizer, load_prompts("sharegpt", 3, 0), max_tokens=MAX_PROMPT_TOKENS)
+
+
+def _both(pair, assistant, ids, policy, costs, max_new_tokens=48, **extra):
+    policy_or_size = hf.resolve_policy(policy)
+    schedule = policy_or_size if isinstance(policy_or_size, int) else live_schedule(policy_or_size, "t", len(ids),
+                                                                                     costs)
+    decoder = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=max_new_tokens)
+    trace = decoder.generate(ids, schedule)
+    tensor = torch.tensor([ids])
+    result = hf.generate(pair.target, assistant, policy_or_size, costs=costs, input_ids=tensor,
+                         attention_mask=torch.ones_like(tensor), do_sample=False, max_new_tokens=max_new_tokens,
+                         **extra)
+    return trace, result, result.sequences[0, len(ids):].tolist()
+
+
+@pytest.mark.parametrize("policy", [16, 1, 2, 7, 32, "fixed16", "blockpilot-guard", "adaptive", "probe"])
+def test_generate_matches_the_decoder_cycle_for_cycle(pair, assistant, costs, held_out, policy):
+    ids = held_out[0]
+    trace, result, output = _both(pair, assistant, ids, policy, costs)
+    assert output == trace.output_ids
+    assert cycle_rows(result.cycles) == cycle_rows(trace.cycles)
+    assert sum(c.committed for c in result.cycles) == len(output) - 1  # the prefill token is no cycle's
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", [16, "blockpilot-guard", "grow", "heuristic"])
+def test_every_held_out_prompt_agrees_and_equals_greedy(pair, assistant, costs, held_out, policy):
+    for ids in held_out:
+        trace, result, output = _both(pair, assistant, ids, policy, costs, max_new_tokens=96)
+        tensor = torch.tensor([ids])
+        greedy = pair.target.generate(tensor, attention_mask=torch.ones_like(tensor), do_sample=False,
+                                      max_new_tokens=96)[0, len(ids):].tolist()
+        assert output == trace.output_ids == greedy
+        assert cycle_rows(result.cycles) == cycle_rows(trace.cycles)
+
+
+@pytest.mark.parametrize("max_new_tokens", [1, 2, 3, 17])
+def test_budget_edges_match(pair, assistant, costs, held_out, max_new_tokens):
+    trace, result, output = _both(pair, assistant, held_out[1], 16, costs, max_new_tokens=max_new_tokens)
+    assert output == trace.output_ids and len(output) <= max_new_tokens
+    assert cycle_rows(result.cycles) == cycle_rows(trace.cycles)
+
+
+class Alternating(Policy):
+    """A per-cycle policy that swings B widely, so the drafter's cache is cropped by changing sizes."""
+
+    name, per_step = "alternating", True
+
+    def select(self, observation: PromptObservation) -> int:
+        return 16
+
+    def step(self, state: DecodeState, observation: PromptObservation) -> int:
+        return (16, 1, 3, 1, 1, 24, 2)[state.cycle % 7]
+
+
+def test_block_size_may_change_every_cycle(pair, assistant, costs, held_out):
+    trace, result, output = _both(pair, assistant, held_out[2], Alternating(), costs, max_new_tokens=64)
+    assert output == trace.output_ids
+    assert cycle_rows(result.cycles) == cycle_rows(trace.cycles)
+    assert result.block_sizes[:7] == [16, 1, 3, 1, 1, 24, 2]
+
+
+def test_attach_restores_transformers_generator(pair, assistant, held_out):
+    cls_method = type(pair.target)._get_candidate_generator
+    tensor = torch.tensor([held_out[0]])
+    with hf.attach(pair.target, 4) as run:
+        assert "_get_candidate_generator" in pair.target.__dict__
+        pair.target.generate(tensor, attention_mask=torch.ones_like(tensor), do_sample=False, max_new_tokens=12)
+        assert run.cycles == []  # plain greedy generate: transformers' own path, no candidate generator
+        pair.target.generate(tensor, attention_mask=torch.ones_like(tensor), do_sample=False, max_new_tokens=12,
+                             assistant_model=assistant, speculation_type="dflash")
+        assert {c.block_size for c in run.cycles} == {4}
+    assert "_get_candidate_generator" not in pair.target.__dict__
+    assert type(pair.target)._get_candidate_generator is cls_method
+
+
+def test_sampling_runs_through_speculative_sampling(pair, assistant, costs, held_out):
+    torch.manual_seed(0)
+    tensor = torch.tensor([held_out[0]])
+    result = hf.generate(pair.target, assistant, "adaptive", costs=costs, input_ids=tensor,
+                         attention_mask=torch.ones_like(tensor), do_sample=True, temperature=0.8, max_new_tokens=40)
+    new = result.sequences.shape[1] - tensor.shape[1]
+    assert 1 <= new <= 40 and sum(c.committed for c in result.cycles) == new - 1
+    assert all(0 <= c.accepted <= c.block_size - 1 for c in result.cycles)
+
+
+def test_a_specpolicy_drafter_folder_is_converted_on_the_fly(pair, held_out):
+    tensor = torch.tensor([held_out[0]])
+    result = hf.generate(pair.target, zoo_path("tiny", "drafter"), 8, input_ids=tensor,
+                         attention_mask=torch.ones_like(tensor), do_sample=False, max_new_tokens=20)
+    decoder = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=20)
+    assert result.sequences[0, tensor.shape[1]:].tolist() == decoder.generate(held_out[0], 8).output_ids
+
+
+def test_oracles_and_foreign_vocabularies_are_refused_before_generating(pair):
+    with pytest.raises(ValueError, match="cannot decode live"):
+        hf.attach(pair.target, "oracle")
+    from specpolicy.models.testing import make_target
+
+    with pytest.raises(ValueError, match="vocabulary"):
+        hf.attach(make_target(), "blockpilot")
+
+
+def test_cost_aware_policy_without_costs_names_the_fix(pair, assistant, held_out):
+    tensor = torch.tensor([held_out[0]])
+    with pytest.raises(ValueError, match="cost table"):
+        hf.generate(pair.target, assistant, "adaptive", input_ids=tensor, max_new_tokens=8, do_sample=False)
+
+
+def test_old_transformers_gets_one_clear_message(monkeypatch):
+    from specpolicy.hf import compat
+
+    monkeypatch.setattr(compat, "version", lambda name: "5.14.1")
+    with pytest.raises(RuntimeError, match=r"transformers>=5\.15\.0"):
+        compat.require_dflash_support()
+    assert importlib.metadata.version("transformers")  # the real one is untouched
