@@ -43,6 +43,7 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
 
     def __init__(self, *args: Any, choices: ChoiceFactory, max_positions: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.device = self.assistant_model.device  # set by transformers >= 5.16 too, not by 5.15
         self.make_choice = choices
         self.choose: Callable[[DecodeState], int] | None = None
         self.max_positions = max_positions

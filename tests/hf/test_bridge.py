@@ -7,8 +7,6 @@ import json
 import pytest
 import torch
 
-from specpolicy.hf import from_transformers_assistant, to_transformers_assistant
-from specpolicy.hf.bridge import assistant_config
 from specpolicy.models.dflash import DFlashDrafter
 from specpolicy.models.loading import zoo_path
 from specpolicy.models.testing import make_drafter, make_target
@@ -17,6 +15,9 @@ from tests.models.test_dflash import published_keys
 transformers = pytest.importorskip("transformers")
 if not hasattr(transformers, "MuseGlimmerAssistantModel"):
     pytest.skip("transformers < 5.15 has no DFlash assistant", allow_module_level=True)
+
+from specpolicy.hf import from_transformers_assistant, to_transformers_assistant  # noqa: E402
+from specpolicy.hf.bridge import assistant_config  # noqa: E402
 
 
 @pytest.fixture(scope="module")
