@@ -110,3 +110,21 @@ def test_weights_that_do_not_fit_are_named(drafter):
     assistant.config.intermediate_size = 2 * assistant.config.intermediate_size  # config no longer fits its weights
     with pytest.raises(ValueError, match="shapes differ at .*mlp"):
         from_transformers_assistant(assistant)
+
+
+def test_convert_command_round_trips_a_checkpoint(tmp_path, drafter):
+    from typer.testing import CliRunner
+
+    from specpolicy.cli import app
+
+    drafter.save_pretrained(tmp_path / "zlab")
+    runner = CliRunner()
+    first = runner.invoke(app, ["convert", str(tmp_path / "zlab"), str(tmp_path / "hf")])
+    assert first.exit_code == 0, first.output
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["model_type"] == "muse_glimmer_assistant"
+    second = runner.invoke(app, ["convert", str(tmp_path / "hf"), str(tmp_path / "back"), "--num-target-layers", "4"])
+    assert second.exit_code == 0, second.output
+    back = DFlashDrafter.from_pretrained(tmp_path / "back")
+    assert all(torch.equal(back.state_dict()[k], v) for k, v in drafter.state_dict().items())
+    again = runner.invoke(app, ["convert", str(tmp_path / "zlab"), str(tmp_path / "hf")])
+    assert again.exit_code == 2 and "exists" in again.output
