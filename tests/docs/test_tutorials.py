@@ -30,6 +30,8 @@ def test_tutorial_runs(script, tmp_path):
         per_prompt = [v for k, v in speed.items() if k.startswith("fixed") or k in ("linucb", "ppo")]
         assert speed["oracle"] >= max(per_prompt)  # the per-prompt time oracle bounds every per-prompt policy
         assert speed["oracle-step"] >= max(speed.values())  # the per-cycle optimum bounds them all
+    if script == "t6_hf_generate.py":  # both DFlash loops must reproduce greedy decoding
+        assert "same output as greedy: True True" in result.stdout.splitlines()
     captured = OUTPUT / script.replace(".py", ".txt")
     if captured.exists():  # the page shows this output: it must be what the code prints (first line: sizes)
         assert result.stdout.splitlines()[1:] == captured.read_text().splitlines()[1:], (
