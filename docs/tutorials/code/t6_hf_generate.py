@@ -46,10 +46,10 @@ seconds = {"greedy": 0.0, "dflash B=16": 0.0, "blockpilot-guard": 0.0}
 tokens = dict.fromkeys(seconds, 0)
 for n, ids in enumerate(prompts):
     prompt = {**inputs, "input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
-    runs = {"greedy": lambda: target.generate(**prompt),
-            "dflash B=16": lambda: target.generate(**prompt, assistant_model=assistant, speculation_type="dflash"),
-            "blockpilot-guard": lambda: hf.generate(target, assistant, "blockpilot-guard", costs=costs,
-                                                    **prompt).sequences}
+    runs = {"greedy": lambda p=prompt: target.generate(**p),
+            "dflash B=16": lambda p=prompt: target.generate(**p, assistant_model=assistant, speculation_type="dflash"),
+            "blockpilot-guard": lambda p=prompt: hf.generate(target, assistant, "blockpilot-guard", costs=costs,
+                                                             **p).sequences}
     for name in list(runs)[n % 3:] + list(runs)[: n % 3]:
         start = time.perf_counter()
         out = runs[name]()
