@@ -56,6 +56,31 @@ class CostTable:
         """Modelled seconds of cycles with these block sizes."""
         return sum(self.cycle_seconds(b) for b in block_sizes)
 
+    def verify_cost(self, length: int) -> float:
+        """Seconds of one target pass over ``length`` tokens: measured, or linearly interpolated between
+        the nearest measured lengths (a ValueError outside the measured range)."""
+        sizes = self.block_sizes
+        if length in self.verify_seconds:
+            return self.verify_seconds[length]
+        if not sizes[0] < length < sizes[-1]:
+            raise ValueError(f"the cost table measured verify lengths {sizes[0]}..{sizes[-1]}, not {length}; "
+                             f"remeasure with `specpolicy bench latency --candidates ...` including {length}")
+        above = next(b for b in sizes if b > length)
+        below = max(b for b in sizes if b < length)
+        share = (length - below) / (above - below)
+        return self.verify_seconds[below] + share * (self.verify_seconds[above] - self.verify_seconds[below])
+
+    def split_cycle_seconds(self, block_size: int, verify_length: int) -> float:
+        """Seconds of a cycle that drafts ``block_size`` and verifies ``verify_length`` of it (L <= B)."""
+        if verify_length >= block_size:
+            return self.cycle_seconds(block_size)
+        self.cycle_seconds(block_size)  # the drafter's pass must be measured
+        return self.draft_seconds.get(int(block_size), 0.0) + self.verify_cost(int(verify_length))
+
+    def cycles_seconds(self, cycles: Iterable) -> float:
+        """Modelled seconds of :class:`~specpolicy.cycles.CycleRecord` s (each priced at its B and L)."""
+        return sum(self.split_cycle_seconds(c.block_size, c.verify_length) for c in cycles)
+
     def in_ar_steps(self, block_size: int) -> float:
         """Cost of one cycle at ``block_size`` in plain AR steps."""
         return self.cycle_seconds(block_size) / self.ar_seconds

@@ -18,13 +18,19 @@ from specpolicy.state import DecodeState
 Schedule = int | Callable[[DecodeState], int]
 """What a policy gives a decode: a fixed block size, or a callback picking B before every cycle."""
 
+VerifyRule = Callable[[DecodeState, Sequence[float]], int]
+"""The second knob: after the drafter has drafted a block, ``rule(state, confidences)`` picks how many
+tokens the target verifies, L in 1..B (anchor + L - 1 drafts). ``confidences`` [B - 1]: the drafter's
+top-1 probability of each drafted token."""
+
 
 @dataclass(frozen=True)
 class CycleRecord:
     """One draft -> verify -> commit cycle (timings are 0 where nothing was timed, as in replay).
 
-    ``accepted`` drafts passed verification (0..B-1); ``committed`` tokens were kept (1..B; fewer than
-    ``accepted + 1`` only when a stop token or the token budget cut the cycle).
+    ``accepted`` drafts passed verification (0..L-1); ``committed`` tokens were kept (1..L; fewer than
+    ``accepted + 1`` only when a stop token or the token budget cut the cycle). ``verified``: the verify
+    length L when the target checked fewer tokens than the block held (0: the whole block, L = B).
     """
 
     block_size: int
@@ -32,6 +38,12 @@ class CycleRecord:
     committed: int
     draft_seconds: float = 0.0
     verify_seconds: float = 0.0
+    verified: int = 0
+
+    @property
+    def verify_length(self) -> int:
+        """L: the tokens the target verified (anchor + drafts), B unless a verify rule cut the block."""
+        return self.verified or self.block_size
 
     @property
     def acceptance_length(self) -> int:
@@ -50,8 +62,11 @@ class CycleSource(Protocol):
     state: DecodeState
     done: bool
 
-    def step(self, block_size: int) -> CycleRecord:
-        """Run one cycle of ``block_size`` (1 = one autoregressive step) and return its record."""
+    def step(self, block_size: int, verify: int | VerifyRule | None = None) -> CycleRecord:
+        """Run one cycle of ``block_size`` (1 = one autoregressive step) and return its record.
+
+        ``verify``: the verify length L (default B), or a :data:`VerifyRule` reading the drafted block.
+        """
         ...
 
 
@@ -63,6 +78,14 @@ def check_block_size(block_size: object) -> int:
     if size < 1:
         raise ValueError(f"block size must be an integer >= 1 (1 = autoregressive), got {block_size!r}")
     return size
+
+
+def check_verify_length(verify_length: object, block_size: int) -> int:
+    """``verify_length`` as an int in 1..``block_size``, or a ValueError naming both."""
+    if isinstance(verify_length, bool) or not hasattr(verify_length, "__index__") or \
+            not 1 <= int(verify_length) <= block_size:
+        raise ValueError(f"verify length must be an integer in 1..{block_size} (the block size), got {verify_length!r}")
+    return int(verify_length)
 
 
 def check_temperature(temperature: float, name: str = "temperature") -> float:
@@ -87,14 +110,17 @@ def commit_tokens(new_tokens: list[int], stops: set[int], room: int) -> tuple[li
     return new_tokens, reason
 
 
-def run_schedule(source: CycleSource, schedule: Schedule) -> list[CycleRecord]:
+def run_schedule(source: CycleSource, schedule: Schedule, verify: int | VerifyRule | None = None
+                 ) -> list[CycleRecord]:
     """Drive ``source`` to the end with a fixed block size or a per-cycle callback; the cycles it ran.
 
+    ``verify``: a fixed verify length L, or a rule picking each cycle's L from its drafts (default: L = B).
     A step that commits nothing (the context ran out before the cycle) ends the decode and is left out.
     """
     cycles: list[CycleRecord] = []
     while not source.done:
-        cycle = source.step(schedule if isinstance(schedule, int) else schedule(source.state))
+        size = schedule if isinstance(schedule, int) else schedule(source.state)
+        cycle = source.step(size) if verify is None else source.step(size, verify)
         if cycle.committed:
             cycles.append(cycle)
     return cycles

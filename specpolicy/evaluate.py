@@ -12,7 +12,7 @@ import torch
 
 from specpolicy.arrays import to_numpy
 from specpolicy.costs import CostTable
-from specpolicy.cycles import mean_acceptance
+from specpolicy.cycles import VerifyRule, mean_acceptance
 from specpolicy.decoding import DecodeState, SpeculativeDecoder, plain_decode
 from specpolicy.metrics import PolicyResults, PromptResult
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Policy, PromptObservation, check_vocabulary, oracle_label
@@ -88,18 +88,21 @@ def evaluate_replay(
 def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, prompt_id: str,
               costs: CostTable | None, oracle: int) -> PromptResult:
     """One policy on one stored prompt: replayed cycles priced with ``costs``."""
-    schedule = policy.answer_schedule(observation, answers) if policy.needs_sweep else policy.schedule(observation)
+    if policy.needs_sweep:
+        schedule, verify = policy.answer_schedule(observation, answers), policy.answer_verify(observation, answers)
+    else:
+        schedule, verify = policy.schedule(observation), policy.verify_rule(observation)
     table = answers.table
     if table is not None:
         logits = torch.from_numpy(observation.logits) if observation.logits.size else None
-        cycles = table.simulate(schedule, logits)
+        cycles = table.simulate(schedule, logits, verify)
         sizes, tau, tokens = [c.block_size for c in cycles], mean_acceptance(cycles), sum(c.committed for c in cycles)
-    elif isinstance(schedule, int):
+    elif isinstance(schedule, int) and verify is None:
         sizes, tau, tokens = [schedule], float(answers.taus[schedule]), 0
     else:
         raise ValueError(f"per-cycle policy {policy.name!r} needs a replay sweep; the store has only taus")
     timed = costs is not None and table is not None and bool(sizes)
-    seconds = costs.seconds(sizes) if timed else 0.0
+    seconds = costs.cycles_seconds(cycles) if timed else 0.0
     ar_seconds = tokens * costs.ar_seconds if timed else None
     return PromptResult(prompt_id, sizes, tau, tokens, seconds, ar_seconds, oracle)
 
@@ -117,6 +120,26 @@ def live_schedule(policy: Policy, prompt_id: str, prompt_length: int, costs: Cos
         return schedule if isinstance(schedule, int) else schedule(state)
 
     return choose
+
+
+def live_verify(policy: Policy, prompt_id: str, prompt_length: int, costs: CostTable | None = None
+                ) -> VerifyRule | None:
+    """A decoder verify rule running ``policy``'s :meth:`~specpolicy.policy.Policy.verify_rule` live
+    (``None`` for policies that verify whole blocks)."""
+    if type(policy).verify_rule is Policy.verify_rule:
+        return None
+    chosen: dict[str, int | VerifyRule | None] = {}
+
+    def verify(state: DecodeState, confidences) -> int:
+        if "rule" not in chosen:
+            logits = to_numpy(state.prefill_logits)
+            chosen["rule"] = policy.verify_rule(PromptObservation(logits, prompt_length, prompt_id, costs=costs))
+        rule = chosen["rule"]
+        if rule is None:
+            return max(1, len(confidences) + 1)
+        return rule if isinstance(rule, int) else rule(state, confidences)
+
+    return verify
 
 
 def evaluate_live(
@@ -145,7 +168,8 @@ def evaluate_live(
                 traces[which] = plain_decode(decoder, ids, seed=seed)
             else:
                 schedule = live_schedule(policies[which], prompt_id, len(ids), costs)
-                traces[which] = decoder.generate(ids, schedule, seed=seed)
+                verify = live_verify(policies[which], prompt_id, len(ids), costs)
+                traces[which] = decoder.generate(ids, schedule, verify=verify, seed=seed)
         ar = traces[None]
         for i, result in enumerate(results):
             trace = traces[i]

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from specpolicy.costs import CostTable
-from specpolicy.cycles import Schedule
+from specpolicy.cycles import Schedule, VerifyRule
 from specpolicy.defaults import DEFAULT_CANDIDATES, TRAINING_BLOCK_SIZE
 from specpolicy.state import DecodeState
 
@@ -101,6 +101,21 @@ class Policy:
     def answer_schedule(self, observation: PromptObservation, answers: Answers) -> Schedule:
         """Oracles (``needs_sweep``) override this: plan from the sweep's :class:`Answers`."""
         raise NotImplementedError(f"{self.name} does not read a sweep's answers")
+
+    # --- the second knob: verify length L <= B ------------------------------------------------------
+
+    def verify_rule(self, observation: PromptObservation) -> int | VerifyRule | None:
+        """How many tokens of each drafted block the target verifies: ``None`` (the whole block, the
+        default), a fixed L, or a rule ``(state, confidences) -> L`` run after every draft."""
+        return None
+
+    def answer_verify(self, observation: PromptObservation, answers: Answers) -> int | VerifyRule | None:
+        """Oracles choosing verify lengths override this, as :meth:`answer_schedule`."""
+        return None
+
+    def confidence_sizes(self) -> set[int]:
+        """Block sizes whose drafts' confidences this policy's verify rule reads (a sweep must record them)."""
+        return set()
 
     # --- batch and stable-baselines3 interop ----------------------------------------------------------
 

@@ -9,13 +9,22 @@ environments drive both the same way.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from specpolicy.costs import CostTable
-from specpolicy.cycles import CycleRecord, Schedule, check_block_size, commit_tokens, mean_acceptance, run_schedule
+from specpolicy.cycles import (
+    CycleRecord,
+    Schedule,
+    VerifyRule,
+    check_block_size,
+    check_verify_length,
+    commit_tokens,
+    mean_acceptance,
+    run_schedule,
+)
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.policy import oracle_label
 from specpolicy.state import DecodeState
@@ -28,7 +37,9 @@ class ReplayTable:
     ``accepted[i, j]``: drafts accepted by a block of size ``candidates[j]`` anchored at absolute
     position ``prompt_length + i``; -1 where no schedule of candidates reaches that anchor.
     ``sequence``: prompt + output + the continuation past the end that verification would have read.
-    ``output_length``: tokens in the real output.
+    ``output_length``: tokens in the real output. ``confidences[B]`` [n, B - 1] (float32, NaN where not
+    drafted): the drafter's probability of each draft of a block of B at each anchor, for the block
+    sizes a sweep recorded them for (what verify rules read).
     """
 
     prompt_length: int
@@ -38,6 +49,19 @@ class ReplayTable:
     sequence: list[int]
     stop_token_ids: tuple[int, ...]
     budget: int
+    confidences: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def block_confidences(self, position: int, block_size: int) -> list[float]:
+        """The drafter's confidences [B - 1] of the block of ``block_size`` anchored at ``position``."""
+        if block_size == 1:
+            return []
+        if block_size not in self.confidences:
+            raise ValueError(f"this replay recorded drafter confidences for block sizes {sorted(self.confidences)}, "
+                             f"not {block_size}; sweep again with --confidences including {block_size}")
+        row = self.confidences[block_size][position - self.prompt_length]
+        if np.isnan(row).any():
+            raise ValueError(f"anchor {position} was not replayed with confidences at B = {block_size}")
+        return row.tolist()
 
     def _column(self, block_size: int) -> int:
         try:
@@ -53,29 +77,37 @@ class ReplayTable:
         done = self.sequence[p] in set(self.stop_token_ids) or min(self.budget, self.output_length) <= 1
         return p, 1, done
 
-    def cycle(self, position: int, produced: int, size: int) -> tuple[CycleRecord, int, int, bool]:
-        """One cycle of block size ``size`` at anchor ``position``: (cycle, next position, produced, done)."""
+    def cycle(self, position: int, produced: int, size: int, length: int | None = None
+              ) -> tuple[CycleRecord, int, int, bool]:
+        """One cycle of block size ``size`` verifying ``length`` tokens (default: all) at anchor ``position``:
+        (cycle, next position, produced, done). Verifying L of B accepts min(accepted at B, L - 1)."""
         accepted = int(self.accepted[position - self.prompt_length, self._column(size)])
         if accepted < 0:
-            raise ValueError(f"anchor {position} was not replayed: no schedule of {list(self.candidates)} reaches it")
+            raise ValueError(f"anchor {position} was not replayed: no schedule of {list(self.candidates)} reaches it "
+                             "(schedules with verify lengths need a sweep with --verify-lengths)")
+        length = size if length is None else min(length, size)
+        accepted = min(accepted, length - 1)
         # the real output ends every schedule (a decode cut by the context limit ends before the budget)
         room = min(self.budget, self.output_length) - produced
         new, reason = commit_tokens(self.sequence[position + 1 : position + accepted + 2], set(self.stop_token_ids),
                                     room)
-        return CycleRecord(size, accepted, len(new)), position + accepted + 1, produced + len(new), bool(reason)
+        cycle = CycleRecord(size, accepted, len(new), verified=length if length < size else 0)
+        return cycle, position + accepted + 1, produced + len(new), bool(reason)
 
     def session(self, prefill_logits: Any = None) -> ReplaySession:
         """The replayed decode as a :class:`~specpolicy.cycles.CycleSource` (one cycle per step)."""
         return ReplaySession(self, prefill_logits)
 
-    def simulate(self, choose: Schedule, prefill_logits: Any = None) -> list[CycleRecord]:
+    def simulate(self, choose: Schedule, prefill_logits: Any = None, verify: int | VerifyRule | None = None
+                 ) -> list[CycleRecord]:
         """Cycles a fixed block size, or a per-cycle callback, would run (exactly as live decoding).
 
         ``prefill_logits`` [V]: what per-cycle policies read in ``state.prefill_logits`` (default: empty).
+        ``verify``: a verify length, or a rule reading the recorded confidences (default: L = B).
         """
         if isinstance(choose, int):
             self._column(choose)
-        return run_schedule(self.session(prefill_logits), choose)
+        return run_schedule(self.session(prefill_logits), choose, verify)
 
     def tau(self, choose: Schedule) -> float:
         """Mean acceptance length (accepted + 1) of the simulated cycles."""
@@ -153,12 +185,18 @@ class ReplaySession:
         self.state = DecodeState(logits, table.prompt_length, self.position, 0, produced)
         self.cycles: list[CycleRecord] = []
 
-    def step(self, block_size: int) -> CycleRecord:
-        """Replay one cycle of ``block_size`` (one of the table's candidates) at the current anchor."""
+    def step(self, block_size: int, verify: int | VerifyRule | None = None) -> CycleRecord:
+        """Replay one cycle of ``block_size`` (one of the table's candidates) at the current anchor,
+        verifying ``verify`` tokens (a length, or a rule reading the block's recorded confidences)."""
         if self.done:
             raise RuntimeError("the replayed decode has ended; start a new session")
         size = check_block_size(block_size)
-        cycle, self.position, produced, self.done = self.table.cycle(self.position, self.state.generated, size)
+        if callable(verify):
+            length = check_verify_length(verify(self.state, self.table.block_confidences(self.position, size)), size)
+        else:
+            length = size if verify is None else min(check_block_size(verify), size)
+        cycle, self.position, produced, self.done = self.table.cycle(self.position, self.state.generated, size,
+                                                                     length)
         self.cycles.append(cycle)
         self.state.record(size, cycle.accepted)
         # the state's anchor follows the output, as live decoding's does (a cut last cycle ends short of it)

@@ -41,6 +41,10 @@ def sweep(
     max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
     max_prompt_tokens: int = typer.Option(MAX_PROMPT_TOKENS, min=1),
     seed: int = typer.Option(0),
+    verify_lengths: bool = typer.Option(False, "--verify-lengths", help="also replay the anchors schedules that "
+                                        "verify fewer tokens than they draft reach (for verify-length policies)"),
+    confidences: str = typer.Option("", help="block sizes whose drafts' confidences to record, e.g. 8,16,32 "
+                                    "(what verify-length rules read)"),
     executor: Executor = typer.Option(Executor.local, help="local, or ray (shards prompts over Ray workers)"),
     threads: int = ThreadsOption,
     target: str = TargetOption,
@@ -56,7 +60,8 @@ def sweep(
     settings = SweepSettings(dataset=dataset, candidates=parse_candidates(candidates), temperature=temperature,
                              max_new_tokens=max_new_tokens, max_prompt_tokens=max_prompt_tokens,
                              max_samples=max_samples, seed=seed, mode=mode.value, target=target, drafter=drafter,
-                             dtype=dtype, device=device, threads=threads)
+                             dtype=dtype, device=device, threads=threads, verify_lengths=verify_lengths,
+                             confidence_sizes=parse_candidates(confidences) if confidences else [])
     settings.validate()
     SweepStore.check_resumable(out, settings.meta())
     prompts = load_prompts(dataset, max_samples, seed)

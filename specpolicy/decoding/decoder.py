@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 from transformers import PreTrainedModel
 
-from specpolicy.cycles import Schedule, check_block_size, check_temperature, run_schedule
+from specpolicy.cycles import Schedule, VerifyRule, check_block_size, check_temperature, run_schedule
 from specpolicy.decoding.sampling import PositionalUniforms, processed_probs, sample_with_uniforms
 from specpolicy.decoding.session import DecodeSession
 from specpolicy.decoding.trace import DecodeTrace
@@ -50,6 +50,7 @@ class SpeculativeDecoder:
             sampling (``min(1, p/q)``); default: argmax drafts verified by exact match.
         stop_token_ids: default: the target's ``eos_token_id``.
         max_new_tokens: default output budget.
+        record_confidences: keep every drafted block's confidences (a verify rule gets them anyway).
     """
 
     def __init__(
@@ -63,6 +64,7 @@ class SpeculativeDecoder:
         draft_sampling: bool = False,
         stop_token_ids: Sequence[int] | None = None,
         max_new_tokens: int = GENERATE_MAX_NEW_TOKENS,
+        record_confidences: bool = False,
     ) -> None:
         check_temperature(temperature)
         if not 0 < top_p <= 1:
@@ -77,6 +79,7 @@ class SpeculativeDecoder:
         self.draft_sampling = draft_sampling
         self.stop_token_ids = list(stop_token_ids) if stop_token_ids is not None else _stop_ids(target)
         self.max_new_tokens = max_new_tokens
+        self.record_confidences = record_confidences
         self.device = next(target.parameters()).device
         self.embed = target.get_input_embeddings()
         self.lm_head = target.get_output_embeddings()
@@ -133,6 +136,7 @@ class SpeculativeDecoder:
         prompt_ids: Sequence[int] | torch.Tensor,
         block_size: Schedule = TRAINING_BLOCK_SIZE,
         *,
+        verify: int | VerifyRule | None = None,
         max_new_tokens: int | None = None,
         seed: int = 0,
     ) -> DecodeTrace:
@@ -141,13 +145,15 @@ class SpeculativeDecoder:
         Args:
             prompt_ids: token ids [s] of the (templated) prompt.
             block_size: a fixed block size B, or a callback picking B before every cycle.
+            verify: the verify length L <= B of every cycle, or a rule picking it from the drafted
+                block's confidences (default: verify the whole block).
             max_new_tokens: output budget (default: the decoder's).
             seed: seeds the positional uniforms (T > 0 only).
         """
         if not callable(block_size):
             block_size = check_block_size(block_size)
         session = self.start(prompt_ids, max_new_tokens=max_new_tokens, seed=seed)
-        run_schedule(session, block_size)
+        run_schedule(session, block_size, verify)
         return session.trace()
 
     def draft_tokens(

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from specpolicy.cycles import CycleRecord, check_block_size, commit_tokens
-from specpolicy.decoding.sampling import PositionalUniforms
+from specpolicy.cycles import CycleRecord, VerifyRule, check_block_size, check_verify_length, commit_tokens
+from specpolicy.decoding.sampling import PositionalUniforms, draft_confidences
 from specpolicy.decoding.trace import DecodeTrace
 from specpolicy.models.target import crop_cache, new_cache, target_forward
 from specpolicy.state import DecodeState
@@ -43,6 +43,8 @@ class DecodeSession:
         self.uniforms = PositionalUniforms(seed, decoder.device) if decoder.temperature > 0 else None
         self.stops = set(decoder.stop_token_ids)
         self.cycles: list[CycleRecord] = []
+        self.confidences: list[list[float]] = []  # per drafted block: top-1 probability of each draft [B - 1]
+        self.entropies: list[list[float]] = []  # per drafted block: entropy (nats) of each draft position
         self._prefill()
 
     def _prefill(self) -> None:
@@ -71,12 +73,13 @@ class DecodeSession:
         return bool(self.stop_reason)
 
     @torch.inference_mode()
-    def step(self, block_size: int) -> CycleRecord:
+    def step(self, block_size: int, verify: int | VerifyRule | None = None) -> CycleRecord:
         """2-6. One cycle of ``block_size`` at the current anchor; returns its record.
 
-        Near the context limit the block shrinks to the positions left (the output stays that of every
-        block size); with no position left the decode ends with ``stop_reason == "context"`` and a
-        cycle that committed nothing.
+        ``verify``: the verify length L (anchor + L - 1 drafts go to the target; default L = B), or a
+        rule picking L from the drafted block's confidences. Near the context limit the block shrinks
+        to the positions left (the output stays that of every block size); with no position left the
+        decode ends with ``stop_reason == "context"`` and a cycle that committed nothing.
         """
         if self.done:
             raise RuntimeError(f"the decode has ended ({self.stop_reason}); start a new one")
@@ -87,13 +90,25 @@ class DecodeSession:
             size = min(size, limit - start)
             if size < 1:
                 return self._finish(CycleRecord(check_block_size(block_size), 0, 0), "context")
-        draft, draft_probs, draft_seconds = self._draft(start, size)
-        accepted, next_token, verify_seconds = self._verify(start, size, draft, draft_probs)
+        draft, draft_probs, draft_seconds = self._draft(start, size, record=callable(verify))
+        length = self._verify_length(verify, size)
+        draft, draft_probs = draft[: length - 1], None if draft_probs is None else draft_probs[: length - 1]
+        accepted, next_token, verify_seconds = self._verify(start, length, draft, draft_probs)
         # 5. Commit accepted drafts + the target's next token; 6. stop on a stop token or the budget.
         new_tokens = [*draft.view(-1)[:accepted].tolist(), next_token]
         new_tokens, reason = commit_tokens(new_tokens, self.stops, self.budget - len(self.output))
         self.output.extend(new_tokens)
-        return self._finish(CycleRecord(size, accepted, len(new_tokens), draft_seconds, verify_seconds), reason)
+        cycle = CycleRecord(size, accepted, len(new_tokens), draft_seconds, verify_seconds,
+                            length if length < size else 0)
+        return self._finish(cycle, reason)
+
+    def _verify_length(self, verify: int | VerifyRule | None, size: int) -> int:
+        """L for this cycle: B by default, a fixed L (capped at B), or the rule's pick from the confidences."""
+        if verify is None:
+            return size
+        if callable(verify):
+            return check_verify_length(verify(self.state, self.confidences[-1] if size > 1 else []), size)
+        return min(check_block_size(verify), size)
 
     def _finish(self, cycle: CycleRecord, reason: str) -> CycleRecord:
         if cycle.committed:
@@ -106,10 +121,11 @@ class DecodeSession:
         self._t_end = time.perf_counter()
         return cycle
 
-    def _draft(self, start: int, size: int) -> tuple[torch.Tensor, torch.Tensor | None, float]:
+    def _draft(self, start: int, size: int, record: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, float]:
         """3. Draft: one drafter pass over [anchor, mask * (B-1)] given the pending context.
 
         Returns drafts [B-1] (none for B = 1), their probs [B-1, V] when sampled, and the seconds taken.
+        With ``record`` (or the decoder's ``record_confidences``), appends the drafts' confidences.
         """
         decoder, device = self.decoder, self.decoder.device
         if size == 1:
@@ -127,6 +143,10 @@ class DecodeSession:
         decoder.sync()
         seconds = time.perf_counter() - t0
         draft, probs = decoder.draft_tokens(draft_logits[0], self.uniforms, start + 1)
+        if record or decoder.record_confidences:
+            confidence, entropy = draft_confidences(draft_logits[0], draft)
+            self.confidences.append(confidence)
+            self.entropies.append(entropy)
         return draft, probs, seconds
 
     def _verify(self, start: int, size: int, draft: torch.Tensor, draft_probs: torch.Tensor | None
@@ -149,4 +169,5 @@ class DecodeSession:
     def trace(self) -> DecodeTrace:
         """What the decode did so far (final once :attr:`done`)."""
         return DecodeTrace(self.ids.tolist(), list(self.output), list(self.cycles), self.prefill_seconds,
-                           self._t_end - self._t_loop, self.stop_reason, self.prefill_logits.cpu())
+                           self._t_end - self._t_loop, self.stop_reason, self.prefill_logits.cpu(),
+                           list(self.confidences))

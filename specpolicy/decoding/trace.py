@@ -20,6 +20,9 @@ class DecodeTrace:
     decode_seconds: float
     stop_reason: str
     prefill_logits: torch.Tensor | None = field(default=None, repr=False)
+    confidences: list[list[float]] = field(default_factory=list, repr=False)
+    """per drafted block (cycles with B > 1, in order), the drafter's probability of each draft; kept
+    when a verify rule ran or the decoder records confidences"""
 
     @property
     def tau(self) -> float:

@@ -8,6 +8,7 @@ prefill), a replay table of the wrong shape or an unknown field makes the line m
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from collections.abc import Sequence
@@ -37,6 +38,8 @@ class ReplayEntry(_Record):
     output_length: int
     stop_token_ids: tuple[int, ...]
     budget: int
+    confidences: dict[int, str] = {}
+    """block size -> the drafter's confidences [output_length, B - 1], float16 (NaN: not drafted), base64"""
 
     @model_validator(mode="after")
     def _shape(self) -> ReplayEntry:
@@ -48,14 +51,21 @@ class ReplayEntry(_Record):
 
     @classmethod
     def from_table(cls, table: ReplayTable) -> ReplayEntry:
+        import numpy as np
+
+        confidences = {b: base64.b64encode(np.ascontiguousarray(v, dtype="<f2").tobytes()).decode("ascii")
+                       for b, v in table.confidences.items()}
         return cls(candidates=table.candidates, accepted=table.accepted.tolist(), sequence=table.sequence,
-                   output_length=table.output_length, stop_token_ids=table.stop_token_ids, budget=table.budget)
+                   output_length=table.output_length, stop_token_ids=table.stop_token_ids, budget=table.budget,
+                   confidences=confidences)
 
     def table(self, prompt_length: int) -> ReplayTable:
         import numpy as np
 
+        confidences = {b: np.frombuffer(base64.b64decode(v), dtype="<f2").astype(np.float32)
+                       .reshape(self.output_length, b - 1) for b, v in self.confidences.items()}
         return ReplayTable(prompt_length, self.output_length, self.candidates, np.asarray(self.accepted, np.int16),
-                           self.sequence, self.stop_token_ids, self.budget)
+                           self.sequence, self.stop_token_ids, self.budget, confidences)
 
 
 class ReferenceRun(_Record):

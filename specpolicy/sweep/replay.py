@@ -22,6 +22,7 @@ import torch
 
 from specpolicy.arrays import to_numpy
 from specpolicy.decoding import DecodeTrace, SpeculativeDecoder
+from specpolicy.decoding.sampling import round_confidences
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.models.blocks import draft_mixed_blocks
 from specpolicy.models.target import new_cache, target_forward
@@ -47,14 +48,32 @@ def _matching_prefix(lm_head: torch.nn.Module, hidden: torch.Tensor, labels: tor
     return accepted
 
 
+def _confidences(lm_head: torch.nn.Module, hidden: torch.Tensor, sizes: torch.Tensor, keep: set[int]
+                 ) -> dict[int, torch.Tensor]:
+    """Row index -> the drafter's top-1 probabilities [B - 1] for the rows whose size is in ``keep``.
+
+    Argmax drafts: the probability of the draft is the top-1 probability, as live decoding reports it.
+    """
+    out = {}
+    for row in (i for i, size in enumerate(sizes.tolist()) if size in keep):
+        size = int(sizes[row])
+        log_probs = torch.log_softmax(lm_head(hidden[row, : size - 1]).float(), dim=-1)
+        out[row] = round_confidences(log_probs.max(dim=-1).values.exp())
+    return out
+
+
 def _accepted_at_reachable_anchors(
     decoder: SpeculativeDecoder, ids: torch.Tensor, context: torch.Tensor, prompt_length: int, n_anchor: int,
-    candidates: tuple[int, ...], rows_per_pass: int,
-) -> np.ndarray:
-    """accepted [n_anchor, C] (int16) at the anchors some schedule reaches from the first; -1 elsewhere.
+    candidates: tuple[int, ...], rows_per_pass: int, verify_lengths: bool = False,
+    confidence_sizes: tuple[int, ...] = (),
+) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+    """accepted [n_anchor, C] (int16) at the anchors some schedule reaches from the first; -1 elsewhere,
+    and the confidences [n_anchor, B - 1] of each size in ``confidence_sizes`` (NaN elsewhere).
 
     Args:
         ids: [S] the replayed sequence. context: the target features [1, S, L*H] the drafter reads.
+        verify_lengths: schedules may verify fewer tokens than they draft, so a cycle accepting a
+            drafts can end at any of the next a + 1 anchors: all of them are replayed.
     """
     device = ids.device
     cache = decoder.drafter.new_cache()
@@ -63,6 +82,7 @@ def _accepted_at_reachable_anchors(
     drafted = [j for j, size in enumerate(candidates) if size > 1]
     anchors_per_pass = max(1, rows_per_pass // max(1, sum(candidates[j] for j in drafted)))
     accepted = np.full((n_anchor, len(candidates)), -1, dtype=np.int16)
+    confidences = {b: np.full((n_anchor, b - 1), np.nan, dtype=np.float32) for b in confidence_sizes if b > 1}
     frontier, seen = [0], {0}
     while frontier:
         chunk = [heapq.heappop(frontier) for _ in range(min(anchors_per_pass, len(frontier)))]
@@ -75,13 +95,16 @@ def _accepted_at_reachable_anchors(
             labels = ids[anchors.unsqueeze(1) + k].masked_fill(k.unsqueeze(0) >= sizes.unsqueeze(1), -1)
             matched = _matching_prefix(lm_head, hidden, labels).view(len(chunk), len(drafted))
             rows[:, drafted] = to_numpy(matched)
+            for row, values in _confidences(lm_head, hidden, sizes, set(confidences)).items():
+                confidences[int(sizes[row])][chunk[row // len(drafted)]] = to_numpy(values)
         for i, row in zip(chunk, rows):
             accepted[i] = row
-            for nxt in {i + int(a) + 1 for a in row}:
+            steps = range(1, int(row.max()) + 2) if verify_lengths else {int(a) + 1 for a in row}
+            for nxt in {i + step for step in steps}:
                 if nxt < n_anchor and nxt not in seen:
                     seen.add(nxt)
                     heapq.heappush(frontier, nxt)
-    return accepted
+    return accepted, confidences
 
 
 @torch.inference_mode()
@@ -94,18 +117,25 @@ def build_replay(
     seed: int = 0,
     reference_block_size: int = TRAINING_BLOCK_SIZE,
     rows_per_pass: int = 512,
+    verify_lengths: bool = False,
+    confidence_sizes: Sequence[int] = (),
 ) -> tuple[ReplayTable, DecodeTrace]:
     """Decode once at ``reference_block_size`` and tabulate every candidate's accepted lengths.
 
     Returns the table and the live trace of the reference decode (its output, prefill logits and
     timings are real). Needs argmax drafts (``decoder.draft_sampling`` off). ``rows_per_pass``: drafter
-    block rows per forward (anchors x candidate sizes).
+    block rows per forward (anchors x candidate sizes). ``verify_lengths``: replay every anchor a
+    schedule that verifies fewer tokens than it drafts can reach; ``confidence_sizes``: record the
+    drafter's confidences of blocks of these sizes (what verify rules read).
     """
     if decoder.draft_sampling:
         raise ValueError("exact replay needs argmax drafts; build the decoder with draft_sampling=False")
     candidates = tuple(int(b) for b in candidates)
     if min(candidates) < 1:
         raise ValueError(f"candidate block sizes must be >= 1, got {list(candidates)}")
+    missing = sorted(set(confidence_sizes) - set(candidates))
+    if missing:
+        raise ValueError(f"confidence sizes {missing} are not among the candidates {list(candidates)}")
     prompt = list(prompt_ids)
     p = len(prompt)
     # 1. One live decode: its output is every block size's output.
@@ -125,6 +155,8 @@ def build_replay(
     _, hidden = target_forward(decoder.target, ids, positions, new_cache(decoder.target), logits_to_keep=1)
     context = decoder.drafter.context_features(hidden)
     # 4. Argmax drafts at every reachable anchor for every candidate; accepted = matching prefix length.
-    accepted = _accepted_at_reachable_anchors(decoder, ids[0], context, p, len(output), candidates, rows_per_pass)
-    table = ReplayTable(p, len(output), candidates, accepted, sequence, tuple(decoder.stop_token_ids), max_new_tokens)
+    accepted, confidences = _accepted_at_reachable_anchors(decoder, ids[0], context, p, len(output), candidates,
+                                                           rows_per_pass, verify_lengths, tuple(confidence_sizes))
+    table = ReplayTable(p, len(output), candidates, accepted, sequence, tuple(decoder.stop_token_ids), max_new_tokens,
+                        confidences)
     return table, trace

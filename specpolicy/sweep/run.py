@@ -52,6 +52,10 @@ class SweepSettings:
     reference_block_size: int = TRAINING_BLOCK_SIZE
     threads: int = DEFAULT_THREADS
     """torch threads the cost table is measured at (recorded in it; records do not depend on it)"""
+    verify_lengths: bool = False
+    """replay every anchor a schedule verifying fewer tokens than it drafts can reach (L < B)"""
+    confidence_sizes: list[int] = field(default_factory=list)
+    """block sizes whose drafts' confidences the replay records (what verify rules read)"""
 
     def validate(self) -> None:
         """Fail before any model loads when a setting cannot work."""
@@ -67,11 +71,20 @@ class SweepSettings:
         check_temperature(self.temperature)
         if self.max_new_tokens < 2:
             raise ValueError("max_new_tokens must be >= 2")
+        missing = sorted(set(self.confidence_sizes) - set(self.candidates))
+        if missing:
+            raise ValueError(f"--confidences {missing} are not among the candidates {sorted(self.candidates)}; "
+                             "record confidences of swept block sizes only")
+        if (self.verify_lengths or self.confidence_sizes) and self.mode != "replay":
+            raise ValueError("--verify-lengths and --confidences need --mode replay")
 
     def meta(self) -> dict:
         meta = {**asdict(self), "candidates": sorted(self.candidates),
                 "dataset_sha256": dataset_fingerprint(self.dataset)}
         meta.pop("threads")  # timing only: the cost table records it, the records do not depend on it
+        meta["confidence_sizes"] = sorted(self.confidence_sizes)
+        if not self.verify_lengths and not self.confidence_sizes:  # stores from before verify lengths match
+            meta.pop("verify_lengths"), meta.pop("confidence_sizes")
         return meta
 
 
@@ -90,7 +103,9 @@ def sweep_prompt(decoder: SpeculativeDecoder, prompt: Prompt, index: int, settin
     try:
         if settings.mode == "replay":
             table, trace = build_replay(decoder, ids, candidates, max_new_tokens=settings.max_new_tokens,
-                                        seed=settings.seed, reference_block_size=settings.reference_block_size)
+                                        seed=settings.seed, reference_block_size=settings.reference_block_size,
+                                        verify_lengths=settings.verify_lengths,
+                                        confidence_sizes=settings.confidence_sizes)
             fields["taus"] = table.taus()
             fields["replay"] = ReplayEntry.from_table(table)
             fields["reference"] = ReferenceRun(block_size=settings.reference_block_size, cycles=_cycles(trace),
