@@ -107,11 +107,14 @@ class GrowShrinkPolicy(Policy):
 def acceptance_rate(state: DecodeState, prior: float = 0.5, prior_weight: float = 2.0, decay: float = 0.8) -> float:
     """Per-draft acceptance probability of a geometric model, fitted to the speculative cycles so far.
 
-    Each cycle of size B with ``a`` accepted drafts shows ``a`` successes in ``a + 1`` trials (``a`` in
-    ``B - 1`` when the block was fully accepted); older cycles weigh ``decay`` times less per cycle.
+    Each cycle verifying L tokens with ``a`` accepted drafts shows ``a`` successes in ``a + 1`` trials (``a``
+    in ``L - 1`` when every verified draft passed: what lay beyond is unseen); older cycles weigh
+    ``decay`` times less per cycle.
     """
     successes, trials, weight = prior * prior_weight, prior_weight, 1.0
-    for size, accepted in zip(reversed(state.block_size_history), reversed(state.accepted_history)):
+    lengths = state.verify_history if len(state.verify_history) == len(state.block_size_history) \
+        else state.block_size_history
+    for size, accepted in zip(reversed(lengths), reversed(state.accepted_history)):
         if size == 1:
             continue
         successes += weight * accepted

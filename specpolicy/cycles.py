@@ -21,7 +21,8 @@ Schedule = int | Callable[[DecodeState], int]
 VerifyRule = Callable[[DecodeState, Sequence[float]], int]
 """The second knob: after the drafter has drafted a block, ``rule(state, confidences)`` picks how many
 tokens the target verifies, L in 1..B (anchor + L - 1 drafts). ``confidences`` [B - 1]: the drafter's
-top-1 probability of each drafted token."""
+top-1 probability of each drafted token. A rule with ``reads_confidences = False`` (a plan by
+position, as an oracle's) runs on replays that recorded none."""
 
 
 @dataclass(frozen=True)

@@ -24,14 +24,19 @@ __all__ = ["PolicyResults", "PromptResult", "check_candidates", "evaluate_live",
            "oracle_block_size"]
 
 
-def check_candidates(policy: Policy, available: Sequence[int]) -> None:
-    """Fail, naming both sides, when ``policy`` can choose a block size the sweep did not record."""
+def check_candidates(policy: Policy, available: Sequence[int], confidences: Sequence[int] | None = None) -> None:
+    """Fail, naming both sides, when ``policy`` can choose a block size the sweep did not record, or reads
+    drafter confidences it did not record (``confidences``: the sweep's; ``None`` skips that check)."""
     wanted = policy.choices()
     missing = sorted(wanted - set(available))
     if missing:
         raise ValueError(f"policy {policy.name!r} chooses among {sorted(wanted)} but the sweep recorded "
                          f"{sorted(available)} (missing {missing}); sweep those block sizes or pass "
                          f"--candidates {','.join(map(str, sorted(available)))}")
+    unread = sorted(policy.confidence_sizes() - set(confidences or [])) if confidences is not None else []
+    if unread:
+        raise ValueError(f"policy {policy.name!r} reads the drafter's confidences at B = {unread}, which the sweep did "
+                         f"not record; sweep with --verify-lengths --confidences {','.join(map(str, unread))}")
 
 
 def _observation(store: SweepStore, record: SweepRecord, costs: CostTable | None) -> PromptObservation:
@@ -65,7 +70,7 @@ def evaluate_replay(
         candidates: the block sizes the per-prompt oracle label ranges over (default: the store's).
     """
     for policy in policies:
-        check_candidates(policy, store.candidates)
+        check_candidates(policy, store.candidates, store.meta.get("confidence_sizes", []))
     check_vocabulary(policies, store.feature_width(), f"the sweep {store.path}")
     costs = costs if costs is not None else store.latency()
     candidates = tuple(candidates or store.candidates)

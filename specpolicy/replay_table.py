@@ -192,13 +192,15 @@ class ReplaySession:
             raise RuntimeError("the replayed decode has ended; start a new session")
         size = check_block_size(block_size)
         if callable(verify):
-            length = check_verify_length(verify(self.state, self.table.block_confidences(self.position, size)), size)
+            reads = getattr(verify, "reads_confidences", True)  # a plan by position (an oracle's) reads none
+            confidences = self.table.block_confidences(self.position, size) if reads else []
+            length = check_verify_length(verify(self.state, confidences), size)
         else:
             length = size if verify is None else min(check_block_size(verify), size)
         cycle, self.position, produced, self.done = self.table.cycle(self.position, self.state.generated, size,
                                                                      length)
         self.cycles.append(cycle)
-        self.state.record(size, cycle.accepted)
+        self.state.record(size, cycle.accepted, cycle.verify_length)
         # the state's anchor follows the output, as live decoding's does (a cut last cycle ends short of it)
         self.state.position = self.table.prompt_length + produced - 1
         self.state.cycle, self.state.generated = len(self.cycles), produced

@@ -23,8 +23,11 @@ class DecodeState:
     generated: int
     accepted_history: list[int] = field(default_factory=list)
     block_size_history: list[int] = field(default_factory=list)
+    verify_history: list[int] = field(default_factory=list)
+    """verify length L of each finished cycle (B unless a verify rule cut the block)"""
 
-    def record(self, block_size: int, accepted: int) -> None:
+    def record(self, block_size: int, accepted: int, verify_length: int | None = None) -> None:
         """Append one finished cycle to the histories."""
         self.block_size_history.append(int(block_size))
         self.accepted_history.append(int(accepted))
+        self.verify_history.append(int(verify_length or block_size))

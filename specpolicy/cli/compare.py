@@ -188,7 +188,7 @@ def _runs(options: CompareOptions):
 
         check_vocabulary(built, target_vocab_size(options.target), f"target {options.target!r}")
     for policy in built:
-        check_candidates(policy, chosen)
+        check_candidates(policy, chosen, store.meta.get("confidence_sizes", []) if store is not None else None)
     if options.baseline not in options.policies:
         stderr.print(f"note: baseline {options.baseline} is not among the policies; no ratios or gain shares")
     if store is not None:

@@ -113,7 +113,7 @@ class DecodeSession:
     def _finish(self, cycle: CycleRecord, reason: str) -> CycleRecord:
         if cycle.committed:
             self.cycles.append(cycle)
-            self.state.record(cycle.block_size, cycle.accepted)
+            self.state.record(cycle.block_size, cycle.accepted, cycle.verify_length)
         self.stop_reason = reason
         self.state.position = self.state.prompt_length + len(self.output) - 1
         self.state.cycle, self.state.generated = len(self.cycles), len(self.output)

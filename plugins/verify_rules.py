@@ -1,0 +1,167 @@
+"""Verify-length policies: draft B, then let the target check only the first L <= B tokens.
+
+- ``threshold`` (``threshold:0.5``, ``threshold16``): draft B (default the largest candidate), verify
+  the prefix whose running product of drafter confidences stays at or above the threshold (0.3).
+- ``marginal`` (``marginal16``): LibraSpec-style, cost-aware: the L with the most expected tokens per
+  modelled second, reading the confidences as acceptance probabilities and pricing each L with the
+  machine's cost table (verify costs between measured lengths are interpolated).
+- ``adaptive-verify``: ``adaptive``'s per-cycle block size, then ``marginal``'s verify length.
+- ``oracle-verify``: per cycle, the (B, L) with the fewest modelled seconds to finish, by exact
+  dynamic programming over a ``--verify-lengths`` replay (an upper bound, not deployable).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from specpolicy.costs import CostTable
+from specpolicy.cycles import VerifyRule
+from specpolicy.hookspecs import hookimpl
+from specpolicy.plugins.cycle_rules import AdaptivePolicy, _start
+from specpolicy.policy import Answers, Policy, PromptObservation
+
+DEFAULT_THRESHOLD = 0.3
+
+
+def confident_prefix(confidences: Sequence[float], threshold: float) -> int:
+    """L = 1 + the drafts whose running product of confidences stays >= ``threshold``.
+
+    >>> confident_prefix([0.9, 0.8, 0.2, 0.9], 0.5)
+    3
+    """
+    running, length = 1.0, 1
+    for confidence in confidences:
+        running *= confidence
+        if running < threshold:
+            break
+        length += 1
+    return length
+
+
+def most_tokens_per_second(confidences: Sequence[float], block_size: int, costs: CostTable) -> int:
+    """The L maximising (1 + sum_k prod_{i<=k} c_i) / (draft seconds of B + verify seconds of L)."""
+    best, best_rate, expected, running = 1, 0.0, 1.0, 1.0
+    for length in range(1, len(confidences) + 2):
+        if length > 1:
+            running *= confidences[length - 2]
+            expected += running
+        rate = expected / costs.split_cycle_seconds(block_size, length)
+        if rate > best_rate:
+            best, best_rate = length, rate
+    return best
+
+
+def _largest(candidates: Sequence[int], arg: str | None) -> int:
+    if arg is not None:
+        if not arg.isdigit() or int(arg) not in candidates:
+            raise ValueError(f"the argument is the drafted block size, one of {list(candidates)}; got {arg!r}")
+        return int(arg)
+    return max(candidates)
+
+
+def _costs(policy: Policy, observation: PromptObservation) -> CostTable:
+    if observation.costs is None:
+        raise ValueError(f"{policy.name} is cost-aware and needs the machine's cost table; evaluate it from a sweep "
+                         "with latency.json or live (compare measures one), or pass costs in the observation")
+    return observation.costs
+
+
+class ThresholdPolicy(Policy):
+    """Draft a fixed B every cycle; verify while the running confidence stays above a threshold."""
+
+    def __init__(self, candidates: Sequence[int], block_size: int, threshold: float = DEFAULT_THRESHOLD) -> None:
+        super().__init__(candidates)
+        if not 0 <= threshold <= 1:
+            raise ValueError(f"the threshold is a probability in [0, 1], got {threshold}")
+        self.block_size, self.threshold = block_size, threshold
+
+    def select(self, observation: PromptObservation) -> int:
+        return self.block_size
+
+    def choices(self) -> set[int]:
+        return {self.block_size}
+
+    def confidence_sizes(self) -> set[int]:
+        return {self.block_size}
+
+    def verify_rule(self, observation: PromptObservation) -> VerifyRule:
+        return lambda state, confidences: confident_prefix(confidences, self.threshold)
+
+
+def marginal_rule(costs: CostTable) -> VerifyRule:
+    """:func:`most_tokens_per_second` for whatever block was drafted (its size: confidences + 1)."""
+    return lambda state, confidences: most_tokens_per_second(confidences, len(confidences) + 1, costs)
+
+
+class MarginalPolicy(ThresholdPolicy):
+    """Draft a fixed B every cycle; verify the L with the most expected tokens per modelled second."""
+
+    def verify_rule(self, observation: PromptObservation) -> VerifyRule:
+        return marginal_rule(_costs(self, observation))
+
+
+class AdaptiveVerifyPolicy(AdaptivePolicy):
+    """``adaptive``'s block size per cycle, then the marginal-cost verify length of what was drafted."""
+
+    def confidence_sizes(self) -> set[int]:
+        return {b for b in self.candidates if b > 1}
+
+    def verify_rule(self, observation: PromptObservation) -> VerifyRule:
+        return marginal_rule(_costs(self, observation))
+
+
+class VerifyOraclePolicy(Policy):
+    """Per cycle, the (B, L) with the fewest modelled seconds to finish (exact DP over the replay)."""
+
+    needs_sweep = True
+    per_step = True
+
+    def select(self, observation: PromptObservation) -> int:
+        raise ValueError(f"{self.name} reads the sweep store; evaluate it with --mode replay (or --sweep DIR)")
+
+    def _plan(self, observation: PromptObservation, answers: Answers) -> dict[int, tuple[int, int]]:
+        from specpolicy.verify_oracle import verify_oracle_plan
+
+        if answers.table is None or observation.costs is None:
+            raise ValueError(f"{self.name} needs a replay sweep with --verify-lengths and a cost table")
+        if getattr(self, "_table", None) is not answers.table:  # both calls of one prompt share one plan
+            self._table, self._plan_cache = answers.table, verify_oracle_plan(answers.table, observation.costs,
+                                                                              self.candidates)
+        return self._plan_cache
+
+    def answer_schedule(self, observation: PromptObservation, answers: Answers):
+        plan = self._plan(observation, answers)
+        return lambda state: plan[state.position][0]
+
+    def answer_verify(self, observation: PromptObservation, answers: Answers) -> VerifyRule:
+        plan = self._plan(observation, answers)
+
+        def verify(state, confidences) -> int:
+            return plan[state.position][1]
+
+        verify.reads_confidences = False
+        return verify
+
+
+def _threshold(arg: str | None, candidates: Sequence[int]) -> ThresholdPolicy:
+    if arg is not None and not arg.isdigit():
+        try:
+            return ThresholdPolicy(candidates, max(candidates), float(arg))
+        except ValueError:
+            raise ValueError(f"threshold's argument is a probability (threshold:0.5) or a block size (threshold16); "
+                             f"got {arg!r}") from None
+    return ThresholdPolicy(candidates, _largest(candidates, arg))
+
+
+@hookimpl
+def register_policies(register) -> None:
+    register("threshold", _threshold,
+             description="draft the largest B (or thresholdN); verify while the running drafter confidence >= 0.3 "
+                         "(threshold:P)")
+    register("marginal", lambda arg, candidates: MarginalPolicy(candidates, _largest(candidates, arg)),
+             description="draft the largest B (or marginalN); verify the L with the most expected "
+                                        "tokens per modelled second (cost-aware)")
+    register("adaptive-verify", lambda arg, candidates: AdaptiveVerifyPolicy(candidates, _start(arg)),
+             per_step=True, description="adaptive's block size per cycle, then marginal's verify length")
+    register("oracle-verify", lambda arg, candidates: VerifyOraclePolicy(candidates), per_step=True,
+             description="per cycle, the (B, L) with the fewest modelled seconds (DP over a --verify-lengths replay)")

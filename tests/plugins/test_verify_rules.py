@@ -1,0 +1,103 @@
+"""Verify-length policies: the rules table-driven, the (B, L) oracle exact against brute force."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specpolicy.costs import uniform_costs
+from specpolicy.decoding import SpeculativeDecoder
+from specpolicy.plugins.verify_rules import confident_prefix, most_tokens_per_second
+from specpolicy.policy import Answers, PromptObservation
+from specpolicy.registry import get_registry
+from specpolicy.sweep.replay import build_replay
+from specpolicy.verify_oracle import verify_cost_to_go, verify_oracle_plan
+
+SIZES = [1, 2, 4, 8]
+
+
+@pytest.mark.parametrize(("confidences", "threshold", "length"), [
+    ([], 0.3, 1),
+    ([0.9, 0.9, 0.9], 0.0, 4),
+    ([0.9, 0.8, 0.2, 0.9], 0.5, 3),
+    ([0.2, 0.99], 0.3, 1),
+    ([1.0, 1.0], 1.0, 3),
+])
+def test_confident_prefix(confidences, threshold, length):
+    assert confident_prefix(confidences, threshold) == length
+
+
+@pytest.mark.parametrize(("confidences", "per_token", "length"), [
+    ([0.99] * 7, 0.0, 8),  # verifying is free: check every draft
+    ([0.0] * 7, 0.1, 1),  # no draft can pass: verify the anchor alone
+    ([0.95, 0.9, 0.05, 0.9, 0.9, 0.9, 0.9], 0.2, 3),  # the chain breaks at the third draft
+])
+def test_marginal_rule_maximises_expected_tokens_per_second(confidences, per_token, length):
+    costs = uniform_costs([1, 2, 4, 8], ar_seconds=1.0, per_token=per_token)
+    assert most_tokens_per_second(confidences, 8, costs) == length
+
+
+def _brute_force(table, costs, position, produced):
+    """The fewest modelled seconds over every (B, L) schedule from ``position``."""
+    best = float("inf")
+    for size in SIZES:
+        for length in range(1, size + 1):
+            cycle, nxt, made, done = table.cycle(position, produced, size, length)
+            rest = 0.0 if done else _brute_force(table, costs, nxt, made)
+            best = min(best, costs.cycles_seconds([cycle]) + rest)
+    return best
+
+
+def _follow(table, plan):
+    """Replay ``plan`` (position -> (B, L)) with a rule that reads no confidences."""
+
+    def verify(state, confidences):
+        return plan[state.position][1]
+
+    verify.reads_confidences = False  # a plan by position: runs on a replay without confidences
+    return table.simulate(lambda s: plan[s.position][0], verify=verify)
+
+
+@pytest.mark.parametrize("per_token", [0.05, 0.5])
+def test_verify_oracle_is_the_exact_optimum_over_every_block_and_verify_schedule(trained_pair, per_token):
+    decoder = SpeculativeDecoder(*trained_pair, max_new_tokens=7, stop_token_ids=[])
+    costs = uniform_costs(SIZES, ar_seconds=0.01, per_token=per_token)
+    for prompt in ([4, 7, 5, 9], [3, 3, 8]):
+        table, _ = build_replay(decoder, prompt, SIZES, max_new_tokens=7, verify_lengths=True)
+        value, _ = verify_cost_to_go(table, costs)
+        position, produced, _ = table.start()
+        assert value[0] == pytest.approx(_brute_force(table, costs, position, produced))
+        cycles = _follow(table, verify_oracle_plan(table, costs))
+        assert costs.cycles_seconds(cycles) == pytest.approx(value[0])
+        _, q, _ = table.cost_to_go(costs)
+        assert value[0] <= q[0].min() + 1e-12  # never slower than the best B-only schedule
+
+
+def test_registered_verify_policies_run_on_a_replay(trained_pair):
+    decoder = SpeculativeDecoder(*trained_pair, max_new_tokens=30)
+    table, _ = build_replay(decoder, [4, 7, 5, 9], SIZES, max_new_tokens=30, verify_lengths=True,
+                            confidence_sizes=[2, 4, 8])
+    costs = uniform_costs(SIZES, ar_seconds=0.01, per_token=0.05)
+    observation = PromptObservation(np.zeros(0, dtype=np.float32), 4, "p", costs)
+    seconds = {}
+    for name in ("threshold", "threshold:0.5", "marginal", "marginal4", "adaptive-verify", "oracle-verify"):
+        policy = get_registry().create(name, SIZES)
+        if policy.needs_sweep:
+            answers = Answers({}, table)
+            schedule, verify = policy.answer_schedule(observation, answers), policy.answer_verify(observation, answers)
+        else:
+            schedule, verify = policy.schedule(observation), policy.verify_rule(observation)
+        cycles = table.simulate(schedule, verify=verify)
+        assert sum(c.committed for c in cycles) == table.tokens()
+        assert all(c.accepted <= c.verify_length - 1 for c in cycles)
+        seconds[name] = costs.cycles_seconds(cycles)
+    assert seconds["oracle-verify"] <= min(seconds.values()) + 1e-12
+
+
+def test_a_verify_policy_on_a_sweep_without_confidences_is_refused_up_front():
+    from specpolicy.evaluate import check_candidates
+
+    policy = get_registry().create("threshold", SIZES)
+    with pytest.raises(ValueError, match="--confidences 8"):
+        check_candidates(policy, SIZES, [])
+    check_candidates(policy, SIZES, [8])
