@@ -105,8 +105,8 @@ def test_every_registered_policy_passes_check_policy(trained_blockpilot, tmp_pat
     trained_blockpilot[0].save(tmp_path / "bp")
     wide = (1, 2, 4, 8, *CANDIDATES)
     for family in registry.unique():
-        if family.learned or family.name in ("oracle-step", "blockpilot-guard"):
-            continue  # learned ones load trained weights (below); oracle-step needs replay records
+        if family.learned or family.name in ("oracle-step", "oracle-verify", "blockpilot-guard"):
+            continue  # learned ones load trained weights (below); the per-cycle oracles need replay records
         name = f"{family.name}16" if family.name == "fixed" else family.name
         check_policy(registry.create(name, wide), vocab_size=VOCAB)
     check_policy(registry.create(f"blockpilot:{tmp_path / 'bp'}", CANDIDATES), vocab_size=VOCAB)
