@@ -134,10 +134,16 @@ def _runs(decoder, target, assistant, policy: Policy | int, ids: list[int], inpu
     """The loops one policy runs on one prompt: specpolicy's, generate() with the policy, and (fixed B)
     transformers' own DFlash generator."""
     from specpolicy import hf
-    from specpolicy.evaluate import live_schedule
+    from specpolicy.evaluate import live_schedule, live_verify
 
     schedule = policy if isinstance(policy, int) else None
-    runs = [("ours", lambda: decoder.generate(ids, schedule or live_schedule(policy, "bench", len(ids), costs))),
+    def ours():
+        if schedule is not None:
+            return decoder.generate(ids, schedule)
+        return decoder.generate(ids, live_schedule(policy, "bench", len(ids), costs),
+                                verify=live_verify(policy, "bench", len(ids), costs))
+
+    runs = [("ours", ours),
             ("theirs", lambda: hf.generate(target, assistant, policy, costs=costs, **inputs))]
     if (size := fixed_size(policy)) is not None:
         runs.append(("plain", lambda: _plain_dflash(target, assistant, inputs, size)))

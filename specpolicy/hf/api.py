@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specpolicy.costs import CostTable
-from specpolicy.cycles import CycleRecord, check_block_size, mean_acceptance
+from specpolicy.cycles import CycleRecord, VerifyRule, check_block_size, mean_acceptance
 from specpolicy.hf.bridge import to_transformers_assistant
 from specpolicy.hf.compat import require_dflash_support
 from specpolicy.models.dflash import DFlashDrafter
@@ -51,12 +51,14 @@ def resolve_policy(policy: PolicyLike, candidates: Sequence[int] | None = None) 
 
 
 def _choices(policy: Policy | int, costs: CostTable | None, prompt_id: str
-             ) -> Callable[[int], Callable[[DecodeState], int]]:
+             ) -> Callable[[int], tuple[Callable[[DecodeState], int], VerifyRule | None]]:
+    """prompt length -> (the policy's B callback, its verify rule or ``None``)."""
     if isinstance(policy, int):
-        return lambda prompt_length: (lambda state: policy)
-    from specpolicy.evaluate import live_schedule
+        return lambda prompt_length: ((lambda state: policy), None)
+    from specpolicy.evaluate import live_schedule, live_verify
 
-    return lambda prompt_length: live_schedule(policy, prompt_id, prompt_length, costs)
+    return lambda prompt_length: (live_schedule(policy, prompt_id, prompt_length, costs),
+                                  live_verify(policy, prompt_id, prompt_length, costs))
 
 
 class Attachment:

@@ -10,6 +10,9 @@ The only module that touches transformers' private generation API: it subclasses
 2. the target verifies the candidates and keeps the longest matching prefix + one token;
 3. ``update_candidate_strategy(input_ids, scores, n_matches)``: we record the cycle.
 
+With a verify rule, step 1 hands the target only the first L - 1 drafts (L from the drafter's
+confidences); the drafted block is still cropped by its full size.
+
 The drafted block is cropped from the drafter's cache by its own size before the next draft, so B
 may change every cycle. Tested on transformers 5.15 and 5.24 (:mod:`specpolicy.hf.compat`).
 """
@@ -22,15 +25,17 @@ from typing import TYPE_CHECKING, Any
 import torch
 from transformers.generation.candidate_generator import DFlashTokenCandidateGenerator
 
-from specpolicy.cycles import CycleRecord, check_block_size
+from specpolicy.cycles import CycleRecord, VerifyRule, check_block_size, check_verify_length
+from specpolicy.decoding.sampling import draft_confidences
 from specpolicy.models.target import cache_kwarg
 from specpolicy.state import DecodeState
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-ChoiceFactory = Callable[[int], Callable[[DecodeState], int]]
-"""prompt length -> a callback picking B before every cycle (made once prefill is done)."""
+ChoiceFactory = Callable[[int], tuple[Callable[[DecodeState], int], VerifyRule | None]]
+"""prompt length -> (a callback picking B before every cycle, an optional verify rule picking L after
+each draft); made once prefill is done."""
 
 
 class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
@@ -46,6 +51,7 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
         self.device = self.assistant_model.device  # set by transformers >= 5.16 too, not by 5.15
         self.make_choice = choices
         self.choose: Callable[[DecodeState], int] | None = None
+        self.verify: VerifyRule | None = None
         self.max_positions = max_positions
         self.cycles: list[CycleRecord] = []
         self.state: DecodeState | None = None
@@ -65,11 +71,16 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
         size = check_block_size(self.choose(self.state))
         if self.max_positions is not None:
             size = max(1, min(size, self.max_positions - start))
-        self.size, self.candidates = size, input_ids.new_empty(0)
+        self.size, self.length, self.candidates = size, size, input_ids.new_empty(0)
         if size == 1:
             return input_ids, None
         logits = self._draft(input_ids, model_kwargs, start, size)
         candidate_ids = self._pick(input_ids, logits)
+        if self.verify is not None:  # the second knob: the target checks only the first L - 1 drafts
+            confidences, _ = draft_confidences(logits[0], candidate_ids[0, input_ids.shape[1]:])
+            self.length = check_verify_length(self.verify(self.state, confidences), size)
+            keep = input_ids.shape[1] + self.length - 1
+            candidate_ids, logits = candidate_ids[:, :keep], logits[:, : self.length - 1]
         self.candidates = candidate_ids[0, input_ids.shape[1]:]
         return candidate_ids, logits
 
@@ -81,7 +92,7 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
             prompt_length = input_ids.shape[1] - 1
             kept = prompt_length
             self.state = DecodeState(model_outputs.logits[0, -1].float(), prompt_length, prompt_length, 0, 1)
-            self.choose = self.make_choice(prompt_length)
+            self.choose, self.verify = self.make_choice(prompt_length)
         else:
             kept = n_last_matches + 1
         hidden = model_outputs.hidden_states
@@ -132,9 +143,10 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
         if not self.do_sample and self.candidates.numel():
             matches = (self.candidates.to(scores.device) == scores[0, :-1].argmax(dim=-1)).int()
             accepted = int(matches.cumprod(dim=0).sum())
-        cycle = CycleRecord(self.size, accepted, int(num_matches) + 1)
+        cycle = CycleRecord(self.size, accepted, int(num_matches) + 1,
+                            verified=self.length if self.length < self.size else 0)
         self.cycles.append(cycle)
-        self.state.record(cycle.block_size, cycle.accepted)
+        self.state.record(cycle.block_size, cycle.accepted, cycle.verify_length)
         self.state.position = input_ids.shape[1] - 1
         self.state.cycle, self.state.generated = len(self.cycles), input_ids.shape[1] - self.state.prompt_length
 

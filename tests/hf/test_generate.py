@@ -13,7 +13,7 @@ from specpolicy.data.prompts import encode_prompts
 from specpolicy.data.registry import load_prompts
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.defaults import MAX_PROMPT_TOKENS
-from specpolicy.evaluate import live_schedule
+from specpolicy.evaluate import live_schedule, live_verify
 from specpolicy.models import load_pair
 from specpolicy.models.loading import zoo_path
 from specpolicy.policy import Policy, PromptObservation
@@ -49,10 +49,12 @@ def held_out(pair) -> list[list[int]]:
 
 def _both(pair, assistant, ids, policy, costs, max_new_tokens=48, **extra):
     policy_or_size = hf.resolve_policy(policy)
-    schedule = policy_or_size if isinstance(policy_or_size, int) else live_schedule(policy_or_size, "t", len(ids),
-                                                                                     costs)
     decoder = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=max_new_tokens)
-    trace = decoder.generate(ids, schedule)
+    if isinstance(policy_or_size, int):
+        trace = decoder.generate(ids, policy_or_size)
+    else:
+        trace = decoder.generate(ids, live_schedule(policy_or_size, "t", len(ids), costs),
+                                 verify=live_verify(policy_or_size, "t", len(ids), costs))
     tensor = torch.tensor([ids])
     result = hf.generate(pair.target, assistant, policy_or_size, costs=costs, input_ids=tensor,
                          attention_mask=torch.ones_like(tensor), do_sample=False, max_new_tokens=max_new_tokens,
@@ -60,12 +62,14 @@ def _both(pair, assistant, ids, policy, costs, max_new_tokens=48, **extra):
     return trace, result, result.sequences[0, len(ids):].tolist()
 
 
-@pytest.mark.parametrize("policy", [16, 1, 2, 7, 32, "fixed16", "blockpilot-guard", "adaptive", "probe"])
+@pytest.mark.parametrize("policy", [16, 1, 2, 7, 32, "fixed16", "blockpilot-guard", "adaptive", "probe",
+                                    "threshold", "marginal16", "adaptive-verify"])
 def test_generate_matches_the_decoder_cycle_for_cycle(pair, assistant, costs, held_out, policy):
     ids = held_out[0]
     trace, result, output = _both(pair, assistant, ids, policy, costs)
     assert output == trace.output_ids
     assert cycle_rows(result.cycles) == cycle_rows(trace.cycles)
+    assert [c.verify_length for c in result.cycles] == [c.verify_length for c in trace.cycles]
     assert sum(c.committed for c in result.cycles) == len(output) - 1  # the prefill token is no cycle's
 
 
