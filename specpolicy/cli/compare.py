@@ -64,6 +64,7 @@ class CompareOptions:
     device: str
     dtype: str
     plot: Path | None = None
+    oracle: str = "oracle"
 
     def validate(self) -> None:
         """Fail on options that cannot work together, before anything loads."""
@@ -106,6 +107,8 @@ def compare(
     max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
     seed: int = typer.Option(0),
     baseline: str = typer.Option("fixed16", help="policy the speed ratios and gain share are measured against"),
+    oracle: str = typer.Option("oracle", help="policy whose gain over the baseline the gain share divides by "
+                                              "(e.g. oracle-step, oracle-verify)"),
     costs: Path = typer.Option(None, help="price replay with this cost table (from `specpolicy bench latency`)"),
     threads: int = ThreadsOption,
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table, json, csv or markdown"),
@@ -127,14 +130,15 @@ def compare(
         policies=names, datasets=datasets, mode=mode, sweep=sweep, temperature=temperature, max_samples=max_samples,
         candidates=parse_candidates(candidates) if candidates else None, max_new_tokens=max_new_tokens, seed=seed,
         baseline=baseline, costs=costs, threads=threads, target=target, drafter=drafter, device=device, dtype=dtype,
-        plot=plot)
+        plot=plot, oracle=oracle)
     options.validate()
     runs = list(_runs(options))
     if sweep is not None:
         from specpolicy.sweep.store import SweepStore
 
         temperature = float(SweepStore.load(sweep).meta.get("temperature") or 0.0)
-    rows = [(name, row) for name, results in runs for row in summarize(results, baseline, n_bootstrap=bootstrap)]
+    rows = [(name, row) for name, results in runs
+            for row in summarize(results, baseline, oracle, n_bootstrap=bootstrap)]
     timing = runs[0][1][0].timing if runs and runs[0][1] else "none"
     many = len(runs) > 1
     if fmt is OutputFormat.table:
@@ -144,7 +148,7 @@ def compare(
     emit(table, fmt, title=f"specpolicy compare: {mode.value}, {timing} time, T={temperature:g}, {threads} thread(s)")
     if fmt is OutputFormat.table:
         stderr.print(f"speedup: pooled over plain AR ({timing}); vs {baseline}: pooled speed ratio, paired 95% CI; "
-                     "p10/median: per-prompt speedups; gain: share of the oracle's gain over the baseline")
+                     f"p10/median: per-prompt speedups; gain: share of {oracle}'s gain over the baseline")
     if plot is not None:
         _plot(runs, plot, f"{mode.value}, T={temperature:g}")
 
@@ -191,6 +195,8 @@ def _runs(options: CompareOptions):
         check_candidates(policy, chosen, store.meta.get("confidence_sizes", []) if store is not None else None)
     if options.baseline not in options.policies:
         stderr.print(f"note: baseline {options.baseline} is not among the policies; no ratios or gain shares")
+    elif options.oracle not in options.policies:
+        stderr.print(f"note: {options.oracle} is not among the policies; no gain shares")
     if store is not None:
         from specpolicy.evaluate import evaluate_replay
 
