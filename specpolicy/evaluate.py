@@ -11,12 +11,14 @@ import numpy as np
 import torch
 
 from specpolicy.arrays import to_numpy
+from specpolicy.batch_costs import BatchCostTable
 from specpolicy.costs import CostTable
-from specpolicy.cycles import VerifyRule, mean_acceptance
+from specpolicy.cycles import Schedule, VerifyRule, mean_acceptance
 from specpolicy.decoding import DecodeState, SpeculativeDecoder, plain_decode
 from specpolicy.metrics import PolicyResults, PromptResult
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Policy, PromptObservation, check_vocabulary, oracle_label
 from specpolicy.replay_table import ReplayTable
+from specpolicy.serving import simulate_serving
 from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
 
@@ -90,13 +92,48 @@ def evaluate_replay(
     return results
 
 
+def replay_plan(policy: Policy, observation: PromptObservation, answers: Answers
+                ) -> tuple[Schedule, int | VerifyRule | None]:
+    """What ``policy`` runs on one stored prompt: its block-size schedule and verify rule (oracles read
+    ``answers``)."""
+    if policy.needs_sweep:
+        return policy.answer_schedule(observation, answers), policy.answer_verify(observation, answers)
+    return policy.schedule(observation), policy.verify_rule(observation)
+
+
+def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: BatchCostTable, concurrency: int
+                     ) -> list[PolicyResults]:
+    """Every policy serving the store's prompts at ``concurrency`` (:func:`~specpolicy.serving.simulate_serving`).
+
+    Per request: tokens, its share of the step seconds, and plain AR's time at the same concurrency
+    (a batched one-token step per token). Policies price choices with ``costs.at_concurrency``.
+    """
+    for policy in policies:
+        check_candidates(policy, store.candidates, store.meta.get("confidence_sizes", []))
+    check_vocabulary(policies, store.feature_width(), f"the sweep {store.path}")
+    records = [r for r in store.records() if r.replay is not None]
+    if not records:
+        raise ValueError(f"sweep store {store.path} has no replay records; run a replay sweep first")
+    priced = costs.at_concurrency(concurrency, store.candidates)
+    tables = [r.table() for r in records]
+    observations = [_observation(store, r, priced) for r in records]
+    answers = [Answers(r.taus, t, r.training_block_size) for r, t in zip(records, tables)]
+    results = []
+    for policy in policies:
+        plans = [lambda o=o, a=a, p=policy: replay_plan(p, o, a) for o, a in zip(observations, answers)]
+        served = simulate_serving(tables, plans, costs, concurrency)
+        result = PolicyResults(policy.name, f"modelled, concurrency {concurrency}")
+        for i, record in enumerate(records):
+            result.prompts.append(PromptResult(record.prompt_id, [], served.tau(i), served.tokens[i],
+                                               served.seconds[i], served.tokens[i] * priced.ar_seconds, 0))
+        results.append(result)
+    return results
+
+
 def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, prompt_id: str,
               costs: CostTable | None, oracle: int) -> PromptResult:
     """One policy on one stored prompt: replayed cycles priced with ``costs``."""
-    if policy.needs_sweep:
-        schedule, verify = policy.answer_schedule(observation, answers), policy.answer_verify(observation, answers)
-    else:
-        schedule, verify = policy.schedule(observation), policy.verify_rule(observation)
+    schedule, verify = replay_plan(policy, observation, answers)
     table = answers.table
     if table is not None:
         logits = torch.from_numpy(observation.logits) if observation.logits.size else None

@@ -141,6 +141,42 @@ def gpu_check(
         raise typer.Exit(code=1)
 
 
+@app.command("batch-latency")
+def batch_latency(
+    batch_sizes: str = typer.Option("1-8", help="batch sizes, e.g. 1-8 or 1,2,4,8"),
+    lengths: str = typer.Option("1,2,4,8,16,32", help="tokens per sequence to time (verify lengths, block sizes)"),
+    repeats: int = typer.Option(7, min=3, help="interleaved repeats per point"),
+    context: int = typer.Option(128, min=8, help="tokens already in each sequence's cache"),
+    threads: int = ThreadsOption,
+    out: Path = typer.Option(None, help="save the table as JSON (for `compare --concurrency N --batch-costs FILE`)"),
+    target: str = TargetOption,
+    drafter: str = DrafterOption,
+    device: str = DeviceOption,
+    dtype: str = DtypeOption,
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format"),
+) -> None:
+    """Measure target and drafter passes over batches (the batch-aware cost model of serving simulations)."""
+    from specpolicy.cli.sweep import parse_candidates
+    from specpolicy.decoding import SpeculativeDecoder
+    from specpolicy.models import load_pair
+    from specpolicy.sweep.batch_latency import measure_batch_costs
+    from specpolicy.sweep.latency import pin_threads
+
+    batches, sizes = parse_candidates(batch_sizes), parse_candidates(lengths)
+    if out is not None and out.is_dir():
+        raise fail(f"--out {out} is a folder; pass a file path such as {out / 'batch-costs.json'}")
+    pin_threads(threads)
+    pair = load_pair(target, drafter, dtype, device)
+    stderr.print(f"timing {len(batches)} batch sizes x {len(sizes)} lengths x {repeats} repeats at {threads} thread(s)")
+    table = measure_batch_costs(SpeculativeDecoder(pair.target, pair.drafter), batches, sizes, context, repeats)
+    rows = [{"batch": str(b), **{f"verify {n}": f"{1e3 * table.verify[b][n]:.1f}" for n in sorted(table.verify[b])},
+             **{f"draft {n}": f"{1e3 * table.draft[b][n]:.1f}" for n in sorted(table.draft[b])}} for b in batches]
+    emit(rows, fmt, title=f"ms per pass: {table.machine}, {table.threads} thread(s), {table.dtype}")
+    if out is not None:
+        table.save(out)
+        stderr.print(f"batch cost table saved to {out}")
+
+
 @app.command("hf")
 def hf_loop(
     policies: str = typer.Option("fixed16,blockpilot-guard", help="comma-separated policy names"),

@@ -65,6 +65,8 @@ class CompareOptions:
     dtype: str
     plot: Path | None = None
     oracle: str = "oracle"
+    concurrency: int = 1
+    batch_costs: Path | None = None
 
     def validate(self) -> None:
         """Fail on options that cannot work together, before anything loads."""
@@ -80,6 +82,9 @@ class CompareOptions:
                                  f"{', '.join(ignored)} would be ignored: drop them, or drop --sweep to sweep anew")
         if self.plot is not None:
             check_plot_path(self.plot)
+        if (self.concurrency > 1 or self.batch_costs is not None) and (self.sweep is None or self.batch_costs is None):
+            raise ValueError("--concurrency N simulates serving from a stored sweep: pass --sweep DIR and "
+                             "--batch-costs FILE (from `specpolicy bench batch-latency --out FILE`)")
 
 
 def check_plot_path(plot: Path) -> None:
@@ -109,6 +114,10 @@ def compare(
     baseline: str = typer.Option("fixed16", help="policy the speed ratios and gain share are measured against"),
     oracle: str = typer.Option("oracle", help="policy whose gain over the baseline the gain share divides by "
                                               "(e.g. oracle-step, oracle-verify)"),
+    concurrency: int = typer.Option(1, min=1, help="simulate serving this many requests at once (with --sweep and "
+                                                   "--batch-costs); 1: one prompt at a time"),
+    batch_costs: Path = typer.Option(None, help="batch cost table for --concurrency (`specpolicy bench "
+                                                "batch-latency --out FILE`)"),
     costs: Path = typer.Option(None, help="price replay with this cost table (from `specpolicy bench latency`)"),
     threads: int = ThreadsOption,
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table, json, csv or markdown"),
@@ -130,7 +139,7 @@ def compare(
         policies=names, datasets=datasets, mode=mode, sweep=sweep, temperature=temperature, max_samples=max_samples,
         candidates=parse_candidates(candidates) if candidates else None, max_new_tokens=max_new_tokens, seed=seed,
         baseline=baseline, costs=costs, threads=threads, target=target, drafter=drafter, device=device, dtype=dtype,
-        plot=plot, oracle=oracle)
+        plot=plot, oracle=oracle, concurrency=concurrency, batch_costs=batch_costs)
     options.validate()
     runs = list(_runs(options))
     if sweep is not None:
@@ -197,6 +206,13 @@ def _runs(options: CompareOptions):
         stderr.print(f"note: baseline {options.baseline} is not among the policies; no ratios or gain shares")
     elif options.oracle not in options.policies:
         stderr.print(f"note: {options.oracle} is not among the policies; no gain shares")
+    if store is not None and options.batch_costs is not None:
+        from specpolicy.batch_costs import BatchCostTable
+        from specpolicy.evaluate import evaluate_serving
+
+        batch = BatchCostTable.load(options.batch_costs)
+        yield options.sweep.name, evaluate_serving(store, built, batch, options.concurrency)
+        return
     if store is not None:
         from specpolicy.evaluate import evaluate_replay
 

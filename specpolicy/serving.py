@@ -1,0 +1,100 @@
+"""A serving simulation: per-request replays stepped together at a fixed concurrency (modelled, no torch).
+
+``concurrency`` slots each hold one request; every engine step, each active request runs one cycle
+of its policy's (B, L) on its exact replay, and the step costs one batched drafter pass over the
+drafted blocks plus one batched target pass over all verified tokens
+(:meth:`~specpolicy.batch_costs.BatchCostTable.step_seconds`). A finished request's slot takes the
+next one in the queue, as continuous batching does. Policies price their choices with the per-request
+costs at that concurrency (:meth:`~specpolicy.batch_costs.BatchCostTable.at_concurrency`).
+
+Each step's seconds are shared equally among the requests in it, so per-request seconds add up to
+the total and the pooled ratio of two policies' tokens per second is their throughput ratio; the
+paired bootstrap over requests holds each request's share fixed (the batch composition is not
+re-simulated), an approximation stated with the numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from specpolicy.batch_costs import BatchCostTable
+from specpolicy.cycles import Schedule, VerifyRule
+from specpolicy.replay_table import ReplaySession, ReplayTable
+
+Plan = tuple[Schedule, int | VerifyRule | None]
+"""What one request runs: its block-size schedule and its verify rule."""
+
+
+@dataclass
+class ServingResult:
+    """Per-request tokens and seconds (step time shared by the requests in each step), and the totals."""
+
+    tokens: list[int] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+    latency: list[float] = field(default_factory=list)
+    """wall seconds from a request's first step to its last"""
+    total_seconds: float = 0.0
+    steps: int = 0
+    acceptance: list[int] = field(default_factory=list)
+    """per request: the sum of accepted + 1 over its cycles"""
+    cycles: list[int] = field(default_factory=list)
+
+    def tau(self, request: int) -> float:
+        """Mean accepted + 1 of one request's cycles."""
+        return self.acceptance[request] / self.cycles[request] if self.cycles[request] else 0.0
+
+    @property
+    def throughput(self) -> float:
+        """Output tokens per second of the whole simulated server."""
+        return sum(self.tokens) / self.total_seconds if self.total_seconds else 0.0
+
+    @property
+    def time_per_output_token(self) -> float:
+        """Mean over requests of latency / tokens (TPOT)."""
+        pairs = [(s, t) for s, t in zip(self.latency, self.tokens) if t]
+        return sum(s / t for s, t in pairs) / len(pairs) if pairs else 0.0
+
+
+@dataclass
+class _Active:
+    index: int
+    session: ReplaySession
+    plan: Plan
+    started: float
+
+
+def simulate_serving(tables: Sequence[ReplayTable], plans: Sequence[Callable[[], Plan]], costs: BatchCostTable,
+                     concurrency: int) -> ServingResult:
+    """Serve ``tables`` in order through ``concurrency`` slots; ``plans[i]()`` makes request i's (schedule, verify)."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    n = len(tables)
+    result = ServingResult(tokens=[0] * n, seconds=[0.0] * n, latency=[0.0] * n, acceptance=[0] * n, cycles=[0] * n)
+    queue, active, clock = list(range(len(tables))), [], 0.0
+    while queue or active:
+        while queue and len(active) < concurrency:
+            i = queue.pop(0)
+            session = tables[i].session()
+            if session.done:  # finished by prefill: no cycle
+                continue
+            active.append(_Active(i, session, plans[i](), clock))
+        actions, cycles = [], []
+        for request in active:
+            schedule, verify = request.plan
+            size = schedule if isinstance(schedule, int) else schedule(request.session.state)
+            cycle = request.session.step(size, verify)
+            cycles.append(cycle)
+            actions.append((cycle.block_size, cycle.verify_length))
+        step = costs.step_seconds(actions)
+        clock += step
+        result.total_seconds, result.steps = clock, result.steps + 1
+        for request, cycle in zip(active, cycles):
+            result.tokens[request.index] += cycle.committed
+            result.seconds[request.index] += step / len(active)
+            result.acceptance[request.index] += cycle.acceptance_length
+            result.cycles[request.index] += 1
+        for request in [r for r in active if r.session.done]:
+            result.latency[request.index] = clock - request.started
+        active = [r for r in active if not r.session.done]
+    return result
