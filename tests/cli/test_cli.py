@@ -107,6 +107,8 @@ def test_sweep_command_and_resume(test_zoo, prompt_file, tmp_path):
         (["generate", "hi", "-b", "4", "--target", "/no/such/model"], "neither a zoo name"),
         (["generate", "hi", "--draft-sampling"], "--draft-sampling needs --temperature > 0"),
         (["bench", "decode", "--draft-sampling"], "--draft-sampling needs --temperature > 0"),
+        (["compare", "--concurrency", "8"], "pass --sweep DIR and --batch-costs FILE"),
+        (["sweep", "--out", "/tmp/x", "--candidates", "4,8", "--confidences", "16"], "--confidences [16] are not"),
     ],
 )
 def test_bad_input_fails_with_a_clear_message(args, message):
@@ -147,3 +149,17 @@ def test_generate_on_the_test_zoo(test_zoo):
 def test_generate_with_a_sweep_only_policy_fails(test_zoo):
     result = run("generate", "hi", "--policy", "oracle", *zoo_args(test_zoo), ok=False)
     assert "cannot decode live" in result.output
+
+
+def test_compare_simulates_serving_and_refuses_verify_policies_without_confidences(replay_store, tmp_path):
+    from tests.test_serving import linear_table
+
+    linear_table(batches=(1, 2, 4, 8)).save(tmp_path / "batch.json")
+    result = run("compare", "--policies", "fixed16,fixed4,adaptive,oracle-step", "--sweep", replay_store.path,
+                 "--concurrency", "4", "--batch-costs", tmp_path / "batch.json", "--oracle", "oracle-step",
+                 "--format", "json", "--bootstrap", "200")
+    rows = {r["policy"]: r for r in json.loads(result.stdout)}
+    assert rows["fixed16"]["timing"] == "modelled, concurrency 4"
+    assert rows["oracle-step"]["gain_share"] == 1.0 and rows["fixed16"]["vs_baseline"] == 1.0
+    refused = run("compare", "--policies", "threshold", "--sweep", replay_store.path, ok=False)
+    assert "--verify-lengths --confidences" in " ".join(refused.output.split())

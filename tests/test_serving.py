@@ -1,0 +1,76 @@
+"""Batch cost tables and the serving simulation: exact small cases, and agreement with batch-1 replay."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specpolicy.batch_costs import BatchCostTable
+from specpolicy.costs import uniform_costs
+from specpolicy.decoding import SpeculativeDecoder
+from specpolicy.serving import simulate_serving
+from specpolicy.sweep.replay import build_replay
+
+LENGTHS = (1, 2, 4, 8, 16)
+
+
+def linear_table(batches=(1, 2, 4), fixed=1.0, per_token=0.1, draft_fixed=0.5, draft_per_token=0.01):
+    """seconds = fixed + per_token x total tokens, at every batch size (a table a test can price by hand)."""
+    return BatchCostTable(
+        verify={b: {n: fixed + per_token * b * n for n in LENGTHS} for b in batches},
+        draft={b: {n: draft_fixed + draft_per_token * b * n for n in LENGTHS if n > 1} for b in batches},
+    )
+
+
+def test_ragged_steps_interpolate_along_total_tokens():
+    table = linear_table()
+    assert table.verify_seconds([4, 4]) == pytest.approx(1.0 + 0.1 * 8)
+    assert table.verify_seconds([1, 7]) == pytest.approx(1.0 + 0.1 * 8)  # ragged: total tokens, same batch
+    assert table.verify_seconds([3, 3, 3]) == pytest.approx(1.0 + 0.1 * 9)  # batch 3 between measured 2 and 4
+    assert table.draft_seconds([1, 1]) == 0.0 and table.draft_seconds([1, 8]) == pytest.approx(0.5 + 0.08)
+    assert table.step_seconds([(8, 3), (1, 1)]) == pytest.approx(0.5 + 0.08 + 1.0 + 0.4)
+    with pytest.raises(ValueError, match="up to 4"):
+        table.verify_seconds([1] * 5)
+
+
+def test_per_request_costs_at_a_concurrency_share_the_batched_pass():
+    costs = linear_table().at_concurrency(4, [1, 4, 16])
+    assert costs.verify_seconds[16] == pytest.approx((1.0 + 0.1 * 64) / 4)
+    assert costs.ar_seconds == pytest.approx((1.0 + 0.4) / 4)
+    assert costs.draft_seconds[4] == pytest.approx((0.5 + 0.16) / 4)
+
+
+def test_round_trip_and_wrong_kind(tmp_path):
+    table = linear_table()
+    table.save(tmp_path / "b.json")
+    assert BatchCostTable.load(tmp_path / "b.json") == table
+    uniform_costs([1, 4]).save(tmp_path / "c.json")
+    with pytest.raises(ValueError, match="bench batch-latency"):
+        BatchCostTable.load(tmp_path / "c.json")
+
+
+@pytest.fixture(scope="module")
+def tables(trained_pair):
+    decoder = SpeculativeDecoder(*trained_pair, max_new_tokens=30)
+    return [build_replay(decoder, p, [1, 4, 8], max_new_tokens=30)[0] for p in ([4, 7, 5, 9], [8, 7, 9], [3, 3, 8])]
+
+
+def test_one_slot_serves_requests_one_after_another_as_batch_one_replay(tables):
+    batch = linear_table()
+    served = simulate_serving(tables, [lambda: (8, None)] * 3, batch, 1)
+    for i, table in enumerate(tables):
+        cycles = table.simulate(8)
+        assert served.tokens[i] == sum(c.committed for c in cycles) == table.tokens()
+        assert served.seconds[i] == pytest.approx(sum(batch.step_seconds([(8, 8)]) for _ in cycles))
+    assert served.total_seconds == pytest.approx(sum(served.seconds))
+
+
+def test_concurrent_requests_share_steps_and_finish_with_the_same_tokens(tables):
+    batch = linear_table()
+    alone = simulate_serving(tables, [lambda: (4, None)] * 3, batch, 1)
+    together = simulate_serving(tables, [lambda: (4, None)] * 3, batch, 3)
+    assert together.tokens == alone.tokens
+    assert together.total_seconds < alone.total_seconds  # one fixed cost per step instead of three
+    assert together.total_seconds == pytest.approx(sum(together.seconds))
+    assert together.steps == max(len(t.simulate(4)) for t in tables)
+    assert np.all(np.array(together.latency) > 0)
