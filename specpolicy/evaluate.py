@@ -18,7 +18,7 @@ from specpolicy.decoding import DecodeState, SpeculativeDecoder, plain_decode
 from specpolicy.metrics import PolicyResults, PromptResult
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Policy, PromptObservation, check_vocabulary, oracle_label
 from specpolicy.replay_table import ReplayTable
-from specpolicy.serving import simulate_serving
+from specpolicy.serving import ServingResult, simulate_serving
 from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
 
@@ -101,12 +101,13 @@ def replay_plan(policy: Policy, observation: PromptObservation, answers: Answers
     return policy.schedule(observation), policy.verify_rule(observation)
 
 
-def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: BatchCostTable, concurrency: int
-                     ) -> list[PolicyResults]:
+def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: BatchCostTable, concurrency: int,
+                     on_served: Callable[[Policy, ServingResult], object] | None = None) -> list[PolicyResults]:
     """Every policy serving the store's prompts at ``concurrency`` (:func:`~specpolicy.serving.simulate_serving`).
 
     Per request: tokens, its share of the step seconds, and plain AR's time at the same concurrency
-    (a batched one-token step per token). Policies price choices with ``costs.at_concurrency``.
+    (a batched one-token step per token). Policies price choices with ``costs.at_concurrency``;
+    ``on_served(policy, result)`` sees each simulation (every cycle is in ``result.records``).
     """
     for policy in policies:
         check_candidates(policy, store.candidates, store.meta.get("confidence_sizes", []))
@@ -122,6 +123,8 @@ def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: Batch
     for policy in policies:
         plans = [lambda o=o, a=a, p=policy: replay_plan(p, o, a) for o, a in zip(observations, answers)]
         served = simulate_serving(tables, plans, costs, concurrency)
+        if on_served is not None:
+            on_served(policy, served)
         result = PolicyResults(policy.name, f"modelled, concurrency {concurrency}")
         for i, record in enumerate(records):
             result.prompts.append(PromptResult(record.prompt_id, [], served.tau(i), served.tokens[i],

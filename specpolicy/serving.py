@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from specpolicy.batch_costs import BatchCostTable
-from specpolicy.cycles import Schedule, VerifyRule
+from specpolicy.cycles import CycleRecord, Schedule, VerifyRule
 from specpolicy.replay_table import ReplaySession, ReplayTable
 
 Plan = tuple[Schedule, int | VerifyRule | None]
@@ -39,6 +39,8 @@ class ServingResult:
     acceptance: list[int] = field(default_factory=list)
     """per request: the sum of accepted + 1 over its cycles"""
     cycles: list[int] = field(default_factory=list)
+    records: list[CycleRecord] = field(default_factory=list)
+    """every cycle run, in order"""
 
     def tau(self, request: int) -> float:
         """Mean accepted + 1 of one request's cycles."""
@@ -86,6 +88,7 @@ def simulate_serving(tables: Sequence[ReplayTable], plans: Sequence[Callable[[],
             cycle = request.session.step(size, verify)
             cycles.append(cycle)
             actions.append((cycle.block_size, cycle.verify_length))
+        result.records.extend(cycles)
         step = costs.step_seconds(actions)
         clock += step
         result.total_seconds, result.steps = clock, result.steps + 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from specpolicy.cli import bench, compare, convert, generate, policies, sweep, train, zoo
+from specpolicy.cli import bench, compare, convert, export, generate, policies, sweep, train, zoo
 from specpolicy.cli.errors import DEBUG, guard_all
 
 app = typer.Typer(
@@ -32,6 +32,7 @@ app.command("import-blockpilot")(sweep.import_blockpilot)
 app.command("train")(train.train)
 app.command("generate")(generate.generate)
 app.command("convert")(convert.convert)
+app.command("export")(export.export)
 
 
 @app.command("version")
