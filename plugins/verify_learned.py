@@ -1,0 +1,128 @@
+"""A learned verify-length head: the drafter's confidences calibrated into acceptance probabilities.
+
+``verify-head`` drafts ``adaptive``'s block size each cycle and verifies the L with the most expected
+tokens per modelled second, as ``adaptive-verify`` does, but reads P(draft k passes | drafts before it
+passed) from a logistic model instead of the raw confidences. It trains on replay tables that
+recorded confidences (``specpolicy sweep --verify-lengths --confidences ...``), from the features of
+each drafted position: its confidence, the log of the running product, its place in the block and
+the block size. Evaluated in numpy (a few microseconds per cycle).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from specpolicy import skops_io
+from specpolicy.cycles import VerifyRule
+from specpolicy.hookspecs import hookimpl
+from specpolicy.plugins.cycle_rules import AdaptivePolicy
+from specpolicy.plugins.verify_rules import _costs, most_tokens_per_second
+from specpolicy.policy import LearnedPolicy, PromptObservation, TrainingSet
+
+MODEL_NAME = "model.skops"
+SETTINGS_NAME = "verify_head.json"
+
+
+def position_features(confidences: Sequence[float]) -> np.ndarray:
+    """Features of every draft of one block, float32 [B - 1, 5]: confidence, log running product,
+    previous confidence, position / 32, block size / 32."""
+    c = np.clip(np.asarray(confidences, dtype=np.float64), 1e-6, 1.0)
+    n = len(c)
+    block = n + 1
+    previous = np.concatenate([[1.0], c[:-1]]) if n else c
+    return np.stack([c, np.cumsum(np.log(c)), previous, np.arange(1, n + 1) / 32, np.full(n, block / 32)],
+                    axis=1).astype(np.float32) if n else np.zeros((0, 5), np.float32)
+
+
+def training_samples(tables: Sequence) -> tuple[np.ndarray, np.ndarray]:
+    """(features [n, 5], passed [n]) over every drafted position whose earlier drafts all passed."""
+    xs, ys = [], []
+    for table in tables:
+        for size, confidences in table.confidences.items():
+            column = table.candidates.index(size)
+            for i in np.flatnonzero(~np.isnan(confidences[:, 0])):
+                accepted = int(table.accepted[i, column])
+                reached = min(accepted + 1, size - 1)  # positions 1..reached were tested (the first failure too)
+                xs.append(position_features(confidences[i])[:reached])
+                ys.append(np.arange(1, reached + 1) <= accepted)
+    if not xs:
+        raise ValueError("no recorded confidences to learn from; sweep with --verify-lengths --confidences ...")
+    return np.concatenate(xs), np.concatenate(ys).astype(np.int64)
+
+
+class VerifyHeadPolicy(LearnedPolicy, AdaptivePolicy):
+    """``adaptive``'s block size, then the L with the most expected tokens per second under calibrated
+    acceptance probabilities."""
+
+    def __init__(self, candidates: Sequence[int], model: object | None = None) -> None:
+        AdaptivePolicy.__init__(self, candidates)
+        self.model = model
+
+    def confidence_sizes(self) -> set[int]:
+        return {b for b in self.candidates if b > 1}
+
+    def probabilities(self, confidences: Sequence[float]) -> np.ndarray:
+        """P(draft k passes | drafts before it passed) for every draft of the block, [B - 1]."""
+        logits = position_features(confidences) @ self.model.coef_[0] + self.model.intercept_[0]
+        return 1.0 / (1.0 + np.exp(-logits))
+
+    def verify_rule(self, observation: PromptObservation) -> VerifyRule:
+        if self.model is None:
+            raise ValueError("this verify head is untrained; `specpolicy train verify-head --sweep DIR --out FOLDER`")
+        costs = _costs(self, observation)
+        return lambda state, confidences: most_tokens_per_second(
+            self.probabilities(confidences).tolist(), len(confidences) + 1, costs)
+
+    def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0, **_: object) -> dict:
+        """Logistic regression of 'draft passes' on the position features of the training replays."""
+        from sklearn.linear_model import LogisticRegression
+
+        tables = [t for t in (dataset.episodes or []) if t is not None and t.confidences]
+        x, y = training_samples(tables)
+        self.model = LogisticRegression(max_iter=1000, random_state=seed).fit(x, y)
+        summary = {"prompts": len(tables), "samples": len(y), "pass_rate": float(y.mean())}
+        if validation is not None and validation.episodes:
+            vx, vy = training_samples([t for t in validation.episodes if t is not None and t.confidences])
+            summary["validation_log_loss"] = float(_log_loss(vy, self.model.predict_proba(vx)[:, 1]))
+            summary["validation_raw_confidence_log_loss"] = float(_log_loss(vy, vx[:, 0]))
+        return summary
+
+    def save(self, path: str | Path) -> None:
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        skops_io.dump(self.model, folder / MODEL_NAME)
+        (folder / SETTINGS_NAME).write_text(json.dumps({"candidates": list(self.candidates)}))
+
+    @classmethod
+    def load(cls, path: str | Path, candidates: Sequence[int] | None = None) -> VerifyHeadPolicy:
+        folder = Path(path)
+        settings_file = folder / SETTINGS_NAME
+        if not settings_file.exists():
+            raise FileNotFoundError(f"verify head file {settings_file} is missing; train one with "
+                                    "`specpolicy train verify-head --sweep DIR --out FOLDER`")
+        settings = json.loads(settings_file.read_text())
+        return cls(candidates or settings["candidates"], skops_io.safe_load(folder / MODEL_NAME))
+
+
+def _log_loss(y: np.ndarray, p: np.ndarray) -> float:
+    p = np.clip(p, 1e-6, 1 - 1e-6)
+    return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+
+
+def _factory(arg: str | None, candidates: Sequence[int]) -> VerifyHeadPolicy:
+    if not arg:
+        raise ValueError("verify-head needs a trained head: verify-head:FOLDER (train one with "
+                         "`specpolicy train verify-head --sweep DIR --out FOLDER`)")
+    return VerifyHeadPolicy.load(Path(arg).expanduser(), candidates)
+
+
+@hookimpl
+def register_policies(register) -> None:
+    register("verify-head", _factory, per_step=True, learned=True,
+             untrained=lambda candidates, dataset, options: VerifyHeadPolicy(candidates),
+             description="adaptive's B, then the L with the most expected tokens per second under a learned "
+                         "calibration of the drafter's confidences (verify-head:FOLDER)")
