@@ -1,0 +1,61 @@
+"""Tutorial 8: the second knob. Block size B, verify length L, and both, at batch 1 and under load."""
+
+import json
+
+import torch
+from common import SAMPLES, WORKDIR
+
+from specpolicy.data.registry import load_prompts
+from specpolicy.decoding import SpeculativeDecoder
+from specpolicy.evaluate import evaluate_replay, evaluate_serving
+from specpolicy.export import verified_drafts, vllm_config
+from specpolicy.metrics import summarize
+from specpolicy.models import load_pair
+from specpolicy.registry import create_policy
+from specpolicy.sweep.batch_latency import measure_batch_costs
+from specpolicy.sweep.run import SweepSettings, run_sweep
+
+torch.set_num_threads(1)
+CANDIDATES = [1, 2, 4, 8, 12, 16, 24, 32]
+PROMPTS = max(3, SAMPLES // 2)
+
+# 1. A sweep for verify lengths: every anchor a cut block can land on is replayed, and the drafter's
+#    confidence in each draft is recorded for every block size (what verify rules read).
+settings = SweepSettings(dataset="sharegpt", max_samples=PROMPTS, candidates=CANDIDATES, verify_lengths=True,
+                         confidence_sizes=[b for b in CANDIDATES if b > 1])
+store = run_sweep(settings, str(WORKDIR / "sweep-verify"), load_prompts("sharegpt", PROMPTS))
+print(f"sweep: {len(store.done_ids())} held-out prompts x {len(store.candidates)} block sizes, with confidences")
+
+# 2. Policies that choose B, L, or both (see Concepts), and the two oracles.
+names = {"fixed16": "-", "adaptive": "B", "marginal16": "L", "adaptive-verify": "B, L", "oracle-step": "B",
+         "oracle-verify": "B, L"}
+policies = [create_policy(name, CANDIDATES) for name in names]
+
+
+def show(results, title):
+    print(f"\n{title}\n{'policy':<17}{'chooses':>8}{'over AR':>9}{'vs fixed16':>11}{'95% CI':>12}{'gain':>6}")
+    for row in summarize(results, baseline="fixed16", oracle="oracle-verify"):
+        low, high = row.vs_baseline_ci95
+        print(f"{row.policy:<17}{names[row.policy]:>8}{row.speedup:>8.2f}x{row.vs_baseline:>10.2f}x"
+              f"{low:>6.2f}-{high:<5.2f}{row.gain_share:>6.2f}")
+
+
+# 3. Batch 1: one request at a time, priced with the sweep's own cost table (modelled time).
+show(evaluate_replay(store, policies), "batch 1 (modelled; gain = share of oracle-verify's gain over fixed16)")
+
+# 4. Under load: measure what batched passes cost here, then serve 8 requests at a time.
+pair = load_pair("tiny", "tiny", "float32", "cpu")
+batch = measure_batch_costs(SpeculativeDecoder(pair.target, pair.drafter), range(1, 9), [1, 2, 4, 8, 16, 32],
+                            repeats=7 if SAMPLES >= 24 else 3)
+batch.save(WORKDIR / "batch-costs.json")
+print(f"\ntarget pass, batch 8: {1e3 * batch.verify[8][1]:.0f} ms for 1 token each, "
+      f"{1e3 * batch.verify[8][16]:.0f} ms for 16 each (batch 1: {1e3 * batch.verify[1][1]:.0f} / "
+      f"{1e3 * batch.verify[1][16]:.0f} ms)")
+show(evaluate_serving(store, policies, batch, 8), "concurrency 8 (modelled serving simulation)")
+
+# 5. What an engine can run: the policy's verified drafts per concurrency, as vLLM's Dynamic SD table.
+drafts = {}
+for concurrency in (1, 2, 4, 8):
+    evaluate_serving(store, [create_policy("adaptive-verify", CANDIDATES)], batch, concurrency,
+                     on_served=lambda _, served, c=concurrency: drafts.__setitem__(c, verified_drafts(served.records)))
+print("\nvLLM speculative_config:", json.dumps(vllm_config(drafts, "z-lab/Qwen3-8B-DFlash-b16")))
