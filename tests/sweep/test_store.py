@@ -149,7 +149,8 @@ def test_a_record_with_tau_above_its_block_size_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize(("key", "value"), [("dtype", "bfloat16"), ("max_prompt_tokens", 64), ("device", "cuda"),
-                                            ("dataset_sha256", "0123")])
+                                            ("dataset_sha256", "0123"), ("verify_lengths", True),
+                                            ("confidence_sizes", [16])])
 def test_resume_with_a_setting_that_changes_results_is_refused(tmp_path, key, value):
     meta = {**META, "dtype": "float32", "max_prompt_tokens": 256, "device": "cpu", "dataset_sha256": "abcd"}
     _open(tmp_path / "s", meta)
