@@ -38,14 +38,20 @@ def test_marginal_rule_maximises_expected_tokens_per_second(confidences, per_tok
 
 
 def _brute_force(table, costs, position, produced):
-    """The fewest modelled seconds over every (B, L) schedule from ``position``."""
-    best = float("inf")
-    for size in SIZES:
-        for length in range(1, size + 1):
-            cycle, nxt, made, done = table.cycle(position, produced, size, length)
-            rest = 0.0 if done else _brute_force(table, costs, nxt, made)
-            best = min(best, costs.cycles_seconds([cycle]) + rest)
-    return best
+    """The fewest modelled seconds over every (B, L) schedule from ``position`` (every schedule is tried;
+    the best finish from a (position, produced) state is remembered, as the future depends on nothing else)."""
+    import functools
+
+    @functools.cache
+    def best(position, produced):
+        options = []
+        for size in SIZES:
+            for length in range(1, size + 1):
+                cycle, nxt, made, done = table.cycle(position, produced, size, length)
+                options.append(costs.cycles_seconds([cycle]) + (0.0 if done else best(nxt, made)))
+        return min(options)
+
+    return best(position, produced)
 
 
 def _follow(table, plan):
