@@ -38,14 +38,16 @@ def verified_drafts(cycles: Sequence[CycleRecord]) -> int:
 
 
 def vllm_schedule(drafts_by_batch: Mapping[int, int]) -> list[list[int]]:
-    """``{batch size: K}`` -> vLLM's ``[[start_bs, end_bs, K], ...]``, runs of equal K merged."""
+    """``{batch size: K}`` -> vLLM's ``[[start_bs, end_bs, K], ...]``: each simulated batch size's K holds up to
+    the next simulated one, and runs of equal K merge."""
+    sizes = sorted(drafts_by_batch)
     ranges: list[list[int]] = []
-    for batch in sorted(drafts_by_batch):
+    for batch, end in zip(sizes, [*(b - 1 for b in sizes[1:]), sizes[-1]]):
         k = drafts_by_batch[batch]
-        if ranges and ranges[-1][2] == k and ranges[-1][1] == batch - 1:
-            ranges[-1][1] = batch
+        if ranges and ranges[-1][2] == k:
+            ranges[-1][1] = end
         else:
-            ranges.append([batch, batch, k])
+            ranges.append([batch, end, k])
     return ranges
 
 

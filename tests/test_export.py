@@ -14,7 +14,8 @@ from specpolicy.export import sglang_args, verified_drafts, vllm_config, vllm_sc
     ({1: 15}, [[1, 1, 15]]),
     ({1: 7, 2: 7, 3: 3, 4: 3, 5: 0}, [[1, 2, 7], [3, 4, 3], [5, 5, 0]]),
     ({1: 3, 2: 1, 3: 3}, [[1, 1, 3], [2, 2, 1], [3, 3, 3]]),
-    ({1: 3, 4: 3}, [[1, 1, 3], [4, 4, 3]]),  # a gap in the batch sizes is not bridged
+    ({1: 3, 4: 3}, [[1, 4, 3]]),  # K holds from one simulated batch size up to the next
+    ({1: 7, 4: 3, 8: 0}, [[1, 3, 7], [4, 7, 3], [8, 8, 0]]),
 ])
 def test_vllm_schedule_merges_runs_of_equal_drafts(drafts, ranges):
     assert vllm_schedule(drafts) == ranges
