@@ -30,6 +30,13 @@ def test_tutorial_runs(script, tmp_path):
         per_prompt = [v for k, v in speed.items() if k.startswith("fixed") or k in ("linucb", "ppo")]
         assert speed["oracle"] >= max(per_prompt)  # the per-prompt time oracle bounds every per-prompt policy
         assert speed["oracle-step"] >= max(speed.values())  # the per-cycle optimum bounds them all
+    if script == "t7_verify_length.py":  # in each table the (B, L) oracle bounds every policy
+        tables = result.stdout.split("\npolicy")[1:]
+        assert len(tables) == 2
+        for table in tables:
+            speed = {line.split()[0]: float(line.split()[-4].rstrip("x")) for line in table.splitlines()[1:7]}
+            assert speed["oracle-verify"] >= max(speed.values()) - 1e-9
+            assert speed["oracle-verify"] >= speed["oracle-step"]
     if script == "t6_hf_generate.py":  # both DFlash loops must reproduce greedy decoding
         assert "same output as greedy: True True" in result.stdout.splitlines()
     captured = OUTPUT / script.replace(".py", ".txt")
