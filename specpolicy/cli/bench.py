@@ -177,6 +177,41 @@ def batch_latency(
         stderr.print(f"batch cost table saved to {out}")
 
 
+@app.command("verify")
+def verify(
+    policies: str = typer.Option("threshold,marginal16,adaptive-verify", help="policies with verify rules"),
+    prompts: int = typer.Option(8, min=1, help="held-out prompts"),
+    candidates: str = typer.Option("1,2,4,8,16,32", help="block sizes the replay records"),
+    max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
+    threads: int = ThreadsOption,
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format"),
+) -> None:
+    """(B, L) replay against live decoding, cycle for cycle, for policies that choose verify lengths."""
+    from specpolicy.bench.verify import bench_verify
+    from specpolicy.cli.progress import progress_bar
+    from specpolicy.cli.sweep import parse_candidates
+    from specpolicy.data.prompts import encode_prompts
+    from specpolicy.data.registry import load_prompts
+    from specpolicy.decoding import SpeculativeDecoder
+    from specpolicy.models import load_pair
+    from specpolicy.registry import get_registry
+    from specpolicy.sweep.latency import cached_costs, pin_threads
+
+    sizes = parse_candidates(candidates)
+    built = [get_registry().create(name.strip(), sizes) for name in policies.split(",") if name.strip()]
+    pin_threads(threads)
+    pair = load_pair("tiny", "tiny", "float32", "cpu")
+    ids = encode_prompts(pair.tokenizer, load_prompts("sharegpt", prompts, 0), max_tokens=MAX_PROMPT_TOKENS)
+    decoder = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=max_new_tokens)
+    costs = cached_costs(decoder, sizes, pair.metadata(), stderr.print)
+    with progress_bar("bench verify", len(ids)) as update:
+        results = bench_verify(decoder, ids, sizes, built, costs, max_new_tokens, on_prompt=update)
+    emit([r.row() for r in results], fmt, title=f"(B, L) replay vs live: {len(ids)} held-out prompts, T = 0")
+    for result in results:
+        for note in result.notes:
+            stderr.print(f"{result.policy}: {note}")
+
+
 @app.command("hf")
 def hf_loop(
     policies: str = typer.Option("fixed16,blockpilot-guard", help="comma-separated policy names"),

@@ -1,0 +1,70 @@
+"""``specpolicy bench verify``: (B, L) replay against live decoding, cycle for cycle, per policy.
+
+Each held-out prompt gets one ``--verify-lengths`` replay with confidences; each policy then decodes
+it live (its block sizes and verify rule run on the models) and in replay (reading the recorded
+confidences), and every cycle's block size, verify length, accepted drafts and committed tokens are
+compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from specpolicy.arrays import to_numpy
+from specpolicy.costs import CostTable
+from specpolicy.decoding import SpeculativeDecoder
+from specpolicy.evaluate import live_schedule, live_verify, replay_plan
+from specpolicy.policy import Answers, Policy, PromptObservation
+from specpolicy.sweep.replay import build_replay
+
+
+@dataclass
+class VerifyAgreement:
+    """One policy over every prompt: cycles compared and equal, and the first differences."""
+
+    policy: str
+    compared: int = 0
+    agreeing: int = 0
+    cut: int = 0
+    """cycles whose verify length was below their block size"""
+    notes: list[str] = field(default_factory=list)
+
+    def row(self) -> dict[str, str]:
+        share = 100 * self.agreeing / max(1, self.compared)
+        return {"policy": self.policy, "cycles equal": f"{self.agreeing}/{self.compared} = {share:.1f}%",
+                "cut blocks (L < B)": str(self.cut)}
+
+
+def _rows(cycles) -> list[tuple[int, int, int, int]]:
+    return [(c.block_size, c.verify_length, c.accepted, c.committed) for c in cycles]
+
+
+def bench_verify(decoder: SpeculativeDecoder, prompts: Sequence[list[int]], candidates: Sequence[int],
+                 policies: Sequence[Policy], costs: CostTable, max_new_tokens: int,
+                 on_prompt: Callable[[int], object] | None = None) -> list[VerifyAgreement]:
+    """Compare every policy's live and replayed cycles on every prompt (see the module docstring)."""
+    drafted = [b for b in candidates if b > 1]
+    results = [VerifyAgreement(p.name) for p in policies]
+    for n, ids in enumerate(prompts):
+        table, trace = build_replay(decoder, ids, candidates, max_new_tokens=max_new_tokens, verify_lengths=True,
+                                    confidence_sizes=drafted)
+        logits = to_numpy(trace.prefill_logits.float())
+        for policy, result in zip(policies, results):
+            live = decoder.generate(ids, live_schedule(policy, "bench", len(ids), costs),
+                                    verify=live_verify(policy, "bench", len(ids), costs), max_new_tokens=max_new_tokens)
+            observation = PromptObservation(logits, len(ids), "bench", costs)
+            schedule, verify = replay_plan(policy, observation, Answers(table.taus(), table))
+            replayed = table.simulate(schedule, trace.prefill_logits, verify)
+            a, b = _rows(live.cycles), _rows(replayed)
+            same = sum(x == y for x, y in zip(a, b))
+            result.compared += max(len(a), len(b))
+            result.agreeing += same
+            result.cut += sum(c.verify_length < c.block_size for c in live.cycles)
+            if a != b and len(result.notes) < 5:
+                first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+                result.notes.append(f"prompt {n} cycle {first}: live {a[first:first + 1]} vs "
+                                    f"replay {b[first:first + 1]}")
+        if on_prompt:
+            on_prompt(n + 1)
+    return results
