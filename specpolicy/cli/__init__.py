@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from specpolicy.cli import bench, compare, convert, export, generate, policies, sweep, train, zoo
+from specpolicy.cli import bench, bench_knobs, compare, convert, export, generate, policies, sweep, train, zoo
 from specpolicy.cli.errors import DEBUG, guard_all
 
 app = typer.Typer(
@@ -23,6 +23,9 @@ def options(debug: bool = typer.Option(False, "--debug", help="show the tracebac
     DEBUG["on"] = DEBUG["on"] or debug
 
 
+bench.app.command("batch-latency")(bench_knobs.batch_latency)
+bench.app.command("verify")(bench_knobs.verify)
+bench.app.command("hf")(bench_knobs.hf_loop)
 app.add_typer(bench.app, name="bench")
 app.add_typer(zoo.app, name="zoo")
 app.command("compare")(compare.compare)
