@@ -15,27 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specpolicy.costs import CostTable
-from specpolicy.cycles import VerifyRule
+from specpolicy.cycles import VerifyRule, confident_prefix
 from specpolicy.hookspecs import hookimpl
 from specpolicy.plugins.cycle_rules import AdaptivePolicy, _start
 from specpolicy.policy import Answers, Policy, PromptObservation
 
 DEFAULT_THRESHOLD = 0.3
-
-
-def confident_prefix(confidences: Sequence[float], threshold: float) -> int:
-    """L = 1 + the drafts whose running product of confidences stays >= ``threshold``.
-
-    >>> confident_prefix([0.9, 0.8, 0.2, 0.9], 0.5)
-    3
-    """
-    running, length = 1.0, 1
-    for confidence in confidences:
-        running *= confidence
-        if running < threshold:
-            break
-        length += 1
-    return length
 
 
 def most_tokens_per_second(confidences: Sequence[float], block_size: int, costs: CostTable) -> int:

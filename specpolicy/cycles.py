@@ -89,6 +89,21 @@ def check_verify_length(verify_length: object, block_size: int) -> int:
     return int(verify_length)
 
 
+def confident_prefix(confidences: Sequence[float], threshold: float) -> int:
+    """L = 1 + the drafts whose running product of confidences stays >= ``threshold`` (0: verify all).
+
+    >>> confident_prefix([0.9, 0.8, 0.2, 0.9], 0.5)
+    3
+    """
+    running, length = 1.0, 1
+    for confidence in confidences:
+        running *= confidence
+        if running < threshold:
+            break
+        length += 1
+    return length
+
+
 def check_temperature(temperature: float, name: str = "temperature") -> float:
     """``temperature`` when it is a finite number >= 0 (0 = greedy), else a ValueError naming ``name``."""
     if not 0 <= temperature < float("inf"):

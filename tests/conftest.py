@@ -94,3 +94,17 @@ def replay_store(test_zoo, prompt_file, tmp_path_factory):
                              max_samples=None, target=str(target), drafter=str(drafter))
     out = tmp_path_factory.mktemp("sweeps") / "replay"
     return run_sweep(settings, str(out), load_prompts(str(prompt_file)))
+
+
+@pytest.fixture(scope="session")
+def verify_store(test_zoo, prompt_file, tmp_path_factory):
+    """A ``--verify-lengths`` replay sweep with confidences over the 8 test prompts, candidates 1, 2, 4, 8."""
+    from specpolicy.data.registry import load_prompts
+    from specpolicy.sweep.run import SweepSettings, run_sweep
+
+    target, drafter = test_zoo
+    settings = SweepSettings(dataset=str(prompt_file), candidates=[1, 2, 4, 8], max_new_tokens=24, max_samples=None,
+                             target=str(target), drafter=str(drafter), verify_lengths=True,
+                             confidence_sizes=[2, 4, 8])
+    out = tmp_path_factory.mktemp("sweeps") / "verify"
+    return run_sweep(settings, str(out), load_prompts(str(prompt_file)))

@@ -249,3 +249,32 @@ def test_linucb_learns_per_cycle_on_the_step_env_and_runs_as_a_per_cycle_policy(
     assert cycles and all(c.block_size in env.candidates for c in cycles)
     with pytest.raises(ValueError, match="reward='time'"):
         agent.learn_cycles(gym.make("specpolicy/BlockSizeStep-v0").unwrapped, episodes=1)
+
+
+def test_step_env_with_verify_thresholds_cuts_blocks_and_replays_exactly(verify_store):
+
+    from specpolicy.cycles import confident_prefix
+    from specpolicy.envs.block_size_step import BlockSizeStepEnv
+
+    env = BlockSizeStepEnv(sweep=verify_store.path, reward="seconds", verify_thresholds=(0.0, 0.3, 0.9))
+    check_env(env, skip_render_check=True)
+    assert env.action_space.nvec.tolist() == [4, 3] and env.observation_space.shape == (23,)
+    observation, info = env.reset(seed=0, options={"prompt_index": 0})
+    table = env.data.tables[0]
+    cycles, done = [], False
+    while not done:
+        observation, reward, done, _, info = env.step([3, 2])  # B = 8, threshold 0.9
+        cycles.append((info["block_size"], info["verify_length"], info["accepted"]))
+        assert reward < 0 and observation.shape == (23,)
+    expected = table.simulate(8, verify=lambda state, confidences: confident_prefix(confidences, 0.9))
+    assert cycles == [(c.block_size, c.verify_length, c.accepted) for c in expected]
+    assert any(length < size for size, length, _ in cycles)
+
+
+def test_step_env_verify_thresholds_need_recorded_confidences(replay_store):
+    from specpolicy.envs.block_size_step import BlockSizeStepEnv
+
+    with pytest.raises(ValueError, match="--verify-lengths --confidences"):
+        BlockSizeStepEnv(sweep=replay_store.path, verify_thresholds=(0.0, 0.5))
+    with pytest.raises(ValueError, match="probabilities"):
+        BlockSizeStepEnv(sweep=replay_store.path, verify_thresholds=(1.5,))
