@@ -89,6 +89,18 @@ def check_verify_length(verify_length: object, block_size: int) -> int:
     return int(verify_length)
 
 
+def resolve_verify_length(verify: int | VerifyRule | None, state: DecodeState, block_size: int,
+                          confidences: Callable[[], Sequence[float]]) -> int:
+    """L for a cycle of ``block_size``: B by default, a fixed L (capped at B), or the rule's pick (checked to
+    lie in 1..B) from ``confidences()``, which is not called for a rule with ``reads_confidences = False``."""
+    if verify is None:
+        return block_size
+    if not callable(verify):
+        return min(check_block_size(verify), block_size)
+    read = confidences() if getattr(verify, "reads_confidences", True) else []
+    return check_verify_length(verify(state, read), block_size)
+
+
 def confident_prefix(confidences: Sequence[float], threshold: float) -> int:
     """L = 1 + the drafts whose running product of confidences stays >= ``threshold`` (0: verify all).
 

@@ -22,7 +22,7 @@ from specpolicy.serving import ServingResult, simulate_serving
 from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
 
-__all__ = ["PolicyResults", "PromptResult", "check_candidates", "evaluate_live", "evaluate_replay", "live_schedule",
+__all__ = ["PolicyResults", "PromptResult", "check_candidates", "evaluate_live", "evaluate_replay", "live_plan",
            "oracle_block_size"]
 
 
@@ -152,39 +152,34 @@ def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, 
     return PromptResult(prompt_id, sizes, tau, tokens, seconds, ar_seconds, oracle)
 
 
-def live_schedule(policy: Policy, prompt_id: str, prompt_length: int, costs: CostTable | None = None
-                  ) -> Callable[[DecodeState], int]:
-    """A decoder callback running ``policy`` live: per-prompt policies decide once, from the prefill logits."""
-    chosen: dict[str, int | Callable[[DecodeState], int]] = {}
+def live_plan(policy: Policy, prompt_id: str, prompt_length: int, costs: CostTable | None = None
+              ) -> tuple[Callable[[DecodeState], int], VerifyRule | None]:
+    """The decoder callbacks running ``policy`` live: its block size before every cycle and its verify
+    rule after every draft (``None`` for policies that verify whole blocks). Both read one
+    observation, made from the prefill logits at the first cycle; per-prompt policies decide once."""
+    made: dict[str, object] = {}
+
+    def observation(state: DecodeState) -> PromptObservation:
+        if "observation" not in made:
+            logits = to_numpy(state.prefill_logits)
+            made["observation"] = PromptObservation(logits, prompt_length, prompt_id, costs=costs)
+        return made["observation"]
 
     def choose(state: DecodeState) -> int:
-        if "schedule" not in chosen:
-            logits = to_numpy(state.prefill_logits)
-            chosen["schedule"] = policy.schedule(PromptObservation(logits, prompt_length, prompt_id, costs=costs))
-        schedule = chosen["schedule"]
+        if "schedule" not in made:
+            made["schedule"] = policy.schedule(observation(state))
+        schedule = made["schedule"]
         return schedule if isinstance(schedule, int) else schedule(state)
 
-    return choose
-
-
-def live_verify(policy: Policy, prompt_id: str, prompt_length: int, costs: CostTable | None = None
-                ) -> VerifyRule | None:
-    """A decoder verify rule running ``policy``'s :meth:`~specpolicy.policy.Policy.verify_rule` live
-    (``None`` for policies that verify whole blocks)."""
-    if type(policy).verify_rule is Policy.verify_rule:
-        return None
-    chosen: dict[str, int | VerifyRule | None] = {}
-
-    def verify(state: DecodeState, confidences) -> int:
-        if "rule" not in chosen:
-            logits = to_numpy(state.prefill_logits)
-            chosen["rule"] = policy.verify_rule(PromptObservation(logits, prompt_length, prompt_id, costs=costs))
-        rule = chosen["rule"]
+    def verify(state: DecodeState, confidences: Sequence[float]) -> int:
+        if "rule" not in made:
+            made["rule"] = policy.verify_rule(observation(state))
+        rule = made["rule"]
         if rule is None:
-            return max(1, len(confidences) + 1)
+            return len(confidences) + 1
         return rule if isinstance(rule, int) else rule(state, confidences)
 
-    return verify
+    return choose, (None if type(policy).verify_rule is Policy.verify_rule else verify)
 
 
 def evaluate_live(
@@ -212,8 +207,7 @@ def evaluate_live(
             if which is None:
                 traces[which] = plain_decode(decoder, ids, seed=seed)
             else:
-                schedule = live_schedule(policies[which], prompt_id, len(ids), costs)
-                verify = live_verify(policies[which], prompt_id, len(ids), costs)
+                schedule, verify = live_plan(policies[which], prompt_id, len(ids), costs)
                 traces[which] = decoder.generate(ids, schedule, verify=verify, seed=seed)
         ar = traces[None]
         for i, result in enumerate(results):

@@ -20,9 +20,9 @@ from specpolicy.cycles import (
     Schedule,
     VerifyRule,
     check_block_size,
-    check_verify_length,
     commit_tokens,
     mean_acceptance,
+    resolve_verify_length,
     run_schedule,
 )
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
@@ -191,12 +191,8 @@ class ReplaySession:
         if self.done:
             raise RuntimeError("the replayed decode has ended; start a new session")
         size = check_block_size(block_size)
-        if callable(verify):
-            reads = getattr(verify, "reads_confidences", True)  # a plan by position (an oracle's) reads none
-            confidences = self.table.block_confidences(self.position, size) if reads else []
-            length = check_verify_length(verify(self.state, confidences), size)
-        else:
-            length = size if verify is None else min(check_block_size(verify), size)
+        length = resolve_verify_length(verify, self.state, size,
+                                       lambda: self.table.block_confidences(self.position, size))
         cycle, self.position, produced, self.done = self.table.cycle(self.position, self.state.generated, size,
                                                                      length)
         self.cycles.append(cycle)

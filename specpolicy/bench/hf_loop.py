@@ -134,14 +134,13 @@ def _runs(decoder, target, assistant, policy: Policy | int, ids: list[int], inpu
     """The loops one policy runs on one prompt: specpolicy's, generate() with the policy, and (fixed B)
     transformers' own DFlash generator."""
     from specpolicy import hf
-    from specpolicy.evaluate import live_schedule, live_verify
+    from specpolicy.evaluate import live_plan
 
-    schedule = policy if isinstance(policy, int) else None
     def ours():
-        if schedule is not None:
-            return decoder.generate(ids, schedule)
-        return decoder.generate(ids, live_schedule(policy, "bench", len(ids), costs),
-                                verify=live_verify(policy, "bench", len(ids), costs))
+        if isinstance(policy, int):
+            return decoder.generate(ids, policy)
+        schedule, verify = live_plan(policy, "bench", len(ids), costs)
+        return decoder.generate(ids, schedule, verify=verify)
 
     runs = [("ours", ours),
             ("theirs", lambda: hf.generate(target, assistant, policy, costs=costs, **inputs))]

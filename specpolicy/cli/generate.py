@@ -37,7 +37,7 @@ def generate(
     print the text, then the block sizes, tau and tokens/s on stderr."""
     from specpolicy.data.prompts import Prompt, encode_prompt
     from specpolicy.decoding import SpeculativeDecoder
-    from specpolicy.evaluate import live_schedule
+    from specpolicy.evaluate import live_plan
     from specpolicy.models import load_pair
     from specpolicy.models.loading import target_vocab_size
     from specpolicy.policy import check_vocabulary
@@ -62,7 +62,7 @@ def generate(
     decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=temperature, max_new_tokens=max_new_tokens,
                                  draft_sampling=draft_sampling)
     costs = cached_costs(decoder, chosen.candidates, pair.metadata(), stderr.print) if chosen is not None else None
-    schedule = block_size if chosen is None else live_schedule(chosen, "cli", len(ids), costs)
+    schedule = block_size if chosen is None else live_plan(chosen, "cli", len(ids), costs)[0]
     try:
         trace = decoder.generate(ids, schedule, seed=seed)
     except ValueError as exc:

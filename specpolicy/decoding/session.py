@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from specpolicy.cycles import CycleRecord, VerifyRule, check_block_size, check_verify_length, commit_tokens
+from specpolicy.cycles import CycleRecord, VerifyRule, check_block_size, commit_tokens, resolve_verify_length
 from specpolicy.decoding.sampling import PositionalUniforms, draft_confidences
 from specpolicy.decoding.trace import DecodeTrace
 from specpolicy.models.target import crop_cache, new_cache, target_forward
@@ -91,7 +91,7 @@ class DecodeSession:
             if size < 1:
                 return self._finish(CycleRecord(check_block_size(block_size), 0, 0), "context")
         draft, draft_probs, draft_seconds = self._draft(start, size, record=callable(verify))
-        length = self._verify_length(verify, size)
+        length = resolve_verify_length(verify, self.state, size, lambda: self.confidences[-1] if size > 1 else [])
         draft, draft_probs = draft[: length - 1], None if draft_probs is None else draft_probs[: length - 1]
         accepted, next_token, verify_seconds = self._verify(start, length, draft, draft_probs)
         # 5. Commit accepted drafts + the target's next token; 6. stop on a stop token or the budget.
@@ -101,14 +101,6 @@ class DecodeSession:
         cycle = CycleRecord(size, accepted, len(new_tokens), draft_seconds, verify_seconds,
                             length if length < size else 0)
         return self._finish(cycle, reason)
-
-    def _verify_length(self, verify: int | VerifyRule | None, size: int) -> int:
-        """L for this cycle: B by default, a fixed L (capped at B), or the rule's pick from the confidences."""
-        if verify is None:
-            return size
-        if callable(verify):
-            return check_verify_length(verify(self.state, self.confidences[-1] if size > 1 else []), size)
-        return min(check_block_size(verify), size)
 
     def _finish(self, cycle: CycleRecord, reason: str) -> CycleRecord:
         if cycle.committed:

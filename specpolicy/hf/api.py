@@ -55,10 +55,9 @@ def _choices(policy: Policy | int, costs: CostTable | None, prompt_id: str
     """prompt length -> (the policy's B callback, its verify rule or ``None``)."""
     if isinstance(policy, int):
         return lambda prompt_length: ((lambda state: policy), None)
-    from specpolicy.evaluate import live_schedule, live_verify
+    from specpolicy.evaluate import live_plan
 
-    return lambda prompt_length: (live_schedule(policy, prompt_id, prompt_length, costs),
-                                  live_verify(policy, prompt_id, prompt_length, costs))
+    return lambda prompt_length: live_plan(policy, prompt_id, prompt_length, costs)
 
 
 class Attachment:

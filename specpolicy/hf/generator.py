@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from transformers.generation.candidate_generator import DFlashTokenCandidateGenerator
 
-from specpolicy.cycles import CycleRecord, VerifyRule, check_block_size, check_verify_length
+from specpolicy.cycles import CycleRecord, VerifyRule, check_block_size, resolve_verify_length
 from specpolicy.decoding.sampling import draft_confidences
 from specpolicy.models.target import cache_kwarg
 from specpolicy.state import DecodeState
@@ -77,8 +77,9 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
         logits = self._draft(input_ids, model_kwargs, start, size)
         candidate_ids = self._pick(input_ids, logits)
         if self.verify is not None:  # the second knob: the target checks only the first L - 1 drafts
-            confidences, _ = draft_confidences(logits[0], candidate_ids[0, input_ids.shape[1]:])
-            self.length = check_verify_length(self.verify(self.state, confidences), size)
+            drafts = candidate_ids[0, input_ids.shape[1]:]
+            self.length = resolve_verify_length(self.verify, self.state, size,
+                                                lambda: draft_confidences(logits[0], drafts)[0])
             keep = input_ids.shape[1] + self.length - 1
             candidate_ids, logits = candidate_ids[:, :keep], logits[:, : self.length - 1]
         self.candidates = candidate_ids[0, input_ids.shape[1]:]
