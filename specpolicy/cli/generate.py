@@ -62,9 +62,9 @@ def generate(
     decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=temperature, max_new_tokens=max_new_tokens,
                                  draft_sampling=draft_sampling)
     costs = cached_costs(decoder, chosen.candidates, pair.metadata(), stderr.print) if chosen is not None else None
-    schedule = block_size if chosen is None else live_plan(chosen, "cli", len(ids), costs)[0]
+    schedule, verify = (block_size, None) if chosen is None else live_plan(chosen, "cli", len(ids), costs)
     try:
-        trace = decoder.generate(ids, schedule, seed=seed)
+        trace = decoder.generate(ids, schedule, verify=verify, seed=seed)
     except ValueError as exc:
         raise fail(str(exc)) from exc
     stdout.print(pair.tokenizer.decode(trace.output_ids, skip_special_tokens=True), markup=False, highlight=False)
