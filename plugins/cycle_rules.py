@@ -128,6 +128,14 @@ def expected_tokens(alpha: float, block_size: int) -> float:
     return (1 - alpha**block_size) / (1 - alpha)
 
 
+def required_costs(policy: Policy, observation: PromptObservation) -> CostTable:
+    """The observation's cost table, or a ValueError naming the cost-aware ``policy`` and where to get one."""
+    if observation.costs is None:
+        raise ValueError(f"{policy.name} is cost-aware and needs the machine's cost table; evaluate it from a sweep "
+                         "with latency.json or live (compare measures one), or pass costs in the observation")
+    return observation.costs
+
+
 class AdaptivePolicy(Policy):
     """Cost-aware per-cycle choice: the most expected tokens per modelled second, re-probing after AR."""
 
@@ -148,10 +156,7 @@ class AdaptivePolicy(Policy):
         return max(drafted, key=lambda b: (expected_tokens(alpha, b) / costs.cycle_seconds(b), -b))
 
     def step(self, state: DecodeState, observation: PromptObservation) -> int:
-        costs = observation.costs
-        if costs is None:
-            raise ValueError(f"{self.name} is cost-aware and needs the machine's cost table; evaluate it from a sweep "
-                             "with latency.json or live (compare measures one), or pass costs in the observation")
+        costs = required_costs(self, observation)
         if not state.block_size_history:
             return self.start
 

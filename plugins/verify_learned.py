@@ -19,8 +19,8 @@ import numpy as np
 from specpolicy import skops_io
 from specpolicy.cycles import VerifyRule
 from specpolicy.hookspecs import hookimpl
-from specpolicy.plugins.cycle_rules import AdaptivePolicy
-from specpolicy.plugins.verify_rules import _costs, most_tokens_per_second
+from specpolicy.plugins.cycle_rules import AdaptivePolicy, required_costs
+from specpolicy.plugins.verify_rules import most_tokens_per_second
 from specpolicy.policy import LearnedPolicy, PromptObservation, TrainingSet
 
 MODEL_NAME = "model.skops"
@@ -73,7 +73,7 @@ class VerifyHeadPolicy(LearnedPolicy, AdaptivePolicy):
     def verify_rule(self, observation: PromptObservation) -> VerifyRule:
         if self.model is None:
             raise ValueError("this verify head is untrained; `specpolicy train verify-head --sweep DIR --out FOLDER`")
-        costs = _costs(self, observation)
+        costs = required_costs(self, observation)
         return lambda state, confidences: most_tokens_per_second(
             self.probabilities(confidences).tolist(), len(confidences) + 1, costs)
 

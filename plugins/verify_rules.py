@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from specpolicy.costs import CostTable
 from specpolicy.cycles import VerifyRule, confident_prefix
 from specpolicy.hookspecs import hookimpl
-from specpolicy.plugins.cycle_rules import AdaptivePolicy, _start
+from specpolicy.plugins.cycle_rules import AdaptivePolicy, _start, required_costs
 from specpolicy.policy import Answers, Policy, PromptObservation
 
 DEFAULT_THRESHOLD = 0.3
@@ -42,13 +42,6 @@ def _largest(candidates: Sequence[int], arg: str | None) -> int:
             raise ValueError(f"the argument is the drafted block size, one of {list(candidates)}; got {arg!r}")
         return int(arg)
     return max(candidates)
-
-
-def _costs(policy: Policy, observation: PromptObservation) -> CostTable:
-    if observation.costs is None:
-        raise ValueError(f"{policy.name} is cost-aware and needs the machine's cost table; evaluate it from a sweep "
-                         "with latency.json or live (compare measures one), or pass costs in the observation")
-    return observation.costs
 
 
 class ThresholdPolicy(Policy):
@@ -82,7 +75,7 @@ class MarginalPolicy(ThresholdPolicy):
     """Draft a fixed B every cycle; verify the L with the most expected tokens per modelled second."""
 
     def verify_rule(self, observation: PromptObservation) -> VerifyRule:
-        return marginal_rule(_costs(self, observation))
+        return marginal_rule(required_costs(self, observation))
 
 
 class AdaptiveVerifyPolicy(AdaptivePolicy):
@@ -92,7 +85,7 @@ class AdaptiveVerifyPolicy(AdaptivePolicy):
         return {b for b in self.candidates if b > 1}
 
     def verify_rule(self, observation: PromptObservation) -> VerifyRule:
-        return marginal_rule(_costs(self, observation))
+        return marginal_rule(required_costs(self, observation))
 
 
 class VerifyOraclePolicy(Policy):

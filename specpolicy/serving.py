@@ -81,15 +81,13 @@ def simulate_serving(tables: Sequence[ReplayTable], plans: Sequence[Callable[[],
             if session.done:  # finished by prefill: no cycle
                 continue
             active.append(_Active(i, session, plans[i](), clock))
-        actions, cycles = [], []
+        cycles = []
         for request in active:
             schedule, verify = request.plan
             size = schedule if isinstance(schedule, int) else schedule(request.session.state)
-            cycle = request.session.step(size, verify)
-            cycles.append(cycle)
-            actions.append((cycle.block_size, cycle.verify_length))
+            cycles.append(request.session.step(size, verify))
         result.records.extend(cycles)
-        step = costs.step_seconds(actions)
+        step = costs.step_seconds([(c.block_size, c.verify_length) for c in cycles])
         clock += step
         result.total_seconds, result.steps = clock, result.steps + 1
         for request, cycle in zip(active, cycles):
