@@ -1,9 +1,11 @@
 """One cycle at a time: the cycle record, the protocol every decode source follows, and the loop.
 
 Live decoding (:class:`~specpolicy.decoding.session.DecodeSession`), exact replay
-(:class:`~specpolicy.replay_table.ReplaySession`) and the step environment all drive a
+(:class:`~specpolicy.replay_table.ReplaySession`) and the step environments all drive a
 :class:`CycleSource`: read :attr:`CycleSource.state`, pick a block size, call
 :meth:`CycleSource.step`, until :attr:`CycleSource.done`. :func:`run_schedule` is that loop.
+A cycle also runs in two halves, ``draft(B)`` (returns the :class:`DraftedBlock`) then
+``verify(L)``, for callers that choose L after seeing the block: ``step`` is exactly those two calls.
 No torch here: policies and environments import it freely.
 """
 
@@ -52,6 +54,21 @@ class CycleRecord:
         return self.accepted + 1
 
 
+@dataclass(frozen=True)
+class DraftedBlock:
+    """What the drafter proposed this cycle, before the target verifies any of it.
+
+    ``block_size``: B as drafted (the context limit may shrink a request; 0: no position left, the
+    cycle will end the decode). ``confidences`` [B - 1]: the drafter's top-1 probability of each draft;
+    ``entropies`` [B - 1]: the entropy (nats) of its distribution there (both float16-rounded, so live
+    decoding and replay give the same numbers; empty for B = 1).
+    """
+
+    block_size: int
+    confidences: tuple[float, ...] = ()
+    entropies: tuple[float, ...] = ()
+
+
 def mean_acceptance(cycles: Sequence[CycleRecord]) -> float:
     """tau: the mean of accepted + 1 over ``cycles`` (0 without cycles). The one definition of tau."""
     return sum(c.acceptance_length for c in cycles) / len(cycles) if cycles else 0.0
@@ -68,6 +85,15 @@ class CycleSource(Protocol):
 
         ``verify``: the verify length L (default B), or a :data:`VerifyRule` reading the drafted block.
         """
+        ...
+
+    def draft(self, block_size: int) -> DraftedBlock:
+        """The first half of a cycle: draft a block of ``block_size`` and return it (nothing verified yet)."""
+        ...
+
+    def verify(self, length: int | None = None) -> CycleRecord:
+        """The second half: the target verifies the first ``length`` tokens of the drafted block (default:
+        all; capped at its size); returns the cycle's record."""
         ...
 
 

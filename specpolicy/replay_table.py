@@ -17,6 +17,7 @@ import numpy as np
 from specpolicy.costs import CostTable
 from specpolicy.cycles import (
     CycleRecord,
+    DraftedBlock,
     Schedule,
     VerifyRule,
     check_block_size,
@@ -39,7 +40,8 @@ class ReplayTable:
     ``sequence``: prompt + output + the continuation past the end that verification would have read.
     ``output_length``: tokens in the real output. ``confidences[B]`` [n, B - 1] (float32, NaN where not
     drafted): the drafter's probability of each draft of a block of B at each anchor, for the block
-    sizes a sweep recorded them for (what verify rules read).
+    sizes a sweep recorded them for (what verify rules read); ``entropies[B]`` [n, B - 1]: the entropy
+    (nats) of the drafter's distribution at each draft, alongside (sweeps from before 0.2 have none).
     """
 
     prompt_length: int
@@ -50,17 +52,30 @@ class ReplayTable:
     stop_token_ids: tuple[int, ...]
     budget: int
     confidences: dict[int, np.ndarray] = field(default_factory=dict)
+    entropies: dict[int, np.ndarray] = field(default_factory=dict)
 
     def block_confidences(self, position: int, block_size: int) -> list[float]:
         """The drafter's confidences [B - 1] of the block of ``block_size`` anchored at ``position``."""
+        return self._block_row(self.confidences, "confidences", position, block_size)
+
+    def block_entropies(self, position: int, block_size: int) -> list[float]:
+        """The entropies [B - 1] of the drafter's distributions over the block anchored at ``position``."""
+        return self._block_row(self.entropies, "entropies", position, block_size)
+
+    def drafted_block(self, position: int, block_size: int) -> DraftedBlock:
+        """The block a live ``draft(block_size)`` returns at ``position`` (confidences and entropies recorded)."""
+        entropies = self.block_entropies(position, block_size) if self.entropies or block_size == 1 else []
+        return DraftedBlock(block_size, tuple(self.block_confidences(position, block_size)), tuple(entropies))
+
+    def _block_row(self, rows: dict[int, np.ndarray], what: str, position: int, block_size: int) -> list[float]:
         if block_size == 1:
             return []
-        if block_size not in self.confidences:
-            raise ValueError(f"this replay recorded drafter confidences for block sizes {sorted(self.confidences)}, "
+        if block_size not in rows:
+            raise ValueError(f"this replay recorded the drafter's {what} for block sizes {sorted(rows)}, "
                              f"not {block_size}; sweep again with --confidences including {block_size}")
-        row = self.confidences[block_size][position - self.prompt_length]
+        row = rows[block_size][position - self.prompt_length]
         if np.isnan(row).any():
-            raise ValueError(f"anchor {position} was not replayed with confidences at B = {block_size}")
+            raise ValueError(f"anchor {position} was not replayed with {what} at B = {block_size}")
         return row.tolist()
 
     def _column(self, block_size: int) -> int:
@@ -184,15 +199,36 @@ class ReplaySession:
         logits = prefill_logits if prefill_logits is not None else np.zeros(0, dtype=np.float32)
         self.state = DecodeState(logits, table.prompt_length, self.position, 0, produced)
         self.cycles: list[CycleRecord] = []
+        self._drafted: int | None = None  # the block size drafted and not yet verified
 
     def step(self, block_size: int, verify: int | VerifyRule | None = None) -> CycleRecord:
         """Replay one cycle of ``block_size`` (one of the table's candidates) at the current anchor,
         verifying ``verify`` tokens (a length, or a rule reading the block's recorded confidences)."""
-        if self.done:
-            raise RuntimeError("the replayed decode has ended; start a new session")
-        size = check_block_size(block_size)
-        length = resolve_verify_length(verify, self.state, size,
-                                       lambda: self.table.block_confidences(self.position, size))
+        size = self._begin(block_size)
+        try:
+            length = resolve_verify_length(verify, self.state, size,
+                                           lambda: self.table.block_confidences(self.position, size))
+        except (ValueError, TypeError):
+            self._drafted = None  # nothing happened: the session stays where it was
+            raise
+        return self.verify(length)
+
+    def draft(self, block_size: int) -> DraftedBlock:
+        """The first half of a cycle: the block a live draft of ``block_size`` gives here (its recorded
+        confidences and entropies); :meth:`verify` finishes the cycle."""
+        size = self._begin(block_size)
+        try:
+            return self.table.drafted_block(self.position, size)
+        except ValueError:
+            self._drafted = None
+            raise
+
+    def verify(self, length: int | None = None) -> CycleRecord:
+        """The second half: verify the first ``length`` tokens of the drafted block (default: all)."""
+        if self._drafted is None:
+            raise RuntimeError("no drafted block to verify: call draft(block_size) first")
+        size, self._drafted = self._drafted, None
+        length = size if length is None else min(check_block_size(length), size)
         cycle, self.position, produced, self.done = self.table.cycle(self.position, self.state.generated, size,
                                                                      length)
         self.cycles.append(cycle)
@@ -201,3 +237,14 @@ class ReplaySession:
         self.state.position = self.table.prompt_length + produced - 1
         self.state.cycle, self.state.generated = len(self.cycles), produced
         return cycle
+
+    def _begin(self, block_size: int) -> int:
+        """Check a cycle may start with ``block_size`` (a candidate) and hold it for :meth:`verify`."""
+        if self.done:
+            raise RuntimeError("the replayed decode has ended; start a new session")
+        if self._drafted is not None:
+            raise RuntimeError("a drafted block is waiting: call verify(length) before drafting another")
+        size = check_block_size(block_size)
+        self.table._column(size)
+        self._drafted = size
+        return size

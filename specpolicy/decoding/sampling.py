@@ -83,17 +83,17 @@ class PositionalUniforms:
 def draft_confidences(draft_logits: torch.Tensor, draft: torch.Tensor) -> tuple[list[float], list[float]]:
     """The drafter's probability of each drafted token and the entropy (nats) at each position.
 
-    Args: draft_logits [n, V] (raw, temperature 1), draft [n]. Returns two lists of n floats (probabilities
-    rounded by :func:`round_confidences`, so live decoding and replay hand policies the same numbers).
+    Args: draft_logits [n, V] (raw, temperature 1), draft [n]. Returns two lists of n floats (both rounded by
+    :func:`round_confidences`, so live decoding and replay hand policies the same numbers).
     """
     log_probs = torch.log_softmax(draft_logits.float(), dim=-1)
     chosen = log_probs.gather(-1, draft.view(-1, 1)).squeeze(-1).exp()
     entropy = -(log_probs.exp() * log_probs).sum(dim=-1)
-    return round_confidences(chosen).cpu().tolist(), entropy.cpu().tolist()
+    return round_confidences(chosen).cpu().tolist(), round_confidences(entropy).cpu().tolist()
 
 
 def round_confidences(probabilities: torch.Tensor) -> torch.Tensor:
-    """Probabilities rounded to float16 precision (kept as float32): a batched replay pass and a live
+    """Probabilities (or entropies) rounded to float16 precision (kept as float32): a batched replay pass and a live
     pass differ in the last float32 bits, and rounding makes both hand a verify rule the same number
     (stores keep them as float16 too)."""
     return probabilities.to(torch.float16).float()

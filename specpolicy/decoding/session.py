@@ -1,4 +1,5 @@
-"""One prompt's speculative decode, advanced one draft -> verify -> commit cycle per :meth:`DecodeSession.step`.
+"""One prompt's speculative decode, advanced one draft -> verify -> commit cycle per :meth:`DecodeSession.step`
+(or per :meth:`DecodeSession.draft` + :meth:`DecodeSession.verify`, to choose L after seeing the drafts).
 
 ``SpeculativeDecoder.generate`` is :func:`~specpolicy.cycles.run_schedule` over a session; the live
 step environment steps one directly. Timings: ``prefill_seconds`` covers the prefill forward;
@@ -10,11 +11,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 
-from specpolicy.cycles import CycleRecord, VerifyRule, check_block_size, commit_tokens, resolve_verify_length
+from specpolicy.cycles import (
+    CycleRecord,
+    DraftedBlock,
+    VerifyRule,
+    check_block_size,
+    commit_tokens,
+    resolve_verify_length,
+)
 from specpolicy.decoding.sampling import PositionalUniforms, draft_confidences
 from specpolicy.decoding.trace import DecodeTrace
 from specpolicy.models.target import crop_cache, new_cache, target_forward
@@ -22,6 +31,18 @@ from specpolicy.state import DecodeState
 
 if TYPE_CHECKING:
     from specpolicy.decoding.decoder import SpeculativeDecoder
+
+
+@dataclass
+class _Drafted:
+    """A drafted block waiting for :meth:`DecodeSession.verify`: drafts [B-1], their probs [B-1, V] (sampling)."""
+
+    requested: int
+    size: int
+    start: int
+    draft: torch.Tensor
+    probs: torch.Tensor | None
+    seconds: float
 
 
 class DecodeSession:
@@ -45,6 +66,7 @@ class DecodeSession:
         self.cycles: list[CycleRecord] = []
         self.confidences: list[list[float]] = []  # per drafted block: top-1 probability of each draft [B - 1]
         self.entropies: list[list[float]] = []  # per drafted block: entropy (nats) of each draft position
+        self._drafted: _Drafted | None = None
         self._prefill()
 
     def _prefill(self) -> None:
@@ -74,33 +96,61 @@ class DecodeSession:
 
     @torch.inference_mode()
     def step(self, block_size: int, verify: int | VerifyRule | None = None) -> CycleRecord:
-        """2-6. One cycle of ``block_size`` at the current anchor; returns its record.
+        """2-6. One cycle of ``block_size`` at the current anchor (:meth:`draft`, then :meth:`verify`).
 
         ``verify``: the verify length L (anchor + L - 1 drafts go to the target; default L = B), or a
         rule picking L from the drafted block's confidences. Near the context limit the block shrinks
         to the positions left (the output stays that of every block size); with no position left the
         decode ends with ``stop_reason == "context"`` and a cycle that committed nothing.
         """
-        if self.done:
-            raise RuntimeError(f"the decode has ended ({self.stop_reason}); start a new one")
-        size = check_block_size(block_size)
-        start = self.state.position  # the anchor: the last committed token, not yet read by the target
-        limit = self.decoder.max_positions
-        if limit is not None:
-            size = min(size, limit - start)
-            if size < 1:
-                return self._finish(CycleRecord(check_block_size(block_size), 0, 0), "context")
-        draft, draft_probs, draft_seconds = self._draft(start, size, record=callable(verify))
-        length = resolve_verify_length(verify, self.state, size, lambda: self.confidences[-1] if size > 1 else [])
-        draft, draft_probs = draft[: length - 1], None if draft_probs is None else draft_probs[: length - 1]
-        accepted, next_token, verify_seconds = self._verify(start, length, draft, draft_probs)
+        block = self._draft_block(block_size, record=callable(verify))
+        if not block.block_size:
+            return self.verify()
+        return self.verify(resolve_verify_length(verify, self.state, block.block_size, lambda: block.confidences))
+
+    @torch.inference_mode()
+    def draft(self, block_size: int) -> DraftedBlock:
+        """2-3. The first half of a cycle: draft ``block_size`` at the current anchor, with the drafts'
+        confidences and entropies; :meth:`verify` finishes the cycle (time between the two counts)."""
+        return self._draft_block(block_size, record=True)
+
+    @torch.inference_mode()
+    def verify(self, length: int | None = None) -> CycleRecord:
+        """4-6. The second half: verify the anchor + ``length - 1`` drafts of the drafted block (default:
+        all of it; a longer length is capped at the block), commit, and return the cycle's record."""
+        if self._drafted is None:
+            raise RuntimeError("no drafted block to verify: call draft(block_size) first")
+        drafted, self._drafted = self._drafted, None
+        if not drafted.size:
+            return self._finish(CycleRecord(drafted.requested, 0, 0), "context")
+        length = drafted.size if length is None else min(check_block_size(length), drafted.size)
+        draft = drafted.draft[: length - 1]
+        draft_probs = None if drafted.probs is None else drafted.probs[: length - 1]
+        accepted, next_token, verify_seconds = self._verify(drafted.start, length, draft, draft_probs)
         # 5. Commit accepted drafts + the target's next token; 6. stop on a stop token or the budget.
         new_tokens = [*draft.view(-1)[:accepted].tolist(), next_token]
         new_tokens, reason = commit_tokens(new_tokens, self.stops, self.budget - len(self.output))
         self.output.extend(new_tokens)
-        cycle = CycleRecord(size, accepted, len(new_tokens), draft_seconds, verify_seconds,
-                            length if length < size else 0)
+        cycle = CycleRecord(drafted.size, accepted, len(new_tokens), drafted.seconds, verify_seconds,
+                            length if length < drafted.size else 0)
         return self._finish(cycle, reason)
+
+    def _draft_block(self, block_size: int, record: bool) -> DraftedBlock:
+        """Check the request, cap it at the context left, draft it and keep it for :meth:`verify`."""
+        if self.done:
+            raise RuntimeError(f"the decode has ended ({self.stop_reason}); start a new one")
+        if self._drafted is not None:
+            raise RuntimeError("a drafted block is waiting: call verify(length) before drafting another")
+        requested = check_block_size(block_size)
+        start = self.state.position  # the anchor: the last committed token, not yet read by the target
+        limit = self.decoder.max_positions
+        size = requested if limit is None else min(requested, limit - start)
+        if size < 1:
+            self._drafted = _Drafted(requested, 0, start, torch.empty(0), None, 0.0)
+            return DraftedBlock(0)
+        draft, probs, seconds, block = self._draft(start, size, record)
+        self._drafted = _Drafted(requested, size, start, draft, probs, seconds)
+        return block
 
     def _finish(self, cycle: CycleRecord, reason: str) -> CycleRecord:
         if cycle.committed:
@@ -113,15 +163,17 @@ class DecodeSession:
         self._t_end = time.perf_counter()
         return cycle
 
-    def _draft(self, start: int, size: int, record: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, float]:
+    def _draft(self, start: int, size: int, record: bool = False
+               ) -> tuple[torch.Tensor, torch.Tensor | None, float, DraftedBlock]:
         """3. Draft: one drafter pass over [anchor, mask * (B-1)] given the pending context.
 
-        Returns drafts [B-1] (none for B = 1), their probs [B-1, V] when sampled, and the seconds taken.
-        With ``record`` (or the decoder's ``record_confidences``), appends the drafts' confidences.
+        Returns drafts [B-1] (none for B = 1), their probs [B-1, V] when sampled, the seconds taken and
+        the block's record. With ``record`` (or the decoder's ``record_confidences``) the record carries
+        the drafts' confidences and entropies, also appended to :attr:`confidences` / :attr:`entropies`.
         """
         decoder, device = self.decoder, self.decoder.device
         if size == 1:
-            return torch.empty(0, dtype=torch.long, device=device), None, 0.0
+            return torch.empty(0, dtype=torch.long, device=device), None, 0.0, DraftedBlock(1)
         decoder.sync()
         t0 = time.perf_counter()
         block = torch.full((1, size), decoder.drafter.mask_token_id, device=device)
@@ -135,11 +187,12 @@ class DecodeSession:
         decoder.sync()
         seconds = time.perf_counter() - t0
         draft, probs = decoder.draft_tokens(draft_logits[0], self.uniforms, start + 1)
-        if record or decoder.record_confidences:
-            confidence, entropy = draft_confidences(draft_logits[0], draft)
-            self.confidences.append(confidence)
-            self.entropies.append(entropy)
-        return draft, probs, seconds
+        if not (record or decoder.record_confidences):
+            return draft, probs, seconds, DraftedBlock(size)
+        confidence, entropy = draft_confidences(draft_logits[0], draft)
+        self.confidences.append(confidence)
+        self.entropies.append(entropy)
+        return draft, probs, seconds, DraftedBlock(size, tuple(confidence), tuple(entropy))
 
     def _verify(self, start: int, size: int, draft: torch.Tensor, draft_probs: torch.Tensor | None
                 ) -> tuple[int, int, float]:

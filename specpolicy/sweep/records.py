@@ -40,6 +40,8 @@ class ReplayEntry(_Record):
     budget: int
     confidences: dict[int, str] = {}
     """block size -> the drafter's confidences [output_length, B - 1], float16 (NaN: not drafted), base64"""
+    entropies: dict[int, str] = {}
+    """block size -> the entropies (nats) of the drafter's distributions, as ``confidences`` (absent before 0.2)"""
 
     @model_validator(mode="after")
     def _shape(self) -> ReplayEntry:
@@ -51,21 +53,31 @@ class ReplayEntry(_Record):
 
     @classmethod
     def from_table(cls, table: ReplayTable) -> ReplayEntry:
-        import numpy as np
-
-        confidences = {b: base64.b64encode(np.ascontiguousarray(v, dtype="<f2").tobytes()).decode("ascii")
-                       for b, v in table.confidences.items()}
         return cls(candidates=table.candidates, accepted=table.accepted.tolist(), sequence=table.sequence,
                    output_length=table.output_length, stop_token_ids=table.stop_token_ids, budget=table.budget,
-                   confidences=confidences)
+                   confidences=_encode_rows(table.confidences), entropies=_encode_rows(table.entropies))
 
     def table(self, prompt_length: int) -> ReplayTable:
         import numpy as np
 
-        confidences = {b: np.frombuffer(base64.b64decode(v), dtype="<f2").astype(np.float32)
-                       .reshape(self.output_length, b - 1) for b, v in self.confidences.items()}
         return ReplayTable(prompt_length, self.output_length, self.candidates, np.asarray(self.accepted, np.int16),
-                           self.sequence, self.stop_token_ids, self.budget, confidences)
+                           self.sequence, self.stop_token_ids, self.budget,
+                           self._decode_rows(self.confidences), self._decode_rows(self.entropies))
+
+    def _decode_rows(self, encoded: dict[int, str]) -> dict:
+        """block size -> float32 [output_length, B - 1] from the stored float16 base64."""
+        import numpy as np
+
+        return {b: np.frombuffer(base64.b64decode(v), dtype="<f2").astype(np.float32).reshape(self.output_length, b - 1)
+                for b, v in encoded.items()}
+
+
+def _encode_rows(rows: dict) -> dict[int, str]:
+    """block size -> [n, B - 1] values as float16 little-endian bytes in base64 (what the store keeps)."""
+    import numpy as np
+
+    return {b: base64.b64encode(np.ascontiguousarray(v, dtype="<f2").tobytes()).decode("ascii")
+            for b, v in rows.items()}
 
 
 class ReferenceRun(_Record):

@@ -22,7 +22,7 @@ import torch
 
 from specpolicy.arrays import to_numpy
 from specpolicy.decoding import DecodeTrace, SpeculativeDecoder
-from specpolicy.decoding.sampling import round_confidences
+from specpolicy.decoding.sampling import draft_confidences
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.models.blocks import draft_mixed_blocks
 from specpolicy.models.target import new_cache, target_forward
@@ -49,16 +49,13 @@ def _matching_prefix(lm_head: torch.nn.Module, hidden: torch.Tensor, labels: tor
 
 
 def _confidences(lm_head: torch.nn.Module, hidden: torch.Tensor, sizes: torch.Tensor, keep: set[int]
-                 ) -> dict[int, torch.Tensor]:
-    """Row index -> the drafter's top-1 probabilities [B - 1] for the rows whose size is in ``keep``.
-
-    Argmax drafts: the probability of the draft is the top-1 probability, as live decoding reports it.
-    """
+                 ) -> dict[int, tuple[list[float], list[float]]]:
+    """Row index -> the drafter's (top-1 probabilities [B - 1], entropies [B - 1]) for the rows whose size
+    is in ``keep``: argmax drafts, the numbers live decoding reports for them."""
     out = {}
     for row in (i for i, size in enumerate(sizes.tolist()) if size in keep):
-        size = int(sizes[row])
-        log_probs = torch.log_softmax(lm_head(hidden[row, : size - 1]).float(), dim=-1)
-        out[row] = round_confidences(log_probs.max(dim=-1).values.exp())
+        logits = lm_head(hidden[row, : int(sizes[row]) - 1])
+        out[row] = draft_confidences(logits, logits.argmax(dim=-1))
     return out
 
 
@@ -66,9 +63,9 @@ def _accepted_at_reachable_anchors(
     decoder: SpeculativeDecoder, ids: torch.Tensor, context: torch.Tensor, prompt_length: int, n_anchor: int,
     candidates: tuple[int, ...], rows_per_pass: int, verify_lengths: bool = False,
     confidence_sizes: tuple[int, ...] = (),
-) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+) -> tuple[np.ndarray, dict[int, np.ndarray], dict[int, np.ndarray]]:
     """accepted [n_anchor, C] (int16) at the anchors some schedule reaches from the first; -1 elsewhere,
-    and the confidences [n_anchor, B - 1] of each size in ``confidence_sizes`` (NaN elsewhere).
+    and the confidences and entropies [n_anchor, B - 1] of each size in ``confidence_sizes`` (NaN elsewhere).
 
     Args:
         ids: [S] the replayed sequence. context: the target features [1, S, L*H] the drafter reads.
@@ -83,6 +80,7 @@ def _accepted_at_reachable_anchors(
     anchors_per_pass = max(1, rows_per_pass // max(1, sum(candidates[j] for j in drafted)))
     accepted = np.full((n_anchor, len(candidates)), -1, dtype=np.int16)
     confidences = {b: np.full((n_anchor, b - 1), np.nan, dtype=np.float32) for b in confidence_sizes if b > 1}
+    entropies = {b: rows.copy() for b, rows in confidences.items()}
     frontier, seen = [0], {0}
     while frontier:
         chunk = [heapq.heappop(frontier) for _ in range(min(anchors_per_pass, len(frontier)))]
@@ -95,8 +93,9 @@ def _accepted_at_reachable_anchors(
             labels = ids[anchors.unsqueeze(1) + k].masked_fill(k.unsqueeze(0) >= sizes.unsqueeze(1), -1)
             matched = _matching_prefix(lm_head, hidden, labels).view(len(chunk), len(drafted))
             rows[:, drafted] = to_numpy(matched)
-            for row, values in _confidences(lm_head, hidden, sizes, set(confidences)).items():
-                confidences[int(sizes[row])][chunk[row // len(drafted)]] = to_numpy(values)
+            for row, (confidence, entropy) in _confidences(lm_head, hidden, sizes, set(confidences)).items():
+                anchor, size = chunk[row // len(drafted)], int(sizes[row])
+                confidences[size][anchor], entropies[size][anchor] = confidence, entropy
         for i, row in zip(chunk, rows):
             accepted[i] = row
             steps = range(1, int(row.max()) + 2) if verify_lengths else {int(a) + 1 for a in row}
@@ -104,7 +103,7 @@ def _accepted_at_reachable_anchors(
                 if nxt < n_anchor and nxt not in seen:
                     seen.add(nxt)
                     heapq.heappush(frontier, nxt)
-    return accepted, confidences
+    return accepted, confidences, entropies
 
 
 @torch.inference_mode()
@@ -155,8 +154,8 @@ def build_replay(
     _, hidden = target_forward(decoder.target, ids, positions, new_cache(decoder.target), logits_to_keep=1)
     context = decoder.drafter.context_features(hidden)
     # 4. Argmax drafts at every reachable anchor for every candidate; accepted = matching prefix length.
-    accepted, confidences = _accepted_at_reachable_anchors(decoder, ids[0], context, p, len(output), candidates,
-                                                           rows_per_pass, verify_lengths, tuple(confidence_sizes))
+    accepted, confidences, entropies = _accepted_at_reachable_anchors(
+        decoder, ids[0], context, p, len(output), candidates, rows_per_pass, verify_lengths, tuple(confidence_sizes))
     table = ReplayTable(p, len(output), candidates, accepted, sequence, tuple(decoder.stop_token_ids), max_new_tokens,
-                        confidences)
+                        confidences, entropies)
     return table, trace

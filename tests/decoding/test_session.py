@@ -60,3 +60,61 @@ def test_run_schedule_rejects_a_bad_block_size(trained_pair):
     session = SpeculativeDecoder(*trained_pair, max_new_tokens=8).start([5, 9])
     with pytest.raises(ValueError, match="block size must be an integer >= 1"):
         run_schedule(session, lambda state: 0)
+
+
+SPLIT = [(16, 3), (8, 8), (1, 1), (12, 20), (4, 2), (2, None)]
+
+
+def test_draft_then_verify_is_a_step_live_and_in_replay(trained_pair):
+    """Two halves (draft B, look at the block, verify L) run the same cycles as step(B, L), live and replayed,
+    and the block replay hands back carries the live block's confidences and entropies."""
+    decoder = SpeculativeDecoder(*trained_pair, max_new_tokens=40)
+    prompt = [4, 7, 5, 9]
+    table, _ = build_replay(decoder, prompt, [1, 2, 4, 8, 12, 16], max_new_tokens=40, verify_lengths=True,
+                            confidence_sizes=[2, 4, 8, 12, 16])
+    stepped, live, replay = decoder.start(prompt), decoder.start(prompt), table.session()
+    while not live.done:
+        size, length = SPLIT[live.state.cycle % len(SPLIT)]
+        block, replayed_block = live.draft(size), replay.draft(size)
+        assert block == replayed_block
+        assert len(block.confidences) == len(block.entropies) == size - 1
+        assert all(0 < c <= 1 for c in block.confidences) and all(e >= 0 for e in block.entropies)
+        cycle = live.verify(length)
+        assert _rows([cycle]) == _rows([replay.verify(length)]) == _rows([stepped.step(size, length)])
+        assert cycle.verify_length == min(length or size, size)
+    assert replay.done and stepped.done and live.output == stepped.output
+
+
+def test_the_two_halves_refuse_to_run_out_of_order(trained_pair):
+    decoder = SpeculativeDecoder(*trained_pair, max_new_tokens=20)
+    table, _ = build_replay(decoder, [5, 9, 6], [1, 4], max_new_tokens=20, confidence_sizes=[4])
+    for session in (decoder.start([5, 9, 6]), table.session()):
+        with pytest.raises(RuntimeError, match="call draft"):
+            session.verify(2)
+        session.draft(4)
+        with pytest.raises(RuntimeError, match="call verify"):
+            session.draft(4)
+        with pytest.raises(RuntimeError, match="call verify"):
+            session.step(4)
+        assert session.verify(2).verify_length == 2
+
+
+def test_replay_without_confidences_refuses_draft_and_stays_put(trained_pair):
+    decoder = SpeculativeDecoder(*trained_pair, max_new_tokens=20)
+    table, _ = build_replay(decoder, [5, 9, 6], [1, 4], max_new_tokens=20)
+    session = table.session()
+    with pytest.raises(ValueError, match="--confidences"):
+        session.draft(4)
+    assert session.step(4).block_size == 4  # nothing was left half-done
+
+
+def test_draft_at_the_context_limit_ends_the_decode(trained_pair):
+    decoder = SpeculativeDecoder(*trained_pair, max_new_tokens=40)
+    decoder.max_positions = 8
+    session = decoder.start([5, 9, 6, 9])
+    while not session.done:
+        block = session.draft(16)
+        assert block.block_size <= 8 - session.state.position
+        session.verify()
+    assert session.stop_reason == "context"
+    assert session.output == decoder.generate([5, 9, 6, 9], 1).output_ids

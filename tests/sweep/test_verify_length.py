@@ -78,12 +78,14 @@ def test_a_confidence_rule_replays_exactly_from_recorded_confidences(trained_pai
     assert any(c < 1.0 for block in seen_live for c in block) and agreed > 3
 
 
-def test_confidences_survive_the_store_round_trip(trained_pair):
+def test_confidences_and_entropies_survive_the_store_round_trip(trained_pair):
     decoder = SpeculativeDecoder(*trained_pair, max_new_tokens=30)
     table, _ = build_replay(decoder, PROMPTS[0], CANDIDATES, max_new_tokens=30, verify_lengths=True,
                             confidence_sizes=[16])
     back = ReplayEntry.from_table(table).table(table.prompt_length)
     np.testing.assert_array_equal(back.confidences[16], table.confidences[16])
+    np.testing.assert_array_equal(back.entropies[16], table.entropies[16])
+    assert np.nanmax(table.entropies[16]) > 0
     assert back.block_confidences(table.prompt_length, 16) == table.block_confidences(table.prompt_length, 16)
 
 
