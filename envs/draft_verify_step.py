@@ -1,0 +1,121 @@
+"""``specpolicy/DraftVerifyStep-v0``: each decoding cycle in two steps, block size first, then verify length.
+
+Step 1 (draft phase) picks the block size B; the drafter drafts it. Step 2 (verify phase) sees that
+block's per-draft confidences and picks the verify length L; the target verifies, the cycle commits.
+A cycle of B = 1 has nothing to verify but the anchor, so it finishes in its draft step. Actions in
+both phases index the environment's ``candidates``: B = candidates[a], then L = min(candidates[a], B)
+(``action_masks()`` and ``info["action_mask"]`` mark the lengths <= B). Observation (float32 [22 +
+2 (Bmax - 1)]): the step environment's [20], the phase (0 draft, 1 verify), the drafted B / Bmax, then
+the drafted block's confidences and their running products, zero-padded to Bmax - 1 (all zero in the
+draft phase). Rewards split the cycle's modelled time between its steps (``seconds``: minus the draft
+of B, then minus the verify of L, in AR steps; summed, minus the decode's modelled time), or give the
+cycle's tokens (``tokens``) or tokens per modelled second (``time``) at its verify step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from specpolicy.cycles import CycleRecord, DraftedBlock, mean_acceptance
+from specpolicy.envs.block_size_step import BlockSizeStepEnv, step_observation
+from specpolicy.envs.replay_data import OBSERVATION_BOUND
+from specpolicy.state import DecodeState
+
+DRAFT, VERIFY = 0, 1
+
+
+def draft_verify_observation(state: DecodeState, candidates: tuple[int, ...], budget: int, prefill: np.ndarray,
+                             block: DraftedBlock | None = None) -> np.ndarray:
+    """The observation [22 + 2 (Bmax - 1)] before choosing B (``block`` None) or L (``block``: the drafted block).
+
+    This is also what a trained agent reads live (the state and block are those of any decode).
+    """
+    top = max(candidates)
+    confidences, running, head = np.zeros(top - 1, np.float32), np.zeros(top - 1, np.float32), [DRAFT, 0.0]
+    if block is not None:
+        values = np.asarray(block.confidences, np.float32)
+        confidences[: len(values)], running[: len(values)] = values, np.cumprod(values)
+        head = [VERIFY, block.block_size / top]
+    base = step_observation(state, candidates, budget, prefill)
+    observation = np.concatenate([base, np.asarray(head, np.float32), confidences, running])
+    return np.clip(observation, -OBSERVATION_BOUND, OBSERVATION_BOUND).astype(np.float32)
+
+
+class DraftVerifyStepEnv(BlockSizeStepEnv):
+    """Per-cycle (B, L) control with L chosen after seeing the drafts, on exact replay (or live decoding).
+
+    Arguments as :class:`~specpolicy.envs.block_size_step.BlockSizeStepEnv` (``sweep``, ``split``,
+    ``reward``, ``backend``, ``live``); a replay sweep must hold verify lengths and confidences
+    (``specpolicy sweep --verify-lengths --confidences ...``).
+    """
+
+    def __init__(self, sweep=None, reward: str = "tokens", render_mode: str | None = None,
+                 backend: str = "replay", live: dict | None = None, split: str = "train") -> None:
+        super().__init__(sweep, reward, render_mode, backend, live, split)
+        if backend == "replay":
+            self._check_sweep()
+        top = max(self.candidates)
+        size = len(step_observation(DecodeState(np.zeros(0), 1, 1, 0, 1), self.candidates, 1,
+                                    np.zeros(13, np.float32))) + 2 + 2 * (top - 1)
+        self.observation_space = spaces.Box(-OBSERVATION_BOUND, OBSERVATION_BOUND, (size,), np.float32)
+        self.block: DraftedBlock | None = None
+
+    def _check_sweep(self) -> None:
+        drafted = sorted(b for b in self.candidates if b > 1)
+        if self.data.store.meta.get("verify_lengths") and all(set(drafted) <= set(t.confidences) for t in self.data.tables):
+            return
+        raise ValueError("DraftVerifyStep-v0 needs a sweep with verify lengths and the drafter's confidences of "
+                         f"every block size: specpolicy sweep --verify-lengths --confidences "
+                         f"{','.join(map(str, drafted))} --out DIR, then sweep=DIR")
+
+    def _observation(self) -> np.ndarray:
+        return draft_verify_observation(self.session.state, self.candidates, self._budget, self._prefill, self.block)
+
+    def action_masks(self) -> np.ndarray:
+        """bool [C]: every block size in the draft phase; the lengths up to the drafted B in the verify phase."""
+        if self.block is None:
+            return np.ones(len(self.candidates), dtype=bool)
+        return np.asarray([b <= self.block.block_size for b in self.candidates])
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self.block = None
+        observation, info = super().reset(seed=seed, options=options)
+        return observation, {**info, "action_mask": self.action_masks()}
+
+    def step(self, action):
+        if self.session is None or self.session.done:
+            raise RuntimeError("call reset() before step(); the episode has ended")
+        if not self.action_space.contains(np.int64(action) if np.isscalar(action) else action):
+            raise ValueError(f"invalid action {action!r}: expected an integer in [0, {len(self.candidates)})")
+        choice = self.candidates[int(action)]
+        if self.block is None and choice > 1:
+            self.block = self.session.draft(choice)
+            if self.block.block_size:
+                info = {"phase": "draft", "block_size": self.block.block_size, "prompt_id": self._prompt_id,
+                        "action_mask": self.action_masks()}
+                return self._observation(), self._draft_reward(self.block.block_size), False, False, info
+        if self.block is None:
+            cycle = self.session.step(choice)  # B = 1: the whole cycle is its draft step
+            reward = self._reward(cycle)
+        else:
+            cycle = self.session.verify(choice)
+            reward = self._reward(cycle) - self._draft_reward(cycle.block_size)
+        self.block = None
+        return self._observation(), reward, self.session.done, False, self._cycle_info(cycle)
+
+    def _draft_reward(self, block_size: int) -> float:
+        """The draft step's share of the cycle's reward (its modelled cost under ``reward="seconds"``)."""
+        if self.reward != "seconds":
+            return 0.0
+        return -self.data.latency.draft_seconds.get(block_size, 0.0) / self.data.latency.ar_seconds
+
+    def _cycle_info(self, cycle: CycleRecord) -> dict[str, Any]:
+        info = {"phase": "verify", "block_size": cycle.block_size, "verify_length": cycle.verify_length,
+                "accepted": cycle.accepted, "committed": cycle.committed, "prompt_id": self._prompt_id,
+                "action_mask": self.action_masks()}
+        if self.session.done:
+            info["tau"] = mean_acceptance(self.session.cycles)
+        return info
