@@ -65,7 +65,8 @@ class DraftVerifyStepEnv(BlockSizeStepEnv):
 
     def _check_sweep(self) -> None:
         drafted = sorted(b for b in self.candidates if b > 1)
-        if self.data.store.meta.get("verify_lengths") and all(set(drafted) <= set(t.confidences) for t in self.data.tables):
+        recorded = all(set(drafted) <= set(t.confidences) for t in self.data.tables)
+        if self.data.store.meta.get("verify_lengths") and recorded:
             return
         raise ValueError("DraftVerifyStep-v0 needs a sweep with verify lengths and the drafter's confidences of "
                          f"every block size: specpolicy sweep --verify-lengths --confidences "
