@@ -12,7 +12,9 @@ the drafter's confidences stays at or above the threshold (0: the whole block), 
 modelled seconds (draft of B + verify of L) in AR steps (``reward="seconds"``: the episode's tokens
 are fixed, so the undiscounted return ranks policies by decode time), tokens committed that cycle
 (``reward="tokens"``: every policy's undiscounted return is the same, the tokens of the output) or
-tokens per modelled second of that cycle (``reward="time"``).
+tokens per modelled second of that cycle (``reward="time"``), or the AR steps the cycle saved: tokens
+committed minus its modelled cost in AR steps (``reward="saved"``: the return is the plain-decoding
+steps the decode saved, ranking policies as ``seconds`` does with a per-cycle signal near zero mean).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from specpolicy.envs.replay_data import OBSERVATION_BOUND, ReplayData
 from specpolicy.features import compact
 from specpolicy.state import DecodeState
 
-STEP_REWARDS = ("tokens", "time", "seconds")
+STEP_REWARDS = ("tokens", "time", "seconds", "saved")
 OBSERVATION_SIZE = 20
 
 
@@ -85,7 +87,7 @@ class BlockSizeStepEnv(gym.Env):
         self.data = ReplayData.load(sweep, "compact", split=split)
         if any(t is None for t in self.data.tables):
             raise ValueError("BlockSizeStep-v0 needs a replay sweep (specpolicy sweep --mode replay)")
-        if reward in ("time", "seconds") and self.data.latency is None:
+        if reward != "tokens" and self.data.latency is None:
             raise ValueError(f"reward={reward!r} needs the sweep's cost table (latency.json)")
         self.reward = reward
         self.candidates = self.data.candidates
@@ -143,9 +145,12 @@ class BlockSizeStepEnv(gym.Env):
     def _reward(self, cycle: CycleRecord) -> float:
         if self.reward == "time":
             return cycle.committed / self.data.latency.cycles_seconds([cycle])
+        if self.reward == "tokens":
+            return float(cycle.committed)
+        steps = self.data.latency.cycles_seconds([cycle]) / self.data.latency.ar_seconds
         if self.reward == "seconds":
-            return -self.data.latency.cycles_seconds([cycle]) / self.data.latency.ar_seconds
-        return float(cycle.committed)
+            return -steps
+        return cycle.committed - steps
 
     def _verify(self, threshold: float):
         """The verify rule of a threshold action; keeps the drafted block's confidences for the next observation."""

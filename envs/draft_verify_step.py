@@ -8,8 +8,9 @@ both phases index the environment's ``candidates``: B = candidates[a], then L = 
 2 (Bmax - 1)]): the step environment's [20], the phase (0 draft, 1 verify), the drafted B / Bmax, then
 the drafted block's confidences and their running products, zero-padded to Bmax - 1 (all zero in the
 draft phase). Rewards split the cycle's modelled time between its steps (``seconds``: minus the draft
-of B, then minus the verify of L, in AR steps; summed, minus the decode's modelled time), or give the
-cycle's tokens (``tokens``) or tokens per modelled second (``time``) at its verify step.
+of B, then minus the verify of L, in AR steps; summed, minus the decode's modelled time; ``saved``:
+the same, plus the cycle's tokens at its verify step, so the return counts the AR steps saved), or give
+the cycle's tokens (``tokens``) or tokens per modelled second (``time``) at its verify step.
 """
 
 from __future__ import annotations
@@ -108,8 +109,9 @@ class DraftVerifyStepEnv(BlockSizeStepEnv):
         return self._observation(), reward, self.session.done, False, self._cycle_info(cycle)
 
     def _draft_reward(self, block_size: int) -> float:
-        """The draft step's share of the cycle's reward (its modelled cost under ``reward="seconds"``)."""
-        if self.reward != "seconds":
+        """The draft step's share of the cycle's reward (minus its modelled cost in AR steps, under
+        ``seconds`` and ``saved``)."""
+        if self.reward not in ("seconds", "saved"):
             return 0.0
         return -self.data.latency.draft_seconds.get(block_size, 0.0) / self.data.latency.ar_seconds
 

@@ -41,7 +41,8 @@ def check_candidates(policy: Policy, available: Sequence[int], confidences: Sequ
                          f"not record; sweep with --verify-lengths --confidences {','.join(map(str, unread))}")
 
 
-def _observation(store: SweepStore, record: SweepRecord, costs: CostTable | None) -> PromptObservation:
+def prompt_observation(store: SweepStore, record: SweepRecord, costs: CostTable | None = None) -> PromptObservation:
+    """What a policy reads for a stored prompt: its prefill logits (as the sweep kept them), and ``costs``."""
     logits = to_numpy(store.features(record)) if record.features else np.zeros(0, dtype=np.float32)
     return PromptObservation(logits, record.prompt_length, record.prompt_id, costs)
 
@@ -81,7 +82,7 @@ def evaluate_replay(
     if not records:
         raise ValueError(f"sweep store {store.path} has no valid records; run or resume the sweep first")
     for record in records:
-        observation = _observation(store, record, costs)
+        observation = prompt_observation(store, record, costs)
         table = record.table() if record.replay is not None else None
         answers = Answers(record.taus, table, record.training_block_size)
         oracle = oracle_block_size(record, table, candidates, costs, answers.training_block_size)
@@ -117,7 +118,7 @@ def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: Batch
         raise ValueError(f"sweep store {store.path} has no replay records; run a replay sweep first")
     priced = costs.at_concurrency(concurrency, store.candidates)
     tables = [r.table() for r in records]
-    observations = [_observation(store, r, priced) for r in records]
+    observations = [prompt_observation(store, r, priced) for r in records]
     answers = [Answers(r.taus, t, r.training_block_size) for r, t in zip(records, tables)]
     results = []
     for policy in policies:

@@ -80,3 +80,50 @@ def plot_tau_per_block_size(store, path: str | Path, max_lines: int = 40) -> Pat
     ax.set_xticks(sizes)
     ax.legend()
     return _save(fig, path)
+
+
+def block_and_verify_curves(tables: Sequence, costs, block_sizes: Sequence[int]) -> dict[int, dict[str, list]]:
+    """Per block size B, for L = 1..B: every prompt replayed at fixed (B, L), pooled. Returns the mean
+    tokens a cycle commits, its mean modelled cost in AR steps (draft of B + verify of L), and total
+    tokens over total cost (the modelled speedup over AR). ``tables``: verify-length replay tables
+    holding every size in ``block_sizes``."""
+    curves = {}
+    for size in block_sizes:
+        curve: dict[str, list] = {"length": list(range(1, size + 1)), "tokens": [], "cost": [], "speed": []}
+        for length in curve["length"]:
+            cycles = [c for t in tables for c in t.simulate(size, verify=length)]
+            tokens = sum(c.committed for c in cycles)
+            cost = costs.cycles_seconds(cycles) / costs.ar_seconds
+            curve["tokens"].append(tokens / len(cycles))
+            curve["cost"].append(cost / len(cycles))
+            curve["speed"].append(tokens / cost)
+        curves[size] = curve
+    return curves
+
+
+def plot_block_and_verify(tables: Sequence, costs, path: str | Path, block_sizes: Sequence[int] = (8, 16, 32)
+                          ) -> Path:
+    """Three panels against the verify length L, one line per block size B (see
+    :func:`block_and_verify_curves`): tokens per cycle, cost per cycle, tokens per AR step (best L marked)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = block_and_verify_curves(tables, costs, block_sizes)
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
+    labels = {"tokens": "tokens committed per cycle", "cost": "cycle cost (AR steps)",
+              "speed": "pooled speedup over AR"}
+    for ax, key in zip(axes, labels):
+        for size, curve in curves.items():
+            ax.plot(curve["length"], curve[key], marker=".", label=f"B = {size}")
+            if key == "speed":
+                best = max(range(len(curve["speed"])), key=curve["speed"].__getitem__)
+                ax.plot(curve["length"][best], curve["speed"][best], "k*", markersize=10)
+        ax.set_xlabel("verify length L")
+        ax.set_ylabel(labels[key])
+    axes[2].axhline(1.0, color="0.5", linewidth=1, linestyle="--")
+    axes[0].legend()
+    fig.suptitle("fixed (B, L) on every prompt: the same drafts, verified to different lengths "
+                 "(modelled; star: the best L for each B)")
+    return _save(fig, path)

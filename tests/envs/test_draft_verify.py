@@ -94,3 +94,48 @@ def test_draft_verify_env_runs_live_like_a_bare_decode(test_zoo, prompt_file):
         ids, lambda s: PLAN[s.cycle % len(PLAN)][0], verify=lambda s, c: PLAN[s.cycle % len(PLAN)][1])
     assert cycles == [(c.block_size, c.verify_length, c.accepted) for c in bare.cycles]
     assert total == bare.cycle_tokens
+
+
+def _threshold_agent(candidates, size=8, threshold=0.5):
+    """A hand-written agent on the observation: B = ``size``, then L = 1 + the drafts whose running product
+    stays >= ``threshold``, rounded down to a candidate."""
+    top = max(candidates)
+
+    def act(observation):
+        if observation[20] == 0:
+            return candidates.index(size)
+        running = observation[21 + top: 21 + 2 * top - 1]
+        length = 1 + int(np.sum(running >= threshold))
+        return max(i for i, b in enumerate(candidates) if b <= length)
+
+    return act
+
+
+def test_an_agent_runs_as_a_policy_exactly_as_in_the_env(verify_store, trained_pair):
+    """The agent wrapped as a specpolicy policy makes the env's choices in replay and decodes losslessly live."""
+    from specpolicy.decoding import SpeculativeDecoder
+    from specpolicy.envs.draft_verify_policy import DraftVerifyAgentPolicy
+    from specpolicy.evaluate import live_plan, prompt_observation
+
+    env = DraftVerifyStepEnv(sweep=verify_store.path, reward="seconds")
+    agent = _threshold_agent(env.candidates)
+    policy = DraftVerifyAgentPolicy(agent, env.candidates, budget=24)
+    records = list(verify_store.records())
+    cut = 0
+    for index, record in enumerate(records):
+        observation, _ = env.reset(options={"prompt_index": index})
+        done = False
+        while not done:
+            observation, _, done, _, _ = env.step(agent(observation))
+        prompt = prompt_observation(verify_store, record, None)
+        replayed = record.table().simulate(policy.schedule(prompt), verify=policy.verify_rule(prompt))
+        assert [(c.block_size, c.verify_length, c.accepted) for c in replayed] == \
+            [(c.block_size, c.verify_length, c.accepted) for c in env.session.cycles]
+        cut += sum(c.verify_length < c.block_size for c in replayed)
+    assert cut > 0
+    decoder = SpeculativeDecoder(*trained_pair, max_new_tokens=24)
+    for prompt in ([4, 7, 5, 9], [8, 7, 9, 9]):
+        choose, verify = live_plan(policy, "live", len(prompt))
+        trace = decoder.generate(prompt, choose, verify=verify)
+        assert trace.output_ids == decoder.generate(prompt, 1).output_ids
+        assert any(c.verify_length < c.block_size for c in trace.cycles)

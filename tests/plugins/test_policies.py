@@ -136,11 +136,11 @@ def test_heuristic_schedule():
 
 
 def test_oracles_pass_check_policy_on_a_replay_store(replay_store):
-    from specpolicy.evaluate import _observation
+    from specpolicy.evaluate import prompt_observation
 
     costs = replay_store.latency()
     records = list(replay_store.records())
-    observations = [_observation(replay_store, r, costs) for r in records]
+    observations = [prompt_observation(replay_store, r, costs) for r in records]
     answers = [Answers(r.taus, r.table(), r.training_block_size) for r in records]
     for name in ("oracle", "oracle-step"):
         check_policy(get_registry().create(name, CANDIDATES), observations=observations, answers=answers)
