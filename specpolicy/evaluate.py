@@ -6,6 +6,7 @@ Figures and intervals over the results live in :mod:`specpolicy.metrics`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -102,32 +103,48 @@ def replay_plan(policy: Policy, observation: PromptObservation, answers: Answers
     return policy.schedule(observation), policy.verify_rule(observation)
 
 
+@dataclass
+class StoredPrompts:
+    """A replay store's prompts read once (records, replay tables, prefill observations without costs), for
+    callers that simulate them many times, e.g. at several concurrencies."""
+
+    records: list[SweepRecord]
+    tables: list[ReplayTable]
+    observations: list[PromptObservation]
+
+    @classmethod
+    def load(cls, store: SweepStore) -> StoredPrompts:
+        records = [r for r in store.records() if r.replay is not None]
+        if not records:
+            raise ValueError(f"sweep store {store.path} has no replay records; run a replay sweep first")
+        return cls(records, [r.table() for r in records], [prompt_observation(store, r) for r in records])
+
+
 def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: BatchCostTable, concurrency: int,
-                     on_served: Callable[[Policy, ServingResult], object] | None = None) -> list[PolicyResults]:
+                     on_served: Callable[[Policy, ServingResult], object] | None = None,
+                     prompts: StoredPrompts | None = None) -> list[PolicyResults]:
     """Every policy serving the store's prompts at ``concurrency`` (:func:`~specpolicy.serving.simulate_serving`).
 
     Per request: tokens, its share of the step seconds, and plain AR's time at the same concurrency
     (a batched one-token step per token). Policies price choices with ``costs.at_concurrency``;
     ``on_served(policy, result)`` sees each simulation (every cycle is in ``result.records``).
+    ``prompts``: the store read once by :meth:`StoredPrompts.load` (default: read it now).
     """
     for policy in policies:
         check_candidates(policy, store.candidates, store.meta.get("confidence_sizes", []))
     check_vocabulary(policies, store.feature_width(), f"the sweep {store.path}")
-    records = [r for r in store.records() if r.replay is not None]
-    if not records:
-        raise ValueError(f"sweep store {store.path} has no replay records; run a replay sweep first")
+    prompts = prompts or StoredPrompts.load(store)
     priced = costs.at_concurrency(concurrency, store.candidates)
-    tables = [r.table() for r in records]
-    observations = [prompt_observation(store, r, priced) for r in records]
-    answers = [Answers(r.taus, t, r.training_block_size) for r, t in zip(records, tables)]
+    observations = [replace(o, costs=priced) for o in prompts.observations]
+    answers = [Answers(r.taus, t, r.training_block_size) for r, t in zip(prompts.records, prompts.tables)]
     results = []
     for policy in policies:
         plans = [lambda o=o, a=a, p=policy: replay_plan(p, o, a) for o, a in zip(observations, answers)]
-        served = simulate_serving(tables, plans, costs, concurrency)
+        served = simulate_serving(prompts.tables, plans, costs, concurrency)
         if on_served is not None:
             on_served(policy, served)
         result = PolicyResults(policy.name, f"modelled, concurrency {concurrency}")
-        for i, record in enumerate(records):
+        for i, record in enumerate(prompts.records):
             result.prompts.append(PromptResult(record.prompt_id, [], served.tau(i), served.tokens[i],
                                                served.seconds[i], served.tokens[i] * priced.ar_seconds, 0))
         results.append(result)

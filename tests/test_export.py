@@ -53,3 +53,25 @@ def test_export_command(replay_store, tmp_path):
     too_far = CliRunner().invoke(app, ["export", "adaptive", "--sweep", str(replay_store.path), "--batch-costs",
                                        str(tmp_path / "batch.json"), "--batch-sizes", "1-9"])
     assert too_far.exit_code == 2 and "measured up to 4" in " ".join(too_far.output.split())
+
+
+def test_export_reads_the_store_once_for_every_concurrency(replay_store, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from specpolicy.cli import app
+    from specpolicy.sweep.store import SweepStore
+    from tests.test_serving import linear_table
+
+    parsed, records, total = [], SweepStore.records, len(list(replay_store.records()))
+
+    def counted(self, *args, **kwargs):
+        for record in records(self, *args, **kwargs):
+            parsed.append(record.prompt_id)
+            yield record
+
+    monkeypatch.setattr(SweepStore, "records", counted)
+    linear_table(batches=(1, 2, 4)).save(tmp_path / "batch.json")
+    result = CliRunner().invoke(app, ["export", "adaptive", "--sweep", str(replay_store.path), "--batch-costs",
+                                      str(tmp_path / "batch.json"), "--batch-sizes", "1-4"])
+    assert result.exit_code == 0, result.output
+    assert len(parsed) <= total + 1  # one full read (and the first record, for the logits' width)

@@ -23,7 +23,7 @@ def export(
     Dynamic SD schedule and SGLang's DFlash flag (engines verify what they draft: B = L there)."""
     from specpolicy.batch_costs import BatchCostTable
     from specpolicy.cli.sweep import parse_candidates
-    from specpolicy.evaluate import evaluate_serving
+    from specpolicy.evaluate import StoredPrompts, evaluate_serving
     from specpolicy.export import sglang_args, verified_drafts, vllm_config
     from specpolicy.registry import get_registry
     from specpolicy.sweep.store import SweepStore
@@ -37,11 +37,11 @@ def export(
                    f"measure more with `specpolicy bench batch-latency --batch-sizes 1-{max(batches)}`")
     store = SweepStore.load(sweep)
     built = get_registry().create(policy, store.candidates)
-    rows = []
+    rows, prompts = [], StoredPrompts.load(store)
     for batch in batches:
         served: list = []
-        results = evaluate_serving(store, [built], costs, batch, on_served=lambda _, result, seen=served:
-                                   seen.append(result))
+        results = evaluate_serving(store, [built], costs, batch, prompts=prompts,
+                                   on_served=lambda _, result, seen=served: seen.append(result))
         speedup = float(results[0].column("ar_seconds").sum() / results[0].column("seconds").sum())
         rows.append({"batch_size": batch, "verified_drafts": verified_drafts(served[0].records),
                      "tokens_per_s": round(served[0].throughput, 1), "speedup_over_ar": round(speedup, 3)})

@@ -268,11 +268,14 @@ class SweepStore:
         return load_file(str(file))["logits"].float()
 
     def feature_width(self) -> int | None:
-        """The width of the recorded prefill logits (the target's vocabulary); ``None`` without features."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", CorruptRecordWarning)
-            record = next((r for r in self.records() if r.features), None)
-        return None if record is None else int(self.features(record).shape[-1])
+        """The width of the recorded prefill logits (the target's vocabulary); ``None`` without features.
+        Remembered once known (every record of a store has the same width)."""
+        if getattr(self, "_feature_width", None) is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", CorruptRecordWarning)
+                record = next((r for r in self.records() if r.features), None)
+            self._feature_width = None if record is None else int(self.features(record).shape[-1])
+        return self._feature_width
 
     def tau_matrix(self, records: Sequence[SweepRecord], candidates: Sequence[int] | None = None) -> np.ndarray:
         """tau of every candidate (default: the store's) for ``records``: float64 [n, C]."""
