@@ -15,6 +15,7 @@ BLOCK_SIZE_LIVE_ID = "specpolicy/BlockSizeLive-v0"
 BLOCK_SIZE_STEP_ID = "specpolicy/BlockSizeStep-v0"
 BLOCK_SIZE_STEP_LIVE_ID = "specpolicy/BlockSizeStepLive-v0"
 DRAFT_VERIFY_STEP_ID = "specpolicy/DraftVerifyStep-v0"
+DRAFT_VERIFY_STEP_LIVE_ID = "specpolicy/DraftVerifyStepLive-v0"
 
 
 def register_envs() -> None:
@@ -35,6 +36,9 @@ def register_envs() -> None:
     if DRAFT_VERIFY_STEP_ID not in registry:
         gym.register(DRAFT_VERIFY_STEP_ID, entry_point="specpolicy.envs.draft_verify_step:DraftVerifyStepEnv",
                      max_episode_steps=8192)
+    if DRAFT_VERIFY_STEP_LIVE_ID not in registry:
+        gym.register(DRAFT_VERIFY_STEP_LIVE_ID, entry_point="specpolicy.envs.draft_verify_step:DraftVerifyStepEnv",
+                     max_episode_steps=8192, nondeterministic=True, kwargs={"backend": "live"})
 
 
 register_envs()

@@ -101,16 +101,14 @@ def block_and_verify_curves(tables: Sequence, costs, block_sizes: Sequence[int])
     return curves
 
 
-def plot_block_and_verify(tables: Sequence, costs, path: str | Path, block_sizes: Sequence[int] = (8, 16, 32)
-                          ) -> Path:
-    """Three panels against the verify length L, one line per block size B (see
-    :func:`block_and_verify_curves`): tokens per cycle, cost per cycle, tokens per AR step (best L marked)."""
+def plot_block_and_verify(curves: dict[int, dict[str, list]], path: str | Path) -> Path:
+    """Three panels against the verify length L, one line per block size B (``curves`` from
+    :func:`block_and_verify_curves`): tokens per cycle, cost per cycle, pooled speedup (best L marked)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    curves = block_and_verify_curves(tables, costs, block_sizes)
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
     labels = {"tokens": "tokens committed per cycle", "cost": "cycle cost (AR steps)",
               "speed": "pooled speedup over AR"}

@@ -84,8 +84,9 @@ def test_draft_verify_env_runs_live_like_a_bare_decode(test_zoo, prompt_file):
     from specpolicy.models import load_pair
 
     pair = load_pair(*map(str, test_zoo))
-    env = DraftVerifyStepEnv(backend="live", live={"dataset": str(prompt_file), "pair": pair, "max_new_tokens": 16,
-                                                   "max_samples": 2, "candidates": (1, 2, 4, 8)})
+    env = gym.make("specpolicy/DraftVerifyStepLive-v0", live={"dataset": str(prompt_file), "pair": pair,
+                                                              "max_new_tokens": 16, "max_samples": 2,
+                                                              "candidates": (1, 2, 4, 8)}).unwrapped
     cycles, total, seen = _run(env, PLAN)
     assert seen and all(obs[20] == 1 for obs in seen)
     prompt = next(p for p in env.live.prompts if p.id == env._prompt_id)

@@ -12,6 +12,7 @@ from specpolicy.export import verified_drafts, vllm_config
 from specpolicy.metrics import summarize
 from specpolicy.models import load_pair
 from specpolicy.registry import create_policy
+from specpolicy.report import block_and_verify_curves, plot_block_and_verify
 from specpolicy.sweep.batch_latency import measure_batch_costs
 from specpolicy.sweep.run import SweepSettings, run_sweep
 
@@ -42,6 +43,14 @@ def show(results, title):
 
 # 3. Batch 1: one request at a time, priced with the sweep's own cost table (modelled time).
 show(evaluate_replay(store, policies), "batch 1 (modelled; gain = share of oracle-verify's gain over fixed16)")
+
+# 3b. Why L is a knob: every prompt replayed at fixed (B, L), the same drafts verified to different lengths.
+curves = block_and_verify_curves([r.table() for r in store.records()], store.latency(), (8, 16, 32))
+for size, curve in curves.items():
+    best = max(range(size), key=curve["speed"].__getitem__)
+    print(f"B = {size:>2}: L = B {curve['speed'][-1]:.2f}x over AR, best L = {curve['length'][best]:>2} "
+          f"{curve['speed'][best]:.2f}x")
+plot_block_and_verify(curves, WORKDIR / "block-and-verify.png")
 
 # 4. Under load: measure what batched passes cost here, then serve 8 requests at a time.
 pair = load_pair("tiny", "tiny", "float32", "cpu")
