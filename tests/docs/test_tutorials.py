@@ -37,6 +37,11 @@ def test_tutorial_runs(script, tmp_path):
             speed = {line.split()[0]: float(line.split()[-4].rstrip("x")) for line in table.splitlines()[1:7]}
             assert speed["oracle-verify"] >= max(speed.values()) - 1e-9
             assert speed["oracle-verify"] >= speed["oracle-step"]
+    if script == "t8_rl_draft_verify.py":  # the trained agent is evaluated beside the rules, under the oracle
+        rows = result.stdout.split("\npolicy")[1].split("\n\n")[0].splitlines()[1:]
+        speed = {line.split()[0]: float(line.split()[1].rstrip("x")) for line in rows}
+        assert {"fixed16", "adaptive-verify", "draft-verify-agent", "oracle-verify"} <= set(speed)
+        assert speed["oracle-verify"] >= max(speed.values()) - 1e-9
     if script == "t6_hf_generate.py":  # both DFlash loops must reproduce greedy decoding
         assert "same output as greedy: True True" in result.stdout.splitlines()
     captured = OUTPUT / script.replace(".py", ".txt")

@@ -5,7 +5,6 @@ import torch
 from common import SAMPLES, WORKDIR
 from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
-from stable_baselines3.common.results_plotter import load_results
 
 from specpolicy.data.registry import load_prompts
 from specpolicy.envs.draft_verify_policy import DraftVerifyAgentPolicy
@@ -71,9 +70,11 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-log = load_results(str(monitor))
+episodes = np.concatenate([np.genfromtxt(f, delimiter=",", skip_header=1, names=True) for f in monitor.glob("*.csv")])
+episodes = np.sort(episodes, order="t")  # the 8 environments' episodes in the order they ended
+window = min(50, len(episodes))
 fig, ax = plt.subplots(figsize=(7, 3.5))
-ax.plot(np.cumsum(log.l.values), log.r.rolling(50, min_periods=1).mean().values)
+ax.plot(np.cumsum(episodes["l"])[window - 1:], np.convolve(episodes["r"], np.ones(window) / window, "valid"))
 ax.axhline(0.0, color="0.5", linewidth=1, linestyle="--")
 ax.set_xlabel("environment steps")
 ax.set_ylabel("AR steps saved per prompt (mean of 50)")
