@@ -165,3 +165,24 @@ def test_old_transformers_gets_one_clear_message(monkeypatch):
     with pytest.raises(RuntimeError, match=r"transformers>=5\.15\.0"):
         compat.require_dflash_support()
     assert importlib.metadata.version("transformers")  # the real one is untouched
+
+
+def test_an_rl_agent_policy_runs_inside_generate(pair, assistant, costs, held_out):
+    """An agent of DraftVerifyStep-v0 (here a hand-written one on its observation) decodes in generate()
+    exactly as in specpolicy's decoder: B before the cycle, L after reading the drafted block."""
+    from specpolicy.envs.draft_verify_policy import DraftVerifyAgentPolicy
+
+    candidates = (1, 2, 4, 8, 16)
+
+    def agent(observation):
+        if observation[20] == 0:  # draft phase: B = 16 or 4, from the accepted history
+            return 4 if 0 < observation[2] * 16 < 2 else 2
+        running = observation[22 + 15: 22 + 30]
+        return max(i for i, b in enumerate(candidates) if b <= 1 + int((running >= 0.4).sum()))
+
+    policy = DraftVerifyAgentPolicy(agent, candidates, budget=48)
+    trace, result, output = _both(pair, assistant, held_out[1], policy, costs)
+    assert output == trace.output_ids
+    assert cycle_rows(result.cycles) == cycle_rows(trace.cycles)
+    assert [c.verify_length for c in result.cycles] == [c.verify_length for c in trace.cycles]
+    assert any(c.verify_length < c.block_size for c in trace.cycles)
