@@ -16,7 +16,7 @@ from specpolicy.sweep.run import SweepSettings, run_sweep
 
 torch.set_num_threads(1)
 CANDIDATES = [1, 2, 4, 8, 12, 16, 24, 32]
-STEPS = 30_000 * SAMPLES  # 1.44M environment steps at the default size: about twelve minutes here
+STEPS = 30_000 * SAMPLES  # 1.44M environment steps at the default size: about 15 minutes here
 
 
 def verify_sweep(dataset: str, prompts: int, folder: str):
