@@ -85,5 +85,9 @@ def test_a_policy_of_another_vocabulary_fails_before_any_model_work(test_zoo, co
 
 
 def test_a_hub_id_typo_offline_is_one_message(monkeypatch):
+    import huggingface_hub.constants
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # the hub reads the variable once, at import: once anything imported it, only the constant switches it
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     fails(["generate", "hi", "--target", "Qwen/Qwen3-4Bx", "-b", "4"], "cannot load target 'Qwen/Qwen3-4Bx'")
