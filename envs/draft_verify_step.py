@@ -21,7 +21,7 @@ import numpy as np
 from gymnasium import spaces
 
 from specpolicy.cycles import CycleRecord, DraftedBlock, mean_acceptance
-from specpolicy.envs.block_size_step import BlockSizeStepEnv, step_observation
+from specpolicy.envs.block_size_step import OBSERVATION_SIZE, BlockSizeStepEnv, step_observation
 from specpolicy.envs.replay_data import OBSERVATION_BOUND
 from specpolicy.state import DecodeState
 
@@ -58,9 +58,7 @@ class DraftVerifyStepEnv(BlockSizeStepEnv):
         super().__init__(sweep, reward, render_mode, backend, live, split)
         if backend == "replay":
             self._check_sweep()
-        top = max(self.candidates)
-        size = len(step_observation(DecodeState(np.zeros(0), 1, 1, 0, 1), self.candidates, 1,
-                                    np.zeros(13, np.float32))) + 2 + 2 * (top - 1)
+        size = OBSERVATION_SIZE + 2 + 2 * (max(self.candidates) - 1)
         self.observation_space = spaces.Box(-OBSERVATION_BOUND, OBSERVATION_BOUND, (size,), np.float32)
         self.block: DraftedBlock | None = None
 
