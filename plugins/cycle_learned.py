@@ -11,7 +11,6 @@ the states it visits, labelled by the oracle, so it learns to recover from its o
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,7 +24,6 @@ from specpolicy.state import DecodeState
 
 HISTORY = 6
 """cycles of history in the features"""
-MODEL_NAME = "model.skops"
 SETTINGS_NAME = "cycle_policy.json"
 
 
@@ -132,24 +130,17 @@ class CycleLearnedPolicy(LearnedPolicy):
     # --- persistence ----------------------------------------------------------------------------
 
     def save(self, path: str | Path) -> None:
-        folder = Path(path)
-        folder.mkdir(parents=True, exist_ok=True)
-        skops_io.dump(self.model, folder / MODEL_NAME)
-        (folder / SETTINGS_NAME).write_text(json.dumps({"candidates": list(self.candidates), "start": self.start,
-                                                        "history": HISTORY}))
+        skops_io.save_model(path, self.model, SETTINGS_NAME,
+                            {"candidates": list(self.candidates), "start": self.start, "history": HISTORY})
 
     @classmethod
     def load(cls, path: str | Path, candidates: Sequence[int] | None = None) -> CycleLearnedPolicy:
-        folder = Path(path)
-        settings_file = folder / SETTINGS_NAME
-        if not settings_file.exists():
-            raise FileNotFoundError(f"cycle policy file {settings_file} is missing; train one with "
-                                    "`specpolicy train cycle --sweep DIR --out FOLDER`")
-        settings = json.loads(settings_file.read_text())
+        model, settings = skops_io.load_model(path, SETTINGS_NAME, "cycle policy",
+                                              "specpolicy train cycle --sweep DIR --out FOLDER")
         if candidates is not None and not set(settings["candidates"]) <= set(candidates):
-            raise ValueError(f"{folder} picks among {settings['candidates']} but only {sorted(candidates)} "
+            raise ValueError(f"{path} picks among {settings['candidates']} but only {sorted(candidates)} "
                              "are available")
-        return cls(settings["candidates"], skops_io.safe_load(folder / MODEL_NAME), settings["start"])
+        return cls(settings["candidates"], model, settings["start"])
 
 
 def _factory(arg: str | None, candidates: Sequence[int]) -> CycleLearnedPolicy:

@@ -8,7 +8,6 @@ feature functions.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -25,7 +24,6 @@ from specpolicy.features import compact_from_augmented, logits_from_augmented, w
 from specpolicy.hookspecs import hookimpl
 from specpolicy.policy import LearnedPolicy, PromptObservation, TrainingSet
 
-MODEL_NAME = "model.skops"
 SETTINGS_NAME = "sklearn.json"
 
 CLASSIFIERS: dict[str, Callable[[int], object]] = {
@@ -94,25 +92,14 @@ class SklearnPolicy(LearnedPolicy):
         return float((predicted == dataset.labels).mean())
 
     def save(self, path: str | Path) -> None:
-        folder = Path(path)
-        folder.mkdir(parents=True, exist_ok=True)
-        skops_io.dump(self.model, folder / MODEL_NAME)
-        (folder / SETTINGS_NAME).write_text(json.dumps({"kind": self.kind, "candidates": list(self.candidates)}))
+        skops_io.save_model(path, self.model, SETTINGS_NAME, {"kind": self.kind, "candidates": list(self.candidates)})
 
     @classmethod
     def load(cls, path: str | Path, candidates: Sequence[int] | None = None) -> SklearnPolicy:
-        folder = Path(path)
-        for name in (MODEL_NAME, SETTINGS_NAME):
-            if not (folder / name).exists():
-                raise FileNotFoundError(f"sklearn policy file {folder / name} is missing; train one with "
-                                        "`specpolicy train KIND --sweep DIR --out FOLDER`")
-        try:
-            settings = json.loads((folder / SETTINGS_NAME).read_text())
-        except Exception as exc:
-            raise ValueError(f"sklearn policy in {folder} is corrupted ({type(exc).__name__}: {exc})") from None
-        model = skops_io.safe_load(folder / MODEL_NAME)
+        model, settings = skops_io.load_model(path, SETTINGS_NAME, "sklearn policy",
+                                              "specpolicy train KIND --sweep DIR --out FOLDER")
         if candidates is not None and tuple(sorted(candidates)) != tuple(settings["candidates"]):
-            raise ValueError(f"{folder} picks among {settings['candidates']} but {sorted(candidates)} were requested")
+            raise ValueError(f"{path} picks among {settings['candidates']} but {sorted(candidates)} were requested")
         return cls(settings["kind"], settings["candidates"], model)
 
 

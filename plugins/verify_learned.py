@@ -10,7 +10,6 @@ the block size. Evaluated in numpy (a few microseconds per cycle).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,7 +22,6 @@ from specpolicy.plugins.cycle_rules import AdaptivePolicy, required_costs
 from specpolicy.plugins.verify_rules import most_tokens_per_second
 from specpolicy.policy import LearnedPolicy, PromptObservation, TrainingSet
 
-MODEL_NAME = "model.skops"
 SETTINGS_NAME = "verify_head.json"
 
 
@@ -92,20 +90,13 @@ class VerifyHeadPolicy(LearnedPolicy, AdaptivePolicy):
         return summary
 
     def save(self, path: str | Path) -> None:
-        folder = Path(path)
-        folder.mkdir(parents=True, exist_ok=True)
-        skops_io.dump(self.model, folder / MODEL_NAME)
-        (folder / SETTINGS_NAME).write_text(json.dumps({"candidates": list(self.candidates)}))
+        skops_io.save_model(path, self.model, SETTINGS_NAME, {"candidates": list(self.candidates)})
 
     @classmethod
     def load(cls, path: str | Path, candidates: Sequence[int] | None = None) -> VerifyHeadPolicy:
-        folder = Path(path)
-        settings_file = folder / SETTINGS_NAME
-        if not settings_file.exists():
-            raise FileNotFoundError(f"verify head file {settings_file} is missing; train one with "
-                                    "`specpolicy train verify-head --sweep DIR --out FOLDER`")
-        settings = json.loads(settings_file.read_text())
-        return cls(candidates or settings["candidates"], skops_io.safe_load(folder / MODEL_NAME))
+        model, settings = skops_io.load_model(path, SETTINGS_NAME, "verify head",
+                                              "specpolicy train verify-head --sweep DIR --out FOLDER")
+        return cls(candidates or settings["candidates"], model)
 
 
 def _log_loss(y: np.ndarray, p: np.ndarray) -> float:

@@ -164,3 +164,19 @@ def test_a_predictor_with_nan_weights_is_refused(trained_blockpilot, tmp_path):
     save_file(state, str(weights))
     with pytest.raises(ValueError, match="NaN or infinite"):
         get_registry().create(f"blockpilot:{tmp_path / 'bp'}", CANDIDATES)
+
+
+def test_skops_policy_folders_name_a_missing_or_damaged_file(tmp_path):
+    from sklearn.linear_model import LogisticRegression
+
+    from specpolicy import skops_io
+
+    with pytest.raises(FileNotFoundError, match="model.skops is missing; train one with `specpolicy train x`"):
+        skops_io.load_model(tmp_path / "none", "s.json", "test policy", "specpolicy train x")
+    model = LogisticRegression().fit([[0.0], [1.0]], [0, 1])
+    skops_io.save_model(tmp_path / "ok", model, "s.json", {"candidates": [1, 2]})
+    loaded, settings = skops_io.load_model(tmp_path / "ok", "s.json", "test policy", "specpolicy train x")
+    assert settings == {"candidates": [1, 2]} and loaded.predict([[1.0]]).tolist() == [1]
+    (tmp_path / "ok" / "s.json").write_text("{not json")
+    with pytest.raises(ValueError, match="test policy in .* is corrupted"):
+        skops_io.load_model(tmp_path / "ok", "s.json", "test policy", "specpolicy train x")
