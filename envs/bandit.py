@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from specpolicy.envs.agent_policy import StepAgentPolicy
 from specpolicy.envs.block_size_step import BlockSizeStepEnv, step_observation
 from specpolicy.envs.vector import BlockSizeVectorEnv
-from specpolicy.features import compact, get_extractor
+from specpolicy.features import get_extractor
 from specpolicy.policy import Policy, PromptObservation
 from specpolicy.state import DecodeState
 
@@ -97,29 +98,19 @@ class LinUCB:
         return CycleBanditPolicy(self, budget)
 
 
-class CycleBanditPolicy(Policy):
+class CycleBanditPolicy(StepAgentPolicy):
     """A :class:`LinUCB` trained by :meth:`LinUCB.learn_cycles`, choosing B before every cycle from the step
     environment's observation of the decode state (greedy)."""
 
     name = "linucb-cycle"
-    per_step = True
 
     def __init__(self, agent: LinUCB, budget: int) -> None:
-        super().__init__(agent.candidates)
-        self.agent, self.budget = agent, budget
+        super().__init__(agent.candidates, budget)
+        self.agent = agent
 
-    def select(self, observation: PromptObservation) -> int:
-        return self.schedule(observation)(DecodeState(observation.logits, observation.prompt_length,
-                                                      observation.prompt_length, 0, 1))
-
-    def schedule(self, observation: PromptObservation):
-        prefill = compact(observation.logits[None], np.array([observation.prompt_length]))[0]
-
-        def choose(state: DecodeState) -> int:
-            x = self.agent.design(step_observation(state, self.candidates, self.budget, prefill)[None])
-            return self.candidates[int(self.agent.scores(x, explore=False).argmax())]
-
-        return choose
+    def choose(self, state: DecodeState, prefill: np.ndarray) -> int:
+        x = self.agent.design(step_observation(state, self.candidates, self.budget, prefill)[None])
+        return self.candidates[int(self.agent.scores(x, explore=False).argmax())]
 
 
 class BanditPolicy(Policy):

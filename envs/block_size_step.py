@@ -121,7 +121,7 @@ class BlockSizeStepEnv(gym.Env):
             self.session, self._prompt_id = self.live.start(self.np_random)
             self._budget = self.live.budget
             logits = to_numpy(self.session.state.prefill_logits)
-            self._prefill = compact(logits[None], np.array([self.session.state.prompt_length]))[0]
+            self._prefill = compact(logits, [self.session.state.prompt_length])[0]
             return self.session.done
         if options and "prompt_index" in options:
             index = int(options["prompt_index"])

@@ -17,42 +17,33 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from specpolicy.cycles import DraftedBlock, VerifyRule
+from specpolicy.envs.agent_policy import StepAgentPolicy
 from specpolicy.envs.draft_verify_step import draft_verify_observation
-from specpolicy.features import compact
-from specpolicy.policy import Policy, PromptObservation
+from specpolicy.policy import PromptObservation
 from specpolicy.state import DecodeState
 
 Agent = Callable[[np.ndarray], int]
 """observation [22 + 2 (Bmax - 1)] -> action index into the candidates"""
 
 
-class DraftVerifyAgentPolicy(Policy):
+class DraftVerifyAgentPolicy(StepAgentPolicy):
     """B before every cycle and L after every draft, both from a trained agent (greedy)."""
 
     name = "draft-verify-agent"
-    per_step = True
 
     def __init__(self, agent: Agent, candidates: Sequence[int], budget: int) -> None:
-        super().__init__(candidates)
-        self.agent, self.budget = agent, budget
-
-    def _prefill(self, observation: PromptObservation) -> np.ndarray:
-        return compact(observation.logits[None], np.array([observation.prompt_length]))[0]
+        super().__init__(candidates, budget)
+        self.agent = agent
 
     def _act(self, state: DecodeState, prefill: np.ndarray, block: DraftedBlock | None) -> int:
         features = draft_verify_observation(state, self.candidates, self.budget, prefill, block)
         return self.candidates[int(self.agent(features))]
 
-    def select(self, observation: PromptObservation) -> int:
-        return self.schedule(observation)(DecodeState(observation.logits, observation.prompt_length,
-                                                      observation.prompt_length, 0, 1))
-
-    def schedule(self, observation: PromptObservation):
-        prefill = self._prefill(observation)
-        return lambda state: self._act(state, prefill, None)
+    def choose(self, state: DecodeState, prefill: np.ndarray) -> int:
+        return self._act(state, prefill, None)
 
     def verify_rule(self, observation: PromptObservation) -> VerifyRule:
-        prefill = self._prefill(observation)
+        prefill = self.prefill_features(observation)
 
         def rule(state: DecodeState, confidences: Sequence[float]) -> int:
             size = len(confidences) + 1
