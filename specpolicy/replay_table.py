@@ -64,7 +64,7 @@ class ReplayTable:
 
     def drafted_block(self, position: int, block_size: int) -> DraftedBlock:
         """The block a live ``draft(block_size)`` returns at ``position`` (confidences and entropies recorded)."""
-        entropies = self.block_entropies(position, block_size) if self.entropies or block_size == 1 else []
+        entropies = self.block_entropies(position, block_size) if self.entropies else []
         return DraftedBlock(block_size, tuple(self.block_confidences(position, block_size)), tuple(entropies))
 
     def _block_row(self, rows: dict[int, np.ndarray], what: str, position: int, block_size: int) -> list[float]:
@@ -204,24 +204,19 @@ class ReplaySession:
     def step(self, block_size: int, verify: int | VerifyRule | None = None) -> CycleRecord:
         """Replay one cycle of ``block_size`` (one of the table's candidates) at the current anchor,
         verifying ``verify`` tokens (a length, or a rule reading the block's recorded confidences)."""
-        size = self._begin(block_size)
-        try:
-            length = resolve_verify_length(verify, self.state, size,
-                                           lambda: self.table.block_confidences(self.position, size))
-        except (ValueError, TypeError):
-            self._drafted = None  # nothing happened: the session stays where it was
-            raise
+        size = self._check(block_size)
+        length = resolve_verify_length(verify, self.state, size,
+                                       lambda: self.table.block_confidences(self.position, size))
+        self._drafted = size
         return self.verify(length)
 
     def draft(self, block_size: int) -> DraftedBlock:
         """The first half of a cycle: the block a live draft of ``block_size`` gives here (its recorded
         confidences and entropies); :meth:`verify` finishes the cycle."""
-        size = self._begin(block_size)
-        try:
-            return self.table.drafted_block(self.position, size)
-        except ValueError:
-            self._drafted = None
-            raise
+        size = self._check(block_size)
+        block = self.table.drafted_block(self.position, size)
+        self._drafted = size
+        return block
 
     def verify(self, length: int | None = None) -> CycleRecord:
         """The second half: verify the first ``length`` tokens of the drafted block (default: all)."""
@@ -238,13 +233,12 @@ class ReplaySession:
         self.state.cycle, self.state.generated = len(self.cycles), produced
         return cycle
 
-    def _begin(self, block_size: int) -> int:
-        """Check a cycle may start with ``block_size`` (a candidate) and hold it for :meth:`verify`."""
+    def _check(self, block_size: int) -> int:
+        """``block_size`` as an int, when a cycle may start with it here (a candidate; no block waiting)."""
         if self.done:
             raise RuntimeError("the replayed decode has ended; start a new session")
         if self._drafted is not None:
             raise RuntimeError("a drafted block is waiting: call verify(length) before drafting another")
         size = check_block_size(block_size)
         self.table._column(size)
-        self._drafted = size
         return size
