@@ -1,20 +1,19 @@
-"""The wheel carries every package: each folder with an __init__.py is listed in pyproject.toml."""
+"""The wheel carries every package: setuptools finds ``specpolicy*`` packages, so every folder of code needs an
+``__init__.py``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import tomllib
+from setuptools import find_packages
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_every_package_folder_is_listed_for_the_wheel():
+def test_every_folder_of_code_is_a_package_the_wheel_finds():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    listed = set(config["packages"])
-    found = set()
-    for name, folder in config["package-dir"].items():
-        for init in (ROOT / folder).rglob("__init__.py"):
-            relative = init.parent.relative_to(ROOT / folder)
-            found.add(".".join([name, *relative.parts]))
-    assert found - listed == set(), f"add these to [tool.setuptools] packages: {sorted(found - listed)}"
+    found = set(find_packages(ROOT, include=config["packages"]["find"]["include"]))
+    folders = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "specpolicy").rglob("*.py")}
+    assert folders - found == set(), f"add an __init__.py to {sorted(folders - found)}"
+    assert "specpolicy.plugins" in found and "specpolicy.envs" in found
