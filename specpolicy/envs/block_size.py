@@ -10,12 +10,13 @@ import numpy as np
 from gymnasium import spaces
 
 from specpolicy.envs.replay_data import OBSERVATION_BOUND, ReplayData
+from specpolicy.envs.rewards import check_reward
 
 
 class BlockSizeEnv(gym.Env):
     """Observation: prefill features of a prompt (``features``: logits, normalised, softmax or compact).
-    Action: index into the candidate block sizes. Reward: tau (default), modelled tokens/s or a
-    cost-aware tau. ``info``: chosen block size, per-cycle accepted lengths, tau, prompt id.
+    Action: index into the candidate block sizes. Reward (:mod:`~specpolicy.envs.rewards`): tau (default),
+    ``cost`` (a cost-aware tau), ``time`` (tokens/s) or ``seconds`` (replay). ``info``: chosen block size, per-cycle accepted lengths, tau, prompt id.
 
     Backends: ``replay`` (deterministic, from a sweep store; default: the zoo's shipped training sweep,
     ``split="test"`` for its held-out prompts) and
@@ -30,8 +31,7 @@ class BlockSizeEnv(gym.Env):
         if render_mode is not None:
             # a TypeError, as for an unsupported argument: stable-baselines3's make_vec_env then retries without it
             raise TypeError("BlockSize-v0 has no render modes; pass render_mode=None")
-        if backend not in ("replay", "live"):
-            raise ValueError(f"unknown backend {backend!r}; use replay or live")
+        check_reward(reward, "prompt", backend)
         self.backend = backend
         if backend == "replay":
             self.data = ReplayData.load(sweep, features, reward, cost_weight, split)

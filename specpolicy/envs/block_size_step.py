@@ -30,10 +30,10 @@ from gymnasium import spaces
 from specpolicy.arrays import to_numpy
 from specpolicy.cycles import CycleRecord, confident_prefix, mean_acceptance
 from specpolicy.envs.replay_data import OBSERVATION_BOUND, ReplayData
+from specpolicy.envs.rewards import check_reward
 from specpolicy.features import compact
 from specpolicy.state import DecodeState
 
-STEP_REWARDS = ("tokens", "time", "seconds", "saved")
 OBSERVATION_SIZE = 20
 
 
@@ -56,6 +56,7 @@ class BlockSizeStepEnv(gym.Env):
     """
 
     metadata: ClassVar[dict] = {"render_modes": []}
+    granularity = "cycle"
 
     def __init__(self, sweep: str | Path | None = None, reward: str = "tokens", render_mode: str | None = None,
                  backend: str = "replay", live: dict | None = None, split: str = "train",
@@ -63,10 +64,7 @@ class BlockSizeStepEnv(gym.Env):
         if render_mode is not None:
             # a TypeError, as for an unsupported argument: stable-baselines3's make_vec_env then retries without it
             raise TypeError("BlockSizeStep-v0 has no render modes; pass render_mode=None")
-        if reward not in STEP_REWARDS:
-            raise ValueError(f"unknown reward {reward!r}; use one of {', '.join(STEP_REWARDS)}")
-        if backend not in ("replay", "live"):
-            raise ValueError(f"unknown backend {backend!r}; use replay or live")
+        check_reward(reward, self.granularity, backend)
         self.backend = backend
         self.session = None
         self.thresholds = tuple(float(t) for t in verify_thresholds) if verify_thresholds else ()
@@ -75,8 +73,6 @@ class BlockSizeStepEnv(gym.Env):
         size = OBSERVATION_SIZE + (3 if self.thresholds else 0)
         self.observation_space = spaces.Box(-OBSERVATION_BOUND, OBSERVATION_BOUND, (size,), np.float32)
         if backend == "live":
-            if reward != "tokens":
-                raise ValueError("the live backend rewards tokens committed per cycle (reward='tokens')")
             from specpolicy.envs.live_step import LiveStepBackend
 
             self.reward = reward

@@ -53,6 +53,8 @@ class DraftVerifyStepEnv(BlockSizeStepEnv):
     (``specpolicy sweep --verify-lengths --confidences ...``).
     """
 
+    granularity = "draft_verify"
+
     def __init__(self, sweep=None, reward: str = "tokens", render_mode: str | None = None,
                  backend: str = "replay", live: dict | None = None, split: str = "train") -> None:
         super().__init__(sweep, reward, render_mode, backend, live, split)

@@ -57,11 +57,8 @@ class LiveBackend:
 
     def step(self, block_size: int) -> tuple[float, dict]:
         trace = self.decoder.generate(self._ids, block_size)
-        if self.reward == "tau":
-            reward = trace.tau
-        elif self.reward == "cost":
-            reward = trace.tau - self.cost_weight * (block_size - 1)
-        else:
-            reward = trace.tokens_per_second
+        rewards = {"tau": trace.tau, "cost": trace.tau - self.cost_weight * (block_size - 1),
+                   "time": trace.tokens_per_second}
+        reward = rewards[self.reward]  # checked by the environment before the models loaded
         return reward, {"block_size": block_size, "accepted": [c.accepted for c in trace.cycles], "tau": trace.tau,
                         "prompt_id": self._prompt_id, "decode_seconds": trace.decode_seconds}

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 
 from specpolicy.costs import CostTable
+from specpolicy.envs.rewards import check_reward
 from specpolicy.features import get_extractor
 from specpolicy.replay_table import ReplayTable
 from specpolicy.sweep.store import SweepStore
 from specpolicy.training_data import in_validation
 
-REWARDS = ("tau", "tokens_per_second", "cost", "seconds")
 OBSERVATION_BOUND = 1e4
 
 
@@ -52,11 +52,8 @@ class ReplayData:
     @classmethod
     def load(cls, sweep: str | Path | None = None, features: str = "logits", reward: str = "tau",
              cost_weight: float = 0.05, split: str = "train") -> ReplayData:
-        """Read a sweep store; ``reward`` is tau, tokens_per_second (modelled), cost (tau - w * (B - 1)) or
-        seconds (minus the modelled decode time in AR steps: with a prompt's tokens fixed, the summed
-        return ranks policies by pooled speed)."""
-        if reward not in REWARDS:
-            raise ValueError(f"unknown reward {reward!r}; use one of {', '.join(REWARDS)}")
+        """Read a sweep store; ``reward``: a per-prompt name of :data:`~specpolicy.envs.rewards.REWARDS`."""
+        check_reward(reward, "prompt", "replay")
         store = SweepStore.load(sweep or default_sweep(split))
         records = list(store.records())
         if sweep is None and split in ("train", "validation"):

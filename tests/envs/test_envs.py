@@ -21,7 +21,7 @@ def sweep(replay_store):
 
 
 @pytest.mark.parametrize("features", ["logits", "compact"])
-@pytest.mark.parametrize("reward", ["tau", "tokens_per_second", "cost"])
+@pytest.mark.parametrize("reward", ["tau", "time", "cost", "seconds"])
 def test_block_size_env_passes_gymnasium_check(sweep, features, reward):
     env = gym.make("specpolicy/BlockSize-v0", sweep=sweep, features=features, reward=reward)
     check_env(env.unwrapped, skip_render_check=True)
@@ -278,3 +278,28 @@ def test_step_env_verify_thresholds_need_recorded_confidences(replay_store):
         BlockSizeStepEnv(sweep=replay_store.path, verify_thresholds=(0.0, 0.5))
     with pytest.raises(ValueError, match="probabilities"):
         BlockSizeStepEnv(sweep=replay_store.path, verify_thresholds=(1.5,))
+
+
+@pytest.mark.parametrize("env_id", ["specpolicy/BlockSize-v0", "specpolicy/BlockSizeLive-v0",
+                                    "specpolicy/BlockSizeStep-v0", "specpolicy/BlockSizeStepLive-v0",
+                                    "specpolicy/DraftVerifyStep-v0", "specpolicy/DraftVerifyStepLive-v0"])
+@pytest.mark.parametrize("reward", ["tokens_per_secnd", "seconds_live"])
+def test_an_unknown_reward_is_refused_before_any_model_work_naming_the_valid_ones(env_id, reward):
+    """A misspelled reward once fell through to tokens/s in the live backend; every env now refuses it."""
+    with pytest.raises(ValueError, match=r"unknown reward .* use one of .*") as raised:
+        gym.make(env_id, reward=reward, live={"target": "no-such-model"})
+    assert "no-such-model" not in str(raised.value)
+
+
+def test_the_live_per_prompt_env_refuses_a_reward_it_cannot_measure():
+    """``seconds`` is priced by a cost table, which the live backend lacks: refused, not silently tokens/s."""
+    with pytest.raises(ValueError, match=r"reward 'seconds' is not offered by the per-prompt environment's live backend; use one of tau, cost, time"):
+        gym.make("specpolicy/BlockSizeLive-v0", reward="seconds", live={"target": "no-such-model"})
+
+
+def test_every_environment_reads_one_reward_vocabulary():
+    from specpolicy.envs.rewards import REWARDS, offered
+
+    granularities = ["prompt", "cycle", "draft_verify"]
+    named = {r for g in granularities for backend in ("replay", "live") for r in offered(g, backend)}
+    assert named == set(REWARDS)
