@@ -24,7 +24,8 @@ def register_policies(register) -> None:
     """Add policy families by calling ``register(name, factory, aliases=(), description="", per_step=False,
     learned=False, untrained=None)``.
 
-    ``factory(arg, candidates)`` builds a policy; ``arg`` is what follows the family name
+    ``factory(arg, candidates)`` builds a policy (or name it as ``"module:function"``, imported only when the
+    policy is built, so listing policies stays fast); ``arg`` is what follows the family name
     (``fixed16`` -> ``"16"``, ``blockpilot:PATH`` -> ``"PATH"``) or ``None``. A learned family may pass
     ``untrained(candidates, dataset, options)``, which builds a fresh policy for ``specpolicy train``
     (``options``: the training arguments as a dict); without it training uses ``factory(None, candidates)``.

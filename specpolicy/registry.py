@@ -8,6 +8,7 @@ entry points load; a plugin that fails to import is reported and skipped.
 from __future__ import annotations
 
 import difflib
+import importlib
 import importlib.metadata
 import os
 import re
@@ -21,6 +22,7 @@ from specpolicy import hookspecs
 from specpolicy.policy import DEFAULT_CANDIDATES, Policy
 
 PolicyFactory = Callable[[str | None, Sequence[int]], Policy]
+"""``factory(arg, candidates)``; a family may give it as a ``"module:function"`` string, imported on first use"""
 
 
 class PluginLoadWarning(UserWarning):
@@ -32,15 +34,36 @@ class PolicyFamily:
     """A registered family of policies (``fixed`` gives ``fixed14``, ``fixed16``, ...)."""
 
     name: str
-    factory: PolicyFactory
+    factory: PolicyFactory | str
     aliases: tuple[str, ...] = ()
     description: str = ""
     per_step: bool = False
     learned: bool = False
-    untrained: Callable | None = None
+    untrained: Callable | str | None = None
     """``untrained(candidates, dataset, options)``: a fresh policy for training (learned families)"""
     plugin: str = ""
     distribution: str = ""
+
+    def build(self, arg: str | None, candidates: Sequence[int]) -> Policy:
+        """The policy ``factory(arg, candidates)`` makes (the factory's module is imported now if named)."""
+        return self._resolve(self.factory)(arg, candidates)
+
+    def build_untrained(self, candidates: Sequence[int], dataset: object, options: dict) -> Policy:
+        """A fresh policy to train: ``untrained(...)``, else ``factory(None, candidates)``."""
+        if self.untrained is None:
+            return self.build(None, candidates)
+        return self._resolve(self.untrained)(candidates, dataset, options)
+
+    def _resolve(self, target: Callable | str) -> Callable:
+        if callable(target):
+            return target
+        module, _, attribute = target.partition(":")
+        try:
+            return getattr(importlib.import_module(module), attribute)
+        except (ImportError, AttributeError) as exc:
+            raise ValueError(f"policy family {self.name!r} (plugin {self.plugin!r}) points at {target!r}, which "
+                             f"cannot be loaded ({type(exc).__name__}: {exc}); reinstall "
+                             f"{self.distribution or 'the plugin'}") from exc
 
 
 @dataclass
@@ -83,7 +106,7 @@ class PolicyRegistry:
     def create(self, name: str, candidates: Sequence[int] = DEFAULT_CANDIDATES) -> Policy:
         """Build the policy ``name`` over ``candidates``."""
         family, arg = self.parse(name)
-        policy = family.factory(arg, tuple(candidates))
+        policy = family.build(arg, tuple(candidates))
         policy.name = name
         return policy
 
@@ -147,7 +170,7 @@ def _collect(registry: PolicyRegistry, plugin: str, distribution: str, hook: Cal
     """Run one plugin's ``register_policies``; its families land only if all of them are free names."""
     families: list[PolicyFamily] = []
 
-    def register(name: str, factory: PolicyFactory, aliases: Sequence[str] = (), description: str = "",
+    def register(name: str, factory: PolicyFactory | str, aliases: Sequence[str] = (), description: str = "",
                  per_step: bool = False, learned: bool = False, untrained: Callable | None = None) -> None:
         families.append(PolicyFamily(name, factory, tuple(aliases), description, per_step, learned, untrained,
                                      plugin, distribution))

@@ -83,10 +83,7 @@ def build_policy(args: TrainArgs, data: TrainingSet) -> LearnedPolicy:
     if not family.learned:
         raise ValueError(f"policy {args.policy!r} is not a learned policy; learned ones: "
                          + ", ".join(f.name for f in get_registry().unique() if f.learned))
-    if family.untrained is not None:
-        policy = family.untrained(data.candidates, data, asdict(args))
-    else:
-        policy = family.factory(None, data.candidates)
+    policy = family.build_untrained(data.candidates, data, asdict(args))
     if not isinstance(policy, LearnedPolicy):
         raise ValueError(f"policy {args.policy!r} has no fit(); it cannot be trained")
     return policy

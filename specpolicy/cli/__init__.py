@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 from specpolicy.cli import bench, bench_knobs, compare, convert, export, generate, policies, sweep, train, zoo
@@ -50,9 +52,7 @@ guard_all(app)
 
 
 def main() -> None:
-    """Console-script entry point."""
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
+    """Console-script entry point (quiet transformers and hub progress bars, without importing them)."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     app()

@@ -16,7 +16,8 @@ from specpolicy.envs.rewards import check_reward
 class BlockSizeEnv(gym.Env):
     """Observation: prefill features of a prompt (``features``: logits, normalised, softmax or compact).
     Action: index into the candidate block sizes. Reward (:mod:`~specpolicy.envs.rewards`): tau (default),
-    ``cost`` (a cost-aware tau), ``time`` (tokens/s) or ``seconds`` (replay). ``info``: chosen block size, per-cycle accepted lengths, tau, prompt id.
+    ``cost`` (a cost-aware tau), ``time`` (tokens/s) or ``seconds`` (replay). ``info``: chosen block size,
+    per-cycle accepted lengths, tau, prompt id.
 
     Backends: ``replay`` (deterministic, from a sweep store; default: the zoo's shipped training sweep,
     ``split="test"`` for its held-out prompts) and

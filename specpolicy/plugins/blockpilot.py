@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +30,6 @@ from specpolicy.defaults import (
     PATIENCE,
 )
 from specpolicy.features import get_extractor
-from specpolicy.hookspecs import hookimpl
 from specpolicy.policy import DEFAULT_CANDIDATES, LearnedPolicy, PromptObservation, TrainingSet
 
 PREPROCESS = {"raw": "logits", "normalised": "normalised", "softmax": "softmax"}
@@ -228,33 +228,24 @@ def default_predictor_path(variant: str = "blockpilot") -> Path:
     return ZOO_DIR / variant
 
 
-def _loader(variant: str):
-    def factory(arg: str | None, candidates: Sequence[int]) -> BlockPilotPolicy:
-        path = Path(arg).expanduser() if arg else default_predictor_path(variant)
-        return BlockPilotPolicy.load(path, candidates)
-
-    return factory
+def load_blockpilot(variant: str, arg: str | None, candidates: Sequence[int]) -> BlockPilotPolicy:
+    """A trained predictor from ``arg`` (a folder), else the zoo's shipped ``variant``."""
+    path = Path(arg).expanduser() if arg else default_predictor_path(variant)
+    return BlockPilotPolicy.load(path, candidates)
 
 
-def _guarded(arg: str | None, candidates: Sequence[int]):
+blockpilot_policy = partial(load_blockpilot, "blockpilot")
+blockpilot_paper_policy = partial(load_blockpilot, "blockpilot-paper")
+
+
+def guarded_policy(arg: str | None, candidates: Sequence[int]):
     from specpolicy.plugins.cycle_rules import GuardedPolicy
 
-    return GuardedPolicy(_loader("blockpilot")(arg, candidates), candidates)
+    return GuardedPolicy(blockpilot_policy(arg, candidates), candidates)
 
 
-def _untrained(candidates: Sequence[int], dataset: TrainingSet, options: dict) -> BlockPilotPolicy:
+def untrained_blockpilot(candidates: Sequence[int], dataset: TrainingSet, options: dict) -> BlockPilotPolicy:
     """A fresh predictor for ``specpolicy train blockpilot`` (shape options from the training arguments)."""
     fields = ("hidden", "depth", "dropout", "preprocess")
     return BlockPilotPolicy(BlockPilotSettings(vocab_size=dataset.logits.shape[1], candidates=list(candidates),
                                                **{k: options[k] for k in fields if k in options}))
-
-
-@hookimpl
-def register_policies(register) -> None:
-    register("blockpilot", _loader("blockpilot"), learned=True, untrained=_untrained,
-             description="BlockPilot MLP on the raw last-token logits, trained for speed over the whole range "
-                         "(blockpilot:PATH for a trained one)")
-    register("blockpilot-paper", _loader("blockpilot-paper"), learned=True, untrained=_untrained,
-             description="the paper's BlockPilot: tau labels over 14..18 (blockpilot-paper:PATH)")
-    register("blockpilot-guard", _guarded, per_step=True,
-             description="BlockPilot picks the start, the cost-aware adaptive rule guards each cycle (the default)")

@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 
 from specpolicy import skops_io
-from specpolicy.hookspecs import hookimpl
 from specpolicy.plugins.cycle_rules import acceptance_rate
 from specpolicy.policy import LearnedPolicy, PromptObservation, TrainingSet
 from specpolicy.state import DecodeState
@@ -143,7 +142,7 @@ class CycleLearnedPolicy(LearnedPolicy):
         return cls(settings["candidates"], model, settings["start"])
 
 
-def _factory(arg: str | None, candidates: Sequence[int]) -> CycleLearnedPolicy:
+def cycle_policy(arg: str | None, candidates: Sequence[int]) -> CycleLearnedPolicy:
     if arg:
         return CycleLearnedPolicy.load(Path(arg).expanduser(), candidates)
     from specpolicy.zoo import ZOO_DIR
@@ -151,9 +150,5 @@ def _factory(arg: str | None, candidates: Sequence[int]) -> CycleLearnedPolicy:
     return CycleLearnedPolicy.load(ZOO_DIR / "cycle", candidates)
 
 
-@hookimpl
-def register_policies(register) -> None:
-    register("cycle", _factory, per_step=True, learned=True,
-             untrained=lambda candidates, dataset, options: CycleLearnedPolicy(candidates),
-             description="per cycle, learned: imitates the per-cycle time oracle (DAgger) on cycle history "
-                         "(cycle:PATH for a trained one)")
+def untrained_cycle_policy(candidates: Sequence[int], dataset: TrainingSet, options: dict) -> CycleLearnedPolicy:
+    return CycleLearnedPolicy(candidates)

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from specpolicy.costs import CostTable
-from specpolicy.hookspecs import hookimpl
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Policy, PromptObservation
 from specpolicy.state import DecodeState
 
@@ -168,20 +167,11 @@ class AdaptivePolicy(Policy):
         return self.best_size(acceptance_rate(state, self.prior, decay=self.decay), costs)
 
 
-def _start(arg: str | None) -> int:
+def start_block_size(arg: str | None) -> int:
+    """The start block size a rule's name carries (``probe8`` -> 8; none: the training block size)."""
     if arg is not None and not arg.isdigit():
         raise ValueError(f"the argument is the start block size, e.g. probe16; got {arg!r}")
     return int(arg) if arg else TRAINING_BLOCK_SIZE
-
-
-@hookimpl
-def register_policies(register) -> None:
-    register("probe", lambda arg, candidates: ProbePolicy(candidates, _start(arg)), per_step=True,
-             description="per cycle: speculate at N (16); after < 2 accepted, plain AR for 16, 32, 64 cycles")
-    register("grow", lambda arg, candidates: GrowShrinkPolicy(candidates, _start(arg)), per_step=True,
-             description="per cycle: next larger B after a full accept, shrink to fit after a poor block")
-    register("adaptive", lambda arg, candidates: AdaptivePolicy(candidates, _start(arg)), per_step=True,
-             description="per cycle, cost-aware: most expected tokens/s under the machine's cost table")
 
 
 class GuardedPolicy(Policy):
@@ -225,3 +215,15 @@ class GuardedPolicy(Policy):
 
     def step(self, state: DecodeState, observation: PromptObservation) -> int:
         return self.schedule(observation)(state)
+
+
+def probe_policy(arg: str | None, candidates: Sequence[int]) -> ProbePolicy:
+    return ProbePolicy(candidates, start_block_size(arg))
+
+
+def grow_policy(arg: str | None, candidates: Sequence[int]) -> GrowShrinkPolicy:
+    return GrowShrinkPolicy(candidates, start_block_size(arg))
+
+
+def adaptive_policy(arg: str | None, candidates: Sequence[int]) -> AdaptivePolicy:
+    return AdaptivePolicy(candidates, start_block_size(arg))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from specpolicy.hookspecs import hookimpl
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Policy, PromptObservation
 
 
@@ -39,17 +38,11 @@ class RandomPolicy(Policy):
         return self.candidates[int.from_bytes(digest[:8], "little") % len(self.candidates)]
 
 
-def _fixed(arg: str | None, candidates: Sequence[int]) -> FixedPolicy:
+def fixed_policy(arg: str | None, candidates: Sequence[int]) -> FixedPolicy:
     if arg is None or not arg.isdigit():
         raise ValueError(f"fixed needs a block size, e.g. fixed{TRAINING_BLOCK_SIZE}")
     return FixedPolicy(int(arg), candidates)
 
 
-def _random(arg: str | None, candidates: Sequence[int]) -> RandomPolicy:
+def random_policy(arg: str | None, candidates: Sequence[int]) -> RandomPolicy:
     return RandomPolicy(candidates, seed=int(arg) if arg and arg.isdigit() else 0)
-
-
-@hookimpl
-def register_policies(register) -> None:
-    register("fixed", _fixed, aliases=("dflash",), description="always block size N (fixed16 = DFlash(16))")
-    register("random", _random, description="uniform over the candidates, per prompt (randomN: seed N)")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specpolicy.hookspecs import hookimpl
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Policy, PromptObservation
 from specpolicy.state import DecodeState
 
@@ -39,7 +38,5 @@ class HeuristicPolicy(Policy):
         return max((c for c in self.candidates if c <= last - 1), default=self.candidates[0])
 
 
-@hookimpl
-def register_policies(register) -> None:
-    register("heuristic", lambda arg, candidates: HeuristicPolicy(candidates), per_step=True,
-             description="per cycle: +2 after a fully accepted block, -1 otherwise")
+def heuristic_policy(arg: str | None, candidates: Sequence[int]) -> HeuristicPolicy:
+    return HeuristicPolicy(candidates)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specpolicy.hookspecs import hookimpl
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Policy, PromptObservation, oracle_label
 
 
@@ -55,11 +54,13 @@ class StepOraclePolicy(TauOraclePolicy):
         return lambda state: plan[state.cycle] if state.cycle < len(plan) else plan[-1]
 
 
-@hookimpl
-def register_policies(register) -> None:
-    register("oracle", lambda arg, candidates: TimeOraclePolicy(candidates),
-             description="per prompt, the fastest candidate by modelled time (an upper bound, not deployable)")
-    register("oracle-tau", lambda arg, candidates: TauOraclePolicy(candidates),
-             description="per prompt, the candidate with the highest tau (BlockPilot's label; not deployable)")
-    register("oracle-step", lambda arg, candidates: StepOraclePolicy(candidates), per_step=True,
-             description="per cycle, the fewest modelled seconds by exact dynamic programming (an upper bound)")
+def time_oracle(arg: str | None, candidates: Sequence[int]) -> TimeOraclePolicy:
+    return TimeOraclePolicy(candidates)
+
+
+def tau_oracle(arg: str | None, candidates: Sequence[int]) -> TauOraclePolicy:
+    return TauOraclePolicy(candidates)
+
+
+def step_oracle(arg: str | None, candidates: Sequence[int]) -> StepOraclePolicy:
+    return StepOraclePolicy(candidates)

@@ -9,6 +9,7 @@ feature functions.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,6 @@ from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
 from specpolicy import skops_io
 from specpolicy.features import compact_from_augmented, logits_from_augmented, with_lengths
-from specpolicy.hookspecs import hookimpl
 from specpolicy.policy import LearnedPolicy, PromptObservation, TrainingSet
 
 SETTINGS_NAME = "sklearn.json"
@@ -103,19 +103,12 @@ class SklearnPolicy(LearnedPolicy):
         return cls(settings["kind"], settings["candidates"], model)
 
 
-def _factory(kind: str):
-    def build(arg: str | None, candidates: Sequence[int]) -> SklearnPolicy:
-        return SklearnPolicy.load(arg, candidates) if arg else SklearnPolicy(kind, candidates)
-
-    return build
+def sklearn_policy(kind: str, arg: str | None, candidates: Sequence[int]) -> SklearnPolicy:
+    """A fitted baseline from ``arg`` (a folder), or an untrained one of ``kind``."""
+    return SklearnPolicy.load(arg, candidates) if arg else SklearnPolicy(kind, candidates)
 
 
-DESCRIPTIONS = {"logreg": "logistic regression", "forest": "random forest", "knn": "k-nearest neighbours",
-                "gboost": "gradient boosting"}
-
-
-@hookimpl
-def register_policies(register) -> None:
-    for kind, text in DESCRIPTIONS.items():
-        register(kind, _factory(kind), learned=True,
-                 description=f"scikit-learn {text} on compact features + PCA of the logits ({kind}:PATH)")
+logreg_policy = partial(sklearn_policy, "logreg")
+forest_policy = partial(sklearn_policy, "forest")
+knn_policy = partial(sklearn_policy, "knn")
+gboost_policy = partial(sklearn_policy, "gboost")

@@ -17,7 +17,6 @@ import numpy as np
 
 from specpolicy import skops_io
 from specpolicy.cycles import VerifyRule
-from specpolicy.hookspecs import hookimpl
 from specpolicy.plugins.cycle_rules import AdaptivePolicy, required_costs
 from specpolicy.plugins.verify_rules import most_tokens_per_second
 from specpolicy.policy import LearnedPolicy, PromptObservation, TrainingSet
@@ -104,16 +103,12 @@ def _log_loss(y: np.ndarray, p: np.ndarray) -> float:
     return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
 
 
-def _factory(arg: str | None, candidates: Sequence[int]) -> VerifyHeadPolicy:
+def verify_head_policy(arg: str | None, candidates: Sequence[int]) -> VerifyHeadPolicy:
     if not arg:
         raise ValueError("verify-head needs a trained head: verify-head:FOLDER (train one with "
                          "`specpolicy train verify-head --sweep DIR --out FOLDER`)")
     return VerifyHeadPolicy.load(Path(arg).expanduser(), candidates)
 
 
-@hookimpl
-def register_policies(register) -> None:
-    register("verify-head", _factory, per_step=True, learned=True,
-             untrained=lambda candidates, dataset, options: VerifyHeadPolicy(candidates),
-             description="adaptive's B, then the L with the most expected tokens per second under a learned "
-                         "calibration of the drafter's confidences (verify-head:FOLDER)")
+def untrained_verify_head(candidates: Sequence[int], dataset: TrainingSet, options: dict) -> VerifyHeadPolicy:
+    return VerifyHeadPolicy(candidates)

@@ -16,8 +16,7 @@ from collections.abc import Sequence
 
 from specpolicy.costs import CostTable
 from specpolicy.cycles import VerifyRule, confident_prefix
-from specpolicy.hookspecs import hookimpl
-from specpolicy.plugins.cycle_rules import AdaptivePolicy, _start, required_costs
+from specpolicy.plugins.cycle_rules import AdaptivePolicy, required_costs, start_block_size
 from specpolicy.policy import Answers, Policy, PromptObservation
 
 DEFAULT_THRESHOLD = 0.3
@@ -121,7 +120,7 @@ class VerifyOraclePolicy(Policy):
         return verify
 
 
-def _threshold(arg: str | None, candidates: Sequence[int]) -> ThresholdPolicy:
+def threshold_policy(arg: str | None, candidates: Sequence[int]) -> ThresholdPolicy:
     if arg is not None and not arg.isdigit():
         try:
             return ThresholdPolicy(candidates, max(candidates), float(arg))
@@ -131,15 +130,13 @@ def _threshold(arg: str | None, candidates: Sequence[int]) -> ThresholdPolicy:
     return ThresholdPolicy(candidates, _largest(candidates, arg))
 
 
-@hookimpl
-def register_policies(register) -> None:
-    register("threshold", _threshold,
-             description="draft the largest B (or thresholdN); verify while the running drafter confidence >= 0.3 "
-                         "(threshold:P)")
-    register("marginal", lambda arg, candidates: MarginalPolicy(candidates, _largest(candidates, arg)),
-             description="draft the largest B (or marginalN); verify the L with the most expected "
-                                        "tokens per modelled second (cost-aware)")
-    register("adaptive-verify", lambda arg, candidates: AdaptiveVerifyPolicy(candidates, _start(arg)),
-             per_step=True, description="adaptive's block size per cycle, then marginal's verify length")
-    register("oracle-verify", lambda arg, candidates: VerifyOraclePolicy(candidates), per_step=True,
-             description="per cycle, the (B, L) with the fewest modelled seconds (DP over a --verify-lengths replay)")
+def marginal_policy(arg: str | None, candidates: Sequence[int]) -> MarginalPolicy:
+    return MarginalPolicy(candidates, _largest(candidates, arg))
+
+
+def adaptive_verify_policy(arg: str | None, candidates: Sequence[int]) -> AdaptiveVerifyPolicy:
+    return AdaptiveVerifyPolicy(candidates, start_block_size(arg))
+
+
+def verify_oracle(arg: str | None, candidates: Sequence[int]) -> VerifyOraclePolicy:
+    return VerifyOraclePolicy(candidates)

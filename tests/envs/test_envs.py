@@ -293,7 +293,9 @@ def test_an_unknown_reward_is_refused_before_any_model_work_naming_the_valid_one
 
 def test_the_live_per_prompt_env_refuses_a_reward_it_cannot_measure():
     """``seconds`` is priced by a cost table, which the live backend lacks: refused, not silently tokens/s."""
-    with pytest.raises(ValueError, match=r"reward 'seconds' is not offered by the per-prompt environment's live backend; use one of tau, cost, time"):
+    expected = (r"reward 'seconds' is not offered by the per-prompt environment's live backend; "
+                r"use one of tau, cost, time")
+    with pytest.raises(ValueError, match=expected):
         gym.make("specpolicy/BlockSizeLive-v0", reward="seconds", live={"target": "no-such-model"})
 
 

@@ -131,3 +131,30 @@ def test_a_misspelled_hook_is_reported_not_silently_ignored(install):
     with pytest.warns(PluginLoadWarning, match="'typo' was skipped: unknown hook 'register_policy'"):
         registry = build_registry()
     assert "typo" in registry.failures and "never" not in registry.families
+
+
+def test_listing_and_building_fixed16_import_neither_torch_nor_sklearn():
+    """The registry is lazy: a family records where its factory lives and is imported when created."""
+    import subprocess
+
+    code = ("import sys\nfrom specpolicy.registry import create_policy, get_registry\n"
+            "names = [f.name for f in get_registry().unique()]\nassert 'blockpilot' in names, names\n"
+            "assert create_policy('fixed16').block_size == 16\n"
+            "print(' '.join(m for m in ('torch', 'sklearn', 'transformers') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.split() == []
+
+
+def test_a_family_given_as_a_module_path_is_imported_when_created(install):
+    def body(module):
+        module.made = []
+
+        @hookimpl
+        def register_policies(register):
+            register("lazyfixed", "specpolicy.plugins.fixed:fixed_policy", description="lazy")
+
+        module.register_policies = register_policies
+
+    install("lazy-dist", {"lazy": _plugin_module("lazy_plugin", body)})
+    registry = build_registry()
+    assert registry.create("lazyfixed12").block_size == 12
