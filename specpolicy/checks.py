@@ -41,7 +41,8 @@ def check_policy(policy: Policy, vocab_size: int = 64, n: int = 8, seed: int = 0
     Rules: sorted distinct candidates >= 1; ``select`` returns one of ``choices()`` and is
     deterministic; ``select_batch`` agrees with ``select``; ``predict`` (SB3 signature) returns
     candidate indices for a batch and for a single observation; a per-step policy's schedule is a
-    callable returning allowed block sizes. Oracles (``needs_sweep``) are checked through
+    callable returning allowed block sizes; a verify rule returns a length in 1..B for every drafted
+    size it may see, deterministically. Oracles (``needs_sweep``) are checked through
     ``answer_schedule``; pass ``observations`` and their ``answers`` (e.g. from a sweep store) for
     those that need replay tables, such as the per-cycle oracle.
 
@@ -59,7 +60,7 @@ def check_policy(policy: Policy, vocab_size: int = 64, n: int = 8, seed: int = 0
     answers = answers if answers is not None else [None] * len(observations)
     n = len(observations)
     if policy.per_step and policy.needs_sweep:
-        return _check_schedule(policy, policy.answer_schedule(observations[0], answers[0]), None)
+        return _check_oracle_plans(policy, observations, answers)
     picked = [_decide(policy, o, a) for o, a in zip(observations, answers)]
     for value in picked:
         if not isinstance(value, (int, np.integer)) or int(value) not in choices:
@@ -82,6 +83,42 @@ def check_policy(policy: Policy, vocab_size: int = 64, n: int = 8, seed: int = 0
             raise _fail(policy, f"predict on one observation must return one index, got {single!r}")
     if not policy.needs_sweep:
         _check_schedule(policy, policy.schedule(observations[0]), picked[0])
+        _check_verify(policy, policy.verify_rule(observations[0]))
+
+
+def _check_oracle_plans(policy: Policy, observations: list[PromptObservation], answers: list[Answers | None]
+                        ) -> None:
+    """A per-cycle oracle's plan, run on each prompt's own replay table, picks allowed (B, L) every cycle."""
+    choices = policy.choices()
+    for observation, answer in zip(observations, answers):
+        if answer is None or answer.table is None:
+            raise _fail(policy, "a per-cycle oracle plans on replay tables: pass observations and answers "
+                                "(with tables) from a replay sweep store")
+        cycles = answer.table.simulate(policy.answer_schedule(observation, answer),
+                                       verify=policy.answer_verify(observation, answer))
+        bad = [(c.block_size, c.verify_length) for c in cycles
+               if c.block_size not in choices or not 1 <= c.verify_length <= c.block_size]
+        if not cycles or bad:
+            raise _fail(policy, f"its plan ran {len(cycles)} cycles with choices outside {sorted(choices)}: {bad[:3]}")
+
+
+def _check_verify(policy: Policy, rule) -> None:
+    """A verify rule's L lies in 1..B for every drafted B the policy may choose (a fixed L: an int >= 1)."""
+    if rule is None:
+        return
+    if not callable(rule):
+        if isinstance(rule, bool) or not isinstance(rule, (int, np.integer)) or rule < 1:
+            raise _fail(policy, f"a fixed verify length must be an integer >= 1, got {rule!r}")
+        return
+    rng = np.random.default_rng(0)
+    state = DecodeState(np.zeros(0, np.float32), 10, 10, 0, 1)
+    for size in sorted(b for b in policy.choices() if b > 1):
+        confidences = [round(float(c), 3) for c in rng.uniform(0, 1, size - 1)]
+        length = rule(state, confidences)
+        if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or not 1 <= length <= size:
+            raise _fail(policy, f"its verify rule returned {length!r} for a block of {size}; it must be in 1..{size}")
+        if rule(state, confidences) != length:
+            raise _fail(policy, "its verify rule is not deterministic for the same block")
 
 
 def _check_schedule(policy: Policy, schedule, picked: int | None) -> None:

@@ -146,8 +146,13 @@ class LearnedPolicy(Policy):
     """A policy with parameters: :meth:`fit` on a training set, :meth:`save`/:meth:`load` a folder
     (weights in safetensors, settings in JSON; never pickle)."""
 
-    def fit(self, dataset: TrainingSet) -> dict:
-        """Train on ``dataset``; returns a summary (accuracies, epochs, ...)."""
+    training_options: tuple[str, ...] = ()
+    """the ``specpolicy train`` options this family reads (e.g. ``epochs``); any other one given is refused"""
+
+    def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0, **options: object
+            ) -> dict:
+        """Train on ``dataset`` (early stopping on ``validation``); ``options``: those of
+        :attr:`training_options` that fit reads. Returns a summary (accuracies, epochs, ...)."""
         raise NotImplementedError
 
     def save(self, path: str | Path) -> None:

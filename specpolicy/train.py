@@ -75,6 +75,23 @@ def restrict(data: TrainingSet, window: int, training_block_size: int) -> Traini
     return replace(data, labels=labels, taus=data.taus[:, keep], candidates=candidates, values=values)
 
 
+FIT_OPTIONS = ("epochs", "lr", "batch_size", "patience", "objective")
+"""the options ``fit`` receives, where the family reads them (shape options go to its untrained builder)"""
+FAMILY_OPTIONS = ("hidden", "depth", "dropout", "preprocess", *FIT_OPTIONS)
+
+
+def family_options(args: TrainArgs, policy: LearnedPolicy) -> dict:
+    """The fit options ``policy`` reads; a family option given that it does not read is refused, naming it."""
+    given = [k for k in FAMILY_OPTIONS if getattr(args, k) != getattr(TrainArgs, k)]
+    unread = [k for k in given if k not in policy.training_options]
+    if unread:
+        flags = ", ".join("--" + k.replace("_", "-") for k in unread)
+        reads = ", ".join("--" + k.replace("_", "-") for k in policy.training_options) or "none of them"
+        raise ValueError(f"{args.policy} does not read {flags}; drop {'it' if len(unread) == 1 else 'them'} "
+                         f"(of the model options it reads: {reads})")
+    return {k: getattr(args, k) for k in FIT_OPTIONS if k in policy.training_options}
+
+
 def build_policy(args: TrainArgs, data: TrainingSet) -> LearnedPolicy:
     """A fresh, untrained policy of ``args.policy`` over the training set's candidates (the family builds it)."""
     from specpolicy.registry import get_registry
@@ -108,9 +125,8 @@ def main(args: TrainArgs) -> dict:
     if len(train) < 2:
         raise ValueError(f"sweep {args.sweep} has {len(data)} usable prompts; sweep more prompts to train on")
     policy = build_policy(args, data)
+    fit_options = family_options(args, policy)
     start = time.time()
-    fit_options = {"epochs": args.epochs, "lr": args.lr, "batch_size": args.batch_size, "patience": args.patience,
-                   "objective": args.objective}
     summary = policy.fit(train, validation, seed=args.seed, **fit_options)
     majority = np.bincount(train.labels, minlength=len(data.candidates)).argmax()
     summary.update({

@@ -39,3 +39,8 @@ def register_envs() -> None:
 
 
 register_envs()
+
+from specpolicy.envs.agent_policy import AgentPolicy, AgentSpec  # noqa: E402  (after registration)
+from specpolicy.envs.agent_store import load_agent, save_agent  # noqa: E402
+
+__all__ = ["AgentPolicy", "AgentSpec", "load_agent", "register_envs", "save_agent"]

@@ -1,44 +1,132 @@
-"""The shell every agent trained on a step environment runs in as a per-cycle specpolicy policy."""
+"""The one shell that runs an agent trained on a specpolicy environment as a specpolicy policy.
+
+An agent is any callable from an environment observation to an action index (a stable-baselines3
+model's greedy ``predict``, a LinUCB, a torch actor, a rule). :class:`AgentSpec` says which
+environment it was trained on; :class:`AgentPolicy` rebuilds that environment's observation from any
+decode (after prefill for per-prompt agents, before every cycle for per-cycle agents, after every
+draft too for draft-then-verify agents), so the agent runs wherever policies run: ``compare`` in
+replay and live, ``generate``, ``hf.generate``, serving and ``export``. Saved with
+:func:`~specpolicy.envs.agent_store.save_agent`, it is named ``agent:FOLDER`` in ``--policies``.
+
+    model = PPO.load("ppo-draft-verify")
+    spec = AgentSpec.of_env(env)                     # granularity, candidates, features, budget
+    policy = AgentPolicy(lambda obs: model.predict(obs, deterministic=True)[0], spec)
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from specpolicy.features import compact
+from specpolicy.cycles import DraftedBlock, VerifyRule
+from specpolicy.envs.replay_data import OBSERVATION_BOUND
+from specpolicy.features import compact, get_extractor
 from specpolicy.policy import Policy, PromptObservation
 from specpolicy.state import DecodeState
 
+Agent = Callable[[np.ndarray], int]
+"""observation [d] -> action index into the agent's candidates"""
 
-class StepAgentPolicy(Policy):
-    """A per-cycle policy choosing B from what a step environment observes of the decode.
+GRANULARITIES = ("prompt", "cycle", "draft_verify")
 
-    Subclasses implement :meth:`choose`; the prompt's compact prefill features [13] (the environments'
-    last 13 observation columns) are computed once per prompt. ``budget``: the decodes' max_new_tokens
-    (the observation's share of the budget used).
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """What an agent was trained on, all a policy needs to rebuild its observations.
+
+    ``granularity``: ``prompt`` (``BlockSize-v0``), ``cycle`` (``BlockSizeStep-v0``) or ``draft_verify``
+    (``DraftVerifyStep-v0``). ``candidates``: the environment's block sizes (its action indices).
+    ``features``: the per-prompt environment's prefill features. ``budget``: the step environments'
+    max_new_tokens (the observation's share of the budget used). ``observation_size``: d.
     """
 
-    per_step = True
+    granularity: str
+    candidates: tuple[int, ...]
+    features: str = "compact"
+    budget: int = 0
+    observation_size: int = 0
 
-    def __init__(self, candidates: Sequence[int], budget: int) -> None:
-        super().__init__(candidates)
-        self.budget = budget
+    def __post_init__(self) -> None:
+        if self.granularity not in GRANULARITIES:
+            raise ValueError(f"unknown agent granularity {self.granularity!r}; use one of {', '.join(GRANULARITIES)}")
+        if self.granularity != "prompt" and self.budget < 1:
+            raise ValueError(f"a per-cycle agent needs the decodes' token budget (budget >= 1), got {self.budget}")
+        object.__setattr__(self, "candidates", tuple(int(c) for c in self.candidates))
 
-    def choose(self, state: DecodeState, prefill: np.ndarray) -> int:
-        """The block size of the next cycle (one of :attr:`candidates`)."""
-        raise NotImplementedError
+    @classmethod
+    def of_env(cls, env: object, budget: int | None = None) -> AgentSpec:
+        """The spec of an environment (or its wrapper): ``BlockSize-v0``, ``BlockSizeStep-v0``, ``DraftVerifyStep-v0``
+        or their vector versions. ``budget``: the step environments' token budget (default: their sweep's)."""
+        env = getattr(env, "unwrapped", env)
+        size = int(np.prod(getattr(env, "single_observation_space", env.observation_space).shape))
+        granularity = getattr(env, "granularity", "prompt")
+        if granularity == "prompt":
+            return cls("prompt", env.candidates, env.features, 0, size)
+        if budget is None:
+            budget = int(env.data.store.meta["max_new_tokens"]) if env.backend == "replay" else env.live.budget
+        return cls(granularity, env.candidates, "compact", budget, size)
 
-    @staticmethod
-    def prefill_features(observation: PromptObservation) -> np.ndarray:
-        """The compact prefill features [13] of a prompt, as the step environments observe them."""
-        return compact(observation.logits, [observation.prompt_length])[0]
+    def to_dict(self) -> dict:
+        return {**asdict(self), "candidates": list(self.candidates)}
+
+
+class AgentPolicy(Policy):
+    """A trained agent (greedy) as a policy: B once per prompt, B per cycle, or B then L per cycle."""
+
+    def __init__(self, agent: Agent, spec: AgentSpec, name: str = "agent") -> None:
+        super().__init__(spec.candidates)
+        self.agent, self.spec, self.name = agent, spec, name
+        self.per_step = spec.granularity != "prompt"
+        self._extract = get_extractor(spec.features) if spec.granularity == "prompt" else None
+
+    def vocabulary(self) -> int | None:
+        """Per-prompt agents on raw logits read one vocabulary; compact features fit any target."""
+        if self.spec.granularity == "prompt" and self.spec.features != "compact":
+            return self.spec.observation_size or None
+        return None
+
+    def _act(self, observation: np.ndarray) -> int:
+        return self.candidates[int(self.agent(observation))]
 
     def select(self, observation: PromptObservation) -> int:
-        """The first cycle's block size (the state right after prefill)."""
+        if self.spec.granularity == "prompt":
+            features = self._extract(observation.logits[None], np.array([observation.prompt_length]))[0]
+            return self._act(np.clip(features, -OBSERVATION_BOUND, OBSERVATION_BOUND).astype(np.float32))
         return self.schedule(observation)(DecodeState(observation.logits, observation.prompt_length,
                                                       observation.prompt_length, 0, 1))
 
-    def schedule(self, observation: PromptObservation) -> Callable[[DecodeState], int]:
-        prefill = self.prefill_features(observation)
-        return lambda state: self.choose(state, prefill)
+    def step(self, state: DecodeState, observation: PromptObservation) -> int:
+        return self.schedule(observation)(state)
+
+    def schedule(self, observation: PromptObservation):
+        if self.spec.granularity == "prompt":
+            return self.select(observation)
+        prefill = compact(observation.logits, [observation.prompt_length])[0]
+        return lambda state: self._act(self._observe(state, prefill, None))
+
+    def _observe(self, state: DecodeState, prefill: np.ndarray, block: DraftedBlock | None) -> np.ndarray:
+        from specpolicy.envs.block_size_step import step_observation
+        from specpolicy.envs.draft_verify_step import draft_verify_observation
+
+        if self.spec.granularity == "cycle":
+            return step_observation(state, self.candidates, self.spec.budget, prefill)
+        return draft_verify_observation(state, self.candidates, self.spec.budget, prefill, block)
+
+    def verify_rule(self, observation: PromptObservation) -> VerifyRule | None:
+        """Draft-then-verify agents pick L after seeing the drafted block's confidences; others verify it all."""
+        if self.spec.granularity != "draft_verify":
+            return None
+        prefill = compact(observation.logits, [observation.prompt_length])[0]
+
+        def rule(state: DecodeState, confidences: Sequence[float]) -> int:
+            size = len(confidences) + 1
+            if size == 1:
+                return 1
+            return min(size, self._act(self._observe(state, prefill, DraftedBlock(size, tuple(confidences)))))
+
+        return rule
+
+    def confidence_sizes(self) -> set[int]:
+        return {b for b in self.candidates if b > 1} if self.spec.granularity == "draft_verify" else set()

@@ -15,14 +15,14 @@ Per cycle: ``LinUCB(...).learn_cycles(step_env, episodes)`` on ``BlockSizeStep-v
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 
-from specpolicy.envs.agent_policy import StepAgentPolicy
-from specpolicy.envs.block_size_step import BlockSizeStepEnv, step_observation
+from specpolicy.envs.agent_policy import AgentPolicy, AgentSpec
+from specpolicy.envs.block_size_step import BlockSizeStepEnv
 from specpolicy.envs.vector import BlockSizeVectorEnv
-from specpolicy.features import get_extractor
-from specpolicy.policy import Policy, PromptObservation
-from specpolicy.state import DecodeState
 
 
 class LinUCB:
@@ -90,42 +90,32 @@ class LinUCB:
             obs, _ = env.reset()
         return steps
 
-    def policy(self) -> BanditPolicy:
-        return BanditPolicy(self)
+    def act(self, observation: np.ndarray) -> int:
+        """The greedy arm (no exploration bonus) for one observation [d]: what a deployed agent does."""
+        return int(self.scores(self.design(np.asarray(observation)[None]), explore=False).argmax())
 
-    def cycle_policy(self, budget: int) -> CycleBanditPolicy:
+    def policy(self) -> AgentPolicy:
+        """The per-prompt agent as a policy."""
+        return AgentPolicy(self.act, AgentSpec("prompt", self.candidates, self.features), name="linucb")
+
+    def cycle_policy(self, budget: int) -> AgentPolicy:
         """The per-cycle agent as a per-cycle policy; ``budget``: the decodes' max_new_tokens."""
-        return CycleBanditPolicy(self, budget)
+        return AgentPolicy(self.act, AgentSpec("cycle", self.candidates, budget=budget), name="linucb-cycle")
 
+    def save(self, path: str | Path) -> None:
+        """Arrays in ``linucb.npz`` (no pickle), settings in ``linucb.json``, into the folder ``path``."""
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        np.savez(folder / "linucb.npz", mean=self.mean, scale=self.scale, A=self.A, b=self.b)
+        settings = {"candidates": list(self.candidates), "features": self.features, "alpha": self.alpha}
+        (folder / "linucb.json").write_text(json.dumps(settings, indent=2))
 
-class CycleBanditPolicy(StepAgentPolicy):
-    """A :class:`LinUCB` trained by :meth:`LinUCB.learn_cycles`, choosing B before every cycle from the step
-    environment's observation of the decode state (greedy)."""
-
-    name = "linucb-cycle"
-
-    def __init__(self, agent: LinUCB, budget: int) -> None:
-        super().__init__(agent.candidates, budget)
-        self.agent = agent
-
-    def choose(self, state: DecodeState, prefill: np.ndarray) -> int:
-        x = self.agent.design(step_observation(state, self.candidates, self.budget, prefill)[None])
-        return self.candidates[int(self.agent.scores(x, explore=False).argmax())]
-
-
-class BanditPolicy(Policy):
-    """A trained :class:`LinUCB` as a deployable per-prompt policy (greedy: no exploration bonus)."""
-
-    name = "linucb"
-
-    def __init__(self, agent: LinUCB) -> None:
-        super().__init__(agent.candidates)
-        self.agent = agent
-        self.extract = get_extractor(agent.features)
-
-    def vocabulary(self) -> int | None:
-        return None if self.agent.features == "compact" else len(self.agent.mean)
-
-    def select(self, observation: PromptObservation) -> int:
-        features = self.extract(observation.logits[None], np.array([observation.prompt_length]))
-        return self.candidates[int(self.agent.scores(self.agent.design(features), explore=False).argmax())]
+    @classmethod
+    def load(cls, path: str | Path) -> LinUCB:
+        folder = Path(path)
+        settings = json.loads((folder / "linucb.json").read_text())
+        with np.load(folder / "linucb.npz", allow_pickle=False) as arrays:
+            agent = cls(arrays["mean"], arrays["scale"], tuple(settings["candidates"]), settings["features"],
+                        settings["alpha"])
+            agent.A, agent.b = arrays["A"], arrays["b"]
+        return agent

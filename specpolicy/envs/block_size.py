@@ -33,7 +33,7 @@ class BlockSizeEnv(gym.Env):
             # a TypeError, as for an unsupported argument: stable-baselines3's make_vec_env then retries without it
             raise TypeError("BlockSize-v0 has no render modes; pass render_mode=None")
         check_reward(reward, "prompt", backend)
-        self.backend = backend
+        self.backend, self.features = backend, features
         if backend == "replay":
             self.data = ReplayData.load(sweep, features, reward, cost_weight, split)
             self.candidates = self.data.candidates

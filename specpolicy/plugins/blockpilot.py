@@ -77,6 +77,9 @@ class BlockPilotNet(nn.Module):
 class BlockPilotPolicy(LearnedPolicy):
     """The BlockPilot predictor as a per-prompt policy."""
 
+    training_options = ("hidden", "depth", "dropout", "preprocess", "epochs", "lr", "batch_size", "patience",
+                        "objective")
+
     def __init__(self, settings: BlockPilotSettings) -> None:
         settings.validate()
         super().__init__(settings.candidates)
@@ -117,7 +120,7 @@ class BlockPilotPolicy(LearnedPolicy):
 
     def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, epochs: int = BLOCKPILOT_EPOCHS,
             lr: float = BLOCKPILOT_LR, batch_size: int = BLOCKPILOT_BATCH_SIZE, patience: int = PATIENCE, seed: int = 0,
-            objective: str = "cross_entropy", **_: object) -> dict:
+            objective: str = "cross_entropy") -> dict:
         """Adam with early stopping on the validation split (best validation score kept).
 
         ``objective="cross_entropy"``: the paper's classification of the labels (argmax tau, or the

@@ -103,6 +103,12 @@ def _verify_learned(register) -> None:
                          "calibration of the drafter's confidences (verify-head:FOLDER)")
 
 
+def _agent(register) -> None:
+    register("agent", "specpolicy.envs.agent_store:agent_policy", per_step=True,
+             description="a saved RL agent trained on a specpolicy environment, over its own candidates "
+                         "(agent:FOLDER, from specpolicy.envs.save_agent)")
+
+
 fixed = _plugin(_fixed)
 heuristic = _plugin(_heuristic)
 cycle_rules = _plugin(_cycle_rules)
@@ -112,3 +118,4 @@ blockpilot = _plugin(_blockpilot)
 sklearn = _plugin(_sklearn)
 verify = _plugin(_verify)
 verify_learned = _plugin(_verify_learned)
+agent = _plugin(_agent)

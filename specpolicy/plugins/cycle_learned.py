@@ -99,8 +99,7 @@ class CycleLearnedPolicy(LearnedPolicy):
             state.record(size, cycle.accepted)
         return samples
 
-    def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0, rounds: int = 3,
-            **_: object) -> dict:
+    def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0, rounds: int = 3) -> dict:
         """Imitate the per-cycle time oracle on ``dataset.episodes`` priced with ``dataset.costs`` (DAgger)."""
         from sklearn.neural_network import MLPRegressor
 

@@ -72,7 +72,7 @@ class SklearnPolicy(LearnedPolicy):
         lengths = np.array([o.prompt_length for o in observations])
         return [self.candidates[i] for i in self._predict_indices(logits, lengths)]
 
-    def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0, **_: object) -> dict:
+    def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0) -> dict:
         """Fit the pipeline (epochs, lr and friends do not apply)."""
         if tuple(dataset.candidates) != self.candidates:
             raise ValueError(f"training set candidates {list(dataset.candidates)} differ from {list(self.candidates)}")

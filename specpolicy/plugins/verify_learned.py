@@ -74,7 +74,7 @@ class VerifyHeadPolicy(LearnedPolicy, AdaptivePolicy):
         return lambda state, confidences: most_tokens_per_second(
             self.probabilities(confidences).tolist(), len(confidences) + 1, costs)
 
-    def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0, **_: object) -> dict:
+    def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0) -> dict:
         """Logistic regression of 'draft passes' on the position features of the training replays."""
         from sklearn.linear_model import LogisticRegression
 

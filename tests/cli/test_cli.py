@@ -49,6 +49,19 @@ def test_train_sklearn_baseline(replay_store, tmp_path):
     assert (tmp_path / "lr" / "model.skops").exists()
 
 
+@pytest.mark.parametrize(("family", "options", "named"), [
+    ("logreg", ["--epochs", "5"], "--epochs"),
+    ("forest", ["--hidden", "64", "--lr", "0.1"], "--hidden, --lr"),
+    ("cycle", ["--objective", "expected_value"], "--objective"),
+])
+def test_train_refuses_options_the_family_does_not_read(replay_store, tmp_path, family, options, named):
+    """`train logreg --epochs 5` once trained anyway, silently ignoring --epochs."""
+    result = run("train", family, "--sweep", replay_store.path, "--out", tmp_path / "p", *options, ok=False)
+    assert result.exit_code == 2
+    assert f"{family} does not read {named}" in result.output
+    assert not (tmp_path / "p").exists()
+
+
 @pytest.mark.parametrize("fmt", ["table", "json", "csv", "markdown"])
 def test_compare_every_format(replay_store, trained_policy, fmt, tmp_path):
     policies = f"fixed16,blockpilot:{trained_policy},oracle,oracle-step,heuristic,random"

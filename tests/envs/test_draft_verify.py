@@ -115,12 +115,12 @@ def _threshold_agent(candidates, size=8, threshold=0.5):
 def test_an_agent_runs_as_a_policy_exactly_as_in_the_env(verify_store, trained_pair):
     """The agent wrapped as a specpolicy policy makes the env's choices in replay and decodes losslessly live."""
     from specpolicy.decoding import SpeculativeDecoder
-    from specpolicy.envs.draft_verify_policy import DraftVerifyAgentPolicy
+    from specpolicy.envs import AgentPolicy, AgentSpec
     from specpolicy.evaluate import live_plan, prompt_observation
 
     env = DraftVerifyStepEnv(sweep=verify_store.path, reward="seconds")
     agent = _threshold_agent(env.candidates)
-    policy = DraftVerifyAgentPolicy(agent, env.candidates, budget=24)
+    policy = AgentPolicy(agent, AgentSpec("draft_verify", env.candidates, budget=24))
     records = list(verify_store.records())
     cut = 0
     for index, record in enumerate(records):

@@ -170,7 +170,7 @@ def test_old_transformers_gets_one_clear_message(monkeypatch):
 def test_an_rl_agent_policy_runs_inside_generate(pair, assistant, costs, held_out):
     """An agent of DraftVerifyStep-v0 (here a hand-written one on its observation) decodes in generate()
     exactly as in specpolicy's decoder: B before the cycle, L after reading the drafted block."""
-    from specpolicy.envs.draft_verify_policy import DraftVerifyAgentPolicy
+    from specpolicy.envs import AgentPolicy, AgentSpec
 
     candidates = (1, 2, 4, 8, 16)
 
@@ -180,7 +180,7 @@ def test_an_rl_agent_policy_runs_inside_generate(pair, assistant, costs, held_ou
         running = observation[22 + 15: 22 + 30]
         return max(i for i, b in enumerate(candidates) if b <= 1 + int((running >= 0.4).sum()))
 
-    policy = DraftVerifyAgentPolicy(agent, candidates, budget=48)
+    policy = AgentPolicy(agent, AgentSpec("draft_verify", candidates, budget=48))
     trace, result, output = _both(pair, assistant, held_out[1], policy, costs)
     assert output == trace.output_ids
     assert cycle_rows(result.cycles) == cycle_rows(trace.cycles)

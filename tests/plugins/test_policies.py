@@ -90,8 +90,11 @@ SLOW_KINDS = [pytest.param(k, marks=pytest.mark.slow) for k in ("forest", "gboos
 @pytest.mark.parametrize("kind", ["logreg", "knn", *SLOW_KINDS])
 def test_sklearn_baselines_fit_check_and_round_trip(kind, tmp_path):
     policy = SklearnPolicy(kind, CANDIDATES)
-    summary = policy.fit(planted(300, 0), planted(100, 1))
-    assert 0 <= summary["validation_accuracy"] <= 1
+    validation = planted(100, 1)
+    summary = policy.fit(planted(300, 0), validation)
+    chosen = np.array(policy.select_batch(validation.observations()))
+    truth = np.array(CANDIDATES)[validation.labels]
+    assert summary["validation_accuracy"] == pytest.approx(float(np.mean(chosen == truth)))  # the summary is honest
     check_policy(policy, vocab_size=VOCAB)
     policy.save(tmp_path / kind)
     loaded = SklearnPolicy.load(tmp_path / kind)
@@ -100,17 +103,78 @@ def test_sklearn_baselines_fit_check_and_round_trip(kind, tmp_path):
     assert loaded.select_batch(observations) == policy.select_batch(observations)
 
 
-def test_every_registered_policy_passes_check_policy(trained_blockpilot, tmp_path):
+FAMILIES = [family.name for family in get_registry().unique()]
+SKLEARN = ("logreg", "forest", "knn", "gboost")
+
+
+@pytest.fixture(scope="module")
+def saved(trained_blockpilot, tmp_path_factory):
+    """Folders of trained learned policies and a saved agent, by family (the rest build from their name)."""
+    from specpolicy.envs import AgentSpec, save_agent
+    from specpolicy.envs.bandit import LinUCB
+
+    folder = tmp_path_factory.mktemp("trained")
+    trained_blockpilot[0].save(folder / "blockpilot")
+    paths = {"blockpilot": folder / "blockpilot", "blockpilot-paper": folder / "blockpilot",
+             "blockpilot-guard": folder / "blockpilot"}
+    for kind in SKLEARN:
+        policy = SklearnPolicy(kind, CANDIDATES)
+        policy.fit(planted(60, 0))
+        policy.save(folder / kind)
+        paths[kind] = folder / kind
+    agent = LinUCB(np.zeros(13), np.ones(13), CANDIDATES, "compact")
+    agent.b = np.random.default_rng(0).normal(size=agent.b.shape)
+    paths["agent"] = save_agent(agent, folder / "agent", spec=AgentSpec("prompt", CANDIDATES, "compact"))
+    return paths
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_registered_family_passes_check_policy(family, saved, verify_head, replay_answers):
+    """Every family, the per-cycle oracles on real replay answers, verify rules included."""
+    wide = (1, 2, 4, 8, 12, *CANDIDATES, 20, 24, 32)  # covers the zoo's cycle policy's sizes
     registry = get_registry()
-    trained_blockpilot[0].save(tmp_path / "bp")
-    wide = (1, 2, 4, 8, *CANDIDATES)
-    for family in registry.unique():
-        if family.learned or family.name in ("oracle-step", "oracle-verify", "blockpilot-guard"):
-            continue  # learned ones load trained weights (below); the per-cycle oracles need replay records
-        name = f"{family.name}16" if family.name == "fixed" else family.name
-        check_policy(registry.create(name, wide), vocab_size=VOCAB)
-    check_policy(registry.create(f"blockpilot:{tmp_path / 'bp'}", CANDIDATES), vocab_size=VOCAB)
-    check_policy(registry.create(f"blockpilot-guard:{tmp_path / 'bp'}", wide), vocab_size=VOCAB)
+    name = {"fixed": "fixed16", "random": "random3"}.get(family, family)
+    if family in saved:
+        name = f"{family}:{saved[family]}"
+    elif family == "verify-head":
+        name = f"verify-head:{verify_head}"
+    if family in ("oracle-step", "oracle-verify"):
+        policy = registry.create(name, (1, 2, 4, 8))  # the verify store's sizes
+        observations, answers = replay_answers(policy.candidates)
+        check_policy(policy, observations=observations, answers=answers)
+        return
+    policy = registry.create(name, CANDIDATES if family in ("blockpilot", "blockpilot-paper", *SKLEARN) else wide)
+    check_policy(policy, vocab_size=policy.vocabulary() or VOCAB)
+
+
+@pytest.fixture(scope="module")
+def verify_head(verify_store, tmp_path_factory):
+    from specpolicy.plugins.verify_learned import VerifyHeadPolicy
+
+    tables = [r.table() for r in verify_store.records()]
+    empty = np.zeros((len(tables), 0), np.float32)
+    data = TrainingSet(empty, np.zeros(len(tables)), np.zeros(len(tables), int), np.zeros((len(tables), 1)), (8,),
+                       [str(i) for i in range(len(tables))], episodes=tables)
+    head = VerifyHeadPolicy((1, 2, 4, 8))
+    head.fit(data)
+    folder = tmp_path_factory.mktemp("head") / "head"
+    head.save(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def replay_answers(verify_store):
+    """(observations, answers) of the verify store's prompts, with their replay tables."""
+    from specpolicy.costs import uniform_costs
+    from specpolicy.evaluate import prompt_observation
+
+    def make(candidates):
+        costs = uniform_costs(candidates, 0.005, per_token=0.1)
+        records = list(verify_store.records())
+        observations = [prompt_observation(verify_store, r, costs) for r in records]
+        return observations, [Answers(r.taus, r.table(), r.training_block_size) for r in records]
+
+    return make
 
 
 def test_check_policy_catches_a_broken_policy():

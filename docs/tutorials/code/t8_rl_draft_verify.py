@@ -7,7 +7,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
 
 from specpolicy.data.registry import load_prompts
-from specpolicy.envs.draft_verify_policy import DraftVerifyAgentPolicy
+from specpolicy.envs import AgentPolicy, AgentSpec, save_agent
 from specpolicy.envs.draft_verify_step import DraftVerifyStepEnv
 from specpolicy.evaluate import evaluate_replay, prompt_observation
 from specpolicy.metrics import summarize
@@ -59,8 +59,9 @@ for _ in range(10):  # train in tenths, measuring the greedy agent after each
 print("training prompts, greedy agent:", " ".join(f"{speed:.2f}x" for _, speed in curve))
 
 # 3. The trained network as a specpolicy policy: it rebuilds the observation from any decode's state.
-agent = DraftVerifyAgentPolicy(lambda obs: model.predict(obs, deterministic=True)[0], CANDIDATES,
-                               budget=test.meta["max_new_tokens"])
+spec = AgentSpec("draft_verify", CANDIDATES, budget=test.meta["max_new_tokens"])
+agent = AgentPolicy(lambda obs: model.predict(obs, deterministic=True)[0], spec, name="draft-verify-agent")
+save_agent(model, WORKDIR / "ppo-agent", spec=agent.spec)  # then: --policies agent:<WORKDIR>/ppo-agent
 policies = [create_policy(name, CANDIDATES) for name in ("fixed16", "adaptive", "adaptive-verify")]
 results = evaluate_replay(test, [*policies, agent, create_policy("oracle-verify", CANDIDATES)])
 print(f"\nheld-out prompts, modelled time\n{'policy':<20}{'over AR':>8}{'vs fixed16':>11}{'95% CI':>12}{'gain':>6}")

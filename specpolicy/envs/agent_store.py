@@ -1,0 +1,93 @@
+"""Save a trained agent with what it was trained on; load it as a policy named ``agent:FOLDER``.
+
+A folder holds ``agent.json`` (the format, the algorithm, the :class:`AgentSpec`) beside the agent's
+own files: ``model.zip`` for a stable-baselines3 model (PPO, DQN, A2C, sb3-contrib's MaskablePPO, ...),
+``linucb.npz`` + ``linucb.json`` for a :class:`~specpolicy.envs.bandit.LinUCB`.
+
+    save_agent(model, "runs/ppo", env)        # env: the environment it learned on
+    specpolicy compare --sweep DIR --policies fixed16,adaptive-verify,agent:runs/ppo
+
+A stable-baselines3 zip is read by stable-baselines3 itself, which unpickles parts of it: load agents
+from sources you trust, as with any SB3 model.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from specpolicy.envs.agent_policy import AgentPolicy, AgentSpec
+
+SPEC_NAME = "agent.json"
+SB3_MODULES = ("stable_baselines3", "sb3_contrib")
+_UNUSED_ON_LOAD = {"learning_rate": 0.0, "lr_schedule": lambda _: 0.0, "clip_range": lambda _: 0.0}
+"""training-only objects a deployed SB3 model never calls (stable-baselines3's ``custom_objects``)"""
+
+
+def save_agent(agent: object, path: str | Path, env: object | None = None, spec: AgentSpec | None = None) -> Path:
+    """Save ``agent`` (a stable-baselines3 model or a LinUCB) and the spec of ``env`` (or ``spec``) into ``path``."""
+    from specpolicy.envs.bandit import LinUCB
+
+    if spec is None:
+        if env is None:
+            raise ValueError("save_agent needs the environment the agent learned on (env=...) or its spec (spec=...)")
+        spec = AgentSpec.of_env(env)
+    folder = Path(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    if isinstance(agent, LinUCB):
+        agent.save(folder)
+        saved = {"format": "linucb"}
+    elif type(agent).__module__.startswith(SB3_MODULES) and hasattr(agent, "save"):
+        agent.save(folder / "model.zip")
+        saved = {"format": "sb3", "algorithm": f"{type(agent).__module__}:{type(agent).__name__}"}
+    else:
+        raise ValueError(f"save_agent takes a stable-baselines3 model or a LinUCB, got {type(agent).__name__}; for "
+                         "another agent, build AgentPolicy(act, spec) and register it as a plugin")
+    (folder / SPEC_NAME).write_text(json.dumps({**saved, "spec": spec.to_dict()}, indent=2))
+    return folder
+
+
+def load_agent(path: str | Path, name: str = "agent") -> AgentPolicy:
+    """The agent saved in ``path`` as a greedy policy over the candidates it was trained with."""
+    folder = Path(path).expanduser()
+    if not (folder / SPEC_NAME).is_file():
+        raise FileNotFoundError(f"no saved agent in {folder} (no {SPEC_NAME}); save one with "
+                                "specpolicy.envs.save_agent(model, FOLDER, env)")
+    try:
+        saved = json.loads((folder / SPEC_NAME).read_text())
+        spec = AgentSpec(**{**saved["spec"], "candidates": tuple(saved["spec"]["candidates"])})
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ValueError(f"{folder / SPEC_NAME} is damaged ({type(exc).__name__}: {exc}); "
+                         "save the agent again") from exc
+    if saved.get("format") == "linucb":
+        from specpolicy.envs.bandit import LinUCB
+
+        return AgentPolicy(LinUCB.load(folder).act, spec, name)
+    if saved.get("format") == "sb3":
+        model = _sb3_class(saved.get("algorithm", ""), folder).load(folder / "model.zip", device="cpu",
+                                                                     custom_objects=_UNUSED_ON_LOAD)
+        return AgentPolicy(lambda observation: int(model.predict(observation, deterministic=True)[0]), spec, name)
+    raise ValueError(f"{folder / SPEC_NAME} names an unknown agent format {saved.get('format')!r}; "
+                     "known: sb3, linucb")
+
+
+def _sb3_class(algorithm: str, folder: Path) -> type:
+    module, _, name = algorithm.partition(":")
+    if not module.startswith(SB3_MODULES):
+        raise ValueError(f"{folder / SPEC_NAME} names the algorithm {algorithm!r}; only stable-baselines3 and "
+                         "sb3-contrib algorithms load")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError as exc:
+        raise ValueError(f"the agent in {folder} needs {module.split('.')[0]} ({exc}); "
+                         f"pip install {module.split('.')[0].replace('_', '-')}") from exc
+
+
+def agent_policy(arg: str | None, candidates: Sequence[int]) -> AgentPolicy:
+    """The ``agent:FOLDER`` family: a saved agent runs over its own candidates (its action indices)."""
+    if not arg:
+        raise ValueError("agent needs a saved agent folder: agent:FOLDER (save one with "
+                         "specpolicy.envs.save_agent(model, FOLDER, env))")
+    return load_agent(arg, name=f"agent:{arg}")
