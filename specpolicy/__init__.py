@@ -20,8 +20,8 @@ _PUBLIC = {
     "Answers": "specpolicy.policy", "TrainingSet": "specpolicy.policy", "DecodeState": "specpolicy.state",
     "hookimpl": "specpolicy.hookspecs", "check_policy": "specpolicy.checks", "get_registry": "specpolicy.registry",
     # cycles, costs and replay (no torch)
-    "CycleRecord": "specpolicy.cycles", "run_schedule": "specpolicy.cycles", "CostTable": "specpolicy.costs",
-    "ReplayTable": "specpolicy.replay_table",
+    "CycleRecord": "specpolicy.cycles", "Plan": "specpolicy.cycles", "run": "specpolicy.cycles",
+    "CostTable": "specpolicy.costs", "ReplayTable": "specpolicy.replay_table",
     # decoding and models (torch)
     "SpeculativeDecoder": "specpolicy.decoding", "DecodeSession": "specpolicy.decoding",
     "DecodeTrace": "specpolicy.decoding", "plain_decode": "specpolicy.decoding", "load_pair": "specpolicy.models",

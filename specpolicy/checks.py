@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from specpolicy.costs import uniform_costs
+from specpolicy.cycles import DraftedBlock, Plan
 from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.state import DecodeState
 
@@ -31,7 +32,11 @@ def _observations(policy: Policy, vocab_size: int, n: int, seed: int
 
 
 def _decide(policy: Policy, observation: PromptObservation, answers: Answers | None):
-    return policy.answer_schedule(observation, answers) if policy.needs_sweep else policy.select(observation)
+    """A per-prompt choice: ``select``, or an oracle's fixed plan from the answers."""
+    if not policy.needs_sweep:
+        return policy.select(observation)
+    plan = policy.plan(observation, answers)
+    return plan.block_size if plan.block_size is not None else plan
 
 
 def check_policy(policy: Policy, vocab_size: int = 64, n: int = 8, seed: int = 0,
@@ -43,7 +48,7 @@ def check_policy(policy: Policy, vocab_size: int = 64, n: int = 8, seed: int = 0
     candidate indices for a batch and for a single observation; a per-step policy's schedule is a
     callable returning allowed block sizes; a verify rule returns a length in 1..B for every drafted
     size it may see, deterministically. Oracles (``needs_sweep``) are checked through
-    ``answer_schedule``; pass ``observations`` and their ``answers`` (e.g. from a sweep store) for
+    ``plan(observation, answers)``; pass ``observations`` and their ``answers`` (e.g. from a sweep store) for
     those that need replay tables, such as the per-cycle oracle.
 
     >>> from specpolicy.plugins.fixed import FixedPolicy
@@ -82,8 +87,9 @@ def check_policy(policy: Policy, vocab_size: int = 64, n: int = 8, seed: int = 0
         if np.ndim(single) != 0 or candidates[int(single)] != expected[0]:
             raise _fail(policy, f"predict on one observation must return one index, got {single!r}")
     if not policy.needs_sweep:
-        _check_schedule(policy, policy.schedule(observations[0]), picked[0])
-        _check_verify(policy, policy.verify_rule(observations[0]))
+        plan = policy.plan(observations[0])
+        _check_plan(policy, plan, picked[0])
+        _check_verify(policy, plan)
 
 
 def _check_oracle_plans(policy: Policy, observations: list[PromptObservation], answers: list[Answers | None]
@@ -94,46 +100,43 @@ def _check_oracle_plans(policy: Policy, observations: list[PromptObservation], a
         if answer is None or answer.table is None:
             raise _fail(policy, "a per-cycle oracle plans on replay tables: pass observations and answers "
                                 "(with tables) from a replay sweep store")
-        cycles = answer.table.simulate(policy.answer_schedule(observation, answer),
-                                       verify=policy.answer_verify(observation, answer))
+        cycles = answer.table.simulate(policy.plan(observation, answer))
         bad = [(c.block_size, c.verify_length) for c in cycles
                if c.block_size not in choices or not 1 <= c.verify_length <= c.block_size]
         if not cycles or bad:
             raise _fail(policy, f"its plan ran {len(cycles)} cycles with choices outside {sorted(choices)}: {bad[:3]}")
 
 
-def _check_verify(policy: Policy, rule) -> None:
-    """A verify rule's L lies in 1..B for every drafted B the policy may choose (a fixed L: an int >= 1)."""
-    if rule is None:
-        return
-    if not callable(rule):
-        if isinstance(rule, bool) or not isinstance(rule, (int, np.integer)) or rule < 1:
-            raise _fail(policy, f"a fixed verify length must be an integer >= 1, got {rule!r}")
+def _check_verify(policy: Policy, plan: Plan) -> None:
+    """A plan's verify length lies in 1..B for every drafted B the policy may choose, deterministically."""
+    if plan.length is None:
         return
     rng = np.random.default_rng(0)
     state = DecodeState(np.zeros(0, np.float32), 10, 10, 0, 1)
     for size in sorted(b for b in policy.choices() if b > 1):
-        confidences = [round(float(c), 3) for c in rng.uniform(0, 1, size - 1)]
-        length = rule(state, confidences)
+        confidences = tuple(round(float(c), 3) for c in rng.uniform(0, 1, size - 1))
+        drafted = DraftedBlock(size, confidences, tuple(0.0 for _ in confidences))
+        length = plan.length(state, drafted)
         if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or not 1 <= length <= size:
-            raise _fail(policy, f"its verify rule returned {length!r} for a block of {size}; it must be in 1..{size}")
-        if rule(state, confidences) != length:
-            raise _fail(policy, "its verify rule is not deterministic for the same block")
+            raise _fail(policy, f"its plan's verify length is {length!r} for a block of {size}, not in 1..{size}")
+        if plan.length(state, drafted) != length:
+            raise _fail(policy, "its plan's verify length is not deterministic for the same block")
 
 
-def _check_schedule(policy: Policy, schedule, picked: int | None) -> None:
-    """A per-step policy's schedule is a callable of allowed sizes; a per-prompt one's is its choice."""
+def _check_plan(policy: Policy, plan: Plan, picked: int) -> None:
+    """A per-step policy's plan picks allowed sizes cycle after cycle; a per-prompt one's is fixed at its choice."""
+    if not isinstance(plan, Plan):
+        raise _fail(policy, f"plan() must return a Plan, got {type(plan).__name__}")
     choices = policy.choices()
-    if policy.per_step:
-        if not callable(schedule):
-            raise _fail(policy, "a per-step policy's schedule must be a callable")
-        state = DecodeState(np.zeros(0, np.float32), 10, 10, 0, 1)
-        for cycle in range(4):
-            value = schedule(state)
-            if int(value) not in choices:
-                raise _fail(policy, f"per-cycle choice {value!r} at cycle {cycle} is not in {sorted(choices)}")
-            state.block_size_history.append(int(value))
-            state.accepted_history.append(int(value) - 1 if cycle % 2 == 0 else 0)
-            state.cycle += 1
-    elif schedule != picked:
-        raise _fail(policy, "a per-prompt policy's schedule must be its select() value")
+    if not policy.per_step:
+        if plan.block_size != picked:
+            raise _fail(policy, f"a per-prompt policy's plan must be Plan.fixed(select()) = {picked}, got "
+                                f"{plan.block_size}")
+        return
+    state = DecodeState(np.zeros(0, np.float32), 10, 10, 0, 1)
+    for cycle in range(4):
+        value = plan.block(state)
+        if int(value) not in choices:
+            raise _fail(policy, f"per-cycle choice {value!r} at cycle {cycle} is not in {sorted(choices)}")
+        state.record(int(value), int(value) - 1 if cycle % 2 == 0 else 0, int(value))
+        state.cycle += 1

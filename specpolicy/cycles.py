@@ -3,28 +3,21 @@
 Live decoding (:class:`~specpolicy.decoding.session.DecodeSession`), exact replay
 (:class:`~specpolicy.replay_table.ReplaySession`) and the step environments all drive a
 :class:`CycleSource`: read :attr:`CycleSource.state`, pick a block size, call
-:meth:`CycleSource.step`, until :attr:`CycleSource.done`. :func:`run_schedule` is that loop.
-A cycle also runs in two halves, ``draft(B)`` (returns the :class:`DraftedBlock`) then
-``verify(L)``, for callers that choose L after seeing the block: ``step`` is exactly those two calls.
+:meth:`CycleSource.step`, until :attr:`CycleSource.done`. A cycle also runs in two halves,
+``draft(B)`` (returns the :class:`DraftedBlock`) then ``verify(L)``, for callers that choose L after
+seeing the block: ``step`` is exactly those two calls. A :class:`Plan` is what a policy decided for
+one prompt (B before every cycle, L after every draft); :func:`run` drives a source with it, and
+every engine (live, replay, serving, transformers' ``generate``) runs the same plan.
 No torch here: policies and environments import it freely.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from specpolicy.state import DecodeState
-
-Schedule = int | Callable[[DecodeState], int]
-"""What a policy gives a decode: a fixed block size, or a callback picking B before every cycle."""
-
-VerifyRule = Callable[[DecodeState, Sequence[float]], int]
-"""The second knob: after the drafter has drafted a block, ``rule(state, confidences)`` picks how many
-tokens the target verifies, L in 1..B (anchor + L - 1 drafts). ``confidences`` [B - 1]: the drafter's
-top-1 probability of each drafted token. A rule with ``reads_confidences = False`` (a plan by
-position, as an oracle's) runs on replays that recorded none."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +62,46 @@ class DraftedBlock:
     entropies: tuple[float, ...] = ()
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What an engine runs for one prompt: the block size B before every cycle and, where the plan sets
+    it, the verify length L <= B after every draft. The one plan shape of specpolicy.
+
+    ``block(state) -> B`` (1 = one autoregressive step). ``length(state, drafted) -> L`` in 1..B, read
+    after the drafter drafted the block (``drafted``: its :class:`DraftedBlock`); ``None`` verifies
+    whole blocks. ``reads_block=False`` marks a length that depends on the position only (an oracle's
+    plan), so replays that recorded no confidences can run it.
+
+    >>> Plan.fixed(16).block_size
+    16
+    """
+
+    block: Callable[[DecodeState], int]
+    length: Callable[[DecodeState, DraftedBlock], int] | None = None
+    reads_block: bool = True
+    block_size: int | None = None
+    """the one block size of a fixed plan (:meth:`fixed`), else ``None``"""
+
+    @classmethod
+    def fixed(cls, block_size: int, length: int | None = None) -> Plan:
+        """The null plan: B every cycle, verifying L of it (default: the whole block)."""
+        size = check_block_size(block_size)
+        if length is None:
+            return cls(lambda state: size, block_size=size)
+        verify = check_block_size(length)
+        return cls(lambda state: size, lambda state, drafted: min(verify, drafted.block_size), False, size)
+
+    def with_length(self, length: Callable[[DecodeState, DraftedBlock], int], reads_block: bool = True) -> Plan:
+        """This plan's block sizes, with ``length`` picking L after every draft."""
+        return replace(self, length=length, reads_block=reads_block)
+
+    def verify_length(self, state: DecodeState, drafted: DraftedBlock) -> int:
+        """L for ``drafted`` (its size B by default), checked to lie in 1..B."""
+        if self.length is None:
+            return drafted.block_size
+        return check_verify_length(self.length(state, drafted), drafted.block_size)
+
+
 def mean_acceptance(cycles: Sequence[CycleRecord]) -> float:
     """tau: the mean of accepted + 1 over ``cycles`` (0 without cycles). The one definition of tau."""
     return sum(c.acceptance_length for c in cycles) / len(cycles) if cycles else 0.0
@@ -80,11 +113,9 @@ class CycleSource(Protocol):
     state: DecodeState
     done: bool
 
-    def step(self, block_size: int, verify: int | VerifyRule | None = None) -> CycleRecord:
-        """Run one cycle of ``block_size`` (1 = one autoregressive step) and return its record.
-
-        ``verify``: the verify length L (default B), or a :data:`VerifyRule` reading the drafted block.
-        """
+    def step(self, block_size: int, length: int | None = None) -> CycleRecord:
+        """Run one cycle of ``block_size`` (1 = one autoregressive step) verifying ``length`` tokens of
+        it (default: all; capped at the block) and return its record."""
         ...
 
     def draft(self, block_size: int) -> DraftedBlock:
@@ -113,18 +144,6 @@ def check_verify_length(verify_length: object, block_size: int) -> int:
             not 1 <= int(verify_length) <= block_size:
         raise ValueError(f"verify length must be an integer in 1..{block_size} (the block size), got {verify_length!r}")
     return int(verify_length)
-
-
-def resolve_verify_length(verify: int | VerifyRule | None, state: DecodeState, block_size: int,
-                          confidences: Callable[[], Sequence[float]]) -> int:
-    """L for a cycle of ``block_size``: B by default, a fixed L (capped at B), or the rule's pick (checked to
-    lie in 1..B) from ``confidences()``, which is not called for a rule with ``reads_confidences = False``."""
-    if verify is None:
-        return block_size
-    if not callable(verify):
-        return min(check_block_size(verify), block_size)
-    read = confidences() if getattr(verify, "reads_confidences", True) else []
-    return check_verify_length(verify(state, read), block_size)
 
 
 def confident_prefix(confidences: Sequence[float], threshold: float) -> int:
@@ -164,17 +183,26 @@ def commit_tokens(new_tokens: list[int], stops: set[int], room: int) -> tuple[li
     return new_tokens, reason
 
 
-def run_schedule(source: CycleSource, schedule: Schedule, verify: int | VerifyRule | None = None
-                 ) -> list[CycleRecord]:
-    """Drive ``source`` to the end with a fixed block size or a per-cycle callback; the cycles it ran.
+def run(source: CycleSource, plan: Plan) -> list[CycleRecord]:
+    """Drive ``source`` to the end with ``plan``; the cycles it ran.
 
-    ``verify``: a fixed verify length L, or a rule picking each cycle's L from its drafts (default: L = B).
     A step that commits nothing (the context ran out before the cycle) ends the decode and is left out.
     """
     cycles: list[CycleRecord] = []
     while not source.done:
-        size = schedule if isinstance(schedule, int) else schedule(source.state)
-        cycle = source.step(size) if verify is None else source.step(size, verify)
+        cycle = run_cycle(source, plan)
         if cycle.committed:
             cycles.append(cycle)
     return cycles
+
+
+def run_cycle(source: CycleSource, plan: Plan) -> CycleRecord:
+    """One cycle of ``plan`` on ``source``: B from the state; then, where the plan sets L, the block is
+    drafted first and L read from it (a length by position needs no drafted block)."""
+    size = plan.block(source.state)
+    if plan.length is None or size == 1:
+        return source.step(size)
+    if not plan.reads_block:
+        return source.step(size, plan.verify_length(source.state, DraftedBlock(check_block_size(size))))
+    drafted = source.draft(size)
+    return source.verify(plan.verify_length(source.state, drafted) if drafted.block_size else None)

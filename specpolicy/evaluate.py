@@ -14,8 +14,9 @@ import torch
 from specpolicy.arrays import to_numpy
 from specpolicy.batch_costs import BatchCostTable
 from specpolicy.costs import CostTable
-from specpolicy.cycles import Schedule, VerifyRule, mean_acceptance
-from specpolicy.decoding import DecodeState, SpeculativeDecoder, plain_decode
+from specpolicy.cycles import mean_acceptance
+from specpolicy.decoding import SpeculativeDecoder, plain_decode
+from specpolicy.engine import decode
 from specpolicy.metrics import PolicyResults, PromptResult
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Policy, PromptObservation, check_vocabulary, oracle_label
 from specpolicy.replay_table import ReplayTable
@@ -23,7 +24,7 @@ from specpolicy.serving import ServingResult, simulate_serving
 from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
 
-__all__ = ["PolicyResults", "PromptResult", "check_candidates", "evaluate_live", "evaluate_replay", "live_plan",
+__all__ = ["PolicyResults", "PromptResult", "check_candidates", "evaluate_live", "evaluate_replay",
            "oracle_block_size"]
 
 
@@ -94,15 +95,6 @@ def evaluate_replay(
     return results
 
 
-def replay_plan(policy: Policy, observation: PromptObservation, answers: Answers
-                ) -> tuple[Schedule, int | VerifyRule | None]:
-    """What ``policy`` runs on one stored prompt: its block-size schedule and verify rule (oracles read
-    ``answers``)."""
-    if policy.needs_sweep:
-        return policy.answer_schedule(observation, answers), policy.answer_verify(observation, answers)
-    return policy.schedule(observation), policy.verify_rule(observation)
-
-
 @dataclass
 class StoredPrompts:
     """A replay store's prompts read once (records, replay tables, prefill observations without costs), for
@@ -139,7 +131,7 @@ def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: Batch
     answers = [Answers(r.taus, t, r.training_block_size) for r, t in zip(prompts.records, prompts.tables)]
     results = []
     for policy in policies:
-        plans = [lambda o=o, a=a, p=policy: replay_plan(p, o, a) for o, a in zip(observations, answers)]
+        plans = [lambda o=o, a=a, p=policy: p.plan(o, a) for o, a in zip(observations, answers)]
         served = simulate_serving(prompts.tables, plans, costs, concurrency)
         if on_served is not None:
             on_served(policy, served)
@@ -154,50 +146,20 @@ def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: Batch
 def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, prompt_id: str,
               costs: CostTable | None, oracle: int) -> PromptResult:
     """One policy on one stored prompt: replayed cycles priced with ``costs``."""
-    schedule, verify = replay_plan(policy, observation, answers)
+    plan = policy.plan(observation, answers)
     table = answers.table
     if table is not None:
         logits = torch.from_numpy(observation.logits) if observation.logits.size else None
-        cycles = table.simulate(schedule, logits, verify)
+        cycles = table.simulate(plan, logits)
         sizes, tau, tokens = [c.block_size for c in cycles], mean_acceptance(cycles), sum(c.committed for c in cycles)
-    elif isinstance(schedule, int) and verify is None:
-        sizes, tau, tokens = [schedule], float(answers.taus[schedule]), 0
+    elif plan.block_size is not None and plan.length is None:
+        sizes, tau, tokens = [plan.block_size], float(answers.taus[plan.block_size]), 0
     else:
         raise ValueError(f"per-cycle policy {policy.name!r} needs a replay sweep; the store has only taus")
     timed = costs is not None and table is not None and bool(sizes)
     seconds = costs.cycles_seconds(cycles) if timed else 0.0
     ar_seconds = tokens * costs.ar_seconds if timed else None
     return PromptResult(prompt_id, sizes, tau, tokens, seconds, ar_seconds, oracle)
-
-
-def live_plan(policy: Policy, prompt_id: str, prompt_length: int, costs: CostTable | None = None
-              ) -> tuple[Callable[[DecodeState], int], VerifyRule | None]:
-    """The decoder callbacks running ``policy`` live: its block size before every cycle and its verify
-    rule after every draft (``None`` for policies that verify whole blocks). Both read one
-    observation, made from the prefill logits at the first cycle; per-prompt policies decide once."""
-    made: dict[str, object] = {}
-
-    def observation(state: DecodeState) -> PromptObservation:
-        if "observation" not in made:
-            logits = to_numpy(state.prefill_logits)
-            made["observation"] = PromptObservation(logits, prompt_length, prompt_id, costs=costs)
-        return made["observation"]
-
-    def choose(state: DecodeState) -> int:
-        if "schedule" not in made:
-            made["schedule"] = policy.schedule(observation(state))
-        schedule = made["schedule"]
-        return schedule if isinstance(schedule, int) else schedule(state)
-
-    def verify(state: DecodeState, confidences: Sequence[float]) -> int:
-        if "rule" not in made:
-            made["rule"] = policy.verify_rule(observation(state))
-        rule = made["rule"]
-        if rule is None:
-            return len(confidences) + 1
-        return rule if isinstance(rule, int) else rule(state, confidences)
-
-    return choose, (None if type(policy).verify_rule is Policy.verify_rule else verify)
 
 
 def evaluate_live(
@@ -225,8 +187,7 @@ def evaluate_live(
             if which is None:
                 traces[which] = plain_decode(decoder, ids, seed=seed)
             else:
-                schedule, verify = live_plan(policies[which], prompt_id, len(ids), costs)
-                traces[which] = decoder.generate(ids, schedule, verify=verify, seed=seed)
+                traces[which] = decode(decoder, ids, policies[which], prompt_id=prompt_id, costs=costs, seed=seed)
         ar = traces[None]
         for i, result in enumerate(results):
             trace = traces[i]

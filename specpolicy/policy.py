@@ -1,8 +1,10 @@
-"""The policy contract: map what is known after prefill (or at a cycle) to a block size.
+"""The policy contract: map what is known after prefill to a :class:`~specpolicy.cycles.Plan`.
 
-One policy object works in three places: live decoding (:meth:`Policy.schedule`), replay
-evaluation (the same method against a :class:`~specpolicy.sweep.replay.ReplayTable`) and as an
-agent in the Gymnasium environments (:meth:`Policy.predict`, stable-baselines3's signature).
+:meth:`Policy.plan` is the one decision hook: a plan gives the block size before every cycle and,
+where the policy sets it, the verify length after every draft. The same plan runs in live decoding,
+replay evaluation, serving simulation and transformers' ``generate``. Per-prompt policies write
+:meth:`Policy.select`, per-cycle ones :meth:`Policy.step` (sugar the default :meth:`~Policy.plan`
+turns into a plan); oracles read the sweep's :class:`Answers` in ``plan``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from specpolicy.costs import CostTable
-from specpolicy.cycles import Schedule, VerifyRule
+from specpolicy.cycles import Plan
 from specpolicy.defaults import DEFAULT_CANDIDATES, TRAINING_BLOCK_SIZE
 from specpolicy.state import DecodeState
 
@@ -25,6 +27,7 @@ __all__ = [
     "Answers",
     "DecodeState",
     "LearnedPolicy",
+    "Plan",
     "Policy",
     "PromptObservation",
     "TrainingSet",
@@ -61,12 +64,13 @@ class Answers:
 
 
 class Policy:
-    """Base class. Subclasses override :meth:`select` (per prompt) and/or :meth:`step` (per cycle)."""
+    """Base class. Subclasses override :meth:`select` (per prompt), :meth:`step` (per cycle, with
+    ``per_step = True``) or, to set verify lengths or read a sweep's answers, :meth:`plan`."""
 
     name: str = "policy"
     per_step: bool = False
     needs_sweep: bool = False
-    """True for oracles: they plan with :meth:`answer_schedule` from what the sweep measured"""
+    """True for oracles: they plan from what the sweep measured (the ``answers`` of :meth:`plan`)"""
 
     def __init__(self, candidates: Sequence[int] = DEFAULT_CANDIDATES) -> None:
         candidates = tuple(int(c) for c in candidates)
@@ -76,9 +80,23 @@ class Policy:
 
     # --- the contract ---------------------------------------------------------------------------------
 
+    def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
+        """What the engines run for this prompt: :meth:`select`'s block size every cycle, or :meth:`step`
+        before every cycle for ``per_step`` policies; whole blocks verified. Oracles read ``answers``."""
+        if self.needs_sweep and answers is None:
+            raise ValueError(f"{self.name} is an oracle: it plans from a sweep's measurements, so it runs in "
+                             "replay only (--mode replay)")
+        if not self.per_step:
+            return Plan.fixed(self.select(observation))
+        return Plan(lambda state: self.step(state, observation))
+
     def select(self, observation: PromptObservation) -> int:
-        """The block size for this prompt (one of :attr:`candidates`)."""
-        raise NotImplementedError
+        """The block size for this prompt (one of :attr:`candidates`); a per-cycle policy's first cycle's."""
+        if self.per_step and type(self).step is not Policy.step:
+            first = DecodeState(observation.logits, observation.prompt_length, observation.prompt_length, 0, 1)
+            return self.step(first, observation)
+        raise NotImplementedError(f"{type(self).__name__} must define select (a per-prompt policy), or step with "
+                                  "per_step = True (a per-cycle one)")
 
     def step(self, state: DecodeState, observation: PromptObservation) -> int:
         """The block size for the next cycle; per-prompt policies keep their first choice."""
@@ -92,29 +110,8 @@ class Policy:
         """The logits width this policy reads (a learned policy's training vocabulary); ``None``: any target."""
         return None
 
-    def schedule(self, observation: PromptObservation) -> Schedule:
-        """What the decoder (or a replay) runs: a fixed block size, or a per-cycle callback."""
-        if not self.per_step:
-            return self.select(observation)
-        return lambda state: self.step(state, observation)
-
-    def answer_schedule(self, observation: PromptObservation, answers: Answers) -> Schedule:
-        """Oracles (``needs_sweep``) override this: plan from the sweep's :class:`Answers`."""
-        raise NotImplementedError(f"{self.name} does not read a sweep's answers")
-
-    # --- the second knob: verify length L <= B ------------------------------------------------------
-
-    def verify_rule(self, observation: PromptObservation) -> int | VerifyRule | None:
-        """How many tokens of each drafted block the target verifies: ``None`` (the whole block, the
-        default), a fixed L, or a rule ``(state, confidences) -> L`` run after every draft."""
-        return None
-
-    def answer_verify(self, observation: PromptObservation, answers: Answers) -> int | VerifyRule | None:
-        """Oracles choosing verify lengths override this, as :meth:`answer_schedule`."""
-        return None
-
     def confidence_sizes(self) -> set[int]:
-        """Block sizes whose drafts' confidences this policy's verify rule reads (a sweep must record them)."""
+        """Block sizes whose drafts' confidences this policy's verify lengths read (a sweep must record them)."""
         return set()
 
     # --- batch and stable-baselines3 interop ----------------------------------------------------------

@@ -15,17 +15,7 @@ from typing import Any
 import numpy as np
 
 from specpolicy.costs import CostTable
-from specpolicy.cycles import (
-    CycleRecord,
-    DraftedBlock,
-    Schedule,
-    VerifyRule,
-    check_block_size,
-    commit_tokens,
-    mean_acceptance,
-    resolve_verify_length,
-    run_schedule,
-)
+from specpolicy.cycles import CycleRecord, DraftedBlock, Plan, check_block_size, commit_tokens, mean_acceptance, run
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.policy import oracle_label
 from specpolicy.state import DecodeState
@@ -113,20 +103,20 @@ class ReplayTable:
         """The replayed decode as a :class:`~specpolicy.cycles.CycleSource` (one cycle per step)."""
         return ReplaySession(self, prefill_logits)
 
-    def simulate(self, choose: Schedule, prefill_logits: Any = None, verify: int | VerifyRule | None = None
-                 ) -> list[CycleRecord]:
-        """Cycles a fixed block size, or a per-cycle callback, would run (exactly as live decoding).
+    def simulate(self, plan: Plan | int, prefill_logits: Any = None) -> list[CycleRecord]:
+        """Cycles ``plan`` (or a fixed block size, :meth:`Plan.fixed`) would run, exactly as live decoding.
 
         ``prefill_logits`` [V]: what per-cycle policies read in ``state.prefill_logits`` (default: empty).
-        ``verify``: a verify length, or a rule reading the recorded confidences (default: L = B).
+        A plan's verify lengths read the recorded confidences.
         """
-        if isinstance(choose, int):
-            self._column(choose)
-        return run_schedule(self.session(prefill_logits), choose, verify)
+        if isinstance(plan, int):
+            self._column(plan)
+            plan = Plan.fixed(plan)
+        return run(self.session(prefill_logits), plan)
 
-    def tau(self, choose: Schedule) -> float:
-        """Mean acceptance length (accepted + 1) of the simulated cycles."""
-        return mean_acceptance(self.simulate(choose))
+    def tau(self, plan: Plan | int) -> float:
+        """tau of ``plan`` on this prompt."""
+        return mean_acceptance(self.simulate(plan))
 
     def taus(self) -> dict[int, float]:
         """tau of every candidate as a fixed block size."""
@@ -187,7 +177,7 @@ class ReplayTable:
         _, q, sizes = self.cost_to_go(costs, candidates, training_block_size)
         best = np.argmin(q, axis=1)  # the first minimum: the preferred size among ties
         p = self.prompt_length
-        return [c.block_size for c in self.simulate(lambda s: sizes[int(best[s.position - p])])]
+        return [c.block_size for c in self.simulate(Plan(lambda s: sizes[int(best[s.position - p])]))]
 
 
 class ReplaySession:
@@ -201,13 +191,10 @@ class ReplaySession:
         self.cycles: list[CycleRecord] = []
         self._drafted: int | None = None  # the block size drafted and not yet verified
 
-    def step(self, block_size: int, verify: int | VerifyRule | None = None) -> CycleRecord:
+    def step(self, block_size: int, length: int | None = None) -> CycleRecord:
         """Replay one cycle of ``block_size`` (one of the table's candidates) at the current anchor,
-        verifying ``verify`` tokens (a length, or a rule reading the block's recorded confidences)."""
-        size = self._check(block_size)
-        length = resolve_verify_length(verify, self.state, size,
-                                       lambda: self.table.block_confidences(self.position, size))
-        self._drafted = size
+        verifying ``length`` tokens of it (default: all)."""
+        self._drafted = self._check(block_size)
         return self.verify(length)
 
     def draft(self, block_size: int) -> DraftedBlock:

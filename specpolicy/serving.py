@@ -19,11 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from specpolicy.batch_costs import BatchCostTable
-from specpolicy.cycles import CycleRecord, Schedule, VerifyRule
+from specpolicy.cycles import CycleRecord, Plan, run_cycle
 from specpolicy.replay_table import ReplaySession, ReplayTable
-
-Plan = tuple[Schedule, int | VerifyRule | None]
-"""What one request runs: its block-size schedule and its verify rule."""
 
 
 @dataclass
@@ -68,7 +65,7 @@ class _Active:
 
 def simulate_serving(tables: Sequence[ReplayTable], plans: Sequence[Callable[[], Plan]], costs: BatchCostTable,
                      concurrency: int) -> ServingResult:
-    """Serve ``tables`` in order through ``concurrency`` slots; ``plans[i]()`` makes request i's (schedule, verify)."""
+    """Serve ``tables`` in order through ``concurrency`` slots; ``plans[i]()`` makes request i's :class:`Plan`."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     n = len(tables)
@@ -81,11 +78,7 @@ def simulate_serving(tables: Sequence[ReplayTable], plans: Sequence[Callable[[],
             if session.done:  # finished by prefill: no cycle
                 continue
             active.append(_Active(i, session, plans[i](), clock))
-        cycles = []
-        for request in active:
-            schedule, verify = request.plan
-            size = schedule if isinstance(schedule, int) else schedule(request.session.state)
-            cycles.append(request.session.step(size, verify))
+        cycles = [run_cycle(request.session, request.plan) for request in active]
         result.records.extend(cycles)
         step = costs.step_seconds([(c.block_size, c.verify_length) for c in cycles])
         clock += step

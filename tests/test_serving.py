@@ -7,6 +7,7 @@ import pytest
 
 from specpolicy.batch_costs import BatchCostTable
 from specpolicy.costs import uniform_costs
+from specpolicy.cycles import Plan
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.serving import simulate_serving
 from specpolicy.sweep.replay import build_replay
@@ -57,7 +58,7 @@ def tables(trained_pair):
 
 def test_one_slot_serves_requests_one_after_another_as_batch_one_replay(tables):
     batch = linear_table()
-    served = simulate_serving(tables, [lambda: (8, None)] * 3, batch, 1)
+    served = simulate_serving(tables, [lambda: Plan.fixed(8)] * 3, batch, 1)
     for i, table in enumerate(tables):
         cycles = table.simulate(8)
         assert served.tokens[i] == sum(c.committed for c in cycles) == table.tokens()
@@ -67,8 +68,8 @@ def test_one_slot_serves_requests_one_after_another_as_batch_one_replay(tables):
 
 def test_concurrent_requests_share_steps_and_finish_with_the_same_tokens(tables):
     batch = linear_table()
-    alone = simulate_serving(tables, [lambda: (4, None)] * 3, batch, 1)
-    together = simulate_serving(tables, [lambda: (4, None)] * 3, batch, 3)
+    alone = simulate_serving(tables, [lambda: Plan.fixed(4)] * 3, batch, 1)
+    together = simulate_serving(tables, [lambda: Plan.fixed(4)] * 3, batch, 3)
     assert together.tokens == alone.tokens
     assert together.total_seconds < alone.total_seconds  # one fixed cost per step instead of three
     assert together.total_seconds == pytest.approx(sum(together.seconds))

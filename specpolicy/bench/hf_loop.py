@@ -134,13 +134,12 @@ def _runs(decoder, target, assistant, policy: Policy | int, ids: list[int], inpu
     """The loops one policy runs on one prompt: specpolicy's, generate() with the policy, and (fixed B)
     transformers' own DFlash generator."""
     from specpolicy import hf
-    from specpolicy.evaluate import live_plan
+    from specpolicy.engine import decode
 
     def ours():
         if isinstance(policy, int):
             return decoder.generate(ids, policy)
-        schedule, verify = live_plan(policy, "bench", len(ids), costs)
-        return decoder.generate(ids, schedule, verify=verify)
+        return decode(decoder, ids, policy, prompt_id="bench", costs=costs)
 
     runs = [("ours", ours),
             ("theirs", lambda: hf.generate(target, assistant, policy, costs=costs, **inputs))]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from specpolicy.arrays import to_numpy
 from specpolicy.costs import CostTable
 from specpolicy.decoding import SpeculativeDecoder
-from specpolicy.evaluate import live_plan, replay_plan
+from specpolicy.engine import decode
 from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.sweep.replay import build_replay
 
@@ -51,11 +51,9 @@ def bench_verify(decoder: SpeculativeDecoder, prompts: Sequence[list[int]], cand
                                     confidence_sizes=drafted)
         logits = to_numpy(trace.prefill_logits.float())
         for policy, result in zip(policies, results):
-            schedule, verify = live_plan(policy, "bench", len(ids), costs)
-            live = decoder.generate(ids, schedule, verify=verify, max_new_tokens=max_new_tokens)
+            live = decode(decoder, ids, policy, prompt_id="bench", costs=costs, max_new_tokens=max_new_tokens)
             observation = PromptObservation(logits, len(ids), "bench", costs)
-            schedule, verify = replay_plan(policy, observation, Answers(table.taus(), table))
-            replayed = table.simulate(schedule, trace.prefill_logits, verify)
+            replayed = table.simulate(policy.plan(observation, Answers(table.taus(), table)), trace.prefill_logits)
             a, b = _rows(live.cycles), _rows(replayed)
             same = sum(x == y for x, y in zip(a, b))
             result.compared += max(len(a), len(b))

@@ -37,7 +37,7 @@ def generate(
     print the text, then the block sizes, tau and tokens/s on stderr."""
     from specpolicy.data.prompts import Prompt, encode_prompt
     from specpolicy.decoding import SpeculativeDecoder
-    from specpolicy.evaluate import live_plan
+    from specpolicy.engine import decode
     from specpolicy.models import load_pair
     from specpolicy.models.loading import target_vocab_size
     from specpolicy.policy import check_vocabulary
@@ -62,9 +62,11 @@ def generate(
     decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=temperature, max_new_tokens=max_new_tokens,
                                  draft_sampling=draft_sampling)
     costs = cached_costs(decoder, chosen.candidates, pair.metadata(), stderr.print) if chosen is not None else None
-    schedule, verify = (block_size, None) if chosen is None else live_plan(chosen, "cli", len(ids), costs)
     try:
-        trace = decoder.generate(ids, schedule, verify=verify, seed=seed)
+        if chosen is None:
+            trace = decoder.generate(ids, block_size, seed=seed)
+        else:
+            trace = decode(decoder, ids, chosen, prompt_id="cli", costs=costs, seed=seed)
     except ValueError as exc:
         raise fail(str(exc)) from exc
     stdout.print(pair.tokenizer.decode(trace.output_ids, skip_special_tokens=True), markup=False, highlight=False)

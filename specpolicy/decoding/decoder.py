@@ -1,7 +1,7 @@
 """The speculative decoding loop: prefill, then draft -> verify -> commit cycles.
 
-The block size comes from the caller, once per prompt (an ``int``) or every cycle (a callable
-receiving a :class:`DecodeState`). ``B = 1`` is plain autoregressive decoding through the same code.
+The block size comes from the caller's :class:`~specpolicy.cycles.Plan` (B before every cycle, and
+optionally L after every draft), or a fixed ``int``. ``B = 1`` is plain autoregressive decoding through the same code.
 Verification never changes the output: at T = 0 it is the target's greedy decode; at T > 0 the
 target's samples use uniforms indexed by absolute position, so with a deterministic (argmax) draft
 the output is the same for every block size, given the seed.
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 from transformers import PreTrainedModel
 
-from specpolicy.cycles import Schedule, VerifyRule, check_block_size, check_temperature, run_schedule
+from specpolicy.cycles import Plan, check_temperature, run
 from specpolicy.decoding.sampling import PositionalUniforms, processed_probs, sample_with_uniforms
 from specpolicy.decoding.session import DecodeSession
 from specpolicy.decoding.trace import DecodeTrace
@@ -134,9 +134,8 @@ class SpeculativeDecoder:
     def generate(
         self,
         prompt_ids: Sequence[int] | torch.Tensor,
-        block_size: Schedule = TRAINING_BLOCK_SIZE,
+        plan: Plan | int = TRAINING_BLOCK_SIZE,
         *,
-        verify: int | VerifyRule | None = None,
         max_new_tokens: int | None = None,
         seed: int = 0,
     ) -> DecodeTrace:
@@ -144,16 +143,14 @@ class SpeculativeDecoder:
 
         Args:
             prompt_ids: token ids [s] of the (templated) prompt.
-            block_size: a fixed block size B, or a callback picking B before every cycle.
-            verify: the verify length L <= B of every cycle, or a rule picking it from the drafted
-                block's confidences (default: verify the whole block).
+            plan: what to run (B before every cycle, L after every draft), or a fixed block size B
+                (:meth:`Plan.fixed`). A policy's plan needs the prefill: :func:`specpolicy.engine.decode`.
             max_new_tokens: output budget (default: the decoder's).
             seed: seeds the positional uniforms (T > 0 only).
         """
-        if not callable(block_size):
-            block_size = check_block_size(block_size)
+        plan = plan if isinstance(plan, Plan) else Plan.fixed(plan)
         session = self.start(prompt_ids, max_new_tokens=max_new_tokens, seed=seed)
-        run_schedule(session, block_size, verify)
+        run(session, plan)
         return session.trace()
 
     def draft_tokens(

@@ -1,7 +1,7 @@
 """One prompt's speculative decode, advanced one draft -> verify -> commit cycle per :meth:`DecodeSession.step`
 (or per :meth:`DecodeSession.draft` + :meth:`DecodeSession.verify`, to choose L after seeing the drafts).
 
-``SpeculativeDecoder.generate`` is :func:`~specpolicy.cycles.run_schedule` over a session; the live
+``SpeculativeDecoder.generate`` is :func:`~specpolicy.cycles.run` over a session with a plan; the live
 step environment steps one directly. Timings: ``prefill_seconds`` covers the prefill forward;
 ``decode_seconds`` runs from the end of prefill to the end of the last cycle, so time a caller
 spends choosing block sizes between cycles counts, as it would in deployment.
@@ -16,14 +16,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from specpolicy.cycles import (
-    CycleRecord,
-    DraftedBlock,
-    VerifyRule,
-    check_block_size,
-    commit_tokens,
-    resolve_verify_length,
-)
+from specpolicy.cycles import CycleRecord, DraftedBlock, check_block_size, commit_tokens
 from specpolicy.decoding.sampling import PositionalUniforms, draft_confidences
 from specpolicy.decoding.trace import DecodeTrace
 from specpolicy.models.target import crop_cache, new_cache, target_forward
@@ -95,18 +88,16 @@ class DecodeSession:
         return bool(self.stop_reason)
 
     @torch.inference_mode()
-    def step(self, block_size: int, verify: int | VerifyRule | None = None) -> CycleRecord:
+    def step(self, block_size: int, length: int | None = None) -> CycleRecord:
         """2-6. One cycle of ``block_size`` at the current anchor (:meth:`draft`, then :meth:`verify`).
 
-        ``verify``: the verify length L (anchor + L - 1 drafts go to the target; default L = B), or a
-        rule picking L from the drafted block's confidences. Near the context limit the block shrinks
-        to the positions left (the output stays that of every block size); with no position left the
-        decode ends with ``stop_reason == "context"`` and a cycle that committed nothing.
+        ``length``: the verify length L (anchor + L - 1 drafts go to the target; default and cap: the
+        block). Near the context limit the block shrinks to the positions left (the output stays that of
+        every block size); with no position left the decode ends with ``stop_reason == "context"`` and a
+        cycle that committed nothing.
         """
-        block = self._draft_block(block_size, record=callable(verify))
-        if not block.block_size:
-            return self.verify()
-        return self.verify(resolve_verify_length(verify, self.state, block.block_size, lambda: block.confidences))
+        block = self._draft_block(block_size, record=False)
+        return self.verify(length if block.block_size else None)
 
     @torch.inference_mode()
     def draft(self, block_size: int) -> DraftedBlock:

@@ -15,15 +15,15 @@ replay and live, ``generate``, ``hf.generate``, serving and ``export``. Saved wi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from specpolicy.cycles import DraftedBlock, VerifyRule
+from specpolicy.cycles import DraftedBlock, Plan
 from specpolicy.envs.replay_data import OBSERVATION_BOUND
 from specpolicy.features import compact, get_extractor
-from specpolicy.policy import Policy, PromptObservation
+from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.state import DecodeState
 
 Agent = Callable[[np.ndarray], int]
@@ -94,17 +94,22 @@ class AgentPolicy(Policy):
         if self.spec.granularity == "prompt":
             features = self._extract(observation.logits[None], np.array([observation.prompt_length]))[0]
             return self._act(np.clip(features, -OBSERVATION_BOUND, OBSERVATION_BOUND).astype(np.float32))
-        return self.schedule(observation)(DecodeState(observation.logits, observation.prompt_length,
-                                                      observation.prompt_length, 0, 1))
+        return super().select(observation)
 
     def step(self, state: DecodeState, observation: PromptObservation) -> int:
-        return self.schedule(observation)(state)
+        return self.plan(observation).block(state)
 
-    def schedule(self, observation: PromptObservation):
+    def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
+        """Per prompt: the agent's one choice. Per cycle: B from the step observation of each state; a
+        draft-then-verify agent also picks L from the drafted block's confidences."""
         if self.spec.granularity == "prompt":
-            return self.select(observation)
+            return Plan.fixed(self.select(observation))
         prefill = compact(observation.logits, [observation.prompt_length])[0]
-        return lambda state: self._act(self._observe(state, prefill, None))
+        plan = Plan(lambda state: self._act(self._observe(state, prefill, None)))
+        if self.spec.granularity == "cycle":
+            return plan
+        return plan.with_length(lambda state, drafted: min(drafted.block_size,
+                                                           self._act(self._observe(state, prefill, drafted))))
 
     def _observe(self, state: DecodeState, prefill: np.ndarray, block: DraftedBlock | None) -> np.ndarray:
         from specpolicy.envs.block_size_step import step_observation
@@ -113,20 +118,6 @@ class AgentPolicy(Policy):
         if self.spec.granularity == "cycle":
             return step_observation(state, self.candidates, self.spec.budget, prefill)
         return draft_verify_observation(state, self.candidates, self.spec.budget, prefill, block)
-
-    def verify_rule(self, observation: PromptObservation) -> VerifyRule | None:
-        """Draft-then-verify agents pick L after seeing the drafted block's confidences; others verify it all."""
-        if self.spec.granularity != "draft_verify":
-            return None
-        prefill = compact(observation.logits, [observation.prompt_length])[0]
-
-        def rule(state: DecodeState, confidences: Sequence[float]) -> int:
-            size = len(confidences) + 1
-            if size == 1:
-                return 1
-            return min(size, self._act(self._observe(state, prefill, DraftedBlock(size, tuple(confidences)))))
-
-        return rule
 
     def confidence_sizes(self) -> set[int]:
         return {b for b in self.candidates if b > 1} if self.spec.granularity == "draft_verify" else set()

@@ -5,11 +5,8 @@ Replay backend: exact, from the counterfactual tables of a replay sweep; live ba
 through the same :class:`~specpolicy.cycles.CycleSource` protocol. Observation (float32 [20]):
 share of the token budget used, cycle count / 64, the last three accepted lengths and the last
 block size (each / largest candidate), the mean accepted length so far, and the 13 compact
-prefill features of the prompt. With ``verify_thresholds`` (a sweep with ``--verify-lengths
---confidences``), the action is (block size, threshold): draft B, verify while the running product of
-the drafter's confidences stays at or above the threshold (0: the whole block), and the observation
-[23] adds the mean, minimum and first confidence of the last drafted block. Reward: minus the cycle's
-modelled seconds (draft of B + verify of L) in AR steps (``reward="seconds"``: the episode's tokens
+prefill features of the prompt (``DraftVerifyStep-v0`` adds the verify length, chosen after seeing
+the drafted block). Reward: minus the cycle's modelled seconds in AR steps (``reward="seconds"``: the episode's tokens
 are fixed, so the undiscounted return ranks policies by decode time), tokens committed that cycle
 (``reward="tokens"``: every policy's undiscounted return is the same, the tokens of the output) or
 tokens per modelled second of that cycle (``reward="time"``), or the AR steps the cycle saved: tokens
@@ -19,7 +16,6 @@ steps the decode saved, ranking policies as ``seconds`` does with a per-cycle si
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -28,7 +24,7 @@ import numpy as np
 from gymnasium import spaces
 
 from specpolicy.arrays import to_numpy
-from specpolicy.cycles import CycleRecord, confident_prefix, mean_acceptance
+from specpolicy.cycles import CycleRecord, mean_acceptance
 from specpolicy.envs.replay_data import OBSERVATION_BOUND, ReplayData
 from specpolicy.envs.rewards import check_reward
 from specpolicy.features import compact
@@ -59,26 +55,21 @@ class BlockSizeStepEnv(gym.Env):
     granularity = "cycle"
 
     def __init__(self, sweep: str | Path | None = None, reward: str = "tokens", render_mode: str | None = None,
-                 backend: str = "replay", live: dict | None = None, split: str = "train",
-                 verify_thresholds: Sequence[float] | None = None) -> None:
+                 backend: str = "replay", live: dict | None = None, split: str = "train") -> None:
         if render_mode is not None:
             # a TypeError, as for an unsupported argument: stable-baselines3's make_vec_env then retries without it
             raise TypeError("BlockSizeStep-v0 has no render modes; pass render_mode=None")
         check_reward(reward, self.granularity, backend)
         self.backend = backend
         self.session = None
-        self.thresholds = tuple(float(t) for t in verify_thresholds) if verify_thresholds else ()
-        if any(not 0 <= t <= 1 for t in self.thresholds):
-            raise ValueError(f"verify thresholds are probabilities in [0, 1], got {list(self.thresholds)}")
-        size = OBSERVATION_SIZE + (3 if self.thresholds else 0)
-        self.observation_space = spaces.Box(-OBSERVATION_BOUND, OBSERVATION_BOUND, (size,), np.float32)
+        self.observation_space = spaces.Box(-OBSERVATION_BOUND, OBSERVATION_BOUND, (OBSERVATION_SIZE,), np.float32)
         if backend == "live":
             from specpolicy.envs.live_step import LiveStepBackend
 
             self.reward = reward
             self.live = LiveStepBackend(**(live or {}))
             self.candidates = self.live.candidates
-            self.action_space = self._actions()
+            self.action_space = spaces.Discrete(len(self.candidates))
             return
         self.data = ReplayData.load(sweep, "compact", split=split)
         if any(t is None for t in self.data.tables):
@@ -88,31 +79,13 @@ class BlockSizeStepEnv(gym.Env):
         self.reward = reward
         self.candidates = self.data.candidates
         self.prefill = self.data.observations  # compact prefill features, loaded once with the tables
-        if self.thresholds:
-            drafted = {b for b in self.candidates if b > 1}
-            if any(not drafted <= set(t.confidences) for t in self.data.tables):
-                raise ValueError("verify_thresholds need a sweep that recorded the drafter's confidences of every "
-                                 "block size: specpolicy sweep --verify-lengths --confidences "
-                                 f"{','.join(map(str, sorted(drafted)))} --out DIR, then sweep=DIR")
-        self.action_space = self._actions()
-
-    def _actions(self) -> spaces.Space:
-        """Discrete(C) block sizes, or MultiDiscrete([C, T]): a block size and a verify threshold."""
-        if self.thresholds:
-            return spaces.MultiDiscrete([len(self.candidates), len(self.thresholds)])
-        return spaces.Discrete(len(self.candidates))
+        self.action_space = spaces.Discrete(len(self.candidates))
 
     def _observation(self) -> np.ndarray:
-        observation = step_observation(self.session.state, self.candidates, self._budget, self._prefill)
-        if not self.thresholds:
-            return observation
-        last = self._confidences or [0.0]
-        summary = np.array([np.mean(last), np.min(last), last[0]], dtype=np.float32)
-        return np.concatenate([observation, summary])
+        return step_observation(self.session.state, self.candidates, self._budget, self._prefill)
 
     def _start(self, options: dict[str, Any] | None) -> bool:
         """Begin one prompt's decode (a replay or live session); True when prefill alone finished it."""
-        self._confidences: list[float] = []
         if self.backend == "live":
             self.session, self._prompt_id = self.live.start(self.np_random)
             self._budget = self.live.budget
@@ -148,29 +121,13 @@ class BlockSizeStepEnv(gym.Env):
             return -steps
         return cycle.committed - steps
 
-    def _verify(self, threshold: float):
-        """The verify rule of a threshold action; keeps the drafted block's confidences for the next observation."""
-        def rule(state: DecodeState, confidences: Sequence[float]) -> int:
-            self._confidences = list(confidences)
-            return confident_prefix(confidences, threshold)
-
-        return rule
-
     def step(self, action):
         if self.session is None or self.session.done:
             raise RuntimeError("call reset() before step(); the episode has ended")
-        if self.thresholds:
-            action = np.asarray(action, dtype=np.int64)
-            if not self.action_space.contains(action):
-                raise ValueError(f"invalid action {action!r}: expected [block index < {len(self.candidates)}, "
-                                 f"threshold index < {len(self.thresholds)}]")
-            size = self.candidates[int(action[0])]
-            cycle = self.session.step(size, self._verify(self.thresholds[int(action[1])]))
-        else:
-            if not self.action_space.contains(np.int64(action) if np.isscalar(action) else action):
-                raise ValueError(f"invalid action {action!r}: expected an integer in [0, {len(self.candidates)})")
-            size = self.candidates[int(action)]
-            cycle = self.session.step(size)
+        if not self.action_space.contains(np.int64(action) if np.isscalar(action) else action):
+            raise ValueError(f"invalid action {action!r}: expected an integer in [0, {len(self.candidates)})")
+        size = self.candidates[int(action)]
+        cycle = self.session.step(size)
         done = self.session.done
         info = {"block_size": size, "verify_length": cycle.verify_length, "accepted": cycle.accepted,
                 "committed": cycle.committed, "prompt_id": self._prompt_id}

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specpolicy.costs import CostTable
-from specpolicy.cycles import CycleRecord, VerifyRule, check_block_size, mean_acceptance
+from specpolicy.cycles import CycleRecord, Plan, check_block_size, mean_acceptance
 from specpolicy.hf.bridge import to_transformers_assistant
 from specpolicy.hf.compat import require_dflash_support
 from specpolicy.models.dflash import DFlashDrafter
@@ -50,14 +50,13 @@ def resolve_policy(policy: PolicyLike, candidates: Sequence[int] | None = None) 
     return policy
 
 
-def _choices(policy: Policy | int, costs: CostTable | None, prompt_id: str
-             ) -> Callable[[int], tuple[Callable[[DecodeState], int], VerifyRule | None]]:
-    """prompt length -> (the policy's B callback, its verify rule or ``None``)."""
+def _planner(policy: Policy | int, costs: CostTable | None, prompt_id: str) -> Callable[[DecodeState], Plan]:
+    """The state after prefill -> the policy's plan for the prompt (a fixed size: :meth:`Plan.fixed`)."""
     if isinstance(policy, int):
-        return lambda prompt_length: ((lambda state: policy), None)
-    from specpolicy.evaluate import live_plan
+        return lambda state: Plan.fixed(policy)
+    from specpolicy.engine import observe
 
-    return lambda prompt_length: live_plan(policy, prompt_id, prompt_length, costs)
+    return lambda state: policy.plan(observe(state, prompt_id, costs))
 
 
 class Attachment:
@@ -79,7 +78,7 @@ class Attachment:
         self.costs = CostTable.load(costs) if isinstance(costs, (str, Path)) else costs
         self.generator: PolicyCandidateGenerator | None = None
         config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-        self._uninstall = install(model, _choices(self.policy, self.costs, prompt_id), self._bind,
+        self._uninstall = install(model, _planner(self.policy, self.costs, prompt_id), self._bind,
                                   getattr(config, "max_position_embeddings", None))
 
     def _bind(self, generator: PolicyCandidateGenerator) -> None:

@@ -10,8 +10,8 @@ The only module that touches transformers' private generation API: it subclasses
 2. the target verifies the candidates and keeps the longest matching prefix + one token;
 3. ``update_candidate_strategy(input_ids, scores, n_matches)``: we record the cycle.
 
-With a verify rule, step 1 hands the target only the first L - 1 drafts (L from the drafter's
-confidences); the drafted block is still cropped by its full size.
+With a plan that sets verify lengths, step 1 hands the target only the first L - 1 drafts (L read
+from the drafted block); the drafted block is still cropped by its full size.
 
 The drafted block is cropped from the drafter's cache by its own size before the next draft, so B
 may change every cycle. Tested on transformers 5.15 and 5.24 (:mod:`specpolicy.hf.compat`).
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from transformers.generation.candidate_generator import DFlashTokenCandidateGenerator
 
-from specpolicy.cycles import CycleRecord, VerifyRule, check_block_size, resolve_verify_length
+from specpolicy.cycles import CycleRecord, DraftedBlock, Plan, check_block_size
 from specpolicy.decoding.sampling import draft_confidences
 from specpolicy.models.target import cache_kwarg
 from specpolicy.state import DecodeState
@@ -33,9 +33,8 @@ from specpolicy.state import DecodeState
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-ChoiceFactory = Callable[[int], tuple[Callable[[DecodeState], int], VerifyRule | None]]
-"""prompt length -> (a callback picking B before every cycle, an optional verify rule picking L after
-each draft); made once prefill is done."""
+PlanFactory = Callable[[DecodeState], Plan]
+"""the state right after prefill -> the prompt's :class:`Plan` (B before every cycle, L after each draft)"""
 
 
 class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
@@ -46,12 +45,11 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
         state: what the schedule read before the latest cycle (``None`` before prefill).
     """
 
-    def __init__(self, *args: Any, choices: ChoiceFactory, max_positions: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, plans: PlanFactory, max_positions: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.device = self.assistant_model.device  # set by transformers >= 5.16 too, not by 5.15
-        self.make_choice = choices
-        self.choose: Callable[[DecodeState], int] | None = None
-        self.verify: VerifyRule | None = None
+        self.make_plan = plans
+        self.plan: Plan | None = None
         self.max_positions = max_positions
         self.cycles: list[CycleRecord] = []
         self.state: DecodeState | None = None
@@ -68,7 +66,7 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
             return input_ids, None
         self._read_context(input_ids, model_outputs, n_last_matches)
         start = input_ids.shape[1] - 1  # the anchor's position
-        size = check_block_size(self.choose(self.state))
+        size = check_block_size(self.plan.block(self.state))
         if self.max_positions is not None:
             size = max(1, min(size, self.max_positions - start))
         self.size, self.length, self.candidates = size, size, input_ids.new_empty(0)
@@ -76,10 +74,12 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
             return input_ids, None
         logits = self._draft(input_ids, model_kwargs, start, size)
         candidate_ids = self._pick(input_ids, logits)
-        if self.verify is not None:  # the second knob: the target checks only the first L - 1 drafts
-            drafts = candidate_ids[0, input_ids.shape[1]:]
-            self.length = resolve_verify_length(self.verify, self.state, size,
-                                                lambda: draft_confidences(logits[0], drafts)[0])
+        if self.plan.length is not None:  # the second knob: the target checks only the first L - 1 drafts
+            drafted = DraftedBlock(size)
+            if self.plan.reads_block:
+                confidences, entropies = draft_confidences(logits[0], candidate_ids[0, input_ids.shape[1]:])
+                drafted = DraftedBlock(size, tuple(confidences), tuple(entropies))
+            self.length = self.plan.verify_length(self.state, drafted)
             keep = input_ids.shape[1] + self.length - 1
             candidate_ids, logits = candidate_ids[:, :keep], logits[:, : self.length - 1]
         self.candidates = candidate_ids[0, input_ids.shape[1]:]
@@ -93,7 +93,7 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
             prompt_length = input_ids.shape[1] - 1
             kept = prompt_length
             self.state = DecodeState(model_outputs.logits[0, -1].float(), prompt_length, prompt_length, 0, 1)
-            self.choose, self.verify = self.make_choice(prompt_length)
+            self.plan = self.make_plan(self.state)
         else:
             kept = n_last_matches + 1
         hidden = model_outputs.hidden_states
@@ -152,7 +152,7 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
         self.state.cycle, self.state.generated = len(self.cycles), input_ids.shape[1] - self.state.prompt_length
 
 
-def install(model: PreTrainedModel, choices: ChoiceFactory, on_generator: Callable[[PolicyCandidateGenerator], None],
+def install(model: PreTrainedModel, plans: PlanFactory, on_generator: Callable[[PolicyCandidateGenerator], None],
             max_positions: int | None = None) -> Callable[[], None]:
     """Make ``model.generate(..., speculation_type="dflash")`` use :class:`PolicyCandidateGenerator`.
 
@@ -167,7 +167,7 @@ def install(model: PreTrainedModel, choices: ChoiceFactory, on_generator: Callab
         generator = PolicyCandidateGenerator(
             assistant_model=assistant, main_model_input_embeddings=model.get_input_embeddings(),
             main_model_output_embeddings=model.get_output_embeddings(), generation_config=config,
-            logits_processor=kwargs.get("logits_processor"), choices=choices, max_positions=max_positions,
+            logits_processor=kwargs.get("logits_processor"), plans=plans, max_positions=max_positions,
         )
         on_generator(generator)
         return generator

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from specpolicy.costs import CostTable
-from specpolicy.policy import TRAINING_BLOCK_SIZE, Policy, PromptObservation
+from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Plan, Policy, PromptObservation
 from specpolicy.state import DecodeState
 
 FAIL_BELOW = 2
@@ -196,7 +196,8 @@ class GuardedPolicy(Policy):
     def vocabulary(self) -> int | None:
         return self.start_policy.vocabulary()
 
-    def schedule(self, observation: PromptObservation):
+    def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
+        """The start policy's B first; then the guard, which reads a failed probe before a start of B = 1."""
         start = self.start_policy.select(observation)
         guard = AdaptivePolicy(self.candidates, start=max(start, 2))
         guard.name = self.name
@@ -211,10 +212,10 @@ class GuardedPolicy(Policy):
                                state.generated, accepted, sizes)
             return guard.step(seen, observation)
 
-        return choose
+        return Plan(choose)
 
     def step(self, state: DecodeState, observation: PromptObservation) -> int:
-        return self.schedule(observation)(state)
+        return self.plan(observation).block(state)
 
 
 def probe_policy(arg: str | None, candidates: Sequence[int]) -> ProbePolicy:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Policy, PromptObservation, oracle_label
+from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Plan, Policy, PromptObservation, oracle_label
 
 
 class TauOraclePolicy(Policy):
@@ -24,7 +24,13 @@ class TauOraclePolicy(Policy):
     def select(self, observation: PromptObservation) -> int:
         raise ValueError(f"{self.name} reads the sweep store; evaluate it with --mode replay (or --sweep DIR)")
 
-    def answer_schedule(self, observation: PromptObservation, answers: Answers) -> int:
+    def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
+        if answers is None:
+            return super().plan(observation, answers)  # refuses: an oracle plans from a sweep's answers
+        return Plan.fixed(self.best(observation, answers))
+
+    def best(self, observation: PromptObservation, answers: Answers) -> int:
+        """The prompt's best candidate by tau."""
         missing = [b for b in self.candidates if b not in answers.taus]
         if missing:
             raise ValueError(f"the sweep has no tau for block sizes {missing}; sweep them or pass --candidates "
@@ -36,9 +42,10 @@ class TauOraclePolicy(Policy):
 class TimeOraclePolicy(TauOraclePolicy):
     """Per prompt, the candidate with the fewest modelled seconds (the tau oracle without a cost table)."""
 
-    def answer_schedule(self, observation: PromptObservation, answers: Answers) -> int:
+    def best(self, observation: PromptObservation, answers: Answers) -> int:
+        """The prompt's fastest candidate by modelled time (by tau without a cost table or a replay)."""
         if observation.costs is None or answers.table is None:
-            return super().answer_schedule(observation, answers)
+            return super().best(observation, answers)
         return answers.table.fastest_fixed(observation.costs, self.candidates, answers.training_block_size)
 
 
@@ -47,11 +54,11 @@ class StepOraclePolicy(TauOraclePolicy):
 
     per_step = True
 
-    def answer_schedule(self, observation: PromptObservation, answers: Answers):
-        if answers.table is None:
+    def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
+        if answers is None or answers.table is None:
             raise ValueError(f"{self.name} needs a replay sweep (specpolicy sweep --mode replay)")
-        plan = answers.table.per_cycle_oracle(observation.costs, self.candidates, answers.training_block_size)
-        return lambda state: plan[state.cycle] if state.cycle < len(plan) else plan[-1]
+        sizes = answers.table.per_cycle_oracle(observation.costs, self.candidates, answers.training_block_size)
+        return Plan(lambda state: sizes[state.cycle] if state.cycle < len(sizes) else sizes[-1])
 
 
 def time_oracle(arg: str | None, candidates: Sequence[int]) -> TimeOraclePolicy:

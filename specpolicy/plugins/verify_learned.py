@@ -16,10 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from specpolicy import skops_io
-from specpolicy.cycles import VerifyRule
 from specpolicy.plugins.cycle_rules import AdaptivePolicy, required_costs
 from specpolicy.plugins.verify_rules import most_tokens_per_second
-from specpolicy.policy import LearnedPolicy, PromptObservation, TrainingSet
+from specpolicy.policy import Answers, LearnedPolicy, Plan, PromptObservation, TrainingSet
 
 SETTINGS_NAME = "verify_head.json"
 
@@ -67,12 +66,13 @@ class VerifyHeadPolicy(LearnedPolicy, AdaptivePolicy):
         logits = position_features(confidences) @ self.model.coef_[0] + self.model.intercept_[0]
         return 1.0 / (1.0 + np.exp(-logits))
 
-    def verify_rule(self, observation: PromptObservation) -> VerifyRule:
+    def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
+        """``adaptive``'s block sizes; L from the calibrated acceptance probabilities of the drafted block."""
         if self.model is None:
             raise ValueError("this verify head is untrained; `specpolicy train verify-head --sweep DIR --out FOLDER`")
         costs = required_costs(self, observation)
-        return lambda state, confidences: most_tokens_per_second(
-            self.probabilities(confidences).tolist(), len(confidences) + 1, costs)
+        return super().plan(observation).with_length(lambda state, drafted: most_tokens_per_second(
+            self.probabilities(drafted.confidences).tolist(), drafted.block_size, costs))
 
     def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0) -> dict:
         """Logistic regression of 'draft passes' on the position features of the training replays."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specpolicy.costs import CostTable
-from specpolicy.cycles import VerifyRule, confident_prefix
+from specpolicy.cycles import DraftedBlock, Plan, confident_prefix
 from specpolicy.plugins.cycle_rules import AdaptivePolicy, required_costs, start_block_size
 from specpolicy.policy import Answers, Policy, PromptObservation
 
@@ -61,20 +61,24 @@ class ThresholdPolicy(Policy):
     def confidence_sizes(self) -> set[int]:
         return {self.block_size}
 
-    def verify_rule(self, observation: PromptObservation) -> VerifyRule:
-        return lambda state, confidences: confident_prefix(confidences, self.threshold)
+    def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
+        return super().plan(observation).with_length(lambda state, drafted: confident_prefix(drafted.confidences,
+                                                                                             self.threshold))
 
 
-def marginal_rule(costs: CostTable) -> VerifyRule:
-    """:func:`most_tokens_per_second` for whatever block was drafted (its size: confidences + 1)."""
-    return lambda state, confidences: most_tokens_per_second(confidences, len(confidences) + 1, costs)
+def marginal_length(costs: CostTable):
+    """``(state, drafted) -> L``: :func:`most_tokens_per_second` for whatever block was drafted."""
+    def length(state, drafted: DraftedBlock) -> int:
+        return most_tokens_per_second(drafted.confidences, drafted.block_size, costs)
+
+    return length
 
 
 class MarginalPolicy(ThresholdPolicy):
     """Draft a fixed B every cycle; verify the L with the most expected tokens per modelled second."""
 
-    def verify_rule(self, observation: PromptObservation) -> VerifyRule:
-        return marginal_rule(required_costs(self, observation))
+    def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
+        return Policy.plan(self, observation).with_length(marginal_length(required_costs(self, observation)))
 
 
 class AdaptiveVerifyPolicy(AdaptivePolicy):
@@ -83,8 +87,8 @@ class AdaptiveVerifyPolicy(AdaptivePolicy):
     def confidence_sizes(self) -> set[int]:
         return {b for b in self.candidates if b > 1}
 
-    def verify_rule(self, observation: PromptObservation) -> VerifyRule:
-        return marginal_rule(required_costs(self, observation))
+    def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
+        return super().plan(observation).with_length(marginal_length(required_costs(self, observation)))
 
 
 class VerifyOraclePolicy(Policy):
@@ -96,28 +100,15 @@ class VerifyOraclePolicy(Policy):
     def select(self, observation: PromptObservation) -> int:
         raise ValueError(f"{self.name} reads the sweep store; evaluate it with --mode replay (or --sweep DIR)")
 
-    def _plan(self, observation: PromptObservation, answers: Answers) -> dict[int, tuple[int, int]]:
+    def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
+        """(B, L) by anchor position, from the DP over this prompt's replay (L by position: no block read)."""
         from specpolicy.verify_oracle import verify_oracle_plan
 
-        if answers.table is None or observation.costs is None:
-            raise ValueError(f"{self.name} needs a replay sweep with --verify-lengths and a cost table")
-        if getattr(self, "_table", None) is not answers.table:  # both calls of one prompt share one plan
-            self._table, self._plan_cache = answers.table, verify_oracle_plan(answers.table, observation.costs,
-                                                                              self.candidates)
-        return self._plan_cache
-
-    def answer_schedule(self, observation: PromptObservation, answers: Answers):
-        plan = self._plan(observation, answers)
-        return lambda state: plan[state.position][0]
-
-    def answer_verify(self, observation: PromptObservation, answers: Answers) -> VerifyRule:
-        plan = self._plan(observation, answers)
-
-        def verify(state, confidences) -> int:
-            return plan[state.position][1]
-
-        verify.reads_confidences = False
-        return verify
+        if answers is None or answers.table is None or observation.costs is None:
+            raise ValueError(f"{self.name} needs a replay sweep with --verify-lengths and a cost table (--mode replay)")
+        best = verify_oracle_plan(answers.table, observation.costs, self.candidates)
+        return Plan(lambda state: best[state.position][0], lambda state, drafted: best[state.position][1],
+                    reads_block=False)
 
 
 def threshold_policy(arg: str | None, candidates: Sequence[int]) -> ThresholdPolicy:

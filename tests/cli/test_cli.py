@@ -159,17 +159,17 @@ def test_generate_on_the_test_zoo(test_zoo):
     assert "block size 4 (fixed)" in result.stderr
 
 
-def test_generate_runs_a_policys_verify_rule(test_zoo, monkeypatch, tmp_path):
-    from specpolicy.decoding import SpeculativeDecoder
+def test_generate_runs_a_policys_verify_lengths(test_zoo, monkeypatch, tmp_path):
+    from specpolicy import engine
 
     monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path))
-    original, traces = SpeculativeDecoder.generate, []
+    original, traces = engine.decode, []
 
-    def spy(self, *args, **kwargs):
-        traces.append(original(self, *args, **kwargs))
+    def spy(*args, **kwargs):
+        traces.append(original(*args, **kwargs))
         return traces[-1]
 
-    monkeypatch.setattr(SpeculativeDecoder, "generate", spy)
+    monkeypatch.setattr(engine, "decode", spy)
     run("generate", "Say hello", "--max-new-tokens", "16", "--policy", "threshold:0.9", *zoo_args(test_zoo))
     cycles = traces[-1].cycles
     assert cycles and any(c.verify_length < c.block_size for c in cycles)  # the threshold cut blocks

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from specpolicy.cycles import Plan
 from specpolicy.decoding import SpeculativeDecoder
 
 
@@ -26,7 +27,7 @@ def test_block_size_below_one_or_not_integer(decoder, size):
 
 def test_callback_returning_bad_block_size(decoder):
     with pytest.raises(ValueError, match="block size"):
-        decoder.generate([5, 6], lambda state: 0)
+        decoder.generate([5, 6], Plan(lambda state: 0))
 
 
 def test_prompt_longer_than_context(decoder):

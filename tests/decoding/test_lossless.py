@@ -9,6 +9,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from specpolicy.cycles import Plan
 from specpolicy.decoding import SpeculativeDecoder
 
 PAIRS = ["random_pair", "trained_pair"]
@@ -18,9 +19,9 @@ def prompts(vocab: int):
     return st.lists(st.integers(min_value=1, max_value=vocab - 1), min_size=1, max_size=12)
 
 
-def schedule(sizes: list[int]):
+def schedule(sizes: list[int]) -> Plan:
     cycle = itertools.cycle(sizes)
-    return lambda state: next(cycle)
+    return Plan(lambda state: next(cycle))
 
 
 def hf_greedy(target, prompt: list[int], max_new_tokens: int) -> list[int]:

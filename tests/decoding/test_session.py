@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specpolicy.cycles import run_schedule
+from specpolicy.cycles import Plan, run
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.sweep.replay import build_replay
 
@@ -24,7 +24,7 @@ def test_stepping_a_session_by_hand_is_generate(trained_pair):
         assert session.state.generated == len(session.output)
         assert session.state.position == len(prompt) + len(session.output) - 1
         session.step(SIZES[session.state.cycle % len(SIZES)])
-    trace = decoder.generate(prompt, lambda state: SIZES[state.cycle % len(SIZES)])
+    trace = decoder.generate(prompt, Plan(lambda state: SIZES[state.cycle % len(SIZES)]))
     assert session.trace().output_ids == trace.output_ids
     assert _rows(session.cycles) == _rows(trace.cycles)
     with pytest.raises(RuntimeError, match="has ended"):
@@ -57,10 +57,10 @@ def test_output_near_the_context_limit_does_not_depend_on_the_block_size(trained
     assert len(trace.output_ids) == 20 - len(prompt) + 1 and trace.stop_reason == "context"
 
 
-def test_run_schedule_rejects_a_bad_block_size(trained_pair):
+def test_run_rejects_a_bad_block_size(trained_pair):
     session = SpeculativeDecoder(*trained_pair, max_new_tokens=8).start([5, 9])
     with pytest.raises(ValueError, match="block size must be an integer >= 1"):
-        run_schedule(session, lambda state: 0)
+        run(session, Plan(lambda state: 0))
 
 
 SPLIT = [(16, 3), (8, 8), (1, 1), (12, 20), (4, 2), (2, None)]

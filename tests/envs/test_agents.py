@@ -52,7 +52,7 @@ def test_a_saved_ppo_agent_of_the_draft_verify_env_replays_its_env_choices_and_r
     act = lambda obs: int(model.predict(obs, deterministic=True)[0])  # noqa: E731
     for index, record in enumerate(verify_store.records()):
         observation = prompt_observation(verify_store, record)
-        replayed = record.table().simulate(policy.schedule(observation), verify=policy.verify_rule(observation))
+        replayed = record.table().simulate(policy.plan(observation))
         assert [(c.block_size, c.verify_length, c.accepted) for c in replayed] == _greedy_rollout(env, act, index)
     result = CliRunner().invoke(app, ["compare", "--sweep", str(verify_store.path), "--policies",
                                       f"fixed8,agent:{folder}", "--format", "json"])

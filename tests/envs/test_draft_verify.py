@@ -8,6 +8,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import specpolicy  # noqa: F401  (registers the IDs)
+from specpolicy.cycles import Plan
 from specpolicy.envs.draft_verify_step import DraftVerifyStepEnv
 
 PLAN = [(8, 2), (4, 4), (1, 1), (8, 8), (2, 1), (8, 4)]  # (B, L) per cycle, both among the candidates 1, 2, 4, 8
@@ -41,8 +42,7 @@ def test_two_step_cycles_replay_exactly_and_returns_are_minus_the_modelled_time(
     env = DraftVerifyStepEnv(sweep=verify_store.path, reward="seconds")
     cycles, total, seen = _run(env, PLAN, index)
     table, costs = env.data.tables[index], env.data.latency
-    expected = table.simulate(lambda s: PLAN[s.cycle % len(PLAN)][0],
-                              verify=lambda s, c: PLAN[s.cycle % len(PLAN)][1])
+    expected = table.simulate(Plan(lambda s: PLAN[s.cycle % len(PLAN)][0], lambda s, d: PLAN[s.cycle % len(PLAN)][1]))
     assert cycles == [(c.block_size, c.verify_length, c.accepted) for c in expected]
     assert total == pytest.approx(-costs.cycles_seconds(expected) / costs.ar_seconds)
     assert any(length < size for size, length, _ in cycles)
@@ -92,7 +92,7 @@ def test_draft_verify_env_runs_live_like_a_bare_decode(test_zoo, prompt_file):
     prompt = next(p for p in env.live.prompts if p.id == env._prompt_id)
     ids = encode_prompt(pair.tokenizer, prompt, 256)
     bare = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=16).generate(
-        ids, lambda s: PLAN[s.cycle % len(PLAN)][0], verify=lambda s, c: PLAN[s.cycle % len(PLAN)][1])
+        ids, Plan(lambda s: PLAN[s.cycle % len(PLAN)][0], lambda s, d: PLAN[s.cycle % len(PLAN)][1]))
     assert cycles == [(c.block_size, c.verify_length, c.accepted) for c in bare.cycles]
     assert total == bare.cycle_tokens
 
@@ -115,8 +115,9 @@ def _threshold_agent(candidates, size=8, threshold=0.5):
 def test_an_agent_runs_as_a_policy_exactly_as_in_the_env(verify_store, trained_pair):
     """The agent wrapped as a specpolicy policy makes the env's choices in replay and decodes losslessly live."""
     from specpolicy.decoding import SpeculativeDecoder
+    from specpolicy.engine import decode
     from specpolicy.envs import AgentPolicy, AgentSpec
-    from specpolicy.evaluate import live_plan, prompt_observation
+    from specpolicy.evaluate import prompt_observation
 
     env = DraftVerifyStepEnv(sweep=verify_store.path, reward="seconds")
     agent = _threshold_agent(env.candidates)
@@ -129,14 +130,13 @@ def test_an_agent_runs_as_a_policy_exactly_as_in_the_env(verify_store, trained_p
         while not done:
             observation, _, done, _, _ = env.step(agent(observation))
         prompt = prompt_observation(verify_store, record, None)
-        replayed = record.table().simulate(policy.schedule(prompt), verify=policy.verify_rule(prompt))
+        replayed = record.table().simulate(policy.plan(prompt))
         assert [(c.block_size, c.verify_length, c.accepted) for c in replayed] == \
             [(c.block_size, c.verify_length, c.accepted) for c in env.session.cycles]
         cut += sum(c.verify_length < c.block_size for c in replayed)
     assert cut > 0
     decoder = SpeculativeDecoder(*trained_pair, max_new_tokens=24)
     for prompt in ([4, 7, 5, 9], [8, 7, 9, 9]):
-        choose, verify = live_plan(policy, "live", len(prompt))
-        trace = decoder.generate(prompt, choose, verify=verify)
+        trace = decode(decoder, prompt, policy, prompt_id="live")
         assert trace.output_ids == decoder.generate(prompt, 1).output_ids
         assert any(c.verify_length < c.block_size for c in trace.cycles)

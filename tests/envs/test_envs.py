@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import specpolicy  # noqa: F401  (registers the IDs)
+from specpolicy.cycles import Plan
 from specpolicy.ope import epsilon_greedy_log, estimate
 from specpolicy.policy import PromptObservation
 from specpolicy.registry import get_registry
@@ -179,7 +180,8 @@ def test_live_step_backend_matches_a_bare_decode(test_zoo, prompt_file):
     from specpolicy.data.prompts import encode_prompt
 
     ids = encode_prompt(pair.tokenizer, prompt, 256)
-    bare = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=12).generate(ids, lambda s: sizes[s.cycle])
+    decoder = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=12)
+    bare = decoder.generate(ids, Plan(lambda s: sizes[s.cycle]))
     assert total == bare.cycle_tokens and info["tau"] == bare.tau
     env.reset(seed=1)  # abandons an episode cleanly
     env.close()
@@ -259,39 +261,10 @@ def test_linucb_learns_per_cycle_on_the_step_env_and_runs_as_a_per_cycle_policy(
     assert agent.learn_cycles(env, episodes=5) > 5
     policy = agent.cycle_policy(budget=env.data.tables[0].budget)
     observation = PromptObservation(np.zeros(4096, np.float32), 20)
-    cycles = env.data.tables[0].simulate(policy.schedule(observation))
+    cycles = env.data.tables[0].simulate(policy.plan(observation))
     assert cycles and all(c.block_size in env.candidates for c in cycles)
     with pytest.raises(ValueError, match="reward='time'"):
         agent.learn_cycles(gym.make("specpolicy/BlockSizeStep-v0").unwrapped, episodes=1)
-
-
-def test_step_env_with_verify_thresholds_cuts_blocks_and_replays_exactly(verify_store):
-
-    from specpolicy.cycles import confident_prefix
-    from specpolicy.envs.block_size_step import BlockSizeStepEnv
-
-    env = BlockSizeStepEnv(sweep=verify_store.path, reward="seconds", verify_thresholds=(0.0, 0.3, 0.9))
-    check_env(env, skip_render_check=True)
-    assert env.action_space.nvec.tolist() == [4, 3] and env.observation_space.shape == (23,)
-    observation, info = env.reset(seed=0, options={"prompt_index": 0})
-    table = env.data.tables[0]
-    cycles, done = [], False
-    while not done:
-        observation, reward, done, _, info = env.step([3, 2])  # B = 8, threshold 0.9
-        cycles.append((info["block_size"], info["verify_length"], info["accepted"]))
-        assert reward < 0 and observation.shape == (23,)
-    expected = table.simulate(8, verify=lambda state, confidences: confident_prefix(confidences, 0.9))
-    assert cycles == [(c.block_size, c.verify_length, c.accepted) for c in expected]
-    assert any(length < size for size, length, _ in cycles)
-
-
-def test_step_env_verify_thresholds_need_recorded_confidences(replay_store):
-    from specpolicy.envs.block_size_step import BlockSizeStepEnv
-
-    with pytest.raises(ValueError, match="--verify-lengths --confidences"):
-        BlockSizeStepEnv(sweep=replay_store.path, verify_thresholds=(0.0, 0.5))
-    with pytest.raises(ValueError, match="probabilities"):
-        BlockSizeStepEnv(sweep=replay_store.path, verify_thresholds=(1.5,))
 
 
 @pytest.mark.parametrize("env_id", ["specpolicy/BlockSize-v0", "specpolicy/BlockSizeLive-v0",

@@ -13,7 +13,7 @@ from specpolicy.data.prompts import encode_prompts
 from specpolicy.data.registry import load_prompts
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.defaults import MAX_PROMPT_TOKENS
-from specpolicy.evaluate import live_plan
+from specpolicy.engine import decode
 from specpolicy.models import load_pair
 from specpolicy.models.loading import zoo_path
 from specpolicy.policy import Policy, PromptObservation
@@ -53,8 +53,7 @@ def _both(pair, assistant, ids, policy, costs, max_new_tokens=48, **extra):
     if isinstance(policy_or_size, int):
         trace = decoder.generate(ids, policy_or_size)
     else:
-        schedule, verify = live_plan(policy_or_size, "t", len(ids), costs)
-        trace = decoder.generate(ids, schedule, verify=verify)
+        trace = decode(decoder, ids, policy_or_size, prompt_id="t", costs=costs)
     tensor = torch.tensor([ids])
     result = hf.generate(pair.target, assistant, policy_or_size, costs=costs, input_ids=tensor,
                          attention_mask=torch.ones_like(tensor), do_sample=False, max_new_tokens=max_new_tokens,

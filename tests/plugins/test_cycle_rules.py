@@ -30,11 +30,11 @@ def run(policy, accepted_if: list[int], observation: PromptObservation | None = 
     """Drive ``policy`` for len(accepted_if) cycles; cycle t accepts min(accepted_if[t], B - 1) drafts."""
     observation = observation or PromptObservation(np.zeros(4, np.float32), 4, costs=COSTS)
     state = DecodeState(np.zeros(4), 4, 4, 0, 1)
-    choose = policy.schedule(observation)
+    plan = policy.plan(observation)
     sizes = []
     for t, drafts in enumerate(accepted_if):
         state.cycle = t
-        size = choose if isinstance(choose, int) else choose(state)
+        size = plan.block(state)
         sizes.append(size)
         state.record(size, min(drafts, size - 1))
     return sizes

@@ -188,7 +188,7 @@ def test_check_policy_catches_a_broken_policy():
 
 def test_heuristic_schedule():
     policy = HeuristicPolicy(CANDIDATES)
-    schedule = policy.schedule(PromptObservation(np.zeros(4, dtype=np.float32), 3))
+    schedule = policy.plan(PromptObservation(np.zeros(4, dtype=np.float32), 3)).block
     state = DecodeState(None, 3, 3, 0, 1)
     assert schedule(state) == 16
     state.block_size_history, state.accepted_history = [16], [15]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from specpolicy.costs import uniform_costs
-from specpolicy.cycles import confident_prefix
+from specpolicy.cycles import Plan, confident_prefix
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.plugins.verify_rules import most_tokens_per_second
 from specpolicy.policy import Answers, PromptObservation
@@ -58,11 +58,8 @@ def _brute_force(table, costs, position, produced):
 def _follow(table, plan):
     """Replay ``plan`` (position -> (B, L)) with a rule that reads no confidences."""
 
-    def verify(state, confidences):
-        return plan[state.position][1]
-
-    verify.reads_confidences = False  # a plan by position: runs on a replay without confidences
-    return table.simulate(lambda s: plan[s.position][0], verify=verify)
+    # a length by position reads no drafted block: it runs on a replay without confidences
+    return table.simulate(Plan(lambda s: plan[s.position][0], lambda s, d: plan[s.position][1], reads_block=False))
 
 
 @pytest.mark.parametrize("per_token", [0.05, 0.5])
@@ -89,12 +86,7 @@ def test_registered_verify_policies_run_on_a_replay(trained_pair):
     seconds = {}
     for name in ("threshold", "threshold:0.5", "marginal", "marginal4", "adaptive-verify", "oracle-verify"):
         policy = get_registry().create(name, SIZES)
-        if policy.needs_sweep:
-            answers = Answers({}, table)
-            schedule, verify = policy.answer_schedule(observation, answers), policy.answer_verify(observation, answers)
-        else:
-            schedule, verify = policy.schedule(observation), policy.verify_rule(observation)
-        cycles = table.simulate(schedule, verify=verify)
+        cycles = table.simulate(policy.plan(observation, Answers({}, table)))
         assert sum(c.committed for c in cycles) == table.tokens()
         assert all(c.accepted <= c.verify_length - 1 for c in cycles)
         seconds[name] = costs.cycles_seconds(cycles)
@@ -128,9 +120,7 @@ def test_verify_head_learns_acceptance_from_recorded_confidences(trained_pair, t
     policy.save(tmp_path / "head")
     loaded = get_registry().create(f"verify-head:{tmp_path / 'head'}", SIZES)
     costs = uniform_costs(SIZES, ar_seconds=0.01, per_token=0.05)
-    rule = loaded.verify_rule(PromptObservation(np.zeros(0, np.float32), 4, "p", costs))
-    cycles = tables[0].simulate(loaded.schedule(PromptObservation(np.zeros(0, np.float32), 4, "p", costs)),
-                                verify=rule)
+    cycles = tables[0].simulate(loaded.plan(PromptObservation(np.zeros(0, np.float32), 4, "p", costs)))
     assert sum(c.committed for c in cycles) == tables[0].tokens()
     probabilities = loaded.probabilities([0.9, 0.1, 0.5])
     assert probabilities.shape == (3,) and np.all((probabilities > 0) & (probabilities < 1))

@@ -7,6 +7,7 @@ import random
 import numpy as np
 import pytest
 
+from specpolicy.cycles import Plan
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.sweep.replay import build_replay
 
@@ -38,8 +39,8 @@ def test_replay_matches_a_per_cycle_schedule(trained_pair):
     def schedule(state):
         return sizes[state.cycle % len(sizes)]
 
-    live = decoder.generate(prompt, schedule)
-    assert [c.accepted for c in live.cycles] == [c.accepted for c in table.simulate(schedule)]
+    live = decoder.generate(prompt, Plan(schedule))
+    assert [c.accepted for c in live.cycles] == [c.accepted for c in table.simulate(Plan(schedule))]
 
 
 def _every_schedule_seconds(table, costs, sizes, position=None, produced=None):
@@ -69,7 +70,7 @@ def test_per_cycle_time_oracle_is_the_exact_optimum_over_every_schedule(trained_
         schedule = table.per_cycle_oracle(costs)
         assert costs.seconds(schedule) == pytest.approx(_every_schedule_seconds(table, costs, sizes))
         assert costs.seconds(schedule) <= min(table.fixed_seconds(costs).values()) + 1e-12
-        assert [c.block_size for c in table.simulate(lambda s, r=iter(schedule): next(r))] == schedule
+        assert [c.block_size for c in table.simulate(Plan(lambda s, r=iter(schedule): next(r)))] == schedule
 
 
 def test_per_cycle_oracle_over_a_subset_of_the_candidates(trained_pair):
@@ -103,7 +104,7 @@ def test_replay_drafts_only_reachable_anchors_and_every_schedule_stays_on_them(t
     assert replayed.sum() < len(replayed)  # accepted drafts skip anchors no schedule can land on
     rng = random.Random(0)
     for _ in range(30):
-        table.simulate(lambda state: rng.choice([4, 8, 16]))  # raises on an anchor that was not replayed
+        table.simulate(Plan(lambda state: rng.choice([4, 8, 16])))  # raises on an anchor that was not replayed
     skipped = table.prompt_length + int(np.flatnonzero(~replayed)[0])
     with pytest.raises(ValueError, match="not replayed"):
         table.cycle(skipped, 1, 8)

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specpolicy.costs import uniform_costs
-from specpolicy.cycles import CycleRecord, check_verify_length
+from specpolicy.cycles import CycleRecord, Plan, check_verify_length
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.sweep.records import ReplayEntry
 from specpolicy.sweep.replay import build_replay
@@ -26,7 +26,7 @@ def test_every_block_and_verify_length_gives_the_greedy_output(trained_pair, blo
     decoder = SpeculativeDecoder(*trained_pair, max_new_tokens=40)
     for prompt in PROMPTS:
         reference = decoder.generate(prompt, 1)
-        trace = decoder.generate(prompt, block_size, verify=verify)
+        trace = decoder.generate(prompt, Plan.fixed(block_size, verify))
         assert trace.output_ids == reference.output_ids
         assert all(c.accepted <= min(verify, c.block_size) - 1 for c in trace.cycles)
         assert all(c.verify_length == min(verify, c.block_size) for c in trace.cycles)
@@ -42,12 +42,12 @@ def test_any_per_cycle_block_and_verify_schedule_is_lossless_and_replays_exactly
     def size(state):
         return pairs[state.cycle % len(pairs)][0]
 
-    def verify(state, confidences):
-        return min(pairs[state.cycle % len(pairs)][1], len(confidences) + 1)
+    def verify(state, drafted):
+        return min(pairs[state.cycle % len(pairs)][1], drafted.block_size)
 
-    live = decoder.generate(prompt, size, verify=verify)
+    live = decoder.generate(prompt, Plan(size, verify))
     assert live.output_ids == decoder.generate(prompt, 1).output_ids
-    assert rows(table.simulate(size, verify=verify)) == rows(live.cycles)
+    assert rows(table.simulate(Plan(size, verify))) == rows(live.cycles)
 
 
 def test_a_confidence_rule_replays_exactly_from_recorded_confidences(trained_pair):
@@ -55,10 +55,10 @@ def test_a_confidence_rule_replays_exactly_from_recorded_confidences(trained_pai
     seen_live, seen_replay = [], []
 
     def rule(seen):
-        def verify(state, confidences):
-            seen.append(list(confidences))
+        def verify(state, drafted):
+            seen.append(list(drafted.confidences))
             running, length = 1.0, 1
-            for c in confidences:
+            for c in drafted.confidences:
                 running *= c
                 if running < 0.4:
                     break
@@ -70,8 +70,8 @@ def test_a_confidence_rule_replays_exactly_from_recorded_confidences(trained_pai
     for prompt in PROMPTS:
         table, _ = build_replay(decoder, prompt, CANDIDATES, max_new_tokens=48, verify_lengths=True,
                                 confidence_sizes=[8, 16])
-        live = decoder.generate(prompt, 16, verify=rule(seen_live))
-        replayed = table.simulate(16, verify=rule(seen_replay))
+        live = decoder.generate(prompt, Plan.fixed(16).with_length(rule(seen_live)))
+        replayed = table.simulate(Plan.fixed(16).with_length(rule(seen_replay)))
         assert rows(replayed) == rows(live.cycles)
         agreed += len(live.cycles)
     assert seen_live == seen_replay  # the rule read the same numbers in both
@@ -93,7 +93,7 @@ def test_replay_without_recorded_confidences_names_the_fix(trained_pair):
     decoder = SpeculativeDecoder(*trained_pair, max_new_tokens=20)
     table, _ = build_replay(decoder, PROMPTS[0], CANDIDATES, max_new_tokens=20)
     with pytest.raises(ValueError, match="--confidences"):
-        table.simulate(16, verify=lambda state, confidences: 2)
+        table.simulate(Plan.fixed(16).with_length(lambda state, drafted: 2))
 
 
 def test_verify_length_checks():

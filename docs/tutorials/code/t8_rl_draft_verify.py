@@ -73,7 +73,7 @@ for row in summarize(results, baseline="fixed16", oracle="oracle-verify"):
 cycles = []
 for record in test.records():
     observation = prompt_observation(test, record)
-    cycles += record.table().simulate(agent.schedule(observation), verify=agent.verify_rule(observation))
+    cycles += record.table().simulate(agent.plan(observation))
 sizes = np.array([c.block_size for c in cycles])
 drafted = np.array([(c.verify_length, c.block_size) for c in cycles if c.block_size > 1])
 summary = f"\nagent: B = 1 on {np.mean(sizes == 1):.0%} of cycles"

@@ -1,0 +1,43 @@
+"""Where a policy meets an engine: the observation it plans from, and its plan decoded live.
+
+Replay (:meth:`~specpolicy.replay_table.ReplayTable.simulate`), serving
+(:func:`~specpolicy.serving.simulate_serving`) and transformers' ``generate``
+(:mod:`specpolicy.hf`) run the same :class:`~specpolicy.cycles.Plan`; this module makes it from a
+live decode's prefill, so the command line, evaluation, benchmarks and the transformers bridge share
+one adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from specpolicy.arrays import to_numpy
+from specpolicy.costs import CostTable
+from specpolicy.cycles import run
+from specpolicy.policy import Policy, PromptObservation
+from specpolicy.state import DecodeState
+
+if TYPE_CHECKING:
+    from specpolicy.decoding import DecodeTrace, SpeculativeDecoder
+
+
+def observe(state: DecodeState, prompt_id: str = "", costs: CostTable | None = None) -> PromptObservation:
+    """What a policy reads once prefill is done: the state's prefill logits [V] (as float32 numpy),
+    the prompt length and id, and the cost table of the machine (``costs``)."""
+    return PromptObservation(to_numpy(state.prefill_logits), state.prompt_length, prompt_id, costs)
+
+
+def decode(decoder: SpeculativeDecoder, prompt_ids: Sequence[int], policy: Policy, *, prompt_id: str = "",
+           costs: CostTable | None = None, max_new_tokens: int | None = None, seed: int = 0) -> DecodeTrace:
+    """Decode one prompt live with ``policy``.
+
+    1. Prefill (:meth:`SpeculativeDecoder.start`). 2. The policy plans from the prefill observation
+    (its time counts in the decode's, as in deployment). 3. The plan runs cycle by cycle.
+    """
+    if policy.needs_sweep:
+        raise ValueError(f"policy {policy.name!r} reads a sweep store and cannot run live; use --mode replay")
+    session = decoder.start(prompt_ids, max_new_tokens=max_new_tokens, seed=seed)
+    if not session.done:
+        run(session, policy.plan(observe(session.state, prompt_id, costs)))
+    return session.trace()
