@@ -214,10 +214,8 @@ class ReplaySession:
         cycle, self.position, produced, self.done = self.table.cycle(self.position, self.state.generated, size,
                                                                      length)
         self.cycles.append(cycle)
-        self.state.record(size, cycle.accepted, cycle.verify_length)
         # the state's anchor follows the output, as live decoding's does (a cut last cycle ends short of it)
-        self.state.position = self.table.prompt_length + produced - 1
-        self.state.cycle, self.state.generated = len(self.cycles), produced
+        self.state.advance(cycle, produced)
         return cycle
 
     def _check(self, block_size: int) -> int:

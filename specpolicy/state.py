@@ -26,6 +26,16 @@ class DecodeState:
     verify_history: list[int] = field(default_factory=list)
     """verify length L of each finished cycle (B unless a verify rule cut the block)"""
 
+    def advance(self, cycle: Any, generated: int) -> None:
+        """The one update after a cycle (live, replay, transformers' loop): the cycle's record when it
+        committed tokens (``cycle``: a :class:`~specpolicy.cycles.CycleRecord`), the tokens output so far
+        (``generated``, the prefill token included) and the anchor that follows them."""
+        if cycle.committed:
+            self.record(cycle.block_size, cycle.accepted, cycle.verify_length)
+        self.generated = int(generated)
+        self.position = self.prompt_length + self.generated - 1
+        self.cycle = len(self.block_size_history)
+
     def record(self, block_size: int, accepted: int, verify_length: int | None = None) -> None:
         """Append one finished cycle to the histories."""
         self.block_size_history.append(int(block_size))

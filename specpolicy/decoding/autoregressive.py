@@ -16,8 +16,9 @@ import torch
 from specpolicy.cycles import CycleRecord, commit_tokens
 from specpolicy.decoding.decoder import SpeculativeDecoder
 from specpolicy.decoding.sampling import PositionalUniforms
+from specpolicy.decoding.session import prefill
 from specpolicy.decoding.trace import DecodeTrace
-from specpolicy.models.target import new_cache, target_forward
+from specpolicy.models.target import target_forward
 
 
 @torch.inference_mode()
@@ -35,17 +36,9 @@ def plain_decode(
     budget = decoder.budget(max_new_tokens)
     device, prompt_len, stops = decoder.device, ids.numel(), set(decoder.stop_token_ids)
     uniforms = PositionalUniforms(seed, device) if decoder.temperature > 0 else None
-    # 1. Prefill.
-    decoder.sync()
-    t0 = time.perf_counter()
-    cache = new_cache(decoder.target)
-    positions = torch.arange(prompt_len, device=device).unsqueeze(0)
-    logits, _ = target_forward(decoder.target, ids.to(device).unsqueeze(0), positions, cache, logits_to_keep=1,
-                               hidden_states=False)
-    prefill_logits = logits[0, -1].float()
-    output = [int(decoder.target_tokens(logits[0, -1:], uniforms, prompt_len)[0])]
-    decoder.sync()
-    prefill_seconds = time.perf_counter() - t0
+    # 1. Prefill, as the speculative session does (without the hidden states only the drafter reads).
+    cache, prefill_logits, _, first, prefill_seconds = prefill(decoder, ids, uniforms, hidden_states=False)
+    output = [first]
     stop_reason = "stop_token" if output[0] in stops else ("max_new_tokens" if budget <= 1 else "")
     cycles: list[CycleRecord] = []
     t_loop = time.perf_counter()

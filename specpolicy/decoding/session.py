@@ -26,6 +26,26 @@ if TYPE_CHECKING:
     from specpolicy.decoding.decoder import SpeculativeDecoder
 
 
+def prefill(decoder: SpeculativeDecoder, ids: torch.Tensor, uniforms: PositionalUniforms | None,
+            hidden_states: bool = True) -> tuple[object, torch.Tensor, tuple | None, int, float]:
+    """1. The target reads the prompt ``ids`` [s] into a new cache and emits the first output token.
+
+    Returns (cache, last-position logits [V] float32, every layer's hidden states (``hidden_states``
+    only, as the drafter needs them; plain AR skips them), the first token, seconds). Speculative
+    and plain decoding share it, so both time and sample their prefill the same way.
+    """
+    decoder.sync()
+    t0 = time.perf_counter()
+    cache = new_cache(decoder.target)
+    prompt_len = ids.numel()
+    positions = torch.arange(prompt_len, device=decoder.device).unsqueeze(0)
+    logits, hidden = target_forward(decoder.target, ids.to(decoder.device).unsqueeze(0), positions, cache,
+                                    logits_to_keep=1, hidden_states=hidden_states)
+    first = int(decoder.target_tokens(logits[0, -1:], uniforms, prompt_len)[0])
+    decoder.sync()
+    return cache, logits[0, -1].float(), hidden, first, time.perf_counter() - t0
+
+
 @dataclass
 class _Drafted:
     """A drafted block waiting for :meth:`DecodeSession.verify`: drafts [B-1], their probs [B-1, V] (sampling)."""
@@ -64,22 +84,14 @@ class DecodeSession:
 
     def _prefill(self) -> None:
         """1. Prefill: the target reads the prompt [s] and emits the first output token."""
-        decoder, prompt_len = self.decoder, self.ids.numel()
-        decoder.sync()
-        t0 = time.perf_counter()
-        self.cache = new_cache(decoder.target)
-        positions = torch.arange(prompt_len, device=decoder.device).unsqueeze(0)
-        logits, hidden = target_forward(decoder.target, self.ids.to(decoder.device).unsqueeze(0), positions,
-                                        self.cache, logits_to_keep=1)
-        self.prefill_logits = logits[0, -1].float()
-        first = int(decoder.target_tokens(logits[0, -1:], self.uniforms, prompt_len)[0])
+        decoder = self.decoder
+        self.cache, logits, hidden, first, self.prefill_seconds = prefill(decoder, self.ids, self.uniforms)
+        self.prefill_logits = logits
         self.pending = [decoder.drafter.context_features(hidden)]  # context not yet drafted on: [1, c, L*H] each
         self.drafter_cache = decoder.drafter.new_cache()
-        decoder.sync()
-        self.prefill_seconds = time.perf_counter() - t0
         self.output = [first]
         self.stop_reason = "stop_token" if first in self.stops else ("max_new_tokens" if self.budget <= 1 else "")
-        self.state = DecodeState(self.prefill_logits, prompt_len, prompt_len, 0, 1)
+        self.state = DecodeState(self.prefill_logits, self.ids.numel(), self.ids.numel(), 0, 1)
         self._t_loop = time.perf_counter()
         self._t_end = self._t_loop
 
@@ -146,10 +158,8 @@ class DecodeSession:
     def _finish(self, cycle: CycleRecord, reason: str) -> CycleRecord:
         if cycle.committed:
             self.cycles.append(cycle)
-            self.state.record(cycle.block_size, cycle.accepted, cycle.verify_length)
         self.stop_reason = reason
-        self.state.position = self.state.prompt_length + len(self.output) - 1
-        self.state.cycle, self.state.generated = len(self.cycles), len(self.output)
+        self.state.advance(cycle, len(self.output))
         self.decoder.sync()
         self._t_end = time.perf_counter()
         return cycle

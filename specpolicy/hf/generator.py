@@ -147,9 +147,7 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
         cycle = CycleRecord(self.size, accepted, int(num_matches) + 1,
                             verified=self.length if self.length < self.size else 0)
         self.cycles.append(cycle)
-        self.state.record(cycle.block_size, cycle.accepted, cycle.verify_length)
-        self.state.position = input_ids.shape[1] - 1
-        self.state.cycle, self.state.generated = len(self.cycles), input_ids.shape[1] - self.state.prompt_length
+        self.state.advance(cycle, input_ids.shape[1] - self.state.prompt_length)
 
 
 def install(model: PreTrainedModel, plans: PlanFactory, on_generator: Callable[[PolicyCandidateGenerator], None],

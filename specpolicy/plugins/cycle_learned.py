@@ -83,20 +83,17 @@ class CycleLearnedPolicy(LearnedPolicy):
         """(features, regrets [C] in the candidates' order) at every anchor one rollout visits."""
         samples = []
         p = table.prompt_length
-        state = DecodeState(None, p, p, 0, 1)
-        position, produced, done = table.start()
-        while not done:
-            i = position - p
-            regret = (q[i] - q[i].min())[order]
+        session = table.session()
+        while not session.done:
+            regret = (q[session.position - p] - q[session.position - p].min())[order]
+            state = session.state
             if state.block_size_history:
                 samples.append((cycle_features(state), regret))
             if use_policy or not state.block_size_history:
                 size = self.step(state, PromptObservation(np.zeros(0, np.float32), p)) if use_policy else self.start
             else:
                 size = self.candidates[int(np.argmin(regret))]
-            cycle, position, produced, done = table.cycle(position, produced, size)
-            state.cycle += 1
-            state.record(size, cycle.accepted)
+            session.step(size)
         return samples
 
     def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0, rounds: int = 3) -> dict:

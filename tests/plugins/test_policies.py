@@ -244,3 +244,24 @@ def test_skops_policy_folders_name_a_missing_or_damaged_file(tmp_path):
     (tmp_path / "ok" / "s.json").write_text("{not json")
     with pytest.raises(ValueError, match="test policy in .* is corrupted"):
         skops_io.load_model(tmp_path / "ok", "s.json", "test policy", "specpolicy train x")
+
+
+def test_the_documented_minimal_per_cycle_policy_passes_the_checker_and_replays(replay_store):
+    """Tutorial 2: a per-cycle policy is `step` plus `per_step = True` (the checker once wanted `select`)."""
+    from specpolicy.evaluate import evaluate_replay
+
+    class Shrink(Policy):
+        per_step = True
+
+        def step(self, state, observation):
+            return 16 if not state.accepted_history or state.accepted_history[-1] > 4 else 4
+
+    policy = Shrink((4, 16))
+    check_policy(policy)
+    [result] = evaluate_replay(replay_store, [policy])
+    assert {b for p in result.prompts for b in p.block_sizes} == {4, 16}
+
+
+def test_a_policy_with_neither_select_nor_step_is_told_which_to_write():
+    with pytest.raises(NotImplementedError, match="must define select .* or step with per_step = True"):
+        Policy(CANDIDATES).select(PromptObservation(np.zeros(4, np.float32), 3))
