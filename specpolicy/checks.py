@@ -6,6 +6,7 @@ import numpy as np
 
 from specpolicy.costs import uniform_costs
 from specpolicy.cycles import DraftedBlock, Plan
+from specpolicy.defaults import CHECK_OBSERVATIONS, CHECK_VOCAB
 from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.state import DecodeState
 
@@ -39,7 +40,7 @@ def _decide(policy: Policy, observation: PromptObservation, answers: Answers | N
     return plan.block_size if plan.block_size is not None else plan
 
 
-def check_policy(policy: Policy, vocab_size: int = 64, n: int = 8, seed: int = 0,
+def check_policy(policy: Policy, vocab_size: int = CHECK_VOCAB, n: int = CHECK_OBSERVATIONS, seed: int = 0,
                  observations: list[PromptObservation] | None = None, answers: list[Answers] | None = None) -> None:
     """Raise :class:`PolicyContractError` unless ``policy`` honours the contract.
 

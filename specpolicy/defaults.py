@@ -12,9 +12,10 @@ PAPER_CANDIDATES = (14, 15, 16, 17, 18)
 WIDE_CANDIDATES = (1, 2, 4, 8, 12, 16, 20, 24, 32)
 """the whole useful range, from B = 1 (no speculation) to twice the training block size"""
 DEFAULT_CANDIDATES = WIDE_CANDIDATES
-"""what sweeps, compare and training use unless told otherwise"""
+"""what compare, training and policies choose among unless told otherwise"""
 SHIPPED_SWEEP_CANDIDATES = (1, 2, 4, 8, 12, 14, 15, 16, 17, 18, 20, 24, 32)
-"""the shipped sweeps hold the wide set and the paper's window, so both evaluate from one store"""
+"""what sweeps record unless told otherwise (the shipped sweeps too): the wide set and the paper's
+window, so both evaluate from one store"""
 MAX_BLOCK_SIZE = 64
 """largest block size accepted by sweeps, replay and the decoder's callers"""
 MAX_PROMPT_TOKENS = 256
@@ -50,6 +51,66 @@ VALIDATION_SHARE = 0.2
 """share of training prompts held out (by a hash of their id) for early stopping"""
 DEFAULT_POLICY = "blockpilot-guard"
 """what ``specpolicy generate`` decodes with: BlockPilot's per-prompt start, a cost-aware per-cycle guard"""
+SWEEP_MAX_SAMPLES = 64
+"""prompts a sweep decodes (a seeded sample)"""
+REPLAY_ROWS_PER_PASS = 512
+"""teacher-forced rows per target pass while building a replay (memory, not results)"""
+RAY_SHARD_SIZE = 4
+"""prompts per Ray task"""
+ASCII_SHARE = 0.97
+"""ShareGPT conversations kept: at least this share of ASCII characters (the tiny zoo's tokenizer)"""
+TOKENIZER_VOCAB = 4096
+"""vocabulary of the tiny zoo's byte-level BPE tokenizer"""
+BOOTSTRAP_RESAMPLES = 2000
+"""paired bootstrap resamples behind every 95% interval"""
+OPE_BOOTSTRAP_RESAMPLES = 1000
+"""bootstrap resamples of the off-policy estimates' intervals"""
+BENCH_PROMPTS = 8
+"""held-out prompts a benchmark decodes"""
+LATENCY_CHECK_PROMPTS = 4
+"""prompts ``bench latency`` decodes to check modelled against measured time"""
+BATCH_LATENCY_CONTEXT = 128
+"""tokens already cached per sequence when batched passes are timed"""
+BATCH_LATENCY_REPEATS = 7
+"""interleaved repeats per (batch, length) point of a batch cost table"""
+BENCH_ENV_NUM_ENVS = 1024
+"""vector environments stepped by ``bench env``"""
+BENCH_ENV_STEPS = 200
+"""vector steps timed by ``bench env``"""
+BENCH_ENV_LIVE_EPISODES = 6
+"""live episodes timed by ``bench env`` (0 skips them)"""
+ZOO_TARGET_STEPS = 2200
+"""optimizer steps of the tiny target's schedule (``specpolicy zoo train``)"""
+ZOO_DRAFTER_STEPS = 2000
+"""optimizer steps of the tiny drafter's schedule"""
+ZOO_THREADS = 2
+"""torch CPU threads while training the zoo"""
+CARD_PROMPTS = 32
+"""prompts per dataset and temperature in the zoo's model card"""
+PLOT_MAX_LINES = 40
+"""prompts drawn in a per-prompt tau plot"""
+CHECK_VOCAB = 64
+"""logits width of the random observations ``check_policy`` makes"""
+CHECK_OBSERVATIONS = 8
+"""random observations ``check_policy`` runs a policy on"""
+ACCEPTANCE_PRIOR = 0.5
+"""cost-aware rules: prior acceptance rate of a draft before any cycle"""
+ACCEPTANCE_PRIOR_WEIGHT = 2.0
+"""cost-aware rules: the prior's weight, in drafts"""
+ACCEPTANCE_DECAY = 0.8
+"""cost-aware rules: weight decay per older cycle in the acceptance estimate"""
+DAGGER_ROUNDS = 3
+"""rounds of DAgger for the learned cycle policy"""
+ENV_MAX_NEW_TOKENS = 64
+"""output budget of the live environments' decodes"""
+ENV_MAX_SAMPLES = 32
+"""prompts the live environments draw from"""
+NUM_ENVS = 8
+"""environments of the numpy-batched and stable-baselines3 vector environments"""
+COST_WEIGHT = 0.05
+"""price per drafted token of the per-prompt ``cost`` reward (tau - w (B - 1))"""
+LINUCB_ALPHA = 0.2
+"""LinUCB's exploration bonus (x confidence width)"""
 
 
 def cache_dir() -> Path:

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from scipy import stats
 
-BOOTSTRAP_RESAMPLES = 2000
+from specpolicy.defaults import BOOTSTRAP_RESAMPLES
 
 
 @dataclass
@@ -99,15 +99,15 @@ class SummaryRow:
 
     def table_row(self) -> dict[str, str]:
         """Short columns that fit a 100-column terminal (details: ``--format json``)."""
-        def num(value: float, digits: int = 2, suffix: str = "") -> str:
+        def num(value: float, digits: int, suffix: str = "") -> str:
             return f"{value:.{digits}f}{suffix}" if np.isfinite(value) else "-"
 
         low, high = self.vs_baseline_ci95
         return {"policy": self.policy, "speedup": num(self.speedup, 2, "x"),
                 f"vs {self.baseline}": num(self.vs_baseline, 2, "x"),
                 "95% CI": f"{low:.2f}-{high:.2f}" if np.isfinite(low) else "-",
-                "tok/s": num(self.tokens_per_s, 0), "p10": num(self.p10_speedup), "median": num(self.median_speedup),
-                "tau": num(self.tau), "gain": num(self.gain_share)}
+                "tok/s": num(self.tokens_per_s, 0), "p10": num(self.p10_speedup, 2),
+                "median": num(self.median_speedup, 2), "tau": num(self.tau, 2), "gain": num(self.gain_share, 2)}
 
 
 def paired_interval(columns: Sequence[np.ndarray], statistic: Callable[..., np.ndarray],

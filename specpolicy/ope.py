@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specpolicy.defaults import OPE_BOOTSTRAP_RESAMPLES
+
 
 @dataclass
 class BanditLog:
@@ -76,7 +78,8 @@ def _subset(log: BanditLog, rows: np.ndarray) -> BanditLog:
                      log.num_actions)
 
 
-def estimate(log: BanditLog, target_actions: np.ndarray, n_bootstrap: int = 1000, seed: int = 0) -> dict:
+def estimate(log: BanditLog, target_actions: np.ndarray, n_bootstrap: int = OPE_BOOTSTRAP_RESAMPLES,
+             seed: int = 0) -> dict:
     """Each estimator's value and percentile-bootstrap 95% interval over logged rows (``scipy.stats.bootstrap``):
     ``{name: (value, low, high)}``."""
     from scipy import stats

@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from specpolicy.defaults import PLOT_MAX_LINES
 from specpolicy.metrics import PolicyResults
 
 
@@ -61,7 +62,7 @@ def plot_comparison(results: Sequence[PolicyResults], path: str | Path, title: s
     return _save(fig, path)
 
 
-def plot_tau_per_block_size(store, path: str | Path, max_lines: int = 40) -> Path:
+def plot_tau_per_block_size(store, path: str | Path, max_lines: int = PLOT_MAX_LINES) -> Path:
     """tau against block size: one grey line per prompt (first ``max_lines``) and the mean in black."""
     import matplotlib
 

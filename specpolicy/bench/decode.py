@@ -10,6 +10,7 @@ import torch
 from transformers import PreTrainedModel
 
 from specpolicy.decoding import DecodeTrace, SpeculativeDecoder, plain_decode
+from specpolicy.defaults import MAX_NEW_TOKENS, TRAINING_BLOCK_SIZE
 from specpolicy.models.dflash import DFlashDrafter
 
 
@@ -106,8 +107,8 @@ def bench_decode(
     target: PreTrainedModel,
     drafter: DFlashDrafter,
     prompts: list[list[int]],
-    block_size: int = 16,
-    max_new_tokens: int = 128,
+    block_size: int = TRAINING_BLOCK_SIZE,
+    max_new_tokens: int = MAX_NEW_TOKENS,
     temperature: float = 0.0,
     draft_sampling: bool = False,
 ) -> DecodeBenchResult:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from specpolicy.data.prompts import encode_prompts
 from specpolicy.data.registry import load_prompts
-from specpolicy.defaults import MAX_PROMPT_TOKENS, TRAINING_BLOCK_SIZE
+from specpolicy.defaults import BENCH_PROMPTS, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, TRAINING_BLOCK_SIZE
 
 REPLAY_SIZES = (1, 4, 8, 16, 24)
 
@@ -70,7 +70,7 @@ def _speed(decoder, ids: list[list[int]]) -> str:
     return f"AR {ar_rate:.0f} tok/s, B=16 {spec_rate:.0f} tok/s ({spec_rate / ar_rate:.2f}x, measured)"
 
 
-def gpu_check(device: str = "cuda", prompts: int = 8, max_new_tokens: int = 128) -> list[Check]:
+def gpu_check(device: str = "cuda", prompts: int = BENCH_PROMPTS, max_new_tokens: int = MAX_NEW_TOKENS) -> list[Check]:
     """Run every check of the module docstring on ``device``; the CPU float32 decode is the reference."""
     from specpolicy.models import load_pair
 

@@ -20,6 +20,11 @@ from specpolicy.cli.common import (
     stderr,
 )
 from specpolicy.defaults import (
+    BENCH_ENV_LIVE_EPISODES,
+    BENCH_ENV_NUM_ENVS,
+    BENCH_ENV_STEPS,
+    BENCH_PROMPTS,
+    LATENCY_CHECK_PROMPTS,
     LATENCY_CONTEXT,
     LATENCY_REPEATS,
     MAX_NEW_TOKENS,
@@ -37,7 +42,7 @@ def decode(
         "tiny", "--target", help="target: tiny, random (random weights, built in memory), a local folder or a hub id"
     ),
     drafter: str = DrafterOption,
-    prompts: int = typer.Option(8, min=1, help="number of prompts (the first of a seeded sample)"),
+    prompts: int = typer.Option(BENCH_PROMPTS, min=1, help="number of prompts (the first of a seeded sample)"),
     dataset: str = typer.Option("sharegpt", help="prompt set (see `specpolicy sweep --help`)"),
     max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2, help="tokens generated per prompt"),
     block_size: int = typer.Option(TRAINING_BLOCK_SIZE, min=1, help="speculative block size B"),
@@ -82,7 +87,8 @@ def latency(
     threads: int = ThreadsOption,
     repeats: int = typer.Option(LATENCY_REPEATS, min=4, help="interleaved repeats per block size"),
     context: int = typer.Option(LATENCY_CONTEXT, min=8, help="tokens already in the cache"),
-    check_prompts: int = typer.Option(4, min=0, help="decode this many prompts to check modelled vs measured time"),
+    check_prompts: int = typer.Option(LATENCY_CHECK_PROMPTS, min=0,
+                                      help="decode this many prompts to check modelled vs measured time"),
     strict: bool = typer.Option(False, help="exit with an error (and write nothing) when the table is flagged"),
     out: Path = typer.Option(None, help="save the table as JSON (e.g. for `compare --costs`)"),
     target: str = TargetOption,
@@ -126,7 +132,7 @@ def latency(
 @app.command("gpu-check")
 def gpu_check(
     device: str = typer.Option("cuda", help="the accelerator to check (cpu runs the same comparisons)"),
-    prompts: int = typer.Option(8, min=1, help="held-out ShareGPT prompts"),
+    prompts: int = typer.Option(BENCH_PROMPTS, min=1, help="held-out ShareGPT prompts"),
     max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format"),
 ) -> None:
@@ -143,7 +149,7 @@ def gpu_check(
 
 @app.command("sweep")
 def sweep(
-    prompts: int = typer.Option(8, min=1, help="held-out ShareGPT prompts"),
+    prompts: int = typer.Option(BENCH_PROMPTS, min=1, help="held-out ShareGPT prompts"),
     candidates: str = typer.Option(",".join(map(str, SHIPPED_SWEEP_CANDIDATES)), help="block sizes"),
     max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
     target: str = typer.Option("tiny", "--target"),
@@ -177,9 +183,10 @@ def sweep(
 @app.command("env")
 def env(
     sweep: str = typer.Option(None, help="sweep store (default: the zoo's shipped sweep)"),
-    num_envs: int = typer.Option(1024, min=1),
-    steps: int = typer.Option(200, min=1),
-    live_episodes: int = typer.Option(6, min=0, help="episodes for the live-env overhead (0 skips it)"),
+    num_envs: int = typer.Option(BENCH_ENV_NUM_ENVS, min=1),
+    steps: int = typer.Option(BENCH_ENV_STEPS, min=1),
+    live_episodes: int = typer.Option(BENCH_ENV_LIVE_EPISODES, min=0,
+                                      help="episodes for the live-env overhead (0 skips it)"),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format"),
 ) -> None:
     """Steps/s of the vectorised replay BlockSize-v0, and the live env's overhead over a bare decode."""

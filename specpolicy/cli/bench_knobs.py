@@ -17,14 +17,20 @@ from specpolicy.cli.common import (
     fail,
     stderr,
 )
-from specpolicy.defaults import MAX_NEW_TOKENS, MAX_PROMPT_TOKENS
+from specpolicy.defaults import (
+    BATCH_LATENCY_CONTEXT,
+    BATCH_LATENCY_REPEATS,
+    BENCH_PROMPTS,
+    MAX_NEW_TOKENS,
+    MAX_PROMPT_TOKENS,
+)
 
 
 def batch_latency(
     batch_sizes: str = typer.Option("1-8", help="batch sizes, e.g. 1-8 or 1,2,4,8"),
     lengths: str = typer.Option("1,2,4,8,16,32", help="tokens per sequence to time (verify lengths, block sizes)"),
-    repeats: int = typer.Option(7, min=3, help="interleaved repeats per point"),
-    context: int = typer.Option(128, min=8, help="tokens already in each sequence's cache"),
+    repeats: int = typer.Option(BATCH_LATENCY_REPEATS, min=3, help="interleaved repeats per point"),
+    context: int = typer.Option(BATCH_LATENCY_CONTEXT, min=8, help="tokens already in each sequence's cache"),
     threads: int = ThreadsOption,
     out: Path = typer.Option(None, help="save the table as JSON (for `compare --concurrency N --batch-costs FILE`)"),
     target: str = TargetOption,
@@ -57,7 +63,7 @@ def batch_latency(
 
 def verify(
     policies: str = typer.Option("threshold,marginal16,adaptive-verify", help="policies with verify rules"),
-    prompts: int = typer.Option(8, min=1, help="held-out prompts"),
+    prompts: int = typer.Option(BENCH_PROMPTS, min=1, help="held-out prompts"),
     candidates: str = typer.Option("1,2,4,8,16,32", help="block sizes the replay records"),
     max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
     threads: int = ThreadsOption,
@@ -91,7 +97,7 @@ def verify(
 
 def hf_loop(
     policies: str = typer.Option("fixed16,blockpilot-guard", help="comma-separated policy names"),
-    prompts: int = typer.Option(8, min=1, help="held-out prompts (the first of a seeded sample)"),
+    prompts: int = typer.Option(BENCH_PROMPTS, min=1, help="held-out prompts (the first of a seeded sample)"),
     dataset: str = typer.Option("sharegpt", help="prompt set"),
     max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
     threads: int = ThreadsOption,

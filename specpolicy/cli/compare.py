@@ -32,7 +32,7 @@ from specpolicy.cli.common import (
 )
 from specpolicy.cli.sweep import parse_candidates
 from specpolicy.cycles import check_temperature
-from specpolicy.defaults import MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, cache_dir
+from specpolicy.defaults import BOOTSTRAP_RESAMPLES, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, cache_dir
 
 DEFAULT_DATASET = "sharegpt"
 DEFAULT_SAMPLES = 48
@@ -122,7 +122,7 @@ def compare(
     threads: int = ThreadsOption,
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table, json, csv or markdown"),
     plot: Path = typer.Option(None, help="save a PNG: speed per policy and chosen block sizes"),
-    bootstrap: int = typer.Option(2000, min=100, help="bootstrap resamples for the 95% intervals"),
+    bootstrap: int = typer.Option(BOOTSTRAP_RESAMPLES, min=100, help="bootstrap resamples for the 95% intervals"),
     target: str = TargetOption,
     drafter: str = DrafterOption,
     device: str = DeviceOption,

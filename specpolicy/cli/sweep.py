@@ -7,7 +7,13 @@ from pathlib import Path
 import typer
 
 from specpolicy.cli.common import DeviceOption, DrafterOption, DtypeOption, TargetOption, ThreadsOption, stderr
-from specpolicy.defaults import MAX_BLOCK_SIZE, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, SHIPPED_SWEEP_CANDIDATES
+from specpolicy.defaults import (
+    MAX_BLOCK_SIZE,
+    MAX_NEW_TOKENS,
+    MAX_PROMPT_TOKENS,
+    SHIPPED_SWEEP_CANDIDATES,
+    SWEEP_MAX_SAMPLES,
+)
 from specpolicy.sweep.modes import Executor, SweepMode
 
 
@@ -37,7 +43,7 @@ def sweep(
     out: Path = typer.Option(..., help="sweep store folder (rerun the same command to resume)"),
     mode: SweepMode = typer.Option(SweepMode.replay, help="replay (one decode + exact counterfactuals) or live "
                                                           "(decode every B)"),
-    max_samples: int = typer.Option(64, min=1, help="prompts (seeded shuffle)"),
+    max_samples: int = typer.Option(SWEEP_MAX_SAMPLES, min=1, help="prompts (seeded shuffle)"),
     max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
     max_prompt_tokens: int = typer.Option(MAX_PROMPT_TOKENS, min=1),
     seed: int = typer.Option(0),

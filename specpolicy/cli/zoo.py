@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from specpolicy.defaults import CARD_PROMPTS, ZOO_DRAFTER_STEPS, ZOO_TARGET_STEPS, ZOO_THREADS
+
 app = typer.Typer(help="The built-in tiny target and DFlash drafter.", no_args_is_help=True)
 
 
@@ -13,9 +15,9 @@ app = typer.Typer(help="The built-in tiny target and DFlash drafter.", no_args_i
 def train(
     step: str = typer.Argument("all", help="tokenizer, target, drafter, or all (in that order)"),
     run_dir: Path = typer.Option(Path("runs/zoo"), help="checkpoints, caches and logs; rerun to resume"),
-    target_steps: int = typer.Option(2200, help="optimizer steps of the target's schedule"),
-    drafter_steps: int = typer.Option(2000, help="optimizer steps of the drafter's schedule"),
-    threads: int = typer.Option(2, help="torch CPU threads"),
+    target_steps: int = typer.Option(ZOO_TARGET_STEPS, help="optimizer steps of the target's schedule"),
+    drafter_steps: int = typer.Option(ZOO_DRAFTER_STEPS, help="optimizer steps of the drafter's schedule"),
+    threads: int = typer.Option(ZOO_THREADS, help="torch CPU threads"),
     bf16: bool = typer.Option(True, "--bf16/--fp32", help="bfloat16 autocast while training (weights stay fp32)"),
 ) -> None:
     """Rebuild tokenizer, target and drafter from scratch with fixed seeds (resumable) in RUN_DIR.
@@ -57,7 +59,7 @@ def info() -> None:
 @app.command("card")
 def card(
     run_dir: Path = typer.Option(Path("runs/zoo"), help="the zoo's training run (summaries, timings)"),
-    prompts: int = typer.Option(32, min=1, help="prompts per dataset and temperature"),
+    prompts: int = typer.Option(CARD_PROMPTS, min=1, help="prompts per dataset and temperature"),
     out: Path = typer.Option(None, help="where to write the card (default: next to the shipped weights)"),
 ) -> None:
     """Measure the shipped zoo (tau per block size, per-prompt optimum, speed) and write its model card."""

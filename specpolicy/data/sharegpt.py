@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from specpolicy.defaults import ASCII_SHARE
+
 SPLITS = ("train", "validation", "heldout")
 
 
@@ -102,7 +104,7 @@ def split_of(base_id: str) -> str:
     return "validation" if bucket < 95 else "heldout"
 
 
-def is_mostly_ascii(conversation: Conversation, threshold: float = 0.97) -> bool:
+def is_mostly_ascii(conversation: Conversation, threshold: float = ASCII_SHARE) -> bool:
     """True when at least ``threshold`` of the characters are ASCII (the tiny zoo is trained on those)."""
     text = "".join(t for _, t in conversation.turns)
     if not text:

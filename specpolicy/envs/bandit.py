@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from specpolicy.defaults import LINUCB_ALPHA
 from specpolicy.envs.agent_policy import AgentPolicy, AgentSpec
 from specpolicy.envs.block_size_step import BlockSizeStepEnv
 from specpolicy.envs.vector import BlockSizeVectorEnv
@@ -33,7 +34,7 @@ class LinUCB:
     """
 
     def __init__(self, mean: np.ndarray, scale: np.ndarray, candidates: tuple[int, ...], features: str,
-                 alpha: float = 0.2, ridge: float = 1.0) -> None:
+                 alpha: float = LINUCB_ALPHA, ridge: float = 1.0) -> None:
         self.mean, self.scale, self.candidates, self.features = mean, scale, candidates, features
         dim = len(mean) + 1
         self.A = np.stack([np.eye(dim) * ridge for _ in candidates])  # [arms, d, d]
@@ -41,7 +42,7 @@ class LinUCB:
         self.alpha = alpha
 
     @classmethod
-    def for_env(cls, env: BlockSizeVectorEnv, alpha: float = 0.2) -> LinUCB:
+    def for_env(cls, env: BlockSizeVectorEnv, alpha: float = LINUCB_ALPHA) -> LinUCB:
         obs = env.data.observations
         return cls(obs.mean(0), obs.std(0) + 1e-6, env.candidates, env.features, alpha)
 

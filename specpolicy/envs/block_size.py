@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from specpolicy.defaults import COST_WEIGHT
 from specpolicy.envs.replay_data import OBSERVATION_BOUND, ReplayData
 from specpolicy.envs.rewards import check_reward
 
@@ -27,7 +28,7 @@ class BlockSizeEnv(gym.Env):
     metadata: ClassVar[dict] = {"render_modes": []}
 
     def __init__(self, sweep: str | Path | None = None, features: str = "logits", reward: str = "tau",
-                 backend: str = "replay", cost_weight: float = 0.05, render_mode: str | None = None,
+                 backend: str = "replay", cost_weight: float = COST_WEIGHT, render_mode: str | None = None,
                  live: dict | None = None, split: str = "train") -> None:
         if render_mode is not None:
             # a TypeError, as for an unsupported argument: stable-baselines3's make_vec_env then retries without it

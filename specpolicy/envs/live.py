@@ -10,7 +10,7 @@ from specpolicy.arrays import to_numpy
 from specpolicy.data.prompts import Prompt, encode_prompt
 from specpolicy.data.registry import load_prompts
 from specpolicy.decoding import SpeculativeDecoder
-from specpolicy.defaults import DEFAULT_CANDIDATES, MAX_PROMPT_TOKENS
+from specpolicy.defaults import COST_WEIGHT, DEFAULT_CANDIDATES, ENV_MAX_NEW_TOKENS, ENV_MAX_SAMPLES, MAX_PROMPT_TOKENS
 from specpolicy.envs.replay_data import OBSERVATION_BOUND
 from specpolicy.features import get_extractor
 
@@ -32,9 +32,10 @@ class LiveBackend:
     """Prompts from a dataset, decoded at the chosen block size; observations from a prefill pass."""
 
     def __init__(self, dataset: str = "sharegpt", target: str = "tiny", drafter: str = "tiny",
-                 candidates=DEFAULT_CANDIDATES, max_samples: int = 32, max_new_tokens: int = 64,
+                 candidates=DEFAULT_CANDIDATES, max_samples: int = ENV_MAX_SAMPLES,
+                 max_new_tokens: int = ENV_MAX_NEW_TOKENS,
                  temperature: float = 0.0, device: str = "cpu", features: str = "logits", reward: str = "tau",
-                 cost_weight: float = 0.05, pair=None) -> None:
+                 cost_weight: float = COST_WEIGHT, pair=None) -> None:
         self.pair, self.prompts, self.decoder = live_setup(dataset, target, drafter, max_samples, max_new_tokens,
                                                            temperature, device, pair)
         self.candidates = tuple(sorted(candidates))

@@ -11,7 +11,7 @@ import numpy as np
 
 from specpolicy.data.prompts import encode_prompt
 from specpolicy.decoding import DecodeSession
-from specpolicy.defaults import DEFAULT_CANDIDATES, MAX_PROMPT_TOKENS
+from specpolicy.defaults import DEFAULT_CANDIDATES, ENV_MAX_NEW_TOKENS, ENV_MAX_SAMPLES, MAX_PROMPT_TOKENS
 from specpolicy.envs.live import live_setup
 
 
@@ -19,7 +19,8 @@ class LiveStepBackend:
     """Prompts from a dataset decoded live, one decoder cycle per environment step."""
 
     def __init__(self, dataset: str = "sharegpt", target: str = "tiny", drafter: str = "tiny",
-                 candidates: Sequence[int] = DEFAULT_CANDIDATES, max_samples: int = 32, max_new_tokens: int = 64,
+                 candidates: Sequence[int] = DEFAULT_CANDIDATES, max_samples: int = ENV_MAX_SAMPLES,
+                 max_new_tokens: int = ENV_MAX_NEW_TOKENS,
                  temperature: float = 0.0, device: str = "cpu", pair=None) -> None:
         self.pair, self.prompts, self.decoder = live_setup(dataset, target, drafter, max_samples, max_new_tokens,
                                                            temperature, device, pair)

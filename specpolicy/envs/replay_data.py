@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from specpolicy.costs import CostTable
+from specpolicy.defaults import COST_WEIGHT
 from specpolicy.envs.rewards import check_reward
 from specpolicy.features import get_extractor
 from specpolicy.replay_table import ReplayTable
@@ -51,7 +52,7 @@ class ReplayData:
 
     @classmethod
     def load(cls, sweep: str | Path | None = None, features: str = "logits", reward: str = "tau",
-             cost_weight: float = 0.05, split: str = "train") -> ReplayData:
+             cost_weight: float = COST_WEIGHT, split: str = "train") -> ReplayData:
         """Read a sweep store; ``reward``: a per-prompt name of :data:`~specpolicy.envs.rewards.REWARDS`."""
         check_reward(reward, "prompt", "replay")
         store = SweepStore.load(sweep or default_sweep(split))

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 
+from specpolicy.defaults import NUM_ENVS
 from specpolicy.envs.vector import BlockSizeVectorEnv
 
 
@@ -25,7 +26,7 @@ class BlockSizeSB3VecEnv(VecEnv):
     """``num_envs`` contextual-bandit episodes per step over a replay sweep (keyword arguments as
     :class:`~specpolicy.envs.vector.BlockSizeVectorEnv`: ``sweep``, ``split``, ``features``, ``reward``)."""
 
-    def __init__(self, num_envs: int = 8, **kwargs: Any) -> None:
+    def __init__(self, num_envs: int = NUM_ENVS, **kwargs: Any) -> None:
         self.env = BlockSizeVectorEnv(num_envs, **kwargs)
         super().__init__(num_envs, self.env.single_observation_space, self.env.single_action_space)
         self.candidates = self.env.candidates

@@ -9,6 +9,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from specpolicy.defaults import COST_WEIGHT, NUM_ENVS
 from specpolicy.envs.replay_data import OBSERVATION_BOUND, ReplayData
 
 
@@ -21,8 +22,8 @@ class BlockSizeVectorEnv(VectorEnv):
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}  # noqa: RUF012
 
-    def __init__(self, num_envs: int = 8, sweep: str | Path | None = None, features: str = "logits",
-                 reward: str = "tau", cost_weight: float = 0.05, render_mode: str | None = None,
+    def __init__(self, num_envs: int = NUM_ENVS, sweep: str | Path | None = None, features: str = "logits",
+                 reward: str = "tau", cost_weight: float = COST_WEIGHT, render_mode: str | None = None,
                  split: str = "train") -> None:
         self.data = ReplayData.load(sweep, features, reward, cost_weight, split)
         self.features = features

@@ -8,6 +8,8 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
+from specpolicy.defaults import TOKENIZER_VOCAB
+
 END_OF_TEXT = "<|endoftext|>"
 TURN_START = "<|im_start|>"
 TURN_END = "<|im_end|>"
@@ -22,7 +24,7 @@ CHAT_TEMPLATE = (
 )
 
 
-def train_tokenizer(texts: Iterable[str], out_dir: Path, vocab_size: int = 4096) -> PreTrainedTokenizerFast:
+def train_tokenizer(texts: Iterable[str], out_dir: Path, vocab_size: int = TOKENIZER_VOCAB) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE on ``texts`` and save it where ``AutoTokenizer`` can load it."""
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from specpolicy import skops_io
+from specpolicy.defaults import DAGGER_ROUNDS, TRAINING_BLOCK_SIZE
 from specpolicy.plugins.cycle_rules import acceptance_rate
 from specpolicy.policy import LearnedPolicy, PromptObservation, TrainingSet
 from specpolicy.state import DecodeState
@@ -53,7 +54,8 @@ class CycleLearnedPolicy(LearnedPolicy):
 
     per_step = True
 
-    def __init__(self, candidates: Sequence[int], model: object | None = None, start: int = 16) -> None:
+    def __init__(self, candidates: Sequence[int], model: object | None = None,
+                 start: int = TRAINING_BLOCK_SIZE) -> None:
         super().__init__(candidates)
         self.model = model
         self.start = start
@@ -96,7 +98,8 @@ class CycleLearnedPolicy(LearnedPolicy):
             session.step(size)
         return samples
 
-    def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0, rounds: int = 3) -> dict:
+    def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0,
+            rounds: int = DAGGER_ROUNDS) -> dict:
         """Imitate the per-cycle time oracle on ``dataset.episodes`` priced with ``dataset.costs`` (DAgger)."""
         from sklearn.neural_network import MLPRegressor
 

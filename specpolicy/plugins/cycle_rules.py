@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from specpolicy.costs import CostTable
+from specpolicy.defaults import ACCEPTANCE_DECAY, ACCEPTANCE_PRIOR, ACCEPTANCE_PRIOR_WEIGHT
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Plan, Policy, PromptObservation
 from specpolicy.state import DecodeState
 
@@ -103,7 +104,8 @@ class GrowShrinkPolicy(Policy):
         return last
 
 
-def acceptance_rate(state: DecodeState, prior: float = 0.5, prior_weight: float = 2.0, decay: float = 0.8) -> float:
+def acceptance_rate(state: DecodeState, prior: float = ACCEPTANCE_PRIOR, prior_weight: float = ACCEPTANCE_PRIOR_WEIGHT,
+                    decay: float = ACCEPTANCE_DECAY) -> float:
     """Per-draft acceptance probability of a geometric model, fitted to the speculative cycles so far.
 
     Each cycle verifying L tokens with ``a`` accepted drafts shows ``a`` successes in ``a + 1`` trials (``a``
@@ -140,8 +142,8 @@ class AdaptivePolicy(Policy):
 
     per_step = True
 
-    def __init__(self, candidates: Sequence[int], start: int = TRAINING_BLOCK_SIZE, prior: float = 0.5,
-                 decay: float = 0.8, first_wait: int = ADAPTIVE_FIRST_WAIT) -> None:
+    def __init__(self, candidates: Sequence[int], start: int = TRAINING_BLOCK_SIZE, prior: float = ACCEPTANCE_PRIOR,
+                 decay: float = ACCEPTANCE_DECAY, first_wait: int = ADAPTIVE_FIRST_WAIT) -> None:
         super().__init__(candidates)
         self.start = snap(start, self.candidates)
         self.prior, self.decay, self.first_wait = prior, decay, first_wait

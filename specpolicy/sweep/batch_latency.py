@@ -16,6 +16,7 @@ import torch
 
 from specpolicy.batch_costs import BatchCostTable
 from specpolicy.decoding import SpeculativeDecoder
+from specpolicy.defaults import BATCH_LATENCY_CONTEXT, BATCH_LATENCY_REPEATS
 from specpolicy.models.target import crop_cache, new_cache, target_forward
 from specpolicy.sweep.latency import _timer, machine_name
 
@@ -51,7 +52,8 @@ def _batch_passes(decoder: SpeculativeDecoder, batch: int, context: int, longest
 
 @torch.inference_mode()
 def measure_batch_costs(decoder: SpeculativeDecoder, batch_sizes: Sequence[int], lengths: Sequence[int],
-                        context_length: int = 128, repeats: int = 7, seed: int = 0) -> BatchCostTable:
+                        context_length: int = BATCH_LATENCY_CONTEXT, repeats: int = BATCH_LATENCY_REPEATS,
+                        seed: int = 0) -> BatchCostTable:
     """Median seconds of a target pass and a drafter pass for every batch size x per-sequence length."""
     lengths = sorted({int(n) for n in lengths} | {1})
     timed, rng = _timer(decoder), random.Random(seed)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from specpolicy.data.prompts import Prompt
+from specpolicy.defaults import RAY_SHARD_SIZE
 from specpolicy.sweep.run import SweepSettings, run_sweep, sweep_prompt
 from specpolicy.sweep.store import SweepStore
 
@@ -42,7 +43,7 @@ def run_sweep_ray(
     out: str,
     prompts: Sequence[Prompt],
     num_workers: int | None = None,
-    shard_size: int = 4,
+    shard_size: int = RAY_SHARD_SIZE,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> SweepStore:
     """Like :func:`~specpolicy.sweep.run.run_sweep`, with prompts sharded over Ray tasks.

@@ -23,7 +23,7 @@ import torch
 from specpolicy.arrays import to_numpy
 from specpolicy.decoding import DecodeTrace, SpeculativeDecoder
 from specpolicy.decoding.sampling import draft_confidences
-from specpolicy.defaults import TRAINING_BLOCK_SIZE
+from specpolicy.defaults import REPLAY_ROWS_PER_PASS, TRAINING_BLOCK_SIZE
 from specpolicy.models.blocks import draft_mixed_blocks
 from specpolicy.models.target import new_cache, target_forward
 from specpolicy.replay_table import ReplayTable
@@ -115,7 +115,7 @@ def build_replay(
     max_new_tokens: int,
     seed: int = 0,
     reference_block_size: int = TRAINING_BLOCK_SIZE,
-    rows_per_pass: int = 512,
+    rows_per_pass: int = REPLAY_ROWS_PER_PASS,
     verify_lengths: bool = False,
     confidence_sizes: Sequence[int] = (),
 ) -> tuple[ReplayTable, DecodeTrace]:

@@ -22,6 +22,7 @@ from specpolicy.defaults import (
     MAX_NEW_TOKENS,
     MAX_PROMPT_TOKENS,
     SHIPPED_SWEEP_CANDIDATES,
+    SWEEP_MAX_SAMPLES,
     TRAINING_BLOCK_SIZE,
 )
 from specpolicy.sweep.latency import measure_costs, pin_threads
@@ -42,7 +43,7 @@ class SweepSettings:
     temperature: float = 0.0
     max_new_tokens: int = MAX_NEW_TOKENS
     max_prompt_tokens: int = MAX_PROMPT_TOKENS
-    max_samples: int | None = 64
+    max_samples: int | None = SWEEP_MAX_SAMPLES
     seed: int = 0
     mode: str = "replay"
     target: str = "tiny"

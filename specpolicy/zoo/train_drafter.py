@@ -20,7 +20,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config
 from specpolicy.data.builtin import sharegpt_prompts
 from specpolicy.data.prompts import encode_prompt
 from specpolicy.decoding import SpeculativeDecoder
-from specpolicy.defaults import MAX_PROMPT_TOKENS, TRAINING_BLOCK_SIZE
+from specpolicy.defaults import MAX_PROMPT_TOKENS, TRAINING_BLOCK_SIZE, ZOO_DRAFTER_STEPS, ZOO_THREADS
 from specpolicy.models.dflash import DFlashDrafter
 from specpolicy.models.drafter_loss import dflash_loss, sample_anchors, target_context
 from specpolicy.zoo import SHIPPED_DTYPE
@@ -51,13 +51,13 @@ class DrafterTrainArgs:
     """sequences per step"""
     anchors: int = 32
     """anchor blocks per sequence per step"""
-    total_steps: int = 2000
+    total_steps: int = ZOO_DRAFTER_STEPS
     """optimizer steps"""
     lr: float = 6e-4
     """peak learning rate"""
     checkpoint_every: int = 50
     """steps between checkpoints"""
-    threads: int = 2
+    threads: int = ZOO_THREADS
     """torch CPU threads"""
     target_storage: str = SHIPPED_DTYPE
     """dtype the target ships in: its weights are rounded to it first, so the drafter, its responses and

@@ -15,6 +15,7 @@ import torch
 from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 
 from specpolicy.data.sharegpt import load_split
+from specpolicy.defaults import ZOO_TARGET_STEPS, ZOO_THREADS
 from specpolicy.zoo.checkpoint import Loop, cosine_lr, train_loop
 from specpolicy.zoo.corpus import token_stream
 
@@ -39,7 +40,7 @@ class TargetTrainArgs:
     """training window in tokens"""
     batch_size: int = 16
     """windows per step"""
-    total_steps: int = 2200
+    total_steps: int = ZOO_TARGET_STEPS
     """optimizer steps of the whole schedule (warmup + cosine decay to 10%)"""
     lr: float = 2e-3
     """peak learning rate"""
@@ -49,7 +50,7 @@ class TargetTrainArgs:
     """steps between checkpoints"""
     eval_every: int = 200
     """steps between validation-loss evaluations"""
-    threads: int = 2
+    threads: int = ZOO_THREADS
     """torch CPU threads"""
     bf16: bool = True
     """bfloat16 autocast for forward/backward (about 2x faster on CPUs with AVX512-BF16; weights stay fp32)"""
