@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from specpolicy.cycles import Plan
 from specpolicy.defaults import PLOT_MAX_LINES
 from specpolicy.metrics import PolicyResults
 
@@ -92,7 +93,7 @@ def block_and_verify_curves(tables: Sequence, costs, block_sizes: Sequence[int])
     for size in block_sizes:
         curve: dict[str, list] = {"length": list(range(1, size + 1)), "tokens": [], "cost": [], "speed": []}
         for length in curve["length"]:
-            cycles = [c for t in tables for c in t.simulate(size, verify=length)]
+            cycles = [c for t in tables for c in t.simulate(Plan.fixed(size, length))]
             tokens = sum(c.committed for c in cycles)
             cost = costs.cycles_seconds(cycles) / costs.ar_seconds
             curve["tokens"].append(tokens / len(cycles))
