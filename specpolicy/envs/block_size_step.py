@@ -121,12 +121,16 @@ class BlockSizeStepEnv(gym.Env):
             return -steps
         return cycle.committed - steps
 
-    def step(self, action):
+    def _choice(self, action) -> int:
+        """The candidate ``action`` indexes, once the episode is running and the action is valid."""
         if self.session is None or self.session.done:
             raise RuntimeError("call reset() before step(); the episode has ended")
         if not self.action_space.contains(np.int64(action) if np.isscalar(action) else action):
             raise ValueError(f"invalid action {action!r}: expected an integer in [0, {len(self.candidates)})")
-        size = self.candidates[int(action)]
+        return self.candidates[int(action)]
+
+    def step(self, action):
+        size = self._choice(action)
         cycle = self.session.step(size)
         done = self.session.done
         info = {"block_size": size, "verify_length": cycle.verify_length, "accepted": cycle.accepted,

@@ -88,11 +88,7 @@ class DraftVerifyStepEnv(BlockSizeStepEnv):
         return observation, {**info, "action_mask": self.action_masks()}
 
     def step(self, action):
-        if self.session is None or self.session.done:
-            raise RuntimeError("call reset() before step(); the episode has ended")
-        if not self.action_space.contains(np.int64(action) if np.isscalar(action) else action):
-            raise ValueError(f"invalid action {action!r}: expected an integer in [0, {len(self.candidates)})")
-        choice = self.candidates[int(action)]
+        choice = self._choice(action)
         if self.block is None and choice > 1:
             self.block = self.session.draft(choice)
             if self.block.block_size:
