@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -11,7 +10,7 @@ from specpolicy.costs import CostTable
 from specpolicy.defaults import VALIDATION_SHARE
 from specpolicy.policy import TRAINING_BLOCK_SIZE, TrainingSet, oracle_label
 from specpolicy.sweep.records import SweepRecord
-from specpolicy.sweep.store import SweepStore
+from specpolicy.sweep.store import SweepStore, in_validation
 
 LABELS = ("time", "tau")
 
@@ -71,11 +70,6 @@ def training_set(store: SweepStore, label: str = "time", candidates: Sequence[in
         episodes=[r.table() if r.replay is not None else None for r in records],
         costs=costs if costs is not None else store.latency(),
     )
-
-
-def in_validation(prompt_id: str, validation_share: float = VALIDATION_SHARE, seed: int = 0) -> bool:
-    """Whether a prompt belongs to the validation side of a training sweep (a hash of its id)."""
-    return int(hashlib.sha256(f"{seed}:{prompt_id}".encode()).hexdigest(), 16) % 1000 / 1000 < validation_share
 
 
 def split_by_prompt(data: TrainingSet, validation_share: float = VALIDATION_SHARE,

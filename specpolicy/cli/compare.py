@@ -67,19 +67,25 @@ class CompareOptions:
     oracle: str = "oracle"
     concurrency: int = 1
     batch_costs: Path | None = None
+    split: str | None = None
 
     def validate(self) -> None:
         """Fail on options that cannot work together, before anything loads."""
         check_temperature(self.temperature, "--temperature")
         if self.sweep is not None:
-            ignored = [flag for flag, given in (("--dataset", self.datasets != [DEFAULT_DATASET]),
-                                                ("--temperature", self.temperature != 0.0),
-                                                ("--max-samples", self.max_samples != DEFAULT_SAMPLES),
-                                                ("--max-new-tokens", self.max_new_tokens != MAX_NEW_TOKENS))
-                       if given]
+            sweep_settings = (("--dataset", self.datasets != [DEFAULT_DATASET]),
+                              ("--temperature", self.temperature != 0.0),
+                              ("--max-samples", self.max_samples != DEFAULT_SAMPLES),
+                              ("--max-new-tokens", self.max_new_tokens != MAX_NEW_TOKENS), ("--seed", self.seed != 0),
+                              ("--target", self.target != "tiny"), ("--drafter", self.drafter != "tiny"),
+                              ("--device", self.device != "cpu"), ("--dtype", self.dtype != "auto"))
+            ignored = [flag for flag, given in sweep_settings if given]
             if ignored:
                 raise ValueError(f"--sweep evaluates a stored sweep with its own prompts and settings; "
                                  f"{', '.join(ignored)} would be ignored: drop them, or drop --sweep to sweep anew")
+        elif self.split is not None:
+            raise ValueError("--split picks one side of a --sweep store (train or validation, by a hash of the "
+                             "prompt id, as `specpolicy train` splits it); pass --sweep DIR")
         if self.plot is not None:
             check_plot_path(self.plot)
         if (self.concurrency > 1 or self.batch_costs is not None) and (self.sweep is None or self.batch_costs is None):
@@ -119,6 +125,8 @@ def compare(
     batch_costs: Path = typer.Option(None, help="batch cost table for --concurrency (`specpolicy bench "
                                                 "batch-latency --out FILE`)"),
     costs: Path = typer.Option(None, help="price replay with this cost table (from `specpolicy bench latency`)"),
+    split: str = typer.Option(None, help="evaluate one side of the --sweep store: train or validation (a hash of "
+                                         "the prompt id, the split `specpolicy train` holds out)"),
     threads: int = ThreadsOption,
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table, json, csv or markdown"),
     plot: Path = typer.Option(None, help="save a PNG: speed per policy and chosen block sizes"),
@@ -139,7 +147,7 @@ def compare(
         policies=names, datasets=datasets, mode=mode, sweep=sweep, temperature=temperature, max_samples=max_samples,
         candidates=parse_candidates(candidates) if candidates else None, max_new_tokens=max_new_tokens, seed=seed,
         baseline=baseline, costs=costs, threads=threads, target=target, drafter=drafter, device=device, dtype=dtype,
-        plot=plot, oracle=oracle, concurrency=concurrency, batch_costs=batch_costs)
+        plot=plot, oracle=oracle, concurrency=concurrency, batch_costs=batch_costs, split=split)
     options.validate()
     runs = list(_runs(options))
     if sweep is not None:
@@ -187,7 +195,7 @@ def _runs(options: CompareOptions):
     if options.sweep is not None:
         if options.mode is Mode.live:
             raise ValueError("--sweep evaluates stored results; drop it for --mode live")
-        store = SweepStore.load(options.sweep)
+        store = SweepStore.load(options.sweep, split=options.split)
         chosen = options.candidates or list(store.candidates)
         extra = sorted(set(chosen) - set(store.candidates))
         if extra:
@@ -196,6 +204,9 @@ def _runs(options: CompareOptions):
         chosen = options.candidates or list(DEFAULT_CANDIDATES)
     registry = get_registry()
     built = [registry.create(name, chosen) for name in options.policies]
+    oracles = [p.name for p in built if p.needs_sweep]
+    if options.mode is Mode.live and oracles:
+        raise ValueError(f"{', '.join(oracles)} reads a sweep store and cannot run live; drop it or use --mode replay")
     if store is None:  # a sweep's features are checked by evaluate_replay
         from specpolicy.models.loading import target_vocab_size
 

@@ -13,19 +13,17 @@ from specpolicy.envs.rewards import check_reward
 from specpolicy.features import get_extractor
 from specpolicy.replay_table import ReplayTable
 from specpolicy.sweep.store import SweepStore
-from specpolicy.training_data import in_validation
 
 OBSERVATION_BOUND = 1e4
 
 
 SHIPPED_SPLITS = {"train": "sharegpt-train", "validation": "sharegpt-train", "test": "sharegpt"}
-"""the zoo's shipped replay sweeps: ShareGPT's training split (``validation``: the 20% of its prompts that
-``specpolicy train`` also holds out, by a hash of the id; ``train``: the other 80%) and its held-out split"""
+"""the zoo's shipped replay sweeps: ShareGPT's training store, split by a hash of the prompt id into ``train``
+and ``validation`` (the prompts ``specpolicy train`` holds out), and the held-out store ``test``"""
 
 
-def default_sweep(split: str = "train") -> Path:
-    """A replay sweep shipped with the tiny zoo: ``train``/``validation`` (one store, split by prompt id) or
-    ``test`` (held-out prompts)."""
+def shipped_sweep(split: str = "train") -> SweepStore:
+    """The zoo's shipped replay sweep of ``split``, reading exactly that split's prompts."""
     from specpolicy.zoo import ZOO_DIR
 
     if split not in SHIPPED_SPLITS:
@@ -34,7 +32,7 @@ def default_sweep(split: str = "train") -> Path:
     path = ZOO_DIR / "sweeps" / SHIPPED_SPLITS[split]
     if not (path / "meta.json").exists():
         raise FileNotFoundError(f"no shipped sweep at {path}; pass sweep=DIR (a store from `specpolicy sweep`)")
-    return path
+    return SweepStore.load(path, split=None if split == "test" else split)
 
 
 @dataclass
@@ -51,14 +49,15 @@ class ReplayData:
     latency: CostTable | None
 
     @classmethod
-    def load(cls, sweep: str | Path | None = None, features: str = "logits", reward: str = "tau",
+    def load(cls, sweep: str | Path | SweepStore | None = None, features: str = "logits", reward: str = "tau",
              cost_weight: float = COST_WEIGHT, split: str = "train") -> ReplayData:
         """Read a sweep store; ``reward``: a per-prompt name of :data:`~specpolicy.envs.rewards.REWARDS`."""
         check_reward(reward, "prompt", "replay")
-        store = SweepStore.load(sweep or default_sweep(split))
+        if isinstance(sweep, SweepStore):
+            store = sweep
+        else:
+            store = shipped_sweep(split) if sweep is None else SweepStore.load(sweep)
         records = list(store.records())
-        if sweep is None and split in ("train", "validation"):
-            records = [r for r in records if in_validation(r.prompt_id) == (split == "validation")]
         if not records:
             raise ValueError(f"sweep store {store.path} has no valid records")
         candidates = store.candidates

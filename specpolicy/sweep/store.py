@@ -33,6 +33,7 @@ from safetensors.torch import load_file, save_file
 
 from specpolicy.arrays import to_numpy
 from specpolicy.costs import CostTable
+from specpolicy.defaults import VALIDATION_SHARE
 from specpolicy.sweep.records import SweepRecord, checksum
 
 SCHEMA = "specpolicy.sweep/1"
@@ -82,12 +83,27 @@ def _last_byte(file: Path) -> bytes:
         return handle.read(1)
 
 
-class SweepStore:
-    """A sweep store folder. Create or resume with :meth:`open` (locks it); read with :meth:`records`."""
+SPLITS = ("train", "validation")
+"""the two sides of a store split by a hash of the prompt id (what ``specpolicy train`` holds out)"""
 
-    def __init__(self, path: Path, meta: dict) -> None:
+
+def in_validation(prompt_id: str, validation_share: float = VALIDATION_SHARE, seed: int = 0) -> bool:
+    """Whether a prompt belongs to the validation side of a store (a hash of its id)."""
+    return int(hashlib.sha256(f"{seed}:{prompt_id}".encode()).hexdigest(), 16) % 1000 / 1000 < validation_share
+
+
+class SweepStore:
+    """A sweep store folder. Create or resume with :meth:`open` (locks it); read with :meth:`records`.
+
+    ``split``: read one side of the store only (``train`` or ``validation``, by :func:`in_validation`).
+    """
+
+    def __init__(self, path: Path, meta: dict, split: str | None = None) -> None:
+        if split is not None and split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; a store splits into {', '.join(SPLITS)} (or pass no split)")
         self.path = Path(path)
         self.meta = meta
+        self.split = split
         self.report = StoreReport()
         self._lock = None
 
@@ -162,8 +178,8 @@ class SweepStore:
         self.close()
 
     @classmethod
-    def load(cls, path: str | Path) -> SweepStore:
-        """Open an existing store for reading."""
+    def load(cls, path: str | Path, split: str | None = None) -> SweepStore:
+        """Open an existing store for reading (``split``: only its ``train`` or ``validation`` prompts)."""
         path = Path(path)
         meta_file = path / "meta.json"
         if not meta_file.exists():
@@ -171,7 +187,7 @@ class SweepStore:
         meta = json.loads(meta_file.read_text())
         if not str(meta.get("schema", "")).startswith("specpolicy.sweep/"):
             raise ValueError(f"{meta_file} has unknown schema {meta.get('schema')!r}")
-        return cls(path, meta)
+        return cls(path, meta, split)
 
     @property
     def candidates(self) -> tuple[int, ...]:
@@ -248,7 +264,8 @@ class SweepStore:
                 if record.prompt_id in seen:
                     continue  # a duplicate can only come from an interrupted append race; keep the first
                 seen.add(record.prompt_id)
-                yield record
+                if self.split is None or in_validation(record.prompt_id) == (self.split == "validation"):
+                    yield record
 
     def done_ids(self) -> set[str]:
         """Prompt ids with a valid record (a rerun skips them)."""

@@ -54,18 +54,23 @@ def test_broken_drafter_folders(test_zoo, broken_drafters, case, message):
     (["generate", "caf\udce9"], "the prompt is not valid UTF-8 text"),
     (["compare", "--sweep", "SWEEP", "--dataset", "gsm8k", "--temperature", "0.7"],
      "--dataset, --temperature would be ignored"),
+    (["compare", "--sweep", "SWEEP", "--seed", "3", "--target", "t", "--drafter", "d", "--device", "cuda",
+      "--dtype", "bfloat16"], "--seed, --target, --drafter, --device, --dtype would be ignored"),
+    (["compare", "--split", "validation"], "--split picks one side of a --sweep store"),
+    (["compare", "--sweep", "SWEEP", "--split", "valid"], "unknown split 'valid'"),
+    (["compare", "--mode", "live", "--policies", "fixed16,oracle"], "oracle reads a sweep store and cannot run live"),
     (["compare", "--sweep", "SWEEP", "--plot", "TMP"], "must be a .png file path"),
     (["sweep", "--out", "FILE", "--max-samples", "1"], "is a file; pass a folder"),
     (["sweep", "--out", "FILE/sub", "--max-samples", "1"], "lies under the file"),
     (["import-blockpilot", "BP", "--out", "TMP/store"], "holds a JSON list; expected an object"),
 ])
 def test_bad_input_fails_before_any_model_loads(tmp_path, args, message):
-    from specpolicy.envs.replay_data import default_sweep
+    from specpolicy.envs.replay_data import shipped_sweep
 
     (tmp_path / "file").write_text("x")
     (tmp_path / "gsm8k_0T0.0").mkdir()
     (tmp_path / "gsm8k_0T0.0" / "16.json").write_text(json.dumps([1, 2]))
-    where = {"SWEEP": str(default_sweep("test")), "TMP": str(tmp_path), "FILE": str(tmp_path / "file"),
+    where = {"SWEEP": str(shipped_sweep("test").path), "TMP": str(tmp_path), "FILE": str(tmp_path / "file"),
              "BP": str(tmp_path / "gsm8k_0T0.0")}
     fails([where.get(a.split("/")[0], a.split("/")[0]) + a[len(a.split("/")[0]):] for a in args], message)
 

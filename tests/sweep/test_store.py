@@ -169,9 +169,9 @@ def test_out_that_is_a_file_or_a_foreign_folder_is_refused(tmp_path):
 
 
 def test_shipped_version_1_records_still_read():
-    from specpolicy.envs.replay_data import default_sweep
+    from specpolicy.envs.replay_data import shipped_sweep
 
-    store = SweepStore.load(default_sweep("test"))
+    store = shipped_sweep("test")
     record = next(store.records())
     assert record.version == 1 and record.replay is not None and store.features(record).ndim == 1
 
@@ -187,3 +187,30 @@ def test_import_blockpilot_skips_the_authors_predictor_file(tmp_path):
         (folder / f"{size}.json").write_text(json.dumps({"0": 6.0}))
     store = import_blockpilot(folder, tmp_path / "store")
     assert store.candidates == (14, 16) and next(store.records()).taus == {14: 6.0, 16: 6.0}
+
+
+def test_every_way_to_get_a_shipped_split_yields_exactly_its_prompts():
+    """`default_sweep("validation")` (now shipped_sweep) once returned the whole training store."""
+    from specpolicy.envs.block_size import BlockSizeEnv
+    from specpolicy.envs.replay_data import shipped_sweep
+    from specpolicy.evaluate import evaluate_replay
+    from specpolicy.registry import create_policy
+
+    ids = {split: {r.prompt_id for r in shipped_sweep(split).records()} for split in ("train", "validation", "test")}
+    assert all(ids.values())
+    assert not ids["train"] & ids["validation"] and not ids["test"] & (ids["train"] | ids["validation"])
+    whole = {r.prompt_id for r in SweepStore.load(shipped_sweep("train").path).records()}
+    assert ids["train"] | ids["validation"] == whole
+    for split, expected in ids.items():
+        assert set(BlockSizeEnv(split=split, features="compact").data.prompt_ids) == expected
+        [result] = evaluate_replay(shipped_sweep(split), [create_policy("fixed16")])
+        assert {p.prompt_id for p in result.prompts} == expected
+
+
+def test_a_split_of_any_store_is_its_validation_hash_side(replay_store):
+    train, validation = (SweepStore.load(replay_store.path, split=s) for s in ("train", "validation"))
+    train_ids, validation_ids = ({r.prompt_id for r in s.records()} for s in (train, validation))
+    assert train_ids and not train_ids & validation_ids
+    assert train_ids | validation_ids == {r.prompt_id for r in replay_store.records()}
+    with pytest.raises(ValueError, match="unknown split 'valid'.*train, validation"):
+        SweepStore.load(replay_store.path, split="valid")

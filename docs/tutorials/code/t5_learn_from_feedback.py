@@ -8,7 +8,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 import specpolicy  # noqa: F401  (registers the environments)
 from specpolicy.envs.bandit import LinUCB
-from specpolicy.envs.replay_data import default_sweep
+from specpolicy.envs.replay_data import shipped_sweep
 from specpolicy.envs.sb3 import BlockSizeSB3VecEnv
 from specpolicy.envs.vector import BlockSizeVectorEnv
 from specpolicy.evaluate import evaluate_replay
@@ -16,7 +16,6 @@ from specpolicy.features import get_extractor
 from specpolicy.metrics import summarize
 from specpolicy.policy import Policy
 from specpolicy.registry import create_policy
-from specpolicy.sweep.store import SweepStore
 
 FULL = SAMPLES >= 48  # the test suite runs a small budget
 BANDIT_STEPS, PPO_STEPS, CYCLE_EPISODES = (600, 40_000, 1500) if FULL else (40, 2_048, 30)
@@ -55,7 +54,7 @@ class PPOPolicy(Policy):
 
 # 4. Every policy on the 200 held-out prompts (never seen in training), priced by the same cost table;
 #    the learned agents against the best fixed block size on these very prompts (chosen in hindsight).
-store = SweepStore.load(default_sweep("test"))
+store = shipped_sweep("test")
 candidates = env.candidates
 fixed = [create_policy(f"fixed{b}", candidates) for b in candidates]
 learned = bandit.policy()
