@@ -30,7 +30,8 @@ def convert(
     source: Path = typer.Argument(..., help="a drafter folder: z-lab DFlash layout or transformers DFlash assistant"),
     out: Path = typer.Argument(..., help="folder to write the other layout into (must not exist)"),
     num_target_layers: int = typer.Option(None, min=1, help="the target's depth, recorded in a z-lab config "
-                                          "(default: one past the deepest layer the assistant reads)"),
+                                          "(default: inferred from the assistant's target_layer_ids, refused "
+                                          "when they do not fix it)"),
 ) -> None:
     """Convert a DFlash drafter between the z-lab layout (specpolicy, vLLM, SGLang) and transformers'
     DFlash assistant (generate(..., speculation_type="dflash")); the direction follows SRC."""

@@ -29,7 +29,7 @@ import torch
 from transformers import Qwen3Config
 
 from specpolicy.hf.compat import require_dflash_support
-from specpolicy.models.dflash import DFlashDrafter, cast_keeping_rotary
+from specpolicy.models.dflash import DFlashDrafter, cast_keeping_rotary, infer_target_layers
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -97,7 +97,8 @@ def from_transformers_assistant(assistant: PreTrainedModel | str | Path, num_tar
     """transformers' DFlash assistant (model or ``save_pretrained`` folder) as a specpolicy drafter.
 
     ``num_target_layers`` (the target's depth) is recorded in the drafter config, as z-lab's is;
-    default: one past the deepest layer the assistant reads.
+    default: the depth whose default layer choice gives the assistant's ``target_layer_ids`` (refused, asking
+    for it, when no single depth does).
     """
     require_dflash_support()
     if isinstance(assistant, (str, Path)):
@@ -120,7 +121,8 @@ def from_transformers_assistant(assistant: PreTrainedModel | str | Path, num_tar
         layer_types=["full_attention"] * int(config.num_hidden_layers),
     )
     qwen.block_size = int(config.block_size)
-    qwen.num_target_layers = int(num_target_layers or max(config.target_layer_ids) + 1)
+    qwen.num_target_layers = int(num_target_layers or infer_target_layers(config.target_layer_ids,
+                                                                          int(config.num_hidden_layers)))
     qwen.dflash_config = {"mask_token_id": int(config.mask_token_id),
                           "target_layer_ids": [int(i) for i in config.target_layer_ids]}
     reference = next(assistant.parameters())

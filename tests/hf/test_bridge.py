@@ -128,3 +128,17 @@ def test_convert_command_round_trips_a_checkpoint(tmp_path, drafter):
     assert all(torch.equal(back.state_dict()[k], v) for k, v in drafter.state_dict().items())
     again = runner.invoke(app, ["convert", str(tmp_path / "zlab"), str(tmp_path / "hf")])
     assert again.exit_code == 2 and "exists" in again.output
+
+
+def test_convert_infers_the_targets_depth_from_the_default_layer_formula(tmp_path):
+    """convert once recorded max(target_layer_ids) + 1 (4 for the zoo, whose target has 6 layers)."""
+    zoo = DFlashDrafter.from_pretrained(zoo_path("tiny", "drafter"))
+    back = from_transformers_assistant(to_transformers_assistant(zoo))
+    assert back.config.num_target_layers == zoo.config.num_target_layers
+
+
+def test_convert_refuses_to_guess_a_depth_the_layer_ids_do_not_fix(drafter):
+    assistant = to_transformers_assistant(drafter)
+    assistant.config.target_layer_ids = [0, 3]  # not the default formula for any depth
+    with pytest.raises(ValueError, match="--num-target-layers"):
+        from_transformers_assistant(assistant)

@@ -152,3 +152,24 @@ def test_rotary_buffers_stay_float32_in_bf16_like_the_reference(tmp_path):
     assert loaded.fc.weight.dtype == torch.bfloat16
     assert loaded.rotary_emb.inv_freq.dtype == torch.float32
     assert torch.equal(loaded.rotary_emb.inv_freq, reference)  # bf16 inv_freq rounds the angles: drafts drift
+
+
+def test_a_saved_drafter_states_its_rope_base_where_transformers_4_reads_it(tmp_path):
+    """save_pretrained once wrote RoPE only as rope_parameters: a 4.x reader then used theta 10000."""
+    drafter = make_drafter(make_target(layers=6), layers=2)
+    drafter.config.rope_parameters = {"rope_type": "default", "rope_theta": 1_000_000.0}
+    drafter.save_pretrained(tmp_path / "out")
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["rope_theta"] == 1_000_000.0 and config["rope_scaling"] is None  # what a 4.x config reads
+    assert config["rope_parameters"]["rope_theta"] == 1_000_000.0
+    reloaded = DFlashDrafter.from_pretrained(tmp_path / "out")
+    assert reloaded.config.rope_parameters["rope_theta"] == 1_000_000.0
+
+
+def test_a_scaled_rope_is_written_as_rope_scaling_too(tmp_path):
+    drafter = make_drafter(make_target(layers=6), layers=2)
+    drafter.config.rope_parameters = {"rope_type": "linear", "rope_theta": 500_000.0, "factor": 2.0}
+    drafter.save_pretrained(tmp_path / "out")
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["rope_theta"] == 500_000.0
+    assert config["rope_scaling"] == {"rope_type": "linear", "factor": 2.0}
