@@ -9,7 +9,7 @@ from specpolicy.bench.decode import bench_decode
 from specpolicy.models.testing import make_pair
 
 
-@pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.parametrize("temperature", [0.0, pytest.param(1.0, marks=pytest.mark.slow)])
 def test_bench_decode_agrees_with_ar_at_any_temperature(temperature):
     target, drafter = make_pair()
     prompts = [torch.randint(5, 90, (12,), generator=torch.Generator().manual_seed(i)).tolist() for i in range(2)]

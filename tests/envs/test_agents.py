@@ -39,6 +39,7 @@ def test_a_saved_linucb_is_named_agent_folder_and_chooses_as_before(replay_store
     assert len({loaded.select(prompt_observation(replay_store, r)) for r in replay_store.records()}) > 1
 
 
+@pytest.mark.slow  # a learning run
 def test_a_saved_ppo_agent_of_the_draft_verify_env_replays_its_env_choices_and_runs_in_compare(verify_store,
                                                                                                   tmp_path):
     from stable_baselines3 import PPO

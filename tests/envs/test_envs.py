@@ -214,6 +214,7 @@ def test_sb3_make_vec_env_works_without_extra_kwargs(sweep):
         vec.close()
 
 
+@pytest.mark.slow  # a learning run
 def test_sb3_vec_env_adapter_steps_the_vector_env_and_trains_ppo():
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import VecCheckNan, VecMonitor
@@ -234,6 +235,7 @@ def test_sb3_vec_env_adapter_steps_the_vector_env_and_trains_ppo():
     PPO("MlpPolicy", env, n_steps=8, batch_size=64, seed=0, device="cpu").learn(total_timesteps=256)
 
 
+@pytest.mark.slow  # a learning run
 def test_linucb_learns_from_bandit_feedback_better_than_a_random_block_size():
     from specpolicy.envs.bandit import LinUCB
     from specpolicy.envs.vector import BlockSizeVectorEnv
@@ -252,6 +254,7 @@ def test_linucb_learns_from_bandit_feedback_better_than_a_random_block_size():
     assert policy.select(observation) in env.candidates
 
 
+@pytest.mark.slow  # a learning run
 def test_linucb_learns_per_cycle_on_the_step_env_and_runs_as_a_per_cycle_policy():
     from specpolicy.envs.bandit import LinUCB
 

@@ -61,8 +61,12 @@ def _both(pair, assistant, ids, policy, costs, max_new_tokens=48, **extra):
     return trace, result, result.sequences[0, len(ids):].tolist()
 
 
-@pytest.mark.parametrize("policy", [16, 1, 2, 7, 32, "fixed16", "blockpilot-guard", "adaptive", "probe",
-                                    "threshold", "marginal16", "adaptive-verify"])
+SLOW = pytest.mark.slow  # the rest of the matrix; the fast tier keeps one of each kind
+
+
+@pytest.mark.parametrize("policy", [16, "blockpilot-guard", "adaptive-verify", "threshold",
+                                    *(pytest.param(p, marks=SLOW) for p in (1, 2, 7, 32, "fixed16", "adaptive",
+                                                                            "probe", "marginal16"))])
 def test_generate_matches_the_decoder_cycle_for_cycle(pair, assistant, costs, held_out, policy):
     ids = held_out[0]
     trace, result, output = _both(pair, assistant, ids, policy, costs)

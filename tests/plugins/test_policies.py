@@ -39,12 +39,14 @@ def trained_blockpilot():
     return policy, summary
 
 
+@pytest.mark.slow  # a learning run
 def test_blockpilot_learns_a_planted_signal(trained_blockpilot):
     policy, summary = trained_blockpilot
     assert policy.accuracy(planted(300, 2)) > 0.7
     assert summary["best_epoch"] >= 1
 
 
+@pytest.mark.slow  # a learning run
 def test_blockpilot_on_shuffled_labels_is_no_better_than_chance():
     policy = small_blockpilot()
     policy.fit(planted(600, 0, shuffle=True), planted(200, 1, shuffle=True), epochs=30, lr=3e-3, patience=30)
