@@ -9,9 +9,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from specpolicy.arrays import to_numpy
 from specpolicy.defaults import COST_WEIGHT
 from specpolicy.envs.replay_data import OBSERVATION_BOUND, ReplayData
 from specpolicy.envs.rewards import check_reward
+from specpolicy.features import get_extractor
 
 
 class BlockSizeEnv(gym.Env):
@@ -40,11 +42,12 @@ class BlockSizeEnv(gym.Env):
             self.candidates = self.data.candidates
             dim = self.data.observations.shape[1]
         else:
-            from specpolicy.envs.live import LiveBackend
+            from specpolicy.envs.live import LiveSource
 
-            self.live = LiveBackend(**(live or {}), features=features, reward=reward, cost_weight=cost_weight)
+            self.live, self.cost_weight = LiveSource(**(live or {})), cost_weight
             self.candidates = self.live.candidates
-            dim = self.live.observation_size
+            self._extract, self.reward = get_extractor(features), reward
+            dim = self._observe(self.live.start(np.random.default_rng(0))[0]).shape[0]
         self.observation_space = spaces.Box(-OBSERVATION_BOUND, OBSERVATION_BOUND, (dim,), np.float32)
         self.action_space = spaces.Discrete(len(self.candidates))
         self._index = 0
@@ -60,7 +63,8 @@ class BlockSizeEnv(gym.Env):
             self._obs = self.data.observations[self._index].copy()
             info = {"prompt_id": self.data.prompt_ids[self._index]}
         else:
-            self._obs, info = self.live.reset(self.np_random)
+            session, self._prompt_id, self._ids = self.live.start(self.np_random)
+            self._obs, info = self._observe(session), {"prompt_id": self._prompt_id}
         return self._obs.copy(), info
 
     def step(self, action):
@@ -77,7 +81,21 @@ class BlockSizeEnv(gym.Env):
             info = {"block_size": size, "accepted": accepted, "tau": float(self.data.taus[self._index, action]),
                     "prompt_id": self.data.prompt_ids[self._index]}
         else:
-            reward, info = self.live.step(size)
+            reward, info = self._decode(size)
         obs = self._obs.copy()
         self._obs = None
         return obs, float(reward), True, False, info
+
+    def _observe(self, session) -> np.ndarray:
+        """The prefill features of a live session [d], clipped as the replay observations are."""
+        lengths = np.array([session.state.prompt_length])
+        features = self._extract(to_numpy(session.state.prefill_logits)[None], lengths)[0]
+        return np.clip(features, -OBSERVATION_BOUND, OBSERVATION_BOUND).astype(np.float32)
+
+    def _decode(self, size: int) -> tuple[float, dict]:
+        """Decode the episode's prompt afresh at ``size``: the measured reward and the info."""
+        trace = self.live.decoder.generate(self._ids, size)
+        rewards = {"tau": trace.tau, "cost": trace.tau - self.cost_weight * (size - 1), "time": trace.tokens_per_second}
+        return rewards[self.reward], {"block_size": size, "accepted": [c.accepted for c in trace.cycles],
+                                      "tau": trace.tau, "decode_seconds": trace.decode_seconds,
+                                      "prompt_id": self._prompt_id}

@@ -64,10 +64,10 @@ class BlockSizeStepEnv(gym.Env):
         self.session = None
         self.observation_space = spaces.Box(-OBSERVATION_BOUND, OBSERVATION_BOUND, (OBSERVATION_SIZE,), np.float32)
         if backend == "live":
-            from specpolicy.envs.live_step import LiveStepBackend
+            from specpolicy.envs.live import LiveSource
 
             self.reward = reward
-            self.live = LiveStepBackend(**(live or {}))
+            self.live = LiveSource(**(live or {}))
             self.candidates = self.live.candidates
             self.action_space = spaces.Discrete(len(self.candidates))
             return
@@ -87,7 +87,7 @@ class BlockSizeStepEnv(gym.Env):
     def _start(self, options: dict[str, Any] | None) -> bool:
         """Begin one prompt's decode (a replay or live session); True when prefill alone finished it."""
         if self.backend == "live":
-            self.session, self._prompt_id = self.live.start(self.np_random)
+            self.session, self._prompt_id, _ = self.live.start(self.np_random)
             self._budget = self.live.budget
             logits = to_numpy(self.session.state.prefill_logits)
             self._prefill = compact(logits, [self.session.state.prompt_length])[0]
