@@ -1,45 +1,44 @@
-"""What serving engines read, from a policy's simulated choices (no torch).
+"""Engine configurations, priced as the engines run them (no torch).
 
-Engines run DFlash at one static size per batch size; they do not separate the drafter's block B
-from the verify length L (they verify all they draft). A policy's choices at each concurrency,
-from :func:`~specpolicy.evaluate.evaluate_serving`, export as:
+What each engine executes, in specpolicy's terms (read from their source, late 2026):
 
-- **vLLM** ``speculative_config``: ``num_speculative_tokens`` = verified drafts K = L - 1 at batch 1,
-  and ``num_speculative_tokens_per_batch_size`` = ``[[start_bs, end_bs, K], ...]`` (Dynamic SD),
-  K the token-weighted median of the policy's L - 1 at that concurrency (0 turns speculation off).
-- **SGLang** ``--speculative-num-draft-tokens`` = the block size, anchor included (B = K + 1), at batch 1:
-  SGLang has no per-batch-size schedule.
+- **vLLM** ``method: dflash``: the proposer drafts ``1 + num_speculative_tokens`` tokens every step
+  (``vllm/v1/spec_decode/dflash.py``), so the drafted block is a fixed B = N + 1. Dynamic SD's
+  ``num_speculative_tokens_per_batch_size`` (inclusive ``[start, end, K]`` ranges from batch 1,
+  ``vllm/config/speculative.py``) narrows how many drafts are verified at each batch size, every
+  entry clamped to N (``build_dynamic_sd_schedule_lookup`` in ``vllm/v1/spec_decode/dynamic/utils.py``:
+  ``min(num_speculative_tokens, k)``): L = min(K, N) + 1. A batch size past the last range keeps it.
+- **SGLang** ``--speculative-algorithm DFLASH``: ``--speculative-num-draft-tokens`` (alias
+  ``--speculative-dflash-block-size``) is one static block size B for every batch size
+  (``python/sglang/srt/arg_groups/speculative_hook.py``, ``_handle_dflash``); B = 1 is served by
+  leaving speculation off.
 
-A per-cycle policy becomes a static table: what it gains by changing B or L within a decode, or by
-drafting more than it verifies, is lost in the export; the simulation numbers say how much.
+:class:`VllmConfig` and :class:`SglangConfig` give the :class:`~specpolicy.cycles.Plan` each engine
+runs at a concurrency, so ``compare`` and ``export`` price exactly what is exported; as policies they
+are ``vllm-config:FILE`` and ``sglang-config:FILE`` (:class:`EngineConfigPolicy`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
-from specpolicy.cycles import CycleRecord
+from specpolicy.cycles import Plan, check_block_size
+from specpolicy.policy import Answers, Policy, PromptObservation
 
-
-def verified_drafts(cycles: Sequence[CycleRecord]) -> int:
-    """K: the drafts the policy verified per cycle (L - 1), median over its output tokens (each cycle
-    weighs the tokens it committed, so the cycles that produce the output decide, not the many cheap ones).
-
-    >>> verified_drafts([CycleRecord(1, 0, 1)] * 3 + [CycleRecord(16, 7, 8, verified=8)])
-    7
-    """
-    weighted = sorted((c.verify_length - 1, c.committed) for c in cycles)
-    half, running = sum(w for _, w in weighted) / 2, 0
-    for drafts, weight in weighted:
-        running += weight
-        if running >= half:
-            return drafts
-    return 0
+Throughput = Callable[["VllmConfig | SglangConfig", int], float]
+"""(an engine configuration, a concurrency) -> its modelled output tokens per second there"""
 
 
 def vllm_schedule(drafts_by_batch: Mapping[int, int]) -> list[list[int]]:
-    """``{batch size: K}`` -> vLLM's ``[[start_bs, end_bs, K], ...]``: each simulated batch size's K holds up to
-    the next simulated one, and runs of equal K merge."""
+    """``{batch size: K}`` -> vLLM's ``[[start_bs, end_bs, K], ...]``: each batch size's K holds up to the next
+    one given, and runs of equal K merge.
+
+    >>> vllm_schedule({1: 7, 4: 3, 8: 3})
+    [[1, 3, 7], [4, 8, 3]]
+    """
     sizes = sorted(drafts_by_batch)
     ranges: list[list[int]] = []
     for batch, end in zip(sizes, [*(b - 1 for b in sizes[1:]), sizes[-1]]):
@@ -51,14 +50,157 @@ def vllm_schedule(drafts_by_batch: Mapping[int, int]) -> list[list[int]]:
     return ranges
 
 
-def vllm_config(drafts_by_batch: Mapping[int, int], drafter: str) -> dict:
-    """A vLLM ``--speculative-config`` for DFlash with the policy's per-batch-size K."""
-    first = drafts_by_batch[min(drafts_by_batch)]
-    return {"method": "dflash", "model": drafter, "num_speculative_tokens": max(first, 1),
-            "num_speculative_tokens_per_batch_size": vllm_schedule(drafts_by_batch)}
+def vllm_lookup(num_speculative_tokens: int, ranges: list[list[int]]) -> dict[int, int]:
+    """vLLM's dense table ``{batch size: K}`` from the ranges, every K clamped to ``num_speculative_tokens``
+    (as ``build_dynamic_sd_schedule_lookup`` does)."""
+    dense: dict[int, int] = {}
+    for start, end, k in ranges:
+        if start < 1 or end < start or k < 0:
+            raise ValueError(f"num_speculative_tokens_per_batch_size entry {[start, end, k]} is not "
+                             "[start >= 1, end >= start, K >= 0]")
+        dense.update({batch: min(num_speculative_tokens, k) for batch in range(start, end + 1)})
+    return dense
 
 
-def sglang_args(drafts_by_batch: Mapping[int, int]) -> list[str]:
-    """SGLang's DFlash size flag at the policy's batch-1 choice (B = K + 1; K = 0: run without speculation)."""
-    first = drafts_by_batch[min(drafts_by_batch)]
-    return ["--speculative-num-draft-tokens", str(first + 1)]
+@dataclass(frozen=True)
+class VllmConfig:
+    """vLLM's DFlash ``speculative_config``: a fixed drafted block of ``num_speculative_tokens + 1`` and the
+    verified drafts K per batch size (``per_batch``, clamped as vLLM clamps them)."""
+
+    num_speculative_tokens: int
+    per_batch: dict[int, int]
+    model: str = ""
+
+    def __post_init__(self) -> None:
+        if self.num_speculative_tokens < 1:
+            raise ValueError(f"num_speculative_tokens must be >= 1 for DFlash, got {self.num_speculative_tokens}")
+        clamped = {int(b): min(self.num_speculative_tokens, int(k)) for b, k in self.per_batch.items()}
+        object.__setattr__(self, "per_batch", clamped)
+
+    def verified(self, concurrency: int) -> int:
+        """K at ``concurrency`` (the last range's beyond it; N without a schedule)."""
+        covered = [batch for batch in self.per_batch if batch <= concurrency]
+        return self.per_batch[max(covered)] if covered else self.num_speculative_tokens
+
+    def shape(self, concurrency: int = 1) -> tuple[int, int]:
+        """(B, L) vLLM runs at ``concurrency``: draft B = N + 1, verify L = K + 1."""
+        return self.num_speculative_tokens + 1, self.verified(concurrency) + 1
+
+    def plan(self, concurrency: int = 1) -> Plan:
+        return Plan.fixed(*self.shape(concurrency))
+
+    def to_json(self) -> dict:
+        return {"method": "dflash", "model": self.model, "num_speculative_tokens": self.num_speculative_tokens,
+                "num_speculative_tokens_per_batch_size": vllm_schedule(self.per_batch) if self.per_batch else []}
+
+    @classmethod
+    def from_json(cls, config: Mapping) -> VllmConfig:
+        """A ``speculative_config`` dict as vLLM reads it (its schedule clamped to ``num_speculative_tokens``)."""
+        if config.get("method") != "dflash":
+            raise ValueError(f"expected a DFlash speculative_config (method 'dflash'), got {config.get('method')!r}")
+        n = int(config["num_speculative_tokens"])
+        return cls(n, vllm_lookup(n, config.get("num_speculative_tokens_per_batch_size") or []),
+                   str(config.get("model", "")))
+
+
+@dataclass(frozen=True)
+class SglangConfig:
+    """SGLang's DFlash launch flags: one static block size for every batch size (1: speculation off)."""
+
+    block_size: int
+    draft_model: str = ""
+
+    def shape(self, concurrency: int = 1) -> tuple[int, int]:
+        """(B, L) SGLang runs at any concurrency: its one block, verified whole."""
+        return check_block_size(self.block_size), self.block_size
+
+    def plan(self, concurrency: int = 1) -> Plan:
+        return Plan.fixed(*self.shape(concurrency))
+
+    def args(self) -> list[str]:
+        """The launch flags (none for B = 1: run without speculation)."""
+        if self.block_size == 1:
+            return []
+        return ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", self.draft_model,
+                "--speculative-num-draft-tokens", str(self.block_size)]
+
+    @classmethod
+    def from_args(cls, args: list[str]) -> SglangConfig:
+        """The flags :meth:`args` writes (no flags: speculation off)."""
+        if not args:
+            return cls(1)
+        flags = dict(zip(args[::2], args[1::2]))
+        if flags.get("--speculative-algorithm") != "DFLASH":
+            raise ValueError(f"expected --speculative-algorithm DFLASH, got {flags.get('--speculative-algorithm')!r}")
+        size = flags.get("--speculative-num-draft-tokens", flags.get("--speculative-dflash-block-size"))
+        return cls(int(size), flags.get("--speculative-draft-model-path", ""))
+
+
+def load_engine_config(path: str | Path, engine: str) -> VllmConfig | SglangConfig:
+    """An ``export`` document, or a bare vLLM ``speculative_config`` JSON, read as ``engine`` (vllm or sglang)."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise FileNotFoundError(f"no engine config at {file}; write one with `specpolicy export POLICY --sweep DIR "
+                                f"--batch-costs FILE --out {file}`")
+    try:
+        document = json.loads(file.read_text())
+        if engine == "vllm":
+            return VllmConfig.from_json(document.get("vllm_speculative_config", document))
+        return SglangConfig.from_args(document["sglang_args"])
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{file} is not an export document or a {engine} config "
+                         f"({type(exc).__name__}: {exc})") from exc
+
+
+def choose_sglang(sizes: Sequence[int], batches: Sequence[int], throughput: Throughput,
+                  draft_model: str = "") -> SglangConfig:
+    """SGLang's one block size for every batch size: the one with the most modelled throughput summed over
+    ``batches`` (1 = speculation off)."""
+    return max((SglangConfig(size, draft_model) for size in sizes),
+               key=lambda config: sum(throughput(config, batch) for batch in batches))
+
+
+def choose_vllm(sizes: Sequence[int], batches: Sequence[int], throughput: Throughput, model: str = "") -> VllmConfig:
+    """vLLM drafts one block every step: the block (among ``sizes`` > 1) with the most throughput summed over
+    ``batches`` when verified whole; then at each batch size the verify length (among ``sizes`` up to the
+    block) with the most throughput, each simulated as vLLM runs it."""
+    drafted = [size for size in sizes if size > 1]
+    if not drafted:
+        raise ValueError(f"vLLM's DFlash drafts at least 2 tokens; the sweep's sizes {list(sizes)} have none above 1")
+    block = choose_sglang(drafted, batches, throughput).block_size
+    options = sorted({min(size, block) - 1 for size in sizes})
+    best = {batch: max(options, key=lambda k, b=batch: (throughput(VllmConfig(block - 1, {b: k}, model), b), k))
+            for batch in batches}
+    return VllmConfig(block - 1, best, model)
+
+
+class EngineConfigPolicy(Policy):
+    """An engine's static configuration: the block it drafts and the length it verifies at each concurrency."""
+
+    def __init__(self, config: VllmConfig | SglangConfig, candidates: Sequence[int]) -> None:
+        super().__init__(candidates)
+        self.config = config
+
+    def choices(self) -> set[int]:
+        return {self.config.plan(1).block_size}
+
+    def select(self, observation: PromptObservation) -> int:
+        return self.config.plan(observation.concurrency).block_size
+
+    def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
+        return self.config.plan(observation.concurrency)
+
+
+def _loaded(engine: str, arg: str | None, candidates: Sequence[int]) -> EngineConfigPolicy:
+    if not arg:
+        raise ValueError(f"{engine}-config needs a file: {engine}-config:FILE (from `specpolicy export POLICY --sweep "
+                         "DIR --batch-costs FILE --out FILE`)")
+    return EngineConfigPolicy(load_engine_config(arg, engine), candidates)
+
+
+def vllm_config_policy(arg: str | None, candidates: Sequence[int]) -> EngineConfigPolicy:
+    return _loaded("vllm", arg, candidates)
+
+
+def sglang_config_policy(arg: str | None, candidates: Sequence[int]) -> EngineConfigPolicy:
+    return _loaded("sglang", arg, candidates)

@@ -41,6 +41,7 @@ class PromptObservation:
 
     ``logits``: the target's raw last-prompt-token logits, float32 [V]. ``costs``: the cost table of
     the machine the decode runs on (cost-aware policies price their choices with it), or ``None``.
+    ``concurrency``: the requests the engine serves together (1 outside a serving simulation).
     Nothing here comes from the future: what a sweep measured reaches oracles only, as :class:`Answers`.
     """
 
@@ -48,6 +49,7 @@ class PromptObservation:
     prompt_length: int
     prompt_id: str = ""
     costs: CostTable | None = field(default=None, repr=False)
+    concurrency: int = 1
 
 
 @dataclass(frozen=True)

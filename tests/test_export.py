@@ -1,64 +1,117 @@
-"""Exporting a policy as the static knobs serving engines read."""
+"""Engine configurations priced as the engines run them: table-driven semantics, the export, the round trip."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from typer.testing import CliRunner
 
-from specpolicy.cycles import CycleRecord
-from specpolicy.export import sglang_args, verified_drafts, vllm_config, vllm_schedule
+from specpolicy.cli import app
+from specpolicy.export import SglangConfig, VllmConfig, vllm_lookup, vllm_schedule
 
 
 @pytest.mark.parametrize(("drafts", "ranges"), [
     ({1: 15}, [[1, 1, 15]]),
     ({1: 7, 2: 7, 3: 3, 4: 3, 5: 0}, [[1, 2, 7], [3, 4, 3], [5, 5, 0]]),
     ({1: 3, 2: 1, 3: 3}, [[1, 1, 3], [2, 2, 1], [3, 3, 3]]),
-    ({1: 3, 4: 3}, [[1, 4, 3]]),  # K holds from one simulated batch size up to the next
+    ({1: 3, 4: 3}, [[1, 4, 3]]),  # K holds from one given batch size up to the next
     ({1: 7, 4: 3, 8: 0}, [[1, 3, 7], [4, 7, 3], [8, 8, 0]]),
 ])
 def test_vllm_schedule_merges_runs_of_equal_drafts(drafts, ranges):
     assert vllm_schedule(drafts) == ranges
 
 
-def test_verified_drafts_is_a_token_weighted_median():
-    ar, long = CycleRecord(1, 0, 1), CycleRecord(16, 15, 16)
-    assert verified_drafts([ar] * 15 + [long]) == 15  # 16 tokens from one cycle outweigh 15 AR tokens
-    assert verified_drafts([ar] * 17 + [long]) == 0
-    assert verified_drafts([CycleRecord(16, 3, 4, verified=4)]) == 3  # L - 1, not B - 1
-    assert verified_drafts([]) == 0
+# vllm/v1/spec_decode/dynamic/utils.py, build_dynamic_sd_schedule_lookup: dense[bs] = min(num_speculative_tokens, k)
+@pytest.mark.parametrize(("n", "ranges", "dense"), [
+    (15, [[1, 2, 7], [3, 4, 3]], {1: 7, 2: 7, 3: 3, 4: 3}),
+    (1, [[1, 1, 3], [2, 3, 0]], {1: 1, 2: 0, 3: 0}),  # K = 3 above N = 1 runs as 1: the clamp
+    (7, [], {}),
+])
+def test_vllm_clamps_every_entry_to_num_speculative_tokens(n, ranges, dense):
+    assert vllm_lookup(n, ranges) == dense
 
 
-def test_engine_configs_state_b_as_k_plus_one():
-    config = vllm_config({1: 7, 2: 3}, "z-lab/x")
-    assert config["num_speculative_tokens"] == 7 and config["method"] == "dflash"
-    assert sglang_args({1: 7, 2: 3}) == ["--speculative-num-draft-tokens", "8"]
+SCHEDULE = [[1, 2, 7], [3, 8, 0]]
 
 
-def test_export_command(replay_store, tmp_path):
-    from typer.testing import CliRunner
+# vllm/v1/spec_decode/dflash.py: the proposer drafts 1 + num_speculative_tokens every step (B fixed);
+# Dynamic SD narrows the verified drafts per batch size (L = K + 1); past the last range the last K holds.
+@pytest.mark.parametrize(("config", "concurrency", "shape"), [
+    ({"method": "dflash", "num_speculative_tokens": 15}, 1, (16, 16)),
+    ({"method": "dflash", "num_speculative_tokens": 15, "num_speculative_tokens_per_batch_size": SCHEDULE}, 2, (16, 8)),
+    ({"method": "dflash", "num_speculative_tokens": 15, "num_speculative_tokens_per_batch_size": SCHEDULE}, 5, (16, 1)),
+    ({"method": "dflash", "num_speculative_tokens": 3, "num_speculative_tokens_per_batch_size": [[1, 4, 7]]},
+     9, (4, 4)),
+])
+def test_vllm_runs_a_fixed_block_and_a_verify_length_per_batch_size(config, concurrency, shape):
+    parsed = VllmConfig.from_json(config)
+    assert parsed.shape(concurrency) == shape
+    assert parsed.plan(concurrency).block_size == shape[0]
 
-    from specpolicy.cli import app
+
+# python/sglang/srt/arg_groups/speculative_hook.py, _handle_dflash: --speculative-num-draft-tokens is the block size
+@pytest.mark.parametrize(("block", "args"), [
+    (16, ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "d",
+          "--speculative-num-draft-tokens", "16"]),
+    (1, []),  # no speculation: no flags, not a 1-token block
+])
+def test_sglang_runs_one_static_block_size(block, args):
+    config = SglangConfig(block, "d")
+    assert config.args() == args and SglangConfig.from_args(args).block_size == block
+    assert config.shape(1) == config.shape(8) == (block, block)
+
+
+def test_a_config_that_is_not_dflash_is_refused():
+    with pytest.raises(ValueError, match="method 'dflash'"):
+        VllmConfig.from_json({"method": "eagle", "num_speculative_tokens": 3})
+
+
+@pytest.fixture(scope="module")
+def exported(replay_store, tmp_path_factory):
     from tests.test_serving import linear_table
 
-    linear_table(batches=(1, 2, 4)).save(tmp_path / "batch.json")
-    result = CliRunner().invoke(app, ["export", "adaptive", "--sweep", str(replay_store.path), "--batch-costs",
-                                      str(tmp_path / "batch.json"), "--batch-sizes", "1-3", "--out",
-                                      str(tmp_path / "out.json")])
+    folder = tmp_path_factory.mktemp("export")
+    linear_table(batches=(1, 2, 4)).save(folder / "batch.json")
+    result = CliRunner().invoke(app, ["export", "adaptive", "--sweep", str(replay_store.path),
+                                      "--batch-costs", str(folder / "batch.json"), "--batch-sizes", "1-3",
+                                      "--out", str(folder / "out.json")])
     assert result.exit_code == 0, result.output
-    document = json.loads((tmp_path / "out.json").read_text())
+    return folder, json.loads((folder / "out.json").read_text())
+
+
+def test_the_exported_vllm_table_survives_vllms_clamp_and_drafts_what_was_priced(exported):
+    _, document = exported
+    config = document["vllm_speculative_config"]
+    n, ranges = config["num_speculative_tokens"], config["num_speculative_tokens_per_batch_size"]
+    dense = vllm_lookup(n, ranges)
+    assert dense == {row["batch_size"]: row["vllm_verified_drafts"] for row in document["per_batch_size"]}
+    assert all(k <= n for _, _, k in ranges)  # the clamp changes nothing
     assert [r["batch_size"] for r in document["per_batch_size"]] == [1, 2, 3]
-    schedule = document["vllm_speculative_config"]["num_speculative_tokens_per_batch_size"]
-    assert schedule[0][0] == 1 and schedule[-1][1] == 3
+    assert config["model"] and config["method"] == "dflash"
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_an_exported_config_read_back_and_priced_by_compare_gives_the_printed_speed(exported, replay_store, engine):
+    folder, document = exported
+    for row in document["per_batch_size"]:
+        result = CliRunner().invoke(app, ["compare", "--sweep", str(replay_store.path), "--policies",
+                                          f"fixed16,{engine}-config:{folder / 'out.json'}", "--concurrency",
+                                          str(row["batch_size"]), "--batch-costs", str(folder / "batch.json"),
+                                          "--format", "json"])
+        assert result.exit_code == 0, result.output
+        [priced] = [r for r in json.loads(result.stdout) if r["policy"].startswith(engine)]
+        assert priced["speedup"] == pytest.approx(row[f"{engine}_speedup_over_ar"], rel=0.01)
+
+
+def test_export_refuses_batch_sizes_the_table_lacks(replay_store, exported):
+    folder, _ = exported
     too_far = CliRunner().invoke(app, ["export", "adaptive", "--sweep", str(replay_store.path), "--batch-costs",
-                                       str(tmp_path / "batch.json"), "--batch-sizes", "1-9"])
+                                       str(folder / "batch.json"), "--batch-sizes", "1-9"])
     assert too_far.exit_code == 2 and "measured up to 4" in " ".join(too_far.output.split())
 
 
 def test_export_reads_the_store_once_for_every_concurrency(replay_store, tmp_path, monkeypatch):
-    from typer.testing import CliRunner
-
-    from specpolicy.cli import app
     from specpolicy.sweep.store import SweepStore
     from tests.test_serving import linear_table
 

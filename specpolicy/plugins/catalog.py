@@ -75,6 +75,12 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
         **PER_STEP, **LEARNED, "untrained": "verify_learned:untrained_verify_head",
         "description": "adaptive's B, then the L with the most expected tokens per second under a learned "
                        "calibration of the drafter's confidences (verify-head:FOLDER)"})],
+    "engines": [
+        ("vllm-config", "specpolicy.export:vllm_config_policy", {"description": "an exported vLLM speculative_config, "
+                                                              "run as vLLM runs it (vllm-config:FILE)"}),
+        ("sglang-config", "specpolicy.export:sglang_config_policy", {"description": "exported SGLang DFlash flags, "
+                                                                  "run as SGLang runs them (sglang-config:FILE)"}),
+    ],
     "agent": [("agent", "specpolicy.envs.agent_store:agent_policy", {
         **PER_STEP, "description": "a saved RL agent trained on a specpolicy environment, over its own "
                                    "candidates (agent:FOLDER, from specpolicy.envs.save_agent)"})],
@@ -100,5 +106,5 @@ def _plugin(entry: str) -> SimpleNamespace:
     return SimpleNamespace(register_policies=register_policies)
 
 
-fixed, heuristic, cycle_rules, cycle, oracle, blockpilot, sklearn, verify, verify_learned, agent = (
+fixed, heuristic, cycle_rules, cycle, oracle, blockpilot, sklearn, verify, verify_learned, engines, agent = (
     _plugin(entry) for entry in FAMILIES)

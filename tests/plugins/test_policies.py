@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from specpolicy.checks import PolicyContractError, check_policy
+from specpolicy.export import SglangConfig, VllmConfig
 from specpolicy.plugins.blockpilot import BlockPilotPolicy, BlockPilotSettings
 from specpolicy.plugins.heuristic import HeuristicPolicy
 from specpolicy.plugins.sklearn_baselines import SklearnPolicy
@@ -127,6 +130,10 @@ def saved(trained_blockpilot, tmp_path_factory):
     agent = LinUCB(np.zeros(13), np.ones(13), CANDIDATES, "compact")
     agent.b = np.random.default_rng(0).normal(size=agent.b.shape)
     paths["agent"] = save_agent(agent, folder / "agent", spec=AgentSpec("prompt", CANDIDATES, "compact"))
+    engines = {"vllm_speculative_config": VllmConfig(15, {1: 7, 2: 3}, "d").to_json(),
+               "sglang_args": SglangConfig(16, "d").args()}
+    (folder / "engines.json").write_text(json.dumps(engines))
+    paths["vllm-config"] = paths["sglang-config"] = folder / "engines.json"
     return paths
 
 
@@ -213,9 +220,10 @@ def test_oracles_pass_check_policy_on_a_replay_store(replay_store):
 
 
 def test_observations_carry_nothing_from_the_future():
-    """A deployable policy sees logits, length, id and costs: no sweep record, no taus (oracles get Answers)."""
+    """A deployable policy sees logits, length, id, costs and the serving concurrency: no sweep record, no taus
+    (oracles get Answers)."""
     fields = set(PromptObservation.__dataclass_fields__)
-    assert fields == {"logits", "prompt_length", "prompt_id", "costs"}
+    assert fields == {"logits", "prompt_length", "prompt_id", "costs", "concurrency"}
 
 
 def test_a_predictor_with_nan_weights_is_refused(trained_blockpilot, tmp_path):

@@ -7,8 +7,7 @@ from common import SAMPLES, WORKDIR
 
 from specpolicy.data.registry import load_prompts
 from specpolicy.decoding import SpeculativeDecoder
-from specpolicy.evaluate import evaluate_replay, evaluate_serving
-from specpolicy.export import verified_drafts, vllm_config
+from specpolicy.evaluate import evaluate_replay, evaluate_serving, export_for_engines
 from specpolicy.metrics import summarize
 from specpolicy.models import load_pair
 from specpolicy.registry import create_policy
@@ -62,9 +61,12 @@ print(f"\ntarget pass, batch 8: {1e3 * batch.verify[8][1]:.0f} ms for 1 token ea
       f"{1e3 * batch.verify[1][16]:.0f} ms)")
 show(evaluate_serving(store, policies, batch, 8), "concurrency 8 (modelled serving simulation)")
 
-# 5. What an engine can run: the policy's verified drafts per concurrency, as vLLM's Dynamic SD table.
-drafts = {}
-for concurrency in (1, 2, 4, 8):
-    evaluate_serving(store, [create_policy("adaptive-verify", CANDIDATES)], batch, concurrency,
-                     on_served=lambda _, served, c=concurrency: drafts.__setitem__(c, verified_drafts(served.records)))
-print("\nvLLM speculative_config:", json.dumps(vllm_config(drafts, "z-lab/Qwen3-8B-DFlash-b16")))
+# 5. What an engine can run: vLLM drafts one block every step and narrows the verified drafts per batch size;
+#    SGLang runs one block size. Export the closest configuration of each, priced as the engine runs it.
+document = export_for_engines(create_policy("adaptive-verify", CANDIDATES), store, batch, (1, 2, 4, 8), "tiny")
+print(f"\n{'batch':<6}{'adaptive-verify':>16}{'vLLM export':>13}{'SGLang export':>15}   (tokens/s, modelled)")
+for row in document["per_batch_size"]:
+    print(f"{row['batch_size']:<6}{row['policy_tokens_per_s']:>16.0f}{row['vllm_tokens_per_s']:>13.0f}"
+          f"{row['sglang_tokens_per_s']:>15.0f}")
+print("vLLM speculative_config:", json.dumps(document["vllm_speculative_config"]))
+print("SGLang flags:", " ".join(document["sglang_args"]) or "(none: speculation off)")
