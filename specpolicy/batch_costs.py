@@ -11,13 +11,16 @@ Measured by ``specpolicy bench batch-latency``; no torch here.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 
 from specpolicy.costs import CostTable
+from specpolicy.defaults import MAX_LATENCY_SPREAD
 
 
 def _interpolate(points: Mapping[int, float], x: float) -> float:
@@ -41,6 +44,40 @@ class BatchCostTable:
     machine: str = ""
     dtype: str = ""
     context_length: int = 0
+    spread: Mapping[int, Mapping[int, float]] = field(default_factory=dict)
+    """``spread[b][n]``: relative interquartile range of the target pass's repeats (empty: not measured)"""
+
+    def check(self, max_spread: float = MAX_LATENCY_SPREAD) -> list[str]:
+        """Problems that make the table untrustworthy, as :meth:`CostTable.check` finds them: a time that is not
+        a positive finite number, noisy repeats, or a pass that costs less with more tokens or more sequences."""
+        points = [(name, b, n, s) for name, rows in (("verify", self.verify), ("draft", self.draft))
+                  for b, row in rows.items() for n, s in row.items()]
+        bad = [f"{name}[{b}][{n}] = {s}" for name, b, n, s in points if not (math.isfinite(s) and s > 0)]
+        if bad:
+            return [f"not a positive finite number of seconds: {', '.join(bad[:4])}"]
+        problems = []
+        noisy = [(b, n, s) for b, row in self.spread.items() for n, s in row.items() if s > max_spread]
+        if noisy:
+            b, n, s = max(noisy, key=lambda point: point[2])
+            problems.append(f"noisy: {len(noisy)} points vary by more than {max_spread:.0%} between repeats "
+                            f"(worst: batch {b} x {n} tokens, {s:.0%})")
+        problems += self._falling(max_spread)
+        return problems
+
+    def _falling(self, max_spread: float) -> list[str]:
+        """Target passes that cost less with more tokens per sequence, or with more sequences (beyond noise)."""
+        falling = []
+        for b, row in self.verify.items():
+            tolerance = 1 + max(max(self.spread.get(b, {}).values(), default=0.0), 0.05)
+            lengths = sorted(row)
+            falling += [f"batch {b}: {n2} tokens ({1e3 * row[n2]:.2f} ms) < {n1} ({1e3 * row[n1]:.2f} ms)"
+                        for n1, n2 in pairwise(lengths) if row[n2] * tolerance < row[n1]]
+        batches = sorted(self.verify)
+        for b1, b2 in pairwise(batches):
+            falling += [f"{n} tokens: batch {b2} ({1e3 * self.verify[b2][n]:.2f} ms) < batch {b1} "
+                        f"({1e3 * self.verify[b1][n]:.2f} ms)" for n in self.verify[b1]
+                        if n in self.verify[b2] and self.verify[b2][n] * 1.05 < self.verify[b1][n]]
+        return [f"not monotone: {'; '.join(falling[:3])}"] if falling else []
 
     @property
     def batch_sizes(self) -> tuple[int, ...]:
@@ -94,8 +131,8 @@ class BatchCostTable:
             return {str(b): {str(n): s for n, s in row.items()} for b, row in rows.items()}
 
         return {"kind": "batch", "verify": table(self.verify), "draft": table(self.draft),
-                "threads": self.threads, "machine": self.machine, "dtype": self.dtype,
-                "context_length": self.context_length}
+                "spread": table(self.spread), "threads": self.threads, "machine": self.machine, "dtype": self.dtype,
+                "context_length": self.context_length, "warnings": self.check()}
 
     @classmethod
     def from_json(cls, data: Mapping) -> BatchCostTable:
@@ -105,15 +142,22 @@ class BatchCostTable:
         if data.get("kind") != "batch":
             raise ValueError("not a batch cost table (measure one with `specpolicy bench batch-latency --out FILE`)")
         return cls(table("verify"), table("draft"), data.get("threads"), data.get("machine", ""),
-                   data.get("dtype", ""), int(data.get("context_length", 0)))
+                   data.get("dtype", ""), int(data.get("context_length", 0)),
+                   table("spread") if "spread" in data else {})
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_json(), indent=2))
 
     @classmethod
-    def load(cls, path: str | Path) -> BatchCostTable:
+    def load(cls, path: str | Path, allow_noisy: bool = False) -> BatchCostTable:
+        """Read a table; a flagged one (:meth:`check`) is refused unless ``allow_noisy``."""
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
             raise ValueError(f"cannot read the batch cost table {path}: {error}") from None
-        return cls.from_json(data)
+        table = cls.from_json(data)
+        problems = table.check()
+        if problems and not allow_noisy:
+            raise ValueError(f"the batch cost table {path} is flagged: {'; '.join(problems)}; remeasure it on a quiet "
+                             "machine (`specpolicy bench batch-latency --out FILE`), or pass --allow-noisy to use it")
+        return table

@@ -75,3 +75,25 @@ def test_concurrent_requests_share_steps_and_finish_with_the_same_tokens(tables)
     assert together.total_seconds == pytest.approx(sum(together.seconds))
     assert together.steps == max(len(t.simulate(4)) for t in tables)
     assert np.all(np.array(together.latency) > 0)
+
+
+@pytest.mark.parametrize(("change", "flag"), [
+    (lambda t: t.verify[1].__setitem__(4, 0.5), "not monotone"),  # a pass over 4 tokens cheaper than over 1
+    (lambda t: t.verify[4].__setitem__(1, 0.9), "not monotone"),  # batch 4 cheaper than batch 2 at 1 token
+    (lambda t: t.spread[2].__setitem__(8, 0.6), "noisy"),
+    (lambda t: t.verify[2].__setitem__(2, float("nan")), "not a positive finite"),
+])
+def test_a_noisy_or_inconsistent_batch_table_is_flagged_and_refused(tmp_path, change, flag):
+    """`bench batch-latency` under load once wrote a non-monotone table (verify 4 < verify 1) without a word."""
+    from specpolicy.batch_costs import BatchCostTable
+
+    table = linear_table()
+    assert table.check() == []
+    bad = BatchCostTable({b: dict(r) for b, r in table.verify.items()}, {b: dict(r) for b, r in table.draft.items()},
+                         spread={b: {n: 0.01 for n in LENGTHS} for b in table.verify})
+    change(bad)
+    assert any(flag in problem for problem in bad.check())
+    bad.save(tmp_path / "bad.json")
+    with pytest.raises(ValueError, match=f"{flag}.*--allow-noisy"):
+        BatchCostTable.load(tmp_path / "bad.json")
+    assert BatchCostTable.load(tmp_path / "bad.json", allow_noisy=True).check()

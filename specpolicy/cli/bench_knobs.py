@@ -56,6 +56,9 @@ def batch_latency(
     rows = [{"batch": str(b), **{f"verify {n}": f"{1e3 * table.verify[b][n]:.1f}" for n in sorted(table.verify[b])},
              **{f"draft {n}": f"{1e3 * table.draft[b][n]:.1f}" for n in sorted(table.draft[b])}} for b in batches]
     emit(rows, fmt, title=f"ms per pass: {table.machine}, {table.threads} thread(s), {table.dtype}")
+    for problem in table.check():
+        stderr.print(f"flagged: {problem}; compare and export refuse it without --allow-noisy (remeasure when the "
+                     "machine is quiet)")
     if out is not None:
         table.save(out)
         stderr.print(f"batch cost table saved to {out}")

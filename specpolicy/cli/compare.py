@@ -68,6 +68,7 @@ class CompareOptions:
     concurrency: int = 1
     batch_costs: Path | None = None
     split: str | None = None
+    allow_noisy: bool = False
 
     def validate(self) -> None:
         """Fail on options that cannot work together, before anything loads."""
@@ -124,6 +125,8 @@ def compare(
                                                    "--batch-costs); 1: one prompt at a time"),
     batch_costs: Path = typer.Option(None, help="batch cost table for --concurrency (`specpolicy bench "
                                                 "batch-latency --out FILE`)"),
+    allow_noisy: bool = typer.Option(False, help="use a --batch-costs table even when it is flagged noisy or not "
+                                                 "monotone"),
     costs: Path = typer.Option(None, help="price replay with this cost table (from `specpolicy bench latency`)"),
     split: str = typer.Option(None, help="evaluate one side of the --sweep store: train or validation (a hash of "
                                          "the prompt id, the split `specpolicy train` holds out)"),
@@ -147,7 +150,8 @@ def compare(
         policies=names, datasets=datasets, mode=mode, sweep=sweep, temperature=temperature, max_samples=max_samples,
         candidates=parse_candidates(candidates) if candidates else None, max_new_tokens=max_new_tokens, seed=seed,
         baseline=baseline, costs=costs, threads=threads, target=target, drafter=drafter, device=device, dtype=dtype,
-        plot=plot, oracle=oracle, concurrency=concurrency, batch_costs=batch_costs, split=split)
+        plot=plot, oracle=oracle, concurrency=concurrency, batch_costs=batch_costs, split=split,
+        allow_noisy=allow_noisy)
     options.validate()
     runs = list(_runs(options))
     if sweep is not None:
@@ -221,7 +225,7 @@ def _runs(options: CompareOptions):
         from specpolicy.batch_costs import BatchCostTable
         from specpolicy.evaluate import evaluate_serving
 
-        batch = BatchCostTable.load(options.batch_costs)
+        batch = BatchCostTable.load(options.batch_costs, allow_noisy=options.allow_noisy)
         yield options.sweep.name, evaluate_serving(store, built, batch, options.concurrency)
         return
     if store is not None:

@@ -18,6 +18,8 @@ def export(
     batch_sizes: str = typer.Option("1-8", help="concurrencies to export a size for, e.g. 1-8"),
     drafter: str = typer.Option(None, help="drafter named in the configs (default: the sweep's drafter)"),
     out: Path = typer.Option(None, help="write the JSON here instead of stdout"),
+    allow_noisy: bool = typer.Option(False, help="use the batch cost table even when it is flagged noisy or not "
+                                                 "monotone"),
 ) -> None:
     """Simulate POLICY serving at each concurrency, then export the vLLM and SGLang configurations that come
     closest to it as the engines run them (vLLM: one drafted block, a verify length per batch size; SGLang:
@@ -30,7 +32,7 @@ def export(
 
     if out is not None and out.is_dir():
         raise fail(f"--out {out} is a folder; pass a file path such as {out / 'export.json'}")
-    costs = BatchCostTable.load(batch_costs)
+    costs = BatchCostTable.load(batch_costs, allow_noisy=allow_noisy)
     batches = parse_candidates(batch_sizes)
     if max(batches) > max(costs.batch_sizes):
         raise fail(f"--batch-sizes go to {max(batches)} but {batch_costs} measured up to {max(costs.batch_sizes)}; "

@@ -18,7 +18,7 @@ from specpolicy.batch_costs import BatchCostTable
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.defaults import BATCH_LATENCY_CONTEXT, BATCH_LATENCY_REPEATS
 from specpolicy.models.target import crop_cache, new_cache, target_forward
-from specpolicy.sweep.latency import _timer, machine_name
+from specpolicy.sweep.latency import _timer, machine_name, quartile_spread
 
 
 def _batch_passes(decoder: SpeculativeDecoder, batch: int, context: int, longest: int, seed: int):
@@ -73,4 +73,5 @@ def measure_batch_costs(decoder: SpeculativeDecoder, batch_sizes: Sequence[int],
         draft={b: {n: statistics.median(t[1:]) for n, t in row.items()} for b, row in draft_t.items()},
         threads=torch.get_num_threads(), machine=machine_name(decoder.device),
         dtype=str(next(decoder.target.parameters()).dtype).removeprefix("torch."), context_length=context_length,
+        spread={b: {n: quartile_spread(t[1:]) for n, t in row.items()} for b, row in verify_t.items()},
     )

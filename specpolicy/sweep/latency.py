@@ -47,7 +47,7 @@ def machine_name(device: torch.device) -> str:
     return f"{model} ({os.cpu_count()} cores)"
 
 
-def _quartile_spread(times: list[float]) -> float:
+def quartile_spread(times: list[float]) -> float:
     """Relative interquartile range of ``times``."""
     q1, _, q3 = statistics.quantiles(times, n=4)
     return (q3 - q1) / statistics.median(times)
@@ -140,7 +140,7 @@ def measure_costs(
         machine=machine_name(decoder.device),
         context_length=context_length,
         repeats=repeats,
-        spread={0: _quartile_spread(ar)} | {b: _quartile_spread(cycle_t[b]) for b in sizes},
+        spread={0: quartile_spread(ar)} | {b: quartile_spread(cycle_t[b]) for b in sizes},
     )
     return replace(table, warnings=tuple(table.check()))
 
