@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from specpolicy.defaults import MAX_BLOCK_SIZE
 from specpolicy.state import DecodeState
 
 
@@ -129,13 +130,13 @@ class CycleSource(Protocol):
 
 
 def check_block_size(block_size: object) -> int:
-    """``block_size`` as an int >= 1, or a ValueError naming it."""
-    if isinstance(block_size, bool) or (not isinstance(block_size, int) and not hasattr(block_size, "__index__")):
-        raise ValueError(f"block size must be an integer >= 1 (1 = autoregressive), got {block_size!r}")
-    size = int(block_size)
-    if size < 1:
-        raise ValueError(f"block size must be an integer >= 1 (1 = autoregressive), got {block_size!r}")
-    return size
+    """``block_size`` as an int in 1..MAX_BLOCK_SIZE, or a ValueError naming it: the one check every entry
+    point (decoder, sessions, plans, transformers' loop, sweeps, the CLI) runs."""
+    valid = not isinstance(block_size, bool) and (isinstance(block_size, int) or hasattr(block_size, "__index__"))
+    if not valid or not 1 <= int(block_size) <= MAX_BLOCK_SIZE:
+        raise ValueError(f"block size must be an integer in 1..{MAX_BLOCK_SIZE} (1 = autoregressive), "
+                         f"got {block_size!r}")
+    return int(block_size)
 
 
 def check_verify_length(verify_length: object, block_size: int) -> int:

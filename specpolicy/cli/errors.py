@@ -7,9 +7,11 @@ the problem and the fix; this module only prints them. Anything else is a bug an
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import os
+import sys
 from collections.abc import Callable
 
 import typer
@@ -35,6 +37,8 @@ def explain(error: BaseException) -> str:
         return f"no such file or folder: {error.filename}"
     if isinstance(error, USER_ERRORS):
         return str(error) or type(error).__name__
+    if isinstance(error, OSError) and error.strerror:  # the system refused a read or write: the user's to fix
+        return f"{error.strerror}: {error.filename or 'while reading or writing'}; check the path, its space and limits"
     return (f"unexpected {type(error).__name__}: {error}. This is a bug in specpolicy; rerun with "
             "`specpolicy --debug ...` and report the traceback")
 
@@ -48,6 +52,10 @@ def guarded(command: Callable) -> Callable:
             return command(*args, **kwargs)
         except (typer.Exit, typer.Abort, typer.TyperException):  # Typer's own usage errors print themselves
             raise
+        except BrokenPipeError:  # the reader of our output left (`| head`): stop quietly, as Unix tools do
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(code=0) from None
         except KeyboardInterrupt:
             if DEBUG["on"]:
                 raise

@@ -16,7 +16,7 @@ from specpolicy.cli.common import (
     stderr,
     stdout,
 )
-from specpolicy.defaults import DEFAULT_POLICY, GENERATE_MAX_NEW_TOKENS
+from specpolicy.defaults import DEFAULT_POLICY, GENERATE_MAX_NEW_TOKENS, MAX_BLOCK_SIZE
 
 
 def generate(
@@ -24,7 +24,8 @@ def generate(
     target: str = TargetOption,
     drafter: str = DrafterOption,
     policy: str = typer.Option(DEFAULT_POLICY, help="block-size policy (ignored when --block-size is given)"),
-    block_size: int = typer.Option(None, "--block-size", "-b", min=1, help="fixed block size B (1 = autoregressive)"),
+    block_size: int = typer.Option(None, "--block-size", "-b", min=1, max=MAX_BLOCK_SIZE,
+                                   help="fixed block size B (1 = autoregressive)"),
     max_new_tokens: int = typer.Option(GENERATE_MAX_NEW_TOKENS, min=1),
     temperature: float = typer.Option(0.0, min=0.0, help="0 = greedy"),
     draft_sampling: bool = DraftSamplingOption,

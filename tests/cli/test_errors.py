@@ -96,3 +96,30 @@ def test_a_hub_id_typo_offline_is_one_message(monkeypatch):
     # the hub reads the variable once, at import: once anything imported it, only the constant switches it
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     fails(["generate", "hi", "--target", "Qwen/Qwen3-4Bx", "-b", "4"], "cannot load target 'Qwen/Qwen3-4Bx'")
+
+
+@pytest.mark.parametrize(("error", "code", "says"), [
+    (BrokenPipeError(32, "Broken pipe"), 0, ""),  # `specpolicy zoo info | head -3`: the reader left, not a bug
+    (OSError(27, "File too large", "runs/x/records.jsonl"), 2, "File too large: runs/x/records.jsonl"),
+    (OSError(30, "Read-only file system", "/ro/out"), 2, "Read-only file system: /ro/out"),
+])
+def test_user_side_os_failures_never_say_bug(error, code, says, capsys):
+    import typer
+
+    from specpolicy.cli.errors import guarded
+
+    def command():
+        raise error
+
+    with pytest.raises(typer.Exit) as exit_info:
+        guarded(command)()
+    assert exit_info.value.exit_code == code
+    printed = capsys.readouterr().err
+    assert "bug" not in printed and says in printed
+
+
+def test_a_block_size_above_the_limit_is_refused_by_generate_before_any_model_work():
+    """`generate -b 10000` once drafted 2,030-token blocks at 0.5 tok/s; sweeps refused the same size."""
+    result = CliRunner().invoke(app, ["generate", "hi", "-b", "10000", "--target", "no-such-model"])
+    assert result.exit_code == 2
+    assert "less than or equal" in result.output and "64" in result.output and "no-such-model" not in result.output

@@ -21,7 +21,7 @@ def test_empty_prompt(decoder):
 
 @pytest.mark.parametrize("size", [0, -3, 2.5, True])
 def test_block_size_below_one_or_not_integer(decoder, size):
-    with pytest.raises(ValueError, match="block size must be an integer >= 1"):
+    with pytest.raises(ValueError, match=r"block size must be an integer in 1\.\.64"):
         decoder.generate([5, 6], size)
 
 
@@ -56,3 +56,14 @@ def test_context_end_stops_cleanly(random_pair):
     decoder = SpeculativeDecoder(target, drafter, max_new_tokens=400, stop_token_ids=[])
     trace = decoder.generate([5] * 500, 16)
     assert trace.stop_reason == "context"
+
+
+def test_every_engine_refuses_a_block_size_above_the_limit(trained_pair):
+    """One check for every entry point: the decoder, a plan, a session (sweeps refused > 64 alone before)."""
+    decoder = SpeculativeDecoder(*trained_pair, max_new_tokens=4)
+    with pytest.raises(ValueError, match=r"block size must be an integer in 1\.\.64"):
+        decoder.generate([5, 6], 10_000)
+    with pytest.raises(ValueError, match=r"1\.\.64"):
+        decoder.start([5, 6]).step(65)
+    with pytest.raises(ValueError, match=r"1\.\.64"):
+        Plan.fixed(65)
