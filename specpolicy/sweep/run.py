@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import platform
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -29,7 +30,7 @@ from specpolicy.sweep.latency import measure_costs, pin_threads
 from specpolicy.sweep.modes import SweepMode
 from specpolicy.sweep.records import RECORD_VERSION, LiveRun, ReferenceRun, ReplayEntry, SweepRecord, prompt_digest
 from specpolicy.sweep.replay import build_replay
-from specpolicy.sweep.store import SweepStore
+from specpolicy.sweep.store import CorruptRecordWarning, SweepStore
 
 MODES = tuple(m.value for m in SweepMode)
 
@@ -139,6 +140,20 @@ def _check_prompts(prompts: Sequence[Prompt]) -> None:
         seen.add(prompt.id)
 
 
+def _check_unchanged(store: SweepStore, prompts: Sequence[Prompt], tokenizer, max_prompt_tokens: int) -> set[str]:
+    """The ids already swept; a ValueError naming every prompt whose tokens no longer match its record."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CorruptRecordWarning)
+        recorded = {r.prompt_id: r.prompt_sha256 for r in store.records()}
+    stale = [p.id for p in prompts if recorded.get(p.id)
+             and recorded[p.id] != prompt_digest(encode_prompt(tokenizer, p, max_prompt_tokens))]
+    if stale:
+        names = ", ".join(repr(s) for s in stale[:5]) + (f" and {len(stale) - 5} more" if len(stale) > 5 else "")
+        raise ValueError(f"prompt {names} changed since it was swept into {store.path} (its tokens no longer match "
+                         "the stored record); sweep into a new --out folder, or restore the prompt text")
+    return set(recorded)
+
+
 def run_sweep(
     settings: SweepSettings,
     out: str,
@@ -164,7 +179,7 @@ def run_sweep(
                                      max_new_tokens=settings.max_new_tokens)
         if store.latency() is None:
             store.write_latency(measure_costs(decoder, settings.candidates))
-        done = store.done_ids()
+        done = _check_unchanged(store, prompts, pair.tokenizer, settings.max_prompt_tokens)
         todo = [(i, p) for i, p in enumerate(prompts) if p.id not in done]
         finished = len(prompts) - len(todo)
         if on_progress:

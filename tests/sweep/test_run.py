@@ -97,3 +97,18 @@ def test_duplicate_prompt_ids_fail_before_any_model_loads(tmp_path):
     prompts = [Prompt.single("a", "x"), Prompt.single("a", "y")]
     with pytest.raises(ValueError, match="prompt id 'a' appears twice"):
         run_sweep(SweepSettings(target="no/such-model"), str(tmp_path / "s"), prompts)
+
+
+def test_resume_refuses_a_prompt_whose_text_changed_naming_it(test_zoo, prompt_file, tmp_path):
+    """Resume skipped prompts by id only, so an edited prompt kept its old record (prompt_sha256 went unread)."""
+    from specpolicy.data.prompts import Prompt
+
+    target, drafter = test_zoo
+    settings = SweepSettings(dataset=str(prompt_file), max_new_tokens=8, max_samples=None, target=str(target),
+                             drafter=str(drafter), candidates=[4])
+    prompts = load_prompts(str(prompt_file))[:3]
+    run_sweep(settings, str(tmp_path / "s"), prompts)
+    edited = [prompts[0], Prompt.single(prompts[1].id, "an entirely different question?"), prompts[2]]
+    with pytest.raises(ValueError, match=rf"{prompts[1].id!r}.*changed since it was swept"):
+        run_sweep(settings, str(tmp_path / "s"), edited)
+    assert len(SweepStore.load(tmp_path / "s").done_ids()) == 3
