@@ -35,8 +35,8 @@ def check_candidates(policy: Policy, available: Sequence[int], confidences: Sequ
     missing = sorted(wanted - set(available))
     if missing:
         raise ValueError(f"policy {policy.name!r} chooses among {sorted(wanted)} but the sweep recorded "
-                         f"{sorted(available)} (missing {missing}); sweep those block sizes or pass "
-                         f"--candidates {','.join(map(str, sorted(available)))}")
+                         f"{sorted(available)} (missing {missing}); sweep them too "
+                         f"(specpolicy sweep --candidates {','.join(map(str, sorted({*available, *missing})))})")
     unread = sorted(policy.confidence_sizes() - set(confidences or [])) if confidences is not None else []
     if unread:
         raise ValueError(f"policy {policy.name!r} reads the drafter's confidences at B = {unread}, which the sweep did "

@@ -194,7 +194,9 @@ class BlockPilotPolicy(LearnedPolicy):
 
     @classmethod
     def load(cls, path: str | Path, candidates: Sequence[int] | None = None) -> BlockPilotPolicy:
-        """Load a saved predictor; a missing or damaged file fails with its name and the fix."""
+        """Load a saved predictor, acting over the classes it was trained on (``candidates`` is not needed: a
+        sweep that lacks one of them is refused by the evaluation); a missing or damaged file fails with its
+        name and the fix."""
         folder = Path(path)
         settings_file, weights_file = folder / SETTINGS_NAME, folder / WEIGHTS_NAME
         for file in (settings_file, weights_file):
@@ -211,10 +213,7 @@ class BlockPilotPolicy(LearnedPolicy):
         if broken:
             raise ValueError(f"BlockPilot weights in {folder} hold NaN or infinite values ({', '.join(broken[:4])}); "
                              "the training diverged: retrain it (e.g. with a lower --lr)")
-        if candidates is not None and not set(settings.candidates) <= set(candidates):
-            raise ValueError(f"predictor {folder} picks among {settings.candidates} but only {sorted(candidates)} "
-                             "are available; pass --candidates " + ",".join(map(str, settings.candidates)))
-        policy = cls(settings)
+        policy = cls(settings)  # over the classes it was trained on, whatever ``candidates`` (a sweep check follows)
         try:
             policy.net.load_state_dict(state)
         except RuntimeError as exc:

@@ -123,3 +123,22 @@ def test_a_block_size_above_the_limit_is_refused_by_generate_before_any_model_wo
     result = CliRunner().invoke(app, ["generate", "hi", "-b", "10000", "--target", "no-such-model"])
     assert result.exit_code == 2
     assert "less than or equal" in result.output and "64" in result.output and "no-such-model" not in result.output
+
+
+def test_generate_with_the_papers_blockpilot_runs_over_its_own_classes(test_zoo):
+    """`generate --policy blockpilot-paper` once failed suggesting --candidates, a flag generate lacks: a learned
+    policy acts over the classes it was trained on, whatever the default candidates."""
+    from specpolicy.registry import create_policy
+
+    policy = create_policy("blockpilot-paper")  # trained over 14..18; the default candidates are 1..32
+    assert policy.choices() == {14, 15, 16, 17, 18}
+
+
+def test_export_names_no_flag_it_lacks(replay_store, tmp_path):
+    from tests.test_serving import linear_table
+
+    linear_table(batches=(1, 2)).save(tmp_path / "batch.json")
+    result = CliRunner().invoke(app, ["export", "fixed32", "--sweep", str(replay_store.path), "--batch-costs",
+                                      str(tmp_path / "batch.json"), "--batch-sizes", "1-2"])
+    assert result.exit_code == 2 and "missing [32]" in result.output
+    assert "pass --candidates" not in result.output and "specpolicy sweep --candidates" in " ".join(result.output.split())
