@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,6 +40,19 @@ class CostTable:
     repeats: int = 0
     spread: Mapping[int, float] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        """Every table, however made (measured, loaded, rescaled, per concurrency), holds positive finite
+        seconds (a drafter pass may be 0, as at B = 1): a zero or NaN made every policy read 0.00x."""
+        def positive(s: float, zero_ok: bool = False) -> bool:
+            return math.isfinite(s) and (s >= 0 if zero_ok else s > 0)
+
+        bad = [] if positive(self.ar_seconds) else [f"ar_seconds = {self.ar_seconds}"]
+        bad += [f"verify_seconds[{b}] = {s}" for b, s in self.verify_seconds.items() if not positive(s)]
+        bad += [f"draft_seconds[{b}] = {s}" for b, s in self.draft_seconds.items() if not positive(s, zero_ok=True)]
+        if bad:
+            raise ValueError(f"a cost table needs positive finite seconds, got {', '.join(bad[:4])}; remeasure it "
+                             "with `specpolicy bench latency --out FILE`")
 
     @property
     def block_sizes(self) -> tuple[int, ...]:

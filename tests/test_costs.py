@@ -58,3 +58,18 @@ def test_uniform_and_rescaled_tables():
     assert flat.cycle_seconds(16) == flat.cycle_seconds(1) == 1.0
     assert uniform_costs([16], per_token=0.1).cycle_seconds(16) == pytest.approx(2.5)
     assert flat.rescaled(2.0).seconds([4, 16]) == 4.0
+
+
+@pytest.mark.parametrize(("field", "value"), [("ar_seconds", 0.0), ("ar_seconds", float("nan")),
+                                              ("verify_seconds", -0.002), ("draft_seconds", float("inf"))])
+def test_a_cost_table_with_zero_negative_or_nan_seconds_is_refused_naming_it(tmp_path, field, value):
+    """Such tables were accepted: every policy read 0.00x and train used them without comment."""
+    from specpolicy.costs import CostTable, uniform_costs
+
+    data = uniform_costs((1, 4, 16), 0.005, per_token=0.1).to_json()
+    if field == "ar_seconds":
+        data[field] = value
+    else:
+        data[field]["4"] = value
+    with pytest.raises(ValueError, match=r"positive finite"):
+        CostTable.from_json(data)

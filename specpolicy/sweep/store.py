@@ -83,6 +83,8 @@ def _last_byte(file: Path) -> bytes:
         return handle.read(1)
 
 
+BEFORE_META = {".lock", "features", "meta.tmp"}
+"""what :meth:`SweepStore.open` writes before meta.json (a kill in between leaves only these)"""
 SPLITS = ("train", "validation")
 """the two sides of a store split by a hash of the prompt id (what ``specpolicy train`` holds out)"""
 
@@ -124,9 +126,9 @@ class SweepStore:
             raise ValueError(f"--out {path} lies under the file {blocking}; pass a folder path")
         meta_file = path / "meta.json"
         if not meta_file.exists():
-            if path.is_dir() and any(path.iterdir()):
+            if path.is_dir() and any(p.name not in BEFORE_META for p in path.iterdir()):
                 raise ValueError(f"{path} is a non-empty folder without meta.json; pass a new or empty --out folder")
-            return
+            return  # new, empty, or a store killed before its meta.json was written: nothing recorded yet
         try:
             existing = json.loads(meta_file.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):

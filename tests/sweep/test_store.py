@@ -213,3 +213,15 @@ def test_a_split_of_any_store_is_its_validation_hash_side(replay_store):
     assert train_ids | validation_ids == {r.prompt_id for r in replay_store.records()}
     with pytest.raises(ValueError, match="unknown split 'valid'.*train, validation"):
         SweepStore.load(replay_store.path, split="valid")
+
+
+def test_a_store_killed_before_its_meta_was_written_resumes(tmp_path):
+    """A kill between taking the lock and writing meta.json left a store no sweep could resume."""
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / ".lock").touch()
+    (tmp_path / "s" / "features").mkdir()
+    (tmp_path / "s" / "meta.tmp").write_text('{"schema": ')  # a torn write of meta.json's temporary file
+    SweepStore.check_resumable(tmp_path / "s", {"candidates": [4]})  # no error: nothing was recorded yet
+    (tmp_path / "s" / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="non-empty folder without meta.json"):
+        SweepStore.check_resumable(tmp_path / "s", {"candidates": [4]})
