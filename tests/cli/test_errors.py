@@ -141,4 +141,5 @@ def test_export_names_no_flag_it_lacks(replay_store, tmp_path):
     result = CliRunner().invoke(app, ["export", "fixed32", "--sweep", str(replay_store.path), "--batch-costs",
                                       str(tmp_path / "batch.json"), "--batch-sizes", "1-2"])
     assert result.exit_code == 2 and "missing [32]" in result.output
-    assert "pass --candidates" not in result.output and "specpolicy sweep --candidates" in " ".join(result.output.split())
+    said = " ".join(result.output.split())
+    assert "pass --candidates" not in said and "specpolicy sweep --candidates" in said
