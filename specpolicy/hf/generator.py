@@ -156,6 +156,9 @@ def install(model: PreTrainedModel, plans: PlanFactory, on_generator: Callable[[
 
     Other generation modes keep transformers' own generators. Returns the function that undoes it.
     """
+    if getattr(model.__dict__.get("_get_candidate_generator"), "specpolicy", False):
+        raise ValueError("a specpolicy policy is already attached to this model; detach it first (leave its `with "
+                         "hf.attach(...)` block or call .detach()), then attach the next one")
     original = model._get_candidate_generator
 
     def candidate_generator(**kwargs: Any) -> Any:
@@ -170,6 +173,7 @@ def install(model: PreTrainedModel, plans: PlanFactory, on_generator: Callable[[
         on_generator(generator)
         return generator
 
+    candidate_generator.specpolicy = True  # marks our attachment, so a second one is refused
     model._get_candidate_generator = candidate_generator
 
     def uninstall() -> None:

@@ -128,6 +128,15 @@ def test_attach_restores_transformers_generator(pair, assistant, held_out):
     assert type(pair.target)._get_candidate_generator is cls_method
 
 
+def test_attaching_a_second_policy_is_refused_until_the_first_detaches(pair):
+    """A second attach once silently switched the first off (its cycles stayed empty)."""
+    with hf.attach(pair.target, 4), pytest.raises(ValueError, match="already attached.*detach"):
+        hf.attach(pair.target, 8)
+    with hf.attach(pair.target, 8):  # the first detached: free again
+        pass
+    assert "_get_candidate_generator" not in pair.target.__dict__
+
+
 def test_sampling_runs_through_speculative_sampling(pair, assistant, costs, held_out):
     torch.manual_seed(0)
     tensor = torch.tensor([held_out[0]])
