@@ -28,6 +28,15 @@ def observe(state: DecodeState, prompt_id: str = "", costs: CostTable | None = N
     return PromptObservation(to_numpy(state.prefill_logits), state.prompt_length, prompt_id, costs)
 
 
+def check_live(policies: Sequence[Policy]) -> None:
+    """Refuse, naming them, policies that plan from a sweep's measurements (oracles): they cannot decode live.
+    Every live entry point (decode, evaluate_live, compare, generate, transformers' generate) runs it first."""
+    oracles = [policy.name for policy in policies if policy.needs_sweep]
+    if oracles:
+        raise ValueError(f"{', '.join(oracles)} reads a sweep store and cannot decode live; use --mode replay, or a "
+                         "deployable policy such as blockpilot-guard, adaptive or fixed16")
+
+
 def decode(decoder: SpeculativeDecoder, prompt_ids: Sequence[int], policy: Policy, *, prompt_id: str = "",
            costs: CostTable | None = None, max_new_tokens: int | None = None, seed: int = 0) -> DecodeTrace:
     """Decode one prompt live with ``policy``.
@@ -35,8 +44,7 @@ def decode(decoder: SpeculativeDecoder, prompt_ids: Sequence[int], policy: Polic
     1. Prefill (:meth:`SpeculativeDecoder.start`). 2. The policy plans from the prefill observation
     (its time counts in the decode's, as in deployment). 3. The plan runs cycle by cycle.
     """
-    if policy.needs_sweep:
-        raise ValueError(f"policy {policy.name!r} reads a sweep store and cannot run live; use --mode replay")
+    check_live([policy])
     session = decoder.start(prompt_ids, max_new_tokens=max_new_tokens, seed=seed)
     if not session.done:
         run(session, policy.plan(observe(session.state, prompt_id, costs)))

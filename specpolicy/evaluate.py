@@ -16,7 +16,7 @@ from specpolicy.batch_costs import BatchCostTable
 from specpolicy.costs import CostTable
 from specpolicy.cycles import mean_acceptance
 from specpolicy.decoding import SpeculativeDecoder, plain_decode
-from specpolicy.engine import decode
+from specpolicy.engine import check_live, decode
 from specpolicy.metrics import PolicyResults, PromptResult
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Policy, PromptObservation, check_vocabulary, oracle_label
 from specpolicy.replay_table import ReplayTable
@@ -175,9 +175,7 @@ def evaluate_live(
     Measured speedups divide by plain AR decoding of the same prompt (:func:`plain_decode`, the work
     of transformers' ``generate``). ``costs``: the table cost-aware policies read.
     """
-    for policy in policies:
-        if policy.needs_sweep:
-            raise ValueError(f"policy {policy.name!r} reads a sweep store and cannot run live; use --mode replay")
+    check_live(policies)
     results = [PolicyResults(p.name, "measured") for p in policies]
     for n, (prompt_id, ids) in enumerate(prompts):
         runners = [None, *range(len(policies))]  # None = plain AR

@@ -208,9 +208,10 @@ def _runs(options: CompareOptions):
         chosen = options.candidates or list(DEFAULT_CANDIDATES)
     registry = get_registry()
     built = [registry.create(name, chosen) for name in options.policies]
-    oracles = [p.name for p in built if p.needs_sweep]
-    if options.mode is Mode.live and oracles:
-        raise ValueError(f"{', '.join(oracles)} reads a sweep store and cannot run live; drop it or use --mode replay")
+    if options.mode is Mode.live:
+        from specpolicy.engine import check_live
+
+        check_live(built)
     if store is None:  # a sweep's features are checked by evaluate_replay
         from specpolicy.models.loading import target_vocab_size
 

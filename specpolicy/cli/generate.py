@@ -38,7 +38,7 @@ def generate(
     print the text, then the block sizes, tau and tokens/s on stderr."""
     from specpolicy.data.prompts import Prompt, encode_prompt
     from specpolicy.decoding import SpeculativeDecoder
-    from specpolicy.engine import decode
+    from specpolicy.engine import check_live, decode
     from specpolicy.models import load_pair
     from specpolicy.models.loading import target_vocab_size
     from specpolicy.policy import check_vocabulary
@@ -53,8 +53,8 @@ def generate(
         raise fail("the prompt is not valid UTF-8 text (check the terminal's encoding); pass UTF-8 text") from None
     check_draft_sampling(draft_sampling, temperature)
     chosen = None if block_size is not None else get_registry().create(policy)
-    if chosen is not None and chosen.needs_sweep:
-        raise ValueError(f"policy {policy!r} reads a sweep store and cannot decode live")
+    if chosen is not None:
+        check_live([chosen])
     if chosen is not None:
         check_vocabulary([chosen], target_vocab_size(target), f"target {target!r}")
     pin_threads(threads)

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from specpolicy.cycles import DraftedBlock, Plan
-from specpolicy.envs.replay_data import OBSERVATION_BOUND
+from specpolicy.envs.replay_data import prompt_features
 from specpolicy.features import compact, get_extractor
 from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.state import DecodeState
@@ -53,6 +53,7 @@ class AgentSpec:
             raise ValueError(f"unknown agent granularity {self.granularity!r}; use one of {', '.join(GRANULARITIES)}")
         if self.granularity != "prompt" and self.budget < 1:
             raise ValueError(f"a per-cycle agent needs the decodes' token budget (budget >= 1), got {self.budget}")
+        get_extractor(self.features)  # an unknown feature name fails here, naming the known ones
         object.__setattr__(self, "candidates", tuple(int(c) for c in self.candidates))
 
     @classmethod
@@ -79,7 +80,6 @@ class AgentPolicy(Policy):
         super().__init__(spec.candidates)
         self.agent, self.spec, self.name = agent, spec, name
         self.per_step = spec.granularity != "prompt"
-        self._extract = get_extractor(spec.features) if spec.granularity == "prompt" else None
 
     def vocabulary(self) -> int | None:
         """Per-prompt agents on raw logits read one vocabulary; compact features fit any target."""
@@ -92,8 +92,8 @@ class AgentPolicy(Policy):
 
     def select(self, observation: PromptObservation) -> int:
         if self.spec.granularity == "prompt":
-            features = self._extract(observation.logits[None], np.array([observation.prompt_length]))[0]
-            return self._act(np.clip(features, -OBSERVATION_BOUND, OBSERVATION_BOUND).astype(np.float32))
+            lengths = np.array([observation.prompt_length])
+            return self._act(prompt_features(self.spec.features, observation.logits[None], lengths)[0])
         return super().select(observation)
 
     def step(self, state: DecodeState, observation: PromptObservation) -> int:

@@ -11,9 +11,8 @@ from gymnasium import spaces
 
 from specpolicy.arrays import to_numpy
 from specpolicy.defaults import COST_WEIGHT
-from specpolicy.envs.replay_data import OBSERVATION_BOUND, ReplayData
+from specpolicy.envs.replay_data import OBSERVATION_BOUND, ReplayData, prompt_features
 from specpolicy.envs.rewards import check_reward
-from specpolicy.features import get_extractor
 
 
 class BlockSizeEnv(gym.Env):
@@ -46,7 +45,7 @@ class BlockSizeEnv(gym.Env):
 
             self.live, self.cost_weight = LiveSource(**(live or {})), cost_weight
             self.candidates = self.live.candidates
-            self._extract, self.reward = get_extractor(features), reward
+            self.reward = reward
             dim = self._observe(self.live.start(np.random.default_rng(0))[0]).shape[0]
         self.observation_space = spaces.Box(-OBSERVATION_BOUND, OBSERVATION_BOUND, (dim,), np.float32)
         self.action_space = spaces.Discrete(len(self.candidates))
@@ -89,8 +88,7 @@ class BlockSizeEnv(gym.Env):
     def _observe(self, session) -> np.ndarray:
         """The prefill features of a live session [d], clipped as the replay observations are."""
         lengths = np.array([session.state.prompt_length])
-        features = self._extract(to_numpy(session.state.prefill_logits)[None], lengths)[0]
-        return np.clip(features, -OBSERVATION_BOUND, OBSERVATION_BOUND).astype(np.float32)
+        return prompt_features(self.features, to_numpy(session.state.prefill_logits)[None], lengths)[0]
 
     def _decode(self, size: int) -> tuple[float, dict]:
         """Decode the episode's prompt afresh at ``size``: the measured reward and the info."""

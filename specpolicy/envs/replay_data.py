@@ -17,6 +17,13 @@ from specpolicy.sweep.store import SweepStore
 OBSERVATION_BOUND = 1e4
 
 
+def prompt_features(features: str, logits: np.ndarray, prompt_lengths: np.ndarray) -> np.ndarray:
+    """The per-prompt environment's observations: ``features`` of the prefill logits [n, V] and lengths [n],
+    clipped to +-OBSERVATION_BOUND, float32 [n, d] (replay, live and an agent deployed as a policy alike)."""
+    observed = get_extractor(features)(logits, prompt_lengths)
+    return np.clip(observed, -OBSERVATION_BOUND, OBSERVATION_BOUND).astype(np.float32)
+
+
 SHIPPED_SPLITS = {"train": "sharegpt-train", "validation": "sharegpt-train", "test": "sharegpt"}
 """the zoo's shipped replay sweeps: ShareGPT's training store, split by a hash of the prompt id into ``train``
 and ``validation`` (the prompts ``specpolicy train`` holds out), and the held-out store ``test``"""
@@ -63,7 +70,7 @@ class ReplayData:
         candidates = store.candidates
         logits = store.feature_matrix(records)
         lengths = np.array([r.prompt_length for r in records])
-        obs = np.clip(get_extractor(features)(logits, lengths), -OBSERVATION_BOUND, OBSERVATION_BOUND)
+        obs = prompt_features(features, logits, lengths)
         taus = store.tau_matrix(records)
         tables = [r.table() if r.replay is not None else None for r in records]
         latency = store.latency()
@@ -81,5 +88,5 @@ class ReplayData:
             else:
                 tokens = np.array([t.tokens() for t in tables], dtype=np.float64)[:, None]
                 rewards = tokens / seconds
-        return cls(store, candidates, obs.astype(np.float32), rewards, taus, tables,
+        return cls(store, candidates, obs, rewards, taus, tables,
                    [r.prompt_id for r in records], latency)

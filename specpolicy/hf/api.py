@@ -44,9 +44,9 @@ def resolve_policy(policy: PolicyLike, candidates: Sequence[int] | None = None) 
         policy = registry.create(policy, candidates) if candidates else registry.create(policy)
     if not isinstance(policy, Policy):
         return check_block_size(policy)
-    if policy.needs_sweep:
-        raise ValueError(f"policy {policy.name!r} reads a sweep's answers and cannot decode live; pick a "
-                         "deployable policy such as blockpilot-guard, adaptive or fixed16")
+    from specpolicy.engine import check_live
+
+    check_live([policy])
     return policy
 
 

@@ -29,7 +29,8 @@ import torch
 from transformers import Qwen3Config
 
 from specpolicy.hf.compat import require_dflash_support
-from specpolicy.models.dflash import DFlashDrafter, cast_keeping_rotary, infer_target_layers
+from specpolicy.models.dflash import DFlashDrafter, cast_keeping_rotary
+from specpolicy.models.dflash_config import infer_target_layers
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from specpolicy.models.dflash import DFlashDrafter, default_target_layer_ids
+from specpolicy.models.dflash import DFlashDrafter
+from specpolicy.models.dflash_config import default_target_layer_ids
 from specpolicy.models.loading import ModelPair, load_drafter, load_pair, load_target
 
 __all__ = ["DFlashDrafter", "ModelPair", "default_target_layer_ids", "load_drafter", "load_pair", "load_target"]

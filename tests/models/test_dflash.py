@@ -7,7 +7,8 @@ import json
 import pytest
 import torch
 
-from specpolicy.models.dflash import DFlashDrafter, default_target_layer_ids
+from specpolicy.models.dflash import DFlashDrafter
+from specpolicy.models.dflash_config import default_target_layer_ids
 from specpolicy.models.loading import check_compatible, load_drafter
 from specpolicy.models.target import new_cache, target_forward
 from specpolicy.models.testing import make_drafter, make_target
