@@ -11,9 +11,11 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from specpolicy.defaults import MAX_LATENCY_SPREAD
 
@@ -94,6 +96,21 @@ class CostTable:
     def cycles_seconds(self, cycles: Iterable) -> float:
         """Modelled seconds of :class:`~specpolicy.cycles.CycleRecord` s (each priced at its B and L)."""
         return sum(self.split_cycle_seconds(c.block_size, c.verify_length) for c in cycles)
+
+    def fastest(self, cycles_per_token: np.ndarray, candidates: Sequence[int]) -> np.ndarray:
+        """Per prompt, the candidate index with the fewest expected seconds per token under this table.
+
+        ``cycles_per_token``: float [n, C], a policy's machine-free prediction for each of ``candidates``;
+        seconds per token = cycles per token x one cycle's seconds. Ties go to the larger block, so a
+        flatter table never picks a smaller one. Returns int64 [n].
+        """
+        missing = [b for b in candidates if b not in self.verify_seconds]
+        if missing:
+            raise ValueError(f"the cost table has no entry for block sizes {missing} (it has {list(self.block_sizes)}); "
+                             f"remeasure with `specpolicy bench latency --candidates ...` including them")
+        seconds = np.atleast_2d(cycles_per_token) * np.array([self.cycle_seconds(b) for b in candidates])
+        flipped = seconds[:, ::-1]  # argmin returns the first minimum: read from the largest block down
+        return (len(candidates) - 1 - flipped.argmin(axis=1)).astype(np.int64)
 
     def in_ar_steps(self, block_size: int) -> float:
         """Cost of one cycle at ``block_size`` in plain AR steps."""

@@ -45,6 +45,11 @@ BLOCKPILOT_EPOCHS = 100
 """upper bound on BlockPilot's epochs (early stopping ends most runs sooner)"""
 BLOCKPILOT_BATCH_SIZE = 32
 """BlockPilot's minibatch size"""
+BLOCKPILOT_WEIGHT_DECAY = 0.0
+"""BlockPilot's decoupled weight decay (AdamW; 0 is the paper's Adam)"""
+BLOCKPILOT_OBJECTIVE = "cycles"
+"""what ``specpolicy train blockpilot`` fits: cycles per token of every candidate (portable, priced at
+decision time with the machine's cost table); ``cross_entropy`` classifies labels as the paper"""
 PATIENCE = 15
 """epochs without validation improvement before a learned policy stops training"""
 VALIDATION_SHARE = 0.2

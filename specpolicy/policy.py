@@ -147,6 +147,22 @@ class LearnedPolicy(Policy):
 
     training_options: tuple[str, ...] = ()
     """the ``specpolicy train`` options this family reads (e.g. ``epochs``); any other one given is refused"""
+    validated_with: CostTable | None = None
+    """the cost table a portable policy's training validated its choices with: its fallback when an
+    observation carries none"""
+
+    def fastest_choices(self, cycles_per_token: np.ndarray, tables: Sequence[CostTable | None]) -> list[int]:
+        """Block sizes from predicted cycles per token [n, C] of :attr:`candidates`: per prompt, the fewest
+        expected seconds per token under its table (``None``: :attr:`validated_with`)."""
+        chosen = []
+        for row, table in zip(np.atleast_2d(cycles_per_token), tables, strict=True):
+            table = table if table is not None else self.validated_with
+            if table is None:
+                raise ValueError(f"{self.name} predicts cycles per token and was validated with no cost table, so "
+                                 "it needs one to choose: evaluate it from a sweep with latency.json, or pass "
+                                 "--costs FILE (measure one with `specpolicy bench latency --out FILE`)")
+            chosen.append(self.candidates[int(table.fastest(row[None], self.candidates)[0])])
+        return chosen
 
     def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0, **options: object
             ) -> dict:
@@ -169,8 +185,10 @@ class TrainingSet:
     ``logits``: float32 [n, V]; ``prompt_lengths``: [n]; ``labels``: candidate indices [n];
     ``taus``: float [n, C] (tau of every candidate); ``prompt_ids``: [n]; ``values``: float [n, C],
     what each candidate is worth (higher is better: minus relative time for time labels, tau for tau
-    labels; default ``taus``), which cost-sensitive objectives maximise. ``episodes``: the prompts'
-    replay tables (per-cycle learners roll out on them) and ``costs``: the table time is priced with.
+    labels; default ``taus``), which cost-sensitive objectives maximise. ``cycles_per_token``: float
+    [n, C], cycles a fixed block size of each candidate runs per committed token (machine-free: what
+    portable policies predict; default ``1 / taus``). ``episodes``: the prompts' replay tables
+    (per-cycle learners roll out on them) and ``costs``: the table time is priced with.
     """
 
     logits: np.ndarray
@@ -182,10 +200,13 @@ class TrainingSet:
     values: np.ndarray | None = None
     episodes: list | None = field(default=None, repr=False)
     costs: CostTable | None = field(default=None, repr=False)
+    cycles_per_token: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.values is None:
             self.values = self.taus
+        if self.cycles_per_token is None:
+            self.cycles_per_token = 1.0 / np.maximum(np.asarray(self.taus, dtype=np.float64), 1.0)
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -193,7 +214,8 @@ class TrainingSet:
     def subset(self, index: np.ndarray) -> TrainingSet:
         return TrainingSet(self.logits[index], self.prompt_lengths[index], self.labels[index], self.taus[index],
                            self.candidates, [self.prompt_ids[i] for i in index], self.values[index],
-                           [self.episodes[i] for i in index] if self.episodes is not None else None, self.costs)
+                           [self.episodes[i] for i in index] if self.episodes is not None else None, self.costs,
+                           self.cycles_per_token[index])
 
     def observations(self) -> list[PromptObservation]:
         return [PromptObservation(self.logits[i], int(self.prompt_lengths[i]), self.prompt_ids[i])

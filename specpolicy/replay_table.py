@@ -126,9 +126,11 @@ class ReplayTable:
         """Tokens every schedule commits after prefill (lossless: the same output whatever the sizes)."""
         return max(0, min(self.budget, self.output_length) - 1)
 
-    def fixed_seconds(self, costs: CostTable) -> dict[int, float]:
-        """Modelled decode seconds of every candidate as a fixed block size."""
-        return {b: costs.seconds(c.block_size for c in self.simulate(b)) for b in self.candidates}
+    def fixed_seconds(self, costs: CostTable, candidates: Sequence[int] | None = None) -> dict[int, float]:
+        """Modelled decode seconds of each of ``candidates`` (default: every one) as a fixed block size; the
+        table needs entries for these sizes only."""
+        sizes = self.candidates if candidates is None else candidates
+        return {b: costs.seconds(c.block_size for c in self.simulate(b)) for b in sizes}
 
     def fastest_fixed(self, costs: CostTable, candidates: Sequence[int] | None = None,
                       training_block_size: int = TRAINING_BLOCK_SIZE) -> int:
@@ -137,7 +139,7 @@ class ReplayTable:
         Ties go to the candidate nearest ``training_block_size``, then the smaller.
         """
         sizes = tuple(self.candidates if candidates is None else candidates)
-        seconds = self.fixed_seconds(costs)
+        seconds = self.fixed_seconds(costs, sizes)
         return sizes[oracle_label([-seconds[b] for b in sizes], sizes, training_block_size)]
 
     def cost_to_go(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,

@@ -2,7 +2,9 @@
 
     specpolicy train blockpilot --sweep runs/sweep-train --out runs/blockpilot
 
-Labels: per prompt, the fastest candidate by modelled time (default), or the argmax of tau (the paper).
+What a policy learns is its family's: BlockPilot and the sklearn baselines predict, per prompt, the cycles
+per token of every candidate (machine-free; the machine's cost table prices them when the policy runs).
+Classifiers learn labels: the fastest candidate by modelled time, or the argmax of tau (the paper).
 Prompts are split by a hash of their id into train / validation (early stopping), so nothing is
 validated on what it trained on. ``--shuffle-labels`` trains the control that must not beat chance.
 """
@@ -52,10 +54,13 @@ class TrainArgs:
     """BlockPilot Adam learning rate (the paper's 1e-5)"""
     batch_size: int = defaults.BLOCKPILOT_BATCH_SIZE
     """BlockPilot batch size"""
+    weight_decay: float = defaults.BLOCKPILOT_WEIGHT_DECAY
+    """BlockPilot decoupled weight decay (AdamW)"""
     patience: int = defaults.PATIENCE
     """epochs without validation improvement before stopping"""
-    objective: str = "cross_entropy"
-    """BlockPilot loss: cross_entropy (classify the labels, as the paper) or expected_value (cost-sensitive)"""
+    objective: str = defaults.BLOCKPILOT_OBJECTIVE
+    """BlockPilot loss: cycles (predict cycles per token of every block size: portable), cross_entropy
+    (classify the labels, as the paper) or expected_value (cost-sensitive classification)"""
     shuffle_labels: bool = False
     """control: train on outcomes (labels, taus and values) permuted across prompts"""
     seed: int = 0
@@ -72,10 +77,11 @@ def restrict(data: TrainingSet, window: int, training_block_size: int) -> Traini
     candidates = tuple(data.candidates[j] for j in keep)
     values = data.values[:, keep]
     labels = np.array([oracle_label(row, candidates, training_block_size) for row in values])
-    return replace(data, labels=labels, taus=data.taus[:, keep], candidates=candidates, values=values)
+    return replace(data, labels=labels, taus=data.taus[:, keep], candidates=candidates, values=values,
+                   cycles_per_token=data.cycles_per_token[:, keep])
 
 
-FIT_OPTIONS = ("epochs", "lr", "batch_size", "patience", "objective")
+FIT_OPTIONS = ("epochs", "lr", "batch_size", "weight_decay", "patience", "objective")
 """the options ``fit`` receives, where the family reads them (shape options go to its untrained builder)"""
 FAMILY_OPTIONS = ("hidden", "depth", "dropout", "preprocess", *FIT_OPTIONS)
 
@@ -118,9 +124,10 @@ def main(args: TrainArgs) -> dict:
     training_block_size = int(store.meta.get("training_block_size", TRAINING_BLOCK_SIZE))
     if args.window is not None:
         data = restrict(data, args.window, training_block_size)
-    if args.shuffle_labels:  # break the link between features and outcomes (labels and taus together)
+    if args.shuffle_labels:  # break the link between features and outcomes (every per-prompt outcome together)
         order = np.random.default_rng(args.seed).permutation(len(data))
         data.labels, data.taus, data.values = data.labels[order], data.taus[order], data.values[order]
+        data.cycles_per_token = data.cycles_per_token[order]
     train, validation = split_by_prompt(data, args.validation_share, args.seed)
     if len(train) < 2:
         raise ValueError(f"sweep {args.sweep} has {len(data)} usable prompts; sweep more prompts to train on")
@@ -136,7 +143,8 @@ def main(args: TrainArgs) -> dict:
             float((validation.labels == majority).mean()) if len(validation) else None
         ),
         "seconds": round(time.time() - start, 2), "sweep": str(args.sweep), "sweep_models": store.meta.get("models"),
-        "costs": (costs or store.latency()).to_json() if args.label == "time" else None,
+        "labels_priced_with": (costs or store.latency()).to_json()
+        if args.label == "time" and summary.get("predicts", "label") == "label" else None,
     })
     if hasattr(policy, "settings"):
         policy.settings.metadata = {k: v for k, v in summary.items() if k != "history"} | args.extra

@@ -9,6 +9,7 @@ import numpy as np
 from specpolicy.costs import CostTable
 from specpolicy.defaults import VALIDATION_SHARE
 from specpolicy.policy import TRAINING_BLOCK_SIZE, TrainingSet, oracle_label
+from specpolicy.replay_table import ReplayTable
 from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore, in_validation
 
@@ -32,7 +33,7 @@ def candidate_values(store: SweepStore, records: list[SweepRecord], candidates: 
                          + " (use --label tau, or sweep with `specpolicy sweep --mode replay`)")
     values = np.empty((len(records), len(candidates)))
     for i, table in enumerate(r.table() for r in records):
-        seconds = table.fixed_seconds(costs)
+        seconds = table.fixed_seconds(costs, candidates)
         ar = max(1, table.tokens()) * costs.ar_seconds
         values[i] = [-seconds[b] / ar for b in candidates]
     return values
@@ -58,6 +59,7 @@ def training_set(store: SweepStore, label: str = "time", candidates: Sequence[in
     if not records:
         raise ValueError(f"sweep store {store.path} has no valid records")
     values = candidate_values(store, records, candidates, label, costs)
+    tables = [r.table() if r.replay is not None else None for r in records]
     labels = np.array([oracle_label(row, candidates, training) for row in values], dtype=np.int64)
     return TrainingSet(
         logits=store.feature_matrix(records),
@@ -67,9 +69,16 @@ def training_set(store: SweepStore, label: str = "time", candidates: Sequence[in
         candidates=candidates,
         prompt_ids=[r.prompt_id for r in records],
         values=values,
-        episodes=[r.table() if r.replay is not None else None for r in records],
+        episodes=tables,
         costs=costs if costs is not None else store.latency(),
+        cycles_per_token=None if None in tables else np.array([cycles_per_token(t, candidates) for t in tables]),
     )
+
+
+def cycles_per_token(table: ReplayTable, candidates: Sequence[int]) -> list[float]:
+    """Cycles each candidate runs as a fixed block size per committed token: exact from the replay, [C]."""
+    tokens = max(1, table.tokens())
+    return [len(table.simulate(b)) / tokens for b in candidates]
 
 
 def split_by_prompt(data: TrainingSet, validation_share: float = VALIDATION_SHARE,

@@ -81,7 +81,7 @@ class ReplayData:
         else:
             if latency is None or any(t is None for t in tables):
                 raise ValueError(f"reward {reward} needs a replay sweep with latency.json")
-            per_table = [t.fixed_seconds(latency) for t in tables]
+            per_table = [t.fixed_seconds(latency, candidates) for t in tables]
             seconds = np.array([[fixed[b] for b in candidates] for fixed in per_table])
             if reward == "seconds":
                 rewards = -seconds / latency.ar_seconds

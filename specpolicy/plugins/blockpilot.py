@@ -1,7 +1,17 @@
-"""BlockPilot: an MLP that reads the target's raw last-token logits and picks the block size.
+"""BlockPilot: an MLP that reads the target's raw last-token logits and predicts, per block size, the
+cycles a decode would run per token; the observation's cost table turns that into a choice.
 
 Architecture (BlockPilot, reference §1): Linear(V -> h) + ReLU + dropout 0.2, then ``depth - 1``
-residual blocks Linear(h -> h) + ReLU + dropout, then Linear(h -> number of candidates).
+residual blocks Linear(h -> h) + ReLU + dropout, then Linear(h -> number of candidates), over
+inputs standardised with the training set's mean and spread. What the heads mean is ``predicts``:
+
+- ``cycles_per_token`` (the default, portable): expected cycles per committed token of each
+  candidate as a fixed block size, a property of the model pair and the prompt that no machine
+  changes. At decision time the policy picks the fewest expected seconds per token under
+  ``observation.costs`` (:meth:`CostTable.fastest`), falling back to the table it was validated with.
+- ``label``: class scores of the paper's classifier (tau labels) or of a time-label classifier, whose
+  answer is the training machine's.
+
 Options cover the paper's ablations: hidden size, depth, candidate window (k) and input
 preprocessing (raw / normalised / softmax).
 """
@@ -19,28 +29,25 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from specpolicy.arrays import to_numpy
-from specpolicy.defaults import (
-    BLOCKPILOT_BATCH_SIZE,
-    BLOCKPILOT_DEPTH,
-    BLOCKPILOT_DROPOUT,
-    BLOCKPILOT_EPOCHS,
-    BLOCKPILOT_HIDDEN,
-    BLOCKPILOT_LR,
-    PATIENCE,
-)
+from specpolicy.costs import CostTable
+from specpolicy.defaults import BLOCKPILOT_DEPTH, BLOCKPILOT_DROPOUT, BLOCKPILOT_HIDDEN, BLOCKPILOT_OBJECTIVE
 from specpolicy.features import get_extractor
 from specpolicy.policy import DEFAULT_CANDIDATES, LearnedPolicy, PromptObservation, TrainingSet
 
 PREPROCESS = {"raw": "logits", "normalised": "normalised", "softmax": "softmax"}
+PREDICTS = ("cycles_per_token", "label")
 SETTINGS_NAME = "blockpilot.json"
-OBJECTIVES = ("cross_entropy", "expected_value", "expected_tau")
 WEIGHTS_NAME = "model.safetensors"
 
 
 @dataclass
 class BlockPilotSettings:
-    """Shape and input of the predictor (saved next to the weights)."""
+    """Shape, input and output meaning of the predictor (saved next to the weights).
+
+    ``predicts``: what the heads estimate (see the module docstring; files from before it existed held
+    classifiers). ``metadata["validated_with"]``: the cost table early stopping priced choices with,
+    the fallback when an observation carries none.
+    """
 
     vocab_size: int
     candidates: list[int] = field(default_factory=lambda: list(DEFAULT_CANDIDATES))
@@ -48,27 +55,32 @@ class BlockPilotSettings:
     depth: int = BLOCKPILOT_DEPTH
     dropout: float = BLOCKPILOT_DROPOUT
     preprocess: str = "raw"
+    predicts: str = "label"
     metadata: dict = field(default_factory=dict)
 
     def validate(self) -> None:
         if self.preprocess not in PREPROCESS:
             raise ValueError(f"unknown preprocessing {self.preprocess!r}; use raw, normalised or softmax")
+        if self.predicts not in PREDICTS:
+            raise ValueError(f"unknown prediction {self.predicts!r}; use one of {', '.join(PREDICTS)}")
         if self.depth < 1 or self.hidden < 1:
             raise ValueError(f"depth and hidden must be >= 1, got depth={self.depth}, hidden={self.hidden}")
 
 
 class BlockPilotNet(nn.Module):
-    """logits features [n, V] -> candidate scores [n, C]."""
+    """features [n, V] -> candidate outputs [n, C] (inputs standardised by the ``shift``/``scale`` buffers)."""
 
     def __init__(self, settings: BlockPilotSettings) -> None:
         super().__init__()
+        self.register_buffer("shift", torch.zeros(settings.vocab_size))
+        self.register_buffer("scale", torch.ones(settings.vocab_size))
         self.input = nn.Linear(settings.vocab_size, settings.hidden)
         self.blocks = nn.ModuleList(nn.Linear(settings.hidden, settings.hidden) for _ in range(settings.depth - 1))
         self.output = nn.Linear(settings.hidden, len(settings.candidates))
         self.dropout = nn.Dropout(settings.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.dropout(torch.relu(self.input(x)))
+        h = self.dropout(torch.relu(self.input((x - self.shift) / self.scale)))
         for block in self.blocks:
             h = h + self.dropout(torch.relu(block(h)))
         return self.output(h)
@@ -77,8 +89,8 @@ class BlockPilotNet(nn.Module):
 class BlockPilotPolicy(LearnedPolicy):
     """The BlockPilot predictor as a per-prompt policy."""
 
-    training_options = ("hidden", "depth", "dropout", "preprocess", "epochs", "lr", "batch_size", "patience",
-                        "objective")
+    training_options = ("hidden", "depth", "dropout", "preprocess", "epochs", "lr", "batch_size", "weight_decay",
+                        "patience", "objective")
 
     def __init__(self, settings: BlockPilotSettings) -> None:
         settings.validate()
@@ -87,6 +99,8 @@ class BlockPilotPolicy(LearnedPolicy):
             raise ValueError(f"candidates must be sorted and distinct, got {settings.candidates}")
         self.settings = settings
         self.net = BlockPilotNet(settings).eval()
+        table = settings.metadata.get("validated_with")
+        self.validated_with = CostTable.from_json(table) if table else None
 
     def vocabulary(self) -> int:
         return self.settings.vocab_size
@@ -103,85 +117,48 @@ class BlockPilotPolicy(LearnedPolicy):
 
     @torch.no_grad()
     def scores(self, logits: np.ndarray) -> torch.Tensor:
-        """Candidate scores [n, C]."""
+        """The heads' outputs [n, C]: expected cycles per token, or class scores (``settings.predicts``)."""
         self.net.eval()
         return self.net(self.inputs(logits))
 
+    def choose(self, scores: np.ndarray, costs: Sequence[CostTable | None]) -> list[int]:
+        """Block sizes from head outputs [n, C]: the fastest under each prompt's table, or the top class."""
+        if self.settings.predicts == "label":
+            return [self.candidates[int(i)] for i in scores.argmax(axis=-1)]
+        return self.fastest_choices(scores, costs)
+
     def select(self, observation: PromptObservation) -> int:
-        return self.candidates[int(self.scores(observation.logits)[0].argmax())]
+        return self.select_batch([observation])[0]
 
     def select_batch(self, observations: Sequence[PromptObservation]) -> list[int]:
         if not observations:
             return []
-        chosen = self.scores(np.stack([o.logits for o in observations])).argmax(dim=-1).tolist()
-        return [self.candidates[i] for i in chosen]
+        scores = self.scores(np.stack([o.logits for o in observations])).numpy()
+        return self.choose(scores, [o.costs for o in observations])
 
-    # --- training ---------------------------------------------------------------------------------------
+    def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0, **options: object
+            ) -> dict:
+        """Adam with early stopping on ``validation`` (see :func:`~specpolicy.plugins.blockpilot_fit.fit`)."""
+        from specpolicy.plugins.blockpilot_fit import fit
 
-    def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, epochs: int = BLOCKPILOT_EPOCHS,
-            lr: float = BLOCKPILOT_LR, batch_size: int = BLOCKPILOT_BATCH_SIZE, patience: int = PATIENCE, seed: int = 0,
-            objective: str = "cross_entropy") -> dict:
-        """Adam with early stopping on the validation split (best validation score kept).
+        return fit(self, dataset, validation, seed=seed, **options)
 
-        ``objective="cross_entropy"``: the paper's classification of the labels (argmax tau, or the
-        fastest candidate), scored by accuracy. ``objective="expected_value"``: cost-sensitive; maximises
-        the softmax-weighted value of the candidates (``dataset.values``, per prompt, centred: minus
-        relative time for time labels, tau for tau labels), scored by the mean value of the chosen
-        block sizes. It uses how much each candidate loses, not only which one wins
-        (``expected_tau`` is its old name).
-        """
-        if objective not in OBJECTIVES:
-            raise ValueError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}")
-        if tuple(dataset.candidates) != self.candidates:
-            raise ValueError(f"training set candidates {list(dataset.candidates)} differ from the policy's "
-                             f"{list(self.candidates)}")
-        torch.manual_seed(seed)
-        x, y = self.inputs(dataset.logits), torch.as_tensor(dataset.labels)
-        values = torch.as_tensor(dataset.values, dtype=torch.float32)
-        gains = (values - values.mean(dim=1, keepdim=True)) / (values.std() + 1e-6)
-        optimizer = torch.optim.Adam(self.net.parameters(), lr=lr)
-        score = self.accuracy if objective == "cross_entropy" else self.mean_value
-        checked = validation if validation is not None and len(validation) else dataset
-        best = (score(checked), {k: v.clone() for k, v in self.net.state_dict().items()}, 0)
-        history = []
-        generator = torch.Generator().manual_seed(seed)
-        for epoch in range(1, epochs + 1):
-            self.net.train()
-            for batch in torch.randperm(len(y), generator=generator).split(batch_size):
-                scores = self.net(x[batch])
-                if objective == "cross_entropy":
-                    loss = nn.functional.cross_entropy(scores, y[batch])
-                else:
-                    loss = -(torch.softmax(scores, dim=-1) * gains[batch]).sum(dim=-1).mean()
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-            value = score(checked)
-            history.append({"epoch": epoch, "loss": round(loss.item(), 4), "train_accuracy": self.accuracy(dataset),
-                            "validation_score": value})
-            if value > best[0]:
-                best = (value, {k: v.clone() for k, v in self.net.state_dict().items()}, epoch)
-            elif epoch - best[2] >= patience:
-                break
-        self.net.load_state_dict(best[1])
-        self.net.eval()
-        return {"objective": objective, "best_epoch": best[2], "validation_score": best[0],
-                "validation_accuracy": self.accuracy(checked), "train_accuracy": self.accuracy(dataset),
-                "epochs_run": len(history), "history": history}
+    def chosen_indices(self, dataset: TrainingSet) -> np.ndarray:
+        """Candidate index chosen for every prompt of ``dataset`` (priced with its table), int64 [n]."""
+        chosen = self.choose(self.scores(dataset.logits).numpy(), [dataset.costs] * len(dataset))
+        return np.array([self.candidates.index(b) for b in chosen], dtype=np.int64)
 
     def mean_value(self, dataset: TrainingSet) -> float:
         """Mean value (``dataset.values``) of the block sizes this policy picks on ``dataset``."""
         if len(dataset) == 0:
             return float("nan")
-        predicted = to_numpy(self.scores(dataset.logits).argmax(dim=-1))
-        return float(dataset.values[np.arange(len(dataset)), predicted].mean())
+        return float(dataset.values[np.arange(len(dataset)), self.chosen_indices(dataset)].mean())
 
     def accuracy(self, dataset: TrainingSet) -> float:
-        """Share of prompts whose predicted candidate equals the label."""
+        """Share of prompts whose chosen candidate equals the label."""
         if len(dataset) == 0:
             return float("nan")
-        predicted = to_numpy(self.scores(dataset.logits).argmax(dim=-1))
-        return float((predicted == dataset.labels).mean())
+        return float((self.chosen_indices(dataset) == dataset.labels).mean())
 
     # --- persistence ------------------------------------------------------------------------------------
 
@@ -214,6 +191,8 @@ class BlockPilotPolicy(LearnedPolicy):
             raise ValueError(f"BlockPilot weights in {folder} hold NaN or infinite values ({', '.join(broken[:4])}); "
                              "the training diverged: retrain it (e.g. with a lower --lr)")
         policy = cls(settings)  # over the classes it was trained on, whatever ``candidates`` (a sweep check follows)
+        for name in ("shift", "scale"):  # predictors saved before inputs were standardised read them raw
+            state.setdefault(name, getattr(policy.net, name))
         try:
             policy.net.load_state_dict(state)
         except RuntimeError as exc:
@@ -223,8 +202,9 @@ class BlockPilotPolicy(LearnedPolicy):
 
 
 def default_predictor_path(variant: str = "blockpilot") -> Path:
-    """A BlockPilot predictor shipped with the tiny zoo: ``blockpilot`` (time labels over the whole
-    range, the default) or ``blockpilot-paper`` (the paper's protocol: tau labels over 14..18)."""
+    """A BlockPilot predictor shipped with the tiny zoo: ``blockpilot`` (cycles per token over the whole
+    range, priced with the machine's table: the default) or ``blockpilot-paper`` (the paper's protocol:
+    tau labels over 14..18)."""
     from specpolicy.zoo import ZOO_DIR
 
     return ZOO_DIR / variant
@@ -249,5 +229,6 @@ def guarded_policy(arg: str | None, candidates: Sequence[int]):
 def untrained_blockpilot(candidates: Sequence[int], dataset: TrainingSet, options: dict) -> BlockPilotPolicy:
     """A fresh predictor for ``specpolicy train blockpilot`` (shape options from the training arguments)."""
     fields = ("hidden", "depth", "dropout", "preprocess")
+    predicts = "cycles_per_token" if options.get("objective", BLOCKPILOT_OBJECTIVE) == "cycles" else "label"
     return BlockPilotPolicy(BlockPilotSettings(vocab_size=dataset.logits.shape[1], candidates=list(candidates),
-                                               **{k: options[k] for k in fields if k in options}))
+                                               predicts=predicts, **{k: options[k] for k in fields if k in options}))

@@ -1,0 +1,122 @@
+"""Training BlockPilot: AdamW over minibatches, early stopping on a validation split (reads top to bottom).
+
+Objectives:
+
+- ``cycles`` (default, portable): mean squared error of the predicted cycles per token of every
+  candidate (``dataset.cycles_per_token``). Nothing about a machine enters the weights; early
+  stopping keeps the epoch whose choices, priced with the validation set's cost table, are fastest
+  (without a table: the lowest validation error), and that table is recorded as ``validated_with``.
+- ``cross_entropy``: the paper's classification of the labels (argmax tau, or the fastest candidate
+  under the training table), scored by accuracy.
+- ``expected_value`` (``expected_tau`` is its old name): maximises the softmax-weighted value of the
+  candidates (``dataset.values``, centred per prompt), scored by the mean value of the choices.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from specpolicy.defaults import (
+    BLOCKPILOT_BATCH_SIZE,
+    BLOCKPILOT_EPOCHS,
+    BLOCKPILOT_LR,
+    BLOCKPILOT_OBJECTIVE,
+    BLOCKPILOT_WEIGHT_DECAY,
+    PATIENCE,
+)
+from specpolicy.policy import TrainingSet
+
+OBJECTIVES = ("cycles", "cross_entropy", "expected_value", "expected_tau")
+
+
+def standardise(policy, x: torch.Tensor) -> None:
+    """Set the net's input ``shift``/``scale`` buffers to the training inputs' mean and spread [V]."""
+    policy.net.shift.copy_(x.mean(dim=0))
+    policy.net.scale.copy_(x.std(dim=0).clamp_min(1e-3))
+
+
+def batch_loss(policy, objective: str, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The objective's loss on one minibatch (targets: cycles per token, labels or centred values)."""
+    outputs = policy.net(x)
+    if objective == "cycles":
+        return nn.functional.mse_loss(outputs, targets)
+    if objective == "cross_entropy":
+        return nn.functional.cross_entropy(outputs, targets)
+    return -(torch.softmax(outputs, dim=-1) * targets).sum(dim=-1).mean()
+
+
+def training_targets(objective: str, dataset: TrainingSet) -> torch.Tensor:
+    """What the loss compares the outputs with: [n, C] floats, or [n] labels."""
+    if objective == "cycles":
+        return torch.as_tensor(dataset.cycles_per_token, dtype=torch.float32)
+    if objective == "cross_entropy":
+        return torch.as_tensor(dataset.labels)
+    values = torch.as_tensor(dataset.values, dtype=torch.float32)
+    return (values - values.mean(dim=1, keepdim=True)) / (values.std() + 1e-6)
+
+
+def validation_score(policy, objective: str, dataset: TrainingSet) -> float:
+    """Higher is better: minus the modelled relative time of the choices (``cycles`` with a table), minus
+    the squared error (``cycles`` without one), accuracy or the mean value of the choices."""
+    if objective == "cycles":
+        rows = np.arange(len(dataset))
+        if dataset.costs is None:
+            error = policy.scores(dataset.logits).numpy() - dataset.cycles_per_token
+            return -float((error ** 2).mean())
+        chosen = policy.chosen_indices(dataset)
+        seconds = np.array([dataset.costs.cycle_seconds(policy.candidates[j]) for j in chosen])
+        return -float((dataset.cycles_per_token[rows, chosen] * seconds).mean() / dataset.costs.ar_seconds)
+    return policy.accuracy(dataset) if objective == "cross_entropy" else policy.mean_value(dataset)
+
+
+def fit(policy, dataset: TrainingSet, validation: TrainingSet | None = None, epochs: int = BLOCKPILOT_EPOCHS,
+        lr: float = BLOCKPILOT_LR, batch_size: int = BLOCKPILOT_BATCH_SIZE, patience: int = PATIENCE, seed: int = 0,
+        objective: str = BLOCKPILOT_OBJECTIVE, weight_decay: float = BLOCKPILOT_WEIGHT_DECAY) -> dict:
+    """Train ``policy`` (a :class:`~specpolicy.plugins.blockpilot.BlockPilotPolicy`) in place; the best
+    validation epoch is kept. Returns a summary with the per-epoch history."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}")
+    predicts = "cycles_per_token" if objective == "cycles" else "label"
+    if policy.settings.predicts != predicts:
+        raise ValueError(f"this predictor's heads hold {policy.settings.predicts}; objective {objective!r} "
+                         f"trains {predicts}: build it for that objective")
+    if tuple(dataset.candidates) != policy.candidates:
+        raise ValueError(f"training set candidates {list(dataset.candidates)} differ from the policy's "
+                         f"{list(policy.candidates)}")
+    torch.manual_seed(seed)
+    x, targets = policy.inputs(dataset.logits), training_targets(objective, dataset)
+    standardise(policy, x)
+    if objective == "cycles":  # start from the mean outcome: early epochs then already price sensibly
+        with torch.no_grad():
+            policy.net.output.bias.copy_(targets.mean(dim=0))
+    checked = validation if validation is not None and len(validation) else dataset
+    optimizer = torch.optim.AdamW(policy.net.parameters(), lr=lr, weight_decay=weight_decay)
+    best = (validation_score(policy, objective, checked), {k: v.clone() for k, v in policy.net.state_dict().items()},
+            0)
+    history = []
+    generator = torch.Generator().manual_seed(seed)
+    for epoch in range(1, epochs + 1):
+        policy.net.train()
+        for batch in torch.randperm(len(x), generator=generator).split(batch_size):
+            loss = batch_loss(policy, objective, x[batch], targets[batch])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        score = validation_score(policy, objective, checked)
+        history.append({"epoch": epoch, "loss": round(loss.item(), 6), "validation_score": score})
+        if score > best[0]:
+            best = (score, {k: v.clone() for k, v in policy.net.state_dict().items()}, epoch)
+        elif epoch - best[2] >= patience:
+            break
+    policy.net.load_state_dict(best[1])
+    policy.net.eval()
+    summary = {"objective": objective, "predicts": predicts, "best_epoch": best[2], "validation_score": best[0],
+               "epochs_run": len(history), "history": history}
+    if predicts == "label":
+        summary |= {"validation_accuracy": policy.accuracy(checked), "train_accuracy": policy.accuracy(dataset)}
+    if checked.costs is not None:
+        policy.validated_with = checked.costs
+        summary["validated_with"] = policy.settings.metadata["validated_with"] = checked.costs.to_json()
+    return summary
