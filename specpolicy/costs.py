@@ -106,8 +106,9 @@ class CostTable:
         """
         missing = [b for b in candidates if b not in self.verify_seconds]
         if missing:
-            raise ValueError(f"the cost table has no entry for block sizes {missing} (it has {list(self.block_sizes)}); "
-                             f"remeasure with `specpolicy bench latency --candidates ...` including them")
+            raise ValueError(f"the cost table has no entry for block sizes {missing} (it has "
+                             f"{list(self.block_sizes)}); remeasure with `specpolicy bench latency --candidates ...` "
+                             "including them")
         seconds = np.atleast_2d(cycles_per_token) * np.array([self.cycle_seconds(b) for b in candidates])
         flipped = seconds[:, ::-1]  # argmin returns the first minimum: read from the largest block down
         return (len(candidates) - 1 - flipped.argmin(axis=1)).astype(np.int64)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from specpolicy.costs import CostTable
+from specpolicy.costs import CostTable, uniform_costs
 from specpolicy.cycles import Plan
 from specpolicy.defaults import DEFAULT_CANDIDATES, TRAINING_BLOCK_SIZE
 from specpolicy.state import DecodeState
@@ -153,14 +153,12 @@ class LearnedPolicy(Policy):
 
     def fastest_choices(self, cycles_per_token: np.ndarray, tables: Sequence[CostTable | None]) -> list[int]:
         """Block sizes from predicted cycles per token [n, C] of :attr:`candidates`: per prompt, the fewest
-        expected seconds per token under its table (``None``: :attr:`validated_with`)."""
+        expected seconds per token under its table; without one, under :attr:`validated_with`, and for a
+        policy validated with none, every cycle priced alike (the fewest cycles: a GPU at batch 1 in the limit)."""
+        fallback = self.validated_with or uniform_costs(self.candidates)
         chosen = []
         for row, table in zip(np.atleast_2d(cycles_per_token), tables, strict=True):
-            table = table if table is not None else self.validated_with
-            if table is None:
-                raise ValueError(f"{self.name} predicts cycles per token and was validated with no cost table, so "
-                                 "it needs one to choose: evaluate it from a sweep with latency.json, or pass "
-                                 "--costs FILE (measure one with `specpolicy bench latency --out FILE`)")
+            table = table if table is not None else fallback
             chosen.append(self.candidates[int(table.fastest(row[None], self.candidates)[0])])
         return chosen
 

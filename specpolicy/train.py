@@ -46,8 +46,8 @@ class TrainArgs:
     """BlockPilot depth (1 = no residual block)"""
     dropout: float = defaults.BLOCKPILOT_DROPOUT
     """BlockPilot dropout"""
-    preprocess: str = "raw"
-    """BlockPilot input: raw, normalised or softmax"""
+    preprocess: str = defaults.BLOCKPILOT_PREPROCESS
+    """BlockPilot input: raw (the paper's), normalised or softmax"""
     epochs: int = defaults.BLOCKPILOT_EPOCHS
     """BlockPilot epochs (upper bound with early stopping)"""
     lr: float = defaults.BLOCKPILOT_LR

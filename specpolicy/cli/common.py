@@ -6,7 +6,9 @@ import csv
 import io
 import json
 import sys
+from dataclasses import fields
 from enum import Enum
+from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -15,6 +17,8 @@ from rich.table import Table
 
 from specpolicy.cycles import check_temperature
 from specpolicy.defaults import DEFAULT_THREADS
+
+Settings = TypeVar("Settings")
 
 stderr = Console(stderr=True)
 stdout = Console()
@@ -29,6 +33,13 @@ ThreadsOption = typer.Option(
 DraftSamplingOption = typer.Option(
     False, "--draft-sampling", help="sample drafts and verify them with speculative sampling (needs --temperature > 0)"
 )
+
+
+def settings_from(cls: type[Settings], params: dict[str, Any], **parsed: Any) -> Settings:
+    """The settings dataclass ``cls`` from a command's parameters (``locals()``) named as its fields, with
+    ``parsed`` replacing those the command parsed first (e.g. a comma list into a tuple)."""
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in params.items() if k in names} | parsed)
 
 
 class OutputFormat(str, Enum):

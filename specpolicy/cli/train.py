@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from specpolicy.cli.common import stderr
+from specpolicy.cli.common import settings_from, stderr
 from specpolicy.train import TrainArgs
 
 _D = TrainArgs()  # every default comes from the one dataclass
@@ -19,7 +19,7 @@ def train(
     out: Path = typer.Option(..., help="output folder for the trained policy"),
     label: str = typer.Option(_D.label, help="time (fastest candidate by modelled time) or tau (argmax tau)"),
     candidates: str = typer.Option(None, help="train over this subset of the sweep's block sizes"),
-    costs: Path = typer.Option(None, help="cost table for time labels and for validating choices (default: the sweep's)"),
+    costs: Path = typer.Option(None, help="cost table for time labels and validation (default: the sweep's)"),
     hidden: int = typer.Option(_D.hidden, help="BlockPilot hidden size"),
     depth: int = typer.Option(_D.depth, help="BlockPilot depth"),
     dropout: float = typer.Option(_D.dropout, help="BlockPilot dropout"),
@@ -31,7 +31,7 @@ def train(
     weight_decay: float = typer.Option(_D.weight_decay, min=0.0, help="BlockPilot weight decay (AdamW)"),
     patience: int = typer.Option(_D.patience, min=1),
     validation_share: float = typer.Option(_D.validation_share, min=0.0, max=0.9, help="prompts held out"),
-    objective: str = typer.Option(_D.objective, help="BlockPilot loss: cycles (portable), cross_entropy or expected_value"),
+    objective: str = typer.Option(_D.objective, help="BlockPilot: cycles (portable), cross_entropy, expected_value"),
     shuffle_labels: bool = typer.Option(False, help="control: train on permuted labels"),
     seed: int = typer.Option(0),
 ) -> None:
@@ -40,10 +40,7 @@ def train(
     from specpolicy.train import main
 
     sizes = tuple(parse_candidates(candidates)) if candidates else None
-    args = TrainArgs(policy=policy, sweep=sweep, out=out, label=label, candidates=sizes, costs=costs, hidden=hidden,
-                     depth=depth, dropout=dropout, preprocess=preprocess, window=window, epochs=epochs, lr=lr,
-                     batch_size=batch_size, weight_decay=weight_decay, patience=patience, validation_share=validation_share,
-                     objective=objective, shuffle_labels=shuffle_labels, seed=seed)
+    args = settings_from(TrainArgs, locals(), candidates=sizes)
     summary = main(args)
     summary.pop("history", None)
     typer.echo(json.dumps(summary, indent=2, default=str))

@@ -44,9 +44,9 @@ WEIGHTS_NAME = "model.safetensors"
 class BlockPilotSettings:
     """Shape, input and output meaning of the predictor (saved next to the weights).
 
-    ``predicts``: what the heads estimate (see the module docstring; files from before it existed held
-    classifiers). ``metadata["validated_with"]``: the cost table early stopping priced choices with,
-    the fallback when an observation carries none.
+    ``predicts``: what the heads estimate (see the module docstring; files saved before it existed
+    hold classifiers and read as ``label``). ``metadata["validated_with"]``: the cost table early
+    stopping priced choices with, the fallback when an observation carries none.
     """
 
     vocab_size: int
@@ -54,8 +54,8 @@ class BlockPilotSettings:
     hidden: int = BLOCKPILOT_HIDDEN
     depth: int = BLOCKPILOT_DEPTH
     dropout: float = BLOCKPILOT_DROPOUT
-    preprocess: str = "raw"
-    predicts: str = "label"
+    preprocess: str = "raw"  # what files saved before the setting existed read
+    predicts: str = "cycles_per_token"
     metadata: dict = field(default_factory=dict)
 
     def validate(self) -> None:
@@ -181,7 +181,7 @@ class BlockPilotPolicy(LearnedPolicy):
                 raise FileNotFoundError(f"BlockPilot predictor file {file} is missing; train one with "
                                         "`specpolicy train blockpilot --sweep DIR --out FOLDER`")
         try:
-            settings = BlockPilotSettings(**json.loads(settings_file.read_text()))
+            settings = BlockPilotSettings(**{"predicts": "label"} | json.loads(settings_file.read_text()))
             state = load_file(str(weights_file))
         except Exception as exc:
             raise ValueError(f"BlockPilot predictor in {folder} is corrupted ({type(exc).__name__}: {exc}); "

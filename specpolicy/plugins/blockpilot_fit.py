@@ -73,9 +73,12 @@ def validation_score(policy, objective: str, dataset: TrainingSet) -> float:
 
 def fit(policy, dataset: TrainingSet, validation: TrainingSet | None = None, epochs: int = BLOCKPILOT_EPOCHS,
         lr: float = BLOCKPILOT_LR, batch_size: int = BLOCKPILOT_BATCH_SIZE, patience: int = PATIENCE, seed: int = 0,
-        objective: str = BLOCKPILOT_OBJECTIVE, weight_decay: float = BLOCKPILOT_WEIGHT_DECAY) -> dict:
+        objective: str | None = None, weight_decay: float = BLOCKPILOT_WEIGHT_DECAY) -> dict:
     """Train ``policy`` (a :class:`~specpolicy.plugins.blockpilot.BlockPilotPolicy`) in place; the best
-    validation epoch is kept. Returns a summary with the per-epoch history."""
+    validation epoch is kept. ``objective`` defaults to what its heads predict (``cycles`` for cycles per
+    token, else ``cross_entropy``). Returns a summary with the per-epoch history."""
+    if objective is None:
+        objective = BLOCKPILOT_OBJECTIVE if policy.settings.predicts == "cycles_per_token" else "cross_entropy"
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}")
     predicts = "cycles_per_token" if objective == "cycles" else "label"
