@@ -230,5 +230,6 @@ def untrained_blockpilot(candidates: Sequence[int], dataset: TrainingSet, option
     """A fresh predictor for ``specpolicy train blockpilot`` (shape options from the training arguments)."""
     fields = ("hidden", "depth", "dropout", "preprocess")
     predicts = "cycles_per_token" if options.get("objective", BLOCKPILOT_OBJECTIVE) == "cycles" else "label"
+    torch.manual_seed(int(options.get("seed", 0)))  # the initial weights are the run's too: same seed, same model
     return BlockPilotPolicy(BlockPilotSettings(vocab_size=dataset.logits.shape[1], candidates=list(candidates),
                                                predicts=predicts, **{k: options[k] for k in fields if k in options}))
