@@ -8,7 +8,7 @@ intervals (``scipy.stats.bootstrap`` over prompts); tau stays as a diagnostic.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -135,6 +135,21 @@ def _gain_share(tok_p, sec_p, tok_b, sec_b, tok_o, sec_o, axis: int = -1) -> np.
     speed_p, speed_b, speed_o = _ratio(tok_p, sec_p, axis), _ratio(tok_b, sec_b, axis), _ratio(tok_o, sec_o, axis)
     gap = speed_o - speed_b
     return np.where(gap > 0, (speed_p - speed_b) / np.where(gap > 0, gap, 1.0), np.nan)
+
+
+OVERALL = "all"
+"""the label of the row over every prompt in a per-category report"""
+
+
+def split_by(results: Sequence[PolicyResults], labels: Mapping[str, str]) -> list[tuple[str, list[PolicyResults]]]:
+    """The same policies' results per label (a prompt's category or group, from ``labels`` by prompt id;
+    unlabelled prompts under ``-``), labels sorted, then :data:`OVERALL` over every prompt."""
+    named = {p.prompt_id: labels.get(p.prompt_id) or "-" for r in results for p in r.prompts}
+    parts = []
+    for label in sorted(set(named.values())):
+        parts.append((label, [PolicyResults(r.policy, r.timing, [p for p in r.prompts if named[p.prompt_id] == label])
+                              for r in results]))
+    return [*parts, (OVERALL, list(results))]
 
 
 def summarize(results: Sequence[PolicyResults], baseline: str = "fixed16", oracle: str = "oracle",

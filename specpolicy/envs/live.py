@@ -16,6 +16,7 @@ import numpy as np
 from specpolicy.data.prompts import encode_prompt
 from specpolicy.data.registry import load_prompts
 from specpolicy.decoding import DecodeSession, SpeculativeDecoder
+from specpolicy.decoding.autoregressive import own_answer
 from specpolicy.defaults import DEFAULT_CANDIDATES, ENV_MAX_NEW_TOKENS, ENV_MAX_SAMPLES, MAX_PROMPT_TOKENS
 
 if TYPE_CHECKING:
@@ -35,11 +36,12 @@ class LiveSource:
         self.decoder = SpeculativeDecoder(self.pair.target, self.pair.drafter, temperature=temperature,
                                           max_new_tokens=max_new_tokens)
         self.prompts = load_prompts(dataset, max_samples)
+        self.answer = own_answer(self.decoder)  # multi-turn prompts continue after the target's own answers
         self.candidates = tuple(sorted(candidates))
         self.budget = max_new_tokens
 
     def start(self, rng: np.random.Generator) -> tuple[DecodeSession, str, list[int]]:
         """Prefill a random prompt: its session, the prompt's id and its token ids."""
         prompt = self.prompts[int(rng.integers(len(self.prompts)))]
-        ids = encode_prompt(self.pair.tokenizer, prompt, MAX_PROMPT_TOKENS)
+        ids = encode_prompt(self.pair.tokenizer, prompt, MAX_PROMPT_TOKENS, self.answer)
         return self.decoder.start(ids), prompt.id, ids

@@ -115,6 +115,9 @@ class SweepRecord(_Record):
     live: dict[int, LiveRun] | None = None
     features: str | None = None
     features_sha256: str | None = None
+    category: str | None = None
+    """the prompt's category and task group, for per-category reports (``compare --by``)"""
+    group: str | None = None
 
     @model_validator(mode="after")
     def _valid(self) -> SweepRecord:

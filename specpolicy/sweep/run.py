@@ -14,9 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from specpolicy.cycles import check_temperature
-from specpolicy.data.prompts import Prompt, encode_prompt
+from specpolicy.data.prompts import Answer, Prompt, encode_prompt
 from specpolicy.data.registry import dataset_fingerprint
 from specpolicy.decoding import DecodeTrace, SpeculativeDecoder
+from specpolicy.decoding.autoregressive import own_answer
 from specpolicy.defaults import (
     DEFAULT_THREADS,
     MAX_BLOCK_SIZE,
@@ -96,12 +97,14 @@ def _cycles(trace: DecodeTrace) -> list[tuple]:
 
 
 def sweep_prompt(decoder: SpeculativeDecoder, prompt: Prompt, index: int, settings: SweepSettings,
-                 tokenizer) -> tuple[SweepRecord, object]:
-    """One prompt's record (and its prefill logits [V]) under ``settings``."""
-    ids = encode_prompt(tokenizer, prompt, settings.max_prompt_tokens)
+                 tokenizer, answer: Answer | None = None) -> tuple[SweepRecord, object]:
+    """One prompt's record (and its prefill logits [V]) under ``settings``; a multi-turn prompt's earlier
+    turns are answered by the target first (:func:`~specpolicy.decoding.autoregressive.own_answer`)."""
+    ids = encode_prompt(tokenizer, prompt, settings.max_prompt_tokens, answer or own_answer(decoder))
     candidates = sorted(settings.candidates)
     fields: dict = {"version": RECORD_VERSION, "prompt_id": prompt.id, "index": index, "prompt_length": len(ids),
-                    "prompt_sha256": prompt_digest(ids), "training_block_size": decoder.drafter.block_size}
+                    "prompt_sha256": prompt_digest(ids), "training_block_size": decoder.drafter.block_size,
+                    "category": prompt.category or None, "group": prompt.group or None}
     try:
         if settings.mode == "replay":
             table, trace = build_replay(decoder, ids, candidates, max_new_tokens=settings.max_new_tokens,
@@ -140,13 +143,14 @@ def _check_prompts(prompts: Sequence[Prompt]) -> None:
         seen.add(prompt.id)
 
 
-def _check_unchanged(store: SweepStore, prompts: Sequence[Prompt], tokenizer, max_prompt_tokens: int) -> set[str]:
+def _check_unchanged(store: SweepStore, prompts: Sequence[Prompt], tokenizer, max_prompt_tokens: int,
+                     answer: Answer | None = None) -> set[str]:
     """The ids already swept; a ValueError naming every prompt whose tokens no longer match its record."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CorruptRecordWarning)
         recorded = {r.prompt_id: r.prompt_sha256 for r in store.records()}
     stale = [p.id for p in prompts if recorded.get(p.id)
-             and recorded[p.id] != prompt_digest(encode_prompt(tokenizer, p, max_prompt_tokens))]
+             and recorded[p.id] != prompt_digest(encode_prompt(tokenizer, p, max_prompt_tokens, answer))]
     if stale:
         names = ", ".join(repr(s) for s in stale[:5]) + (f" and {len(stale) - 5} more" if len(stale) > 5 else "")
         raise ValueError(f"prompt {names} changed since it was swept into {store.path} (its tokens no longer match "
@@ -179,13 +183,14 @@ def run_sweep(
                                      max_new_tokens=settings.max_new_tokens)
         if store.latency() is None:
             store.write_latency(measure_costs(decoder, settings.candidates))
-        done = _check_unchanged(store, prompts, pair.tokenizer, settings.max_prompt_tokens)
+        answer = own_answer(decoder)  # multi-turn prompts: the target's earlier answers, decoded once
+        done = _check_unchanged(store, prompts, pair.tokenizer, settings.max_prompt_tokens, answer)
         todo = [(i, p) for i, p in enumerate(prompts) if p.id not in done]
         finished = len(prompts) - len(todo)
         if on_progress:
             on_progress(finished, len(prompts))
         for index, prompt in todo:
-            record, features = sweep_prompt(decoder, prompt, index, settings, pair.tokenizer)
+            record, features = sweep_prompt(decoder, prompt, index, settings, pair.tokenizer, answer)
             store.append(record, features)
             finished += 1
             if on_progress:

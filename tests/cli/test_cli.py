@@ -192,3 +192,27 @@ def test_compare_simulates_serving_and_refuses_verify_policies_without_confidenc
     assert rows["oracle-step"]["gain_share"] == 1.0 and rows["fixed16"]["vs_baseline"] == 1.0
     refused = run("compare", "--policies", "threshold", "--sweep", replay_store.path, ok=False)
     assert "--verify-lengths --confidences" in " ".join(refused.output.split())
+
+
+def test_compare_by_category_on_a_users_jsonl(test_zoo, tmp_path, monkeypatch):
+    """A row per category and policy plus the overall rows; the sweep keeps the labels, so --sweep can split too."""
+    monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path / "cache"))
+    data = tmp_path / "labelled.jsonl"
+    data.write_text("\n".join(json.dumps({"id": f"{c}{i}", "prompt": text, "category": c})
+                              for c, texts in (("code", ["def add(a, b):", "Sort a list."]),
+                                               ("chat", ["Say hello.", "Write a haiku.", "List colours."]))
+                              for i, text in enumerate(texts)) + "\n")
+    args = ["compare", "--policies", "fixed16,fixed4,oracle", "--dataset", data, "--candidates", "1,4,16",
+            "--max-new-tokens", "12", "--bootstrap", "100", *zoo_args(test_zoo)]
+    rows = json.loads(run(*args, "--by", "category", "--format", "json", "--plot", tmp_path / "by.png").stdout)
+    prompts = {(r["category"], r["policy"]): r["prompts"] for r in rows}
+    assert prompts == {(c, p): n for c, n in (("chat", 3), ("code", 2), ("all", 5))
+                       for p in ("fixed16", "fixed4", "oracle")}
+    overall = {r["policy"]: r["speedup"] for r in rows if r["category"] == "all"}
+    assert overall == {r["policy"]: r["speedup"] for r in json.loads(run(*args, "--format", "json").stdout)}
+    assert (tmp_path / "by.png").stat().st_size > 0
+    store = next((tmp_path / "cache" / "sweeps").iterdir())
+    by_group = json.loads(run("compare", "--policies", "fixed16", "--sweep", store, "--by", "group", "--format",
+                              "json", "--bootstrap", "100").stdout)
+    assert [(r["group"], r["prompts"]) for r in by_group] == [("chat", 3), ("code", 2), ("all", 5)]
+    assert "use --by category or --by group" in run("compare", "--by", "topic", ok=False).output

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 
 import pytest
 
+from specpolicy.data.prompts import Prompt, encode_prompt, with_own_answers
 from specpolicy.data.registry import load_local, load_prompts
 from specpolicy.data.sharegpt import iter_conversations, iter_records, split_of
 
@@ -50,6 +52,9 @@ def test_local_jsonl_and_txt(tmp_path):
     jsonl.write_text('{"id": "a", "prompt": "hi"}\n{"messages": [{"role": "user", "content": "yo"}]}\n')
     prompts = load_local(jsonl)
     assert prompts[0].id == "a" and prompts[1].messages == (("user", "yo"),)
+    labelled = tmp_path / "labelled.jsonl"
+    labelled.write_text('{"prompt": "hi", "category": "chat"}\n{"prompt": "yo", "category": "sql", "group": "code"}\n')
+    assert [(p.category, p.group) for p in load_local(labelled)] == [("chat", "chat"), ("sql", "code")]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "no prompt"}\n')
     with pytest.raises(ValueError, match="line 1 needs an object with a 'prompt' string"):
@@ -57,6 +62,7 @@ def test_local_jsonl_and_txt(tmp_path):
 
 
 @pytest.mark.parametrize(("lines", "message"), [
+    ('{"prompt": "hi", "category": 3}', "'category' and 'group' must be strings"),
     ('{"prompt": null}', "its 'prompt' is not a non-empty string"),
     ('{"messages": [{"role": "user"}]}', "'messages' must be a non-empty list"),
     ('{"messages": "hello"}', "'messages' must be a non-empty list"),
@@ -103,3 +109,32 @@ def test_mt_bench_ships_offline():
     assert prompts[0].id == "mt-bench:81:writing" and prompts[0].messages[0][0] == "user"
     categories = {p.id.split(":")[2] for p in prompts}
     assert len(categories) == 8 and "coding" in categories
+
+
+def test_spec_bench_ships_offline_with_categories_groups_and_second_turns():
+    prompts = load_prompts("spec-bench")
+    questions = [p for p in prompts if p.id.count(":") == 1]
+    assert len(questions) == 480 and len({p.id for p in prompts}) == len(prompts) == 560
+    groups = Counter(p.group for p in questions)
+    assert groups == {g: 80 for g in ("multi-turn", "translation", "summarization", "qa", "math", "rag")}
+    second = next(p for p in prompts if p.id == "spec-bench:81:2")
+    assert second.own_answers and second.category == "writing" and [r for r, _ in second.messages] == ["user"] * 2
+    sample = load_prompts("spec-bench", max_samples=12, seed=0)
+    assert Counter(p.group for p in sample) == {g: 2 for g in groups}  # a sample covers every group alike
+
+
+def test_a_conversation_continues_after_the_targets_own_answers():
+    prompt = Prompt("q:2", (("user", "first"), ("user", "second"), ("user", "third")), own_answers=True)
+    asked = []
+
+    def answer(conversation: Prompt) -> str:
+        asked.append(conversation.messages)
+        return f"answer {len(asked)}"
+
+    filled = with_own_answers(prompt, answer)
+    assert filled.messages == (("user", "first"), ("assistant", "answer 1"), ("user", "second"),
+                               ("assistant", "answer 2"), ("user", "third"))
+    assert asked[1] == (("user", "first"), ("assistant", "answer 1"), ("user", "second"))
+    assert not filled.own_answers and with_own_answers(filled, answer) == filled
+    with pytest.raises(ValueError, match="continues a conversation after the target's own answers"):
+        encode_prompt(object(), prompt)

@@ -112,3 +112,17 @@ def test_resume_refuses_a_prompt_whose_text_changed_naming_it(test_zoo, prompt_f
     with pytest.raises(ValueError, match=rf"{prompts[1].id!r}.*changed since it was swept"):
         run_sweep(settings, str(tmp_path / "s"), edited)
     assert len(SweepStore.load(tmp_path / "s").done_ids()) == 3
+
+
+def test_a_second_turn_is_swept_after_the_targets_own_first_answer(test_zoo, tmp_path):
+    """Spec-Bench's multi-turn questions: the second turn's prompt holds the target's first answer."""
+    target, drafter = test_zoo
+    prompts = [p for p in load_prompts("spec-bench") if p.id in ("spec-bench:81", "spec-bench:81:2")]
+    settings = SweepSettings(dataset="spec-bench", candidates=[1, 4, 16], max_new_tokens=8, max_samples=None,
+                             target=str(target), drafter=str(drafter))
+    store = run_sweep(settings, str(tmp_path / "s"), prompts)
+    first, second = sorted(store.records(), key=lambda r: r.prompt_id)
+    assert (first.category, first.group, second.category, second.group) == ("writing", "multi-turn") * 2
+    assert second.prompt_length > first.prompt_length + first.output_length  # turn 1, its answer, turn 2
+    resumed = run_sweep(settings, str(tmp_path / "s"), prompts)  # the same answer again: nothing is stale
+    assert [r.prompt_sha256 for r in resumed.records()] == [r.prompt_sha256 for r in store.records()]
