@@ -255,6 +255,7 @@ def _runs(options: CompareOptions):
     if store is not None:
         from specpolicy.evaluate import evaluate_replay
 
+        warn_if_flagged(costs or store.latency(), options.costs or store.path / "latency.json")
         yield options.sweep.name, evaluate_replay(store, built, costs=costs, candidates=chosen)
         return
     for name in options.datasets:
@@ -306,4 +307,14 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
     out = cache_dir() / "sweeps" / f"{Path(name).stem}-{key}"
     with progress_bar(f"sweep {name} (replay, cached in {out})", len(prompts)) as update:
         store = run_sweep(settings, str(out), prompts, on_progress=update)
+    warn_if_flagged(costs or store.latency(), options.costs or out / "latency.json")
     return evaluate_replay(store, policies, costs=costs, candidates=candidates)
+
+
+def warn_if_flagged(costs, where: Path) -> None:
+    """Say on stderr when the table modelled time is priced with is untrustworthy (noisy, not monotone)."""
+    problems = costs.check() if costs is not None else []
+    for problem in problems:
+        stderr.print(f"[yellow]warning:[/] the cost table {where} is flagged ({problem}); modelled speeds can "
+                     f"be off: remeasure on a quiet machine (`specpolicy bench latency --out FILE`, then "
+                     f"--costs FILE)", soft_wrap=True, highlight=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from typer.testing import CliRunner
@@ -216,3 +217,17 @@ def test_compare_by_category_on_a_users_jsonl(test_zoo, tmp_path, monkeypatch):
                               "json", "--bootstrap", "100").stdout)
     assert [(r["group"], r["prompts"]) for r in by_group] == [("chat", 3), ("code", 2), ("all", 5)]
     assert "use --by category or --by group" in run("compare", "--by", "topic", ok=False).output
+
+
+def test_compare_warns_when_the_cost_table_it_prices_with_is_noisy(replay_store, tmp_path):
+    """Reported in review: the main job priced a fresh sweep with a table measured while the machine was busy
+    (spreads of 35-44%, flagged in latency.json) and printed its speedups without a word."""
+    store = tmp_path / "noisy"
+    shutil.copytree(replay_store.path, store)
+    table = json.loads((store / "latency.json").read_text())
+    table["spread"] = {b: 0.4 for b in table["verify_seconds"]}
+    (store / "latency.json").write_text(json.dumps(table))
+    result = run("compare", "--policies", "fixed16,fixed4", "--sweep", store, "--bootstrap", "100")
+    assert "noisy" in result.output and "bench latency" in result.output
+    quiet = run("compare", "--policies", "fixed16,fixed4", "--sweep", replay_store.path, "--bootstrap", "100")
+    assert "noisy" not in quiet.output
