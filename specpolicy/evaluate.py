@@ -79,17 +79,21 @@ def evaluate_replay(
     check_vocabulary(policies, store.feature_width(), f"the sweep {store.path}")
     costs = costs if costs is not None else store.latency()
     candidates = tuple(candidates or store.candidates)
-    results = [PolicyResults(p.name, "modelled" if costs else "none") for p in policies]
+    live = store.meta.get("mode") == "live"  # a live sweep measured every fixed size: its own times
+    results = [PolicyResults(p.name, "measured" if live else "modelled" if costs else "none") for p in policies]
     records = list(store.records())
     if not records:
         raise ValueError(f"sweep store {store.path} has no valid records; run or resume the sweep first")
     for record in records:
         observation = prompt_observation(store, record, costs)
         table = record.table() if record.replay is not None else None
-        answers = Answers(record.taus, table, record.training_block_size)
-        oracle = oracle_block_size(record, table, candidates, costs, answers.training_block_size)
+        measured = {b: r.decode_seconds / max(1, r.tokens) for b, r in record.live.items()} if live else None
+        answers = Answers(record.taus, table, record.training_block_size, measured)
+        oracle = (candidates[oracle_label([-measured[b] for b in candidates], candidates, record.training_block_size)]
+                  if live else oracle_block_size(record, table, candidates, costs, answers.training_block_size))
         for policy, result in zip(policies, results):
-            result.prompts.append(_replayed(policy, observation, answers, record.prompt_id, costs, oracle))
+            result.prompts.append(_measured(policy, observation, answers, record, oracle) if live
+                                  else _replayed(policy, observation, answers, record.prompt_id, costs, oracle))
         if on_prompt:
             on_prompt()
     return results
@@ -160,6 +164,20 @@ def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, 
     seconds = costs.cycles_seconds(cycles) if timed else 0.0
     ar_seconds = tokens * costs.ar_seconds if timed else None
     return PromptResult(prompt_id, sizes, tau, tokens, seconds, ar_seconds, oracle)
+
+
+def _measured(policy: Policy, observation: PromptObservation, answers: Answers, record: SweepRecord,
+              oracle: int) -> PromptResult:
+    """One per-prompt policy on a live sweep's prompt: the decode measured at its block size; plain AR's time
+    is the B = 1 decode's (through the speculative loop), scaled to the same tokens."""
+    plan = policy.plan(observation, answers)
+    if plan.block_size is None or plan.length is not None:
+        raise ValueError(f"policy {policy.name!r} decides per cycle or sets verify lengths; a live sweep measured "
+                         "fixed block sizes only: sweep with --mode replay for it")
+    run, ar = record.live[plan.block_size], record.live[1]
+    ar_seconds = ar.decode_seconds * run.tokens / max(1, ar.tokens)
+    return PromptResult(record.prompt_id, [plan.block_size], run.tau, run.tokens, run.decode_seconds, ar_seconds,
+                        oracle)
 
 
 def evaluate_live(

@@ -58,11 +58,13 @@ class Answers:
 
     ``taus``: tau of every swept block size. ``table``: the prompt's
     :class:`~specpolicy.replay_table.ReplayTable` (``None`` for live or imported sweeps).
+    ``seconds_per_token``: measured decode seconds per token of every swept block size (live sweeps).
     """
 
     taus: Mapping[int, float]
     table: Any = None
     training_block_size: int = TRAINING_BLOCK_SIZE
+    seconds_per_token: Mapping[int, float] | None = None
 
 
 class Policy:

@@ -1,7 +1,8 @@
 """Oracles from a sweep (upper bounds, not deployable): the fastest block size per prompt or per cycle.
 
-``oracle``: per prompt, the candidate with the fewest modelled seconds (the highest tau when the
-sweep has no cost table). ``oracle-tau``: per prompt, the highest tau (BlockPilot's label).
+``oracle``: per prompt, the candidate with the fewest modelled seconds (measured ones in a live
+sweep; the highest tau when the sweep has no cost table). ``oracle-tau``: per prompt, the highest
+tau (BlockPilot's label).
 ``oracle-step``: per cycle, the fewest modelled seconds by exact dynamic programming over the replay.
 """
 
@@ -43,7 +44,11 @@ class TimeOraclePolicy(TauOraclePolicy):
     """Per prompt, the candidate with the fewest modelled seconds (the tau oracle without a cost table)."""
 
     def best(self, observation: PromptObservation, answers: Answers) -> int:
-        """The prompt's fastest candidate by modelled time (by tau without a cost table or a replay)."""
+        """The prompt's fastest candidate by modelled time (measured in a live sweep; by tau without a cost
+        table or a replay)."""
+        if answers.seconds_per_token:
+            values = [-answers.seconds_per_token[b] for b in self.candidates]
+            return self.candidates[oracle_label(values, self.candidates, answers.training_block_size)]
         if observation.costs is None or answers.table is None:
             return super().best(observation, answers)
         return answers.table.fastest_fixed(observation.costs, self.candidates, answers.training_block_size)

@@ -131,6 +131,8 @@ class SweepRecord(_Record):
 
     def tau(self, block_size: int) -> float:
         """tau of ``block_size``; a ValueError naming what the sweep holds when it was not swept."""
+        if block_size not in self.taus and self.live and block_size in self.live:  # live stores before 2026-12
+            return self.live[block_size].tau
         if block_size not in self.taus:
             raise ValueError(f"the sweep has no tau for block size {block_size}; it holds "
                              f"{sorted(self.taus)} (sweep that size or pass --candidates from these)")

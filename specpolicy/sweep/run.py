@@ -123,7 +123,7 @@ def sweep_prompt(decoder: SpeculativeDecoder, prompt: Prompt, index: int, settin
                 live[size] = LiveRun(cycles=_cycles(trace_b), decode_seconds=trace_b.decode_seconds,
                                      tokens=trace_b.cycle_tokens, tau=trace_b.tau)
                 trace = trace if trace is not None else trace_b
-            fields["taus"] = {b: run.tau for b, run in live.items() if b != 1}
+            fields["taus"] = {b: live[b].tau for b in candidates}
             fields["live"] = live
     except ValueError as error:
         raise ValueError(f"prompt {prompt.id!r} (line {index + 1} of the sample): {error}") from error

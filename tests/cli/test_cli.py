@@ -231,3 +231,18 @@ def test_compare_warns_when_the_cost_table_it_prices_with_is_noisy(replay_store,
     assert "noisy" in result.output and "bench latency" in result.output
     quiet = run("compare", "--policies", "fixed16,fixed4", "--sweep", replay_store.path, "--bootstrap", "100")
     assert "noisy" not in quiet.output
+
+
+def test_a_live_mode_store_compares_with_its_measured_times(test_zoo, prompt_file, tmp_path):
+    """Reported: `sweep --mode live --candidates 1,4,16` then compare failed ("no tau for block size 1"), and
+    without 1 printed a table of "-"."""
+    run("sweep", "--mode", "live", "--dataset", prompt_file, "--candidates", "1,4,16", "--max-samples", "3",
+        "--max-new-tokens", "8", "--out", tmp_path / "live", *zoo_args(test_zoo))
+    rows = json.loads(run("compare", "--policies", "fixed16,fixed4,fixed1,oracle", "--sweep", tmp_path / "live",
+                          "--format", "json", "--bootstrap", "100").stdout)
+    assert {r["timing"] for r in rows} == {"measured"}
+    speed = {r["policy"]: r["speedup"] for r in rows}
+    assert speed["fixed1"] == pytest.approx(1.0) and all(s > 0 for s in speed.values())
+    assert speed["oracle"] >= max(speed["fixed16"], speed["fixed4"], speed["fixed1"]) - 1e-9
+    refused = run("compare", "--policies", "adaptive", "--sweep", tmp_path / "live", ok=False)
+    assert "replay" in refused.output and "Traceback" not in refused.output
