@@ -295,6 +295,7 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
                                  costs=costs)
     from specpolicy.models.loading import weights_fingerprint
     from specpolicy.sweep.run import SweepSettings, run_sweep
+    from specpolicy.sweep.store import StoreLockedError
 
     settings = SweepSettings(dataset=name, candidates=candidates, temperature=options.temperature,
                              max_new_tokens=options.max_new_tokens, max_samples=options.max_samples,
@@ -306,7 +307,13 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
     out = cache_dir() / "sweeps" / f"{Path(name).stem}-{key}"
     with progress_bar(f"sweep {name} (replay, cached in {out})", len(prompts)) as update:
-        store = run_sweep(settings, str(out), prompts, on_progress=update)
+        try:
+            store = run_sweep(settings, str(out), prompts, on_progress=update)
+        except (ValueError, StoreLockedError) as error:
+            if "--out" not in str(error):
+                raise
+            raise ValueError(f"{error}. That store is compare's cache, which takes no --out: wait for the other "
+                             f"compare to finish, or delete {out} and rerun to sweep anew") from None
     warn_if_flagged(costs or store.latency(), options.costs or out / "latency.json")
     return evaluate_replay(store, policies, costs=costs, candidates=candidates)
 

@@ -158,6 +158,15 @@ def _check_unchanged(store: SweepStore, prompts: Sequence[Prompt], tokenizer, ma
     return set(recorded)
 
 
+def _damaged_or_missing_latency(store: SweepStore) -> bool:
+    """True when the store needs its cost table (re)measured: none yet, or a damaged one (said on stderr)."""
+    try:
+        return store.latency() is None
+    except ValueError as error:
+        warnings.warn(f"{error}: measuring it again", stacklevel=3)
+        return True
+
+
 def run_sweep(
     settings: SweepSettings,
     out: str,
@@ -181,7 +190,7 @@ def run_sweep(
     try:
         decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=settings.temperature,
                                      max_new_tokens=settings.max_new_tokens)
-        if store.latency() is None:
+        if _damaged_or_missing_latency(store):
             store.write_latency(measure_costs(decoder, settings.candidates))
         answer = own_answer(decoder)  # multi-turn prompts: the target's earlier answers, decoded once
         done = _check_unchanged(store, prompts, pair.tokenizer, settings.max_prompt_tokens, answer)

@@ -186,9 +186,14 @@ class SweepStore:
         meta_file = path / "meta.json"
         if not meta_file.exists():
             raise FileNotFoundError(f"{path} is not a sweep store (no meta.json); run `specpolicy sweep --out {path}`")
-        meta = json.loads(meta_file.read_text())
-        if not str(meta.get("schema", "")).startswith("specpolicy.sweep/"):
-            raise ValueError(f"{meta_file} has unknown schema {meta.get('schema')!r}")
+        try:
+            meta = json.loads(meta_file.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ValueError(f"{meta_file} is damaged ({error}); it holds the sweep's settings, so restore it from a "
+                             f"copy, or sweep into a new --out folder") from None
+        if not isinstance(meta, dict) or not str(meta.get("schema", "")).startswith("specpolicy.sweep/"):
+            schema = meta.get("schema") if isinstance(meta, dict) else meta
+            raise ValueError(f"{meta_file} has unknown schema {schema!r}; it is not a specpolicy sweep store")
         return cls(path, meta, split)
 
     @property
@@ -224,7 +229,11 @@ class SweepStore:
     def latency(self) -> CostTable | None:
         """The cost table modelled time is priced with, if measured."""
         file = self.path / "latency.json"
-        return CostTable.load(file) if file.exists() else None
+        try:
+            return CostTable.load(file) if file.exists() else None
+        except ValueError as error:
+            raise ValueError(f"{error}; or resume the sweep (the same `specpolicy sweep` command), which measures "
+                             f"it again, or price with --costs FILE") from None
 
     # --- reading ------------------------------------------------------------------------------------
 
@@ -241,10 +250,17 @@ class SweepStore:
         if body.get("checksum") != checksum(body):
             return None, "checksum mismatch"
         try:
-            return SweepRecord.model_validate({k: v for k, v in body.items() if k != "checksum"}), None
+            record = SweepRecord.model_validate({k: v for k, v in body.items() if k != "checksum"})
         except ValidationError as error:
             first = error.errors()[0]
             return None, f"invalid record ({'.'.join(map(str, first['loc']))}: {first['msg']})"
+        if record.features is not None and not self._features_intact(record):
+            return None, f"its features file {record.features} is missing or damaged (a resume sweeps the prompt again)"
+        return record, None
+
+    def _features_intact(self, record: SweepRecord) -> bool:
+        file = self.path / record.features
+        return file.exists() and hashlib.sha256(file.read_bytes()).hexdigest() == record.features_sha256
 
     def records(self) -> Iterator[SweepRecord]:
         """Valid records in file order; bad ones are reported (warning + ``self.report``) and skipped."""
@@ -283,7 +299,7 @@ class SweepStore:
         file = self.path / record.features
         if not file.exists() or hashlib.sha256(file.read_bytes()).hexdigest() != record.features_sha256:
             raise ValueError(f"{file} is missing or does not match its checksum (record {record.prompt_id}); "
-                             f"delete that record's line from {self.path / 'records.jsonl'} and resume the sweep")
+                             "resume the sweep (the same command) to sweep that prompt again")
         return load_file(str(file))["logits"].float()
 
     def feature_width(self) -> int | None:

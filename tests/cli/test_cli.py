@@ -246,3 +246,31 @@ def test_a_live_mode_store_compares_with_its_measured_times(test_zoo, prompt_fil
     assert speed["oracle"] >= max(speed["fixed16"], speed["fixed4"], speed["fixed1"]) - 1e-9
     refused = run("compare", "--policies", "adaptive", "--sweep", tmp_path / "live", ok=False)
     assert "replay" in refused.output and "Traceback" not in refused.output
+
+
+def test_a_store_with_a_damaged_cost_table_or_meta_is_named_and_repaired_by_resuming(test_zoo, prompt_file, tmp_path):
+    """Reported: a broken latency.json or meta.json could not be repaired through the CLI, and compare's error
+    for meta.json named no file."""
+    args = ["sweep", "--dataset", prompt_file, "--candidates", "1,4", "--max-samples", "2", "--max-new-tokens", "8",
+            "--out", tmp_path / "s", *zoo_args(test_zoo)]
+    run(*args)
+    (tmp_path / "s" / "latency.json").write_text("{not json")
+    broken = run("compare", "--policies", "fixed4", "--sweep", tmp_path / "s", ok=False).output
+    assert "latency.json" in broken and "resume the sweep" in broken and "bug" not in broken
+    run(*args)  # the same command measures the table again
+    run("compare", "--policies", "fixed4", "--sweep", tmp_path / "s")
+    (tmp_path / "s" / "meta.json").write_text("{not json")
+    broken = run("compare", "--policies", "fixed4", "--sweep", tmp_path / "s", ok=False).output
+    assert "meta.json" in broken and "bug" not in broken
+
+
+def test_a_stuck_compare_cache_is_named_with_a_fix_compare_has(test_zoo, prompt_file, tmp_path, monkeypatch):
+    """Reported: inside compare's cache the hint named --out, which compare lacks."""
+    monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path / "cache"))
+    args = ["compare", "--policies", "fixed16", "--dataset", prompt_file, "--max-samples", "2", "--candidates",
+            "1,16", "--max-new-tokens", "8", "--bootstrap", "100", *zoo_args(test_zoo)]
+    run(*args)
+    store = next((tmp_path / "cache" / "sweeps").iterdir())
+    (store / "meta.json").write_text("{not json")
+    output = " ".join(run(*args, ok=False).output.split())
+    assert "compare's cache" in output and f"delete {store}" in output

@@ -225,3 +225,21 @@ def test_a_store_killed_before_its_meta_was_written_resumes(tmp_path):
     (tmp_path / "s" / "notes.txt").write_text("mine")
     with pytest.raises(ValueError, match="non-empty folder without meta.json"):
         SweepStore.check_resumable(tmp_path / "s", {"candidates": [4]})
+
+
+def test_a_record_whose_features_file_is_damaged_is_skipped_counted_and_swept_again(tmp_path):
+    """Reported: a corrupt features file passed resume ("2 prompts recorded"), then compare failed the whole
+    store and asked for a hand edit of records.jsonl. Now the record counts as bad: reading skips it with a
+    report, and a resume sweeps that prompt again."""
+    with SweepStore.open(tmp_path / "s", META) as store:
+        store.append(_record(0), torch.ones(4))
+        store.append(_record(1), torch.ones(4) * 2)
+    damaged = next(store.records())
+    (tmp_path / "s" / damaged.features).write_bytes(b"garbage")
+    with pytest.warns(CorruptRecordWarning, match="features file"):
+        assert [r.prompt_id for r in store.records()] == ["p1"]
+    assert store.done_ids() == {"p1"}  # a resume redoes p0
+    with SweepStore.open(tmp_path / "s", META) as resumed:
+        resumed.append(_record(0), torch.ones(4))
+    assert sorted(r.prompt_id for r in resumed.records()) == ["p0", "p1"]
+    assert torch.equal(resumed.features(next(r for r in resumed.records() if r.prompt_id == "p0")), torch.ones(4))
