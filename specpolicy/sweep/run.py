@@ -81,6 +81,18 @@ class SweepSettings:
         if (self.verify_lengths or self.confidence_sizes) and self.mode != "replay":
             raise ValueError("--verify-lengths and --confidences need --mode replay")
 
+    def prompt_tokens(self, max_positions: int | None) -> int:
+        """The most prompt tokens a sweep keeps (the last ones): ``max_prompt_tokens``, less where the target's
+        context must also hold the output and the largest block verification reads past it."""
+        if max_positions is None:
+            return self.max_prompt_tokens
+        room = max_positions - self.max_new_tokens - max(self.candidates) - 1
+        if room < 1:
+            raise ValueError(f"--max-new-tokens {self.max_new_tokens} and block size {max(self.candidates)} leave no "
+                             f"room for a prompt in the target's context of {max_positions} positions; lower "
+                             "--max-new-tokens")
+        return min(self.max_prompt_tokens, room)
+
     def meta(self) -> dict:
         meta = {**asdict(self), "candidates": sorted(self.candidates),
                 "dataset_sha256": dataset_fingerprint(self.dataset)}
@@ -100,7 +112,7 @@ def sweep_prompt(decoder: SpeculativeDecoder, prompt: Prompt, index: int, settin
                  tokenizer, answer: Answer | None = None) -> tuple[SweepRecord, object]:
     """One prompt's record (and its prefill logits [V]) under ``settings``; a multi-turn prompt's earlier
     turns are answered by the target first (:func:`~specpolicy.decoding.autoregressive.own_answer`)."""
-    ids = encode_prompt(tokenizer, prompt, settings.max_prompt_tokens, answer or own_answer(decoder))
+    ids = encode_prompt(tokenizer, prompt, settings.prompt_tokens(decoder.max_positions), answer or own_answer(decoder))
     candidates = sorted(settings.candidates)
     fields: dict = {"version": RECORD_VERSION, "prompt_id": prompt.id, "index": index, "prompt_length": len(ids),
                     "prompt_sha256": prompt_digest(ids), "training_block_size": decoder.drafter.block_size,
@@ -193,7 +205,7 @@ def run_sweep(
         if _damaged_or_missing_latency(store):
             store.write_latency(measure_costs(decoder, settings.candidates))
         answer = own_answer(decoder)  # multi-turn prompts: the target's earlier answers, decoded once
-        done = _check_unchanged(store, prompts, pair.tokenizer, settings.max_prompt_tokens, answer)
+        done = _check_unchanged(store, prompts, pair.tokenizer, settings.prompt_tokens(decoder.max_positions), answer)
         todo = [(i, p) for i, p in enumerate(prompts) if p.id not in done]
         finished = len(prompts) - len(todo)
         if on_progress:

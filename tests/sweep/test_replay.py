@@ -120,3 +120,4 @@ def test_a_decode_cut_by_the_context_limit_ends_every_schedule_at_its_last_token
     for size in (1, 4):
         assert sum(c.committed for c in table.simulate(size)) == 2  # the output minus the prefill token
     assert table.per_cycle_oracle(uniform_costs([1, 4])) == [4]
+

@@ -126,3 +126,20 @@ def test_a_second_turn_is_swept_after_the_targets_own_first_answer(test_zoo, tmp
     assert second.prompt_length > first.prompt_length + first.output_length  # turn 1, its answer, turn 2
     resumed = run_sweep(settings, str(tmp_path / "s"), prompts)  # the same answer again: nothing is stale
     assert [r.prompt_sha256 for r in resumed.records()] == [r.prompt_sha256 for r in store.records()]
+
+
+def test_a_prompt_that_would_decode_up_to_the_context_limit_is_swept_from_its_last_tokens(test_zoo, tmp_path):
+    """Reported: a prompt whose decode reached the target's context stopped the sweep for good, with a wrong
+    size in the message (the prompt plus its output), and every resume failed alike. The sweep now keeps the
+    prompt's last tokens that leave room for the output and the largest block."""
+    target, drafter = test_zoo
+    data = tmp_path / "long.jsonl"
+    data.write_text('{"id": "long", "prompt": "' + "tell me more about the sea " * 200 + '"}\n'
+                    '{"id": "short", "prompt": "Say hello."}\n')
+    settings = SweepSettings(dataset=str(data), candidates=[1, 4, 16], max_new_tokens=64, max_prompt_tokens=4000,
+                             max_samples=None, target=str(target), drafter=str(drafter))
+    store = run_sweep(settings, str(tmp_path / "s"), load_prompts(str(data)))
+    lengths = {r.prompt_id: r.prompt_length + (r.output_length or 0) for r in store.records()}
+    assert set(lengths) == {"long", "short"} and lengths["long"] <= 512 - 16
+    with pytest.raises(ValueError, match="leave no room for a prompt"):
+        SweepSettings(max_new_tokens=600).prompt_tokens(512)
