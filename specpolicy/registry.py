@@ -194,6 +194,24 @@ def _collect(registry: PolicyRegistry, plugin: str, distribution: str, hook: Cal
 _REGISTRY: PolicyRegistry | None = None
 
 
+def blame_plugin(error: BaseException) -> PolicyFamily | None:
+    """The third-party family whose own code raised ``error`` (a module of its plugin in the traceback), or
+    ``None``: a plugin's bug is reported as the plugin's, not specpolicy's."""
+    if _REGISTRY is None:
+        return None
+    packages: dict[str, PolicyFamily] = {}
+    for family in _REGISTRY.unique():
+        if family.distribution != BUILTIN_DISTRIBUTION:
+            module = family.factory.partition(":")[0] if isinstance(family.factory, str) else family.factory.__module__
+            packages.setdefault(module.split(".")[0], family)
+    traceback, culprit = error.__traceback__, None
+    while traceback is not None:  # the innermost plugin frame decides
+        package = str(traceback.tb_frame.f_globals.get("__name__", "")).split(".")[0]
+        culprit = packages.get(package, culprit)
+        traceback = traceback.tb_next
+    return culprit
+
+
 def get_registry(refresh: bool = False) -> PolicyRegistry:
     """The process-wide registry (built on first use)."""
     global _REGISTRY

@@ -39,6 +39,13 @@ def explain(error: BaseException) -> str:
         return str(error) or type(error).__name__
     if isinstance(error, OSError) and error.strerror:  # the system refused a read or write: the user's to fix
         return f"{error.strerror}: {error.filename or 'while reading or writing'}; check the path, its space and limits"
+    from specpolicy.registry import blame_plugin
+
+    culprit = blame_plugin(error)
+    if culprit is not None:
+        return (f"policy {culprit.name!r} of plugin {culprit.plugin!r} ({culprit.distribution or 'not installed'}) "
+                f"raised {type(error).__name__}: {error} in its own code; report it to that plugin's authors "
+                "(`specpolicy --debug ...` shows the traceback)")
     return (f"unexpected {type(error).__name__}: {error}. This is a bug in specpolicy; rerun with "
             "`specpolicy --debug ...` and report the traceback")
 

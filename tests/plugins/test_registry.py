@@ -158,3 +158,39 @@ def test_a_family_given_as_a_module_path_is_imported_when_created(install):
     install("lazy-dist", {"lazy": _plugin_module("lazy_plugin", body)})
     registry = build_registry()
     assert registry.create("lazyfixed12").block_size == 12
+
+
+def _misbehaving(module):
+    class Divides(FixedPolicy):
+        def select(self, observation):
+            return 16 // 0  # a bug in the plugin, not in specpolicy
+
+    def broken_factory(arg, candidates):
+        raise TypeError("factory() got an unexpected keyword")
+
+    @hookimpl
+    def register_policies(register):
+        register("divides", lambda arg, candidates: Divides(16, candidates))
+        register("unbuildable", broken_factory)
+
+    module.register_policies = register_policies
+
+
+def test_a_misbehaving_plugin_is_blamed_by_name_once_and_specpolicy_is_not(install, replay_store):
+    """Reported: a plugin factory or select raising said "This is a bug in specpolicy", and a broken plugin
+    was reported twice on every command."""
+    from typer.testing import CliRunner
+
+    import specpolicy.registry
+    from specpolicy.cli import app
+
+    install("acme-policies", {"acme": _plugin_module("acme_policies", _misbehaving), "gone": "no_such_module_xyz"})
+    for name in ("divides", "unbuildable"):
+        specpolicy.registry._REGISTRY = None  # a fresh command builds its registry
+        with pytest.warns(PluginLoadWarning) as warned:
+            result = CliRunner().invoke(app, ["compare", "--policies", f"fixed16,{name}", "--sweep",
+                                              str(replay_store.path), "--candidates", "16"])
+        output = " ".join(result.output.split())
+        assert result.exit_code == 2 and "bug in specpolicy" not in output, output
+        assert "plugin 'acme'" in output and "acme-policies" in output, output
+        assert sum("'gone'" in str(w.message) for w in warned) == 1
