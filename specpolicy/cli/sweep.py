@@ -87,9 +87,23 @@ def sweep(
 def import_blockpilot(
     folder: Path = typer.Argument(..., help="a '{dataset}_{seed}T{temperature}' folder of '{B}.json' files"),
     out: Path = typer.Option(..., help="sweep store to create"),
+    candidates: str = typer.Option("14-18", help="block sizes to keep: the paper's 14-18 (its oracle's range), "
+                                                 "a list such as 4-32, or all"),
 ) -> None:
-    """Import the BlockPilot authors' per-prompt tau files into a sweep store (no features)."""
+    """Import the BlockPilot authors' per-prompt tau files into a sweep store (no features); ``1.json``, their
+    predictor's choices, is kept beside it and compared with the best tau."""
+    from specpolicy.policy import oracle_label
     from specpolicy.sweep.importers import import_blockpilot as run_import
 
-    store = run_import(folder, out)
-    stderr.print(f"imported {len(store.done_ids())} prompts x {len(store.candidates)} block sizes into {out}")
+    sizes = None if candidates == "all" else parse_candidates(candidates)
+    store, choices = run_import(folder, out, sizes)
+    kept = list(store.candidates)
+    label = "the paper's 14..18" if kept == [14, 15, 16, 17, 18] else f"block sizes {kept}"
+    stderr.print(f"imported {len(store.done_ids())} prompts x {len(kept)} block sizes into {out} ({label}; "
+                 "--candidates all keeps every file)")
+    if choices:
+        records = {r.prompt_id: r for r in store.records()}
+        best = {pid: kept[oracle_label(r.tau_row(kept), kept, r.training_block_size)] for pid, r in records.items()}
+        agree = sum(choices.get(pid) == b for pid, b in best.items())
+        stderr.print(f"the authors' choices (1.json, saved as {out}/authors_choices.json) equal the best tau over "
+                     f"{label} on {agree} of {len(best)} prompts")

@@ -4,37 +4,44 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
-from specpolicy.defaults import TRAINING_BLOCK_SIZE
+from specpolicy.defaults import PAPER_CANDIDATES, TRAINING_BLOCK_SIZE
 from specpolicy.sweep.records import RECORD_VERSION, SweepRecord
 from specpolicy.sweep.store import SweepStore
 
 BLOCKPILOT_FOLDER = re.compile(r"(?P<dataset>.+)_(?P<seed>\d+)T(?P<temperature>[0-9.]+)$")
 
 
-def import_blockpilot(folder: str | Path, out: str | Path) -> SweepStore:
+def import_blockpilot(folder: str | Path, out: str | Path, candidates: Sequence[int] | None = PAPER_CANDIDATES
+                      ) -> tuple[SweepStore, dict[str, int]]:
     """Read the BlockPilot authors' layout ``{dataset}_{seed}T{temperature}/{B}.json`` (each maps the
     prompt index, as a string, to that prompt's mean tau) into a store without features.
 
-    Every block-size file must cover the same prompts; the store's candidates are the file names.
-    ``1.json`` is skipped: in the authors' layout it holds the predictor's chosen sizes, not tau at B = 1.
+    ``candidates``: the block sizes kept (default: the paper's 14..18, the range its oracle and predictor
+    use; ``None``: every file). Every kept file must cover the same prompts. ``1.json`` holds the
+    authors' predictor's chosen sizes, not tau at B = 1: they are returned by prompt id and saved as
+    ``authors_choices.json`` in the store.
     """
     folder = Path(folder)
     match = BLOCKPILOT_FOLDER.match(folder.name)
     if match is None:
         raise ValueError(f"{folder.name!r} does not look like '{{dataset}}_{{seed}}T{{temperature}}'")
-    files = sorted(folder.glob("*.json"), key=lambda f: int(f.stem) if f.stem.isdigit() else -1)
-    files = [f for f in files if f.stem.isdigit() and f.stem != "1"]
-    if not files:
+    available = {int(f.stem): f for f in folder.glob("*.json") if f.stem.isdigit() and f.stem != "1"}
+    if not available:
         raise FileNotFoundError(f"no '{{B}}.json' files in {folder}")
-    taus = {int(f.stem): _taus(f) for f in files}
+    kept = sorted(available) if candidates is None else sorted(set(candidates) & set(available))
+    if not kept:
+        raise ValueError(f"{folder} has block sizes {sorted(available)}, none of {sorted(candidates)}; pass "
+                         f"--candidates from those")
+    taus = {size: _taus(available[size]) for size in kept}
     prompts = set(next(iter(taus.values())))
     for size, values in taus.items():
         if set(values) != prompts:
             raise ValueError(f"{folder / f'{size}.json'} covers other prompts than the other block sizes")
     meta = {"dataset": match["dataset"], "seed": int(match["seed"]), "temperature": float(match["temperature"]),
-            "candidates": sorted(taus), "mode": "imported", "max_new_tokens": None, "target": None,
+            "candidates": kept, "mode": "imported", "max_new_tokens": None, "target": None,
             "drafter": None, "source": str(folder), "training_block_size": TRAINING_BLOCK_SIZE}
     store = SweepStore.open(out, meta)
     done = store.done_ids()
@@ -42,9 +49,13 @@ def import_blockpilot(folder: str | Path, out: str | Path) -> SweepStore:
         prompt_id = f"{match['dataset']}:{index}"
         if prompt_id not in done:
             store.append(SweepRecord(version=RECORD_VERSION, prompt_id=prompt_id, index=int(index),
-                                     taus={b: taus[b][index] for b in sorted(taus)}))
+                                     taus={b: taus[b][index] for b in kept}))
+    choices = {f"{match['dataset']}:{k}": int(v) for k, v in _taus(folder / "1.json").items()} \
+        if (folder / "1.json").exists() else {}
+    if choices:
+        (store.path / "authors_choices.json").write_text(json.dumps(choices, indent=1))
     store.close()
-    return store
+    return store, choices
 
 
 def _taus(file: Path) -> dict[str, float]:

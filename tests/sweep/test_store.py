@@ -91,7 +91,7 @@ def test_import_blockpilot_layout_and_evaluate(tmp_path):
     folder.mkdir()
     for size in (14, 15, 16, 17, 18):
         (folder / f"{size}.json").write_text(json.dumps({"0": 6.0 + (size == 15), "1": 6.0 + (size == 18)}))
-    store = import_blockpilot(folder, tmp_path / "store")
+    store, _ = import_blockpilot(folder, tmp_path / "store")
     assert store.candidates == (14, 15, 16, 17, 18) and len(store.done_ids()) == 2
     policies = [get_registry().create(n, store.candidates) for n in ("fixed16", "oracle")]
     rows = {r.policy: r for r in summarize(evaluate_replay(store, policies), n_bootstrap=100)}
@@ -185,7 +185,7 @@ def test_import_blockpilot_skips_the_authors_predictor_file(tmp_path):
     (folder / "1.json").write_text(json.dumps({"0": 16.5}))
     for size in (14, 16):
         (folder / f"{size}.json").write_text(json.dumps({"0": 6.0}))
-    store = import_blockpilot(folder, tmp_path / "store")
+    store, _ = import_blockpilot(folder, tmp_path / "store")
     assert store.candidates == (14, 16) and next(store.records()).taus == {14: 6.0, 16: 6.0}
 
 
@@ -243,3 +243,29 @@ def test_a_record_whose_features_file_is_damaged_is_skipped_counted_and_swept_ag
         resumed.append(_record(0), torch.ones(4))
     assert sorted(r.prompt_id for r in resumed.records()) == ["p0", "p1"]
     assert torch.equal(resumed.features(next(r for r in resumed.records() if r.prompt_id == "p0")), torch.ones(4))
+
+
+def test_import_blockpilot_defaults_to_the_papers_sizes_and_reads_the_authors_choices(tmp_path):
+    """Reported: the importer kept 4..32 while the paper's oracle ranges over 14..18 (so the oracle read 6.74
+    where the paper reads 6.74 over 14..18 only by luck of --candidates), and dropped 1.json silently: it holds
+    the authors' per-prompt choices."""
+    from typer.testing import CliRunner
+
+    from specpolicy.cli import app
+
+    folder = tmp_path / "gsm8k_0T0.0"
+    folder.mkdir()
+    for size in (4, 8, 14, 15, 16, 17, 18, 32):
+        (folder / f"{size}.json").write_text(json.dumps({"0": min(size, 6.0 + (size == 15) + 2 * (size == 32)),
+                                                         "1": min(size, 6.0 + (size == 18))}))
+    (folder / "1.json").write_text(json.dumps({"0": 15, "1": 17}))
+    result = CliRunner().invoke(app, ["import-blockpilot", str(folder), "--out", str(tmp_path / "s")])
+    output = " ".join(result.output.split())
+    assert result.exit_code == 0, output
+    store = SweepStore.load(tmp_path / "s")
+    assert store.candidates == (14, 15, 16, 17, 18) and "the paper's 14..18" in output
+    assert "1 of 2 prompts" in output  # the authors' choices against the best tau over 14..18
+    assert json.loads((tmp_path / "s" / "authors_choices.json").read_text()) == {"gsm8k:0": 15, "gsm8k:1": 17}
+    wide = CliRunner().invoke(app, ["import-blockpilot", str(folder), "--out", str(tmp_path / "w"),
+                                    "--candidates", "4-32"])
+    assert wide.exit_code == 0 and SweepStore.load(tmp_path / "w").candidates == (4, 8, 14, 15, 16, 17, 18, 32)
