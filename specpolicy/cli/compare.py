@@ -297,10 +297,7 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
     from specpolicy.sweep.run import SweepSettings, run_sweep
     from specpolicy.sweep.store import StoreLockedError
 
-    settings = SweepSettings(dataset=name, candidates=candidates, temperature=options.temperature,
-                             max_new_tokens=options.max_new_tokens, max_samples=options.max_samples,
-                             seed=options.seed, target=options.target, drafter=options.drafter, dtype=options.dtype,
-                             device=options.device, threads=options.threads)
+    settings = settings_from(SweepSettings, vars(options), dataset=name, candidates=candidates, mode="replay")
     settings.validate()
     weights = [weights_fingerprint(options.target, "target"), weights_fingerprint(options.drafter, "drafter")]
     identity = {**settings.meta(), "threads": options.threads, "weights": weights}

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import typer
 
-from specpolicy.cli.common import DeviceOption, DrafterOption, DtypeOption, TargetOption, ThreadsOption, stderr
+from specpolicy.cli.common import (
+    DeviceOption,
+    DrafterOption,
+    DtypeOption,
+    TargetOption,
+    ThreadsOption,
+    settings_from,
+    stderr,
+)
 from specpolicy.defaults import (
     MAX_BLOCK_SIZE,
     MAX_NEW_TOKENS,
@@ -63,10 +71,7 @@ def sweep(
     from specpolicy.sweep.run import SweepSettings, run_sweep
     from specpolicy.sweep.store import SweepStore
 
-    settings = SweepSettings(dataset=dataset, candidates=parse_candidates(candidates), temperature=temperature,
-                             max_new_tokens=max_new_tokens, max_prompt_tokens=max_prompt_tokens,
-                             max_samples=max_samples, seed=seed, mode=mode.value, target=target, drafter=drafter,
-                             dtype=dtype, device=device, threads=threads, verify_lengths=verify_lengths,
+    settings = settings_from(SweepSettings, locals(), candidates=parse_candidates(candidates), mode=mode.value,
                              confidence_sizes=parse_candidates(confidences) if confidences else [])
     settings.validate()
     SweepStore.check_resumable(out, settings.meta())
