@@ -75,7 +75,7 @@ def plot_by_label(parts: Sequence[tuple[str, Sequence[PolicyResults]]], path: st
     labels = [label for label, _ in parts]
     policies = [r.policy for r in parts[0][1]]
     timed = all(r.timed for _, results in parts for r in results)
-    fig, axes = plt.subplots(figsize=(max(6.0, 1.1 * len(labels) * max(1, len(policies)) ** 0.5), 4))
+    fig, axes = plt.subplots(figsize=(max(6.0, 2.0 + 0.35 * len(labels) * max(1, len(policies))), 4))
     width = 0.8 / max(1, len(policies))
     for i, policy in enumerate(policies):
         values = [r.column("ar_seconds").sum() / r.column("seconds").sum() if timed else r.taus().mean()
@@ -88,7 +88,7 @@ def plot_by_label(parts: Sequence[tuple[str, Sequence[PolicyResults]]], path: st
     axes.set_xticklabels(labels, rotation=30)
     axes.set_xlabel(by)
     axes.set_ylabel(f"pooled speedup over plain AR ({parts[0][1][0].timing})" if timed else "mean tau")
-    axes.legend(fontsize=8)
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     if title:
         axes.set_title(title)
     return _save(fig, path)

@@ -195,6 +195,7 @@ def test_compare_simulates_serving_and_refuses_verify_policies_without_confidenc
     assert "--verify-lengths --confidences" in " ".join(refused.output.split())
 
 
+@pytest.mark.slow  # sweeps with the test pair
 def test_compare_by_category_on_a_users_jsonl(test_zoo, tmp_path, monkeypatch):
     """A row per category and policy plus the overall rows; the sweep keeps the labels, so --sweep can split too."""
     monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path / "cache"))
@@ -235,6 +236,7 @@ def test_compare_warns_when_the_cost_table_it_prices_with_is_noisy(replay_store,
     assert "warning" not in outputs["quiet"]
 
 
+@pytest.mark.slow  # sweeps with the test pair
 def test_a_live_mode_store_compares_with_its_measured_times(test_zoo, prompt_file, tmp_path):
     """Reported: `sweep --mode live --candidates 1,4,16` then compare failed ("no tau for block size 1"), and
     without 1 printed a table of "-"."""
@@ -250,6 +252,7 @@ def test_a_live_mode_store_compares_with_its_measured_times(test_zoo, prompt_fil
     assert "replay" in refused.output and "Traceback" not in refused.output
 
 
+@pytest.mark.slow  # sweeps with the test pair
 def test_a_store_with_a_damaged_cost_table_or_meta_is_named_and_repaired_by_resuming(test_zoo, prompt_file, tmp_path):
     """Reported: a broken latency.json or meta.json could not be repaired through the CLI, and compare's error
     for meta.json named no file."""
@@ -266,6 +269,7 @@ def test_a_store_with_a_damaged_cost_table_or_meta_is_named_and_repaired_by_resu
     assert "meta.json" in broken and "bug" not in broken
 
 
+@pytest.mark.slow  # sweeps with the test pair
 def test_a_stuck_compare_cache_is_named_with_a_fix_compare_has(test_zoo, prompt_file, tmp_path, monkeypatch):
     """Reported: inside compare's cache the hint named --out, which compare lacks."""
     monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path / "cache"))

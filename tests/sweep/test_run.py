@@ -128,6 +128,7 @@ def test_a_second_turn_is_swept_after_the_targets_own_first_answer(test_zoo, tmp
     assert [r.prompt_sha256 for r in resumed.records()] == [r.prompt_sha256 for r in store.records()]
 
 
+@pytest.mark.slow  # sweeps with the test pair
 def test_a_prompt_that_would_decode_up_to_the_context_limit_is_swept_from_its_last_tokens(test_zoo, tmp_path):
     """Reported: a prompt whose decode reached the target's context stopped the sweep for good, with a wrong
     size in the message (the prompt plus its output), and every resume failed alike. The sweep now keeps the

@@ -5,9 +5,9 @@ from common import SAMPLES, WORKDIR
 from specpolicy.data.registry import load_prompts
 from specpolicy.defaults import WIDE_CANDIDATES
 from specpolicy.evaluate import evaluate_replay
-from specpolicy.metrics import summarize
+from specpolicy.metrics import split_by, summarize
 from specpolicy.registry import create_policy
-from specpolicy.report import plot_comparison
+from specpolicy.report import plot_by_label, plot_comparison
 from specpolicy.sweep.run import SweepSettings, run_sweep
 from specpolicy.sweep.store import SweepStore
 from specpolicy.zoo import ZOO_DIR
@@ -32,3 +32,18 @@ for row in summarize(results):
     print(f"{row.policy:<17}{row.speedup:>7.2f}x{row.vs_baseline:>10.2f}x{low:>6.2f}-{high:<5.2f}"
           f"{row.p10_speedup:>6.2f}{row.median_speedup:>7.2f}{row.tau:>6.2f}{row.gain_share:>6.2f}")
 plot_comparison(results, WORKDIR / "compare.png", title="200 held-out ShareGPT prompts, modelled time")
+
+# 4. Per category: the zoo's Spec-Bench sweep (240 prompts, 40 per task group) priced with the same table,
+#    a row per group and one over all (what `specpolicy compare --by group` prints). Any sweep whose
+#    prompts carry a category splits this way, including your own JSONL with a "category" field.
+bench = SweepStore.load(ZOO_DIR / "sweeps" / "spec-bench")
+groups = {record.prompt_id: record.group for record in bench.records()}
+names = ["fixed16", "blockpilot-guard", "oracle-step"]
+results = evaluate_replay(bench, [create_policy(n, WIDE_CANDIDATES) for n in names], costs=store.latency(),
+                          candidates=WIDE_CANDIDATES)
+print(f"\n{'group':<15}{'policy':<18}{'speedup':>8}{'vs fixed16':>11}{'95% CI':>12}")
+for group, part in split_by(results, groups):
+    for row in summarize(part):
+        low, high = row.vs_baseline_ci95
+        print(f"{group:<15}{row.policy:<18}{row.speedup:>7.2f}x{row.vs_baseline:>10.2f}x{low:>6.2f}-{high:<5.2f}")
+plot_by_label(split_by(results, groups), WORKDIR / "by-group.png", "group", title="Spec-Bench, modelled time")
