@@ -29,6 +29,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from specpolicy.arrays import to_numpy
 from specpolicy.costs import CostTable
 from specpolicy.defaults import BLOCKPILOT_DEPTH, BLOCKPILOT_DROPOUT, BLOCKPILOT_HIDDEN, BLOCKPILOT_OBJECTIVE
 from specpolicy.features import get_extractor
@@ -133,7 +134,7 @@ class BlockPilotPolicy(LearnedPolicy):
     def select_batch(self, observations: Sequence[PromptObservation]) -> list[int]:
         if not observations:
             return []
-        scores = self.scores(np.stack([o.logits for o in observations])).numpy()
+        scores = to_numpy(self.scores(np.stack([o.logits for o in observations])))
         return self.choose(scores, [o.costs for o in observations])
 
     def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0, **options: object
@@ -145,7 +146,7 @@ class BlockPilotPolicy(LearnedPolicy):
 
     def chosen_indices(self, dataset: TrainingSet) -> np.ndarray:
         """Candidate index chosen for every prompt of ``dataset`` (priced with its table), int64 [n]."""
-        chosen = self.choose(self.scores(dataset.logits).numpy(), [dataset.costs] * len(dataset))
+        chosen = self.choose(to_numpy(self.scores(dataset.logits)), [dataset.costs] * len(dataset))
         return np.array([self.candidates.index(b) for b in chosen], dtype=np.int64)
 
     def mean_value(self, dataset: TrainingSet) -> float:

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from specpolicy.arrays import to_numpy
 from specpolicy.defaults import (
     BLOCKPILOT_BATCH_SIZE,
     BLOCKPILOT_EPOCHS,
@@ -63,7 +64,7 @@ def validation_score(policy, objective: str, dataset: TrainingSet) -> float:
     if objective == "cycles":
         rows = np.arange(len(dataset))
         if dataset.costs is None:
-            error = policy.scores(dataset.logits).numpy() - dataset.cycles_per_token
+            error = to_numpy(policy.scores(dataset.logits)) - dataset.cycles_per_token
             return -float((error ** 2).mean())
         chosen = policy.chosen_indices(dataset)
         seconds = np.array([dataset.costs.cycle_seconds(policy.candidates[j]) for j in chosen])
