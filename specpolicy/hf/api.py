@@ -136,6 +136,24 @@ def as_assistant(drafter: PreTrainedModel | DFlashDrafter | str | Path) -> PreTr
     return drafter
 
 
+def check_pair(model: PreTrainedModel, assistant: PreTrainedModel) -> None:
+    """Refuse, naming the mismatch, a DFlash assistant made for another target (it reads the target's
+    layers ``target_layer_ids`` of width ``hidden_size`` and drafts with the target's vocabulary)."""
+    target, drafted = model.config.get_text_config(), assistant.config
+    layers = [int(i) for i in getattr(drafted, "target_layer_ids", None) or []]
+    problems = []
+    if layers and max(layers) >= target.num_hidden_layers:
+        problems.append(f"it reads target layers {layers}, but this model has {target.num_hidden_layers} layers")
+    if getattr(drafted, "hidden_size", target.hidden_size) != target.hidden_size:
+        problems.append(f"its hidden size is {drafted.hidden_size}, this model's {target.hidden_size}")
+    mask = getattr(drafted, "mask_token_id", None)
+    if mask is not None and mask >= target.vocab_size:
+        problems.append(f"its mask token {mask} lies outside this model's vocabulary of {target.vocab_size}")
+    if problems:
+        raise ValueError(f"the DFlash drafter was made for another target: {'; '.join(problems)}; pass the drafter "
+                         "trained for this model")
+
+
 def generate(model: PreTrainedModel, drafter: PreTrainedModel | DFlashDrafter | str | Path,
              policy: PolicyLike = "blockpilot-guard", *, costs: CostTable | str | Path | None = None,
              candidates: Sequence[int] | None = None, **generate_kwargs: Any) -> HFGeneration:
@@ -146,6 +164,7 @@ def generate(model: PreTrainedModel, drafter: PreTrainedModel | DFlashDrafter | 
     converted on each call (convert once with :func:`~specpolicy.hf.to_transformers_assistant` to reuse).
     """
     assistant = as_assistant(drafter)
+    check_pair(model, assistant)
     with attach(model, policy, costs=costs, candidates=candidates) as run:
         output = model.generate(**generate_kwargs, assistant_model=assistant, speculation_type="dflash")
         return HFGeneration(output, run.cycles)

@@ -198,3 +198,16 @@ def test_an_rl_agent_policy_runs_inside_generate(pair, assistant, costs, held_ou
     assert cycle_rows(result.cycles) == cycle_rows(trace.cycles)
     assert [c.verify_length for c in result.cycles] == [c.verify_length for c in trace.cycles]
     assert any(c.verify_length < c.block_size for c in trace.cycles)
+
+
+def test_a_drafter_made_for_another_target_is_refused_naming_the_mismatch(assistant):
+    """Reported: mismatched models gave a raw AttributeError or IndexError from inside generate()."""
+    from specpolicy.models.testing import make_target
+
+    for other, what in ((make_target(vocab=4096, hidden=256, layers=2), "layers"),
+                        (make_target(vocab=4096, hidden=64, layers=6), "hidden size"),
+                        (make_target(vocab=97, hidden=256, layers=6), "vocabulary")):
+        ids = torch.tensor([[5, 6, 7, 8]])
+        with pytest.raises(ValueError, match=what):
+            hf.generate(other, assistant, "fixed8", input_ids=ids, attention_mask=torch.ones_like(ids),
+                        do_sample=False, max_new_tokens=8)
