@@ -46,7 +46,8 @@ def batch_latency(
     from specpolicy.sweep.batch_latency import measure_batch_costs
     from specpolicy.sweep.latency import pin_threads
 
-    batches, sizes = parse_candidates(batch_sizes), parse_candidates(lengths)
+    batches = parse_candidates(batch_sizes, "--batch-sizes", block_sizes=False)
+    sizes = parse_candidates(lengths, "--lengths")
     if out is not None and out.is_dir():
         raise fail(f"--out {out} is a folder; pass a file path such as {out / 'batch-costs.json'}")
     pin_threads(threads)

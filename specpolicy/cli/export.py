@@ -32,8 +32,8 @@ def export(
 
     if out is not None and out.is_dir():
         raise fail(f"--out {out} is a folder; pass a file path such as {out / 'export.json'}")
+    batches = parse_candidates(batch_sizes, "--batch-sizes", block_sizes=False)
     costs = BatchCostTable.load(batch_costs, allow_noisy=allow_noisy)
-    batches = parse_candidates(batch_sizes)
     if max(batches) > max(costs.batch_sizes):
         raise fail(f"--batch-sizes go to {max(batches)} but {batch_costs} measured up to {max(costs.batch_sizes)}; "
                    f"measure more with `specpolicy bench batch-latency --batch-sizes 1-{max(batches)}`")

@@ -25,8 +25,9 @@ from specpolicy.defaults import (
 from specpolicy.sweep.modes import Executor, SweepMode
 
 
-def parse_candidates(text: str) -> list[int]:
-    """``"14,15,16"`` or ``"14-18"`` -> sorted block sizes; a clear error otherwise."""
+def parse_candidates(text: str, option: str = "--candidates", block_sizes: bool = True) -> list[int]:
+    """``"14,15,16"`` or ``"14-18"`` -> sorted sizes; a clear error naming ``option`` otherwise (block sizes
+    above the engine's largest are refused; ``block_sizes=False`` for batch sizes)."""
     try:
         if "-" in text and "," not in text:
             low, high = (int(x) for x in text.split("-"))
@@ -34,10 +35,10 @@ def parse_candidates(text: str) -> list[int]:
         else:
             values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise typer.BadParameter(f"candidates must look like 14,15,16,17,18 or 14-18, got {text!r}") from None
+        raise typer.BadParameter(f"{option} must look like 14,15,16,17,18 or 14-18, got {text!r}") from None
     if not values or min(values) < 1 or len(set(values)) != len(values):
-        raise typer.BadParameter(f"candidates must be distinct block sizes >= 1, got {text!r}")
-    if max(values) > MAX_BLOCK_SIZE:
+        raise typer.BadParameter(f"{option} must be distinct sizes >= 1, got {text!r}")
+    if block_sizes and max(values) > MAX_BLOCK_SIZE:
         raise typer.BadParameter(f"block sizes above {MAX_BLOCK_SIZE} are not supported (got {max(values)}); "
                                  f"pass sizes in 1..{MAX_BLOCK_SIZE}")
     return sorted(values)
@@ -72,7 +73,7 @@ def sweep(
     from specpolicy.sweep.store import SweepStore
 
     settings = settings_from(SweepSettings, locals(), candidates=parse_candidates(candidates), mode=mode.value,
-                             confidence_sizes=parse_candidates(confidences) if confidences else [])
+                             confidence_sizes=parse_candidates(confidences, "--confidences") if confidences else [])
     settings.validate()
     SweepStore.check_resumable(out, settings.meta())
     prompts = load_prompts(dataset, max_samples, seed)
