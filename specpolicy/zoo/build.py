@@ -37,33 +37,54 @@ def store_weights_as(folder: Path, dtype: torch.dtype) -> None:
     config_file.write_text(json.dumps(config, indent=2, sort_keys=True))
 
 
+PUBLISH_JOURNAL = ".publishing.json"
+"""written once every folder is staged: the commit point of a publish, removed when it is complete"""
+
+
 def publish(run_dir: Path, dtype: str = SHIPPED_DTYPE, target_dir: Path = TARGET_DIR,
             drafter_dir: Path = DRAFTER_DIR) -> None:
     """Replace the installed zoo's target (with tokenizer) and drafter by a finished run's, stored in ``dtype``.
 
-    Both are staged next to their destination and swapped in by renames, so an interrupted publish
-    leaves the installed zoo as it was. Every number in the model card, the shipped sweep and the
-    shipped predictor must be measured on these stored weights (rerun them after publishing).
+    Both are staged next to their destination; a journal then commits the publish and renames swap them
+    in. Interrupted before the journal, the installed zoo is as it was; after it, the next publish or
+    load of the zoo completes the swap (:func:`finish_publish`), so the zoo is never left without a model
+    or with a new target beside an old drafter. Every number in the model card, the shipped sweep and
+    the shipped predictor must be measured on these stored weights (rerun them after publishing).
     """
     pairs = ((run_dir / "target", target_dir), (run_dir / "drafter", drafter_dir))
     missing = [str(source) for source, _ in pairs if not (source / "config.json").exists()]
     if missing:
         raise FileNotFoundError(f"nothing to publish: {', '.join(missing)} not trained yet; run "
                                 f"`specpolicy zoo train all --run-dir {run_dir}` first")
+    zoo_dir = target_dir.parent
+    finish_publish(zoo_dir)
     staged = []
     for source, dest in pairs:
         stage = dest.with_name(dest.name + ".staged")
         shutil.rmtree(stage, ignore_errors=True)
         shutil.copytree(source, stage)
         store_weights_as(stage, getattr(torch, dtype))
-        staged.append((stage, dest))
-    for stage, dest in staged:  # only renames from here on
-        old = dest.with_name(dest.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        if dest.exists():
-            dest.rename(old)
-        stage.rename(dest)
-        shutil.rmtree(old, ignore_errors=True)
+        staged.append([stage.name, str(dest.relative_to(zoo_dir))])
+    (zoo_dir / PUBLISH_JOURNAL).write_text(json.dumps(staged))
+    finish_publish(zoo_dir)
+
+
+def finish_publish(zoo_dir: Path) -> None:
+    """Complete a committed publish in ``zoo_dir`` (renames only, safe to repeat); nothing without a journal."""
+    journal = zoo_dir / PUBLISH_JOURNAL
+    if not journal.exists():
+        return
+    swaps = [(zoo_dir / stage, zoo_dir / dest) for stage, dest in json.loads(journal.read_text())]
+    for stage, dest in swaps:
+        if stage.exists():  # not swapped in yet (an interrupt may have moved the old one aside already)
+            old = dest.with_name(dest.name + ".old")
+            if dest.exists():
+                shutil.rmtree(old, ignore_errors=True)
+                dest.rename(old)
+            stage.rename(dest)
+    for _, dest in swaps:
+        shutil.rmtree(dest.with_name(dest.name + ".old"), ignore_errors=True)
+    journal.unlink()
 
 
 def run_step(name: str, run_dir: Path, *, target_steps: int, drafter_steps: int, threads: int,

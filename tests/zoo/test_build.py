@@ -43,3 +43,37 @@ def test_publish_swaps_a_finished_run_in_and_refuses_an_unfinished_one(tmp_path)
     assert json.loads((installed_target / "config.json").read_text())["model_type"] == "qwen3"
     assert (installed_drafter / "model.safetensors").exists()
     assert sorted(p.name for p in (tmp_path / "pkg").iterdir()) == ["drafter", "target"]  # no staging left
+
+
+@pytest.mark.parametrize("interrupt_at", [1, 2, 3, 4])
+def test_a_publish_interrupted_at_any_rename_completes_when_rerun_or_loaded(tmp_path, monkeypatch, interrupt_at):
+    """Reported: an interrupt at the wrong moment of `zoo publish` left the installed zoo without a drafter
+    (or, between the two swaps, a new target beside the old drafter)."""
+    from pathlib import Path
+
+    from specpolicy.models.testing import make_pair
+    from specpolicy.zoo.build import finish_publish, publish
+
+    target, drafter = make_pair()
+    target.save_pretrained(str(tmp_path / "run" / "target"))
+    drafter.save_pretrained(tmp_path / "run" / "drafter")
+    installed = {kind: tmp_path / "pkg" / kind for kind in ("target", "drafter")}
+    for folder in installed.values():
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text('{"old": true}')
+    real_rename, calls = Path.rename, []
+
+    def rename(self, dest):
+        calls.append(self)
+        if len(calls) == interrupt_at:
+            raise KeyboardInterrupt
+        return real_rename(self, dest)
+
+    monkeypatch.setattr(Path, "rename", rename)
+    with pytest.raises(KeyboardInterrupt):
+        publish(tmp_path / "run", target_dir=installed["target"], drafter_dir=installed["drafter"])
+    monkeypatch.setattr(Path, "rename", real_rename)
+    finish_publish(installed["target"].parent)  # what the next publish or load does first
+    for kind, folder in installed.items():
+        assert "old" not in json.loads((folder / "config.json").read_text()), kind  # both new, never a mix
+    assert sorted(p.name for p in (tmp_path / "pkg").iterdir()) == ["drafter", "target"]
