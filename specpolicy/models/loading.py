@@ -44,8 +44,7 @@ def resolve_device(device: str) -> str:
 
 def zoo_path(name: str, kind: str) -> Path:
     """Folder of a built-in zoo model (``kind`` is ``target`` or ``drafter``)."""
-    from specpolicy.zoo import ZOO_DIR
-    from specpolicy.zoo.build import finish_publish
+    from specpolicy.zoo import ZOO_DIR, finish_publish
 
     finish_publish(ZOO_DIR)  # an interrupted `zoo publish` completes before the zoo is read
     folder = ZOO_DIR / kind if name == "tiny" else ZOO_DIR / name / kind

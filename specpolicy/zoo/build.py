@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from specpolicy.zoo import DRAFTER_DIR, SHIPPED_DTYPE, TARGET_DIR
+from specpolicy.zoo import DRAFTER_DIR, PUBLISH_JOURNAL, SHIPPED_DTYPE, TARGET_DIR, finish_publish
 
 
 def build_tokenizer(run_dir: Path) -> None:
@@ -35,10 +35,6 @@ def store_weights_as(folder: Path, dtype: torch.dtype) -> None:
     config["dtype"] = str(dtype).removeprefix("torch.")
     config.pop("torch_dtype", None)
     config_file.write_text(json.dumps(config, indent=2, sort_keys=True))
-
-
-PUBLISH_JOURNAL = ".publishing.json"
-"""written once every folder is staged: the commit point of a publish, removed when it is complete"""
 
 
 def publish(run_dir: Path, dtype: str = SHIPPED_DTYPE, target_dir: Path = TARGET_DIR,
@@ -67,24 +63,6 @@ def publish(run_dir: Path, dtype: str = SHIPPED_DTYPE, target_dir: Path = TARGET
         staged.append([stage.name, str(dest.relative_to(zoo_dir))])
     (zoo_dir / PUBLISH_JOURNAL).write_text(json.dumps(staged))
     finish_publish(zoo_dir)
-
-
-def finish_publish(zoo_dir: Path) -> None:
-    """Complete a committed publish in ``zoo_dir`` (renames only, safe to repeat); nothing without a journal."""
-    journal = zoo_dir / PUBLISH_JOURNAL
-    if not journal.exists():
-        return
-    swaps = [(zoo_dir / stage, zoo_dir / dest) for stage, dest in json.loads(journal.read_text())]
-    for stage, dest in swaps:
-        if stage.exists():  # not swapped in yet (an interrupt may have moved the old one aside already)
-            old = dest.with_name(dest.name + ".old")
-            if dest.exists():
-                shutil.rmtree(old, ignore_errors=True)
-                dest.rename(old)
-            stage.rename(dest)
-    for _, dest in swaps:
-        shutil.rmtree(dest.with_name(dest.name + ".old"), ignore_errors=True)
-    journal.unlink()
 
 
 def run_step(name: str, run_dir: Path, *, target_steps: int, drafter_steps: int, threads: int,
