@@ -11,7 +11,8 @@ from specpolicy.defaults import VALIDATION_SHARE
 from specpolicy.policy import TRAINING_BLOCK_SIZE, TrainingSet, oracle_label
 from specpolicy.replay_table import ReplayTable
 from specpolicy.sweep.records import SweepRecord
-from specpolicy.sweep.store import SweepStore, in_validation
+from specpolicy.sweep.resume import in_validation
+from specpolicy.sweep.store import SweepStore
 
 LABELS = ("time", "tau")
 
