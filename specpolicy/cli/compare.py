@@ -295,7 +295,7 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
                                  costs=costs)
     from specpolicy.models.loading import weights_fingerprint
     from specpolicy.sweep.run import SweepSettings, run_sweep
-    from specpolicy.sweep.store import StoreLockedError
+    from specpolicy.sweep.store import StoreLockedError, StoreUnusableError
 
     settings = settings_from(SweepSettings, vars(options), dataset=name, candidates=candidates, mode="replay")
     settings.validate()
@@ -306,9 +306,7 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
     with progress_bar(f"sweep {name} (replay, cached in {out})", len(prompts)) as update:
         try:
             store = run_sweep(settings, str(out), prompts, on_progress=update)
-        except (ValueError, StoreLockedError) as error:
-            if "--out" not in str(error):
-                raise
+        except (StoreUnusableError, StoreLockedError) as error:
             raise ValueError(f"{error}. That store is compare's cache, which takes no --out: wait for the other "
                              f"compare to finish, or delete {out} and rerun to sweep anew") from None
     warn_if_flagged(costs or store.latency(), options.costs or out / "latency.json")

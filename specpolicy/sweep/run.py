@@ -31,7 +31,7 @@ from specpolicy.sweep.latency import measure_costs, pin_threads
 from specpolicy.sweep.modes import SweepMode
 from specpolicy.sweep.records import RECORD_VERSION, LiveRun, ReferenceRun, ReplayEntry, SweepRecord, prompt_digest
 from specpolicy.sweep.replay import build_replay
-from specpolicy.sweep.store import CorruptRecordWarning, SweepStore
+from specpolicy.sweep.store import CorruptRecordWarning, StoreUnusableError, SweepStore
 
 MODES = tuple(m.value for m in SweepMode)
 
@@ -165,8 +165,8 @@ def _check_unchanged(store: SweepStore, prompts: Sequence[Prompt], tokenizer, ma
              and recorded[p.id] != prompt_digest(encode_prompt(tokenizer, p, max_prompt_tokens, answer))]
     if stale:
         names = ", ".join(repr(s) for s in stale[:5]) + (f" and {len(stale) - 5} more" if len(stale) > 5 else "")
-        raise ValueError(f"prompt {names} changed since it was swept into {store.path} (its tokens no longer match "
-                         "the stored record); sweep into a new --out folder, or restore the prompt text")
+        raise StoreUnusableError(f"prompt {names} changed since it was swept into {store.path} (its tokens no longer "
+                                 "match the stored record); sweep into a new --out folder, or restore the prompt text")
     return set(recorded)
 
 

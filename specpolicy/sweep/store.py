@@ -37,12 +37,19 @@ from specpolicy.sweep.records import SweepRecord, checksum
 from specpolicy.sweep.resume import SPLITS, in_validation, settings_diffs
 
 SCHEMA = "specpolicy.sweep/1"
+
+
 class CorruptRecordWarning(UserWarning):
     """A record in a sweep store failed its checksum or could not be parsed; it was skipped."""
 
 
 class StoreLockedError(RuntimeError):
     """Another process is writing to the store."""
+
+
+class StoreUnusableError(ValueError):
+    """The folder cannot hold this sweep as it is (a file, foreign content, other settings, changed prompts):
+    the fix is another folder, or the same settings and prompts."""
 
 
 @dataclass
@@ -60,6 +67,8 @@ def _last_byte(file: Path) -> bytes:
 
 BEFORE_META = {".lock", "features", "meta.tmp"}
 """what :meth:`SweepStore.open` writes before meta.json (a kill in between leaves only these)"""
+
+
 class SweepStore:
     """A sweep store folder. Create or resume with :meth:`open` (locks it); read with :meth:`records`.
 
@@ -86,22 +95,23 @@ class SweepStore:
         """
         path = Path(path)
         if path.exists() and not path.is_dir():
-            raise ValueError(f"--out {path} is a file; pass a folder for the sweep store")
+            raise StoreUnusableError(f"--out {path} is a file; pass a folder for the sweep store")
         blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
         if blocking is not None:
-            raise ValueError(f"--out {path} lies under the file {blocking}; pass a folder path")
+            raise StoreUnusableError(f"--out {path} lies under the file {blocking}; pass a folder path")
         meta_file = path / "meta.json"
         if not meta_file.exists():
             if path.is_dir() and any(p.name not in BEFORE_META for p in path.iterdir()):
-                raise ValueError(f"{path} is a non-empty folder without meta.json; pass a new or empty --out folder")
+                raise StoreUnusableError(f"{path} is a non-empty folder without meta.json; pass a new or empty --out "
+                                         "folder")
             return  # new, empty, or a store killed before its meta.json was written: nothing recorded yet
         try:
             existing = json.loads(meta_file.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):
-            raise ValueError(f"{meta_file} is unreadable; pass a new --out folder") from None
+            raise StoreUnusableError(f"{meta_file} is unreadable; pass a new --out folder") from None
         diffs = settings_diffs(existing, meta)
         if diffs:
-            raise ValueError(f"{path} holds a sweep with other settings ({'; '.join(diffs)}); "
+            raise StoreUnusableError(f"{path} holds a sweep with other settings ({'; '.join(diffs)}); "
                              "pass a new --out folder or the same settings to resume")
 
     @classmethod
