@@ -89,8 +89,8 @@ def evaluate_replay(
         table = record.table() if record.replay is not None else None
         measured = {b: r.decode_seconds / max(1, r.tokens) for b, r in record.live.items()} if live else None
         answers = Answers(record.taus, table, record.training_block_size, measured)
-        oracle = (candidates[oracle_label([-measured[b] for b in candidates], candidates, record.training_block_size)]
-                  if live else oracle_block_size(record, table, candidates, costs, answers.training_block_size))
+        oracle = (answers.fastest_measured(candidates) if live
+                  else oracle_block_size(record, table, candidates, costs, answers.training_block_size))
         for policy, result in zip(policies, results):
             result.prompts.append(_measured(policy, observation, answers, record, oracle) if live
                                   else _replayed(policy, observation, answers, record.prompt_id, costs, oracle))

@@ -66,6 +66,11 @@ class Answers:
     training_block_size: int = TRAINING_BLOCK_SIZE
     seconds_per_token: Mapping[int, float] | None = None
 
+    def fastest_measured(self, candidates: Sequence[int]) -> int:
+        """The candidate with the fewest measured seconds per token (ties: nearest the training block size)."""
+        values = [-self.seconds_per_token[b] for b in candidates]
+        return candidates[oracle_label(values, candidates, self.training_block_size)]
+
 
 class Policy:
     """Base class. Subclasses override :meth:`select` (per prompt), :meth:`step` (per cycle, with

@@ -51,7 +51,7 @@ class TrainArgs:
     epochs: int = defaults.BLOCKPILOT_EPOCHS
     """BlockPilot epochs (upper bound with early stopping)"""
     lr: float = defaults.BLOCKPILOT_LR
-    """BlockPilot Adam learning rate (the paper's 1e-5)"""
+    """BlockPilot learning rate (AdamW; the paper's Adam uses 1e-5)"""
     batch_size: int = defaults.BLOCKPILOT_BATCH_SIZE
     """BlockPilot batch size"""
     weight_decay: float = defaults.BLOCKPILOT_WEIGHT_DECAY

@@ -139,7 +139,7 @@ class BlockPilotPolicy(LearnedPolicy):
 
     def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0, **options: object
             ) -> dict:
-        """Adam with early stopping on ``validation`` (see :func:`~specpolicy.plugins.blockpilot_fit.fit`)."""
+        """AdamW with early stopping on ``validation`` (see :func:`~specpolicy.plugins.blockpilot_fit.fit`)."""
         from specpolicy.plugins.blockpilot_fit import fit
 
         return fit(self, dataset, validation, seed=seed, **options)

@@ -47,8 +47,7 @@ class TimeOraclePolicy(TauOraclePolicy):
         """The prompt's fastest candidate by modelled time (measured in a live sweep; by tau without a cost
         table or a replay)."""
         if answers.seconds_per_token:
-            values = [-answers.seconds_per_token[b] for b in self.candidates]
-            return self.candidates[oracle_label(values, self.candidates, answers.training_block_size)]
+            return answers.fastest_measured(self.candidates)
         if observation.costs is None or answers.table is None:
             return super().best(observation, answers)
         return answers.table.fastest_fixed(observation.costs, self.candidates, answers.training_block_size)

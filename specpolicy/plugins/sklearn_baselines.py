@@ -124,12 +124,13 @@ class SklearnPolicy(LearnedPolicy):
     def load(cls, path: str | Path, candidates: Sequence[int] | None = None) -> SklearnPolicy:
         model, settings = skops_io.load_model(path, SETTINGS_NAME, "sklearn policy",
                                               "specpolicy train KIND --sweep DIR --out FOLDER")
-        if settings.get("predicts", "label") != ("label" if settings["kind"] in CLASSIFIERS else "cycles_per_token"):
+        table = settings.get("validated_with")
+        policy = cls(settings["kind"], settings["candidates"], model, CostTable.from_json(table) if table else None)
+        if settings.get("predicts", "label") != policy.predicts:
             raise ValueError(f"the {settings['kind']} policy in {path} was saved as a classifier before it became a "
                              f"regressor of cycles per token; retrain it with `specpolicy train {settings['kind']} "
                              f"--sweep DIR --out {path}`")
-        table = settings.get("validated_with")
-        return cls(settings["kind"], settings["candidates"], model, CostTable.from_json(table) if table else None)
+        return policy
 
 
 def sklearn_policy(kind: str, arg: str | None, candidates: Sequence[int]) -> SklearnPolicy:
