@@ -9,12 +9,6 @@ prompt with plain AR and each policy, in an order that rotates per prompt (measu
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
-import os
-from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 
 import typer
@@ -31,86 +25,16 @@ from specpolicy.cli.common import (
     settings_from,
     stderr,
 )
+from specpolicy.cli.compare_runs import (
+    DEFAULT_DATASET,
+    DEFAULT_SAMPLES,
+    CompareOptions,
+    Mode,
+    prompt_labels,
+    results_per_dataset,
+)
 from specpolicy.cli.sweep import parse_candidates
-from specpolicy.cycles import check_temperature
-from specpolicy.defaults import BOOTSTRAP_RESAMPLES, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, cache_dir
-
-DEFAULT_DATASET = "sharegpt"
-DEFAULT_SAMPLES = 48
-BY = ("category", "group")
-"""the prompt labels ``--by`` reports per (a sweep record's, or a prompt's from its dataset)"""
-
-
-class Mode(str, Enum):
-    replay = "replay"
-    live = "live"
-
-
-@dataclass
-class CompareOptions:
-    """Everything ``compare`` was asked for, checked before any model loads."""
-
-    policies: list[str]
-    datasets: list[str]
-    mode: Mode
-    sweep: Path | None
-    candidates: list[int] | None
-    temperature: float
-    max_samples: int
-    max_new_tokens: int
-    seed: int
-    baseline: str
-    costs: Path | None
-    threads: int
-    target: str
-    drafter: str
-    device: str
-    dtype: str
-    plot: Path | None = None
-    oracle: str = "oracle"
-    concurrency: int = 1
-    batch_costs: Path | None = None
-    split: str | None = None
-    allow_noisy: bool = False
-    by: str | None = None
-
-    def validate(self) -> None:
-        """Fail on options that cannot work together, before anything loads."""
-        check_temperature(self.temperature, "--temperature")
-        if self.by not in (None, *BY):
-            raise ValueError(f"--by {self.by} is not a prompt label; use --by category or --by group")
-        if self.sweep is not None:
-            sweep_settings = (("--dataset", self.datasets != [DEFAULT_DATASET]),
-                              ("--temperature", self.temperature != 0.0),
-                              ("--max-samples", self.max_samples != DEFAULT_SAMPLES),
-                              ("--max-new-tokens", self.max_new_tokens != MAX_NEW_TOKENS), ("--seed", self.seed != 0),
-                              ("--target", self.target != "tiny"), ("--drafter", self.drafter != "tiny"),
-                              ("--device", self.device != "cpu"), ("--dtype", self.dtype != "auto"))
-            ignored = [flag for flag, given in sweep_settings if given]
-            if ignored:
-                raise ValueError(f"--sweep evaluates a stored sweep with its own prompts and settings; "
-                                 f"{', '.join(ignored)} would be ignored: drop them, or drop --sweep to sweep anew")
-        elif self.split is not None:
-            raise ValueError("--split picks one side of a --sweep store (train or validation, by a hash of the "
-                             "prompt id, as `specpolicy train` splits it); pass --sweep DIR")
-        if self.plot is not None:
-            check_plot_path(self.plot)
-        if (self.concurrency > 1 or self.batch_costs is not None) and (self.sweep is None or self.batch_costs is None):
-            raise ValueError("--concurrency N simulates serving from a stored sweep: pass --sweep DIR and "
-                             "--batch-costs FILE (from `specpolicy bench batch-latency --out FILE`)")
-
-
-def check_plot_path(plot: Path) -> None:
-    """A --plot path must be a PNG file in a folder that exists or can be made."""
-    if plot.is_dir() or plot.suffix.lower() != ".png":
-        example = plot / "compare.png" if plot.is_dir() else plot.with_suffix(".png")
-        raise ValueError(f"--plot {plot} must be a .png file path (e.g. {example})")
-    try:
-        plot.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ValueError(f"--plot {plot}: cannot create its folder ({error.strerror}); pass a writable path") from None
-    if not os.access(plot.parent, os.W_OK):
-        raise ValueError(f"--plot {plot}: {plot.parent} is not writable; pass a writable path")
+from specpolicy.defaults import BOOTSTRAP_RESAMPLES, MAX_NEW_TOKENS
 
 
 def compare(
@@ -156,7 +80,7 @@ def compare(
                             datasets=[d.strip() for d in dataset.split(",") if d.strip()],
                             candidates=parse_candidates(candidates) if candidates else None)
     options.validate()
-    runs = list(_runs(options))
+    runs = list(results_per_dataset(options))
     if sweep is not None:
         from specpolicy.sweep.store import SweepStore
 
@@ -181,17 +105,6 @@ def compare(
         _plot(runs, plot, f"{mode.value}, T={temperature:g}", (by, labelled) if by else None)
 
 
-def prompt_labels(options: CompareOptions, name: str) -> dict[str, str]:
-    """Prompt id -> its ``--by`` label: from the sweep's records, or from the dataset's prompts."""
-    if options.sweep is not None:
-        from specpolicy.sweep.store import SweepStore
-
-        return {r.prompt_id: getattr(r, options.by) or "" for r in SweepStore.load(options.sweep).records()}
-    from specpolicy.data.registry import load_prompts
-
-    return {p.id: getattr(p, options.by) for p in load_prompts(name, options.max_samples, options.seed)}
-
-
 def _plot(runs, plot: Path, title: str, labelled: tuple[str, dict] | None = None) -> None:
     """One PNG per dataset: speed and chosen sizes per policy, or (``--by``) speed per label and policy."""
     from specpolicy.report import plot_by_label, plot_comparison
@@ -204,119 +117,3 @@ def _plot(runs, plot: Path, title: str, labelled: tuple[str, dict] | None = None
             by, parts = labelled
             plot_by_label(parts[name], path, by, title=f"{Path(name).name}: {title}")
         stderr.print(f"plot saved to {path}")
-
-
-def _runs(options: CompareOptions):
-    """(dataset name, results) per dataset; everything checkable is checked before any model loads."""
-    from specpolicy.costs import CostTable
-    from specpolicy.defaults import DEFAULT_CANDIDATES
-    from specpolicy.evaluate import check_candidates
-    from specpolicy.policy import check_vocabulary
-    from specpolicy.registry import get_registry
-    from specpolicy.sweep.latency import pin_threads
-    from specpolicy.sweep.store import SweepStore
-
-    pin_threads(options.threads)
-    costs = CostTable.load(options.costs) if options.costs else None
-    store = None
-    if options.sweep is not None:
-        if options.mode is Mode.live:
-            raise ValueError("--sweep evaluates stored results; drop it for --mode live")
-        store = SweepStore.load(options.sweep, split=options.split)
-        chosen = options.candidates or list(store.candidates)
-        extra = sorted(set(chosen) - set(store.candidates))
-        if extra:
-            raise ValueError(f"--candidates {extra} are not in the sweep's {list(store.candidates)}; pass a subset")
-    else:
-        chosen = options.candidates or list(DEFAULT_CANDIDATES)
-    registry = get_registry()
-    built = [registry.create(name, chosen) for name in options.policies]
-    if options.mode is Mode.live:
-        from specpolicy.engine import check_live
-
-        check_live(built)
-    if store is None:  # a sweep's features are checked by evaluate_replay
-        from specpolicy.models.loading import target_vocab_size
-
-        check_vocabulary(built, target_vocab_size(options.target), f"target {options.target!r}")
-    for policy in built:
-        check_candidates(policy, chosen, store.meta.get("confidence_sizes", []) if store is not None else None)
-    if options.baseline not in options.policies:
-        stderr.print(f"note: baseline {options.baseline} is not among the policies; no ratios or gain shares")
-    elif options.oracle not in options.policies:
-        stderr.print(f"note: {options.oracle} is not among the policies; no gain shares")
-    if store is not None and options.batch_costs is not None:
-        from specpolicy.batch_costs import BatchCostTable
-        from specpolicy.evaluate import evaluate_serving
-
-        batch = BatchCostTable.load(options.batch_costs, allow_noisy=options.allow_noisy)
-        yield options.sweep.name, evaluate_serving(store, built, batch, options.concurrency)
-        return
-    if store is not None:
-        from specpolicy.evaluate import evaluate_replay
-
-        warn_if_flagged(costs or store.latency(), options.costs or store.path / "latency.json")
-        yield options.sweep.name, evaluate_replay(store, built, costs=costs, candidates=chosen)
-        return
-    for name in options.datasets:
-        yield name, _run_dataset(name, options, built, chosen, costs)
-
-
-@functools.cache
-def _load_pair_once(target: str, drafter: str, dtype: str, device: str):
-    """The model pair, loaded once per process however many datasets a live compare walks."""
-    from specpolicy.models import load_pair
-
-    return load_pair(target, drafter, dtype, device)
-
-
-def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[int], costs):
-    from specpolicy.cli.progress import progress_bar
-    from specpolicy.data.registry import load_prompts
-    from specpolicy.evaluate import evaluate_live, evaluate_replay
-
-    prompts = load_prompts(name, options.max_samples, options.seed)
-    if options.mode is Mode.live:
-        from specpolicy.data.prompts import encode_prompt
-        from specpolicy.decoding import SpeculativeDecoder
-        from specpolicy.decoding.autoregressive import own_answer
-        from specpolicy.sweep.latency import cached_costs
-
-        pair = _load_pair_once(options.target, options.drafter, options.dtype, options.device)
-        decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=options.temperature,
-                                     max_new_tokens=options.max_new_tokens)
-        if costs is None:
-            costs = cached_costs(decoder, candidates, pair.metadata(), on_measure=stderr.print)
-        answer = own_answer(decoder)  # multi-turn prompts continue after the target's answers (untimed)
-        encoded = [(p.id, encode_prompt(pair.tokenizer, p, MAX_PROMPT_TOKENS, answer)) for p in prompts]
-        with progress_bar(f"live {name}", len(encoded)) as update:
-            counter = iter(range(1, len(encoded) + 1))
-            return evaluate_live(decoder, encoded, policies, options.seed, on_prompt=lambda: update(next(counter)),
-                                 costs=costs)
-    from specpolicy.models.loading import weights_fingerprint
-    from specpolicy.sweep.run import SweepSettings, run_sweep
-    from specpolicy.sweep.store import StoreLockedError, StoreUnusableError
-
-    settings = settings_from(SweepSettings, vars(options), dataset=name, candidates=candidates, mode="replay")
-    settings.validate()
-    weights = [weights_fingerprint(options.target, "target"), weights_fingerprint(options.drafter, "drafter")]
-    identity = {**settings.meta(), "threads": options.threads, "weights": weights}
-    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
-    out = cache_dir() / "sweeps" / f"{Path(name).stem}-{key}"
-    with progress_bar(f"sweep {name} (replay, cached in {out})", len(prompts)) as update:
-        try:
-            store = run_sweep(settings, str(out), prompts, on_progress=update)
-        except (StoreUnusableError, StoreLockedError) as error:
-            raise ValueError(f"{error}. That store is compare's cache, which takes no --out: wait for the other "
-                             f"compare to finish, or delete {out} and rerun to sweep anew") from None
-    warn_if_flagged(costs or store.latency(), options.costs or out / "latency.json")
-    return evaluate_replay(store, policies, costs=costs, candidates=candidates)
-
-
-def warn_if_flagged(costs, where: Path) -> None:
-    """Say on stderr when the table modelled time is priced with is untrustworthy (noisy, not monotone)."""
-    problems = costs.check() if costs is not None else []
-    for problem in problems:
-        stderr.print(f"[yellow]warning:[/] the cost table {where} is flagged ({problem}); modelled speeds can "
-                     f"be off: remeasure on a quiet machine (`specpolicy bench latency --out FILE`, then "
-                     f"--costs FILE)", soft_wrap=True, highlight=False)
