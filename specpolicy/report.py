@@ -23,6 +23,19 @@ def _save(fig, path: str | Path) -> Path:
     return path
 
 
+def _headline(result: PolicyResults, timed: bool) -> float:
+    """Pooled speedup over plain AR, or mean tau when the run is untimed."""
+    return result.column("ar_seconds").sum() / result.column("seconds").sum() if timed else result.taus().mean()
+
+
+def _grouped_bars(axes, slots: int, series: Sequence[tuple[str, Sequence[float]]]) -> None:
+    """Draw each series' values [slots] as bars side by side in every slot, labelled for a legend."""
+    width = 0.8 / max(1, len(series))
+    for i, (label, values) in enumerate(series):
+        axes.bar([k + (i - len(series) / 2) * width + width / 2 for k in range(slots)], values, width=width,
+                 label=label)
+
+
 def plot_comparison(results: Sequence[PolicyResults], path: str | Path, title: str = "") -> Path:
     """Save a two-panel figure: pooled speedup over AR per policy (mean tau when untimed); histogram of
     the block sizes of all cycles per policy."""
@@ -35,23 +48,21 @@ def plot_comparison(results: Sequence[PolicyResults], path: str | Path, title: s
     names = [r.policy for r in results]
     timed = all(r.timed for r in results)
     if timed:
-        values = [r.column("ar_seconds").sum() / r.column("seconds").sum() for r in results]
         left.axhline(1.0, color="0.5", linewidth=1, linestyle="--")
         left.set_ylabel(f"pooled speedup over plain AR ({results[0].timing})")
         left.set_title("speed per policy")
     else:
-        values = [r.taus().mean() for r in results]
         left.set_ylabel("mean tau (accepted + 1 per cycle)")
         left.set_title("tau per policy")
-    left.bar(names, values, color="#4c72b0")
+    left.bar(names, [_headline(r, timed) for r in results], color="#4c72b0")
     left.tick_params(axis="x", rotation=30)
     sizes = sorted({b for r in results for p in r.prompts for b in p.block_sizes})
-    width = 0.8 / max(1, len(results))
-    for i, result in enumerate(results):
+    shares = []
+    for result in results:
         counts = Counter(b for p in result.prompts for b in p.block_sizes)
         total = max(1, sum(counts.values()))
-        right.bar([k + (i - len(results) / 2) * width + width / 2 for k in range(len(sizes))],
-                  [counts[s] / total for s in sizes], width=width, label=result.policy)
+        shares.append((result.policy, [counts[s] / total for s in sizes]))
+    _grouped_bars(right, len(sizes), shares)
     right.set_xticks(range(len(sizes)))
     right.set_xticklabels([str(b) for b in sizes])
     right.set_xlabel("block size")
@@ -76,12 +87,8 @@ def plot_by_label(parts: Sequence[tuple[str, Sequence[PolicyResults]]], path: st
     policies = [r.policy for r in parts[0][1]]
     timed = all(r.timed for _, results in parts for r in results)
     fig, axes = plt.subplots(figsize=(max(6.0, 2.0 + 0.35 * len(labels) * max(1, len(policies))), 4))
-    width = 0.8 / max(1, len(policies))
-    for i, policy in enumerate(policies):
-        values = [r.column("ar_seconds").sum() / r.column("seconds").sum() if timed else r.taus().mean()
-                  for _, results in parts for r in results if r.policy == policy]
-        axes.bar([k + (i - len(policies) / 2) * width + width / 2 for k in range(len(labels))], values, width=width,
-                 label=policy)
+    _grouped_bars(axes, len(labels), [(policy, [_headline(r, timed) for _, results in parts for r in results
+                                                 if r.policy == policy]) for policy in policies])
     if timed:
         axes.axhline(1.0, color="0.5", linewidth=1, linestyle="--")
     axes.set_xticks(range(len(labels)))
