@@ -1,4 +1,4 @@
-"""Shared fixtures (tiny Qwen3 targets and DFlash drafters built in the test) and the test tiers.
+"""Shared fixtures (tiny Qwen3 targets and DFlash drafters, random or prebuilt in tests/fixtures) and the tiers.
 
 ``python -m pytest`` runs the fast tier (the edit-test loop) with small Hypothesis budgets;
 ``python -m pytest --full`` (CI) adds the ``slow``, ``docs``, ``ray`` and ``tutorial`` tiers and
@@ -7,13 +7,16 @@ runs every property test at its full budget. ``-m TIER`` selects a tier explicit
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
-from specpolicy.models.testing import make_pair, make_trained_pair
+from specpolicy.models.testing import make_pair
+from tests.fixtures.prebuilt import PROMPTS, STORE_SETTINGS, copy_store, copy_test_zoo, load_trained_pair
 
-STORE_CANDIDATES = (1, 2, 4, 8, 14, 15, 16, 17, 18)
+STORE_CANDIDATES = tuple(STORE_SETTINGS["replay"]["candidates"])  # the replay store's
 
 TIERS = {
     "slow": "model card, zoo training, heavy sweeps and learners",
@@ -58,53 +61,37 @@ def random_pair():
 
 @pytest.fixture(scope="session")
 def trained_pair():
-    """(target, drafter): vocab 16, the drafter distilled on the target so drafts get accepted."""
-    return make_trained_pair()
+    """(target, drafter): vocab 16, the drafter distilled on the target so drafts get accepted (shipped)."""
+    return load_trained_pair()
 
 
 @pytest.fixture(scope="session")
 def test_zoo(tmp_path_factory):
-    """(target folder, drafter folder) of a loadable tiny pair with a tokenizer and chat template."""
-    from transformers.utils import logging as hf_logging
-
-    from specpolicy.models.testing import save_test_zoo
-
-    hf_logging.disable_progress_bar()
-    return save_test_zoo(tmp_path_factory.mktemp("zoo"))
+    """(target folder, drafter folder) of a loadable tiny pair with a tokenizer and chat template (a copy
+    of the shipped one)."""
+    return copy_test_zoo(tmp_path_factory.mktemp("zoo"))
 
 
 @pytest.fixture(scope="session")
 def prompt_file(tmp_path_factory):
-    """A one-prompt-per-line TXT dataset of 8 prompts."""
+    """A one-prompt-per-line TXT dataset of 8 prompts (the ones the shipped stores sweep)."""
     path = tmp_path_factory.mktemp("data") / "prompts.txt"
-    path.write_text("\n".join(["How do I sort a list?", "def add(a, b):", "The quick brown fox",
-                               "Explain speculative decoding.", "Write a haiku.", "What is 2 + 2?",
-                               "List three colours.", "Say hello."]) + "\n")
+    shutil.copyfile(PROMPTS, path)
     return path
 
 
 @pytest.fixture(scope="session")
 def replay_store(test_zoo, prompt_file, tmp_path_factory):
-    """A replay sweep store over the 8 test prompts, candidates 1, 2, 4, 8 and 14..18."""
-    from specpolicy.data.registry import load_prompts
-    from specpolicy.sweep.run import SweepSettings, run_sweep
+    """A replay sweep store over the 8 test prompts, candidates 1, 2, 4, 8 and 14..18 (shipped, copied)."""
+    from specpolicy.sweep.store import SweepStore
 
-    target, drafter = test_zoo
-    settings = SweepSettings(dataset=str(prompt_file), candidates=list(STORE_CANDIDATES), max_new_tokens=24,
-                             max_samples=None, target=str(target), drafter=str(drafter))
-    out = tmp_path_factory.mktemp("sweeps") / "replay"
-    return run_sweep(settings, str(out), load_prompts(str(prompt_file)))
+    return SweepStore.load(copy_store("replay", tmp_path_factory.mktemp("sweeps") / "replay", test_zoo, prompt_file))
 
 
 @pytest.fixture(scope="session")
 def verify_store(test_zoo, prompt_file, tmp_path_factory):
-    """A ``--verify-lengths`` replay sweep with confidences over the 8 test prompts, candidates 1, 2, 4, 8."""
-    from specpolicy.data.registry import load_prompts
-    from specpolicy.sweep.run import SweepSettings, run_sweep
+    """A ``--verify-lengths`` replay sweep with confidences over the 8 test prompts, candidates 1, 2, 4, 8
+    (shipped, copied)."""
+    from specpolicy.sweep.store import SweepStore
 
-    target, drafter = test_zoo
-    settings = SweepSettings(dataset=str(prompt_file), candidates=[1, 2, 4, 8], max_new_tokens=24, max_samples=None,
-                             target=str(target), drafter=str(drafter), verify_lengths=True,
-                             confidence_sizes=[2, 4, 8])
-    out = tmp_path_factory.mktemp("sweeps") / "verify"
-    return run_sweep(settings, str(out), load_prompts(str(prompt_file)))
+    return SweepStore.load(copy_store("verify", tmp_path_factory.mktemp("sweeps") / "verify", test_zoo, prompt_file))

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "transformers", "gymnasium")
 
@@ -30,11 +32,16 @@ def _run_all(programs: list[str]) -> list[subprocess.CompletedProcess]:
 
 
 def test_the_policy_contract_and_core_records_import_no_torch_or_gymnasium():
-    probes = [f"import sys\nimport {m}\nprint(' '.join(x for x in {HEAVY!r} if x in sys.modules))" for m in LIGHT]
-    loaded = {m: r.stdout.split() for m, r in zip(LIGHT, _run_all(probes))}
-    assert loaded == {m: [] for m in LIGHT}
+    """One fresh interpreter imports the light modules in turn; none may bring in a heavy library (the
+    first module to load one is named)."""
+    probe = (f"import importlib, sys\nfor m in {LIGHT!r}:\n    importlib.import_module(m)\n"
+             f"    print(m, *(x for x in {HEAVY!r} if x in sys.modules))")
+    (result,) = _run_all([probe])
+    loaded = {line.split()[0]: line.split()[1:] for line in result.stdout.splitlines()}
+    assert loaded == {m: [] for m in LIGHT}, result.stderr[-2000:]
 
 
+@pytest.mark.slow  # three fresh interpreters that import gymnasium
 def test_environments_are_registered_whichever_is_imported_first():
     checks = [f"{order}\nassert 'specpolicy/BlockSizeStep-v0' in gym.registry\nprint('ok')" for order in ORDERS]
     for order, result in zip(ORDERS, _run_all(checks)):

@@ -22,6 +22,7 @@ def test_bench_decode_agrees_with_ar_at_any_temperature(temperature):
     assert 0 < result.speedup <= result.tokens_per_cycle / result.cycle_cost_in_ar_steps * 1.0001
 
 
+@pytest.mark.slow
 def test_bench_decode_with_sampled_drafts_does_not_claim_identical_outputs():
     target, drafter = make_pair()
     prompts = [torch.randint(5, 90, (12,), generator=torch.Generator().manual_seed(i)).tolist() for i in range(2)]

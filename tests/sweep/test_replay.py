@@ -14,19 +14,23 @@ from specpolicy.sweep.replay import build_replay
 CANDIDATES = [1, 2, 4, 8, 12, 16]
 
 
-@pytest.mark.parametrize("temperature", [0.0, pytest.param(1.0, marks=pytest.mark.slow)])
-def test_replay_matches_live_decoding_for_every_candidate(trained_pair, temperature):
+SLOW = pytest.mark.slow  # the fast tier keeps two greedy prompts
+
+
+@pytest.mark.parametrize(("temperature", "first"), [(0.0, 4), (0.0, 8), pytest.param(0.0, 10, marks=SLOW),
+                                                    pytest.param(0.0, 13, marks=SLOW),
+                                                    *(pytest.param(1.0, f, marks=SLOW) for f in (4, 8, 10, 13))])
+def test_replay_matches_live_decoding_for_every_candidate(trained_pair, temperature, first):
     target, drafter = trained_pair
     decoder = SpeculativeDecoder(target, drafter, temperature=temperature, max_new_tokens=50)
-    for first in (4, 8, 10, 13):
-        prompt = [first, 7, first + 1, 9]
-        table, trace = build_replay(decoder, prompt, CANDIDATES, max_new_tokens=50, seed=first)
-        assert table.sequence[len(prompt): len(prompt) + len(trace.output_ids)] == trace.output_ids
-        for size in CANDIDATES:
-            live = decoder.generate(prompt, size, seed=first)
-            simulated = table.simulate(size)
-            assert [(c.block_size, c.accepted, c.committed) for c in live.cycles] == [
-                (c.block_size, c.accepted, c.committed) for c in simulated]
+    prompt = [first, 7, first + 1, 9]
+    table, trace = build_replay(decoder, prompt, CANDIDATES, max_new_tokens=50, seed=first)
+    assert table.sequence[len(prompt): len(prompt) + len(trace.output_ids)] == trace.output_ids
+    for size in CANDIDATES:
+        live = decoder.generate(prompt, size, seed=first)
+        simulated = table.simulate(size)
+        assert [(c.block_size, c.accepted, c.committed) for c in live.cycles] == [
+            (c.block_size, c.accepted, c.committed) for c in simulated]
 
 
 def test_replay_matches_a_per_cycle_schedule(trained_pair):

@@ -189,6 +189,7 @@ def test_import_blockpilot_skips_the_authors_predictor_file(tmp_path):
     assert store.candidates == (14, 16) and next(store.records()).taus == {14: 6.0, 16: 6.0}
 
 
+@pytest.mark.slow  # reads the shipped 480-prompt store five times
 def test_every_way_to_get_a_shipped_split_yields_exactly_its_prompts():
     """`default_sweep("validation")` (now shipped_sweep) once returned the whole training store."""
     from specpolicy.envs.block_size import BlockSizeEnv

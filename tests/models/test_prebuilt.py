@@ -1,0 +1,71 @@
+"""What tests/fixtures ships prebuilt is what the code builds: the recipes' pairs, and the stores swept with them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from specpolicy.decoding import SpeculativeDecoder
+from specpolicy.models.testing import make_trained_pair, save_test_zoo
+from tests.fixtures.prebuilt import STORE_SETTINGS, STORES, TEST_ZOO, copy_test_zoo, load_trained_pair, sweep_store
+
+pytestmark = pytest.mark.slow  # distils both pairs and sweeps both stores again (about 20 s)
+PROMPTS = [[4 + i, 7, 9, 5 + i] for i in range(6)]
+
+
+def _mean_tau(target, drafter) -> float:
+    decoder = SpeculativeDecoder(target, drafter, max_new_tokens=60, stop_token_ids=[])
+    return sum(decoder.generate(p, 8).tau for p in PROMPTS) / len(PROMPTS)
+
+
+def _same_target(a, b) -> None:
+    """Random initialisation from a seed is exact on every machine: the targets are equal bit for bit."""
+    a_state, b_state = a.state_dict(), b.state_dict()
+    assert a_state.keys() == b_state.keys()
+    assert all(torch.equal(a_state[k], b_state[k]) for k in a_state)
+
+
+def test_the_shipped_trained_pair_is_what_make_trained_pair_builds():
+    """Rebuild it with ``python -m tests.fixtures.prebuilt`` when this fails after a recipe change."""
+    (target, drafter), (shipped_target, shipped_drafter) = make_trained_pair(), load_trained_pair()
+    _same_target(target, shipped_target)
+    saved_only = {"architectures", "_name_or_path", "transformers_version"}  # written by save_pretrained
+    config, shipped = drafter.config.to_dict(), shipped_drafter.config.to_dict()
+    assert {k: v for k, v in config.items() if k not in saved_only} == {
+        k: v for k, v in shipped.items() if k not in saved_only}
+    # distillation may round differently on another CPU: the drafter must draft as well, not bit for bit
+    assert _mean_tau(target, drafter) == pytest.approx(_mean_tau(shipped_target, shipped_drafter), rel=0.15)
+
+
+def test_the_shipped_test_zoo_is_what_save_test_zoo_builds(tmp_path):
+    built = save_test_zoo(tmp_path)
+    for name in ("tokenizer.json", "chat_template.jinja", "config.json", "generation_config.json"):
+        assert (built[0] / name).read_text() == (TEST_ZOO / "target" / name).read_text(), name
+    assert (built[1] / "config.json").read_text() == (TEST_ZOO / "drafter" / "config.json").read_text()
+    from transformers import Qwen3ForCausalLM
+
+    _same_target(*(Qwen3ForCausalLM.from_pretrained(str(folder)) for folder in (built[0], TEST_ZOO / "target")))
+
+
+def _decisions(record: dict) -> dict:
+    """A record's decisions: without wall-clock seconds (they differ run to run) or the features' file
+    name and checksums (logits may round differently on another CPU; the tokens may not)."""
+    reference = {"block_size": record["reference"]["block_size"],
+                 "cycles": [c[:3] for c in record["reference"]["cycles"]]}
+    skipped = ("reference", "features", "features_sha256", "checksum")
+    return {k: v for k, v in record.items() if k not in skipped} | {"reference": reference}
+
+
+@pytest.mark.parametrize("name", list(STORE_SETTINGS))
+def test_each_shipped_store_is_what_a_sweep_of_the_shipped_zoo_records(name, tmp_path):
+    """Tokens, taus, replay tables and confidences equal a fresh sweep's (timings aside)."""
+    zoo = copy_test_zoo(tmp_path / "zoo")
+    fresh = sweep_store(name, tmp_path / name, zoo)
+    lines = [[json.loads(x) for x in (folder / "records.jsonl").read_text().splitlines()]
+             for folder in (fresh.path, STORES / name)]
+    assert [_decisions(r) for r in lines[0]] == [_decisions(r) for r in lines[1]]
+    shipped = json.loads((STORES / name / "meta.json").read_text())
+    assert {k: v for k, v in fresh.meta.items() if k in STORE_SETTINGS[name]} == {
+        k: v for k, v in shipped.items() if k in STORE_SETTINGS[name]}
