@@ -182,6 +182,8 @@ class CostTable:
         except (json.JSONDecodeError, TypeError, AttributeError) as exc:
             raise ValueError(f"{file} is not a cost table ({exc}); remeasure it with `specpolicy bench latency`") \
                 from None
+        except ValueError as exc:  # a readable table with impossible seconds: name the file it came from
+            raise ValueError(f"{file}: {exc}") from None
 
 
 def uniform_costs(block_sizes: Iterable[int], ar_seconds: float = 1.0, per_token: float = 0.0) -> CostTable:

@@ -58,6 +58,10 @@ VALIDATION_SHARE = 0.2
 """share of training prompts held out (by a hash of their id) for early stopping"""
 DEFAULT_POLICY = "blockpilot-guard"
 """what ``specpolicy generate`` decodes with: BlockPilot's per-prompt start, a cost-aware per-cycle guard"""
+COMPARE_BASELINE = "fixed16"
+"""the policy ``compare``'s speed ratios and gain shares are measured against"""
+COMPARE_ORACLE = "oracle"
+"""the policy whose gain over the baseline ``compare``'s gain share divides by"""
 SWEEP_MAX_SAMPLES = 64
 """prompts a sweep decodes (a seeded sample)"""
 REPLAY_ROWS_PER_PASS = 512

@@ -106,7 +106,10 @@ class PolicyRegistry:
     def create(self, name: str, candidates: Sequence[int] = DEFAULT_CANDIDATES) -> Policy:
         """Build the policy ``name`` over ``candidates``."""
         family, arg = self.parse(name)
-        policy = family.build(arg, tuple(candidates))
+        try:
+            policy = family.build(arg, tuple(candidates))
+        except ValueError as error:  # name the policy the bad argument came from (``fixed0``)
+            raise ValueError(f"policy {name!r}: {error}") if name not in str(error) else error from None
         policy.name = name
         return policy
 

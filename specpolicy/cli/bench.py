@@ -170,8 +170,9 @@ def sweep(
     from specpolicy.models import load_pair
 
     sizes = parse_candidates(candidates)
+    chosen = load_prompts(dataset, prompts, 0)  # a bad --dataset is named before any model loads
     pair = load_pair(target, drafter, dtype, device)
-    ids = encode_prompts(pair.tokenizer, load_prompts(dataset, prompts, 0), max_tokens=MAX_PROMPT_TOKENS)
+    ids = encode_prompts(pair.tokenizer, chosen, max_tokens=MAX_PROMPT_TOKENS)
     decoder = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=max_new_tokens)
     with progress_bar("bench sweep", len(ids)) as update:
         counter = iter(range(1, len(ids) + 1))

@@ -129,9 +129,10 @@ def hf_loop(
         raise fail("no policies given; e.g. --policies fixed16,blockpilot-guard")
     built = [resolve_policy(name) for name in names]
     check_vocabulary([p for p in built if not isinstance(p, int)], target_vocab_size(target), f"target {target!r}")
+    chosen = load_prompts(dataset, prompts, 0)  # a bad --dataset is named before any model loads
     pin_threads(threads)
     pair = load_pair(target, drafter, dtype, device)
-    ids = encode_prompts(pair.tokenizer, load_prompts(dataset, prompts, 0), max_tokens=MAX_PROMPT_TOKENS)
+    ids = encode_prompts(pair.tokenizer, chosen, max_tokens=MAX_PROMPT_TOKENS)
     sizes = {b for p in built for b in ([p] if isinstance(p, int) else p.choices())}
     costs = cached_costs(SpeculativeDecoder(pair.target, pair.drafter), sizes, pair.metadata(), stderr.print)
     with progress_bar("bench hf", len(ids)) as update:

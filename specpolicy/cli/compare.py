@@ -34,7 +34,7 @@ from specpolicy.cli.compare_runs import (
     results_per_dataset,
 )
 from specpolicy.cli.sweep import parse_candidates
-from specpolicy.defaults import BOOTSTRAP_RESAMPLES, MAX_NEW_TOKENS
+from specpolicy.defaults import BOOTSTRAP_RESAMPLES, COMPARE_BASELINE, COMPARE_ORACLE, MAX_NEW_TOKENS
 
 
 def compare(
@@ -48,8 +48,8 @@ def compare(
     max_samples: int = typer.Option(DEFAULT_SAMPLES, min=1, help="prompts per dataset (seeded shuffle)"),
     max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
     seed: int = typer.Option(0),
-    baseline: str = typer.Option("fixed16", help="policy the speed ratios and gain share are measured against"),
-    oracle: str = typer.Option("oracle", help="policy whose gain over the baseline the gain share divides by "
+    baseline: str = typer.Option(COMPARE_BASELINE, help="policy the speed ratios and gain share are measured against"),
+    oracle: str = typer.Option(COMPARE_ORACLE, help="policy whose gain over the baseline the gain share divides by "
                                               "(e.g. oracle-step, oracle-verify)"),
     concurrency: int = typer.Option(1, min=1, help="simulate serving this many requests at once (with --sweep and "
                                                    "--batch-costs); 1: one prompt at a time"),

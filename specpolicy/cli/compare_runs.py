@@ -13,7 +13,7 @@ from pathlib import Path
 
 from specpolicy.cli.common import settings_from, stderr
 from specpolicy.cycles import check_temperature
-from specpolicy.defaults import MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, cache_dir
+from specpolicy.defaults import COMPARE_BASELINE, COMPARE_ORACLE, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, cache_dir
 
 DEFAULT_DATASET = "sharegpt"
 DEFAULT_SAMPLES = 48
@@ -47,7 +47,7 @@ class CompareOptions:
     device: str
     dtype: str
     plot: Path | None = None
-    oracle: str = "oracle"
+    oracle: str = COMPARE_ORACLE
     concurrency: int = 1
     batch_costs: Path | None = None
     split: str | None = None
@@ -57,6 +57,11 @@ class CompareOptions:
     def validate(self) -> None:
         """Fail on options that cannot work together, before anything loads."""
         check_temperature(self.temperature, "--temperature")
+        for option, name, default in (("--baseline", self.baseline, COMPARE_BASELINE),
+                                      ("--oracle", self.oracle, COMPARE_ORACLE)):
+            if name != default and name not in self.policies:  # the defaults may be left out of --policies
+                raise ValueError(f"{option} {name} is not among --policies ({','.join(self.policies)}); add it "
+                                 "there, or name one of those")
         if self.by not in (None, *BY):
             raise ValueError(f"--by {self.by} is not a prompt label; use --by category or --by group")
         if self.sweep is not None:

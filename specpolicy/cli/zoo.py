@@ -15,9 +15,9 @@ app = typer.Typer(help="The built-in tiny target and DFlash drafter.", no_args_i
 def train(
     step: str = typer.Argument("all", help="tokenizer, target, drafter, or all (in that order)"),
     run_dir: Path = typer.Option(Path("runs/zoo"), help="checkpoints, caches and logs; rerun to resume"),
-    target_steps: int = typer.Option(ZOO_TARGET_STEPS, help="optimizer steps of the target's schedule"),
-    drafter_steps: int = typer.Option(ZOO_DRAFTER_STEPS, help="optimizer steps of the drafter's schedule"),
-    threads: int = typer.Option(ZOO_THREADS, help="torch CPU threads"),
+    target_steps: int = typer.Option(ZOO_TARGET_STEPS, min=1, help="optimizer steps of the target's schedule"),
+    drafter_steps: int = typer.Option(ZOO_DRAFTER_STEPS, min=1, help="optimizer steps of the drafter's schedule"),
+    threads: int = typer.Option(ZOO_THREADS, min=1, help="torch CPU threads"),
     bf16: bool = typer.Option(True, "--bf16/--fp32", help="bfloat16 autocast while training (weights stay fp32)"),
 ) -> None:
     """Rebuild tokenizer, target and drafter from scratch with fixed seeds (resumable) in RUN_DIR.
@@ -68,6 +68,9 @@ def card(
     from specpolicy.zoo import ZOO_DIR
     from specpolicy.zoo.card import measure, render
 
+    if run_dir.exists() and not run_dir.is_dir():
+        raise typer.BadParameter(f"{run_dir} is a file; pass the folder of a `specpolicy zoo train` run",
+                                 param_hint="--run-dir")
     result = measure(run_dir, prompts)
     (run_dir / "card.json").write_text(json.dumps(result, indent=2))
     path = out or ZOO_DIR / "MODEL_CARD.md"

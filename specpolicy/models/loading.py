@@ -60,8 +60,13 @@ def resolve_source(name: str, kind: str) -> str:
     """A zoo name, an existing local folder, or (for online users) a hub id, as a string."""
     if name in ZOO_NAMES:
         return str(zoo_path(name, kind))
-    if Path(name).expanduser().exists():
-        return str(Path(name).expanduser())
+    path = Path(name).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            what = "a file" if path.is_file() else "a folder without config.json"
+            raise FileNotFoundError(f"{kind} {name!r} is {what}; pass a model folder (config.json and safetensors "
+                                    f"weights), a zoo name ({', '.join(ZOO_NAMES)}) or a hub id owner/name")
+        return str(path)
     if name.count("/") != 1 or name.startswith((".", "/")):
         raise FileNotFoundError(f"{kind} {name!r} is neither a zoo name ({', '.join(ZOO_NAMES)}), a local folder, "
                                 "nor a hub id of the form owner/name")
@@ -191,6 +196,8 @@ class ModelPair:
 def load_pair(target: str = "tiny", drafter: str = "tiny", dtype: str = "auto", device: str = "cpu") -> ModelPair:
     """Load a target and its drafter; ``tiny`` is the built-in zoo."""
     device = resolve_device(device)
+    for name, kind in ((target, "target"), (drafter, "drafter")):  # a bad drafter is named before the target loads
+        resolve_source(name, kind)
     model, tokenizer = load_target(target, dtype, device)
     draft = load_drafter(drafter, model, dtype, device)
     return ModelPair(model, tokenizer, draft, target, drafter, str(resolve_dtype(dtype, device)).replace("torch.", ""),

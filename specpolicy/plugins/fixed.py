@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+from specpolicy.cycles import check_block_size
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Policy, PromptObservation
 
 
@@ -13,9 +14,7 @@ class FixedPolicy(Policy):
 
     def __init__(self, block_size: int, candidates: Sequence[int]) -> None:
         super().__init__(candidates)
-        if block_size < 1:
-            raise ValueError(f"fixed block size must be >= 1, got {block_size}")
-        self.block_size = block_size
+        self.block_size = check_block_size(block_size)  # the engine's one rule: 1..MAX_BLOCK_SIZE
 
     def select(self, observation: PromptObservation) -> int:
         return self.block_size

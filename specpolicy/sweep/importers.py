@@ -25,9 +25,13 @@ def import_blockpilot(folder: str | Path, out: str | Path, candidates: Sequence[
     ``authors_choices.json`` in the store.
     """
     folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} is {'a file' if folder.exists() else 'missing'}; pass the authors' folder "
+                                "{dataset}_{seed}T{temperature} that holds their {B}.json files")
     match = BLOCKPILOT_FOLDER.match(folder.name)
     if match is None:
-        raise ValueError(f"{folder.name!r} does not look like '{{dataset}}_{{seed}}T{{temperature}}'")
+        raise ValueError(f"folder {str(folder)!r}: its name {folder.name!r} does not look like the authors' "
+                         "'{dataset}_{seed}T{temperature}' (e.g. gsm8k_0T0.0)")
     available = {int(f.stem): f for f in folder.glob("*.json") if f.stem.isdigit() and f.stem != "1"}
     if not available:
         raise FileNotFoundError(f"no '{{B}}.json' files in {folder}")

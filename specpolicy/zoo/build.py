@@ -68,6 +68,10 @@ def publish(run_dir: Path, dtype: str = SHIPPED_DTYPE, target_dir: Path = TARGET
 def run_step(name: str, run_dir: Path, *, target_steps: int, drafter_steps: int, threads: int,
              bf16: bool = True) -> None:
     """Run one step (``tokenizer``, ``target`` or ``drafter``) and record its wall time."""
+    before = {"target": "tokenizer", "drafter": "target"}.get(name)
+    if before and not (run_dir / before).is_dir():
+        raise FileNotFoundError(f"`zoo train {name}` reads the {before} step's output, and {run_dir / before} is "
+                                f"missing; run `specpolicy zoo train {before} --run-dir {run_dir}` first (or `all`)")
     run_dir.mkdir(parents=True, exist_ok=True)
     start = time.time()
     if name == "tokenizer":
