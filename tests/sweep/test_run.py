@@ -43,6 +43,7 @@ def test_interrupted_sweep_resumes_without_loss_or_duplicates(test_zoo, prompt_f
     assert sorted(ids) == sorted(p.id for p in prompts) and len(ids) == len(set(ids))
 
 
+@pytest.mark.slow  # decodes every candidate live; tests/sweep/test_replay.py keeps replay = live in the fast tier
 def test_live_sweep_agrees_with_replay_taus(test_zoo, prompt_file, tmp_path):
     target, drafter = test_zoo
     prompts = load_prompts(str(prompt_file))[:3]
