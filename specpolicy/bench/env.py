@@ -36,15 +36,15 @@ def live_env_overhead(pair, dataset: str, episodes: int = BENCH_ENV_LIVE_EPISODE
 
     env = gym.make("specpolicy/BlockSizeLive-v0", live={"dataset": dataset, "pair": pair,
                                                          "max_new_tokens": max_new_tokens, "max_samples": episodes})
-    backend = env.unwrapped.live
+    source = env.unwrapped.source
     env_seconds = bare_seconds = 0.0
     for episode in range(episodes):
         start = time.perf_counter()
         env.reset(seed=episode)
+        ids = env.unwrapped._episode.ids
         env.step(2)
         env_seconds += time.perf_counter() - start
-        ids = backend._ids
         start = time.perf_counter()
-        backend.decoder.generate(ids, 16)
+        source.decoder.generate(ids, 16)
         bare_seconds += time.perf_counter() - start
     return env_seconds / episodes, bare_seconds / episodes

@@ -66,7 +66,7 @@ class AgentSpec:
         if granularity == "prompt":
             return cls("prompt", env.candidates, env.features, 0, size)
         if budget is None:
-            budget = int(env.data.store.meta["max_new_tokens"]) if env.backend == "replay" else env.live.budget
+            budget = env.source.budget
         return cls(granularity, env.candidates, "compact", budget, size)
 
     def to_dict(self) -> dict:

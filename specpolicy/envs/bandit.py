@@ -43,7 +43,7 @@ class LinUCB:
 
     @classmethod
     def for_env(cls, env: BlockSizeVectorEnv, alpha: float = LINUCB_ALPHA) -> LinUCB:
-        obs = env.data.observations
+        obs = env.source.observations
         return cls(obs.mean(0), obs.std(0) + 1e-6, env.candidates, env.features, alpha)
 
     def design(self, observations: np.ndarray) -> np.ndarray:
@@ -61,7 +61,7 @@ class LinUCB:
 
     def learn(self, env: BlockSizeVectorEnv, steps: int, seed: int = 0) -> None:
         """``steps`` vector steps of ``env.num_envs`` prompts each, updating on the reward of each tried arm."""
-        tokens = np.array([max(1, t.tokens()) if t is not None else 1 for t in env.data.tables], dtype=np.float64)
+        tokens = np.array([max(1, t.tokens()) if t is not None else 1 for t in env.source.tables], dtype=np.float64)
         obs, _ = env.reset(seed=seed)
         for _ in range(steps):
             prompts, x = env.prompt_indices().copy(), self.design(obs)
@@ -77,7 +77,7 @@ class LinUCB:
         Returns the steps taken."""
         if env.reward != "time":
             raise ValueError("per-cycle bandit learning needs BlockSizeStep-v0 with reward='time'")
-        scale, steps = env.data.latency.ar_seconds, 0
+        scale, steps = env.source.latency.ar_seconds, 0
         obs, _ = env.reset(seed=seed)
         for _ in range(episodes):
             done = False

@@ -1,8 +1,9 @@
 """``specpolicy/BlockSizeStep-v0``: one step per decoding cycle, the action picks that cycle's block size.
 
-Replay backend: exact, from the counterfactual tables of a replay sweep; live backend
-(``backend="live"``): a live decode session of the prompt, one cycle per action. Both are stepped
-through the same :class:`~specpolicy.cycles.CycleSource` protocol. Observation (float32 [20]):
+Its episodes come from a source (:func:`~specpolicy.envs.sources.open_source`): exact replay of a
+replay sweep's counterfactual tables, or (``backend="live"``) a live decode session of the prompt,
+one cycle per action; both sessions step through the same :class:`~specpolicy.cycles.CycleSource`
+protocol. Observation (float32 [20]):
 share of the token budget used, cycle count / 64, the last three accepted lengths and the last
 block size (each / largest candidate), the mean accepted length so far, and the 13 compact
 prefill features of the prompt (``DraftVerifyStep-v0`` adds the verify length, chosen after seeing
@@ -23,11 +24,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from specpolicy.arrays import to_numpy
 from specpolicy.cycles import CycleRecord, mean_acceptance
-from specpolicy.envs.replay_data import OBSERVATION_BOUND, ReplayData
+from specpolicy.envs.replay_data import OBSERVATION_BOUND
 from specpolicy.envs.rewards import check_reward
-from specpolicy.features import compact
+from specpolicy.envs.sources import open_source
 from specpolicy.state import DecodeState
 
 OBSERVATION_SIZE = 20
@@ -60,46 +60,28 @@ class BlockSizeStepEnv(gym.Env):
             # a TypeError, as for an unsupported argument: stable-baselines3's make_vec_env then retries without it
             raise TypeError("BlockSizeStep-v0 has no render modes; pass render_mode=None")
         check_reward(reward, self.granularity, backend)
-        self.backend = backend
+        self.reward = reward
         self.session = None
         self.observation_space = spaces.Box(-OBSERVATION_BOUND, OBSERVATION_BOUND, (OBSERVATION_SIZE,), np.float32)
-        if backend == "live":
-            from specpolicy.envs.live import LiveSource
-
-            self.reward = reward
-            self.live = LiveSource(**(live or {}))
-            self.candidates = self.live.candidates
-            self.action_space = spaces.Discrete(len(self.candidates))
-            return
-        self.data = ReplayData.load(sweep, "compact", split=split)
-        if any(t is None for t in self.data.tables):
+        self.source = open_source(backend, sweep, split, live, features="compact")
+        if any(t is None for t in getattr(self.source, "tables", ())):
             raise ValueError("BlockSizeStep-v0 needs a replay sweep (specpolicy sweep --mode replay)")
-        if reward != "tokens" and self.data.latency is None:
+        if reward != "tokens" and self.source.latency is None:
             raise ValueError(f"reward={reward!r} needs the sweep's cost table (latency.json)")
-        self.reward = reward
-        self.candidates = self.data.candidates
-        self.prefill = self.data.observations  # compact prefill features, loaded once with the tables
+        self.candidates = self.source.candidates
         self.action_space = spaces.Discrete(len(self.candidates))
 
     def _observation(self) -> np.ndarray:
         return step_observation(self.session.state, self.candidates, self._budget, self._prefill)
 
     def _start(self, options: dict[str, Any] | None) -> bool:
-        """Begin one prompt's decode (a replay or live session); True when prefill alone finished it."""
-        if self.backend == "live":
-            self.session, self._prompt_id, _ = self.live.start(self.np_random)
-            self._budget = self.live.budget
-            logits = to_numpy(self.session.state.prefill_logits)
-            self._prefill = compact(logits, [self.session.state.prompt_length])[0]
-            return self.session.done
-        if options and "prompt_index" in options:
-            index = int(options["prompt_index"])
-        else:
-            index = int(self.np_random.integers(len(self.data.tables)))
-        table = self.data.tables[index]
-        self.session, self._prompt_id = table.session(), self.data.prompt_ids[index]
-        self._budget, self._prefill = table.budget, self.prefill[index]
-        return self.session.done and not (options and "prompt_index" in options)
+        """Begin one prompt's decode (a replay or live session); True when prefill alone finished a
+        randomly drawn prompt (one asked for by ``prompt_index`` is kept)."""
+        index = (options or {}).get("prompt_index")
+        episode = self.source.episode(self.np_random, index)
+        self.session, self._prompt_id = episode.session, episode.prompt_id
+        self._budget, self._prefill = episode.budget, episode.observation  # compact prefill features
+        return self.session.done and index is None
 
     def close(self) -> None:
         self.session = None
@@ -112,11 +94,12 @@ class BlockSizeStepEnv(gym.Env):
         return self._observation(), {"prompt_id": self._prompt_id}
 
     def _reward(self, cycle: CycleRecord) -> float:
-        if self.reward == "time":
-            return cycle.committed / self.data.latency.cycles_seconds([cycle])
         if self.reward == "tokens":
             return float(cycle.committed)
-        steps = self.data.latency.cycles_seconds([cycle]) / self.data.latency.ar_seconds
+        latency = self.source.latency
+        if self.reward == "time":
+            return cycle.committed / latency.cycles_seconds([cycle])
+        steps = latency.cycles_seconds([cycle]) / latency.ar_seconds
         if self.reward == "seconds":
             return -steps
         return cycle.committed - steps

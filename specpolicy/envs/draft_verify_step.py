@@ -58,7 +58,7 @@ class DraftVerifyStepEnv(BlockSizeStepEnv):
     def __init__(self, sweep=None, reward: str = "tokens", render_mode: str | None = None,
                  backend: str = "replay", live: dict | None = None, split: str = "train") -> None:
         super().__init__(sweep, reward, render_mode, backend, live, split)
-        if backend == "replay":
+        if self.source.kind == "replay":
             self._check_sweep()
         size = OBSERVATION_SIZE + 2 + 2 * (max(self.candidates) - 1)
         self.observation_space = spaces.Box(-OBSERVATION_BOUND, OBSERVATION_BOUND, (size,), np.float32)
@@ -66,8 +66,8 @@ class DraftVerifyStepEnv(BlockSizeStepEnv):
 
     def _check_sweep(self) -> None:
         drafted = sorted(b for b in self.candidates if b > 1)
-        recorded = all(set(drafted) <= set(t.confidences) for t in self.data.tables)
-        if self.data.store.meta.get("verify_lengths") and recorded:
+        recorded = all(set(drafted) <= set(t.confidences) for t in self.source.tables)
+        if self.source.store.meta.get("verify_lengths") and recorded:
             return
         raise ValueError("DraftVerifyStep-v0 needs a sweep with verify lengths and the drafter's confidences of "
                          f"every block size: specpolicy sweep --verify-lengths --confidences "
@@ -109,7 +109,7 @@ class DraftVerifyStepEnv(BlockSizeStepEnv):
         ``seconds`` and ``saved``)."""
         if self.reward not in ("seconds", "saved"):
             return 0.0
-        return -self.data.latency.draft_seconds.get(block_size, 0.0) / self.data.latency.ar_seconds
+        return -self.source.latency.draft_seconds.get(block_size, 0.0) / self.source.latency.ar_seconds
 
     def _cycle_info(self, cycle: CycleRecord) -> dict[str, Any]:
         info = {"phase": "verify", "block_size": cycle.block_size, "verify_length": cycle.verify_length,

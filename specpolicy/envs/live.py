@@ -13,23 +13,32 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from specpolicy.arrays import to_numpy
 from specpolicy.data.prompts import encode_prompt
 from specpolicy.data.registry import load_prompts
-from specpolicy.decoding import DecodeSession, SpeculativeDecoder
+from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.decoding.autoregressive import own_answer
-from specpolicy.defaults import DEFAULT_CANDIDATES, ENV_MAX_NEW_TOKENS, ENV_MAX_SAMPLES, MAX_PROMPT_TOKENS
+from specpolicy.defaults import COST_WEIGHT, DEFAULT_CANDIDATES, ENV_MAX_NEW_TOKENS, ENV_MAX_SAMPLES, MAX_PROMPT_TOKENS
+from specpolicy.envs.replay_data import prompt_features
+from specpolicy.envs.sources import Episode
 
 if TYPE_CHECKING:
     from specpolicy.models import ModelPair
 
 
 class LiveSource:
-    """Prompts from ``dataset`` decoded live by the target and drafter (loaded unless ``pair`` is given)."""
+    """The live source: prompts from ``dataset`` decoded by the target and drafter (loaded unless ``pair``
+    is given); episodes observe ``features`` of the prefill, and a prompt's ``outcome`` is ``reward``
+    measured on a fresh decode."""
+
+    kind = "live"
+    latency = None  # rewards are measured, not priced
 
     def __init__(self, dataset: str = "sharegpt", target: str = "tiny", drafter: str = "tiny",
                  candidates: Sequence[int] = DEFAULT_CANDIDATES, max_samples: int = ENV_MAX_SAMPLES,
                  max_new_tokens: int = ENV_MAX_NEW_TOKENS, temperature: float = 0.0, device: str = "cpu",
-                 pair: ModelPair | None = None) -> None:
+                 pair: ModelPair | None = None, features: str = "logits", reward: str = "tau",
+                 cost_weight: float = COST_WEIGHT) -> None:
         from specpolicy.models import load_pair
 
         self.pair = pair or load_pair(target, drafter, "auto", device)
@@ -39,9 +48,27 @@ class LiveSource:
         self.answer = own_answer(self.decoder)  # multi-turn prompts continue after the target's own answers
         self.candidates = tuple(sorted(candidates))
         self.budget = max_new_tokens
+        self.features, self.reward, self.cost_weight = features, reward, cost_weight
 
-    def start(self, rng: np.random.Generator) -> tuple[DecodeSession, str, list[int]]:
-        """Prefill a random prompt: its session, the prompt's id and its token ids."""
-        prompt = self.prompts[int(rng.integers(len(self.prompts)))]
+    @property
+    def observation_size(self) -> int:
+        return len(self.episode(np.random.default_rng(0)).observation)
+
+    def episode(self, rng: np.random.Generator, index: int | None = None) -> Episode:
+        """Prefill prompt ``index`` (default: a random one) in a fresh decode session."""
+        prompt = self.prompts[int(rng.integers(len(self.prompts))) if index is None else int(index)]
         ids = encode_prompt(self.pair.tokenizer, prompt, MAX_PROMPT_TOKENS, self.answer)
-        return self.decoder.start(ids), prompt.id, ids
+        session = self.decoder.start(ids)
+        logits = to_numpy(session.state.prefill_logits)[None]
+        observation = prompt_features(self.features, logits, np.array([session.state.prompt_length]))[0]
+        return Episode(session, prompt.id, self.budget, observation, ids=ids)
+
+    def outcome(self, episode: Episode, action: int) -> tuple[float, dict]:
+        """Decode the episode's prompt afresh at candidate ``action``: the measured reward and the info (the
+        agent's own time between reset and step never counts)."""
+        size = self.candidates[action]
+        trace = self.decoder.generate(episode.ids, size)
+        rewards = {"tau": trace.tau, "cost": trace.tau - self.cost_weight * (size - 1), "time": trace.tokens_per_second}
+        return rewards[self.reward], {"block_size": size, "accepted": [c.accepted for c in trace.cycles],
+                                      "tau": trace.tau, "decode_seconds": trace.decode_seconds,
+                                      "prompt_id": episode.prompt_id}

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
 from specpolicy.costs import CostTable
 from specpolicy.defaults import COST_WEIGHT
 from specpolicy.envs.rewards import check_reward
+from specpolicy.envs.sources import Episode
 from specpolicy.features import get_extractor
 from specpolicy.replay_table import ReplayTable
 from specpolicy.sweep.store import SweepStore
@@ -44,7 +46,10 @@ def shipped_sweep(split: str = "train") -> SweepStore:
 
 @dataclass
 class ReplayData:
-    """Observations [n, d] (float32, clipped to +-1e4), rewards [n, C] and the replay tables."""
+    """The replay source: observations [n, d] (float32, clipped to +-1e4), rewards [n, C] and the replay
+    tables of a sweep store (episodes as :class:`~specpolicy.envs.sources.Episode`)."""
+
+    kind: ClassVar[str] = "replay"
 
     store: SweepStore
     candidates: tuple[int, ...]
@@ -90,3 +95,28 @@ class ReplayData:
                 rewards = tokens / seconds
         return cls(store, candidates, obs, rewards, taus, tables,
                    [r.prompt_id for r in records], latency)
+
+    @property
+    def budget(self) -> int:
+        """The sweep's token budget per decode."""
+        return int(self.store.meta["max_new_tokens"])
+
+    @property
+    def observation_size(self) -> int:
+        return self.observations.shape[1]
+
+    def episode(self, rng: np.random.Generator, index: int | None = None) -> Episode:
+        """Prompt ``index`` (default: a random one) as a replay session (``None`` for a live-mode store)."""
+        index = int(rng.integers(len(self.prompt_ids))) if index is None else int(index)
+        table = self.tables[index]
+        session, budget = (None, self.budget) if table is None else (table.session(), table.budget)
+        return Episode(session, self.prompt_ids[index], budget, self.observations[index], index)
+
+    def outcome(self, episode: Episode, action: int) -> tuple[float, dict]:
+        """The reward and info of decoding the episode's prompt at candidate ``action``, from the sweep."""
+        index, size = episode.index, self.candidates[action]
+        table = self.tables[index]
+        accepted = [c.accepted for c in table.simulate(size)] if table is not None else []
+        return float(self.rewards[index, action]), {"block_size": size, "accepted": accepted,
+                                                    "tau": float(self.taus[index, action]),
+                                                    "prompt_id": self.prompt_ids[index]}

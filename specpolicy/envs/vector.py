@@ -25,11 +25,11 @@ class BlockSizeVectorEnv(VectorEnv):
     def __init__(self, num_envs: int = NUM_ENVS, sweep: str | Path | None = None, features: str = "logits",
                  reward: str = "tau", cost_weight: float = COST_WEIGHT, render_mode: str | None = None,
                  split: str = "train") -> None:
-        self.data = ReplayData.load(sweep, features, reward, cost_weight, split)
+        self.source = ReplayData.load(sweep, features, reward, cost_weight, split)
         self.features = features
         self.num_envs = num_envs
-        self.candidates = self.data.candidates
-        dim = self.data.observations.shape[1]
+        self.candidates = self.source.candidates
+        dim = self.source.observations.shape[1]
         self.single_observation_space = spaces.Box(-OBSERVATION_BOUND, OBSERVATION_BOUND, (dim,), np.float32)
         self.single_action_space = spaces.Discrete(len(self.candidates))
         self.observation_space = batch_space(self.single_observation_space, num_envs)
@@ -46,16 +46,16 @@ class BlockSizeVectorEnv(VectorEnv):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if seed is not None:
             self._rng = np.random.default_rng(seed)
-        self._index = self._rng.integers(len(self.data.prompt_ids), size=self.num_envs)
-        return self.data.observations[self._index], {}
+        self._index = self._rng.integers(len(self.source.prompt_ids), size=self.num_envs)
+        return self.source.observations[self._index], {}
 
     def step(self, actions):
         actions = np.asarray(actions, dtype=np.int64)
         if actions.shape != (self.num_envs,) or actions.min() < 0 or actions.max() >= len(self.candidates):
             raise ValueError(f"actions must be {self.num_envs} integers in [0, {len(self.candidates)})")
-        rewards = self.data.rewards[self._index, actions]
-        infos = {"block_size": self._sizes[actions], "tau": self.data.taus[self._index, actions]}
-        self._index = self._rng.integers(len(self.data.prompt_ids), size=self.num_envs)
+        rewards = self.source.rewards[self._index, actions]
+        infos = {"block_size": self._sizes[actions], "tau": self.source.taus[self._index, actions]}
+        self._index = self._rng.integers(len(self.source.prompt_ids), size=self.num_envs)
         terminated = np.ones(self.num_envs, dtype=bool)
-        return (self.data.observations[self._index], rewards.astype(np.float64), terminated,
+        return (self.source.observations[self._index], rewards.astype(np.float64), terminated,
                 np.zeros(self.num_envs, dtype=bool), infos)

@@ -27,7 +27,7 @@ def _greedy_rollout(env, act, index):
 
 def test_a_saved_linucb_is_named_agent_folder_and_chooses_as_before(replay_store, tmp_path):
     env = BlockSizeEnv(sweep=replay_store.path, features="compact", reward="seconds")
-    agent = LinUCB(env.data.observations.mean(0), env.data.observations.std(0) + 1e-6, env.candidates, "compact")
+    agent = LinUCB(env.source.observations.mean(0), env.source.observations.std(0) + 1e-6, env.candidates, "compact")
     rng = np.random.default_rng(0)
     agent.b = rng.normal(size=agent.b.shape)  # a fixed, non-trivial agent
     save_agent(agent, tmp_path / "linucb", env)

@@ -41,7 +41,7 @@ def test_draft_verify_env_passes_gymnasium_check(verify_store):
 def test_two_step_cycles_replay_exactly_and_returns_are_minus_the_modelled_time(verify_store, index):
     env = DraftVerifyStepEnv(sweep=verify_store.path, reward="seconds")
     cycles, total, seen = _run(env, PLAN, index)
-    table, costs = env.data.tables[index], env.data.latency
+    table, costs = env.source.tables[index], env.source.latency
     expected = table.simulate(Plan(lambda s: PLAN[s.cycle % len(PLAN)][0], lambda s, d: PLAN[s.cycle % len(PLAN)][1]))
     assert cycles == [(c.block_size, c.verify_length, c.accepted) for c in expected]
     assert total == pytest.approx(-costs.cycles_seconds(expected) / costs.ar_seconds)
@@ -60,7 +60,7 @@ def test_the_verify_observation_is_the_recorded_block(verify_store):
     anchor = env.session.position
     observation, reward, done, _, info = env.step(3)  # B = 8
     assert (reward, done, info["phase"]) == (0.0, False, "draft")
-    np.testing.assert_array_equal(observation[22:29], env.data.tables[1].block_confidences(anchor, 8))
+    np.testing.assert_array_equal(observation[22:29], env.source.tables[1].block_confidences(anchor, 8))
 
 
 def test_lengths_past_the_block_verify_the_whole_block_and_b1_is_one_step(verify_store):
@@ -89,7 +89,7 @@ def test_draft_verify_env_runs_live_like_a_bare_decode(test_zoo, prompt_file):
                                                               "candidates": (1, 2, 4, 8)}).unwrapped
     cycles, total, seen = _run(env, PLAN)
     assert seen and all(obs[20] == 1 for obs in seen)
-    prompt = next(p for p in env.live.prompts if p.id == env._prompt_id)
+    prompt = next(p for p in env.source.prompts if p.id == env._prompt_id)
     ids = encode_prompt(pair.tokenizer, prompt, 256)
     bare = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=16).generate(
         ids, Plan(lambda s: PLAN[s.cycle % len(PLAN)][0], lambda s, d: PLAN[s.cycle % len(PLAN)][1]))

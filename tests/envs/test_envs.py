@@ -114,7 +114,7 @@ def test_sb3_trains_on_the_env_and_evaluates_a_specpolicy_policy(sweep):
     sb3_check_env(env.unwrapped)
     model = sb3.PPO("MlpPolicy", env, n_steps=32, batch_size=16, n_epochs=1, seed=0, device="cpu")
     model.learn(total_timesteps=64)
-    taus = env.unwrapped.data.taus  # [prompts, candidates]: every reward an episode can earn
+    taus = env.unwrapped.source.taus  # [prompts, candidates]: every reward an episode can earn
     rewards, _ = evaluate_policy(model, Monitor(env), n_eval_episodes=5, return_episode_rewards=True)
     assert all(np.isclose(taus, r).any() for r in rewards)
     fixed_env = Monitor(gym.make("specpolicy/BlockSize-v0", sweep=sweep))
@@ -150,7 +150,7 @@ def test_live_backend_runs_the_decoder(test_zoo, prompt_file):
     assert obs.shape == (300,)
     _, reward, terminated, _, info = env.step(2)
     assert terminated and info["block_size"] == env.unwrapped.candidates[2]
-    live = env.unwrapped.live  # the reward is the tau of a bare decode of that prompt at that block size
+    live = env.unwrapped.source  # the reward is the tau of a bare decode of that prompt at that block size
     prompt = next(p for p in live.prompts if p.id == info["prompt_id"])
     from specpolicy.data.prompts import encode_prompt
     from specpolicy.defaults import MAX_PROMPT_TOKENS
@@ -176,7 +176,7 @@ def test_live_step_backend_matches_a_bare_decode(test_zoo, prompt_file):
         obs, reward, done, _, info = env.step(action)
         sizes.append(env.unwrapped.candidates[action])
         total += reward
-    prompt = next(p for p in env.unwrapped.live.prompts if p.id == info["prompt_id"])
+    prompt = next(p for p in env.unwrapped.source.prompts if p.id == info["prompt_id"])
     from specpolicy.data.prompts import encode_prompt
 
     ids = encode_prompt(pair.tokenizer, prompt, 256)
@@ -229,7 +229,7 @@ def test_sb3_vec_env_adapter_steps_the_vector_env_and_trains_ppo():
     actions = np.arange(16) % len(raw.candidates)
     _, rewards, dones, infos = env.step(actions)
     assert obs.shape == (16, raw.observation_space.shape[0]) and dones.all()
-    assert np.allclose(rewards, raw.env.data.rewards[prompts, actions])
+    assert np.allclose(rewards, raw.env.source.rewards[prompts, actions])
     assert all(np.array_equal(i["terminal_observation"], o) for i, o in zip(infos, obs))
     assert [i["block_size"] for i in infos] == [raw.candidates[a] for a in actions]
     PPO("MlpPolicy", env, n_steps=8, batch_size=64, seed=0, device="cpu").learn(total_timesteps=256)
@@ -243,7 +243,7 @@ def test_linucb_learns_from_bandit_feedback_better_than_a_random_block_size():
     env = BlockSizeVectorEnv(num_envs=32, features="compact", reward="seconds")
     agent = LinUCB.for_env(env)
     agent.learn(env, steps=40)
-    data = env.data
+    data = env.source
     tokens = np.array([max(1, t.tokens()) for t in data.tables])[:, None]
     per_token = data.rewards / tokens  # [prompts, candidates]: minus relative time
     chosen = agent.scores(agent.design(data.observations), explore=False).argmax(axis=1)
@@ -262,9 +262,9 @@ def test_linucb_learns_per_cycle_on_the_step_env_and_runs_as_a_per_cycle_policy(
     dim = env.observation_space.shape[0]
     agent = LinUCB(np.zeros(dim), np.ones(dim), env.candidates, "compact")
     assert agent.learn_cycles(env, episodes=5) > 5
-    policy = agent.cycle_policy(budget=env.data.tables[0].budget)
+    policy = agent.cycle_policy(budget=env.source.tables[0].budget)
     observation = PromptObservation(np.zeros(4096, np.float32), 20)
-    cycles = env.data.tables[0].simulate(policy.plan(observation))
+    cycles = env.source.tables[0].simulate(policy.plan(observation))
     assert cycles and all(c.block_size in env.candidates for c in cycles)
     with pytest.raises(ValueError, match="reward='time'"):
         agent.learn_cycles(gym.make("specpolicy/BlockSizeStep-v0").unwrapped, episodes=1)

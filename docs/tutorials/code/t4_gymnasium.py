@@ -49,7 +49,7 @@ while not done:
 print(f"heuristic episode: {total:.0f} tokens, tau {info['tau']:.2f}")
 
 # 4. Off-policy evaluation: log epsilon-greedy around fixed16, value the oracle-agreeing policy offline.
-data = fixed.unwrapped.data
+data = fixed.unwrapped.source
 base = np.full(len(data.prompt_ids), candidates.index(16))
 log = epsilon_greedy_log(data.observations, data.rewards, base, epsilon=0.3, seed=0)
 target = data.rewards.argmax(axis=1)  # the (undeployable) oracle as the policy to value

@@ -42,14 +42,14 @@ model = PPO("MlpPolicy", envs, n_steps=256, batch_size=512, gamma=0.95, ent_coef
 def training_speedup(model, env) -> float:
     """Pooled modelled speedup over AR of the greedy agent on every training prompt (AR time: tokens x AR step)."""
     seconds = tokens = 0.0
-    for index, table in enumerate(env.data.tables):
+    for index, table in enumerate(env.source.tables):
         observation, _ = env.reset(options={"prompt_index": index})
         done = False
         while not done:
             observation, _, done, _, _ = env.step(model.predict(observation, deterministic=True)[0])
-        seconds += env.data.latency.cycles_seconds(env.session.cycles)
+        seconds += env.source.latency.cycles_seconds(env.session.cycles)
         tokens += table.tokens()
-    return tokens * env.data.latency.ar_seconds / seconds
+    return tokens * env.source.latency.ar_seconds / seconds
 
 
 probe, curve = DraftVerifyStepEnv(sweep=train.path), []

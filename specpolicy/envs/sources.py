@@ -1,0 +1,44 @@
+"""Where an environment's episodes come from: a replay sweep or live decoding, behind one interface.
+
+Both sources (:class:`~specpolicy.envs.replay_data.ReplayData`, :class:`~specpolicy.envs.live.LiveSource`)
+start an :class:`Episode` (a prompt's prefilled decode, stepped one cycle at a time) and price a whole
+prompt decoded at one block size (:meth:`outcome`), so the environments never ask which one they hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from specpolicy.defaults import COST_WEIGHT
+
+
+@dataclass
+class Episode:
+    """One prompt, prefilled: its decode ``session`` (a ReplaySession or a DecodeSession), id, token
+    budget, prefill ``observation`` [d] (the source's features), and the replay row or the live token ids."""
+
+    session: Any
+    prompt_id: str
+    budget: int
+    observation: np.ndarray
+    index: int | None = None
+    ids: list[int] | None = None
+
+
+def open_source(backend: str, sweep: str | Path | None = None, split: str = "train", live: dict | None = None,
+                features: str = "logits", reward: str = "tau", cost_weight: float = COST_WEIGHT):
+    """The source of ``backend`` (checked by :func:`~specpolicy.envs.rewards.check_reward` first):
+    ``replay`` reads ``sweep`` (default: the zoo's shipped sweep of ``split``); ``live`` decodes the prompts
+    of ``live`` (keywords of :class:`~specpolicy.envs.live.LiveSource`). ``features``, ``reward`` and
+    ``cost_weight`` are what :meth:`Episode.observation` and a per-prompt outcome report."""
+    if backend == "live":
+        from specpolicy.envs.live import LiveSource
+
+        return LiveSource(**(live or {}), features=features, reward=reward, cost_weight=cost_weight)
+    from specpolicy.envs.replay_data import ReplayData
+
+    return ReplayData.load(sweep, features, reward, cost_weight, split)
