@@ -1,12 +1,13 @@
-"""A learned per-cycle policy: imitates the per-cycle time oracle with DAgger, on cycle-history features.
+"""A learned per-cycle policy: predicts each block size's tokens for the next cycle, priced with the table.
 
-Training needs replay tables and a cost table (a replay sweep). The exact dynamic programming of
-:meth:`~specpolicy.sweep.replay.ReplayTable.cost_to_go` gives, at every anchor, the modelled seconds
-to finish after each possible next block size (q). A regressor learns each block
-size's regret (q - the best q, in AR steps) from features of the cycles so far (one small MLP with an
-output per block size, evaluated in numpy: a few microseconds per cycle); the policy picks the least
-predicted regret. Rounds of DAgger roll the current policy out on the training prompts and add
-the states it visits, labelled by the oracle, so it learns to recover from its own mistakes.
+Portable, as BlockPilot is: what it learns does not depend on a machine. From features of the
+cycles so far, one small MLP (an output per block size, evaluated in numpy: a few microseconds per
+cycle) predicts the tokens the next cycle would commit at every candidate, read exactly from the
+replay tables of a sweep; the policy picks the most tokens per second under the observation's cost
+table (:meth:`~specpolicy.policy.LearnedPolicy.fastest_choices`: the one it was validated with when
+there is none). Rounds of DAgger roll the current policy out on the training prompts and add the
+states it visits, so it learns where its own choices lead. Predictors saved before (regrets against
+the per-cycle time oracle under one table) still load and act as they did.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from specpolicy import skops_io
+from specpolicy.costs import CostTable
 from specpolicy.defaults import DAGGER_ROUNDS, TRAINING_BLOCK_SIZE
 from specpolicy.plugins.cycle_rules import acceptance_rate
 from specpolicy.policy import LearnedPolicy, PromptObservation, TrainingSet
@@ -50,18 +52,19 @@ def cycle_features(state: DecodeState) -> np.ndarray:
 
 
 class CycleLearnedPolicy(LearnedPolicy):
-    """Per cycle: the block size with the least predicted regret against the per-cycle time oracle."""
+    """Per cycle: the block size with the most predicted tokens per second (``predicts="committed"``), or
+    the least predicted regret of an older predictor (``predicts="regret"``)."""
 
     per_step = True
 
-    def __init__(self, candidates: Sequence[int], model: object | None = None,
-                 start: int = TRAINING_BLOCK_SIZE) -> None:
+    def __init__(self, candidates: Sequence[int], model: object | None = None, start: int = TRAINING_BLOCK_SIZE,
+                 predicts: str = "committed", validated_with: CostTable | None = None) -> None:
         super().__init__(candidates)
-        self.model = model
-        self.start = start
+        self.model, self.start, self.predicts = model, start, predicts
+        self.validated_with = validated_with
 
-    def regrets(self, features: np.ndarray) -> np.ndarray:
-        """Predicted regret of every candidate [n, C] from features [n, F] (the MLP's forward, in numpy)."""
+    def outputs(self, features: np.ndarray) -> np.ndarray:
+        """The MLP's outputs [n, C] for features [n, F] (its forward, in numpy)."""
         h = features
         for i, (weight, bias) in enumerate(zip(self.model.coefs_, self.model.intercepts_)):
             h = h @ weight + bias
@@ -77,65 +80,68 @@ class CycleLearnedPolicy(LearnedPolicy):
             return self.start
         if self.model is None:
             raise ValueError("this cycle policy is untrained; `specpolicy train cycle --sweep DIR --out FOLDER`")
-        return self.candidates[int(np.argmin(self.regrets(cycle_features(state)[None])[0]))]
+        out = self.outputs(cycle_features(state)[None])[0]
+        if self.predicts == "regret":
+            return self.candidates[int(np.argmin(out))]
+        return self.fastest_choices(1.0 / np.maximum(out, 1.0)[None], [observation.costs])[0]
 
     # --- training -------------------------------------------------------------------------------
 
-    def _visit(self, table, q: np.ndarray, order: list[int], use_policy: bool) -> list[tuple[np.ndarray, np.ndarray]]:
-        """(features, regrets [C] in the candidates' order) at every anchor one rollout visits."""
-        samples = []
-        p = table.prompt_length
-        session = table.session()
+    def _visit(self, table, use_policy: bool, costs: CostTable) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(features, tokens [C] each candidate commits next) at every anchor one rollout visits: of the
+        current policy, or (first round) of a schedule cycling through the candidates."""
+        samples, session = [], table.session()
+        observation = PromptObservation(np.zeros(0, np.float32), table.prompt_length, costs=costs)
         while not session.done:
-            regret = (q[session.position - p] - q[session.position - p].min())[order]
             state = session.state
             if state.block_size_history:
-                samples.append((cycle_features(state), regret))
-            if use_policy or not state.block_size_history:
-                size = self.step(state, PromptObservation(np.zeros(0, np.float32), p)) if use_policy else self.start
+                committed = [table.cycle(session.position, state.generated, b)[0].committed for b in self.candidates]
+                samples.append((cycle_features(state), np.asarray(committed, np.float32)))
+            if use_policy:
+                size = self.step(state, observation)
             else:
-                size = self.candidates[int(np.argmin(regret))]
+                size = self.candidates[len(state.block_size_history) % len(self.candidates)]
             session.step(size)
         return samples
 
     def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0,
             rounds: int = DAGGER_ROUNDS) -> dict:
-        """Imitate the per-cycle time oracle on ``dataset.episodes`` priced with ``dataset.costs`` (DAgger)."""
+        """Learn the tokens of every candidate's next cycle on ``dataset.episodes`` (DAgger rollouts priced
+        with ``dataset.costs``, which the policy keeps for observations without a table)."""
         from sklearn.neural_network import MLPRegressor
 
         if not dataset.episodes or dataset.costs is None:
             raise ValueError("the cycle policy trains on replay tables with a cost table; train it from a replay "
                              "sweep with latency.json (specpolicy sweep --mode replay)")
-        costs = dataset.costs
+        self.predicts, self.validated_with = "committed", dataset.costs
         tables = [t for t in dataset.episodes if t is not None]
-        prepared = []
-        for table in tables:
-            _, q, sizes = table.cost_to_go(costs, self.candidates)
-            prepared.append((table, q / costs.ar_seconds, [sizes.index(b) for b in self.candidates]))
-        xs, ys = [], []
-        history = []
+        xs, ys, history = [], [], []
         for round_ in range(rounds + 1):
-            for table, q, order in prepared:
-                for x, y in self._visit(table, q, order, use_policy=round_ > 0):
+            for table in tables:
+                for x, y in self._visit(table, use_policy=round_ > 0, costs=dataset.costs):
                     xs.append(x)
                     ys.append(y)
-            x_all, y_all = np.stack(xs), np.stack(ys)
             self.model = MLPRegressor(hidden_layer_sizes=(64, 64), learning_rate_init=3e-3, max_iter=300,
-                                      early_stopping=True, random_state=seed).fit(x_all, np.minimum(y_all, 10.0))
+                                      early_stopping=True, random_state=seed).fit(np.stack(xs), np.stack(ys))
             history.append({"round": round_, "samples": len(xs)})
-        return {"rounds": rounds, "samples": len(xs), "history": history, "prompts": len(tables)}
+        return {"rounds": rounds, "samples": len(xs), "history": history, "prompts": len(tables),
+                "predicts": self.predicts, "validated_with": self.validated_with.to_json()}
 
     # --- persistence ----------------------------------------------------------------------------
 
     def save(self, path: str | Path) -> None:
+        table = self.validated_with.to_json() if self.validated_with is not None else None
         skops_io.save_model(path, self.model, SETTINGS_NAME,
-                            {"candidates": list(self.candidates), "start": self.start, "history": HISTORY})
+                            {"candidates": list(self.candidates), "start": self.start, "history": HISTORY,
+                             "predicts": self.predicts, "validated_with": table})
 
     @classmethod
     def load(cls, path: str | Path, candidates: Sequence[int] | None = None) -> CycleLearnedPolicy:
         model, settings = skops_io.load_model(path, SETTINGS_NAME, "cycle policy",
                                               "specpolicy train cycle --sweep DIR --out FOLDER")
-        return cls(settings["candidates"], model, settings["start"])
+        table = settings.get("validated_with")
+        return cls(settings["candidates"], model, settings["start"], settings.get("predicts", "regret"),
+                   CostTable.from_json(table) if table else None)
 
 
 def cycle_policy(arg: str | None, candidates: Sequence[int]) -> CycleLearnedPolicy:

@@ -110,3 +110,41 @@ def test_portable_predictors_record_what_they_predict_and_the_table_they_were_va
     assert loaded.settings.predicts == "cycles_per_token" and loaded.validated_with == costs
     paper = BlockPilotPolicy.load(default_predictor_path("blockpilot-paper"))  # saved before `predicts` existed
     assert paper.settings.predicts == "label" and paper.validated_with is None
+
+
+def test_the_shipped_cycle_policy_reprices_its_per_cycle_choices_with_the_machine_table():
+    """It once imitated the per-cycle oracle of its training table: 0.55x fixed16 once priced like a GPU."""
+    from specpolicy.evaluate import prompt_observation
+    from specpolicy.registry import create_policy
+
+    store = shipped_sweep("validation")
+    policy = create_policy("cycle", EVALUATED)
+    assert policy.predicts == "committed" and policy.validated_with is not None
+    records = list(store.records())[:20]
+    mean_block = {}
+    for name, table in {"shipped": store.latency(), "gpu": CostTable.load(GPU_SHAPED)}.items():
+        cycles = [c for r in records for c in r.table().simulate(policy.plan(prompt_observation(store, r, table)))]
+        mean_block[name] = np.mean([c.block_size for c in cycles])
+    assert mean_block["gpu"] > mean_block["shipped"] + 1  # a flat table buys larger blocks
+
+
+def test_the_cycle_policy_learns_each_sizes_next_tokens_and_keeps_its_table(replay_store, tmp_path):
+    from specpolicy.plugins.cycle_learned import CycleLearnedPolicy
+    from specpolicy.skops_io import save_model
+
+    data = training_set(replay_store, "time", (1, 2, 4, 8), replay_store.latency())
+    policy = CycleLearnedPolicy((1, 2, 4, 8))
+    summary = policy.fit(data, rounds=1)
+    assert summary["predicts"] == "committed" and summary["samples"] > 0
+    assert policy.validated_with == replay_store.latency()
+    policy.save(tmp_path / "c")
+    loaded = CycleLearnedPolicy.load(tmp_path / "c")
+    assert loaded.predicts == "committed" and loaded.validated_with == policy.validated_with
+    from specpolicy.evaluate import prompt_observation
+
+    for record in replay_store.records():  # the loaded predictor decodes every prompt as the trained one
+        observation = prompt_observation(replay_store, record, replay_store.latency())
+        assert record.table().simulate(loaded.plan(observation)) == record.table().simulate(policy.plan(observation))
+    old = tmp_path / "old"  # saved before the policy was portable: regrets, no table
+    save_model(old, policy.model, "cycle_policy.json", {"candidates": [1, 2, 4, 8], "start": 16, "history": 6})
+    assert CycleLearnedPolicy.load(old).predicts == "regret"
