@@ -202,7 +202,7 @@ def test_every_way_to_get_a_shipped_split_yields_exactly_its_prompts():
     assert not ids["train"] & ids["validation"] and not ids["test"] & (ids["train"] | ids["validation"])
     whole = {r.prompt_id for r in SweepStore.load(shipped_sweep("train").path).records()}
     assert ids["train"] | ids["validation"] == whole
-    assert set(BlockSizeEnv(split="validation", features="compact").data.prompt_ids) == ids["validation"]
+    assert set(BlockSizeEnv(split="validation", features="compact").source.prompt_ids) == ids["validation"]
     [result] = evaluate_replay(shipped_sweep("validation"), [create_policy("fixed16")])
     assert {p.prompt_id for p in result.prompts} == ids["validation"]
 
