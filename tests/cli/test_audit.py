@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from specpolicy.cli import app
 
-pytestmark = pytest.mark.slow  # about 400 invocations
+pytestmark = pytest.mark.slow  # 349 invocations, about a minute
 runner = CliRunner()
 ROOT = typer.main.get_command(app)
 
