@@ -64,7 +64,7 @@ class BlockSizeStepEnv(gym.Env):
         self.session = None
         self.observation_space = spaces.Box(-OBSERVATION_BOUND, OBSERVATION_BOUND, (OBSERVATION_SIZE,), np.float32)
         self.source = open_source(backend, sweep, split, live, features="compact")
-        if any(t is None for t in getattr(self.source, "tables", ())):
+        if self.source.kind == "replay" and any(t is None for t in self.source.tables):
             raise ValueError("BlockSizeStep-v0 needs a replay sweep (specpolicy sweep --mode replay)")
         if reward != "tokens" and self.source.latency is None:
             raise ValueError(f"reward={reward!r} needs the sweep's cost table (latency.json)")

@@ -29,7 +29,7 @@ class BlockSizeVectorEnv(VectorEnv):
         self.features = features
         self.num_envs = num_envs
         self.candidates = self.source.candidates
-        dim = self.source.observations.shape[1]
+        dim = self.source.observation_size
         self.single_observation_space = spaces.Box(-OBSERVATION_BOUND, OBSERVATION_BOUND, (dim,), np.float32)
         self.single_action_space = spaces.Discrete(len(self.candidates))
         self.observation_space = batch_space(self.single_observation_space, num_envs)

@@ -128,7 +128,7 @@ def test_the_shipped_cycle_policy_reprices_its_per_cycle_choices_with_the_machin
     assert mean_block["gpu"] > mean_block["shipped"] + 1  # a flat table buys larger blocks
 
 
-def test_the_cycle_policy_learns_each_sizes_next_tokens_and_keeps_its_table(replay_store, tmp_path):
+def test_the_cycle_policy_trains_on_each_sizes_next_tokens_and_keeps_its_table(replay_store, tmp_path):
     from specpolicy.plugins.cycle_learned import CycleLearnedPolicy
     from specpolicy.skops_io import save_model
 
