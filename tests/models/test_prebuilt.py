@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from specpolicy.decoding import SpeculativeDecoder
-from specpolicy.models.testing import make_trained_pair, save_test_zoo
 from tests.fixtures.prebuilt import STORE_SETTINGS, STORES, TEST_ZOO, copy_test_zoo, load_trained_pair, sweep_store
+from tests.fixtures.recipes import make_trained_pair, save_test_zoo
 
 pytestmark = pytest.mark.slow  # distils both pairs and sweeps both stores again (about 20 s)
 PROMPTS = [[4 + i, 7, 9, 5 + i] for i in range(6)]

@@ -133,18 +133,26 @@ SKLEARN = ("logreg", "forest", "knn", "gboost")
 @pytest.fixture(scope="module")
 def saved(fitted_blockpilot, tmp_path_factory):
     """Folders of trained learned policies and a saved agent, by family (the rest build from their name)."""
+    from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
+    from sklearn.multioutput import MultiOutputRegressor
+
     from specpolicy.envs import AgentSpec, save_agent
     from specpolicy.envs.bandit import LinUCB
+    from specpolicy.plugins import sklearn_baselines
 
     folder = tmp_path_factory.mktemp("trained")
     fitted_blockpilot.save(folder / "blockpilot")
     paths = {"blockpilot": folder / "blockpilot", "blockpilot-paper": folder / "blockpilot",
              "blockpilot-guard": folder / "blockpilot"}
-    for kind in SKLEARN:
-        policy = SklearnPolicy(kind, CANDIDATES)
-        policy.fit(planted(60, 0))
-        policy.save(folder / kind)
-        paths[kind] = folder / kind
+    small = {"forest": lambda seed: RandomForestRegressor(n_estimators=10, random_state=seed),
+             "gboost": lambda seed: MultiOutputRegressor(HistGradientBoostingRegressor(max_iter=10))}
+    with pytest.MonkeyPatch.context() as patch:  # the contract, not skill: small ensembles save and act fast
+        patch.setattr(sklearn_baselines, "KINDS", sklearn_baselines.KINDS | small)
+        for kind in SKLEARN:
+            policy = SklearnPolicy(kind, CANDIDATES)
+            policy.fit(planted(60, 0))
+            policy.save(folder / kind)
+            paths[kind] = folder / kind
     agent = LinUCB(np.zeros(13), np.ones(13), CANDIDATES, "compact")
     agent.b = np.random.default_rng(0).normal(size=agent.b.shape)
     paths["agent"] = save_agent(agent, folder / "agent", spec=AgentSpec("prompt", CANDIDATES, "compact"))
