@@ -63,7 +63,10 @@ def test_train_refuses_options_the_family_does_not_read(replay_store, tmp_path, 
     assert not (tmp_path / "p").exists()
 
 
-@pytest.mark.parametrize("fmt", ["table", "json", "csv", "markdown"])
+FORMATS = ["table", "json", *(pytest.param(f, marks=pytest.mark.slow) for f in ("csv", "markdown"))]  # slow: renderings
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_compare_every_format(replay_store, trained_policy, fmt, tmp_path):
     policies = f"fixed16,blockpilot:{trained_policy},oracle,oracle-step,heuristic,random"
     result = run("compare", "--policies", policies, "--sweep", replay_store.path, "--format", fmt,
