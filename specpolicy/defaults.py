@@ -74,6 +74,8 @@ TOKENIZER_VOCAB = 4096
 """vocabulary of the tiny zoo's byte-level BPE tokenizer"""
 BOOTSTRAP_RESAMPLES = 2000
 """paired bootstrap resamples behind every 95% interval"""
+PROGRESS_LOG_STEPS = 10
+"""progress lines a run logs when stderr is not a terminal (one per tenth of the work)"""
 OPE_BOOTSTRAP_RESAMPLES = 1000
 """bootstrap resamples of the off-policy estimates' intervals"""
 BENCH_PROMPTS = 8
