@@ -6,7 +6,13 @@ import time
 
 import numpy as np
 
-from specpolicy.defaults import BENCH_ENV_LIVE_EPISODES, BENCH_ENV_NUM_ENVS, BENCH_ENV_STEPS, ENV_MAX_NEW_TOKENS
+from specpolicy.defaults import (
+    BENCH_ENV_LIVE_EPISODES,
+    BENCH_ENV_NUM_ENVS,
+    BENCH_ENV_STEPS,
+    ENV_MAX_NEW_TOKENS,
+    TRAINING_BLOCK_SIZE,
+)
 
 
 def vector_steps_per_second(sweep: str | None, num_envs: int = BENCH_ENV_NUM_ENVS, steps: int = BENCH_ENV_STEPS
@@ -37,14 +43,15 @@ def live_env_overhead(pair, dataset: str, episodes: int = BENCH_ENV_LIVE_EPISODE
     env = gym.make("specpolicy/BlockSizeLive-v0", live={"dataset": dataset, "pair": pair,
                                                          "max_new_tokens": max_new_tokens, "max_samples": episodes})
     source = env.unwrapped.source
+    size = TRAINING_BLOCK_SIZE if TRAINING_BLOCK_SIZE in source.candidates else source.candidates[0]
     env_seconds = bare_seconds = 0.0
-    for episode in range(episodes):
+    for index in range(episodes):
         start = time.perf_counter()
-        env.reset(seed=episode)
-        ids = env.unwrapped._episode.ids
-        env.step(2)
+        env.reset(seed=index, options={"prompt_index": index})
+        env.step(source.candidates.index(size))
         env_seconds += time.perf_counter() - start
+        ids = source.episode(np.random.default_rng(), index).ids  # the same prompt, prefilled again (untimed)
         start = time.perf_counter()
-        source.decoder.generate(ids, 16)
+        source.decoder.generate(ids, size)
         bare_seconds += time.perf_counter() - start
     return env_seconds / episodes, bare_seconds / episodes
