@@ -47,7 +47,8 @@ class BlockPilotSettings:
 
     ``predicts``: what the heads estimate (see the module docstring; files saved before it existed
     hold classifiers and read as ``label``). ``metadata["validated_with"]``: the cost table early
-    stopping priced choices with, the fallback when an observation carries none.
+    stopping priced choices with, the fallback when an observation carries none (read into the policy's
+    ``validated_with`` on load and written from it on save).
     """
 
     vocab_size: int
@@ -167,7 +168,8 @@ class BlockPilotPolicy(LearnedPolicy):
         """``blockpilot.json`` (settings) + ``model.safetensors`` (weights) in folder ``path``."""
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / SETTINGS_NAME).write_text(json.dumps(asdict(self.settings), indent=2))
+        metadata = self.settings.metadata | {"validated_with": self.validated_with and self.validated_with.to_json()}
+        (folder / SETTINGS_NAME).write_text(json.dumps(asdict(self.settings) | {"metadata": metadata}, indent=2))
         save_file({k: v.contiguous() for k, v in self.net.state_dict().items()}, str(folder / WEIGHTS_NAME))
 
     @classmethod

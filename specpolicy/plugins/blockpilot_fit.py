@@ -122,5 +122,5 @@ def fit(policy, dataset: TrainingSet, validation: TrainingSet | None = None, epo
         summary |= {"validation_accuracy": policy.accuracy(checked), "train_accuracy": policy.accuracy(dataset)}
     if checked.costs is not None:
         policy.validated_with = checked.costs
-        summary["validated_with"] = policy.settings.metadata["validated_with"] = checked.costs.to_json()
+        summary["validated_with"] = checked.costs.to_json()
     return summary

@@ -108,6 +108,9 @@ def test_portable_predictors_record_what_they_predict_and_the_table_they_were_va
     policy.save(tmp_path / "bp")
     loaded = BlockPilotPolicy.load(tmp_path / "bp")
     assert loaded.settings.predicts == "cycles_per_token" and loaded.validated_with == costs
+    loaded.validated_with = uniform_costs((1, 8))  # the attribute is what a save writes
+    loaded.save(tmp_path / "again")
+    assert BlockPilotPolicy.load(tmp_path / "again").validated_with == uniform_costs((1, 8))
     paper = BlockPilotPolicy.load(default_predictor_path("blockpilot-paper"))  # saved before `predicts` existed
     assert paper.settings.predicts == "label" and paper.validated_with is None
 
