@@ -43,6 +43,8 @@ class ReplayTable:
     budget: int
     confidences: dict[int, np.ndarray] = field(default_factory=dict)
     entropies: dict[int, np.ndarray] = field(default_factory=dict)
+    _fixed: dict[int, tuple[CycleRecord, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """the cycles of each fixed block size, replayed once (the table is read-only once built)"""
 
     def block_confidences(self, position: int, block_size: int) -> list[float]:
         """The drafter's confidences [B - 1] of the block of ``block_size`` anchored at ``position``."""
@@ -110,8 +112,10 @@ class ReplayTable:
         A plan's verify lengths read the recorded confidences.
         """
         if isinstance(plan, int):
-            self._column(plan)
-            plan = Plan.fixed(plan)
+            if plan not in self._fixed:
+                self._column(plan)
+                self._fixed[plan] = tuple(run(self.session(), Plan.fixed(plan)))
+            return list(self._fixed[plan])
         return run(self.session(prefill_logits), plan)
 
     def tau(self, plan: Plan | int) -> float:
