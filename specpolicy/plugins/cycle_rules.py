@@ -7,7 +7,10 @@
 - ``adaptive``: cost-aware. While speculating it picks the block size with the most expected tokens
   per second under the machine's cost table (``PromptObservation.costs``), from a geometric
   acceptance model fitted to this decode's recent cycles; a cycle slower than an AR step counts as
-  failed and starts a back-off of plain AR cycles (4, then doubling).
+  failed and starts a back-off of plain AR cycles (4, then doubling) where that model also expects
+  an AR step to beat the best speculative cycle. Where a cycle costs little more than an AR step (a
+  GPU at batch 1) a miss therefore shrinks the block instead; the model's prior keeps its estimate
+  near 0.14 or above, so on text that never drafts well such a table keeps cheap probes of B = 2..4.
 """
 
 from __future__ import annotations
@@ -164,9 +167,12 @@ class AdaptivePolicy(Policy):
         def slower_than_ar(size: int, accepted: int) -> bool:
             return (accepted + 1) / costs.cycle_seconds(size) < 1 / costs.cycle_seconds(1)
 
-        if 1 in self.candidates and ar_wait(state, slower_than_ar, self.first_wait) is not None:
+        alpha = acceptance_rate(state, self.prior, decay=self.decay)
+        best = self.best_size(alpha, costs)
+        if 1 in self.candidates and ar_wait(state, slower_than_ar, self.first_wait) is not None \
+                and expected_tokens(alpha, best) / costs.cycle_seconds(best) < 1 / costs.cycle_seconds(1):
             return 1
-        return self.best_size(acceptance_rate(state, self.prior, decay=self.decay), costs)
+        return best
 
 
 def start_block_size(arg: str | None) -> int:

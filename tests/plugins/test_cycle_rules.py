@@ -95,6 +95,23 @@ def test_adaptive_grows_on_easy_text_and_falls_back_on_hard_text():
     assert hard == [16, 1, 1, 1, 1, 2] + [1] * 8 + [2, 1]
 
 
+GPU_SHAPED = CostTable({b: 0.15 * (b > 1) for b in WIDE}, {b: 1.0 + 0.004 * (b - 1) for b in WIDE}, 1.0)
+"""a cycle's cost nearly flat in B, as on a GPU at batch 1: B = 16 costs 1.21 AR steps"""
+
+
+def test_one_failed_cycle_backs_off_to_ar_only_where_the_acceptance_model_says_ar_is_faster():
+    """Reported: under a GPU-shaped table the default fell to 0.91x fixed16, since one failed cycle bought
+    4 AR cycles even where a speculative cycle (1.21 AR steps for 4+ expected tokens) stays far faster."""
+    good_then_one_miss = [15] * 4 + [0] + [15] * 4
+    gpu = run(AdaptivePolicy(WIDE), good_then_one_miss, PromptObservation(np.zeros(4, np.float32), 4,
+                                                                          costs=GPU_SHAPED))
+    assert 1 not in gpu  # speculation stays faster in expectation: no AR stretch
+    hard = run(AdaptivePolicy(WIDE), [0] * 8, PromptObservation(np.zeros(4, np.float32), 4, costs=GPU_SHAPED))
+    assert hard[0] == 16 and max(hard[2:]) <= 4  # misses shrink the block to a cheap probe
+    cpu = run(AdaptivePolicy(WIDE), [0] * 6)  # the steep CPU table: a failed cycle still costs a stretch of AR
+    assert cpu[:5] == [16, 1, 1, 1, 1]
+
+
 def test_adaptive_needs_a_cost_table():
     with pytest.raises(ValueError, match="cost table"):
         run(AdaptivePolicy(WIDE), [3, 3], PromptObservation(np.zeros(4, np.float32), 4))
