@@ -164,14 +164,15 @@ class AdaptivePolicy(Policy):
         if not state.block_size_history:
             return self.start
 
-        def slower_than_ar(size: int, accepted: int) -> bool:
-            return (accepted + 1) / costs.cycle_seconds(size) < 1 / costs.cycle_seconds(1)
+        def beats_ar(tokens: float, size: int) -> bool:
+            """``tokens`` from a cycle of ``size`` come at least as fast as from AR steps."""
+            return tokens / costs.cycle_seconds(size) >= 1 / costs.cycle_seconds(1)
 
         alpha = acceptance_rate(state, self.prior, decay=self.decay)
         best = self.best_size(alpha, costs)
-        if 1 in self.candidates and ar_wait(state, slower_than_ar, self.first_wait) is not None \
-                and expected_tokens(alpha, best) / costs.cycle_seconds(best) < 1 / costs.cycle_seconds(1):
-            return 1
+        owed = ar_wait(state, lambda size, accepted: not beats_ar(accepted + 1, size), self.first_wait)
+        if 1 in self.candidates and owed is not None and not beats_ar(expected_tokens(alpha, best), best):
+            return 1  # a failed cycle, and the acceptance model expects AR to be faster: back off
         return best
 
 
