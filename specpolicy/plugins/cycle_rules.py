@@ -170,8 +170,9 @@ class AdaptivePolicy(Policy):
 
         alpha = acceptance_rate(state, self.prior, decay=self.decay)
         best = self.best_size(alpha, costs)
-        owed = ar_wait(state, lambda size, accepted: not beats_ar(accepted + 1, size), self.first_wait)
-        if 1 in self.candidates and owed is not None and not beats_ar(expected_tokens(alpha, best), best):
+        failed = 1 in self.candidates and ar_wait(state, lambda size, accepted: not beats_ar(accepted + 1, size),
+                                                  self.first_wait) is not None
+        if failed and not beats_ar(expected_tokens(alpha, best), best):
             return 1  # a failed cycle, and the acceptance model expects AR to be faster: back off
         return best
 
