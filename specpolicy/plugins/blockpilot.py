@@ -168,7 +168,8 @@ class BlockPilotPolicy(LearnedPolicy):
         """``blockpilot.json`` (settings) + ``model.safetensors`` (weights) in folder ``path``."""
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
-        metadata = self.settings.metadata | {"validated_with": self.validated_with and self.validated_with.to_json()}
+        table = self.validated_with.to_json() if self.validated_with is not None else None  # as the other learners
+        metadata = self.settings.metadata | {"validated_with": table}
         (folder / SETTINGS_NAME).write_text(json.dumps(asdict(self.settings) | {"metadata": metadata}, indent=2))
         save_file({k: v.contiguous() for k, v in self.net.state_dict().items()}, str(folder / WEIGHTS_NAME))
 
