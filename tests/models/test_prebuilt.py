@@ -8,8 +8,10 @@ import pytest
 import torch
 
 from specpolicy.decoding import SpeculativeDecoder
+from specpolicy.sweep.records import SweepRecord
 from tests.fixtures.prebuilt import STORE_SETTINGS, STORES, TEST_ZOO, copy_test_zoo, load_trained_pair, sweep_store
 from tests.fixtures.recipes import make_trained_pair, save_test_zoo
+from tests.tolerances import assert_float16_rows_close
 
 pytestmark = pytest.mark.slow  # distils both pairs and sweeps both stores again (about 20 s)
 PROMPTS = [[4 + i, 7, 9, 5 + i] for i in range(6)]
@@ -49,13 +51,18 @@ def test_the_shipped_test_zoo_is_what_save_test_zoo_builds(tmp_path):
     _same_target(*(Qwen3ForCausalLM.from_pretrained(str(folder)) for folder in (built[0], TEST_ZOO / "target")))
 
 
+FLOAT_BLOBS = ("confidences", "entropies")  # the drafter's float16 outputs: compared with a tolerance
+
+
 def _decisions(record: dict) -> dict:
-    """A record's decisions: without wall-clock seconds (they differ run to run) or the features' file
-    name and checksums (logits may round differently on another CPU; the tokens may not)."""
+    """A record's decisions: without wall-clock seconds (they differ run to run), the features' file
+    name and checksums, or the drafter's float16 outputs (logits may round differently on another CPU;
+    the tokens may not)."""
     reference = {"block_size": record["reference"]["block_size"],
                  "cycles": [c[:3] for c in record["reference"]["cycles"]]}
     skipped = ("reference", "features", "features_sha256", "checksum")
-    return {k: v for k, v in record.items() if k not in skipped} | {"reference": reference}
+    replay = {k: v for k, v in (record["replay"] or {}).items() if k not in FLOAT_BLOBS}
+    return {k: v for k, v in record.items() if k not in skipped} | {"reference": reference, "replay": replay}
 
 
 @pytest.mark.parametrize("name", list(STORE_SETTINGS))
@@ -66,6 +73,11 @@ def test_each_shipped_store_is_what_a_sweep_of_the_shipped_zoo_records(name, tmp
     lines = [[json.loads(x) for x in (folder / "records.jsonl").read_text().splitlines()]
              for folder in (fresh.path, STORES / name)]
     assert [_decisions(r) for r in lines[0]] == [_decisions(r) for r in lines[1]]
+    read = [[SweepRecord.model_validate({k: v for k, v in r.items() if k != "checksum"}) for r in rs] for rs in lines]
+    for ours, theirs in zip(*read):
+        tables = [record.replay.table(record.prompt_length) for record in (ours, theirs)]
+        assert_float16_rows_close(tables[0].confidences, tables[1].confidences, f"{ours.prompt_id} confidences")
+        assert_float16_rows_close(tables[0].entropies, tables[1].entropies, f"{ours.prompt_id} entropies")
     shipped = json.loads((STORES / name / "meta.json").read_text())
     assert {k: v for k, v in fresh.meta.items() if k in STORE_SETTINGS[name]} == {
         k: v for k, v in shipped.items() if k in STORE_SETTINGS[name]}
