@@ -21,15 +21,15 @@ _PUBLIC = {
     "hookimpl": "specpolicy.hookspecs", "check_policy": "specpolicy.checks", "get_registry": "specpolicy.registry",
     # cycles, costs and replay (no torch)
     "CycleRecord": "specpolicy.cycles", "Plan": "specpolicy.cycles", "run": "specpolicy.cycles",
-    "CostTable": "specpolicy.costs", "ReplayTable": "specpolicy.replay_table",
+    "CostTable": "specpolicy.costs", "ReplayTable": "specpolicy.replay.table",
     # decoding and models (torch)
     "SpeculativeDecoder": "specpolicy.decoding", "DecodeSession": "specpolicy.decoding",
     "DecodeTrace": "specpolicy.decoding", "plain_decode": "specpolicy.decoding", "load_pair": "specpolicy.models",
     # sweeps, evaluation and training
     "SweepSettings": "specpolicy.sweep.run", "run_sweep": "specpolicy.sweep.run",
     "SweepStore": "specpolicy.sweep.store", "SweepRecord": "specpolicy.sweep.records",
-    "build_replay": "specpolicy.sweep.replay", "evaluate_replay": "specpolicy.evaluate",
-    "evaluate_live": "specpolicy.evaluate", "training_set": "specpolicy.training_data",
+    "build_replay": "specpolicy.sweep.replay", "evaluate_replay": "specpolicy.evaluation.replay",
+    "evaluate_live": "specpolicy.evaluation.live", "training_set": "specpolicy.training.data",
 }
 __all__ = ["__version__", *sorted(_PUBLIC)]
 

@@ -57,7 +57,7 @@ class Answers:
     """What a sweep measured for one prompt, which no deployable policy may read (oracles only).
 
     ``taus``: tau of every swept block size. ``table``: the prompt's
-    :class:`~specpolicy.replay_table.ReplayTable` (``None`` for live or imported sweeps).
+    :class:`~specpolicy.replay.table.ReplayTable` (``None`` for live or imported sweeps).
     ``seconds_per_token``: measured decode seconds per token of every swept block size (live sweeps).
     """
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from specpolicy.checks import PolicyContractError, check_policy
-from specpolicy.export import SglangConfig, VllmConfig
 from specpolicy.plugins.sklearn_baselines import SklearnPolicy
 from specpolicy.policy import Answers, Policy, PromptObservation, TrainingSet
 from specpolicy.registry import get_registry
+from specpolicy.replay.export import SglangConfig, VllmConfig
 from tests.plugins.planted import CANDIDATES, VOCAB, planted, small_blockpilot
 
 FAMILIES = [family.name for family in get_registry().unique()]
@@ -91,7 +91,7 @@ def verify_head(verify_store, tmp_path_factory):
 def replay_answers(verify_store):
     """(observations, answers) of the verify store's prompts, with their replay tables."""
     from specpolicy.costs import uniform_costs
-    from specpolicy.evaluate import prompt_observation
+    from specpolicy.evaluation.replay import prompt_observation
 
     def make(candidates):
         costs = uniform_costs(candidates, 0.005, per_token=0.1)
@@ -114,7 +114,7 @@ def test_check_policy_catches_a_broken_policy():
 
 
 def test_oracles_pass_check_policy_on_a_replay_store(replay_store):
-    from specpolicy.evaluate import prompt_observation
+    from specpolicy.evaluation.replay import prompt_observation
 
     costs = replay_store.latency()
     records = list(replay_store.records())
@@ -134,7 +134,7 @@ def test_observations_carry_nothing_from_the_future():
 
 def test_the_documented_minimal_per_cycle_policy_passes_the_checker_and_replays(replay_store):
     """Tutorial 2: a per-cycle policy is `step` plus `per_step = True` (the checker once wanted `select`)."""
-    from specpolicy.evaluate import evaluate_replay
+    from specpolicy.evaluation.replay import evaluate_replay
 
     class Shrink(Policy):
         per_step = True

@@ -13,9 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "transformers", "gymnasium")
 
 
-LIGHT = ["specpolicy", "specpolicy.policy", "specpolicy.hookspecs", "specpolicy.cycles", "specpolicy.replay_table",
+LIGHT = ["specpolicy", "specpolicy.policy", "specpolicy.hookspecs", "specpolicy.cycles", "specpolicy.replay.table",
          "specpolicy.costs", "specpolicy.checks", "specpolicy.registry", "specpolicy.sweep.records",
-         "specpolicy.metrics"]
+         "specpolicy.evaluation.metrics"]
 ORDERS = ["import specpolicy\nimport gymnasium as gym", "import gymnasium as gym\nimport specpolicy",
           "import specpolicy.envs.replay_data\nimport gymnasium as gym"]
 
@@ -59,21 +59,33 @@ def _imports(path: Path) -> set[str]:
 
 
 PACKAGE = ROOT / "specpolicy"
+MODEL_STACK = ("torch", "transformers", "specpolicy.decoding", "specpolicy.models", "specpolicy.hf")
+"""what model-free work never imports: the core, replay engines, replay evaluation and training sets"""
+ABOVE_REPLAY = ("specpolicy.sweep", "specpolicy.evaluation", "specpolicy.training", "specpolicy.plugins",
+                "specpolicy.envs", "specpolicy.bench", "specpolicy.zoo", "specpolicy.data")
 LAYERS = {
-    # package (a folder, or a top-level module's stem): specpolicy modules it must never import
+    # package (a folder, or "core" for a top-level module): specpolicy modules it must never import
     "*": ("specpolicy.cli",),  # nothing below the CLI knows of it
-    "core": ("specpolicy.plugins", "specpolicy.envs"),  # the core never names a plugin or an environment
-    "models": ("specpolicy.zoo.", "specpolicy.decoding", "specpolicy.sweep", "specpolicy.evaluate"),
-    "decoding": ("specpolicy.sweep", "specpolicy.zoo", "specpolicy.evaluate", "specpolicy.hf"),
+    "core": (*MODEL_STACK, *ABOVE_REPLAY, "specpolicy.replay"),  # the contract: no engine, plugin or model
+    "replay": (*MODEL_STACK, *ABOVE_REPLAY),  # engines that run a Plan with no model: numpy only
+    "evaluation": (*MODEL_STACK, "specpolicy.training", "specpolicy.plugins", "specpolicy.envs", "specpolicy.bench",
+                   "specpolicy.zoo"),
+    "training": (*MODEL_STACK, "specpolicy.evaluation", "specpolicy.envs", "specpolicy.bench", "specpolicy.zoo"),
+    "models": ("specpolicy.zoo.", "specpolicy.decoding", "specpolicy.sweep", "specpolicy.evaluation"),
+    "decoding": ("specpolicy.sweep", "specpolicy.zoo", "specpolicy.evaluation", "specpolicy.hf"),
     "data": ("specpolicy.models", "specpolicy.decoding", "specpolicy.sweep", "specpolicy.policy"),
-    "sweep": ("specpolicy.evaluate", "specpolicy.hf", "specpolicy.registry", "specpolicy.policy"),
+    "sweep": ("specpolicy.evaluation", "specpolicy.hf", "specpolicy.registry", "specpolicy.policy"),
     "plugins": ("specpolicy.envs", "specpolicy.decoding", "specpolicy.models", "specpolicy.sweep",
-                "specpolicy.evaluate", "specpolicy.hf"),
+                "specpolicy.evaluation", "specpolicy.hf"),
     "envs": ("specpolicy.plugins", "specpolicy.hf", "specpolicy.bench"),
     "hf": ("specpolicy.sweep", "specpolicy.envs", "specpolicy.bench"),
     "bench": ("specpolicy.envs", "specpolicy.zoo."),
 }
-ALLOWED = {"_gymnasium_hook": ("specpolicy.envs",), "cli": ("specpolicy.cli",)}
+ALLOWED = {  # modules (or layers) allowed what their layer forbids, and why
+    "_gymnasium_hook": ("specpolicy.envs",),  # registers the environments when gymnasium loads
+    "cli": ("specpolicy.cli",),
+    "evaluation/live": MODEL_STACK,  # decodes live beside plain AR
+}
 
 
 def _layer(path: Path) -> str:
@@ -82,17 +94,22 @@ def _layer(path: Path) -> str:
     return parts[0] if len(parts) > 1 else "core"
 
 
+def _within(module: str, forbidden: str) -> bool:
+    """``torch.nn`` is within ``torch``; ``specpolicy.zoo.build`` within ``specpolicy.zoo.`` (a trailing dot:
+    the folder's modules, not its ``__init__``)."""
+    return module.startswith(forbidden) if forbidden.endswith(".") else module in (forbidden,) or \
+        module.startswith(forbidden + ".")
+
+
 def test_every_package_points_one_way():
     """Every module of the installed package, against its layer's forbidden imports and the global ones."""
     offenders = {}
     for path in PACKAGE.rglob("*.py"):
         layer = _layer(path)
         forbidden = (*LAYERS["*"], *LAYERS.get(layer, ()))
-        if layer == "core" and path.stem in ALLOWED:
-            forbidden = tuple(f for f in forbidden if f not in ALLOWED[path.stem])
-        if layer in ALLOWED:
-            forbidden = tuple(f for f in forbidden if f not in ALLOWED[layer])
-        bad = sorted(name for name in _imports(path) if name.startswith(forbidden))
+        for exempt in (path.stem if layer == "core" else None, layer, f"{layer}/{path.stem}"):
+            forbidden = tuple(f for f in forbidden if f not in ALLOWED.get(exempt, ()))
+        bad = sorted(name for name in _imports(path) if any(_within(name, f) for f in forbidden))
         if bad:
             offenders[str(path.relative_to(ROOT))] = bad
     assert offenders == {}

@@ -19,7 +19,7 @@ import torch
 
 from specpolicy.costs import CostTable
 from specpolicy.cycles import CycleRecord
-from specpolicy.metrics import paired_interval, speed_ratio
+from specpolicy.evaluation.metrics import paired_interval, speed_ratio
 from specpolicy.policy import Policy
 
 Row = tuple[int, int, int]
@@ -134,7 +134,7 @@ def _runs(decoder, target, assistant, policy: Policy | int, ids: list[int], inpu
     """The loops one policy runs on one prompt: specpolicy's, generate() with the policy, and (fixed B)
     transformers' own DFlash generator."""
     from specpolicy import hf
-    from specpolicy.engine import decode
+    from specpolicy.decoding.engine import decode
 
     def ours():
         if isinstance(policy, int):

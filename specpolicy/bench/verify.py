@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from specpolicy.arrays import to_numpy
 from specpolicy.costs import CostTable
 from specpolicy.decoding import SpeculativeDecoder
-from specpolicy.engine import decode
+from specpolicy.decoding.engine import decode
 from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.sweep.replay import build_replay
 

@@ -71,7 +71,7 @@ def compare(
     dtype: str = DtypeOption,
 ) -> None:
     """Compare block-size policies: pooled speedup over AR, speed vs a baseline with paired CIs, tau, gain share."""
-    from specpolicy.metrics import split_by, summarize
+    from specpolicy.evaluation.metrics import split_by, summarize
 
     names = [n.strip() for n in policies.split(",") if n.strip()]
     if not names:
@@ -107,7 +107,7 @@ def compare(
 
 def _plot(runs, plot: Path, title: str, labelled: tuple[str, dict] | None = None) -> None:
     """One PNG per dataset: speed and chosen sizes per policy, or (``--by``) speed per label and policy."""
-    from specpolicy.report import plot_by_label, plot_comparison
+    from specpolicy.evaluation.report import plot_by_label, plot_comparison
 
     for name, results in runs:
         path = plot if len(runs) == 1 else plot.with_name(f"{plot.stem}-{Path(name).stem}{plot.suffix}")

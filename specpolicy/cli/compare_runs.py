@@ -102,7 +102,7 @@ def results_per_dataset(options: CompareOptions):
     """(dataset name, results) per dataset; everything checkable is checked before any model loads."""
     from specpolicy.costs import CostTable
     from specpolicy.defaults import DEFAULT_CANDIDATES
-    from specpolicy.evaluate import check_candidates
+    from specpolicy.evaluation.replay import check_candidates
     from specpolicy.policy import check_vocabulary
     from specpolicy.registry import get_registry
     from specpolicy.sweep.latency import pin_threads
@@ -124,7 +124,7 @@ def results_per_dataset(options: CompareOptions):
     registry = get_registry()
     built = [registry.create(name, chosen) for name in options.policies]
     if options.mode is Mode.live:
-        from specpolicy.engine import check_live
+        from specpolicy.decoding.engine import check_live
 
         check_live(built)
     if store is None:  # a sweep's features are checked by evaluate_replay
@@ -138,14 +138,14 @@ def results_per_dataset(options: CompareOptions):
     elif options.oracle not in options.policies:
         stderr.print(f"note: {options.oracle} is not among the policies; no gain shares")
     if store is not None and options.batch_costs is not None:
-        from specpolicy.batch_costs import BatchCostTable
-        from specpolicy.evaluate import evaluate_serving
+        from specpolicy.evaluation.serving import evaluate_serving
+        from specpolicy.replay.batch_costs import BatchCostTable
 
         batch = BatchCostTable.load(options.batch_costs, allow_noisy=options.allow_noisy)
         yield options.sweep.name, evaluate_serving(store, built, batch, options.concurrency)
         return
     if store is not None:
-        from specpolicy.evaluate import evaluate_replay
+        from specpolicy.evaluation.replay import evaluate_replay
 
         warn_if_flagged(costs or store.latency(), options.costs or store.path / "latency.json")
         yield options.sweep.name, evaluate_replay(store, built, costs=costs, candidates=chosen)
@@ -165,7 +165,8 @@ def _load_pair_once(target: str, drafter: str, dtype: str, device: str):
 def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[int], costs):
     from specpolicy.cli.progress import progress_bar
     from specpolicy.data.registry import load_prompts
-    from specpolicy.evaluate import evaluate_live, evaluate_replay
+    from specpolicy.evaluation.live import evaluate_live
+    from specpolicy.evaluation.replay import evaluate_replay
 
     prompts = load_prompts(name, options.max_samples, options.seed)
     if options.mode is Mode.live:

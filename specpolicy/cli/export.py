@@ -24,10 +24,10 @@ def export(
     """Simulate POLICY serving at each concurrency, then export the vLLM and SGLang configurations that come
     closest to it as the engines run them (vLLM: one drafted block, a verify length per batch size; SGLang:
     one block size), each priced by simulating exactly what is exported."""
-    from specpolicy.batch_costs import BatchCostTable
     from specpolicy.cli.sweep import parse_candidates
-    from specpolicy.evaluate import export_for_engines
+    from specpolicy.evaluation.serving import export_for_engines
     from specpolicy.registry import get_registry
+    from specpolicy.replay.batch_costs import BatchCostTable
     from specpolicy.sweep.store import SweepStore
 
     if out is not None and out.is_dir():

@@ -38,7 +38,7 @@ def generate(
     print the text, then the block sizes, tau and tokens/s on stderr."""
     from specpolicy.data.prompts import Prompt, encode_prompt
     from specpolicy.decoding import SpeculativeDecoder
-    from specpolicy.engine import check_live, decode
+    from specpolicy.decoding.engine import check_live, decode
     from specpolicy.models import load_pair
     from specpolicy.models.loading import target_vocab_size
     from specpolicy.policy import check_vocabulary

@@ -98,7 +98,7 @@ def import_blockpilot(
 ) -> None:
     """Import the BlockPilot authors' per-prompt tau files into a sweep store (no features); ``1.json``, their
     predictor's choices, is kept beside it and compared with the best tau."""
-    from specpolicy.evaluate import oracle_block_size
+    from specpolicy.evaluation.replay import oracle_block_size
     from specpolicy.sweep.importers import import_blockpilot as run_import
 
     sizes = None if candidates == "all" else parse_candidates(candidates)

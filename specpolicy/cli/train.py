@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from specpolicy.cli.common import settings_from, stderr
-from specpolicy.train import TrainArgs
+from specpolicy.training.train import TrainArgs
 
 _D = TrainArgs()  # every default comes from the one dataclass
 
@@ -37,7 +37,7 @@ def train(
 ) -> None:
     """Train a learned policy from a sweep: oracle labels, a split by prompt, early stopping; prints JSON."""
     from specpolicy.cli.sweep import parse_candidates
-    from specpolicy.train import main
+    from specpolicy.training.train import main
 
     sizes = tuple(parse_candidates(candidates)) if candidates else None
     args = settings_from(TrainArgs, locals(), candidates=sizes)

@@ -144,7 +144,7 @@ class SpeculativeDecoder:
         Args:
             prompt_ids: token ids [s] of the (templated) prompt.
             plan: what to run (B before every cycle, L after every draft), or a fixed block size B
-                (:meth:`Plan.fixed`). A policy's plan needs the prefill: :func:`specpolicy.engine.decode`.
+                (:meth:`Plan.fixed`). A policy's plan needs the prefill: :func:`specpolicy.decoding.engine.decode`.
             max_new_tokens: output budget (default: the decoder's).
             seed: seeds the positional uniforms (T > 0 only).
         """

@@ -13,7 +13,7 @@ from specpolicy.defaults import COST_WEIGHT
 from specpolicy.envs.rewards import check_reward
 from specpolicy.envs.sources import Episode
 from specpolicy.features import get_extractor
-from specpolicy.replay_table import ReplayTable
+from specpolicy.replay.table import ReplayTable
 from specpolicy.sweep.store import SweepStore
 
 OBSERVATION_BOUND = 1e4

@@ -44,7 +44,7 @@ def resolve_policy(policy: PolicyLike, candidates: Sequence[int] | None = None) 
         policy = registry.create(policy, candidates) if candidates else registry.create(policy)
     if not isinstance(policy, Policy):
         return check_block_size(policy)
-    from specpolicy.engine import check_live
+    from specpolicy.decoding.engine import check_live
 
     check_live([policy])
     return policy
@@ -54,7 +54,7 @@ def _planner(policy: Policy | int, costs: CostTable | None, prompt_id: str) -> C
     """The state after prefill -> the policy's plan for the prompt (a fixed size: :meth:`Plan.fixed`)."""
     if isinstance(policy, int):
         return lambda state: Plan.fixed(policy)
-    from specpolicy.engine import observe
+    from specpolicy.decoding.engine import observe
 
     return lambda state: policy.plan(observe(state, prompt_id, costs))
 

@@ -76,10 +76,10 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
         "description": "adaptive's B, then the L with the most expected tokens per second under a learned "
                        "calibration of the drafter's confidences (verify-head:FOLDER)"})],
     "engines": [
-        ("vllm-config", "specpolicy.export:vllm_config_policy", {"description": "an exported vLLM speculative_config, "
-                                                              "run as vLLM runs it (vllm-config:FILE)"}),
-        ("sglang-config", "specpolicy.export:sglang_config_policy", {"description": "exported SGLang DFlash flags, "
-                                                                  "run as SGLang runs them (sglang-config:FILE)"}),
+        ("vllm-config", "specpolicy.replay.export:vllm_config_policy",
+         {"description": "an exported vLLM speculative_config, run as vLLM runs it (vllm-config:FILE)"}),
+        ("sglang-config", "specpolicy.replay.export:sglang_config_policy",
+         {"description": "exported SGLang DFlash flags, run as SGLang runs them (sglang-config:FILE)"}),
     ],
     "agent": [("agent", "specpolicy.envs.agent_store:agent_policy", {
         **PER_STEP, "description": "a saved RL agent trained on a specpolicy environment, over its own "

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from specpolicy import skops_io
 from specpolicy.costs import CostTable
 from specpolicy.defaults import DAGGER_ROUNDS, TRAINING_BLOCK_SIZE
+from specpolicy.plugins import skops_io
 from specpolicy.plugins.cycle_rules import acceptance_rate
 from specpolicy.policy import LearnedPolicy, PromptObservation, TrainingSet
 from specpolicy.state import DecodeState

@@ -25,9 +25,9 @@ from sklearn.neighbors import KNeighborsRegressor
 from sklearn.pipeline import FeatureUnion, Pipeline, make_pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
-from specpolicy import skops_io
 from specpolicy.costs import CostTable
 from specpolicy.features import compact_from_augmented, logits_from_augmented, with_lengths
+from specpolicy.plugins import skops_io
 from specpolicy.policy import LearnedPolicy, PromptObservation, TrainingSet
 
 SETTINGS_NAME = "sklearn.json"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specpolicy import skops_io
+from specpolicy.plugins import skops_io
 from specpolicy.plugins.cycle_rules import AdaptivePolicy, required_costs
 from specpolicy.plugins.verify_rules import most_tokens_per_second
 from specpolicy.policy import Answers, LearnedPolicy, Plan, PromptObservation, TrainingSet

@@ -102,7 +102,7 @@ class VerifyOraclePolicy(Policy):
 
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
         """(B, L) by anchor position, from the DP over this prompt's replay (L by position: no block read)."""
-        from specpolicy.verify_oracle import verify_oracle_plan
+        from specpolicy.replay.oracle import verify_oracle_plan
 
         if answers is None or answers.table is None or observation.costs is None:
             raise ValueError(f"{self.name} needs a replay sweep with --verify-lengths and a cost table (--mode replay)")

@@ -1,4 +1,4 @@
-"""Measure a :class:`~specpolicy.batch_costs.BatchCostTable`: target and drafter passes over batches.
+"""Measure a :class:`~specpolicy.replay.batch_costs.BatchCostTable`: target and drafter passes over batches.
 
 For each batch size b and per-sequence length n, one target pass over b sequences x n new tokens after
 a shared context (with the hidden states the drafter reads) and one drafter pass over b blocks of n;
@@ -14,10 +14,10 @@ from collections.abc import Sequence
 
 import torch
 
-from specpolicy.batch_costs import BatchCostTable
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.defaults import BATCH_LATENCY_CONTEXT, BATCH_LATENCY_REPEATS
 from specpolicy.models.target import crop_cache, new_cache, target_forward
+from specpolicy.replay.batch_costs import BatchCostTable
 from specpolicy.sweep.latency import _timer, machine_name, quartile_spread
 
 

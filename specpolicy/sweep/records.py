@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
-from specpolicy.replay_table import ReplayTable
+from specpolicy.replay.table import ReplayTable
 
 RECORD_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -30,7 +30,7 @@ class _Record(BaseModel):
 
 
 class ReplayEntry(_Record):
-    """The replay table of a record (see :class:`~specpolicy.replay_table.ReplayTable`)."""
+    """The replay table of a record (see :class:`~specpolicy.replay.table.ReplayTable`)."""
 
     candidates: tuple[int, ...]
     accepted: list[list[int]]

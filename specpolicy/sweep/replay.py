@@ -26,7 +26,7 @@ from specpolicy.decoding.sampling import draft_confidences
 from specpolicy.defaults import REPLAY_ROWS_PER_PASS, TRAINING_BLOCK_SIZE
 from specpolicy.models.blocks import draft_mixed_blocks
 from specpolicy.models.target import new_cache, target_forward
-from specpolicy.replay_table import ReplayTable
+from specpolicy.replay.table import ReplayTable
 
 __all__ = ["ReplayTable", "build_replay"]
 

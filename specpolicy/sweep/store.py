@@ -25,11 +25,11 @@ import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import torch
 from pydantic import ValidationError
-from safetensors.torch import load_file, save_file
+from safetensors.numpy import load_file, save_file
 
 from specpolicy.arrays import to_numpy
 from specpolicy.costs import CostTable
@@ -178,13 +178,14 @@ class SweepStore:
 
     # --- writing ------------------------------------------------------------------------------------
 
-    def append(self, record: SweepRecord, features: torch.Tensor | None = None) -> None:
-        """Commit one prompt's record (and its features [V]); the line append is the commit point."""
+    def append(self, record: SweepRecord, features: Any = None) -> None:
+        """Commit one prompt's record (and its features [V], a tensor or array, kept as float16); the line
+        append is the commit point."""
         if features is not None:
             key = hashlib.sha256(f"{record.prompt_id}\0{record.prompt_sha256}".encode()).hexdigest()[:24]
             name = f"features/{key}.safetensors"
             tmp = self.path / (name + ".tmp")
-            save_file({"logits": features.detach().to(torch.float16).contiguous().cpu()}, str(tmp))
+            save_file({"logits": np.ascontiguousarray(to_numpy(features), dtype=np.float16)}, str(tmp))
             os.replace(tmp, self.path / name)
             digest = hashlib.sha256((self.path / name).read_bytes()).hexdigest()
             record = record.model_copy(update={"features": name, "features_sha256": digest})
@@ -267,7 +268,7 @@ class SweepStore:
             warnings.simplefilter("ignore", CorruptRecordWarning)
             return {r.prompt_id for r in self.records()}
 
-    def features(self, record: SweepRecord) -> torch.Tensor:
+    def features(self, record: SweepRecord) -> np.ndarray:
         """The record's prefill logits as float32 [V]; a damaged file fails with its name."""
         if record.features is None:
             raise ValueError(f"record {record.prompt_id} has no features (an imported sweep?); "
@@ -276,7 +277,7 @@ class SweepStore:
         if not file.exists() or hashlib.sha256(file.read_bytes()).hexdigest() != record.features_sha256:
             raise ValueError(f"{file} is missing or does not match its checksum (record {record.prompt_id}); "
                              "resume the sweep (the same command) to sweep that prompt again")
-        return load_file(str(file))["logits"].float()
+        return load_file(str(file))["logits"].astype(np.float32)
 
     def feature_width(self) -> int | None:
         """The width of the recorded prefill logits (the target's vocabulary); ``None`` without features.
@@ -295,4 +296,4 @@ class SweepStore:
 
     def feature_matrix(self, records: Sequence[SweepRecord]) -> np.ndarray:
         """Features of ``records`` stacked: float32 [n, V]."""
-        return np.stack([to_numpy(self.features(r)) for r in records])
+        return np.stack([self.features(r) for r in records])

@@ -102,7 +102,7 @@ def measure(run_dir: Path, prompts: int = 32, max_new_tokens: int = 128, out_dir
             key = f"{dataset} T={temperature:g}"
             card["tau"][key] = tau_table(store)
             if dataset == "sharegpt" and temperature == 0:
-                from specpolicy.report import plot_tau_per_block_size
+                from specpolicy.evaluation.report import plot_tau_per_block_size
 
                 card["figure"] = str(plot_tau_per_block_size(store, out_dir / "tau-per-block-size.png"))
             card["window_oracle"][key] = window_oracle(store)

@@ -120,7 +120,7 @@ def world(test_zoo, replay_store, tmp_path_factory) -> dict[str, str]:
     (tmp / "prompts.txt").write_text("hello\nworld\n")
     (tmp / "bp").mkdir()
     (tmp / "bp" / "16.json").write_text(json.dumps({"0": 2.0}))
-    from tests.test_serving import linear_table
+    from tests.replay.test_serving import linear_table
 
     linear_table(batches=(1, 2)).save(tmp / "batch.json")
     target, drafter = test_zoo

@@ -168,7 +168,7 @@ def test_generate_on_the_test_zoo(test_zoo):
 
 
 def test_generate_runs_a_policys_verify_lengths(test_zoo, monkeypatch, tmp_path):
-    from specpolicy import engine
+    from specpolicy.decoding import engine
 
     monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path))
     original, traces = engine.decode, []
@@ -189,7 +189,7 @@ def test_generate_with_a_sweep_only_policy_fails(test_zoo):
 
 
 def test_compare_simulates_serving_and_refuses_verify_policies_without_confidences(replay_store, tmp_path):
-    from tests.test_serving import linear_table
+    from tests.replay.test_serving import linear_table
 
     linear_table(batches=(1, 2, 4, 8)).save(tmp_path / "batch.json")
     result = run("compare", "--policies", "fixed16,fixed4,adaptive,oracle-step", "--sweep", replay_store.path,

@@ -136,7 +136,7 @@ def test_generate_with_the_papers_blockpilot_runs_over_its_own_classes(test_zoo)
 
 
 def test_export_names_no_flag_it_lacks(replay_store, tmp_path):
-    from tests.test_serving import linear_table
+    from tests.replay.test_serving import linear_table
 
     linear_table(batches=(1, 2)).save(tmp_path / "batch.json")
     result = CliRunner().invoke(app, ["export", "fixed32", "--sweep", str(replay_store.path), "--batch-costs",

@@ -13,7 +13,7 @@ from specpolicy.envs import AgentPolicy, AgentSpec, load_agent, save_agent
 from specpolicy.envs.bandit import LinUCB
 from specpolicy.envs.block_size import BlockSizeEnv
 from specpolicy.envs.draft_verify_step import DraftVerifyStepEnv
-from specpolicy.evaluate import evaluate_replay, prompt_observation
+from specpolicy.evaluation.replay import evaluate_replay, prompt_observation
 from specpolicy.registry import create_policy
 
 

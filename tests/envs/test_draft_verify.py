@@ -115,9 +115,9 @@ def _threshold_agent(candidates, size=8, threshold=0.5):
 def test_an_agent_runs_as_a_policy_exactly_as_in_the_env(verify_store, trained_pair):
     """The agent wrapped as a specpolicy policy makes the env's choices in replay and decodes losslessly live."""
     from specpolicy.decoding import SpeculativeDecoder
-    from specpolicy.engine import decode
+    from specpolicy.decoding.engine import decode
     from specpolicy.envs import AgentPolicy, AgentSpec
-    from specpolicy.evaluate import prompt_observation
+    from specpolicy.evaluation.replay import prompt_observation
 
     env = DraftVerifyStepEnv(sweep=verify_store.path, reward="seconds")
     agent = _threshold_agent(env.candidates)

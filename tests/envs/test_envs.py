@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import specpolicy  # noqa: F401  (registers the IDs)
 from specpolicy.cycles import Plan
-from specpolicy.ope import epsilon_greedy_log, estimate
+from specpolicy.evaluation.ope import epsilon_greedy_log, estimate
 from specpolicy.policy import PromptObservation
 from specpolicy.registry import get_registry
 

@@ -12,8 +12,8 @@ from specpolicy.costs import CostTable
 from specpolicy.data.prompts import encode_prompts
 from specpolicy.data.registry import load_prompts
 from specpolicy.decoding import SpeculativeDecoder
+from specpolicy.decoding.engine import decode
 from specpolicy.defaults import MAX_PROMPT_TOKENS
-from specpolicy.engine import decode
 from specpolicy.models import load_pair
 from specpolicy.models.loading import zoo_path
 from specpolicy.policy import Policy, PromptObservation

@@ -135,7 +135,7 @@ def test_a_predictor_with_nan_weights_is_refused(fitted_blockpilot, tmp_path):
 def test_skops_policy_folders_name_a_missing_or_damaged_file(tmp_path):
     from sklearn.linear_model import LogisticRegression
 
-    from specpolicy import skops_io
+    from specpolicy.plugins import skops_io
 
     with pytest.raises(FileNotFoundError, match="model.skops is missing; train one with `specpolicy train x`"):
         skops_io.load_model(tmp_path / "none", "s.json", "test policy", "specpolicy train x")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from specpolicy.costs import CostTable, uniform_costs
 from specpolicy.envs.replay_data import shipped_sweep
-from specpolicy.training_data import training_set
+from specpolicy.training.data import training_set
 
 EVALUATED = (1, 2, 4, 8, 12, 16, 20, 24, 32)
 
@@ -74,7 +74,7 @@ def test_a_flatter_table_never_chooses_a_smaller_block(cycles, steps, flattening
 
 def test_the_shipped_blockpilot_reprices_its_choices_with_the_machine_table():
     """Same predictions, three machines: a flatter table never makes it choose smaller blocks."""
-    from specpolicy.evaluate import prompt_observation
+    from specpolicy.evaluation.replay import prompt_observation
     from specpolicy.registry import create_policy
 
     store = shipped_sweep("validation")
@@ -117,7 +117,7 @@ def test_portable_predictors_record_what_they_predict_and_the_table_they_were_va
 
 def test_the_shipped_cycle_policy_reprices_its_per_cycle_choices_with_the_machine_table():
     """It once imitated the per-cycle oracle of its training table: 0.55x fixed16 once priced like a GPU."""
-    from specpolicy.evaluate import prompt_observation
+    from specpolicy.evaluation.replay import prompt_observation
     from specpolicy.registry import create_policy
 
     store = shipped_sweep("validation")
@@ -133,7 +133,7 @@ def test_the_shipped_cycle_policy_reprices_its_per_cycle_choices_with_the_machin
 
 def test_the_cycle_policy_trains_on_each_sizes_next_tokens_and_keeps_its_table(replay_store, tmp_path):
     from specpolicy.plugins.cycle_learned import CycleLearnedPolicy
-    from specpolicy.skops_io import save_model
+    from specpolicy.plugins.skops_io import save_model
 
     data = training_set(replay_store, "time", (1, 2, 4, 8), replay_store.latency())
     policy = CycleLearnedPolicy((1, 2, 4, 8))
@@ -143,7 +143,7 @@ def test_the_cycle_policy_trains_on_each_sizes_next_tokens_and_keeps_its_table(r
     policy.save(tmp_path / "c")
     loaded = CycleLearnedPolicy.load(tmp_path / "c")
     assert loaded.predicts == "committed" and loaded.validated_with == policy.validated_with
-    from specpolicy.evaluate import prompt_observation
+    from specpolicy.evaluation.replay import prompt_observation
 
     for record in replay_store.records():  # the loaded predictor decodes every prompt as the trained one
         observation = prompt_observation(replay_store, record, replay_store.latency())

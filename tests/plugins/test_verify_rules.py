@@ -11,8 +11,8 @@ from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.plugins.verify_rules import most_tokens_per_second
 from specpolicy.policy import Answers, PromptObservation
 from specpolicy.registry import get_registry
+from specpolicy.replay.oracle import verify_cost_to_go, verify_oracle_plan
 from specpolicy.sweep.replay import build_replay
-from specpolicy.verify_oracle import verify_cost_to_go, verify_oracle_plan
 
 SIZES = [1, 2, 4, 8]
 
@@ -94,7 +94,7 @@ def test_registered_verify_policies_run_on_a_replay(trained_pair):
 
 
 def test_a_verify_policy_on_a_sweep_without_confidences_is_refused_up_front():
-    from specpolicy.evaluate import check_candidates
+    from specpolicy.evaluation.replay import check_candidates
 
     policy = get_registry().create("threshold", SIZES)
     with pytest.raises(ValueError, match="--confidences 8"):

@@ -116,7 +116,7 @@ def test_replay_drafts_only_reachable_anchors_and_every_schedule_stays_on_them(t
 
 def test_a_decode_cut_by_the_context_limit_ends_every_schedule_at_its_last_token():
     from specpolicy.costs import uniform_costs
-    from specpolicy.replay_table import ReplayTable
+    from specpolicy.replay.table import ReplayTable
 
     # 3 output tokens, no stop token, budget 10: the live decode ended at the target's context limit
     accepted = np.array([[0, 3], [0, 3], [0, 3]], dtype=np.int16)

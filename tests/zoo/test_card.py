@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from specpolicy.replay_table import ReplayTable
+from specpolicy.replay.table import ReplayTable
 from specpolicy.sweep.records import ReplayEntry, SweepRecord
 from specpolicy.zoo import card
 

@@ -4,10 +4,10 @@ from common import SAMPLES, WORKDIR
 
 from specpolicy.data.registry import load_prompts
 from specpolicy.defaults import WIDE_CANDIDATES
-from specpolicy.evaluate import evaluate_replay
-from specpolicy.metrics import split_by, summarize
+from specpolicy.evaluation.metrics import split_by, summarize
+from specpolicy.evaluation.replay import evaluate_replay
+from specpolicy.evaluation.report import plot_by_label, plot_comparison
 from specpolicy.registry import create_policy
-from specpolicy.report import plot_by_label, plot_comparison
 from specpolicy.sweep.run import SweepSettings, run_sweep
 from specpolicy.sweep.store import SweepStore
 from specpolicy.zoo import ZOO_DIR

@@ -7,11 +7,11 @@ from common import WORKDIR
 
 from specpolicy.costs import CostTable
 from specpolicy.defaults import PAPER_CANDIDATES, WIDE_CANDIDATES
-from specpolicy.evaluate import evaluate_replay
-from specpolicy.metrics import summarize
+from specpolicy.evaluation.metrics import summarize
+from specpolicy.evaluation.replay import evaluate_replay
 from specpolicy.registry import create_policy
 from specpolicy.sweep.store import SweepStore
-from specpolicy.train import TrainArgs, main
+from specpolicy.training.train import TrainArgs, main
 from specpolicy.zoo import ZOO_DIR
 
 # 1. The zoo ships a replay sweep of 480 training-split prompts (train on it) and one of 200 held-out

@@ -4,7 +4,7 @@ import gymnasium as gym
 import numpy as np
 
 import specpolicy  # noqa: F401  (registers specpolicy/BlockSize-v0 and specpolicy/BlockSizeStep-v0)
-from specpolicy.ope import epsilon_greedy_log, estimate
+from specpolicy.evaluation.ope import epsilon_greedy_log, estimate
 from specpolicy.registry import create_policy
 
 # The zoo ships replay sweeps of ShareGPT's training split (split="train", the default) and of its

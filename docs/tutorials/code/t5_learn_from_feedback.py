@@ -11,9 +11,9 @@ from specpolicy.envs.bandit import LinUCB
 from specpolicy.envs.replay_data import shipped_sweep
 from specpolicy.envs.sb3 import BlockSizeSB3VecEnv
 from specpolicy.envs.vector import BlockSizeVectorEnv
-from specpolicy.evaluate import evaluate_replay
+from specpolicy.evaluation.metrics import summarize
+from specpolicy.evaluation.replay import evaluate_replay
 from specpolicy.features import get_extractor
-from specpolicy.metrics import summarize
 from specpolicy.policy import Policy
 from specpolicy.registry import create_policy
 

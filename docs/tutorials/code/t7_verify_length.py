@@ -7,11 +7,12 @@ from common import SAMPLES, WORKDIR
 
 from specpolicy.data.registry import load_prompts
 from specpolicy.decoding import SpeculativeDecoder
-from specpolicy.evaluate import evaluate_replay, evaluate_serving, export_for_engines
-from specpolicy.metrics import summarize
+from specpolicy.evaluation.metrics import summarize
+from specpolicy.evaluation.replay import evaluate_replay
+from specpolicy.evaluation.report import block_and_verify_curves, plot_block_and_verify
+from specpolicy.evaluation.serving import evaluate_serving, export_for_engines
 from specpolicy.models import load_pair
 from specpolicy.registry import create_policy
-from specpolicy.report import block_and_verify_curves, plot_block_and_verify
 from specpolicy.sweep.batch_latency import measure_batch_costs
 from specpolicy.sweep.run import SweepSettings, run_sweep
 

@@ -9,8 +9,8 @@ from stable_baselines3.common.env_util import make_vec_env
 from specpolicy.data.registry import load_prompts
 from specpolicy.envs import AgentPolicy, AgentSpec, save_agent
 from specpolicy.envs.draft_verify_step import DraftVerifyStepEnv
-from specpolicy.evaluate import evaluate_replay, prompt_observation
-from specpolicy.metrics import summarize
+from specpolicy.evaluation.metrics import summarize
+from specpolicy.evaluation.replay import evaluate_replay, prompt_observation
 from specpolicy.registry import create_policy
 from specpolicy.sweep.run import SweepSettings, run_sweep
 

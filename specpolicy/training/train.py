@@ -116,7 +116,7 @@ def main(args: TrainArgs) -> dict:
     """Train, save to ``args.out`` and return a summary (accuracies, chance level, timings)."""
     from specpolicy.costs import CostTable
     from specpolicy.sweep.store import SweepStore  # torch: imported only when training runs
-    from specpolicy.training_data import split_by_prompt, training_set
+    from specpolicy.training.data import split_by_prompt, training_set
 
     store = SweepStore.load(args.sweep)
     costs = CostTable.load(args.costs) if args.costs else None

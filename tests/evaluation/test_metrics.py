@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from specpolicy.metrics import PolicyResults, PromptResult, paired_interval, summarize
+from specpolicy.evaluation.metrics import PolicyResults, PromptResult, paired_interval, summarize
 
 
 def results(name: str, tokens: list[int], seconds: list[float], ar: list[float], sizes: int = 16,

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from specpolicy.costs import CostTable
-from specpolicy.replay_table import ReplayTable
+from specpolicy.replay.table import ReplayTable
 
 Action = tuple[int, int]
 """(block size B, verify length L)"""

@@ -3,9 +3,9 @@
 ``concurrency`` slots each hold one request; every engine step, each active request runs one cycle
 of its policy's (B, L) on its exact replay, and the step costs one batched drafter pass over the
 drafted blocks plus one batched target pass over all verified tokens
-(:meth:`~specpolicy.batch_costs.BatchCostTable.step_seconds`). A finished request's slot takes the
+(:meth:`~specpolicy.replay.batch_costs.BatchCostTable.step_seconds`). A finished request's slot takes the
 next one in the queue, as continuous batching does. Policies price their choices with the per-request
-costs at that concurrency (:meth:`~specpolicy.batch_costs.BatchCostTable.at_concurrency`).
+costs at that concurrency (:meth:`~specpolicy.replay.batch_costs.BatchCostTable.at_concurrency`).
 
 Each step's seconds are shared equally among the requests in it, so per-request seconds add up to
 the total and the pooled ratio of two policies' tokens per second is their throughput ratio; the
@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from specpolicy.batch_costs import BatchCostTable
 from specpolicy.cycles import CycleRecord, Plan, run_cycle
-from specpolicy.replay_table import ReplaySession, ReplayTable
+from specpolicy.replay.batch_costs import BatchCostTable
+from specpolicy.replay.table import ReplaySession, ReplayTable
 
 
 @dataclass

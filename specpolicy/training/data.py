@@ -9,7 +9,7 @@ import numpy as np
 from specpolicy.costs import CostTable
 from specpolicy.defaults import VALIDATION_SHARE
 from specpolicy.policy import TRAINING_BLOCK_SIZE, TrainingSet, oracle_label
-from specpolicy.replay_table import ReplayTable
+from specpolicy.replay.table import ReplayTable
 from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.resume import in_validation
 from specpolicy.sweep.store import SweepStore

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from specpolicy.costs import uniform_costs
-from specpolicy.training_data import split_by_prompt, training_set
+from specpolicy.training.data import split_by_prompt, training_set
 
 
 def test_tau_and_time_labels(replay_store):

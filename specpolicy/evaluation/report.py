@@ -8,7 +8,7 @@ from pathlib import Path
 
 from specpolicy.cycles import Plan
 from specpolicy.defaults import PLOT_MAX_LINES
-from specpolicy.metrics import PolicyResults
+from specpolicy.evaluation.metrics import PolicyResults
 
 
 def _save(fig, path: str | Path) -> Path:
@@ -77,7 +77,7 @@ def plot_comparison(results: Sequence[PolicyResults], path: str | Path, title: s
 def plot_by_label(parts: Sequence[tuple[str, Sequence[PolicyResults]]], path: str | Path, by: str,
                   title: str = "") -> Path:
     """Save grouped bars: pooled speedup over AR (mean tau when untimed) of every policy per label
-    (``parts`` from :func:`~specpolicy.metrics.split_by`)."""
+    (``parts`` from :func:`~specpolicy.evaluation.metrics.split_by`)."""
     import matplotlib
 
     matplotlib.use("Agg")

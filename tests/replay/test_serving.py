@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specpolicy.batch_costs import BatchCostTable
 from specpolicy.costs import uniform_costs
 from specpolicy.cycles import Plan
 from specpolicy.decoding import SpeculativeDecoder
-from specpolicy.serving import simulate_serving
+from specpolicy.replay.batch_costs import BatchCostTable
+from specpolicy.replay.serving import simulate_serving
 from specpolicy.sweep.replay import build_replay
 
 LENGTHS = (1, 2, 4, 8, 16)
@@ -85,7 +85,7 @@ def test_concurrent_requests_share_steps_and_finish_with_the_same_tokens(tables)
 ])
 def test_a_noisy_or_inconsistent_batch_table_is_flagged_and_refused(tmp_path, change, flag):
     """`bench batch-latency` under load once wrote a non-monotone table (verify 4 < verify 1) without a word."""
-    from specpolicy.batch_costs import BatchCostTable
+    from specpolicy.replay.batch_costs import BatchCostTable
 
     table = linear_table()
     assert table.check() == []

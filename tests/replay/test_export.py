@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from specpolicy.cli import app
-from specpolicy.export import SglangConfig, VllmConfig, vllm_lookup, vllm_schedule
+from specpolicy.replay.export import SglangConfig, VllmConfig, vllm_lookup, vllm_schedule
 
 
 @pytest.mark.parametrize(("drafts", "ranges"), [
@@ -69,7 +69,7 @@ def test_a_config_that_is_not_dflash_is_refused():
 
 @pytest.fixture(scope="module")
 def exported(replay_store, tmp_path_factory):
-    from tests.test_serving import linear_table
+    from tests.replay.test_serving import linear_table
 
     folder = tmp_path_factory.mktemp("export")
     linear_table(batches=(1, 2, 4)).save(folder / "batch.json")
@@ -113,7 +113,7 @@ def test_export_refuses_batch_sizes_the_table_lacks(replay_store, exported):
 
 def test_export_reads_the_store_once_for_every_concurrency(replay_store, tmp_path, monkeypatch):
     from specpolicy.sweep.store import SweepStore
-    from tests.test_serving import linear_table
+    from tests.replay.test_serving import linear_table
 
     parsed, records, total = [], SweepStore.records, len(list(replay_store.records()))
 

@@ -1,7 +1,7 @@
 """Where a policy meets an engine: the observation it plans from, and its plan decoded live.
 
-Replay (:meth:`~specpolicy.replay_table.ReplayTable.simulate`), serving
-(:func:`~specpolicy.serving.simulate_serving`) and transformers' ``generate``
+Replay (:meth:`~specpolicy.replay.table.ReplayTable.simulate`), serving
+(:func:`~specpolicy.replay.serving.simulate_serving`) and transformers' ``generate``
 (:mod:`specpolicy.hf`) run the same :class:`~specpolicy.cycles.Plan`; this module makes it from a
 live decode's prefill, so the command line, evaluation, benchmarks and the transformers bridge share
 one adapter.

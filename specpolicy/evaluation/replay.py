@@ -1,0 +1,123 @@
+"""Policy evaluation from a sweep store by exact replay (modelled time) or a live sweep's measured runs.
+
+Numpy only: no torch, no models. Figures and intervals over the results live in
+:mod:`specpolicy.evaluation.metrics`; serving in :mod:`specpolicy.evaluation.serving`, live decoding in
+:mod:`specpolicy.evaluation.live`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from specpolicy.costs import CostTable
+from specpolicy.cycles import mean_acceptance
+from specpolicy.evaluation.metrics import PolicyResults, PromptResult
+from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Policy, PromptObservation, check_vocabulary, oracle_label
+from specpolicy.replay.table import ReplayTable
+from specpolicy.sweep.records import SweepRecord
+from specpolicy.sweep.store import SweepStore
+
+
+def check_candidates(policy: Policy, available: Sequence[int], confidences: Sequence[int] | None = None) -> None:
+    """Fail, naming both sides, when ``policy`` can choose a block size the sweep did not record, or reads
+    drafter confidences it did not record (``confidences``: the sweep's; ``None`` skips that check)."""
+    wanted = policy.choices()
+    missing = sorted(wanted - set(available))
+    if missing:
+        raise ValueError(f"policy {policy.name!r} chooses among {sorted(wanted)} but the sweep recorded "
+                         f"{sorted(available)} (missing {missing}); sweep them too "
+                         f"(specpolicy sweep --candidates {','.join(map(str, sorted({*available, *missing})))})")
+    unread = sorted(policy.confidence_sizes() - set(confidences or [])) if confidences is not None else []
+    if unread:
+        raise ValueError(f"policy {policy.name!r} reads the drafter's confidences at B = {unread}, which the sweep did "
+                         f"not record; sweep with --verify-lengths --confidences {','.join(map(str, unread))}")
+
+
+def prompt_observation(store: SweepStore, record: SweepRecord, costs: CostTable | None = None) -> PromptObservation:
+    """What a policy reads for a stored prompt: its prefill logits (as the sweep kept them), and ``costs``."""
+    logits = store.features(record) if record.features else np.zeros(0, dtype=np.float32)
+    return PromptObservation(logits, record.prompt_length, record.prompt_id, costs)
+
+
+def oracle_block_size(record: SweepRecord, table: ReplayTable | None, candidates: Sequence[int],
+                      costs: CostTable | None, training_block_size: int = TRAINING_BLOCK_SIZE) -> int:
+    """The per-prompt oracle's block size: fewest modelled seconds with ``costs`` (else highest tau).
+
+    Ties go to the candidate nearest ``training_block_size``, then the smaller.
+    """
+    if costs is not None and table is not None:
+        return table.fastest_fixed(costs, candidates, training_block_size)
+    return candidates[oracle_label(record.tau_row(candidates), candidates, training_block_size)]
+
+
+def evaluate_replay(
+    store: SweepStore,
+    policies: Sequence[Policy],
+    on_prompt: Callable[[], None] | None = None,
+    *,
+    costs: CostTable | None = None,
+    candidates: Sequence[int] | None = None,
+) -> list[PolicyResults]:
+    """Evaluate policies on every valid record of ``store`` by exact replay (or stored taus).
+
+    Args:
+        costs: the cost table modelled time is priced with (default: the store's own).
+        candidates: the block sizes the per-prompt oracle label ranges over (default: the store's).
+    """
+    for policy in policies:
+        check_candidates(policy, store.candidates, store.meta.get("confidence_sizes", []))
+    check_vocabulary(policies, store.feature_width(), f"the sweep {store.path}")
+    costs = costs if costs is not None else store.latency()
+    candidates = tuple(candidates or store.candidates)
+    live = store.meta.get("mode") == "live"  # a live sweep measured every fixed size: its own times
+    results = [PolicyResults(p.name, "measured" if live else "modelled" if costs else "none") for p in policies]
+    records = list(store.records())
+    if not records:
+        raise ValueError(f"sweep store {store.path} has no valid records; run or resume the sweep first")
+    for record in records:
+        observation = prompt_observation(store, record, costs)
+        table = record.table() if record.replay is not None else None
+        measured = {b: r.decode_seconds / max(1, r.tokens) for b, r in record.live.items()} if live else None
+        answers = Answers(record.taus, table, record.training_block_size, measured)
+        oracle = (answers.fastest_measured(candidates) if live
+                  else oracle_block_size(record, table, candidates, costs, answers.training_block_size))
+        for policy, result in zip(policies, results):
+            result.prompts.append(_measured(policy, observation, answers, record, oracle) if live
+                                  else _replayed(policy, observation, answers, record.prompt_id, costs, oracle))
+        if on_prompt:
+            on_prompt()
+    return results
+
+
+def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, prompt_id: str,
+              costs: CostTable | None, oracle: int) -> PromptResult:
+    """One policy on one stored prompt: replayed cycles priced with ``costs``."""
+    plan = policy.plan(observation, answers)
+    table = answers.table
+    if table is not None:
+        cycles = table.simulate(plan, observation.logits if observation.logits.size else None)
+        sizes, tau, tokens = [c.block_size for c in cycles], mean_acceptance(cycles), sum(c.committed for c in cycles)
+    elif plan.block_size is not None and plan.length is None:
+        sizes, tau, tokens = [plan.block_size], float(answers.taus[plan.block_size]), 0
+    else:
+        raise ValueError(f"per-cycle policy {policy.name!r} needs a replay sweep; the store has only taus")
+    timed = costs is not None and table is not None and bool(sizes)
+    seconds = costs.cycles_seconds(cycles) if timed else 0.0
+    ar_seconds = tokens * costs.ar_seconds if timed else None
+    return PromptResult(prompt_id, sizes, tau, tokens, seconds, ar_seconds, oracle)
+
+
+def _measured(policy: Policy, observation: PromptObservation, answers: Answers, record: SweepRecord,
+              oracle: int) -> PromptResult:
+    """One per-prompt policy on a live sweep's prompt: the decode measured at its block size; plain AR's time
+    is the B = 1 decode's (through the speculative loop), scaled to the same tokens."""
+    plan = policy.plan(observation, answers)
+    if plan.block_size is None or plan.length is not None:
+        raise ValueError(f"policy {policy.name!r} decides per cycle or sets verify lengths; a live sweep measured "
+                         "fixed block sizes only: sweep with --mode replay for it")
+    run, ar = record.live[plan.block_size], record.live[1]
+    ar_seconds = ar.decode_seconds * run.tokens / max(1, ar.tokens)
+    return PromptResult(record.prompt_id, [plan.block_size], run.tau, run.tokens, run.decode_seconds, ar_seconds,
+                        oracle)

@@ -1,0 +1,2 @@
+"""Engines that run a Plan with no model (numpy only): replay tables and sessions, the exact (B, L) oracle,
+the serving simulation, batch costs and the vLLM / SGLang configurations."""
