@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from specpolicy.defaults import MAX_BLOCK_SIZE
 from specpolicy.state import DecodeState
@@ -169,19 +169,30 @@ def check_temperature(temperature: float, name: str = "temperature") -> float:
     return float(temperature)
 
 
-def commit_tokens(new_tokens: list[int], stops: set[int], room: int) -> tuple[list[int], str]:
-    """The tokens a cycle keeps, and why decoding ends there (``""`` when it goes on).
+def commit_length(offered: Any, first_stop: Any, room: Any) -> tuple[Any, Any]:
+    """The one commit rule, elementwise over ints or arrays: of ``offered`` tokens, where the first stop
+    token is at index ``first_stop`` (``>= offered``: none), how many a cycle keeps and whether decoding ends
+    there (``STOPPED``, ``BUDGET``, else 0).
 
-    Cuts after the first stop token, then to the ``room`` left in the budget; a stop token cut off
-    by the budget counts as the budget ending the decode. Live decoding, plain AR and exact replay share it.
+    Cuts after the first stop token, then to the ``room`` left in the budget; a stop token cut off by the
+    budget counts as the budget ending the decode.
     """
-    reason = ""
-    stop_at = next((i for i, token in enumerate(new_tokens) if token in stops), None)
-    if stop_at is not None:
-        new_tokens, reason = new_tokens[: stop_at + 1], "stop_token"
-    if len(new_tokens) > room or (len(new_tokens) == room and not reason):
-        new_tokens, reason = new_tokens[:room], "max_new_tokens"
-    return new_tokens, reason
+    stopped = (first_stop < offered) * 1  # plain arithmetic: the same expression for ints and arrays
+    kept = offered + stopped * (first_stop + 1 - offered)
+    budget = (kept > room) | ((kept == room) & (1 - stopped))
+    return kept + budget * (room - kept), budget * BUDGET + (1 - budget) * stopped * STOPPED
+
+
+STOPPED, BUDGET = 1, 2
+REASONS = {0: "", STOPPED: "stop_token", BUDGET: "max_new_tokens"}
+
+
+def commit_tokens(new_tokens: list[int], stops: set[int], room: int) -> tuple[list[int], str]:
+    """The tokens a cycle keeps, and why decoding ends there (``""`` when it goes on): :func:`commit_length`
+    on a list. Live decoding, plain AR and exact replay share it."""
+    first_stop = next((i for i, token in enumerate(new_tokens) if token in stops), len(new_tokens))
+    kept, reason = commit_length(len(new_tokens), first_stop, room)
+    return new_tokens[: int(kept)], REASONS[int(reason)]
 
 
 def run(source: CycleSource, plan: Plan) -> list[CycleRecord]:

@@ -105,10 +105,8 @@ def results_per_dataset(options: CompareOptions):
     from specpolicy.evaluation.replay import check_candidates
     from specpolicy.policy import check_vocabulary
     from specpolicy.registry import get_registry
-    from specpolicy.sweep.latency import pin_threads
     from specpolicy.sweep.store import SweepStore
 
-    pin_threads(options.threads)
     costs = CostTable.load(options.costs) if options.costs else None
     store = None
     if options.sweep is not None:
@@ -150,6 +148,9 @@ def results_per_dataset(options: CompareOptions):
         warn_if_flagged(costs or store.latency(), options.costs or store.path / "latency.json")
         yield options.sweep.name, evaluate_replay(store, built, costs=costs, candidates=chosen)
         return
+    from specpolicy.sweep.latency import pin_threads
+
+    pin_threads(options.threads)  # only where models run: a stored sweep's replay needs no torch
     for name in options.datasets:
         yield name, _run_dataset(name, options, built, chosen, costs)
 

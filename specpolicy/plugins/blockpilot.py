@@ -13,7 +13,9 @@ inputs standardised with the training set's mean and spread. What the heads mean
   answer is the training machine's.
 
 Options cover the paper's ablations: hidden size, depth, candidate window (k) and input
-preprocessing (raw / normalised / softmax).
+preprocessing (raw / normalised / softmax). Deciding is numpy only (the weights are arrays, read with
+safetensors' numpy API), so replay needs no torch; training (:mod:`~specpolicy.plugins.blockpilot_fit`)
+runs the same network in torch.
 """
 
 from __future__ import annotations
@@ -25,11 +27,8 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-import torch
-from safetensors.torch import load_file, save_file
-from torch import nn
+from safetensors.numpy import load_file, save_file
 
-from specpolicy.arrays import to_numpy
 from specpolicy.costs import CostTable
 from specpolicy.defaults import BLOCKPILOT_DEPTH, BLOCKPILOT_DROPOUT, BLOCKPILOT_HIDDEN, BLOCKPILOT_OBJECTIVE
 from specpolicy.features import get_extractor
@@ -69,23 +68,43 @@ class BlockPilotSettings:
             raise ValueError(f"depth and hidden must be >= 1, got depth={self.depth}, hidden={self.hidden}")
 
 
-class BlockPilotNet(nn.Module):
-    """features [n, V] -> candidate outputs [n, C] (inputs standardised by the ``shift``/``scale`` buffers)."""
+def weight_shapes(settings: BlockPilotSettings) -> dict[str, tuple[int, ...]]:
+    """The network's arrays by name (torch's ``state_dict`` names, as saved) and their shapes: input
+    standardisation ``shift``/``scale`` [V], ``input`` Linear(V -> h), ``blocks.{i}`` Linear(h -> h), ``output``
+    Linear(h -> C)."""
+    v, h, c = settings.vocab_size, settings.hidden, len(settings.candidates)
+    layers = {"input": (h, v), **{f"blocks.{i}": (h, h) for i in range(settings.depth - 1)}, "output": (c, h)}
+    return {"shift": (v,), "scale": (v,), **{name: shape for layer, (rows, cols) in layers.items()
+                                               for name, shape in ((f"{layer}.weight", (rows, cols)),
+                                                                   (f"{layer}.bias", (rows,)))}}
 
-    def __init__(self, settings: BlockPilotSettings) -> None:
-        super().__init__()
-        self.register_buffer("shift", torch.zeros(settings.vocab_size))
-        self.register_buffer("scale", torch.ones(settings.vocab_size))
-        self.input = nn.Linear(settings.vocab_size, settings.hidden)
-        self.blocks = nn.ModuleList(nn.Linear(settings.hidden, settings.hidden) for _ in range(settings.depth - 1))
-        self.output = nn.Linear(settings.hidden, len(settings.candidates))
-        self.dropout = nn.Dropout(settings.dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.dropout(torch.relu(self.input((x - self.shift) / self.scale)))
-        for block in self.blocks:
-            h = h + self.dropout(torch.relu(block(h)))
-        return self.output(h)
+def initial_weights(settings: BlockPilotSettings, seed: int = 0) -> dict[str, np.ndarray]:
+    """Fresh weights with the distribution of torch's ``nn.Linear`` default (uniform within 1/sqrt(fan_in)),
+    drawn by numpy; identity standardisation. ``specpolicy train`` draws them with torch instead
+    (:func:`~specpolicy.plugins.blockpilot_fit.torch_initial_weights`), as every earlier release did."""
+    rng = np.random.default_rng(seed)
+    weights = {}
+    for name, shape in weight_shapes(settings).items():
+        if name in ("shift", "scale"):
+            weights[name] = np.full(shape, float(name == "scale"), np.float32)
+        else:
+            bound = 1 / np.sqrt(weight_shapes(settings)[name.replace(".bias", ".weight")][1])
+            weights[name] = rng.uniform(-bound, bound, shape).astype(np.float32)
+    return weights
+
+
+def forward(weights: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
+    """features [n, V] -> candidate outputs [n, C] (inference: no dropout), float32."""
+    def linear(name: str, h: np.ndarray) -> np.ndarray:
+        return h @ weights[f"{name}.weight"].T + weights[f"{name}.bias"]
+
+    h = np.maximum(linear("input", (x - weights["shift"]) / weights["scale"]), 0)
+    i = 0
+    while f"blocks.{i}.weight" in weights:
+        h = h + np.maximum(linear(f"blocks.{i}", h), 0)
+        i += 1
+    return linear("output", h)
 
 
 class BlockPilotPolicy(LearnedPolicy):
@@ -100,14 +119,14 @@ class BlockPilotPolicy(LearnedPolicy):
         if tuple(settings.candidates) != self.candidates:
             raise ValueError(f"candidates must be sorted and distinct, got {settings.candidates}")
         self.settings = settings
-        self.net = BlockPilotNet(settings).eval()
+        self.weights = initial_weights(settings)  # replaced by training or loading
         table = settings.metadata.get("validated_with")
         self.validated_with = CostTable.from_json(table) if table else None
 
     def vocabulary(self) -> int:
         return self.settings.vocab_size
 
-    def inputs(self, logits: np.ndarray) -> torch.Tensor:
+    def inputs(self, logits: np.ndarray) -> np.ndarray:
         """Preprocessed network input [n, V] from raw logits [n, V]."""
         logits = np.asarray(logits, dtype=np.float32)
         if logits.ndim == 1:
@@ -115,13 +134,11 @@ class BlockPilotPolicy(LearnedPolicy):
         if logits.shape[-1] != self.settings.vocab_size:
             raise ValueError(f"BlockPilot was trained on a vocabulary of {self.settings.vocab_size} logits but got "
                              f"{logits.shape[-1]}; use a predictor trained for this target")
-        return torch.from_numpy(get_extractor(PREPROCESS[self.settings.preprocess])(logits))
+        return np.asarray(get_extractor(PREPROCESS[self.settings.preprocess])(logits), dtype=np.float32)
 
-    @torch.no_grad()
-    def scores(self, logits: np.ndarray) -> torch.Tensor:
+    def scores(self, logits: np.ndarray) -> np.ndarray:
         """The heads' outputs [n, C]: expected cycles per token, or class scores (``settings.predicts``)."""
-        self.net.eval()
-        return self.net(self.inputs(logits))
+        return forward(self.weights, self.inputs(logits))
 
     def choose(self, scores: np.ndarray, costs: Sequence[CostTable | None]) -> list[int]:
         """Block sizes from head outputs [n, C]: the fastest under each prompt's table, or the top class."""
@@ -135,7 +152,7 @@ class BlockPilotPolicy(LearnedPolicy):
     def select_batch(self, observations: Sequence[PromptObservation]) -> list[int]:
         if not observations:
             return []
-        scores = to_numpy(self.scores(np.stack([o.logits for o in observations])))
+        scores = self.scores(np.stack([o.logits for o in observations]))
         return self.choose(scores, [o.costs for o in observations])
 
     def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0, **options: object
@@ -147,7 +164,7 @@ class BlockPilotPolicy(LearnedPolicy):
 
     def chosen_indices(self, dataset: TrainingSet) -> np.ndarray:
         """Candidate index chosen for every prompt of ``dataset`` (priced with its table), int64 [n]."""
-        chosen = self.choose(to_numpy(self.scores(dataset.logits)), [dataset.costs] * len(dataset))
+        chosen = self.choose(self.scores(dataset.logits), [dataset.costs] * len(dataset))
         return np.array([self.candidates.index(b) for b in chosen], dtype=np.int64)
 
     def mean_value(self, dataset: TrainingSet) -> float:
@@ -171,7 +188,7 @@ class BlockPilotPolicy(LearnedPolicy):
         table = self.validated_with.to_json() if self.validated_with is not None else None  # as the other learners
         metadata = self.settings.metadata | {"validated_with": table}
         (folder / SETTINGS_NAME).write_text(json.dumps(asdict(self.settings) | {"metadata": metadata}, indent=2))
-        save_file({k: v.contiguous() for k, v in self.net.state_dict().items()}, str(folder / WEIGHTS_NAME))
+        save_file({k: np.ascontiguousarray(v) for k, v in self.weights.items()}, str(folder / WEIGHTS_NAME))
 
     @classmethod
     def load(cls, path: str | Path, candidates: Sequence[int] | None = None) -> BlockPilotPolicy:
@@ -190,18 +207,18 @@ class BlockPilotPolicy(LearnedPolicy):
         except Exception as exc:
             raise ValueError(f"BlockPilot predictor in {folder} is corrupted ({type(exc).__name__}: {exc}); "
                              "retrain it or restore the files") from None
-        broken = sorted(name for name, tensor in state.items() if not torch.isfinite(tensor).all())
+        broken = sorted(name for name, array in state.items() if not np.isfinite(array).all())
         if broken:
             raise ValueError(f"BlockPilot weights in {folder} hold NaN or infinite values ({', '.join(broken[:4])}); "
                              "the training diverged: retrain it (e.g. with a lower --lr)")
         policy = cls(settings)  # over the classes it was trained on, whatever ``candidates`` (a sweep check follows)
         for name in ("shift", "scale"):  # predictors saved before inputs were standardised read them raw
-            state.setdefault(name, getattr(policy.net, name))
-        try:
-            policy.net.load_state_dict(state)
-        except RuntimeError as exc:
-            raise ValueError(f"BlockPilot weights in {folder} do not match its settings: {exc}") from None
-        policy.net.eval()
+            state.setdefault(name, policy.weights[name])
+        shapes = {name: tuple(array.shape) for name, array in state.items()}
+        if shapes != weight_shapes(settings):
+            raise ValueError(f"BlockPilot weights in {folder} do not match its settings: the file holds {shapes}, "
+                             f"the settings need {weight_shapes(settings)}")
+        policy.weights = {name: array.astype(np.float32) for name, array in state.items()}
         return policy
 
 
@@ -231,9 +248,13 @@ def guarded_policy(arg: str | None, candidates: Sequence[int]):
 
 
 def untrained_blockpilot(candidates: Sequence[int], dataset: TrainingSet, options: dict) -> BlockPilotPolicy:
-    """A fresh predictor for ``specpolicy train blockpilot`` (shape options from the training arguments)."""
+    """A fresh predictor for ``specpolicy train blockpilot`` (shape options from the training arguments), with
+    torch's initial weights for the run's seed (same seed, same model)."""
+    from specpolicy.plugins.blockpilot_fit import torch_initial_weights
+
     fields = ("hidden", "depth", "dropout", "preprocess")
     predicts = "cycles_per_token" if options.get("objective", BLOCKPILOT_OBJECTIVE) == "cycles" else "label"
-    torch.manual_seed(int(options.get("seed", 0)))  # the initial weights are the run's too: same seed, same model
-    return BlockPilotPolicy(BlockPilotSettings(vocab_size=dataset.logits.shape[1], candidates=list(candidates),
-                                               predicts=predicts, **{k: options[k] for k in fields if k in options}))
+    policy = BlockPilotPolicy(BlockPilotSettings(vocab_size=dataset.logits.shape[1], candidates=list(candidates),
+                                                 predicts=predicts, **{k: options[k] for k in fields if k in options}))
+    policy.weights = torch_initial_weights(policy.settings, int(options.get("seed", 0)))
+    return policy

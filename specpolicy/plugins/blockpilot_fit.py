@@ -32,15 +32,45 @@ from specpolicy.policy import TrainingSet
 OBJECTIVES = ("cycles", "cross_entropy", "expected_value", "expected_tau")
 
 
-def standardise(policy, x: torch.Tensor) -> None:
+class BlockPilotNet(nn.Module):
+    """features [n, V] -> candidate outputs [n, C] (inputs standardised by the ``shift``/``scale`` buffers): the
+    torch twin of :func:`~specpolicy.plugins.blockpilot.forward`, with dropout, for training."""
+
+    def __init__(self, settings) -> None:
+        super().__init__()
+        self.register_buffer("shift", torch.zeros(settings.vocab_size))
+        self.register_buffer("scale", torch.ones(settings.vocab_size))
+        self.input = nn.Linear(settings.vocab_size, settings.hidden)
+        self.blocks = nn.ModuleList(nn.Linear(settings.hidden, settings.hidden) for _ in range(settings.depth - 1))
+        self.output = nn.Linear(settings.hidden, len(settings.candidates))
+        self.dropout = nn.Dropout(settings.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.dropout(torch.relu(self.input((x - self.shift) / self.scale)))
+        for block in self.blocks:
+            h = h + self.dropout(torch.relu(block(h)))
+        return self.output(h)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The weights as the policy holds them: float32 arrays by ``state_dict`` name."""
+        return {k: to_numpy(v).copy() for k, v in self.state_dict().items()}
+
+
+def torch_initial_weights(settings, seed: int) -> dict[str, np.ndarray]:
+    """torch's initial weights for ``seed`` (what ``specpolicy train`` has always started from)."""
+    torch.manual_seed(seed)
+    return BlockPilotNet(settings).arrays()
+
+
+def standardise(net: BlockPilotNet, x: torch.Tensor) -> None:
     """Set the net's input ``shift``/``scale`` buffers to the training inputs' mean and spread [V]."""
-    policy.net.shift.copy_(x.mean(dim=0))
-    policy.net.scale.copy_(x.std(dim=0).clamp_min(1e-3))
+    net.shift.copy_(x.mean(dim=0))
+    net.scale.copy_(x.std(dim=0).clamp_min(1e-3))
 
 
-def batch_loss(policy, objective: str, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+def batch_loss(net: BlockPilotNet, objective: str, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """The objective's loss on one minibatch (targets: cycles per token, labels or centred values)."""
-    outputs = policy.net(x)
+    outputs = net(x)
     if objective == "cycles":
         return nn.functional.mse_loss(outputs, targets)
     if objective == "cross_entropy":
@@ -64,7 +94,7 @@ def validation_score(policy, objective: str, dataset: TrainingSet) -> float:
     if objective == "cycles":
         rows = np.arange(len(dataset))
         if dataset.costs is None:
-            error = to_numpy(policy.scores(dataset.logits)) - dataset.cycles_per_token
+            error = policy.scores(dataset.logits) - dataset.cycles_per_token
             return -float((error ** 2).mean())
         chosen = policy.chosen_indices(dataset)
         seconds = np.array([dataset.costs.cycle_seconds(policy.candidates[j]) for j in chosen])
@@ -89,33 +119,39 @@ def fit(policy, dataset: TrainingSet, validation: TrainingSet | None = None, epo
     if tuple(dataset.candidates) != policy.candidates:
         raise ValueError(f"training set candidates {list(dataset.candidates)} differ from the policy's "
                          f"{list(policy.candidates)}")
+    net = BlockPilotNet(policy.settings)
+    net.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in policy.weights.items()})
     torch.manual_seed(seed)
-    x, targets = policy.inputs(dataset.logits), training_targets(objective, dataset)
-    standardise(policy, x)
+    x, targets = torch.from_numpy(policy.inputs(dataset.logits)), training_targets(objective, dataset)
+    standardise(net, x)
     if objective == "cycles":  # start from the mean outcome: early epochs then already price sensibly
         with torch.no_grad():
-            policy.net.output.bias.copy_(targets.mean(dim=0))
+            net.output.bias.copy_(targets.mean(dim=0))
     checked = validation if validation is not None and len(validation) else dataset
-    optimizer = torch.optim.AdamW(policy.net.parameters(), lr=lr, weight_decay=weight_decay)
-    best = (validation_score(policy, objective, checked), {k: v.clone() for k, v in policy.net.state_dict().items()},
-            0)
+
+    def score() -> float:  # the policy decides with the net's current weights
+        policy.weights = net.arrays()
+        return validation_score(policy, objective, checked)
+
+    optimizer = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
+    best = (score(), policy.weights, 0)
     history = []
     generator = torch.Generator().manual_seed(seed)
     for epoch in range(1, epochs + 1):
-        policy.net.train()
+        net.train()
         for batch in torch.randperm(len(x), generator=generator).split(batch_size):
-            loss = batch_loss(policy, objective, x[batch], targets[batch])
+            loss = batch_loss(net, objective, x[batch], targets[batch])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-        score = validation_score(policy, objective, checked)
-        history.append({"epoch": epoch, "loss": round(loss.item(), 6), "validation_score": score})
-        if score > best[0]:
-            best = (score, {k: v.clone() for k, v in policy.net.state_dict().items()}, epoch)
+        net.eval()
+        value = score()
+        history.append({"epoch": epoch, "loss": round(loss.item(), 6), "validation_score": value})
+        if value > best[0]:
+            best = (value, policy.weights, epoch)
         elif epoch - best[2] >= patience:
             break
-    policy.net.load_state_dict(best[1])
-    policy.net.eval()
+    policy.weights = best[1]
     summary = {"objective": objective, "predicts": predicts, "best_epoch": best[2], "validation_score": best[0],
                "epochs_run": len(history), "history": history}
     if predicts == "label":

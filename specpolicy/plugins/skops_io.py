@@ -2,21 +2,47 @@
 
 from __future__ import annotations
 
+import importlib
+import sys
 from pathlib import Path
+from types import ModuleType
 
 SAFE_PREFIXES = ("sklearn.", "numpy.", "builtins.", "scipy.")
 SAFE_FUNCTIONS = {"specpolicy.features.compact_from_augmented", "specpolicy.features.logits_from_augmented"}
 
 
-def dump(model: object, file: str | Path) -> None:
-    import skops.io as sio
+class _NoTorch:
+    """A finder that refuses ``torch`` (an ImportError, which the package walk skips)."""
 
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("torch is not needed to read scikit-learn models")
+
+
+def skops_io() -> ModuleType:
+    """``skops.io``, imported without torch: its import walks every scikit-learn module, and
+    ``sklearn.externals.array_api_compat.torch`` imports torch where it is installed (6-8 s), which no
+    scikit-learn model here needs. Once torch is loaded anyway, a plain import."""
+    if "skops.io" in sys.modules or "torch" in sys.modules:
+        return importlib.import_module("skops.io")
+    blocker = _NoTorch()
+    sys.meta_path.insert(0, blocker)
+    try:
+        return importlib.import_module("skops.io")
+    finally:
+        sys.meta_path.remove(blocker)
+        for name in [m for m in sys.modules if m.startswith("sklearn.externals.array_api_compat.torch")]:
+            del sys.modules[name]  # half-imported under the blocker: a later array-API lookup imports it afresh
+
+
+def dump(model: object, file: str | Path) -> None:
+    sio = skops_io()
     sio.dump(model, Path(file))
 
 
 def safe_load(file: str | Path) -> object:
     """Load a skops file whose types are all scikit-learn, numpy, scipy or this project's feature functions."""
-    import skops.io as sio
+    sio = skops_io()
 
     file = Path(file)
     if not file.exists():

@@ -15,7 +15,16 @@ from typing import Any
 import numpy as np
 
 from specpolicy.costs import CostTable
-from specpolicy.cycles import CycleRecord, DraftedBlock, Plan, check_block_size, commit_tokens, mean_acceptance, run
+from specpolicy.cycles import (
+    CycleRecord,
+    DraftedBlock,
+    Plan,
+    check_block_size,
+    commit_length,
+    commit_tokens,
+    mean_acceptance,
+    run,
+)
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.policy import oracle_label
 from specpolicy.state import DecodeState
@@ -45,6 +54,9 @@ class ReplayTable:
     entropies: dict[int, np.ndarray] = field(default_factory=dict)
     _fixed: dict[int, tuple[CycleRecord, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
     """the cycles of each fixed block size, replayed once (the table is read-only once built)"""
+    _cycles: dict[tuple[int, int, int, int | None], tuple] = field(default_factory=dict, init=False, repr=False,
+                                                                   compare=False)
+    """every cycle computed, by (anchor, produced, B, L): policies, oracles and the DP revisit the same cells"""
 
     def block_confidences(self, position: int, block_size: int) -> list[float]:
         """The drafter's confidences [B - 1] of the block of ``block_size`` anchored at ``position``."""
@@ -88,6 +100,12 @@ class ReplayTable:
               ) -> tuple[CycleRecord, int, int, bool]:
         """One cycle of block size ``size`` verifying ``length`` tokens (default: all) at anchor ``position``:
         (cycle, next position, produced, done). Verifying L of B accepts min(accepted at B, L - 1)."""
+        key = (position, produced, size, length)
+        if key not in self._cycles:
+            self._cycles[key] = self._cycle(position, produced, size, length)
+        return self._cycles[key]
+
+    def _cycle(self, position: int, produced: int, size: int, length: int | None) -> tuple[CycleRecord, int, int, bool]:
         accepted = int(self.accepted[position - self.prompt_length, self._column(size)])
         if accepted < 0:
             raise ValueError(f"anchor {position} was not replayed: no schedule of {list(self.candidates)} reaches it "
@@ -133,8 +151,20 @@ class ReplayTable:
     def fixed_seconds(self, costs: CostTable, candidates: Sequence[int] | None = None) -> dict[int, float]:
         """Modelled decode seconds of each of ``candidates`` (default: every one) as a fixed block size; the
         table needs entries for these sizes only."""
-        sizes = self.candidates if candidates is None else candidates
-        return {b: costs.seconds(c.block_size for c in self.simulate(b)) for b in sizes}
+        sizes = tuple(self.candidates if candidates is None else candidates)
+        return {b: costs.seconds([b] * count) for b, count in zip(sizes, self.fixed_cycles(sizes))}
+
+    def fixed_cycles(self, sizes: Sequence[int]) -> list[int]:
+        """Cycles each of ``sizes`` runs as a fixed block size (as :meth:`simulate` counts them), walked over
+        :meth:`_outcomes` without building the cycles."""
+        nxt, done = self._outcomes([self._column(b) for b in sizes])
+        counts = []
+        for j in range(len(sizes)):
+            i, count, finished = 0, 0, self.start()[2]
+            while not finished:
+                count, finished, i = count + 1, bool(done[i, j]), int(nxt[i, j])
+            counts.append(count)
+        return counts
 
     def fastest_fixed(self, costs: CostTable, candidates: Sequence[int] | None = None,
                       training_block_size: int = TRAINING_BLOCK_SIZE) -> int:
@@ -162,18 +192,35 @@ class ReplayTable:
                              key=lambda b: (abs(b - training_block_size), b)))
         for size in sizes:
             self._column(size)
-        price = [costs.cycle_seconds(b) if costs is not None else 1.0 for b in sizes]
-        n, p = self.accepted.shape[0], self.prompt_length
-        value = np.full(n, np.inf)
+        price = np.array([costs.cycle_seconds(b) if costs is not None else 1.0 for b in sizes])
+        columns = [self._column(size) for size in sizes]
+        nxt, done = self._outcomes(columns)
+        n = self.accepted.shape[0]
+        value = np.full(n + 1, np.inf)  # value[n]: past the output, read only by finished cycles (masked)
         q = np.full((n, len(sizes)), np.inf)
-        for i in range(n - 1, -1, -1):
-            if self.accepted[i, 0] < 0:  # unreachable: never on a schedule's path
-                continue
-            for j, size in enumerate(sizes):
-                _, nxt, _, done = self.cycle(p + i, i + 1, size)
-                q[i, j] = price[j] + (0.0 if done else value[nxt - p])
+        for i in np.flatnonzero(self.accepted[:, 0] >= 0)[::-1]:  # backwards over the reachable anchors
+            q[i] = price + np.where(done[i], 0.0, value[nxt[i]])
             value[i] = q[i].min()
-        return value, q, sizes
+        return value[:n], q, sizes
+
+    def _outcomes(self, columns: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Where a full-length cycle of each of ``columns`` leads from every anchor: the next anchor's offset
+        [n, C] (clipped to n) and whether the decode ends there [n, C], by :func:`commit_length` over arrays
+        (what :meth:`cycle` computes one cell at a time)."""
+        p, n = self.prompt_length, self.accepted.shape[0]
+        accepted = self.accepted[:, columns].astype(np.int64)
+        reachable = self.accepted[:, 0] >= 0
+        if (accepted[reachable] < 0).any():
+            i, j = np.argwhere((accepted < 0) & reachable[:, None])[0]
+            self.cycle(p + int(i), int(i) + 1, self.candidates[columns[j]])  # raises: names the anchor
+        sequence = np.asarray(self.sequence)
+        stop = np.where(np.isin(sequence, self.stop_token_ids), np.arange(len(sequence)), len(sequence))
+        next_stop = np.append(np.minimum.accumulate(stop[::-1])[::-1], len(sequence))  # [len + 1]
+        first = p + np.arange(n) + 1  # the first committed token's index, per anchor
+        offered = np.minimum(accepted + 1, (len(sequence) - first)[:, None])
+        room = (min(self.budget, self.output_length) - np.arange(n) - 1)[:, None]
+        _, reason = commit_length(offered, (next_stop[np.minimum(first, len(sequence))] - first)[:, None], room)
+        return np.minimum(np.arange(n)[:, None] + accepted + 1, n), reason != 0
 
     def per_cycle_oracle(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,
                          training_block_size: int = TRAINING_BLOCK_SIZE) -> list[int]:

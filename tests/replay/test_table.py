@@ -1,0 +1,66 @@
+"""The replay table's array paths (the DP's outcomes, fixed-size cycle counts) against the one-cell path
+(:meth:`ReplayTable.cycle`) and the commit rule on lists."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from specpolicy.costs import CostTable
+from specpolicy.cycles import REASONS, commit_length, commit_tokens
+from specpolicy.replay.table import ReplayTable
+
+SHIPPED = ["specpolicy/zoo/tiny/sweeps/sharegpt", "specpolicy/zoo/tiny/sweeps/spec-bench"]
+
+
+def _tables(store, limit: int | None = None) -> list[ReplayTable]:
+    return [r.table() for r in list(store.records())[:limit] if r.replay is not None]
+
+
+def _cell_by_cell_value(table: ReplayTable, costs: CostTable, sizes) -> np.ndarray:
+    """The backward DP with every outcome from :meth:`ReplayTable.cycle`, one cell at a time."""
+    p, n = table.prompt_length, table.accepted.shape[0]
+    value = np.full(n, np.inf)
+    for i in range(n - 1, -1, -1):
+        if table.accepted[i, 0] >= 0:
+            options = []
+            for b in sizes:
+                _, nxt, _, done = table.cycle(p + i, i + 1, b)
+                options.append(costs.cycle_seconds(b) + (0.0 if done else value[nxt - p]))
+            value[i] = min(options)
+    return value
+
+
+def test_commit_length_on_arrays_is_commit_tokens_on_lists():
+    """Every list of up to 5 tokens (stop token 1) at every room, as one array call."""
+    cases = [(list(t), room) for n in range(6) for t in itertools.product([0, 1], repeat=n) for room in range(8)]
+    offered = np.array([len(t) for t, _ in cases])
+    first = np.array([t.index(1) if 1 in t else len(t) for t, _ in cases])
+    kept, reason = commit_length(offered, first, np.array([room for _, room in cases]))
+    for (tokens, room), k, r in zip(cases, kept, reason):
+        assert commit_tokens(tokens, {1}, room) == (tokens[:k], REASONS[int(r)]), (tokens, room)
+
+
+@pytest.mark.parametrize("store", ["replay_store", "verify_store"])
+def test_the_dp_and_fixed_counts_equal_the_cell_by_cell_replay(store, request):
+    """Stop tokens and budget cuts included: the test stores end on both."""
+    for table in _tables(request.getfixturevalue(store)):
+        sizes = table.candidates
+        costs = CostTable({b: 0.001 * b for b in sizes}, {b: 0.01 + 0.0003 * b for b in sizes}, 0.01)
+        value, _, order = table.cost_to_go(costs, sizes)
+        expected = _cell_by_cell_value(table, costs, order)
+        assert np.array_equal(np.isinf(value), np.isinf(expected))
+        finite = np.isfinite(value)
+        np.testing.assert_allclose(value[finite], expected[finite], rtol=1e-12)
+        assert table.fixed_cycles(sizes) == [len(table.simulate(b)) for b in sizes]
+
+
+@pytest.mark.slow  # 40 prompts of each shipped sweep
+@pytest.mark.parametrize("path", SHIPPED)
+def test_fixed_counts_equal_the_replayed_cycles_on_the_shipped_sweeps(path):
+    from specpolicy.sweep.store import SweepStore
+
+    for table in _tables(SweepStore.load(path), 40):
+        assert table.fixed_cycles(table.candidates) == [len(table.simulate(b)) for b in table.candidates]
