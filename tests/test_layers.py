@@ -141,3 +141,42 @@ def test_to_numpy_takes_any_tensor_to_a_host_array():
     assert to_numpy(torch.ones(3, dtype=torch.bfloat16)).dtype == np.float32
     assert to_numpy(torch.arange(3)).tolist() == [0, 1, 2]
     assert to_numpy([1.5]).tolist() == [1.5]
+
+
+BLOCKED_REPLAY = """
+import sys
+tried = []
+class Blocker:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "transformers"):
+            tried.append(name)
+            raise ImportError(f"blocked: {name}")
+sys.meta_path.insert(0, Blocker())
+sys.argv = ["specpolicy", "compare", "--sweep", SWEEP, "--policies", POLICIES, "--format", "json"]
+from specpolicy.cli import main
+try:
+    main()
+except SystemExit as exit:
+    assert not exit.code, exit.code
+print("TRIED", tried, file=sys.stderr)
+"""
+
+
+def _replay_without_torch(sweep: Path, policies: str) -> subprocess.CompletedProcess:
+    code = BLOCKED_REPLAY.replace("SWEEP", repr(str(sweep))).replace("POLICIES", repr(policies))
+    return _run_all([code])[0]
+
+
+def test_compare_of_a_stored_sweep_imports_neither_torch_nor_transformers(replay_store):
+    """A subprocess with an import blocker: the replay path never even tries to load the model stack."""
+    result = _replay_without_torch(replay_store.path, "fixed16,oracle,oracle-step,adaptive")
+    assert result.returncode == 0 and '"policy": "oracle-step"' in result.stdout, result.stderr[-2000:]
+    assert "TRIED []" in result.stderr, result.stderr[-2000:]
+
+
+@pytest.mark.slow  # the shipped 200-prompt sweep with the learned policies (10-20 s)
+def test_the_shipped_comparison_with_learned_policies_imports_no_torch():
+    sweep = PACKAGE / "zoo" / "tiny" / "sweeps" / "sharegpt"
+    result = _replay_without_torch(sweep, "fixed16,blockpilot,blockpilot-guard,adaptive,cycle,oracle,oracle-step")
+    assert result.returncode == 0 and '"policy": "cycle"' in result.stdout, result.stderr[-2000:]
+    assert "TRIED []" in result.stderr, result.stderr[-2000:]
