@@ -52,10 +52,11 @@ class CycleRecord:
 class DraftedBlock:
     """What the drafter proposed this cycle, before the target verifies any of it.
 
-    ``block_size``: B as drafted (the context limit may shrink a request; 0: no position left, the
-    cycle will end the decode). ``confidences`` [B - 1]: the drafter's top-1 probability of each draft;
-    ``entropies`` [B - 1]: the entropy (nats) of its distribution there (both float16-rounded, so live
-    decoding and replay give the same numbers; empty for B = 1).
+    ``block_size``: the policy's B (0: no position left, the cycle will end the decode).
+    ``confidences`` [D]: the drafter's top-1 probability of each draft, D = B - 1 (fewer where the context
+    limit left room for fewer, :func:`context_cap`); ``entropies`` [D]: the entropy (nats) of its
+    distribution there (both float16-rounded, so live decoding and replay give the same numbers; empty
+    for B = 1).
     """
 
     block_size: int
@@ -167,6 +168,16 @@ def check_temperature(temperature: float, name: str = "temperature") -> float:
     if not 0 <= temperature < float("inf"):
         raise ValueError(f"{name} must be a finite number >= 0, got {temperature}")
     return float(temperature)
+
+
+def context_cap(block_size: int, position: int, max_positions: int | None) -> int:
+    """The tokens a block of ``block_size`` anchored at ``position`` can have verified within the target's
+    context of ``max_positions`` (``None``: unbounded): the block, or the positions left (0: none).
+
+    The one owner of the block actually run: a capped cycle keeps the policy's B as its block size and
+    records the cap as its verify length L, so every history a policy reads holds its own candidates.
+    """
+    return block_size if max_positions is None else max(0, min(block_size, max_positions - position))
 
 
 def commit_length(offered: Any, first_stop: Any, room: Any) -> tuple[Any, Any]:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import torch
 
-from specpolicy.cycles import CycleRecord, DraftedBlock, check_block_size, commit_tokens
+from specpolicy.cycles import CycleRecord, DraftedBlock, check_block_size, commit_tokens, context_cap
 from specpolicy.decoding.sampling import PositionalUniforms, draft_confidences
 from specpolicy.decoding.trace import DecodeTrace
 from specpolicy.models.target import crop_cache, new_cache, target_forward
@@ -104,9 +104,10 @@ class DecodeSession:
         """2-6. One cycle of ``block_size`` at the current anchor (:meth:`draft`, then :meth:`verify`).
 
         ``length``: the verify length L (anchor + L - 1 drafts go to the target; default and cap: the
-        block). Near the context limit the block shrinks to the positions left (the output stays that of
-        every block size); with no position left the decode ends with ``stop_reason == "context"`` and a
-        cycle that committed nothing.
+        block). Near the context limit only the positions left are drafted and verified
+        (:func:`~specpolicy.cycles.context_cap`: the cycle keeps B and records them as its L; the output
+        stays that of every block size); with no position left the decode ends with
+        ``stop_reason == "context"`` and a cycle that committed nothing.
         """
         block = self._draft_block(block_size, record=False)
         return self.verify(length if block.block_size else None)
@@ -134,8 +135,8 @@ class DecodeSession:
         new_tokens = [*draft.view(-1)[:accepted].tolist(), next_token]
         new_tokens, reason = commit_tokens(new_tokens, self.stops, self.budget - len(self.output))
         self.output.extend(new_tokens)
-        cycle = CycleRecord(drafted.size, accepted, len(new_tokens), drafted.seconds, verify_seconds,
-                            length if length < drafted.size else 0)
+        cycle = CycleRecord(drafted.requested, accepted, len(new_tokens), drafted.seconds, verify_seconds,
+                            length if length < drafted.requested else 0)  # a context cap is a verify length
         return self._finish(cycle, reason)
 
     def _draft_block(self, block_size: int, record: bool) -> DraftedBlock:
@@ -146,14 +147,13 @@ class DecodeSession:
             raise RuntimeError("a drafted block is waiting: call verify(length) before drafting another")
         requested = check_block_size(block_size)
         start = self.state.position  # the anchor: the last committed token, not yet read by the target
-        limit = self.decoder.max_positions
-        size = requested if limit is None else min(requested, limit - start)
+        size = context_cap(requested, start, self.decoder.max_positions)
         if size < 1:
             self._drafted = _Drafted(requested, 0, start, torch.empty(0), None, 0.0)
             return DraftedBlock(0)
         draft, probs, seconds, block = self._draft(start, size, record)
         self._drafted = _Drafted(requested, size, start, draft, probs, seconds)
-        return block
+        return replace(block, block_size=requested)  # the policy's B; the drafts the context had room for
 
     def _finish(self, cycle: CycleRecord, reason: str) -> CycleRecord:
         if cycle.committed:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from transformers.generation.candidate_generator import DFlashTokenCandidateGenerator
 
-from specpolicy.cycles import CycleRecord, DraftedBlock, Plan, check_block_size
+from specpolicy.cycles import CycleRecord, DraftedBlock, Plan, check_block_size, context_cap
 from specpolicy.decoding.sampling import draft_confidences
 from specpolicy.models.target import cache_kwarg
 from specpolicy.state import DecodeState
@@ -66,20 +66,19 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
             return input_ids, None
         self._read_context(input_ids, model_outputs, n_last_matches)
         start = input_ids.shape[1] - 1  # the anchor's position
-        size = check_block_size(self.plan.block(self.state))
-        if self.max_positions is not None:
-            size = max(1, min(size, self.max_positions - start))
-        self.size, self.length, self.candidates = size, size, input_ids.new_empty(0)
+        self.size = check_block_size(self.plan.block(self.state))  # the policy's B, kept in the record
+        size = max(1, context_cap(self.size, start, self.max_positions))  # what the context lets the target verify
+        self.length, self.candidates = size, input_ids.new_empty(0)
         if size == 1:
             return input_ids, None
         logits = self._draft(input_ids, model_kwargs, start, size)
         candidate_ids = self._pick(input_ids, logits)
         if self.plan.length is not None:  # the second knob: the target checks only the first L - 1 drafts
-            drafted = DraftedBlock(size)
+            drafted = DraftedBlock(self.size)  # the policy's B; the drafts the context had room for
             if self.plan.reads_block:
                 confidences, entropies = draft_confidences(logits[0], candidate_ids[0, input_ids.shape[1]:])
-                drafted = DraftedBlock(size, tuple(confidences), tuple(entropies))
-            self.length = self.plan.verify_length(self.state, drafted)
+                drafted = DraftedBlock(self.size, tuple(confidences), tuple(entropies))
+            self.length = min(self.plan.verify_length(self.state, drafted), size)
             keep = input_ids.shape[1] + self.length - 1
             candidate_ids, logits = candidate_ids[:, :keep], logits[:, : self.length - 1]
         self.candidates = candidate_ids[0, input_ids.shape[1]:]

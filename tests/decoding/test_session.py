@@ -116,8 +116,11 @@ def test_draft_at_the_context_limit_ends_the_decode(trained_pair):
     decoder.max_positions = 8
     session = decoder.start([5, 9, 6, 9])
     while not session.done:
+        left = 8 - session.state.position
         block = session.draft(16)
-        assert block.block_size <= 8 - session.state.position
-        session.verify()
+        assert len(block.confidences) <= max(left - 1, 0)  # only the positions left are drafted ...
+        cycle = session.verify()
+        assert block.block_size in (0, 16) and cycle.block_size == 16  # ... and the policy's B is kept
+        assert cycle.verify_length <= max(left, 16 * (not cycle.committed))  # the cap is the verify length
     assert session.stop_reason == "context"
     assert session.output == decoder.generate([5, 9, 6, 9], 1).output_ids
