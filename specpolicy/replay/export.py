@@ -21,11 +21,12 @@ are ``vllm-config:FILE`` and ``sglang-config:FILE`` (:class:`EngineConfigPolicy`
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from specpolicy.cycles import Plan, check_block_size
+from specpolicy.cycles import CycleRecord, Plan, check_block_size
 from specpolicy.policy import Answers, Policy, PromptObservation
 
 Throughput = Callable[["VllmConfig | SglangConfig", int], float]
@@ -144,6 +145,9 @@ def load_engine_config(path: str | Path, engine: str) -> VllmConfig | SglangConf
                                 f"--batch-costs FILE --out {file}`")
     try:
         document = json.loads(file.read_text())
+        if engine == "vllm" and isinstance(document, dict) and document.get("vllm_speculative_config", {}) is None:
+            raise ValueError(f"{file} holds no vLLM configuration: the exported policy never drafts (vLLM's DFlash "
+                             "drafts at least 2 tokens); read it as sglang-config:FILE (speculation off)")
         if engine == "vllm":
             return VllmConfig.from_json(document.get("vllm_speculative_config", document))
         return SglangConfig.from_args(document["sglang_args"])
@@ -152,16 +156,46 @@ def load_engine_config(path: str | Path, engine: str) -> VllmConfig | SglangConf
                          f"({type(exc).__name__}: {exc})") from exc
 
 
+def _most_run(values: Iterable[int]) -> int | None:
+    """The value run most often (ties: the larger); ``None`` for none."""
+    counts = Counter(values)
+    return max(counts, key=lambda v: (counts[v], v)) if counts else None
+
+
+def closest_configs(cycles_by_batch: Mapping[int, Sequence[CycleRecord]], model: str
+                    ) -> tuple[VllmConfig | None, SglangConfig]:
+    """The engine configurations that run a policy as closely as each engine can, from the cycles it ran
+    served at each concurrency: SGLang's one block size is the B it runs most; vLLM drafts the B > 1 it runs
+    most and verifies, at each batch size, the L it verifies most there (a schedule only where that is short
+    of the block). vLLM is ``None`` for a policy that never drafts (DFlash in vLLM drafts at least 2 tokens).
+
+    >>> fixed16 = {1: [CycleRecord(16, 3, 4)], 2: [CycleRecord(16, 9, 10)]}
+    >>> vllm, sglang = closest_configs(fixed16, "d")
+    >>> vllm.num_speculative_tokens, vllm.per_batch, sglang.block_size
+    (15, {}, 16)
+    """
+    every = [cycle for cycles in cycles_by_batch.values() for cycle in cycles]
+    sglang = SglangConfig(_most_run(c.block_size for c in every) or 1, model)
+    block = _most_run(c.block_size for c in every if c.block_size > 1)
+    if block is None:
+        return None, sglang
+    lengths = {batch: _most_run(min(c.verify_length, block) for c in cycles if c.block_size > 1)
+               for batch, cycles in cycles_by_batch.items()}
+    per_batch = {batch: length - 1 for batch, length in lengths.items() if length is not None}
+    return VllmConfig(block - 1, {} if set(per_batch.values()) <= {block - 1} else per_batch, model), sglang
+
+
 def choose_sglang(sizes: Sequence[int], batches: Sequence[int], throughput: Throughput,
                   draft_model: str = "") -> SglangConfig:
-    """SGLang's one block size for every batch size: the one with the most modelled throughput summed over
-    ``batches`` (1 = speculation off)."""
+    """The fastest static SGLang configuration for a store (``export --fastest``): the one block size with the
+    most modelled throughput summed over ``batches`` (1 = speculation off)."""
     return max((SglangConfig(size, draft_model) for size in sizes),
                key=lambda config: sum(throughput(config, batch) for batch in batches))
 
 
 def choose_vllm(sizes: Sequence[int], batches: Sequence[int], throughput: Throughput, model: str = "") -> VllmConfig:
-    """vLLM drafts one block every step: the block (among ``sizes`` > 1) with the most throughput summed over
+    """The fastest static vLLM configuration for a store (whatever the policy; ``export --fastest``).
+    vLLM drafts one block every step: the block (among ``sizes`` > 1) with the most throughput summed over
     ``batches`` when verified whole; then at each batch size the verify length (among ``sizes`` up to the
     block) with the most throughput, each simulated as vLLM runs it."""
     drafted = [size for size in sizes if size > 1]

@@ -85,7 +85,8 @@ def test_the_exported_vllm_table_survives_vllms_clamp_and_drafts_what_was_priced
     config = document["vllm_speculative_config"]
     n, ranges = config["num_speculative_tokens"], config["num_speculative_tokens_per_batch_size"]
     dense = vllm_lookup(n, ranges)
-    assert dense == {row["batch_size"]: row["vllm_verified_drafts"] for row in document["per_batch_size"]}
+    assert {row["batch_size"]: dense.get(row["batch_size"], n) for row in document["per_batch_size"]} == {
+        row["batch_size"]: row["vllm_verified_drafts"] for row in document["per_batch_size"]}
     assert all(k <= n for _, _, k in ranges)  # the clamp changes nothing
     assert [r["batch_size"] for r in document["per_batch_size"]] == [1, 2, 3]
     assert config["model"] and config["method"] == "dflash"
@@ -128,3 +129,43 @@ def test_export_reads_the_store_once_for_every_concurrency(replay_store, tmp_pat
                                       str(tmp_path / "batch.json"), "--batch-sizes", "1-4"])
     assert result.exit_code == 0, result.output
     assert len(parsed) <= total + 1  # one full read (and the first record, for the logits' width)
+
+
+def _export(replay_store, folder, policy: str, *extra: str) -> dict:
+    from tests.replay.test_serving import linear_table
+
+    linear_table(batches=(1, 2, 4)).save(folder / "batch.json")
+    result = CliRunner().invoke(app, ["export", policy, "--sweep", str(replay_store.path), "--batch-costs",
+                                      str(folder / "batch.json"), "--batch-sizes", "1-2", "--drafter", "/srv/d",
+                                      *extra])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+# reported: export fixed16, fixed1, fixed4 and oracle wrote the same sections (num_speculative_tokens 3)
+@pytest.mark.parametrize(("policy", "vllm_n", "sglang_block"), [
+    ("fixed16", 15, "16"), ("fixed4", 3, "4"), ("fixed2", 1, "2"), ("fixed1", None, None)])
+def test_export_writes_the_configuration_that_runs_the_policy(replay_store, tmp_path, policy, vllm_n, sglang_block):
+    document = _export(replay_store, tmp_path, policy)
+    vllm, sglang = document["vllm_speculative_config"], document["sglang_args"]
+    if vllm_n is None:  # a policy that never drafts: vLLM cannot run it, SGLang runs without speculation
+        assert vllm is None and sglang == [] and "fastest_static" not in document
+        return
+    assert vllm["num_speculative_tokens"] == vllm_n and vllm["num_speculative_tokens_per_batch_size"] == []
+    assert vllm["model"] == "/srv/d" and sglang[sglang.index("--speculative-num-draft-tokens") + 1] == sglang_block
+    assert sglang[sglang.index("--speculative-draft-model-path") + 1] == "/srv/d"
+
+
+def test_the_fastest_static_configuration_is_a_separate_request_printed_beside(replay_store, tmp_path):
+    document = _export(replay_store, tmp_path, "fixed16", "--fastest")
+    assert document["vllm_speculative_config"]["num_speculative_tokens"] == 15  # still the policy's own
+    fastest = document["fastest_static"]
+    assert fastest["vllm_speculative_config"]["method"] == "dflash" and "sglang_args" in fastest
+    assert all("fastest_sglang_tokens_per_s" in row for row in document["per_batch_size"])
+
+
+def test_a_never_drafting_export_reads_back_as_sglang_only(replay_store, tmp_path):
+    (tmp_path / "ar.json").write_text(json.dumps(_export(replay_store, tmp_path, "fixed1")))
+    result = CliRunner().invoke(app, ["compare", "--sweep", str(replay_store.path), "--policies",
+                                      f"fixed16,vllm-config:{tmp_path / 'ar.json'}"])
+    assert result.exit_code == 2 and "never drafts" in " ".join(result.output.split())
