@@ -23,14 +23,15 @@ class BlockSizeEnv(gym.Env):
 
     ``source`` (:func:`~specpolicy.envs.sources.open_source` of ``backend``): ``replay`` (deterministic,
     from a sweep store; default: the zoo's shipped training sweep, ``split="test"`` for its held-out
-    prompts) or ``live`` (decodes each prompt with the target and drafter; wall-clock rewards).
+    prompts; with ``sweep=DIR``, ``split`` keeps its ``train`` or ``validation`` side) or ``live``
+    (decodes each prompt with the target and drafter; wall-clock rewards).
     """
 
     metadata: ClassVar[dict] = {"render_modes": []}
 
     def __init__(self, sweep: str | Path | None = None, features: str = "logits", reward: str = "tau",
                  backend: str = "replay", cost_weight: float = COST_WEIGHT, render_mode: str | None = None,
-                 live: dict | None = None, split: str = "train") -> None:
+                 live: dict | None = None, split: str | None = None) -> None:
         if render_mode is not None:
             # a TypeError, as for an unsupported argument: stable-baselines3's make_vec_env then retries without it
             raise TypeError("BlockSize-v0 has no render modes; pass render_mode=None")

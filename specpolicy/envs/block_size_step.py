@@ -55,7 +55,7 @@ class BlockSizeStepEnv(gym.Env):
     granularity = "cycle"
 
     def __init__(self, sweep: str | Path | None = None, reward: str = "tokens", render_mode: str | None = None,
-                 backend: str = "replay", live: dict | None = None, split: str = "train") -> None:
+                 backend: str = "replay", live: dict | None = None, split: str | None = None) -> None:
         if render_mode is not None:
             # a TypeError, as for an unsupported argument: stable-baselines3's make_vec_env then retries without it
             raise TypeError("BlockSizeStep-v0 has no render modes; pass render_mode=None")

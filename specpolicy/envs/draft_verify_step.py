@@ -56,7 +56,7 @@ class DraftVerifyStepEnv(BlockSizeStepEnv):
     granularity = "draft_verify"
 
     def __init__(self, sweep=None, reward: str = "tokens", render_mode: str | None = None,
-                 backend: str = "replay", live: dict | None = None, split: str = "train") -> None:
+                 backend: str = "replay", live: dict | None = None, split: str | None = None) -> None:
         super().__init__(sweep, reward, render_mode, backend, live, split)
         if self.source.kind == "replay":
             self._check_sweep()

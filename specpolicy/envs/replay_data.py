@@ -62,13 +62,20 @@ class ReplayData:
 
     @classmethod
     def load(cls, sweep: str | Path | SweepStore | None = None, features: str = "logits", reward: str = "tau",
-             cost_weight: float = COST_WEIGHT, split: str = "train") -> ReplayData:
-        """Read a sweep store; ``reward``: a per-prompt name of :data:`~specpolicy.envs.rewards.REWARDS`."""
+             cost_weight: float = COST_WEIGHT, split: str | None = None) -> ReplayData:
+        """Read a sweep store; ``reward``: a per-prompt name of :data:`~specpolicy.envs.rewards.REWARDS`.
+
+        ``split``: without ``sweep``, which shipped sweep (``train``, the default, ``validation`` or ``test``);
+        with one, only its ``train`` or ``validation`` side (:func:`~specpolicy.sweep.resume.in_validation`;
+        default: every prompt).
+        """
         check_reward(reward, "prompt", "replay")
-        if isinstance(sweep, SweepStore):
+        if sweep is None:
+            store = shipped_sweep(split or "train")
+        elif isinstance(sweep, SweepStore) and split in (None, sweep.split):
             store = sweep
         else:
-            store = shipped_sweep(split) if sweep is None else SweepStore.load(sweep)
+            store = SweepStore.load(sweep.path if isinstance(sweep, SweepStore) else sweep, split=split)
         records = list(store.records())
         if not records:
             raise ValueError(f"sweep store {store.path} has no valid records")

@@ -29,7 +29,7 @@ class Episode:
     ids: list[int] | None = None
 
 
-def open_source(backend: str, sweep: str | Path | None = None, split: str = "train", live: dict | None = None,
+def open_source(backend: str, sweep: str | Path | None = None, split: str | None = None, live: dict | None = None,
                 features: str = "logits", reward: str = "tau", cost_weight: float = COST_WEIGHT):
     """The source of ``backend`` (checked by :func:`~specpolicy.envs.rewards.check_reward` first):
     ``replay`` reads ``sweep`` (default: the zoo's shipped sweep of ``split``); ``live`` decodes the prompts

@@ -24,7 +24,7 @@ class BlockSizeVectorEnv(VectorEnv):
 
     def __init__(self, num_envs: int = NUM_ENVS, sweep: str | Path | None = None, features: str = "logits",
                  reward: str = "tau", cost_weight: float = COST_WEIGHT, render_mode: str | None = None,
-                 split: str = "train") -> None:
+                 split: str | None = None) -> None:
         self.source = ReplayData.load(sweep, features, reward, cost_weight, split)
         self.features = features
         self.num_envs = num_envs
