@@ -71,6 +71,24 @@ class Answers:
         values = [-self.seconds_per_token[b] for b in candidates]
         return candidates[oracle_label(values, candidates, self.training_block_size)]
 
+    def best_tau(self, candidates: Sequence[int]) -> int:
+        """The candidate with the highest tau (BlockPilot's label; ties: nearest the training block size)."""
+        missing = [b for b in candidates if b not in self.taus]
+        if missing:
+            raise ValueError(f"the sweep has no tau for block sizes {missing}; sweep them or pass --candidates "
+                             f"{','.join(map(str, sorted(self.taus)))}")
+        return candidates[oracle_label([self.taus[b] for b in candidates], candidates, self.training_block_size)]
+
+    def fastest(self, candidates: Sequence[int], costs: Any = None) -> int:
+        """The per-prompt time oracle, the one rule every caller uses: the fewest measured seconds in a live
+        sweep, else the fewest modelled seconds over the replay priced with ``costs`` (a
+        :class:`~specpolicy.costs.CostTable`), else the highest tau."""
+        if self.seconds_per_token:
+            return self.fastest_measured(candidates)
+        if costs is not None and self.table is not None:
+            return self.table.fastest_fixed(costs, candidates, self.training_block_size)
+        return self.best_tau(candidates)
+
 
 class Policy:
     """Base class. Subclasses override :meth:`select` (per prompt), :meth:`step` (per cycle, with

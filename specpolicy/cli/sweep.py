@@ -98,7 +98,7 @@ def import_blockpilot(
 ) -> None:
     """Import the BlockPilot authors' per-prompt tau files into a sweep store (no features); ``1.json``, their
     predictor's choices, is kept beside it and compared with the best tau."""
-    from specpolicy.evaluation.replay import oracle_block_size
+    from specpolicy.policy import Answers
     from specpolicy.sweep.importers import import_blockpilot as run_import
 
     sizes = None if candidates == "all" else parse_candidates(candidates)
@@ -109,7 +109,7 @@ def import_blockpilot(
                  "--candidates all keeps every file)")
     if choices:
         records = {r.prompt_id: r for r in store.records()}
-        best = {pid: oracle_block_size(r, None, kept, None, r.training_block_size) for pid, r in records.items()}
+        best = {pid: Answers(r.taus, None, r.training_block_size).best_tau(kept) for pid, r in records.items()}
         agree = sum(choices.get(pid) == b for pid, b in best.items())
         stderr.print(f"the authors' choices (1.json, saved as {out}/authors_choices.json) equal the best tau over "
                      f"{label} on {agree} of {len(best)} prompts")

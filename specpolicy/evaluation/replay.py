@@ -14,8 +14,7 @@ import numpy as np
 from specpolicy.costs import CostTable
 from specpolicy.cycles import mean_acceptance
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
-from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Policy, PromptObservation, check_vocabulary, oracle_label
-from specpolicy.replay.table import ReplayTable
+from specpolicy.policy import Answers, Policy, PromptObservation, check_vocabulary
 from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
 
@@ -39,17 +38,6 @@ def prompt_observation(store: SweepStore, record: SweepRecord, costs: CostTable 
     """What a policy reads for a stored prompt: its prefill logits (as the sweep kept them), and ``costs``."""
     logits = store.features(record) if record.features else np.zeros(0, dtype=np.float32)
     return PromptObservation(logits, record.prompt_length, record.prompt_id, costs)
-
-
-def oracle_block_size(record: SweepRecord, table: ReplayTable | None, candidates: Sequence[int],
-                      costs: CostTable | None, training_block_size: int = TRAINING_BLOCK_SIZE) -> int:
-    """The per-prompt oracle's block size: fewest modelled seconds with ``costs`` (else highest tau).
-
-    Ties go to the candidate nearest ``training_block_size``, then the smaller.
-    """
-    if costs is not None and table is not None:
-        return table.fastest_fixed(costs, candidates, training_block_size)
-    return candidates[oracle_label(record.tau_row(candidates), candidates, training_block_size)]
 
 
 def evaluate_replay(
@@ -81,8 +69,7 @@ def evaluate_replay(
         table = record.table() if record.replay is not None else None
         measured = {b: r.decode_seconds / max(1, r.tokens) for b, r in record.live.items()} if live else None
         answers = Answers(record.taus, table, record.training_block_size, measured)
-        oracle = (answers.fastest_measured(candidates) if live
-                  else oracle_block_size(record, table, candidates, costs, answers.training_block_size))
+        oracle = answers.fastest(candidates, costs)  # the per-prompt time oracle's rule (plugins/oracle.py too)
         for policy, result in zip(policies, results):
             result.prompts.append(_measured(policy, observation, answers, record, oracle) if live
                                   else _replayed(policy, observation, answers, record.prompt_id, costs, oracle))

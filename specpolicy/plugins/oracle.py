@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Plan, Policy, PromptObservation, oracle_label
+from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Plan, Policy, PromptObservation
 
 
 class TauOraclePolicy(Policy):
@@ -32,25 +32,16 @@ class TauOraclePolicy(Policy):
 
     def best(self, observation: PromptObservation, answers: Answers) -> int:
         """The prompt's best candidate by tau."""
-        missing = [b for b in self.candidates if b not in answers.taus]
-        if missing:
-            raise ValueError(f"the sweep has no tau for block sizes {missing}; sweep them or pass --candidates "
-                             f"{','.join(map(str, sorted(answers.taus)))}")
-        values = [answers.taus[b] for b in self.candidates]
-        return self.candidates[oracle_label(values, self.candidates, answers.training_block_size)]
+        return answers.best_tau(self.candidates)
 
 
 class TimeOraclePolicy(TauOraclePolicy):
     """Per prompt, the candidate with the fewest modelled seconds (the tau oracle without a cost table)."""
 
     def best(self, observation: PromptObservation, answers: Answers) -> int:
-        """The prompt's fastest candidate by modelled time (measured in a live sweep; by tau without a cost
-        table or a replay)."""
-        if answers.seconds_per_token:
-            return answers.fastest_measured(self.candidates)
-        if observation.costs is None or answers.table is None:
-            return super().best(observation, answers)
-        return answers.table.fastest_fixed(observation.costs, self.candidates, answers.training_block_size)
+        """The prompt's fastest candidate (:meth:`Answers.fastest`: measured in a live sweep; by tau without a
+        cost table or a replay)."""
+        return answers.fastest(self.candidates, observation.costs)
 
 
 class StepOraclePolicy(TauOraclePolicy):
