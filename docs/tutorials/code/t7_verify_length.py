@@ -74,6 +74,6 @@ for row in document["per_batch_size"]:
           f"{row['sglang_tokens_per_s']:>12.0f}{row['fastest_vllm_tokens_per_s']:>14.0f}"
           f"{row['fastest_sglang_tokens_per_s']:>16.0f}")
 print("vLLM speculative_config:", json.dumps(document["vllm_speculative_config"]))
+print("SGLang flags:", " ".join(document["sglang_args"]) or "(none: speculation off)")
 print("fastest static vLLM:", json.dumps(document["fastest_static"]["vllm_speculative_config"]))
 print("fastest static SGLang:", " ".join(document["fastest_static"]["sglang_args"]) or "(none: speculation off)")
-print("SGLang flags:", " ".join(document["sglang_args"]) or "(none: speculation off)")
