@@ -10,9 +10,10 @@ import numpy as np
 from gymnasium import spaces
 
 from specpolicy.defaults import COST_WEIGHT
+from specpolicy.envs.episode import Episode
 from specpolicy.envs.replay_data import OBSERVATION_BOUND
 from specpolicy.envs.rewards import check_reward
-from specpolicy.envs.sources import Episode, open_source
+from specpolicy.envs.sources import open_source
 
 
 class BlockSizeEnv(gym.Env):

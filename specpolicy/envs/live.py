@@ -19,8 +19,8 @@ from specpolicy.data.registry import load_prompts
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.decoding.autoregressive import own_answer
 from specpolicy.defaults import COST_WEIGHT, DEFAULT_CANDIDATES, ENV_MAX_NEW_TOKENS, ENV_MAX_SAMPLES, MAX_PROMPT_TOKENS
+from specpolicy.envs.episode import Episode
 from specpolicy.envs.replay_data import prompt_features
-from specpolicy.envs.sources import Episode
 
 if TYPE_CHECKING:
     from specpolicy.models import ModelPair

@@ -10,8 +10,8 @@ import numpy as np
 
 from specpolicy.costs import CostTable
 from specpolicy.defaults import COST_WEIGHT
+from specpolicy.envs.episode import Episode
 from specpolicy.envs.rewards import check_reward
-from specpolicy.envs.sources import Episode
 from specpolicy.features import get_extractor
 from specpolicy.replay.table import ReplayTable
 from specpolicy.sweep.store import SweepStore

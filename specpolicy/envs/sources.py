@@ -7,26 +7,12 @@ prompt decoded at one block size (:meth:`outcome`), so the environments never as
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 from specpolicy.defaults import COST_WEIGHT
+from specpolicy.envs.episode import Episode
 
-
-@dataclass
-class Episode:
-    """One prompt, prefilled: its decode ``session`` (a ReplaySession or a DecodeSession), id, token
-    budget, prefill ``observation`` [d] (the source's features), and the replay row or the live token ids."""
-
-    session: Any
-    prompt_id: str
-    budget: int
-    observation: np.ndarray
-    index: int | None = None
-    ids: list[int] | None = None
+__all__ = ["Episode", "open_source"]
 
 
 def open_source(backend: str, sweep: str | Path | None = None, split: str | None = None, live: dict | None = None,
@@ -35,7 +21,7 @@ def open_source(backend: str, sweep: str | Path | None = None, split: str | None
     ``replay`` reads ``sweep`` (default: the zoo's shipped sweep of ``split``); ``live`` decodes the prompts
     of ``live`` (keywords of :class:`~specpolicy.envs.live.LiveSource`). ``features``, ``reward`` and
     ``cost_weight`` are what :meth:`Episode.observation` and a per-prompt outcome report."""
-    if backend == "live":
+    if backend == "live":  # loads the model stack only when asked for
         from specpolicy.envs.live import LiveSource
 
         return LiveSource(**(live or {}), features=features, reward=reward, cost_weight=cost_weight)
