@@ -32,6 +32,27 @@ Agent = Callable[[np.ndarray], int]
 GRANULARITIES = ("prompt", "cycle", "draft_verify")
 
 
+def wrapper_chain(env: object) -> list[object]:
+    """``env`` and every environment it wraps: stable-baselines3's ``venv`` (VecNormalize and the other vector
+    wrappers), a DummyVecEnv's first ``envs``, specpolicy's SB3 vector env's ``env``, gymnasium's ``env``."""
+    chain = [env]
+    for _ in range(32):
+        inner = getattr(env, "venv", None) or (getattr(env, "envs", None) or [None])[0] or getattr(env, "env", None)
+        if inner is None or inner is env:
+            break
+        chain.append(env := inner)
+    return chain
+
+
+def specpolicy_env(env: object) -> object:
+    """The specpolicy environment under any wrappers (the first in the chain with a source and candidates)."""
+    for inner in wrapper_chain(env):
+        if hasattr(inner, "source") and hasattr(inner, "candidates"):
+            return inner
+    raise ValueError(f"{type(env).__name__} wraps no specpolicy environment; pass the environment the agent learned "
+                     "on (BlockSize-v0, BlockSizeStep-v0, DraftVerifyStep-v0 or their vector versions)")
+
+
 @dataclass(frozen=True)
 class AgentSpec:
     """What an agent was trained on, all a policy needs to rebuild its observations.
@@ -60,7 +81,7 @@ class AgentSpec:
     def of_env(cls, env: object, budget: int | None = None) -> AgentSpec:
         """The spec of an environment (or its wrapper): ``BlockSize-v0``, ``BlockSizeStep-v0``, ``DraftVerifyStep-v0``
         or their vector versions. ``budget``: the step environments' token budget (default: their sweep's)."""
-        env = getattr(env, "unwrapped", env)
+        env = specpolicy_env(env)
         size = int(np.prod(getattr(env, "single_observation_space", env.observation_space).shape))
         granularity = getattr(env, "granularity", "prompt")
         if granularity == "prompt":

@@ -2,9 +2,12 @@
 
 A folder holds ``agent.json`` (the format, the algorithm, the :class:`AgentSpec`) beside the agent's
 own files: ``model.zip`` for a stable-baselines3 model (PPO, DQN, A2C, sb3-contrib's MaskablePPO, ...),
-``linucb.npz`` + ``linucb.json`` for a :class:`~specpolicy.envs.bandit.LinUCB`.
+``linucb.npz`` + ``linucb.json`` for a :class:`~specpolicy.envs.bandit.LinUCB`. An SB3 agent trained under
+``VecNormalize`` keeps its observation statistics (``normalisation.npz``), applied to every observation on load.
+``env`` may be any wrapper stable-baselines3 trains on (``make_vec_env``'s DummyVecEnv, VecNormalize,
+:class:`~specpolicy.envs.sb3.BlockSizeSB3VecEnv`).
 
-    save_agent(model, "runs/ppo", env)        # env: the environment it learned on
+    save_agent(model, "runs/ppo", env)        # env: the environment it learned on, wrappers and all
     specpolicy compare --sweep DIR --policies fixed16,adaptive-verify,agent:runs/ppo
 
 A stable-baselines3 zip is read by stable-baselines3 itself, which unpickles parts of it: load agents
@@ -18,9 +21,13 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from specpolicy.envs.agent_policy import AgentPolicy, AgentSpec
+import numpy as np
+
+from specpolicy.envs.agent_policy import AgentPolicy, AgentSpec, wrapper_chain
 
 SPEC_NAME = "agent.json"
+NORMALISATION_NAME = "normalisation.npz"
+"""VecNormalize's observation statistics (mean, var [d]), saved beside the model and applied on load"""
 SB3_MODULES = ("stable_baselines3", "sb3_contrib")
 _UNUSED_ON_LOAD = {"learning_rate": 0.0, "lr_schedule": lambda _: 0.0, "clip_range": lambda _: 0.0}
 """training-only objects a deployed SB3 model never calls (stable-baselines3's ``custom_objects``)"""
@@ -42,6 +49,10 @@ def save_agent(agent: object, path: str | Path, env: object | None = None, spec:
     elif type(agent).__module__.startswith(SB3_MODULES) and hasattr(agent, "save"):
         agent.save(folder / "model.zip")
         saved = {"format": "sb3", "algorithm": f"{type(agent).__module__}:{type(agent).__name__}"}
+        normaliser = _vec_normalize(agent, env)
+        if normaliser is not None:  # the statistics the agent saw its observations through
+            np.savez(folder / NORMALISATION_NAME, mean=normaliser.obs_rms.mean, var=normaliser.obs_rms.var)
+            saved["normalisation"] = {"epsilon": float(normaliser.epsilon), "clip": float(normaliser.clip_obs)}
     else:
         raise ValueError(f"save_agent takes a stable-baselines3 model or a LinUCB, got {type(agent).__name__}; for "
                          "another agent, build AgentPolicy(act, spec) and register it as a plugin")
@@ -66,11 +77,53 @@ def load_agent(path: str | Path, name: str = "agent") -> AgentPolicy:
 
         return AgentPolicy(LinUCB.load(folder).act, spec, name)
     if saved.get("format") == "sb3":
-        model = _sb3_class(saved.get("algorithm", ""), folder).load(folder / "model.zip", device="cpu",
-                                                                     custom_objects=_UNUSED_ON_LOAD)
-        return AgentPolicy(lambda observation: int(model.predict(observation, deterministic=True)[0]), spec, name)
+        model, normalise = _load_sb3(folder, saved, spec), _normaliser(folder, saved.get("normalisation"))
+        return AgentPolicy(lambda observation: int(model.predict(normalise(observation), deterministic=True)[0]),
+                           spec, name)
     raise ValueError(f"{folder / SPEC_NAME} names an unknown agent format {saved.get('format')!r}; "
                      "known: sb3, linucb")
+
+
+def _vec_normalize(agent: object, env: object | None) -> object | None:
+    """The VecNormalize (normalising observations) in ``env``'s wrappers or the model's own environment."""
+    getter = getattr(agent, "get_vec_normalize_env", None)
+    for root in (env, getter() if getter else None):
+        for inner in wrapper_chain(root) if root is not None else ():
+            if type(inner).__name__ == "VecNormalize" and getattr(inner, "norm_obs", False):
+                return inner
+    return None
+
+
+def _normaliser(folder: Path, settings: dict | None):
+    """observation [d] -> what the agent was trained on: VecNormalize's clip((x - mean) / sqrt(var + eps))."""
+    if settings is None:
+        return lambda observation: observation
+    try:
+        stats = np.load(folder / NORMALISATION_NAME)
+        mean, scale = stats["mean"], np.sqrt(stats["var"] + settings["epsilon"])
+    except (OSError, KeyError, ValueError) as exc:
+        raise ValueError(f"{folder / NORMALISATION_NAME} is missing or damaged ({type(exc).__name__}); the agent was "
+                         "trained on normalised observations: save it again with save_agent") from None
+    return lambda observation: np.clip((observation - mean) / scale, -settings["clip"], settings["clip"]
+                                       ).astype(np.float32)
+
+
+def _load_sb3(folder: Path, saved: dict, spec: AgentSpec) -> object:
+    """The SB3 model of ``folder``, checked against ``agent.json``: it exists, loads as the algorithm named
+    there, and acts over the spec's candidates."""
+    file, algorithm = folder / "model.zip", _sb3_class(saved.get("algorithm", ""), folder)  # untrusted: refused first
+    if not file.is_file():
+        raise FileNotFoundError(f"{file} is missing; save the agent again with save_agent(model, {folder}, env)")
+    try:
+        model = algorithm.load(file, device="cpu", custom_objects=_UNUSED_ON_LOAD)
+    except Exception as exc:
+        raise ValueError(f"{file} is damaged or not a {algorithm.__name__} model ({type(exc).__name__}: {exc}); "
+                         "save the agent again") from None
+    actions = getattr(model.action_space, "n", None)
+    if actions is not None and spec.granularity != "draft_verify" and int(actions) != len(spec.candidates):
+        raise ValueError(f"{file} acts over {actions} actions but {folder / SPEC_NAME} names {len(spec.candidates)} "
+                         "candidates; save the agent again")
+    return model
 
 
 def _sb3_class(algorithm: str, folder: Path) -> type:
