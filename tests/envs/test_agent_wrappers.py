@@ -4,7 +4,6 @@ tutorial 6's VecNormalize statistics were dropped on save, so the loaded agent a
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from specpolicy.envs import load_agent, save_agent
