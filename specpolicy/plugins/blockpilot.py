@@ -83,13 +83,13 @@ def initial_weights(settings: BlockPilotSettings, seed: int = 0) -> dict[str, np
     """Fresh weights with the distribution of torch's ``nn.Linear`` default (uniform within 1/sqrt(fan_in)),
     drawn by numpy; identity standardisation. ``specpolicy train`` draws them with torch instead
     (:func:`~specpolicy.plugins.blockpilot_fit.torch_initial_weights`), as every earlier release did."""
-    rng = np.random.default_rng(seed)
+    rng, shapes = np.random.default_rng(seed), weight_shapes(settings)
     weights = {}
-    for name, shape in weight_shapes(settings).items():
+    for name, shape in shapes.items():
         if name in ("shift", "scale"):
             weights[name] = np.full(shape, float(name == "scale"), np.float32)
         else:
-            bound = 1 / np.sqrt(weight_shapes(settings)[name.replace(".bias", ".weight")][1])
+            bound = 1 / np.sqrt(shapes[name.replace(".bias", ".weight")][1])
             weights[name] = rng.uniform(-bound, bound, shape).astype(np.float32)
     return weights
 
