@@ -214,10 +214,10 @@ class BlockPilotPolicy(LearnedPolicy):
         policy = cls(settings)  # over the classes it was trained on, whatever ``candidates`` (a sweep check follows)
         for name in ("shift", "scale"):  # predictors saved before inputs were standardised read them raw
             state.setdefault(name, policy.weights[name])
-        shapes = {name: tuple(array.shape) for name, array in state.items()}
-        if shapes != weight_shapes(settings):
+        shapes, needed = {name: tuple(array.shape) for name, array in state.items()}, weight_shapes(settings)
+        if shapes != needed:
             raise ValueError(f"BlockPilot weights in {folder} do not match its settings: the file holds {shapes}, "
-                             f"the settings need {weight_shapes(settings)}")
+                             f"the settings need {needed}")
         policy.weights = {name: array.astype(np.float32) for name, array in state.items()}
         return policy
 

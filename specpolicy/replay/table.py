@@ -158,9 +158,9 @@ class ReplayTable:
         """Cycles each of ``sizes`` runs as a fixed block size (as :meth:`simulate` counts them), walked over
         :meth:`_outcomes` without building the cycles."""
         nxt, done = self._outcomes([self._column(b) for b in sizes])
-        counts = []
+        counts, ended_at_prefill = [], self.start()[2]
         for j in range(len(sizes)):
-            i, count, finished = 0, 0, self.start()[2]
+            i, count, finished = 0, 0, ended_at_prefill
             while not finished:
                 count, finished, i = count + 1, bool(done[i, j]), int(nxt[i, j])
             counts.append(count)
@@ -180,8 +180,9 @@ class ReplayTable:
                    training_block_size: int = TRAINING_BLOCK_SIZE) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
         """Exact dynamic programming over the anchors: the fewest modelled seconds to finish from each.
 
-        Every cycle's outcome comes from :meth:`cycle`, so the optimum is over exactly the schedules
-        replay can run. Without ``costs`` every cycle costs the same (the fewest cycles).
+        Every cycle's outcome comes from :meth:`_outcomes` (the commit rule :meth:`cycle` applies, over
+        arrays), so the optimum is over exactly the schedules replay can run. Without ``costs`` every cycle
+        costs the same (the fewest cycles).
 
         Returns:
             value [n] (seconds to finish from anchor i; inf where unreachable), q [n, C] (seconds
@@ -190,10 +191,8 @@ class ReplayTable:
         """
         sizes = tuple(sorted(self.candidates if candidates is None else candidates,
                              key=lambda b: (abs(b - training_block_size), b)))
-        for size in sizes:
-            self._column(size)
+        columns = [self._column(size) for size in sizes]  # an unknown size fails here, naming the candidates
         price = np.array([costs.cycle_seconds(b) if costs is not None else 1.0 for b in sizes])
-        columns = [self._column(size) for size in sizes]
         nxt, done = self._outcomes(columns)
         n = self.accepted.shape[0]
         value = np.full(n + 1, np.inf)  # value[n]: past the output, read only by finished cycles (masked)

@@ -157,3 +157,18 @@ def test_training_the_same_seed_twice_gives_the_same_predictor():
     first, second = (untrained_blockpilot(CANDIDATES, data, {"hidden": 8, "seed": 3}) for _ in range(2))
     for name, array in first.weights.items():
         assert np.array_equal(array, second.weights[name]), name
+
+
+def test_blockpilots_numpy_decision_and_its_torch_trainer_compute_the_same_network(fitted_blockpilot):
+    """The policy decides with numpy (replay needs no torch) and trains the same network in torch: both
+    forwards agree on the fitted weights (eval mode: no dropout), within float32 rounding."""
+    import torch
+
+    from specpolicy.plugins.blockpilot_fit import BlockPilotNet
+
+    net = BlockPilotNet(fitted_blockpilot.settings).eval()
+    net.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in fitted_blockpilot.weights.items()})
+    data = planted(50, 5)
+    with torch.no_grad():
+        expected = net(torch.from_numpy(fitted_blockpilot.inputs(data.logits))).numpy()
+    np.testing.assert_allclose(fitted_blockpilot.scores(data.logits), expected, rtol=1e-4, atol=1e-5)
