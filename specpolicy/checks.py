@@ -113,7 +113,7 @@ def _check_verify(policy: Policy, plan: Plan) -> None:
     if plan.length is None:
         return
     rng = np.random.default_rng(0)
-    state = DecodeState(np.zeros(0, np.float32), 10, 10, 0, 1)
+    state = DecodeState.after_prefill(np.zeros(0, np.float32), 10)
     for size in sorted(b for b in policy.choices() if b > 1):
         confidences = tuple(round(float(c), 3) for c in rng.uniform(0, 1, size - 1))
         drafted = DraftedBlock(size, confidences, tuple(0.0 for _ in confidences))
@@ -134,7 +134,7 @@ def _check_plan(policy: Policy, plan: Plan, picked: int) -> None:
             raise _fail(policy, f"a per-prompt policy's plan must be Plan.fixed(select()) = {picked}, got "
                                 f"{plan.block_size}")
         return
-    state = DecodeState(np.zeros(0, np.float32), 10, 10, 0, 1)
+    state = DecodeState.after_prefill(np.zeros(0, np.float32), 10)
     for cycle in range(4):
         value = plan.block(state)
         if int(value) not in choices:

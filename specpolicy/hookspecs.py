@@ -21,8 +21,9 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 @hookspec
 def register_policies(register) -> None:
-    """Add policy families by calling ``register(name, factory, aliases=(), description="", per_step=False,
-    learned=False, untrained=None)``.
+    """Add policy families by calling ``register(name, factory, aliases=(), description="", learned=False,
+    untrained=None)``. Whether a policy decides per prompt or per cycle is its class's to say
+    (:attr:`~specpolicy.policy.Policy.per_step`), not the registration's.
 
     ``factory(arg, candidates)`` builds a policy (or name it as ``"module:function"``, imported only when the
     policy is built, so listing policies stays fast); ``arg`` is what follows the family name

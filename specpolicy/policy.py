@@ -120,7 +120,7 @@ class Policy:
     def select(self, observation: PromptObservation) -> int:
         """The block size for this prompt (one of :attr:`candidates`); a per-cycle policy's first cycle's."""
         if self.per_step and type(self).step is not Policy.step:
-            first = DecodeState(observation.logits, observation.prompt_length, observation.prompt_length, 0, 1)
+            first = DecodeState.after_prefill(observation.logits, observation.prompt_length)
             return self.step(first, observation)
         raise NotImplementedError(f"{type(self).__name__} must define select (a per-prompt policy), or step with "
                                   "per_step = True (a per-cycle one)")

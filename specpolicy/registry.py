@@ -37,7 +37,6 @@ class PolicyFamily:
     factory: PolicyFactory | str
     aliases: tuple[str, ...] = ()
     description: str = ""
-    per_step: bool = False
     learned: bool = False
     untrained: Callable | str | None = None
     """``untrained(candidates, dataset, options)``: a fresh policy for training (learned families)"""
@@ -174,8 +173,8 @@ def _collect(registry: PolicyRegistry, plugin: str, distribution: str, hook: Cal
     families: list[PolicyFamily] = []
 
     def register(name: str, factory: PolicyFactory | str, aliases: Sequence[str] = (), description: str = "",
-                 per_step: bool = False, learned: bool = False, untrained: Callable | None = None) -> None:
-        families.append(PolicyFamily(name, factory, tuple(aliases), description, per_step, learned, untrained,
+                 learned: bool = False, untrained: Callable | None = None) -> None:
+        families.append(PolicyFamily(name, factory, tuple(aliases), description, learned, untrained,
                                      plugin, distribution))
 
     try:

@@ -26,6 +26,12 @@ class DecodeState:
     verify_history: list[int] = field(default_factory=list)
     """verify length L of each finished cycle (B unless a verify rule cut the block)"""
 
+    @classmethod
+    def after_prefill(cls, prefill_logits: Any, prompt_length: int) -> DecodeState:
+        """The state right after prefill, before the first cycle (the one constructor every engine uses):
+        the anchor is the prefill's token, at position ``prompt_length``."""
+        return cls(prefill_logits, int(prompt_length), int(prompt_length), 0, 1)
+
     def advance(self, cycle: Any, generated: int) -> None:
         """The one update after a cycle (live, replay, transformers' loop): the cycle's record when it
         committed tokens (``cycle``: a :class:`~specpolicy.cycles.CycleRecord`), the tokens output so far

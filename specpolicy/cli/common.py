@@ -62,8 +62,9 @@ def check_draft_sampling(draft_sampling: bool, temperature: float) -> None:
         raise fail("--draft-sampling needs --temperature > 0 (at T = 0 drafts are argmax); add e.g. --temperature 1")
 
 
-def emit(rows: list[dict], fmt: OutputFormat, title: str | None = None) -> None:
-    """Write ``rows`` (same keys) to stdout as a table, JSON, CSV or Markdown."""
+def emit(rows: list[dict], fmt: OutputFormat, title: str | None = None, table_columns: int | None = None) -> None:
+    """Write ``rows`` (same keys) to stdout as a table, JSON, CSV or Markdown; the table shows the first
+    ``table_columns`` keys (default: all), the other formats every key."""
     if fmt is OutputFormat.json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
@@ -80,7 +81,7 @@ def emit(rows: list[dict], fmt: OutputFormat, title: str | None = None) -> None:
         lines += ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in rows]
         sys.stdout.write("\n".join(lines) + "\n")
         return
-    table = Table(title=title)
+    table, columns = Table(title=title), columns[:table_columns]
     console = stdout if stdout.is_terminal else Console(width=200)  # pipes and files get full rows
     for i, column in enumerate(columns):
         table.add_column(column, overflow="fold", no_wrap=i < 2)

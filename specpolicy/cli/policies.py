@@ -9,13 +9,14 @@ from specpolicy.cli.common import OutputFormat, emit, stderr
 
 def policies(fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table, json, csv or markdown")
              ) -> None:
-    """List policy families (name, kind, plugin, distribution, description)."""
+    """List policy families: name, aliases and description (--format json|csv|markdown adds learned, plugin and
+    distribution)."""
     from specpolicy.registry import get_registry
 
     registry = get_registry()
-    rows = [{"name": f.name, "aliases": ",".join(f.aliases), "kind": "per-cycle" if f.per_step else "per-prompt",
-             "learned": f.learned, "plugin": f.plugin, "distribution": f.distribution, "description": f.description}
+    rows = [{"name": f.name, "aliases": ",".join(f.aliases), "description": f.description, "learned": f.learned,
+             "plugin": f.plugin, "distribution": f.distribution}
             for f in registry.unique()]
-    emit(rows, fmt, title="specpolicy policies")
+    emit(rows, fmt, title=f"specpolicy policies ({len(rows)} families)", table_columns=3)
     for name, error in registry.failures.items():
         stderr.print(f"[yellow]plugin {name!r} failed to load and was skipped:[/] {error}")

@@ -91,7 +91,7 @@ class DecodeSession:
         self.drafter_cache = decoder.drafter.new_cache()
         self.output = [first]
         self.stop_reason = "stop_token" if first in self.stops else ("max_new_tokens" if self.budget <= 1 else "")
-        self.state = DecodeState(self.prefill_logits, self.ids.numel(), self.ids.numel(), 0, 1)
+        self.state = DecodeState.after_prefill(self.prefill_logits, self.ids.numel())
         self._t_loop = time.perf_counter()
         self._t_end = self._t_loop
 

@@ -91,7 +91,7 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
         if self.state is None:
             prompt_length = input_ids.shape[1] - 1
             kept = prompt_length
-            self.state = DecodeState(model_outputs.logits[0, -1].float(), prompt_length, prompt_length, 0, 1)
+            self.state = DecodeState.after_prefill(model_outputs.logits[0, -1].float(), prompt_length)
             self.plan = self.make_plan(self.state)
         else:
             kept = n_last_matches + 1

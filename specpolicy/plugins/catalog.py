@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 from specpolicy.hookspecs import hookimpl
 
-PER_STEP, LEARNED = {"per_step": True}, {"learned": True}
+LEARNED = {"learned": True}
 SKLEARN_KINDS = {"logreg": "logistic regression", "forest": "random forest", "knn": "k-nearest neighbours",
                  "gboost": "gradient boosting"}
 
@@ -24,17 +24,17 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
         ("random", "fixed:random_policy", {"description": "uniform over the candidates, per prompt (randomN: seed N)"}),
     ],
     "heuristic": [("heuristic", "heuristic:heuristic_policy",
-                   {**PER_STEP, "description": "per cycle: +2 after a fully accepted block, -1 otherwise"})],
+                   {"description": "per cycle: +2 after a fully accepted block, -1 otherwise"})],
     "cycle_rules": [
-        ("probe", "cycle_rules:probe_policy", {**PER_STEP, "description": "per cycle: speculate at N (16); after < 2 "
+        ("probe", "cycle_rules:probe_policy", {"description": "per cycle: speculate at N (16); after < 2 "
                                                                           "accepted, plain AR for 16, 32, 64 cycles"}),
-        ("grow", "cycle_rules:grow_policy", {**PER_STEP, "description": "per cycle: next larger B after a full "
+        ("grow", "cycle_rules:grow_policy", {"description": "per cycle: next larger B after a full "
                                                                         "accept, shrink to fit after a poor block"}),
-        ("adaptive", "cycle_rules:adaptive_policy", {**PER_STEP, "description": "per cycle, cost-aware: most "
+        ("adaptive", "cycle_rules:adaptive_policy", {"description": "per cycle, cost-aware: most "
                                                      "expected tokens/s under the machine's cost table"}),
     ],
     "cycle": [("cycle", "cycle_learned:cycle_policy", {
-        **PER_STEP, **LEARNED, "untrained": "cycle_learned:untrained_cycle_policy",
+        **LEARNED, "untrained": "cycle_learned:untrained_cycle_policy",
         "description": "per cycle, learned: imitates the per-cycle time oracle (DAgger) on cycle history "
                        "(cycle:PATH for a trained one)"})],
     "oracle": [
@@ -42,7 +42,7 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
                                                          "upper bound, not deployable)"}),
         ("oracle-tau", "oracle:tau_oracle", {"description": "per prompt, the candidate with the highest tau "
                                                             "(BlockPilot's label; not deployable)"}),
-        ("oracle-step", "oracle:step_oracle", {**PER_STEP, "description": "per cycle, the fewest modelled "
+        ("oracle-step", "oracle:step_oracle", {"description": "per cycle, the fewest modelled "
                                                "seconds by exact dynamic programming (an upper bound)"}),
     ],
     "blockpilot": [
@@ -54,7 +54,7 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
             **LEARNED, "untrained": "blockpilot:untrained_blockpilot",
             "description": "the paper's BlockPilot: tau labels over 14..18 (blockpilot-paper:PATH)"}),
         ("blockpilot-guard", "blockpilot:guarded_policy", {
-            **PER_STEP, "description": "BlockPilot picks the start, the cost-aware adaptive rule guards each cycle "
+            "description": "BlockPilot picks the start, the cost-aware adaptive rule guards each cycle "
                                        "(the default)"}),
     ],
     "sklearn": [(kind, f"sklearn_baselines:{kind}_policy", {
@@ -66,13 +66,13 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
         ("marginal", "verify_rules:marginal_policy", {"description": "draft the largest B (or marginalN); verify the "
                                                       "L with the most expected tokens per modelled second"}),
         ("adaptive-verify", "verify_rules:adaptive_verify_policy", {
-            **PER_STEP, "description": "adaptive's block size per cycle, then marginal's verify length"}),
+            "description": "adaptive's block size per cycle, then marginal's verify length"}),
         ("oracle-verify", "verify_rules:verify_oracle", {
-            **PER_STEP, "description": "per cycle, the (B, L) with the fewest modelled seconds (DP over a "
+            "description": "per cycle, the (B, L) with the fewest modelled seconds (DP over a "
                                        "--verify-lengths replay)"}),
     ],
     "verify_learned": [("verify-head", "verify_learned:verify_head_policy", {
-        **PER_STEP, **LEARNED, "untrained": "verify_learned:untrained_verify_head",
+        **LEARNED, "untrained": "verify_learned:untrained_verify_head",
         "description": "adaptive's B, then the L with the most expected tokens per second under a learned "
                        "calibration of the drafter's confidences (verify-head:FOLDER)"})],
     "engines": [
@@ -82,7 +82,7 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
          {"description": "exported SGLang DFlash flags, run as SGLang runs them (sglang-config:FILE)"}),
     ],
     "agent": [("agent", "specpolicy.envs.agent_store:agent_policy", {
-        **PER_STEP, "description": "a saved RL agent trained on a specpolicy environment, over its own "
+        "description": "a saved RL agent trained on a specpolicy environment, over its own "
                                    "candidates (agent:FOLDER, from specpolicy.envs.save_agent)"})],
 }
 """entry point -> its families: (name, factory as "module:function", register options)"""

@@ -52,8 +52,7 @@ class StepOraclePolicy(TauOraclePolicy):
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
         if answers is None or answers.table is None:
             raise ValueError(f"{self.name} needs a replay sweep (specpolicy sweep --mode replay)")
-        sizes = answers.table.per_cycle_oracle(observation.costs, self.candidates, answers.training_block_size)
-        return Plan(lambda state: sizes[state.cycle] if state.cycle < len(sizes) else sizes[-1])
+        return answers.table.oracle_plan(observation.costs, self.candidates, answers.training_block_size)
 
 
 def time_oracle(arg: str | None, candidates: Sequence[int]) -> TimeOraclePolicy:

@@ -102,13 +102,9 @@ class VerifyOraclePolicy(Policy):
 
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
         """(B, L) by anchor position, from the DP over this prompt's replay (L by position: no block read)."""
-        from specpolicy.replay.oracle import verify_oracle_plan
-
         if answers is None or answers.table is None or observation.costs is None:
             raise ValueError(f"{self.name} needs a replay sweep with --verify-lengths and a cost table (--mode replay)")
-        best = verify_oracle_plan(answers.table, observation.costs, self.candidates)
-        return Plan(lambda state: best[state.position][0], lambda state, drafted: best[state.position][1],
-                    reads_block=False)
+        return answers.table.oracle_plan(observation.costs, self.candidates, verify_lengths=True)
 
 
 def threshold_policy(arg: str | None, candidates: Sequence[int]) -> ThresholdPolicy:

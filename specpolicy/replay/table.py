@@ -29,6 +29,9 @@ from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.policy import oracle_label
 from specpolicy.state import DecodeState
 
+Action = tuple[int, int]
+"""(block size B, verify length L) of one cycle"""
+
 
 @dataclass
 class ReplayTable:
@@ -177,41 +180,49 @@ class ReplayTable:
         return sizes[oracle_label([-seconds[b] for b in sizes], sizes, training_block_size)]
 
     def cost_to_go(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,
-                   training_block_size: int = TRAINING_BLOCK_SIZE) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
+                   training_block_size: int = TRAINING_BLOCK_SIZE, verify_lengths: bool = False
+                   ) -> tuple[np.ndarray, np.ndarray, list[Action]]:
         """Exact dynamic programming over the anchors: the fewest modelled seconds to finish from each.
 
-        Every cycle's outcome comes from :meth:`_outcomes` (the commit rule :meth:`cycle` applies, over
-        arrays), so the optimum is over exactly the schedules replay can run. Without ``costs`` every cycle
-        costs the same (the fewest cycles).
+        The one DP of specpolicy: over block sizes B (whole blocks verified), or with ``verify_lengths``
+        over every (B, L <= B). Every cycle's outcome comes from :meth:`_outcomes` (the commit rule
+        :meth:`cycle` applies, over arrays), so the optimum is over exactly the schedules replay can run.
+        Without ``costs`` every cycle costs the same (the fewest cycles).
 
         Returns:
-            value [n] (seconds to finish from anchor i; inf where unreachable), q [n, C] (seconds
-            when the next cycle uses candidate j, then the best), and the candidates, ordered by
-            preference (nearest ``training_block_size`` first), which is also the order of q's columns.
+            value [n] (seconds to finish from anchor i; inf where unreachable), q [n, A] (seconds when
+            the next cycle runs action a, then the best), and the actions (B, L), ordered by preference
+            (ties go to the first): B nearest ``training_block_size`` first, or with verify lengths the
+            cheaper cycle, then the smaller B and L.
         """
-        sizes = tuple(sorted(self.candidates if candidates is None else candidates,
-                             key=lambda b: (abs(b - training_block_size), b)))
-        columns = [self._column(size) for size in sizes]  # an unknown size fails here, naming the candidates
-        price = np.array([costs.cycle_seconds(b) if costs is not None else 1.0 for b in sizes])
-        nxt, done = self._outcomes(columns)
-        n = self.accepted.shape[0]
+        sizes = sorted(self.candidates if candidates is None else candidates,
+                       key=lambda b: (abs(b - training_block_size), b))
+        actions = [(b, length) for b in sizes for length in (range(1, b + 1) if verify_lengths else (b,))]
+        price = {a: costs.split_cycle_seconds(*a) if costs is not None else 1.0 for a in actions}
+        if verify_lengths:
+            actions.sort(key=lambda a: (price[a], a))
+        nxt, done = self._outcomes([self._column(b) for b, _ in actions], [length for _, length in actions])
+        prices, n = np.array([price[a] for a in actions]), self.accepted.shape[0]
         value = np.full(n + 1, np.inf)  # value[n]: past the output, read only by finished cycles (masked)
-        q = np.full((n, len(sizes)), np.inf)
+        q = np.full((n, len(actions)), np.inf)
         for i in np.flatnonzero(self.accepted[:, 0] >= 0)[::-1]:  # backwards over the reachable anchors
-            q[i] = price + np.where(done[i], 0.0, value[nxt[i]])
+            q[i] = prices + np.where(done[i], 0.0, value[nxt[i]])
             value[i] = q[i].min()
-        return value[:n], q, sizes
+        return value[:n], q, actions
 
-    def _outcomes(self, columns: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        """Where a full-length cycle of each of ``columns`` leads from every anchor: the next anchor's offset
-        [n, C] (clipped to n) and whether the decode ends there [n, C], by :func:`commit_length` over arrays
-        (what :meth:`cycle` computes one cell at a time)."""
+    def _outcomes(self, columns: Sequence[int], lengths: Sequence[int] | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """Where a cycle of each of ``columns`` verifying ``lengths`` (default: whole blocks) leads from every
+        anchor: the next anchor's offset [n, A] (clipped to n) and whether the decode ends there [n, A], by
+        :func:`commit_length` over arrays (what :meth:`cycle` computes one cell at a time)."""
         p, n = self.prompt_length, self.accepted.shape[0]
         accepted = self.accepted[:, columns].astype(np.int64)
         reachable = self.accepted[:, 0] >= 0
         if (accepted[reachable] < 0).any():
             i, j = np.argwhere((accepted < 0) & reachable[:, None])[0]
             self.cycle(p + int(i), int(i) + 1, self.candidates[columns[j]])  # raises: names the anchor
+        if lengths is not None:
+            accepted = np.minimum(accepted, np.asarray(lengths, dtype=np.int64) - 1)
         sequence = np.asarray(self.sequence)
         stop = np.where(np.isin(sequence, self.stop_token_ids), np.arange(len(sequence)), len(sequence))
         next_stop = np.append(np.minimum.accumulate(stop[::-1])[::-1], len(sequence))  # [len + 1]
@@ -221,15 +232,24 @@ class ReplayTable:
         _, reason = commit_length(offered, (next_stop[np.minimum(first, len(sequence))] - first)[:, None], room)
         return np.minimum(np.arange(n)[:, None] + accepted + 1, n), reason != 0
 
-    def per_cycle_oracle(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,
-                         training_block_size: int = TRAINING_BLOCK_SIZE) -> list[int]:
-        """The schedule with the fewest modelled seconds (:meth:`cost_to_go`): a true upper bound for any
-        per-cycle policy over ``candidates`` (default: the table's). Ties go to the candidate nearest
-        ``training_block_size``."""
-        _, q, sizes = self.cost_to_go(costs, candidates, training_block_size)
-        best = np.argmin(q, axis=1)  # the first minimum: the preferred size among ties
-        p = self.prompt_length
-        return [c.block_size for c in self.simulate(Plan(lambda s: sizes[int(best[s.position - p])]))]
+    def oracle_plan(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,
+                    training_block_size: int = TRAINING_BLOCK_SIZE, verify_lengths: bool = False) -> Plan:
+        """The schedule with the fewest modelled seconds (:meth:`cost_to_go`) as a plan by anchor: a true
+        upper bound for any per-cycle policy over ``candidates`` (default: the table's), whole blocks or
+        (B, L) with ``verify_lengths``. It reads no drafted block, so it runs on any replay of this prompt."""
+        _, q, actions = self.cost_to_go(costs, candidates, training_block_size, verify_lengths)
+        best, p = np.argmin(q, axis=1), self.prompt_length  # the first minimum: the preferred action
+
+        def action(state: DecodeState) -> Action:
+            i = state.position - p
+            if not np.isfinite(q[i, best[i]]):
+                raise ValueError(f"anchor {state.position} was not replayed; the oracle needs a sweep that reaches "
+                                 "it (--verify-lengths for (B, L) schedules)")
+            return actions[best[i]]
+
+        if not verify_lengths:
+            return Plan(lambda state: action(state)[0])
+        return Plan(lambda state: action(state)[0], lambda state, drafted: action(state)[1], reads_block=False)
 
 
 class ReplaySession:
@@ -237,9 +257,9 @@ class ReplaySession:
 
     def __init__(self, table: ReplayTable, prefill_logits: Any = None) -> None:
         self.table = table
-        self.position, produced, self.done = table.start()
+        self.position, _, self.done = table.start()
         logits = prefill_logits if prefill_logits is not None else np.zeros(0, dtype=np.float32)
-        self.state = DecodeState(logits, table.prompt_length, self.position, 0, produced)
+        self.state = DecodeState.after_prefill(logits, table.prompt_length)
         self.cycles: list[CycleRecord] = []
         self._drafted: int | None = None  # the block size drafted and not yet verified
 

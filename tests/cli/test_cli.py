@@ -31,6 +31,24 @@ def test_policies_table_and_json():
     names = {r["name"] for r in rows}
     assert {"fixed", "blockpilot", "oracle", "oracle-step", "random", "heuristic", "logreg"} <= names
     assert all(r["distribution"] == "specpolicy" for r in rows)
+    assert {"learned", "plugin"} <= set(rows[0])  # details live behind --format
+
+
+def test_policies_table_fits_a_100_column_terminal(monkeypatch):
+    """It was 203 lines at 100 columns (seven columns folded); now a family fits two lines at most."""
+    import io
+
+    from rich.console import Console
+
+    from specpolicy.cli import common
+
+    screen = io.StringIO()
+    monkeypatch.setattr(common, "stdout", Console(file=screen, width=100, force_terminal=True, color_system=None))
+    run("policies")
+    lines = screen.getvalue().splitlines()
+    families = len(json.loads(run("policies", "--format", "json").output))
+    assert max(len(line) for line in lines) <= 100 and "plugin" not in lines[1] + lines[2]
+    assert len(lines) <= 5 + 2 * families
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ def test_names_parse_into_family_and_argument():
     assert registry.create("dflash12").block_size == 12
     family, arg = registry.parse("blockpilot:/some/path")
     assert (family.name, arg) == ("blockpilot", "/some/path")
-    assert registry.parse("oracle-step")[0].per_step
+    assert registry.create("oracle-step").per_step and not registry.create("oracle").per_step
 
 
 def test_unknown_name_lists_known_ones_and_suggests():

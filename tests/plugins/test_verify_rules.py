@@ -6,12 +6,11 @@ import numpy as np
 import pytest
 
 from specpolicy.costs import uniform_costs
-from specpolicy.cycles import Plan, confident_prefix
+from specpolicy.cycles import confident_prefix
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.plugins.verify_rules import most_tokens_per_second
 from specpolicy.policy import Answers, PromptObservation
 from specpolicy.registry import get_registry
-from specpolicy.replay.oracle import verify_cost_to_go, verify_oracle_plan
 from specpolicy.sweep.replay import build_replay
 
 SIZES = [1, 2, 4, 8]
@@ -55,23 +54,17 @@ def _brute_force(table, costs, position, produced):
     return best(position, produced)
 
 
-def _follow(table, plan):
-    """Replay ``plan`` (position -> (B, L)) with a rule that reads no confidences."""
-
-    # a length by position reads no drafted block: it runs on a replay without confidences
-    return table.simulate(Plan(lambda s: plan[s.position][0], lambda s, d: plan[s.position][1], reads_block=False))
-
-
 @pytest.mark.parametrize("per_token", [0.05, 0.5])
 def test_verify_oracle_is_the_exact_optimum_over_every_block_and_verify_schedule(trained_pair, per_token):
     decoder = SpeculativeDecoder(*trained_pair, max_new_tokens=7, stop_token_ids=[])
     costs = uniform_costs(SIZES, ar_seconds=0.01, per_token=per_token)
     for prompt in ([4, 7, 5, 9], [3, 3, 8]):
         table, _ = build_replay(decoder, prompt, SIZES, max_new_tokens=7, verify_lengths=True)
-        value, _ = verify_cost_to_go(table, costs)
+        value, _, _ = table.cost_to_go(costs, verify_lengths=True)
         position, produced, _ = table.start()
         assert value[0] == pytest.approx(_brute_force(table, costs, position, produced))
-        cycles = _follow(table, verify_oracle_plan(table, costs))
+        # a length by position reads no drafted block: it runs on a replay without confidences
+        cycles = table.simulate(table.oracle_plan(costs, verify_lengths=True))
         assert costs.cycles_seconds(cycles) == pytest.approx(value[0])
         _, q, _ = table.cost_to_go(costs)
         assert value[0] <= q[0].min() + 1e-12  # never slower than the best B-only schedule

@@ -19,16 +19,17 @@ def _tables(store, limit: int | None = None) -> list[ReplayTable]:
     return [r.table() for r in list(store.records())[:limit] if r.replay is not None]
 
 
-def _cell_by_cell_value(table: ReplayTable, costs: CostTable, sizes) -> np.ndarray:
-    """The backward DP with every outcome from :meth:`ReplayTable.cycle`, one cell at a time."""
+def _cell_by_cell_value(table: ReplayTable, costs: CostTable, actions) -> np.ndarray:
+    """The backward DP over (B, L) ``actions`` with every outcome from :meth:`ReplayTable.cycle`, one cell at a
+    time (an action leading to an anchor no schedule reaches costs inf)."""
     p, n = table.prompt_length, table.accepted.shape[0]
     value = np.full(n, np.inf)
     for i in range(n - 1, -1, -1):
         if table.accepted[i, 0] >= 0:
             options = []
-            for b in sizes:
-                _, nxt, _, done = table.cycle(p + i, i + 1, b)
-                options.append(costs.cycle_seconds(b) + (0.0 if done else value[nxt - p]))
+            for b, length in actions:
+                _, nxt, _, done = table.cycle(p + i, i + 1, b, length)
+                options.append(costs.split_cycle_seconds(b, length) + (0.0 if done else value[nxt - p]))
             value[i] = min(options)
     return value
 
@@ -43,14 +44,16 @@ def test_commit_length_on_arrays_is_commit_tokens_on_lists():
         assert commit_tokens(tokens, {1}, room) == (tokens[:k], REASONS[int(r)]), (tokens, room)
 
 
-@pytest.mark.parametrize("store", ["replay_store", "verify_store"])
-def test_the_dp_and_fixed_counts_equal_the_cell_by_cell_replay(store, request):
-    """Stop tokens and budget cuts included: the test stores end on both."""
+@pytest.mark.parametrize(("store", "verify_lengths"), [("replay_store", False), ("verify_store", False),
+                                                     ("verify_store", True)])
+def test_the_dp_and_fixed_counts_equal_the_cell_by_cell_replay(store, verify_lengths, request):
+    """Stop tokens and budget cuts included: the test stores end on both. The one DP, whole blocks or (B, L)."""
     for table in _tables(request.getfixturevalue(store)):
         sizes = table.candidates
         costs = CostTable({b: 0.001 * b for b in sizes}, {b: 0.01 + 0.0003 * b for b in sizes}, 0.01)
-        value, _, order = table.cost_to_go(costs, sizes)
-        expected = _cell_by_cell_value(table, costs, order)
+        value, _, actions = table.cost_to_go(costs, sizes, verify_lengths=verify_lengths)
+        assert len(actions) == (sum(sizes) if verify_lengths else len(sizes))
+        expected = _cell_by_cell_value(table, costs, actions)
         assert np.array_equal(np.isinf(value), np.isinf(expected))
         finite = np.isfinite(value)
         np.testing.assert_allclose(value[finite], expected[finite], rtol=1e-12)
