@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from specpolicy.costs import uniform_costs
-from specpolicy.cycles import DraftedBlock, Plan
+from specpolicy.cycles import DraftedBlock, Plan, check_candidates
 from specpolicy.defaults import CHECK_OBSERVATIONS, CHECK_VOCAB
 from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.state import DecodeState
@@ -56,8 +56,11 @@ def check_policy(policy: Policy, vocab_size: int = CHECK_VOCAB, n: int = CHECK_O
     >>> check_policy(FixedPolicy(16, (14, 15, 16, 17, 18)))
     """
     candidates = policy.candidates
-    if not candidates or list(candidates) != sorted(set(candidates)) or min(candidates) < 1:
-        raise _fail(policy, f"candidates must be sorted, distinct and >= 1, got {list(candidates)}")
+    try:
+        if check_candidates(candidates) != tuple(candidates):
+            raise ValueError(f"candidates must be sorted, got {list(candidates)}")
+    except ValueError as exc:
+        raise _fail(policy, str(exc)) from None
     choices = policy.choices()
     if not choices or any((not isinstance(b, (int, np.integer))) or b < 1 for b in choices):
         raise _fail(policy, f"choices() must be block sizes >= 1, got {choices}")

@@ -144,6 +144,13 @@ class CostTable:
                             f"with hidden states ({1e3 * self.verify_seconds[1]:.2f} ms)")
         return problems
 
+    def flag_warnings(self, where: object) -> list[str]:
+        """The one warning a flagged table gets wherever it prices time or choices (replay, live, generate,
+        benchmarks): a line per problem of :meth:`check`, naming ``where`` the table came from."""
+        return [f"the cost table {where} is flagged ({problem}); modelled speeds and cost-aware choices can be off: "
+                "remeasure on a quiet machine (`specpolicy bench latency --out FILE`, then --costs FILE)"
+                for problem in self.check()]
+
     def rescaled(self, factor: float) -> CostTable:
         """Every cost times ``factor`` (for a machine uniformly faster or slower)."""
         return CostTable({b: s * factor for b, s in self.draft_seconds.items()},

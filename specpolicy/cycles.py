@@ -13,7 +13,7 @@ No torch here: policies and environments import it freely.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -90,7 +90,7 @@ class Plan:
         size = check_block_size(block_size)
         if length is None:
             return cls(lambda state: size, block_size=size)
-        verify = check_block_size(length)
+        verify = check_verify_length(length, MAX_BLOCK_SIZE)
         return cls(lambda state: size, lambda state, drafted: min(verify, drafted.block_size), False, size)
 
     def with_length(self, length: Callable[[DecodeState, DraftedBlock], int], reads_block: bool = True) -> Plan:
@@ -140,12 +140,28 @@ def check_block_size(block_size: object) -> int:
     return int(block_size)
 
 
-def check_verify_length(verify_length: object, block_size: int) -> int:
-    """``verify_length`` as an int in 1..``block_size``, or a ValueError naming both."""
+def check_candidates(candidates: Iterable[object], what: str = "candidates") -> tuple[int, ...]:
+    """``candidates`` as sorted block sizes, each through :func:`check_block_size`, or a ValueError naming
+    ``what``: the one check of a candidate set (policies, sweeps, replay tables, the CLI)."""
+    values = list(candidates)
+    try:
+        sizes = [check_block_size(b) for b in values]
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from None
+    if not sizes or len(set(sizes)) != len(sizes):
+        raise ValueError(f"{what} must name distinct block sizes (none may repeat), got {values}")
+    return tuple(sorted(sizes))
+
+
+def check_verify_length(verify_length: object, block_size: int, cap: bool = False) -> int:
+    """``verify_length`` as an int in 1..``block_size`` (``None``: the whole block; with ``cap`` a longer
+    length is cut to the block), or a ValueError naming both: the one check of a verify length L."""
+    if verify_length is None:
+        return block_size
     if isinstance(verify_length, bool) or not hasattr(verify_length, "__index__") or \
-            not 1 <= int(verify_length) <= block_size:
+            not 1 <= int(verify_length) <= (MAX_BLOCK_SIZE if cap else block_size):
         raise ValueError(f"verify length must be an integer in 1..{block_size} (the block size), got {verify_length!r}")
-    return int(verify_length)
+    return min(int(verify_length), block_size)
 
 
 def confident_prefix(confidences: Sequence[float], threshold: float) -> int:

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+from rich.markup import escape
+
 from specpolicy.cli.common import settings_from, stderr
 from specpolicy.cycles import check_temperature
 from specpolicy.defaults import COMPARE_BASELINE, COMPARE_ORACLE, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, cache_dir
@@ -108,6 +110,7 @@ def results_per_dataset(options: CompareOptions):
     from specpolicy.sweep.store import SweepStore
 
     costs = CostTable.load(options.costs) if options.costs else None
+    warn_if_flagged(costs, options.costs)  # in every mode; a sweep's own table is checked where it is read
     store = None
     if options.sweep is not None:
         if options.mode is Mode.live:
@@ -145,7 +148,8 @@ def results_per_dataset(options: CompareOptions):
     if store is not None:
         from specpolicy.evaluation.replay import evaluate_replay
 
-        warn_if_flagged(costs or store.latency(), options.costs or store.path / "latency.json")
+        if costs is None:
+            warn_if_flagged(store.latency(), store.path / "latency.json")
         yield options.sweep.name, evaluate_replay(store, built, costs=costs, candidates=chosen)
         return
     from specpolicy.sweep.latency import pin_threads
@@ -180,7 +184,7 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
         decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=options.temperature,
                                      max_new_tokens=options.max_new_tokens)
         if costs is None:
-            costs = cached_costs(decoder, candidates, pair.metadata(), on_measure=stderr.print)
+            costs = cached_costs(decoder, candidates, pair.metadata(), report=stderr.print)
         answer = own_answer(decoder)  # multi-turn prompts continue after the target's answers (untimed)
         encoded = [(p.id, encode_prompt(pair.tokenizer, p, MAX_PROMPT_TOKENS, answer)) for p in prompts]
         with progress_bar(f"live {name}", len(encoded)) as update:
@@ -203,17 +207,15 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
         except (StoreUnusableError, StoreLockedError) as error:
             raise ValueError(f"{error}. That store is compare's cache, which takes no --out: wait for the other "
                              f"compare to finish, or delete {out} and rerun to sweep anew") from None
-    warn_if_flagged(costs or store.latency(), options.costs or out / "latency.json")
+    if costs is None:
+        warn_if_flagged(store.latency(), out / "latency.json")
     return evaluate_replay(store, policies, costs=costs, candidates=candidates)
 
 
 def warn_if_flagged(costs, where: Path) -> None:
-    """Say on stderr when the table modelled time is priced with is untrustworthy (noisy, not monotone)."""
-    problems = costs.check() if costs is not None else []
-    for problem in problems:
-        stderr.print(f"[yellow]warning:[/] the cost table {where} is flagged ({problem}); modelled speeds can "
-                     f"be off: remeasure on a quiet machine (`specpolicy bench latency --out FILE`, then "
-                     f"--costs FILE)", soft_wrap=True, highlight=False)
+    """Say on stderr when the table time is priced with is untrustworthy (:meth:`CostTable.flag_warnings`)."""
+    for line in costs.flag_warnings(where) if costs is not None else []:
+        stderr.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True, highlight=False)
 
 
 def prompt_labels(options: CompareOptions, name: str) -> dict[str, str]:

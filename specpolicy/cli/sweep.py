@@ -15,8 +15,8 @@ from specpolicy.cli.common import (
     settings_from,
     stderr,
 )
+from specpolicy.cycles import check_candidates
 from specpolicy.defaults import (
-    MAX_BLOCK_SIZE,
     MAX_NEW_TOKENS,
     MAX_PROMPT_TOKENS,
     SHIPPED_SWEEP_CANDIDATES,
@@ -36,12 +36,14 @@ def parse_candidates(text: str, option: str = "--candidates", block_sizes: bool 
             values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise typer.BadParameter(f"{option} must look like 14,15,16,17,18 or 14-18, got {text!r}") from None
-    if not values or min(values) < 1 or len(set(values)) != len(values):
-        raise typer.BadParameter(f"{option} must be distinct sizes >= 1, got {text!r}")
-    if block_sizes and max(values) > MAX_BLOCK_SIZE:
-        raise typer.BadParameter(f"block sizes above {MAX_BLOCK_SIZE} are not supported (got {max(values)}); "
-                                 f"pass sizes in 1..{MAX_BLOCK_SIZE}")
-    return sorted(values)
+    if not block_sizes:  # batch sizes: any distinct positive counts
+        if not values or min(values) < 1 or len(set(values)) != len(values):
+            raise typer.BadParameter(f"{option} must be distinct sizes >= 1, got {text!r}")
+        return sorted(values)
+    try:
+        return list(check_candidates(values, option))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def sweep(

@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from specpolicy.cycles import CycleRecord, DraftedBlock, check_block_size, commit_tokens, context_cap
+from specpolicy.cycles import (
+    CycleRecord,
+    DraftedBlock,
+    check_block_size,
+    check_verify_length,
+    commit_tokens,
+    context_cap,
+)
 from specpolicy.decoding.sampling import PositionalUniforms, draft_confidences
 from specpolicy.decoding.trace import DecodeTrace
 from specpolicy.models.target import crop_cache, new_cache, target_forward
@@ -127,7 +134,7 @@ class DecodeSession:
         drafted, self._drafted = self._drafted, None
         if not drafted.size:
             return self._finish(CycleRecord(drafted.requested, 0, 0), "context")
-        length = drafted.size if length is None else min(check_block_size(length), drafted.size)
+        length = check_verify_length(length, drafted.size, cap=True)
         draft = drafted.draft[: length - 1]
         draft_probs = None if drafted.probs is None else drafted.probs[: length - 1]
         accepted, next_token, verify_seconds = self._verify(drafted.start, length, draft, draft_probs)

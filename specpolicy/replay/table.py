@@ -20,6 +20,7 @@ from specpolicy.cycles import (
     DraftedBlock,
     Plan,
     check_block_size,
+    check_verify_length,
     commit_length,
     commit_tokens,
     mean_acceptance,
@@ -282,7 +283,7 @@ class ReplaySession:
         if self._drafted is None:
             raise RuntimeError("no drafted block to verify: call draft(block_size) first")
         size, self._drafted = self._drafted, None
-        length = size if length is None else min(check_block_size(length), size)
+        length = check_verify_length(length, size, cap=True)
         cycle, self.position, produced, self.done = self.table.cycle(self.position, self.state.generated, size,
                                                                      length)
         self.cycles.append(cycle)

@@ -146,11 +146,12 @@ def measure_costs(
 
 
 def cached_costs(decoder: SpeculativeDecoder, block_sizes: Iterable[int], models: dict,
-                 on_measure: Callable[[str], object] | None = None) -> CostTable:
+                 report: Callable[[str], object] | None = None) -> CostTable:
     """This machine's cost table for these models, threads and block sizes: measured once, then read back.
 
     Keyed by the machine, the thread count, the models (names, fingerprints, dtype, device) and the
-    block sizes, under ``cache_dir()/costs``. A table that measured as flagged is not cached.
+    block sizes, under ``cache_dir()/costs``. A table that measured as flagged is not cached; ``report``
+    hears what happened (measuring, cached where, or flagged and not cached, with the table's warnings).
     """
     sizes = sorted({int(b) for b in block_sizes} | {1})
     identity = {"machine": machine_name(decoder.device), "threads": torch.get_num_threads(), "models": models,
@@ -159,11 +160,15 @@ def cached_costs(decoder: SpeculativeDecoder, block_sizes: Iterable[int], models
     file = cache_dir() / "costs" / f"{key}.json"
     if file.exists():
         return CostTable.load(file)
-    if on_measure:
-        on_measure(f"measuring this machine's cost table ({len(sizes)} block sizes, "
-                   f"{torch.get_num_threads()} thread(s)); cached in {file}")
+    say = report or (lambda line: None)
+    say(f"measuring this machine's cost table ({len(sizes)} block sizes, {torch.get_num_threads()} thread(s))")
     costs = measure_costs(decoder, sizes)
-    if not costs.warnings:
-        file.parent.mkdir(parents=True, exist_ok=True)
-        costs.save(file)
+    if costs.warnings:
+        for line in costs.flag_warnings("measured now"):
+            say(f"warning: {line}")
+        say("the flagged table is used for this run only and not cached: the next run measures again")
+        return costs
+    file.parent.mkdir(parents=True, exist_ok=True)
+    costs.save(file)
+    say(f"cost table cached in {file}")
     return costs

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from specpolicy.arrays import to_numpy
+from specpolicy.cycles import check_candidates
 from specpolicy.decoding import DecodeTrace, SpeculativeDecoder
 from specpolicy.decoding.sampling import draft_confidences
 from specpolicy.defaults import REPLAY_ROWS_PER_PASS, TRAINING_BLOCK_SIZE
@@ -129,9 +130,7 @@ def build_replay(
     """
     if decoder.draft_sampling:
         raise ValueError("exact replay needs argmax drafts; build the decoder with draft_sampling=False")
-    candidates = tuple(int(b) for b in candidates)
-    if min(candidates) < 1:
-        raise ValueError(f"candidate block sizes must be >= 1, got {list(candidates)}")
+    candidates = check_candidates(candidates)
     missing = sorted(set(confidence_sizes) - set(candidates))
     if missing:
         raise ValueError(f"confidence sizes {missing} are not among the candidates {list(candidates)}")

@@ -13,14 +13,13 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from specpolicy.cycles import check_temperature
+from specpolicy.cycles import check_candidates, check_temperature
 from specpolicy.data.prompts import Answer, Prompt, encode_prompt
 from specpolicy.data.registry import dataset_fingerprint
 from specpolicy.decoding import DecodeTrace, SpeculativeDecoder
 from specpolicy.decoding.autoregressive import own_answer
 from specpolicy.defaults import (
     DEFAULT_THREADS,
-    MAX_BLOCK_SIZE,
     MAX_NEW_TOKENS,
     MAX_PROMPT_TOKENS,
     SHIPPED_SWEEP_CANDIDATES,
@@ -64,13 +63,7 @@ class SweepSettings:
         """Fail before any model loads when a setting cannot work."""
         if self.mode not in MODES:
             raise ValueError(f"unknown sweep mode {self.mode!r}; use one of {', '.join(MODES)}")
-        if not self.candidates or min(self.candidates) < 1:
-            raise ValueError(f"candidates must be block sizes >= 1, got {self.candidates}")
-        if max(self.candidates) > MAX_BLOCK_SIZE:
-            raise ValueError(f"block sizes above {MAX_BLOCK_SIZE} are not supported (got {max(self.candidates)}); "
-                             f"pass sizes in 1..{MAX_BLOCK_SIZE}")
-        if len(set(self.candidates)) != len(self.candidates):
-            raise ValueError(f"candidates repeat a block size: {self.candidates}")
+        check_candidates(self.candidates)
         check_temperature(self.temperature)
         if self.max_new_tokens < 2:
             raise ValueError("max_new_tokens must be >= 2")

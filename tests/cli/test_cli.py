@@ -119,6 +119,18 @@ def test_compare_live_mode(test_zoo, prompt_file, tmp_path):
     assert all(r["speedup"] > 0 and r["tokens_per_s"] > 0 for r in rows)
 
 
+def test_compare_live_warns_on_a_flagged_cost_table(test_zoo, prompt_file, tmp_path):
+    """Reproduced first: replay warned about a flagged --costs table, live decoding used it without a word."""
+    from specpolicy.costs import uniform_costs
+
+    table = uniform_costs(range(1, 65), ar_seconds=0.01, per_token=0.1).to_json() | {"spread": {"16": 0.5}}
+    (tmp_path / "noisy.json").write_text(json.dumps(table))
+    result = run("compare", "--policies", "fixed16,adaptive", "--mode", "live", "--dataset", prompt_file,
+                 "--max-samples", "1", "--max-new-tokens", "6", "--costs", tmp_path / "noisy.json", "--bootstrap",
+                 "100", *zoo_args(test_zoo))
+    assert "noisy.json is flagged (noisy" in " ".join(result.stderr.split())
+
+
 def test_sweep_command_and_resume(test_zoo, prompt_file, tmp_path):
     args = ["sweep", "--dataset", prompt_file, "--candidates", "4-6", "--max-samples", "2", "--max-new-tokens", "8",
             "--out", tmp_path / "s", *zoo_args(test_zoo)]
@@ -133,8 +145,8 @@ def test_sweep_command_and_resume(test_zoo, prompt_file, tmp_path):
         (["compare", "--policies", "fixd16"], "Did you mean 'fixed16'"),
         (["compare", "--policies", "blockpilot:/no/such/dir"], "blockpilot.json is missing"),
         (["compare", "--mode", "fast"], "is not one of"),
-        (["sweep", "--out", "/tmp/x", "--candidates", "16,80"], "block sizes above 64 are not supported"),
-        (["compare", "--candidates", "1,65"], "block sizes above 64 are not supported"),
+        (["sweep", "--out", "/tmp/x", "--candidates", "16,80"], "--candidates: block size must be an integer in 1..64"),
+        (["compare", "--candidates", "1,65"], "--candidates: block size must be an integer in 1..64"),
         (["sweep", "--out", "/tmp/x", "--candidates", "a,b"], "--candidates must look like"),
         (["sweep", "--out", "/tmp/x", "--confidences", "a,b"], "--confidences must look like"),
         (["export", "blockpilot-guard", "--sweep", "/tmp/x", "--batch-costs", "/tmp/y", "--batch-sizes", "x"],

@@ -97,7 +97,7 @@ def test_replay_rejects_sampled_drafts_and_bad_candidates(trained_pair):
         build_replay(SpeculativeDecoder(target, drafter, temperature=1.0, draft_sampling=True), [4, 5], [4],
                      max_new_tokens=8)
     decoder = SpeculativeDecoder(target, drafter)
-    with pytest.raises(ValueError, match=">= 1"):
+    with pytest.raises(ValueError, match="candidates: block size must be an integer in 1..64"):
         build_replay(decoder, [4, 5], [0, 4], max_new_tokens=8)
     table, _ = build_replay(decoder, [4, 5], [4, 8], max_new_tokens=8)
     with pytest.raises(ValueError, match="not among this replay's candidates"):
