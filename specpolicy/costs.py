@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from specpolicy.defaults import MAX_LATENCY_SPREAD
+from specpolicy.files import write_text
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,7 @@ class CostTable:
                    int(data.get("repeats", 0)), by_size("spread"), tuple(data.get("warnings", ())))
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_json(), indent=2))
+        write_text(path, json.dumps(self.to_json(), indent=2))
 
     @classmethod
     def load(cls, path: str | Path) -> CostTable:

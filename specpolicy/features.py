@@ -6,10 +6,21 @@ Every extractor maps logits [n, V] (and prompt lengths [n]) to float32 features 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 TOP_K = 8
+
+
+def to_numpy(value: Any) -> np.ndarray:
+    """The one crossing from tensors to numpy (no torch import): ``value`` as a host array. Tensors are
+    detached and moved to the CPU (floating ones become float32, so bfloat16 converts); arrays and sequences
+    pass through ``np.asarray``."""
+    if hasattr(value, "detach"):
+        tensor = value.detach().cpu()
+        return (tensor.float() if tensor.is_floating_point() else tensor).numpy()
+    return np.asarray(value)
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:

@@ -125,18 +125,18 @@ def test_tensors_cross_to_numpy_in_one_place():
     """Device tensors (CUDA) cannot become numpy without ``.cpu()``: every crossing goes through to_numpy."""
     offenders = []
     for path in PACKAGE.rglob("*.py"):
-        if path.name != "arrays.py":
+        if path.name != "features.py":
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "numpy":
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
-    assert offenders == [], "use specpolicy.arrays.to_numpy"
+    assert offenders == [], "use specpolicy.features.to_numpy"
 
 
 def test_to_numpy_takes_any_tensor_to_a_host_array():
     import numpy as np
     import torch
 
-    from specpolicy.arrays import to_numpy
+    from specpolicy.features import to_numpy
 
     assert to_numpy(torch.ones(3, dtype=torch.bfloat16)).dtype == np.float32
     assert to_numpy(torch.arange(3)).tolist() == [0, 1, 2]

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from specpolicy.arrays import to_numpy
 from specpolicy.costs import CostTable
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.decoding.engine import decode
+from specpolicy.features import to_numpy
 from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.sweep.replay import build_replay
 

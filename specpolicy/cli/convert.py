@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from specpolicy.cli.common import fail, stderr
+from specpolicy.files import atomic_path
 
 
 def _model_type(folder: Path) -> str:
@@ -41,9 +42,11 @@ def convert(
     if out.exists():
         raise fail(f"{out} exists; pass a new folder so nothing is overwritten")
     kind = _model_type(source)
+    converted = to_transformers_assistant(source) if kind == "dflash" else \
+        from_transformers_assistant(source, num_target_layers)
+    with atomic_path(out, folder="config.json") as folder:  # a failed write leaves nothing to block the retry
+        converted.save_pretrained(folder)
     if kind == "dflash":
-        to_transformers_assistant(source).save_pretrained(out)
         stderr.print(f"wrote transformers DFlash assistant to {out} (load it with MuseGlimmerAssistantModel)")
     else:
-        from_transformers_assistant(source, num_target_layers).save_pretrained(out)
         stderr.print(f"wrote z-lab DFlash drafter to {out} (use it as --drafter {out})")

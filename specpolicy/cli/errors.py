@@ -28,7 +28,8 @@ USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryEr
 def explain(error: BaseException) -> str:
     """The one line a user sees for ``error``."""
     if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-        return f"the disk is full ({error.filename or 'while writing'}); free space and rerun (sweeps resume)"
+        return (f"the disk is full ({error.filename or 'while writing'}); nothing half-written was kept: free space "
+                "and rerun (a sweep resumes where it stopped)")
     if isinstance(error, PermissionError):
         return f"no permission to write or read {error.filename}; pick another path"
     if isinstance(error, (IsADirectoryError, NotADirectoryError)):

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from specpolicy.cli.common import fail, stderr
+from specpolicy.files import write_text
 
 
 def export(
@@ -52,5 +53,5 @@ def export(
     if out is None:
         sys.stdout.write(text + "\n")
     else:
-        out.write_text(text + "\n")
+        write_text(out, text + "\n")
         stderr.print(f"wrote {out}")

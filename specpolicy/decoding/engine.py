@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from specpolicy.arrays import to_numpy
 from specpolicy.costs import CostTable
 from specpolicy.cycles import run
+from specpolicy.features import to_numpy
 from specpolicy.policy import Policy, PromptObservation
 from specpolicy.state import DecodeState
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from specpolicy.envs.agent_policy import AgentPolicy, AgentSpec, wrapper_chain
+from specpolicy.files import atomic_path
 
 SPEC_NAME = "agent.json"
 NORMALISATION_NAME = "normalisation.npz"
@@ -34,15 +35,21 @@ _UNUSED_ON_LOAD = {"learning_rate": 0.0, "lr_schedule": lambda _: 0.0, "clip_ran
 
 
 def save_agent(agent: object, path: str | Path, env: object | None = None, spec: AgentSpec | None = None) -> Path:
-    """Save ``agent`` (a stable-baselines3 model or a LinUCB) and the spec of ``env`` (or ``spec``) into ``path``."""
-    from specpolicy.envs.bandit import LinUCB
-
+    """Save ``agent`` (a stable-baselines3 model or a LinUCB) and the spec of ``env`` (or ``spec``) into the folder
+    ``path``, written whole or not at all (an earlier agent's folder is replaced, any other refused)."""
     if spec is None:
         if env is None:
             raise ValueError("save_agent needs the environment the agent learned on (env=...) or its spec (spec=...)")
         spec = AgentSpec.of_env(env)
-    folder = Path(path)
-    folder.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path, folder=SPEC_NAME) as folder:  # never half an agent, never two mixed
+        _save_into(folder, agent, env, spec)
+    return Path(path)
+
+
+def _save_into(folder: Path, agent: object, env: object | None, spec: AgentSpec) -> None:
+    """The agent's files and its ``agent.json`` in the (temporary) ``folder``."""
+    from specpolicy.envs.bandit import LinUCB
+
     if isinstance(agent, LinUCB):
         agent.save(folder)
         saved = {"format": "linucb"}
@@ -57,7 +64,6 @@ def save_agent(agent: object, path: str | Path, env: object | None = None, spec:
         raise ValueError(f"save_agent takes a stable-baselines3 model or a LinUCB, got {type(agent).__name__}; for "
                          "another agent, build AgentPolicy(act, spec) and register it as a plugin")
     (folder / SPEC_NAME).write_text(json.dumps({**saved, "spec": spec.to_dict()}, indent=2))
-    return folder
 
 
 def load_agent(path: str | Path, name: str = "agent") -> AgentPolicy:

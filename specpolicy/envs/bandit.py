@@ -24,6 +24,7 @@ from specpolicy.defaults import LINUCB_ALPHA
 from specpolicy.envs.agent_policy import AgentPolicy, AgentSpec
 from specpolicy.envs.block_size_step import BlockSizeStepEnv
 from specpolicy.envs.vector import BlockSizeVectorEnv
+from specpolicy.files import atomic_path, write_text
 
 
 class LinUCB:
@@ -107,9 +108,10 @@ class LinUCB:
         """Arrays in ``linucb.npz`` (no pickle), settings in ``linucb.json``, into the folder ``path``."""
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
-        np.savez(folder / "linucb.npz", mean=self.mean, scale=self.scale, A=self.A, b=self.b)
+        with atomic_path(folder / "linucb.npz") as tmp, open(tmp, "wb") as handle:
+            np.savez(handle, mean=self.mean, scale=self.scale, A=self.A, b=self.b)
         settings = {"candidates": list(self.candidates), "features": self.features, "alpha": self.alpha}
-        (folder / "linucb.json").write_text(json.dumps(settings, indent=2))
+        write_text(folder / "linucb.json", json.dumps(settings, indent=2))
 
     @classmethod
     def load(cls, path: str | Path) -> LinUCB:

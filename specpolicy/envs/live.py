@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from specpolicy.arrays import to_numpy
 from specpolicy.data.prompts import encode_prompt
 from specpolicy.data.registry import load_prompts
 from specpolicy.decoding import SpeculativeDecoder
@@ -21,6 +20,7 @@ from specpolicy.decoding.autoregressive import own_answer
 from specpolicy.defaults import COST_WEIGHT, DEFAULT_CANDIDATES, ENV_MAX_NEW_TOKENS, ENV_MAX_SAMPLES, MAX_PROMPT_TOKENS
 from specpolicy.envs.episode import Episode
 from specpolicy.envs.replay_data import prompt_features
+from specpolicy.features import to_numpy
 
 if TYPE_CHECKING:
     from specpolicy.models import ModelPair

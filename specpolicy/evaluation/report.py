@@ -9,6 +9,7 @@ from pathlib import Path
 from specpolicy.cycles import Plan
 from specpolicy.defaults import PLOT_MAX_LINES
 from specpolicy.evaluation.metrics import PolicyResults
+from specpolicy.files import atomic_path
 
 
 def _save(fig, path: str | Path) -> Path:
@@ -18,7 +19,8 @@ def _save(fig, path: str | Path) -> Path:
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120, format=path.suffix.lstrip(".") or "png")
     plt.close(fig)
     return path
 

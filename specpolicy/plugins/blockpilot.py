@@ -32,6 +32,7 @@ from safetensors.numpy import load_file, save_file
 from specpolicy.costs import CostTable
 from specpolicy.defaults import BLOCKPILOT_DEPTH, BLOCKPILOT_DROPOUT, BLOCKPILOT_HIDDEN, BLOCKPILOT_OBJECTIVE
 from specpolicy.features import get_extractor
+from specpolicy.files import atomic_path, write_text
 from specpolicy.policy import DEFAULT_CANDIDATES, LearnedPolicy, PromptObservation, TrainingSet
 
 PREPROCESS = {"raw": "logits", "normalised": "normalised", "softmax": "softmax"}
@@ -187,8 +188,9 @@ class BlockPilotPolicy(LearnedPolicy):
         folder.mkdir(parents=True, exist_ok=True)
         table = self.validated_with.to_json() if self.validated_with is not None else None  # as the other learners
         metadata = self.settings.metadata | {"validated_with": table}
-        (folder / SETTINGS_NAME).write_text(json.dumps(asdict(self.settings) | {"metadata": metadata}, indent=2))
-        save_file({k: np.ascontiguousarray(v) for k, v in self.weights.items()}, str(folder / WEIGHTS_NAME))
+        write_text(folder / SETTINGS_NAME, json.dumps(asdict(self.settings) | {"metadata": metadata}, indent=2))
+        with atomic_path(folder / WEIGHTS_NAME) as tmp:
+            save_file({k: np.ascontiguousarray(v) for k, v in self.weights.items()}, str(tmp))
 
     @classmethod
     def load(cls, path: str | Path, candidates: Sequence[int] | None = None) -> BlockPilotPolicy:

@@ -18,7 +18,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from specpolicy.arrays import to_numpy
 from specpolicy.defaults import (
     BLOCKPILOT_BATCH_SIZE,
     BLOCKPILOT_EPOCHS,
@@ -27,6 +26,7 @@ from specpolicy.defaults import (
     BLOCKPILOT_WEIGHT_DECAY,
     PATIENCE,
 )
+from specpolicy.features import to_numpy
 from specpolicy.policy import TrainingSet
 
 OBJECTIVES = ("cycles", "cross_entropy", "expected_value", "expected_tau")

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from specpolicy.files import atomic_path, write_text
+
 SAFE_PREFIXES = ("sklearn.", "numpy.", "builtins.", "scipy.")
 SAFE_FUNCTIONS = {"specpolicy.features.compact_from_augmented", "specpolicy.features.logits_from_augmented"}
 
@@ -66,8 +68,9 @@ def save_model(folder: str | Path, model: object, settings_name: str, settings: 
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    dump(model, folder / MODEL_NAME)
-    (folder / settings_name).write_text(json.dumps(settings))
+    with atomic_path(folder / MODEL_NAME) as tmp:
+        dump(model, tmp)
+    write_text(folder / settings_name, json.dumps(settings))
 
 
 def load_model(folder: str | Path, settings_name: str, what: str, train_command: str) -> tuple[object, dict]:

@@ -21,6 +21,7 @@ import numpy as np
 
 from specpolicy.costs import CostTable
 from specpolicy.defaults import MAX_LATENCY_SPREAD
+from specpolicy.files import write_text
 
 
 def _interpolate(points: Mapping[int, float], x: float) -> float:
@@ -146,7 +147,7 @@ class BatchCostTable:
                    table("spread") if "spread" in data else {})
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_json(), indent=2))
+        write_text(path, json.dumps(self.to_json(), indent=2))
 
     @classmethod
     def load(cls, path: str | Path, allow_noisy: bool = False) -> BatchCostTable:

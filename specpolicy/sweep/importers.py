@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from specpolicy.defaults import PAPER_CANDIDATES, TRAINING_BLOCK_SIZE
+from specpolicy.files import write_text
 from specpolicy.sweep.records import RECORD_VERSION, SweepRecord
 from specpolicy.sweep.store import SweepStore
 
@@ -57,7 +58,7 @@ def import_blockpilot(folder: str | Path, out: str | Path, candidates: Sequence[
     choices = {f"{match['dataset']}:{k}": int(v) for k, v in _taus(folder / "1.json").items()} \
         if (folder / "1.json").exists() else {}
     if choices:
-        (store.path / "authors_choices.json").write_text(json.dumps(choices, indent=1))
+        write_text(store.path / "authors_choices.json", json.dumps(choices, indent=1))
     store.close()
     return store, choices
 

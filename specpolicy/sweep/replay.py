@@ -20,11 +20,11 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from specpolicy.arrays import to_numpy
 from specpolicy.cycles import check_candidates
 from specpolicy.decoding import DecodeTrace, SpeculativeDecoder
 from specpolicy.decoding.sampling import draft_confidences
 from specpolicy.defaults import REPLAY_ROWS_PER_PASS, TRAINING_BLOCK_SIZE
+from specpolicy.features import to_numpy
 from specpolicy.models.blocks import draft_mixed_blocks
 from specpolicy.models.target import new_cache, target_forward
 from specpolicy.replay.table import ReplayTable

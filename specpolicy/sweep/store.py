@@ -31,8 +31,9 @@ import numpy as np
 from pydantic import ValidationError
 from safetensors.numpy import load_file, save_file
 
-from specpolicy.arrays import to_numpy
 from specpolicy.costs import CostTable
+from specpolicy.features import to_numpy
+from specpolicy.files import atomic_path, write_text
 from specpolicy.sweep.records import SweepRecord, checksum
 from specpolicy.sweep.resume import SPLITS, in_validation, settings_diffs
 
@@ -65,7 +66,7 @@ def _last_byte(file: Path) -> bytes:
         return handle.read(1)
 
 
-BEFORE_META = {".lock", "features", "meta.tmp"}
+BEFORE_META = {".lock", "features", "meta.tmp", "meta.json.tmp"}
 """what :meth:`SweepStore.open` writes before meta.json (a kill in between leaves only these)"""
 
 
@@ -128,9 +129,7 @@ class SweepStore:
             store.meta = json.loads(meta_file.read_text(encoding="utf-8"))
             return store
         (path / "features").mkdir(exist_ok=True)
-        tmp = meta_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(meta, indent=2, sort_keys=True))
-        tmp.replace(meta_file)
+        write_text(meta_file, json.dumps(meta, indent=2, sort_keys=True))
         return store
 
     def _acquire(self) -> None:
@@ -184,9 +183,8 @@ class SweepStore:
         if features is not None:
             key = hashlib.sha256(f"{record.prompt_id}\0{record.prompt_sha256}".encode()).hexdigest()[:24]
             name = f"features/{key}.safetensors"
-            tmp = self.path / (name + ".tmp")
-            save_file({"logits": np.ascontiguousarray(to_numpy(features), dtype=np.float16)}, str(tmp))
-            os.replace(tmp, self.path / name)
+            with atomic_path(self.path / name) as tmp:
+                save_file({"logits": np.ascontiguousarray(to_numpy(features), dtype=np.float16)}, str(tmp))
             digest = hashlib.sha256((self.path / name).read_bytes()).hexdigest()
             record = record.model_copy(update={"features": name, "features_sha256": digest})
         body = record.to_json()

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from specpolicy import defaults
+from specpolicy.files import atomic_path, check_replaceable, write_text
 from specpolicy.policy import TRAINING_BLOCK_SIZE, LearnedPolicy, TrainingSet, oracle_label
 
 
@@ -81,6 +82,9 @@ def restrict(data: TrainingSet, window: int, training_block_size: int) -> Traini
                    cycles_per_token=data.cycles_per_token[:, keep])
 
 
+SUMMARY_NAME = "training_summary.json"
+"""what marks a folder as a trained policy's (train replaces such a folder whole, and refuses any other)"""
+
 FIT_OPTIONS = ("epochs", "lr", "batch_size", "weight_decay", "patience", "objective")
 """the options ``fit`` receives, where the family reads them (shape options go to its untrained builder)"""
 FAMILY_OPTIONS = ("hidden", "depth", "dropout", "preprocess", *FIT_OPTIONS)
@@ -118,6 +122,7 @@ def main(args: TrainArgs) -> dict:
     from specpolicy.sweep.store import SweepStore  # torch: imported only when training runs
     from specpolicy.training.data import split_by_prompt, training_set
 
+    check_replaceable(args.out, SUMMARY_NAME)  # before any work: an earlier model is replaced, nothing else
     store = SweepStore.load(args.sweep)
     costs = CostTable.load(args.costs) if args.costs else None
     data = training_set(store, args.label, args.candidates, costs)
@@ -148,7 +153,8 @@ def main(args: TrainArgs) -> dict:
     })
     if hasattr(policy, "settings"):
         policy.settings.metadata = {k: v for k, v in summary.items() if k != "history"} | args.extra
-    policy.save(args.out)
     record = {"args": {k: str(v) for k, v in asdict(args).items()}, **summary}
-    Path(args.out, "training_summary.json").write_text(json.dumps(record, indent=2, default=str))
+    with atomic_path(args.out, folder=SUMMARY_NAME) as folder:  # never half a model, never two mixed
+        policy.save(folder)
+        write_text(folder / SUMMARY_NAME, json.dumps(record, indent=2, default=str))
     return summary

@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from specpolicy.files import atomic_path
+
 
 def cosine_lr(step: int, total: int, warmup: int, peak: float, floor: float = 0.0) -> float:
     """Linear warmup to ``peak``, then cosine decay to ``floor * peak`` at ``total``."""
@@ -27,9 +29,8 @@ def save_state(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimi
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": rng.bit_generator.state,
              "step": step, "elapsed": elapsed, "generator": generator.get_state() if generator is not None else None}
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
 
 
 def resume_state(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, rng: np.random.Generator,

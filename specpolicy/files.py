@@ -1,0 +1,95 @@
+"""The one way specpolicy writes what it keeps: to a temporary sibling, renamed into place once complete.
+
+A reader, or a rerun after a kill, a full disk or a file-size limit, sees the old version or the new one,
+never half of one; a failed write removes what it started, so nothing blocks the retry, and fails as an
+``OSError`` naming the path (libraries that wrap the system's error, such as safetensors, included). No torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+TMP_SUFFIX = ".tmp"
+"""what a file or folder being written is called until it is complete: its name plus this"""
+
+
+def check_replaceable(path: str | Path, marker: str) -> Path:
+    """``path`` when an output folder may be written there: new, empty, or an earlier output of the same kind
+    (holding ``marker``, replaced whole); otherwise a ValueError, raised before any work starts."""
+    path = Path(path)
+    if path.exists() and (not path.is_dir() or (any(path.iterdir()) and not (path / marker).exists())):
+        raise ValueError(f"{path} exists and is not an earlier output of this command (it has no {marker}); pass a "
+                         "new folder: an earlier output is replaced whole, other files are never mixed or removed")
+    return path
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path, folder: str | None = None) -> Iterator[Path]:
+    """Yield the temporary sibling to write ``path`` to; it is renamed over ``path`` when the block ends and
+    removed when the block raises. ``folder``: write a folder, marked as this command's output by the file of that
+    name (:func:`check_replaceable`); the temporary sibling is a new empty folder.
+
+    >>> import tempfile
+    >>> target = Path(tempfile.mkdtemp()) / "table.json"
+    >>> with atomic_path(target) as tmp:
+    ...     _ = tmp.write_text("{}")
+    >>> target.read_text()
+    '{}'
+    """
+    path = check_replaceable(path, folder) if folder else Path(path)
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    _remove(tmp)  # a kill's leftover from an earlier try
+    try:
+        if folder:
+            tmp.mkdir()
+        yield tmp
+        _rename(tmp, path)
+    except Exception as error:
+        _remove(tmp)
+        converted = _os_error(error, path)
+        if converted is error:
+            raise
+        raise converted from error
+    except BaseException:  # Ctrl-C, a kill: nothing half-written stays
+        _remove(tmp)
+        raise
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically (:func:`atomic_path`)."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def _rename(tmp: Path, path: Path) -> None:
+    """``tmp`` over ``path``: one rename for a file; a folder's old version is moved aside first, then removed."""
+    if not (tmp.is_dir() and path.is_dir()):
+        os.replace(tmp, path)
+        return
+    old = path.with_name(path.name + ".old")
+    _remove(old)
+    path.rename(old)
+    tmp.rename(path)
+    _remove(old)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def _os_error(error: Exception, path: Path) -> Exception:
+    """``error`` as an ``OSError`` naming ``path`` when the system refused the write (a full disk, a file-size
+    limit), however the library that wrote reported it; any other error as it is."""
+    if isinstance(error, OSError):
+        return error if error.filename else OSError(error.errno, error.strerror or str(error), str(path))
+    code = re.search(r"(?:\bos error |\bcode: |\[Errno )(\d+)", str(error))  # Rust's io::Error (safetensors), Python's
+    return OSError(int(code.group(1)), os.strerror(int(code.group(1))), str(path)) if code else error
