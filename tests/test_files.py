@@ -40,8 +40,8 @@ def test_folders_replace_an_earlier_output_whole_and_refuse_any_other(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["summary.json"]  # never two models mixed
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
-    with pytest.raises(ValueError, match="not an earlier output"), atomic_path(tmp_path / "mine", folder="summary.json"):
-        pass
+    with pytest.raises(ValueError, match="not an earlier output"):
+        atomic_path(tmp_path / "mine", folder="summary.json").__enter__()
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
 
 
