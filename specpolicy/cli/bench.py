@@ -11,6 +11,7 @@ from specpolicy.cli.common import (
     DrafterOption,
     DraftSamplingOption,
     DtypeOption,
+    FormatOption,
     OutputFormat,
     TargetOption,
     ThreadsOption,
@@ -52,7 +53,7 @@ def decode(
     threads: int = ThreadsOption,
     device: str = DeviceOption,
     dtype: str = DtypeOption,
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format"),
+    fmt: OutputFormat = FormatOption,
 ) -> None:
     """Loop overhead, plain AR vs speculative tokens/s, and transformers' generate, at pinned threads."""
     from specpolicy.bench.decode import bench_decode
@@ -96,7 +97,7 @@ def latency(
     drafter: str = DrafterOption,
     device: str = DeviceOption,
     dtype: str = DtypeOption,
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format"),
+    fmt: OutputFormat = FormatOption,
 ) -> None:
     """Measure this machine's cost table (draft, verify, AR step) robustly, flag noise, check it on decodes."""
     from specpolicy.bench.latency import check_against_decodes, table_rows
@@ -135,7 +136,7 @@ def gpu_check(
     device: str = typer.Option("cuda", help="the accelerator to check (cpu runs the same comparisons)"),
     prompts: int = typer.Option(BENCH_PROMPTS, min=1, help="held-out ShareGPT prompts"),
     max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format"),
+    fmt: OutputFormat = FormatOption,
 ) -> None:
     """The shipped pair on a GPU vs CPU float32: outputs, cycles, replay = live, bf16 drift, speed (no downloads)."""
     from specpolicy.bench.gpu_check import gpu_check as run_checks
@@ -158,7 +159,7 @@ def sweep(
     dataset: str = typer.Option("sharegpt", help="prompt set"),
     device: str = DeviceOption,
     dtype: str = DtypeOption,
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format"),
+    fmt: OutputFormat = FormatOption,
 ) -> None:
     """Replay sweep cost vs one live decode and vs the naive live sweep; replay/live cycle agreement."""
     from specpolicy.bench.sweep import bench_sweep
@@ -189,7 +190,7 @@ def env(
     steps: int = typer.Option(BENCH_ENV_STEPS, min=1),
     live_episodes: int = typer.Option(BENCH_ENV_LIVE_EPISODES, min=0,
                                       help="episodes for the live-env overhead (0 skips it)"),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format"),
+    fmt: OutputFormat = FormatOption,
 ) -> None:
     """Steps/s of the vectorised replay BlockSize-v0, and the live env's overhead over a bare decode."""
     from specpolicy.bench.env import live_env_overhead, vector_steps_per_second

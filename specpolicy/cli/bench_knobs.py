@@ -10,6 +10,7 @@ from specpolicy.cli.common import (
     DeviceOption,
     DrafterOption,
     DtypeOption,
+    FormatOption,
     OutputFormat,
     TargetOption,
     ThreadsOption,
@@ -37,7 +38,7 @@ def batch_latency(
     drafter: str = DrafterOption,
     device: str = DeviceOption,
     dtype: str = DtypeOption,
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format"),
+    fmt: OutputFormat = FormatOption,
 ) -> None:
     """Measure target and drafter passes over batches (the batch-aware cost model of serving simulations)."""
     from specpolicy.cli.sweep import parse_candidates
@@ -71,7 +72,7 @@ def verify(
     candidates: str = typer.Option("1,2,4,8,16,32", help="block sizes the replay records"),
     max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
     threads: int = ThreadsOption,
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format"),
+    fmt: OutputFormat = FormatOption,
 ) -> None:
     """(B, L) replay against live decoding, cycle for cycle, for policies that choose verify lengths."""
     from specpolicy.bench.verify import bench_verify
@@ -109,7 +110,7 @@ def hf_loop(
     drafter: str = DrafterOption,
     device: str = DeviceOption,
     dtype: str = typer.Option("float32", help="float32 is where the two loops must agree exactly"),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format"),
+    fmt: OutputFormat = FormatOption,
 ) -> None:
     """One policy in specpolicy's decoder and in transformers' generate(): outputs, cycles, tokens/s."""
     from specpolicy.bench.hf_loop import bench_hf

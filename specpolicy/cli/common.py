@@ -49,6 +49,10 @@ class OutputFormat(str, Enum):
     markdown = "markdown"
 
 
+FormatOption = typer.Option(OutputFormat.table, "--format", help="table, json, csv or markdown (tables fit 100 "
+                            "columns; the others carry every field)")
+
+
 def fail(message: str) -> typer.Exit:
     """Print ``message`` as an error on stderr; raise the returned exit."""
     stderr.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)

@@ -17,6 +17,7 @@ from specpolicy.cli.common import (
     DeviceOption,
     DrafterOption,
     DtypeOption,
+    FormatOption,
     OutputFormat,
     TargetOption,
     ThreadsOption,
@@ -62,7 +63,7 @@ def compare(
     split: str = typer.Option(None, help="evaluate one side of the --sweep store: train or validation (a hash of "
                                          "the prompt id, the split `specpolicy train` holds out)"),
     threads: int = ThreadsOption,
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table, json, csv or markdown"),
+    fmt: OutputFormat = FormatOption,
     plot: Path = typer.Option(None, help="save a PNG: speed per policy and chosen block sizes"),
     bootstrap: int = typer.Option(BOOTSTRAP_RESAMPLES, min=100, help="bootstrap resamples for the 95% intervals"),
     target: str = TargetOption,

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import typer
-
-from specpolicy.cli.common import OutputFormat, emit, stderr
+from specpolicy.cli.common import FormatOption, OutputFormat, emit, stderr
 
 
-def policies(fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table, json, csv or markdown")
+def policies(fmt: OutputFormat = FormatOption
              ) -> None:
     """List policy families: name, aliases and description (--format json|csv|markdown adds learned, plugin and
     distribution)."""
