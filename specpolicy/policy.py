@@ -173,6 +173,17 @@ class LearnedPolicy(Policy):
     """the cost table a portable policy's training validated its choices with: its fallback when an
     observation carries none"""
 
+    def with_validated(self, settings: dict) -> dict:
+        """``settings`` plus :attr:`validated_with` as JSON: the one way a learned policy saves it (read back by
+        :meth:`validated_from`)."""
+        return settings | {"validated_with": self.validated_with.to_json() if self.validated_with is not None else None}
+
+    @staticmethod
+    def validated_from(settings: Mapping) -> CostTable | None:
+        """The table :meth:`with_validated` saved in ``settings`` (``None``: validated with none)."""
+        table = settings.get("validated_with")
+        return CostTable.from_json(table) if table else None
+
     def fastest_choices(self, cycles_per_token: np.ndarray, tables: Sequence[CostTable | None]) -> list[int]:
         """Block sizes from predicted cycles per token [n, C] of :attr:`candidates`: per prompt, the fewest
         expected seconds per token under its table; without one, under :attr:`validated_with`, and for a

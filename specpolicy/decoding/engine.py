@@ -30,7 +30,8 @@ def observe(state: DecodeState, prompt_id: str = "", costs: CostTable | None = N
 
 def check_live(policies: Sequence[Policy]) -> None:
     """Refuse, naming them, policies that plan from a sweep's measurements (oracles): they cannot decode live.
-    Every live entry point (decode, evaluate_live, compare, generate, transformers' generate) runs it first."""
+    The entry points that build policies by name (compare, generate, transformers' generate) run it once, before
+    any model loads; the engines need not, as an oracle's own plan refuses to run without a sweep."""
     oracles = [policy.name for policy in policies if policy.needs_sweep]
     if oracles:
         raise ValueError(f"{', '.join(oracles)} reads a sweep store and cannot decode live; use --mode replay, or a "
@@ -44,7 +45,6 @@ def decode(decoder: SpeculativeDecoder, prompt_ids: Sequence[int], policy: Polic
     1. Prefill (:meth:`SpeculativeDecoder.start`). 2. The policy plans from the prefill observation
     (its time counts in the decode's, as in deployment). 3. The plan runs cycle by cycle.
     """
-    check_live([policy])
     session = decoder.start(prompt_ids, max_new_tokens=max_new_tokens, seed=seed)
     if not session.done:
         run(session, policy.plan(observe(session.state, prompt_id, costs)))

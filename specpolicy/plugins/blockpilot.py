@@ -121,8 +121,7 @@ class BlockPilotPolicy(LearnedPolicy):
             raise ValueError(f"candidates must be sorted and distinct, got {settings.candidates}")
         self.settings = settings
         self.weights = initial_weights(settings)  # replaced by training or loading
-        table = settings.metadata.get("validated_with")
-        self.validated_with = CostTable.from_json(table) if table else None
+        self.validated_with = self.validated_from(settings.metadata)
 
     def vocabulary(self) -> int:
         return self.settings.vocab_size
@@ -186,8 +185,7 @@ class BlockPilotPolicy(LearnedPolicy):
         """``blockpilot.json`` (settings) + ``model.safetensors`` (weights) in folder ``path``."""
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
-        table = self.validated_with.to_json() if self.validated_with is not None else None  # as the other learners
-        metadata = self.settings.metadata | {"validated_with": table}
+        metadata = self.with_validated(self.settings.metadata)
         write_text(folder / SETTINGS_NAME, json.dumps(asdict(self.settings) | {"metadata": metadata}, indent=2))
         with atomic_path(folder / WEIGHTS_NAME) as tmp:
             save_file({k: np.ascontiguousarray(v) for k, v in self.weights.items()}, str(tmp))

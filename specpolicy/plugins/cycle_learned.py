@@ -130,18 +130,15 @@ class CycleLearnedPolicy(LearnedPolicy):
     # --- persistence ----------------------------------------------------------------------------
 
     def save(self, path: str | Path) -> None:
-        table = self.validated_with.to_json() if self.validated_with is not None else None
-        skops_io.save_model(path, self.model, SETTINGS_NAME,
-                            {"candidates": list(self.candidates), "start": self.start, "history": HISTORY,
-                             "predicts": self.predicts, "validated_with": table})
+        skops_io.save_model(path, self.model, SETTINGS_NAME, self.with_validated(
+            {"candidates": list(self.candidates), "start": self.start, "history": HISTORY, "predicts": self.predicts}))
 
     @classmethod
     def load(cls, path: str | Path, candidates: Sequence[int] | None = None) -> CycleLearnedPolicy:
         model, settings = skops_io.load_model(path, SETTINGS_NAME, "cycle policy",
                                               "specpolicy train cycle --sweep DIR --out FOLDER")
-        table = settings.get("validated_with")
         return cls(settings["candidates"], model, settings["start"], settings.get("predicts", "regret"),
-                   CostTable.from_json(table) if table else None)
+                   cls.validated_from(settings))
 
 
 def cycle_policy(arg: str | None, candidates: Sequence[int]) -> CycleLearnedPolicy:

@@ -116,16 +116,14 @@ class SklearnPolicy(LearnedPolicy):
         return float((chosen == dataset.labels).mean())
 
     def save(self, path: str | Path) -> None:
-        table = self.validated_with.to_json() if self.validated_with is not None else None
-        skops_io.save_model(path, self.model, SETTINGS_NAME, {"kind": self.kind, "candidates": list(self.candidates),
-                                                              "predicts": self.predicts, "validated_with": table})
+        skops_io.save_model(path, self.model, SETTINGS_NAME, self.with_validated(
+            {"kind": self.kind, "candidates": list(self.candidates), "predicts": self.predicts}))
 
     @classmethod
     def load(cls, path: str | Path, candidates: Sequence[int] | None = None) -> SklearnPolicy:
         model, settings = skops_io.load_model(path, SETTINGS_NAME, "sklearn policy",
                                               "specpolicy train KIND --sweep DIR --out FOLDER")
-        table = settings.get("validated_with")
-        policy = cls(settings["kind"], settings["candidates"], model, CostTable.from_json(table) if table else None)
+        policy = cls(settings["kind"], settings["candidates"], model, cls.validated_from(settings))
         if settings.get("predicts", "label") != policy.predicts:
             raise ValueError(f"the {settings['kind']} policy in {path} was saved as a classifier before it became a "
                              f"regressor of cycles per token; retrain it with `specpolicy train {settings['kind']} "
