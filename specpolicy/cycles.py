@@ -164,16 +164,17 @@ def check_verify_length(verify_length: object, block_size: int, cap: bool = Fals
     return min(int(verify_length), block_size)
 
 
-def confident_prefix(confidences: Sequence[float], threshold: float) -> int:
-    """L = 1 + the drafts whose running product of confidences stays >= ``threshold`` (0: verify all).
+def confident_prefix(confidences: Sequence[float], threshold: float, running: bool = True) -> int:
+    """L = 1 + the drafts whose running product of confidences stays >= ``threshold`` (0: verify all); with
+    ``running=False``, 1 + the drafts before the first whose own confidence is below it (llama.cpp's p_min).
 
-    >>> confident_prefix([0.9, 0.8, 0.2, 0.9], 0.5)
-    3
+    >>> confident_prefix([0.9, 0.8, 0.2, 0.9], 0.5), confident_prefix([0.9, 0.8, 0.6, 0.9], 0.7, running=False)
+    (3, 3)
     """
-    running, length = 1.0, 1
+    product, length = 1.0, 1
     for confidence in confidences:
-        running *= confidence
-        if running < threshold:
+        product = product * confidence if running else confidence
+        if product < threshold:
             break
         length += 1
     return length

@@ -80,6 +80,14 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
          {"description": "an exported vLLM speculative_config, run as vLLM runs it (vllm-config:FILE)"}),
         ("sglang-config", "specpolicy.replay.export:sglang_config_policy",
          {"description": "exported SGLang DFlash flags, run as SGLang runs them (sglang-config:FILE)"}),
+        ("vllm-dsd", "engine_rules:vllm_dsd_policy", {"description": "vLLM dynamic SD: a block of N + 1, K verified "
+                                                      "per batch size (vllm-dsd:num_speculative_tokens=15,...)"}),
+        ("trtllm-schedule", "engine_rules:trtllm_schedule_policy", {
+            "description": "TensorRT-LLM: draft length per batch size, speculation off for good below an acceptance "
+                           "rate (trtllm-schedule:draft_len_schedule=4:4/8:2,...)"}),
+        ("llamacpp-pmin", "engine_rules:llamacpp_pmin_policy", {
+            "description": "llama.cpp: draft n_max + 1, verify up to the first draft below p_min "
+                           "(llamacpp-pmin:p_min=0.75,n_max=15)"}),
     ],
     "agent": [("agent", "specpolicy.envs.agent_store:agent_policy", {
         "description": "a saved RL agent trained on a specpolicy environment, over its own "

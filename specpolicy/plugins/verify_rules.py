@@ -46,11 +46,12 @@ def _largest(candidates: Sequence[int], arg: str | None) -> int:
 class ThresholdPolicy(Policy):
     """Draft a fixed B every cycle; verify while the running confidence stays above a threshold."""
 
-    def __init__(self, candidates: Sequence[int], block_size: int, threshold: float = DEFAULT_THRESHOLD) -> None:
+    def __init__(self, candidates: Sequence[int], block_size: int, threshold: float = DEFAULT_THRESHOLD,
+                 running: bool = True) -> None:
         super().__init__(candidates)
         if not 0 <= threshold <= 1:
             raise ValueError(f"the threshold is a probability in [0, 1], got {threshold}")
-        self.block_size, self.threshold = block_size, threshold
+        self.block_size, self.threshold, self.running = block_size, threshold, running
 
     def select(self, observation: PromptObservation) -> int:
         return self.block_size
@@ -62,8 +63,8 @@ class ThresholdPolicy(Policy):
         return {self.block_size}
 
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
-        return super().plan(observation).with_length(lambda state, drafted: confident_prefix(drafted.confidences,
-                                                                                             self.threshold))
+        return super().plan(observation).with_length(
+            lambda state, drafted: confident_prefix(drafted.confidences, self.threshold, self.running))
 
 
 def marginal_length(costs: CostTable):

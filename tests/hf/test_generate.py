@@ -64,9 +64,11 @@ def _both(pair, assistant, ids, policy, costs, max_new_tokens=48, **extra):
 SLOW = pytest.mark.slow  # the rest of the matrix; the fast tier keeps one of each kind
 
 
-@pytest.mark.parametrize("policy", [16, "blockpilot-guard", "adaptive-verify", "threshold",
-                                    *(pytest.param(p, marks=SLOW) for p in (1, 2, 7, 32, "fixed16", "adaptive",
-                                                                            "probe", "marginal16"))])
+@pytest.mark.parametrize("policy", [16, "blockpilot-guard", "adaptive-verify", "threshold", "llamacpp-pmin",
+                                    *(pytest.param(p, marks=SLOW) for p in (
+                                        1, 2, 7, 32, "fixed16", "adaptive", "probe", "marginal16",
+                                        "trtllm-schedule:max_draft_len=7",
+                                        "vllm-dsd:num_speculative_tokens=7,num_speculative_tokens_per_batch_size=1-4:3"))])
 def test_generate_matches_the_decoder_cycle_for_cycle(pair, assistant, costs, held_out, policy):
     ids = held_out[0]
     trace, result, output = _both(pair, assistant, ids, policy, costs)

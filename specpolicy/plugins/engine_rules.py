@@ -1,0 +1,153 @@
+"""The serving engines' own draft/verify rules as policies, with the engines' parameter names and defaults.
+
+Each family runs where every policy runs (replay, serving simulation, live decoding, transformers'
+``generate``), so ``compare`` sets BlockPilot beside what a deployment would otherwise configure. Arguments
+follow the family name as ``name=value`` pairs: ``trtllm-schedule:draft_len_schedule=4:4/8:2/32:1``.
+
+- ``vllm-dsd``: vLLM's DFlash proposer with dynamic SD (``vllm/config/speculative.py``,
+  ``vllm/v1/spec_decode/dynamic/utils.py`` ``build_dynamic_sd_schedule_lookup``, as read for
+  :mod:`specpolicy.replay.export`): a fixed block of ``num_speculative_tokens + 1``, verifying
+  ``min(K, N) + 1`` at a batch size in an inclusive ``[start, end, K]`` range (``start-end:K``, ``/`` between
+  ranges); it is exactly the ``vllm-config`` policy of that ``speculative_config``.
+- ``trtllm-schedule``: TensorRT-LLM's draft length per batch size and acceptance gate (NVIDIA/TensorRT-LLM
+  ``tensorrt_llm/_torch/speculative/utils.py`` ``get_draft_len_for_batch_size`` at 3e906a0, and
+  ``speculation_gate.py`` ``SpeculationGate`` at 42ffc26): ``draft_len_schedule`` ``{batch: draft_len}`` gives a
+  batch size the value of the first key at or above it and 0 (no speculation) past the last key (without a
+  schedule: ``max_draft_len``); once ``acceptance_rate_window_size`` requests have completed, speculation is
+  switched off for good when their mean accepted drafts per iteration falls below
+  ``acceptance_rate_threshold``. The gate spans the prompts a policy object serves, in order.
+- ``llamacpp-pmin``: llama.cpp's ``--spec-draft-p-min`` (ggerganov/llama.cpp ``common/speculative.h``,
+  ``common_speculative_params.p_min = 0.75``): the verified prefix ends at the first draft whose drafter
+  probability is below ``p_min``; the block drafted stays ``n_max + 1`` (drafting cost unchanged).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+
+from specpolicy.cycles import Plan
+from specpolicy.plugins.verify_rules import ThresholdPolicy
+from specpolicy.policy import Answers, Policy, PromptObservation
+from specpolicy.replay.export import EngineConfigPolicy, VllmConfig, vllm_lookup
+from specpolicy.state import DecodeState
+
+
+def _mapping(text: str) -> dict[int, int]:
+    """``"4:4/8:2"`` -> ``{4: 4, 8: 2}``."""
+    pairs = [item.split(":") for item in text.split("/") if item]
+    if not pairs or any(len(pair) != 2 for pair in pairs):
+        raise ValueError(f"expected KEY:VALUE pairs joined by '/', such as 4:4/8:2/32:1; got {text!r}")
+    return {int(key): int(value) for key, value in pairs}
+
+
+def _ranges(text: str) -> list[list[int]]:
+    """``"1-4:7/5-64:3"`` -> ``[[1, 4, 7], [5, 64, 3]]`` (vLLM's inclusive ranges)."""
+    ranges = []
+    for item in filter(None, text.split("/")):
+        span, _, k = item.partition(":")
+        start, _, end = span.partition("-")
+        ranges.append([int(start), int(end or start), int(k)])
+    if not ranges:
+        raise ValueError(f"expected START-END:K ranges joined by '/', such as 1-4:7/5-64:3; got {text!r}")
+    return ranges
+
+
+def engine_args(family: str, arg: str | None, settings: type) -> object:
+    """``settings`` (a dataclass of the engine's parameters and defaults) from ``"name=value,name=value"``;
+    an unknown name or a value that does not parse is refused, naming the family's parameters."""
+    known = {f.name: f for f in fields(settings)}
+    given: dict[str, object] = {}
+    for item in filter(None, (arg or "").split(",")):
+        name, _, text = item.partition("=")
+        if name not in known:
+            raise ValueError(f"{family} has no parameter {name!r}; its parameters: {', '.join(known)} "
+                             f"(as {family}:{next(iter(known))}=VALUE,...)")
+        kind = str(known[name].type)
+        try:
+            given[name] = (_mapping(text) if "dict" in kind else _ranges(text) if "list" in kind
+                           else float(text) if "float" in kind else int(text))
+        except ValueError as exc:
+            raise ValueError(f"{family}: {name}={text!r} does not parse ({exc})") from None
+    return settings(**given)
+
+
+@dataclass(frozen=True)
+class VllmDsd:
+    num_speculative_tokens: int = 15
+    num_speculative_tokens_per_batch_size: list = field(default_factory=list)
+
+
+def vllm_dsd_policy(arg: str | None, candidates: Sequence[int]) -> EngineConfigPolicy:
+    args = engine_args("vllm-dsd", arg, VllmDsd)
+    n = args.num_speculative_tokens
+    return EngineConfigPolicy(VllmConfig(n, vllm_lookup(n, args.num_speculative_tokens_per_batch_size)), candidates)
+
+
+@dataclass(frozen=True)
+class TrtllmSchedule:
+    max_draft_len: int = 15
+    draft_len_schedule: dict = field(default_factory=dict)
+    acceptance_rate_window_size: int = 0
+    acceptance_rate_threshold: float = 0.0
+
+    def draft_len(self, batch_size: int) -> int:
+        """Drafts at ``batch_size``: the first schedule key at or above it, 0 past the last one."""
+        if not self.draft_len_schedule:
+            return self.max_draft_len
+        above = [key for key in sorted(self.draft_len_schedule) if key >= batch_size]
+        return min(self.max_draft_len, self.draft_len_schedule[above[0]]) if above else 0
+
+
+class TrtllmSchedulePolicy(Policy):
+    """TensorRT-LLM's draft length by batch size, switched off for good by its acceptance gate."""
+
+    def __init__(self, candidates: Sequence[int], settings: TrtllmSchedule) -> None:
+        super().__init__(candidates)
+        self.settings = settings
+        self.served: list[DecodeState] = []  # each served request's state, read once it has completed
+        self.window: list[float] = []  # mean accepted drafts per iteration of the last completed requests
+        self.disabled = False
+
+    def choices(self) -> set[int]:
+        schedule, gate = self.settings.draft_len_schedule, self.settings.acceptance_rate_window_size > 0
+        sizes = {*schedule.values(), 0} if schedule else {self.settings.max_draft_len, *({0} if gate else ())}
+        return {min(size, self.settings.max_draft_len) + 1 for size in sizes}
+
+    def select(self, observation: PromptObservation) -> int:
+        self._record_completed()
+        return 1 if self.disabled else self.settings.draft_len(observation.concurrency) + 1
+
+    def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
+        size = self.select(observation)
+        return Plan(lambda state: self._serve(state, size), block_size=size)
+
+    def _serve(self, state: DecodeState, size: int) -> int:
+        if state.cycle == 0 and size > 1:
+            self.served.append(state)
+        return size
+
+    def _record_completed(self) -> None:
+        """The gate's update for every request served since the last one (``SpeculationGate.record_avg_decoded``)."""
+        window, threshold = self.settings.acceptance_rate_window_size, self.settings.acceptance_rate_threshold
+        for state in self.served:
+            if window > 0 and not self.disabled and state.accepted_history:
+                self.window = [*self.window, sum(state.accepted_history) / len(state.accepted_history)][-window:]
+                self.disabled = len(self.window) == window and sum(self.window) / window < threshold
+        self.served = []
+
+
+def trtllm_schedule_policy(arg: str | None, candidates: Sequence[int]) -> TrtllmSchedulePolicy:
+    return TrtllmSchedulePolicy(candidates, engine_args("trtllm-schedule", arg, TrtllmSchedule))
+
+
+@dataclass(frozen=True)
+class LlamacppPmin:
+    p_min: float = 0.75
+    n_max: int = 15
+
+
+def llamacpp_pmin_policy(arg: str | None, candidates: Sequence[int]) -> ThresholdPolicy:
+    args = engine_args("llamacpp-pmin", arg, LlamacppPmin)
+    return ThresholdPolicy(candidates, args.n_max + 1, args.p_min, running=False)
+
