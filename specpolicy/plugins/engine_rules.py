@@ -16,6 +16,14 @@ follow the family name as ``name=value`` pairs: ``trtllm-schedule:draft_len_sche
   schedule: ``max_draft_len``); once ``acceptance_rate_window_size`` requests have completed, speculation is
   switched off for good when their mean accepted drafts per iteration falls below
   ``acceptance_rate_threshold``. The gate spans the prompts a policy object serves, in order.
+- ``vllm-adaptive``: vLLM's adaptive verification (vllm-project/vllm
+  ``vllm/v1/worker/gpu/spec_decode/adaptive_verification.py`` at 057929c, ``AdaptiveVerificationManager.
+  get_num_tokens``): the proposer drafts ``num_speculative_tokens`` every step; the draft budget k maximises
+  (requests + the k best prefix-survival products of the confidences) / (draft cost + verify cost of k more
+  tokens), priced with the machine's cost table. For one request that is exactly ``marginal``'s rule on a block
+  of N + 1, which it runs; at concurrency > 1 each request keeps its own budget (vLLM ranks all requests' slots
+  together). The drafter's top-1 probabilities are the confidences: the online logistic recalibration that
+  PR #52228 adds for DFlash is not in the source read, so it is not modelled.
 - ``llamacpp-pmin``: llama.cpp's ``--spec-draft-p-min`` (ggerganov/llama.cpp ``common/speculative.h``,
   ``common_speculative_params.p_min = 0.75``): the verified prefix ends at the first draft whose drafter
   probability is below ``p_min``; the block drafted stays ``n_max + 1`` (drafting cost unchanged).
@@ -27,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
 from specpolicy.cycles import Plan
-from specpolicy.plugins.verify_rules import ThresholdPolicy
+from specpolicy.plugins.verify_rules import MarginalPolicy, ThresholdPolicy
 from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.replay.export import EngineConfigPolicy, VllmConfig, vllm_lookup
 from specpolicy.state import DecodeState
@@ -145,6 +153,15 @@ def trtllm_schedule_policy(arg: str | None, candidates: Sequence[int]) -> Trtllm
 class LlamacppPmin:
     p_min: float = 0.75
     n_max: int = 15
+
+
+@dataclass(frozen=True)
+class VllmAdaptive:
+    num_speculative_tokens: int = 15
+
+
+def vllm_adaptive_policy(arg: str | None, candidates: Sequence[int]) -> MarginalPolicy:
+    return MarginalPolicy(candidates, engine_args("vllm-adaptive", arg, VllmAdaptive).num_speculative_tokens + 1)
 
 
 def llamacpp_pmin_policy(arg: str | None, candidates: Sequence[int]) -> ThresholdPolicy:

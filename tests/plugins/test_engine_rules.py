@@ -100,3 +100,25 @@ def test_engine_rules_honour_the_policy_contract_and_decode_losslessly_live(name
 def test_bad_engine_arguments_name_the_parameters(arg, message):
     with pytest.raises(ValueError, match=message):
         create_policy(arg, CANDIDATES)
+
+
+def _vllm_budget(confidences: list[float], draft_ms: float, verify_ms: np.ndarray) -> int:
+    """vLLM's ``get_num_tokens`` for one request, transcribed: k = argmax (1 + top-k survival) / cost(k)."""
+    scores = np.sort(np.cumprod(np.asarray(confidences, dtype=np.float64)))[::-1]
+    accepted = np.concatenate(([1.0], 1.0 + np.cumsum(scores)))
+    return int(np.argmax(accepted / (draft_ms + verify_ms[1 : len(confidences) + 2])))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_vllm_adaptive_verifies_the_budget_vllm_computes_for_one_request(seed):
+    from specpolicy.costs import uniform_costs
+
+    rng = np.random.default_rng(seed)
+    confidences = [round(float(c), 3) for c in rng.uniform(0.05, 1.0, 7)]
+    costs = uniform_costs(range(1, 9), ar_seconds=0.01, per_token=float(rng.choice([0.0, 0.02, 0.1, 0.5])))
+    verify = np.array([0.0, *(costs.verify_seconds[n] for n in range(1, 9))])
+    policy = create_policy("vllm-adaptive:num_speculative_tokens=7", (1, 8))
+    plan = policy.plan(PromptObservation(np.zeros(0, np.float32), 2, costs=costs))
+    state = DecodeState.after_prefill(np.zeros(0, np.float32), 2)
+    length = plan.verify_length(state, DraftedBlock(8, tuple(confidences)))
+    assert plan.block_size == 8 and length == 1 + _vllm_budget(confidences, costs.draft_seconds[8], verify)
