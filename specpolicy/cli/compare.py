@@ -52,8 +52,9 @@ def compare(
     baseline: str = typer.Option(COMPARE_BASELINE, help="policy the speed ratios and gain share are measured against"),
     oracle: str = typer.Option(COMPARE_ORACLE, help="policy whose gain over the baseline the gain share divides by "
                                               "(e.g. oracle-step, oracle-verify)"),
-    concurrency: int = typer.Option(1, min=1, help="simulate serving this many requests at once (with --sweep and "
-                                                   "--batch-costs); 1: one prompt at a time"),
+    concurrency: str = typer.Option("1", help="simulate serving this many requests at once (with --sweep and "
+                                              "--batch-costs); a list such as 1,4,16,64 maps speed over them (--plot: "
+                                              "a heat map); 1: one prompt at a time"),
     batch_costs: Path = typer.Option(None, help="batch cost table for --concurrency (`specpolicy bench "
                                                 "batch-latency --out FILE`)"),
     allow_noisy: bool = typer.Option(False, help="use a --batch-costs table even when it is flagged noisy or not "
@@ -79,31 +80,59 @@ def compare(
         raise fail("no policies given; e.g. --policies fixed16,blockpilot,oracle")
     options = settings_from(CompareOptions, locals(), policies=names,
                             datasets=[d.strip() for d in dataset.split(",") if d.strip()],
-                            candidates=parse_candidates(candidates) if candidates else None)
+                            candidates=parse_candidates(candidates) if candidates else None,
+                            concurrency=tuple(parse_candidates(concurrency, "--concurrency", block_sizes=False)))
     options.validate()
     runs = list(results_per_dataset(options))
     if sweep is not None:
         from specpolicy.sweep.store import SweepStore
 
         temperature = float(SweepStore.load(sweep).meta.get("temperature") or 0.0)
-    parts = [(name, label, part) for name, results in runs
+    parts = [(name, conc, label, part) for name, conc, results in runs
              for label, part in (split_by(results, prompt_labels(options, name)) if by else [(None, results)])]
-    rows = [(name, label, row) for name, label, part in parts
+    rows = [(name, conc, label, row) for name, conc, label, part in parts
             for row in summarize(part, baseline, oracle, n_bootstrap=bootstrap)]
-    timing = runs[0][1][0].timing if runs and runs[0][1] else "none"
-    many = len(runs) > 1
-    if fmt is OutputFormat.table:
+    timing = runs[0][2][0].timing if runs and runs[0][2] else "none"
+    many, mapped = len({name for name, _, _ in runs}) > 1, len(options.concurrency) > 1
+    if fmt is OutputFormat.table and mapped:
+        table = _speedup_grid(rows, by)
+    elif fmt is OutputFormat.table:
         table = [({"dataset": name} if many else {}) | ({by: label} if by else {}) | row.table_row()
-                 for name, label, row in rows]
+                 for name, conc, label, row in rows]
     else:
-        table = [{"dataset": name, **({by: label} if by else {}), **row.to_dict()} for name, label, row in rows]
-    emit(table, fmt, title=f"specpolicy compare: {mode.value}, {timing} time, T={temperature:g}, {threads} thread(s)")
-    if fmt is OutputFormat.table:
+        table = [{"dataset": name, **({"concurrency": conc} if conc else {}), **({by: label} if by else {}),
+                  **row.to_dict()} for name, conc, label, row in rows]
+    if mapped:
+        timing = "modelled"
+    served = f", concurrency {','.join(map(str, options.concurrency))}" if mapped else ""
+    emit(table, fmt, title=f"specpolicy compare: {mode.value}, {timing} time{served}, T={temperature:g}, {threads} "
+                           "thread(s)"
+                           f", {len(runs[0][2][0].prompts) if runs and runs[0][2] else 0} prompts")
+    if fmt is OutputFormat.table and mapped:
+        stderr.print("cells: pooled speedup over plain AR at each concurrency (modelled); '<' marks a cell slower "
+                     "than AR; every figure and interval: --format csv")
+    elif fmt is OutputFormat.table:
         stderr.print(f"speedup: pooled over plain AR ({timing}); vs {baseline}: pooled speed ratio, paired 95% CI; "
                      f"p10/median: per-prompt speedups; gain: share of {oracle}'s gain over the baseline")
-    if plot is not None:
-        labelled = {name: [(label, part) for n, label, part in parts if n == name] for name, _ in runs}
+    if plot is not None and mapped:
+        from specpolicy.evaluation.report import plot_speedup_map
+
+        cells = {(row.policy, label or "all", conc): row.speedup for _, conc, label, row in rows}
+        plot_speedup_map(cells, plot, title=f"{Path(str(sweep)).name}: pooled speedup over plain AR (modelled)")
+        stderr.print(f"plot saved to {plot}")
+    elif plot is not None:
+        runs = [(name, results) for name, _, results in runs]
+        labelled = {name: [(label, part) for n, _, label, part in parts if n == name] for name, _ in runs}
         _plot(runs, plot, f"{mode.value}, T={temperature:g}", (by, labelled) if by else None)
+
+
+def _speedup_grid(rows, by: str | None) -> list[dict[str, str]]:
+    """The map as one compact table: a row per policy (and --by label), a column per concurrency."""
+    grid: dict[tuple[str, str | None], dict[str, str]] = {}
+    for _, conc, label, row in rows:
+        cells = grid.setdefault((row.policy, label), {"policy": row.policy} | ({by: label} if by else {}))
+        cells[f"c={conc}"] = f"{'<' if row.speedup < 1 else ''}{row.speedup:.2f}x"
+    return list(grid.values())
 
 
 def _plot(runs, plot: Path, title: str, labelled: tuple[str, dict] | None = None) -> None:

@@ -50,7 +50,8 @@ class CompareOptions:
     dtype: str
     plot: Path | None = None
     oracle: str = COMPARE_ORACLE
-    concurrency: int = 1
+    concurrency: tuple[int, ...] = (1,)
+    """requests served together: one value, or several (a map over concurrencies)"""
     batch_costs: Path | None = None
     split: str | None = None
     allow_noisy: bool = False
@@ -82,7 +83,11 @@ class CompareOptions:
                              "prompt id, as `specpolicy train` splits it); pass --sweep DIR")
         if self.plot is not None:
             check_plot_path(self.plot)
-        if (self.concurrency > 1 or self.batch_costs is not None) and (self.sweep is None or self.batch_costs is None):
+        if self.batch_costs is not None and self.costs is not None:
+            raise ValueError("--costs prices one request at a time and serving prices every step with --batch-costs; "
+                             "drop --costs (the batch table gives each concurrency's per-request costs)")
+        if (max(self.concurrency) > 1 or self.batch_costs is not None) and \
+                (self.sweep is None or self.batch_costs is None):
             raise ValueError("--concurrency N simulates serving from a stored sweep: pass --sweep DIR and "
                              "--batch-costs FILE (from `specpolicy bench batch-latency --out FILE`)")
 
@@ -101,7 +106,8 @@ def check_plot_path(plot: Path) -> None:
 
 
 def results_per_dataset(options: CompareOptions):
-    """(dataset name, results) per dataset; everything checkable is checked before any model loads."""
+    """(dataset name, concurrency served at or ``None``, results) per dataset and concurrency; everything
+    checkable is checked before any model loads."""
     from specpolicy.costs import CostTable
     from specpolicy.defaults import DEFAULT_CANDIDATES
     from specpolicy.evaluation.replay import check_candidates
@@ -139,24 +145,26 @@ def results_per_dataset(options: CompareOptions):
     elif options.oracle not in options.policies:
         stderr.print(f"note: {options.oracle} is not among the policies; no gain shares")
     if store is not None and options.batch_costs is not None:
-        from specpolicy.evaluation.serving import evaluate_serving
+        from specpolicy.evaluation.serving import StoredPrompts, evaluate_serving
         from specpolicy.replay.batch_costs import BatchCostTable
 
         batch = BatchCostTable.load(options.batch_costs, allow_noisy=options.allow_noisy)
-        yield options.sweep.name, evaluate_serving(store, built, batch, options.concurrency)
+        prompts = StoredPrompts.load(store)
+        for concurrency in options.concurrency:
+            yield options.sweep.name, concurrency, evaluate_serving(store, built, batch, concurrency, prompts=prompts)
         return
     if store is not None:
         from specpolicy.evaluation.replay import evaluate_replay
 
         if costs is None:
             warn_if_flagged(store.latency(), store.path / "latency.json")
-        yield options.sweep.name, evaluate_replay(store, built, costs=costs, candidates=chosen)
+        yield options.sweep.name, None, evaluate_replay(store, built, costs=costs, candidates=chosen)
         return
     from specpolicy.sweep.latency import pin_threads
 
     pin_threads(options.threads)  # only where models run: a stored sweep's replay needs no torch
     for name in options.datasets:
-        yield name, _run_dataset(name, options, built, chosen, costs)
+        yield name, None, _run_dataset(name, options, built, chosen, costs)
 
 
 @functools.cache

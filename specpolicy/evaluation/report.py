@@ -167,3 +167,35 @@ def plot_block_and_verify(curves: dict[int, dict[str, list]], path: str | Path) 
     fig.suptitle("fixed (B, L) on every prompt: the same drafts, verified to different lengths "
                  "(modelled; star: the best L for each B)")
     return _save(fig, path)
+
+
+def plot_speedup_map(cells: dict[tuple[str, str, int], float], path: str | Path, title: str = "") -> Path:
+    """Save a heat map per policy of pooled speedup over plain AR, prompt groups (rows) x concurrency (columns),
+    from ``cells`` {(policy, group, concurrency): speedup}; a cell below AR is printed in red with a ``<``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import TwoSlopeNorm
+
+    policies = list(dict.fromkeys(policy for policy, _, _ in cells))
+    groups = sorted({group for _, group, _ in cells}, key=lambda g: (g == "all", g))
+    concurrencies = sorted({conc for _, _, conc in cells})
+    fig, axes = plt.subplots(1, len(policies), figsize=(2.2 + 0.7 * len(concurrencies) * len(policies),
+                                                        1.2 + 0.35 * len(groups)), squeeze=False)
+    values = np.array([[[cells.get((p, g, c), np.nan) for c in concurrencies] for g in groups] for p in policies])
+    finite = values[np.isfinite(values)]
+    norm = TwoSlopeNorm(1.0, min(finite.min(), 0.99), max(finite.max(), 1.01)) if finite.size else None
+    for axis, policy, grid in zip(axes[0], policies, values):
+        axis.imshow(grid, cmap="RdYlGn", norm=norm, aspect="auto")
+        for (i, j), value in np.ndenumerate(grid):
+            if np.isfinite(value):
+                axis.text(j, i, f"{'<' if value < 1 else ''}{value:.2f}", ha="center", va="center", fontsize=7,
+                          color="white" if value < 0.5 else "darkred" if value < 1 else "black")
+        axis.set_title(policy, fontsize=9)
+        axis.set_xticks(range(len(concurrencies)), [str(c) for c in concurrencies], fontsize=7)
+        axis.set_yticks(range(len(groups)), groups if axis is axes[0][0] else [], fontsize=7)
+        axis.set_xlabel("concurrency", fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    return _save(fig, path)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import shutil
 
@@ -230,6 +232,23 @@ def test_compare_simulates_serving_and_refuses_verify_policies_without_confidenc
     assert rows["oracle-step"]["gain_share"] == 1.0 and rows["fixed16"]["vs_baseline"] == 1.0
     refused = run("compare", "--policies", "threshold", "--sweep", replay_store.path, ok=False)
     assert "--verify-lengths --confidences" in " ".join(refused.output.split())
+
+
+def test_compare_maps_speed_over_groups_and_concurrencies(replay_store, tmp_path):
+    """Issue 37's map: one run over a list of concurrencies; a compact grid, every figure in CSV, a heat map."""
+    from tests.replay.test_serving import linear_table
+
+    linear_table(batches=(1, 2, 4, 8)).save(tmp_path / "batch.json")
+    args = ["compare", "--policies", "fixed16,fixed4,oracle-step", "--sweep", replay_store.path, "--concurrency",
+            "1,4,8", "--batch-costs", tmp_path / "batch.json", "--by", "group", "--bootstrap", "100"]
+    grid = run(*args, "--plot", tmp_path / "map.png").stdout
+    assert "c=1" in grid and "c=8" in grid and "8 prompts" in grid and (tmp_path / "map.png").stat().st_size
+    rows = list(csv.DictReader(io.StringIO(run(*args, "--format", "csv").stdout)))
+    assert {(r["policy"], r["concurrency"]) for r in rows} == {(p, c) for p in ("fixed16", "fixed4", "oracle-step")
+                                                             for c in ("1", "4", "8")}
+    refused = run("compare", "--sweep", replay_store.path, "--concurrency", "4", "--batch-costs",
+                  tmp_path / "batch.json", "--costs", tmp_path / "batch.json", ok=False)
+    assert "drop --costs" in " ".join(refused.output.split())
 
 
 @pytest.mark.slow  # sweeps with the test pair
