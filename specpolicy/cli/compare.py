@@ -103,7 +103,7 @@ def compare(
         table = [{"dataset": name, **({"concurrency": conc} if conc else {}), **({by: label} if by else {}),
                   **row.to_dict()} for name, conc, label, row in rows]
     if mapped:
-        timing = "modelled"
+        timing = timing.rpartition(", concurrency")[0]
     served = f", concurrency {','.join(map(str, options.concurrency))}" if mapped else ""
     emit(table, fmt, title=f"specpolicy compare: {mode.value}, {timing} time{served}, T={temperature:g}, {threads} "
                            "thread(s)"

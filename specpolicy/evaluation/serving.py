@@ -57,7 +57,8 @@ def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: Batch
         served = simulate_serving(prompts.tables, plans, costs, concurrency)
         if on_served is not None:
             on_served(policy, served)
-        result = PolicyResults(policy.name, f"modelled, concurrency {concurrency}")
+        result = PolicyResults(policy.name, f"modelled{', synthetic costs' if 'synthetic' in costs.machine else ''}, "
+                                            f"concurrency {concurrency}")
         for i, record in enumerate(prompts.records):
             result.prompts.append(PromptResult(record.prompt_id, [], served.tau(i), served.tokens[i],
                                                served.seconds[i], served.tokens[i] * priced.ar_seconds, 0))

@@ -1,0 +1,55 @@
+"""The synthetic roofline batch table: hand-worked passes, the shipped file, and its label everywhere it is used."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from specpolicy.replay.batch_costs import BatchCostTable
+from specpolicy.replay.roofline import QWEN3_4B, PassShape, roofline_batch_costs
+from specpolicy.zoo import ZOO_DIR
+
+SHIPPED = ZOO_DIR / "batch-costs-h200-synthetic.json"
+
+
+def test_qwen3_4b_on_an_h200_by_hand():
+    """36 layers of (2560 x 4096 + 2 x 2560 x 1024 + 4096 x 2560 + 3 x 2560 x 9728) + the 151936 x 2560 head:
+    4,022,272,000 weights; one token after 1024 of context reads 8.04 GB of weights and 1025 x 147,456 bytes
+    of KV cache at 4.8 TB/s: 1.707 ms, memory-bound."""
+    shape = PassShape.of(QWEN3_4B)
+    assert shape.params == 4_022_272_000 and shape.kv_bytes_per_position == 147_456
+    table = roofline_batch_costs("H200")
+    assert table.verify[1][1] == pytest.approx((2 * 4_022_272_000 + 1025 * 147_456) / 4.8e12, rel=1e-9)
+    flops = 2 * 4_022_272_000 * 256 * 16 + 4 * 36 * 4096 * 256 * 16 * 1040  # 256 x 16 tokens: compute-bound
+    assert table.verify[256][16] == pytest.approx(flops / 989e12, rel=1e-9)
+    assert table.verify[4][16] < 1.1 * table.verify[1][1]  # 64 tokens cost little more than one: memory-bound
+    assert table.check() == [] and "synthetic" in table.machine
+
+
+def test_the_shipped_table_is_what_the_model_gives():
+    shipped = BatchCostTable.load(SHIPPED)
+    built = roofline_batch_costs()
+    assert shipped.machine == built.machine and shipped.batch_sizes == built.batch_sizes
+    for b in built.batch_sizes:
+        np.testing.assert_allclose(list(shipped.verify[b].values()), list(built.verify[b].values()), rtol=1e-9)
+        np.testing.assert_allclose(list(shipped.draft[b].values()), list(built.draft[b].values()), rtol=1e-9)
+
+
+def test_compare_labels_synthetic_costs(replay_store):
+    from typer.testing import CliRunner
+
+    from specpolicy.cli import app
+
+    result = CliRunner().invoke(app, ["compare", "--sweep", str(replay_store.path), "--policies", "fixed16,fixed4",
+                                      "--concurrency", "1,64", "--batch-costs", str(SHIPPED), "--format", "json",
+                                      "--bootstrap", "100"])
+    assert result.exit_code == 0, result.output
+    assert {row["timing"] for row in json.loads(result.stdout)} == {"modelled, synthetic costs, concurrency 1",
+                                                                    "modelled, synthetic costs, concurrency 64"}
+
+
+def test_an_unknown_gpu_names_the_known_ones():
+    with pytest.raises(ValueError, match="known: H200, H100"):
+        roofline_batch_costs("A100")
