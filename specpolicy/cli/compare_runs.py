@@ -209,7 +209,8 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
     identity = {**settings.meta(), "threads": options.threads, "weights": weights}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
     out = cache_dir() / "sweeps" / f"{Path(name).stem}-{key}"
-    with progress_bar(f"sweep {name} (replay, cached in {out})", len(prompts)) as update:
+    stderr.print(f"sweeping {name} into compare's cache (resumable): {out}", highlight=False, soft_wrap=True)
+    with progress_bar(f"sweep {Path(name).name}", len(prompts)) as update:
         try:
             store = run_sweep(settings, str(out), prompts, on_progress=update)
         except (StoreUnusableError, StoreLockedError) as error:

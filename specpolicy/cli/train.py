@@ -11,6 +11,10 @@ from specpolicy.cli.common import settings_from, stderr
 from specpolicy.training.train import TrainArgs
 
 _D = TrainArgs()  # every default comes from the one dataclass
+SCORES = {"cycles": "minus the modelled time per token of its validation choices, in plain AR steps (higher is "
+                    "better: -1 is plain AR's speed, -0.5 twice as fast)",
+          "cross_entropy": "its accuracy against the oracle's labels on the validation prompts",
+          "expected_value": "the mean value of its validation choices (higher is better)"}
 
 
 def train(
@@ -41,7 +45,11 @@ def train(
 
     sizes = tuple(parse_candidates(candidates)) if candidates else None
     args = settings_from(TrainArgs, locals(), candidates=sizes)
+    stderr.print(f"training {policy} on {sweep}; the summary prints when it is done", highlight=False)
     summary = main(args)
     summary.pop("history", None)
     typer.echo(json.dumps(summary, indent=2, default=str))
+    if summary.get("objective") in SCORES and "validation_score" in summary:
+        stderr.print(f"validation score {summary['validation_score']:.3f}: {SCORES[summary['objective']]}",
+                     highlight=False, soft_wrap=True)
     stderr.print(f"saved {policy} to {out}; use it as {policy}:{out}")

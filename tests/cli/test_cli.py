@@ -107,8 +107,13 @@ def test_compare_runs_its_own_replay_sweep(test_zoo, prompt_file, tmp_path, monk
     monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path / "cache"))
     args = ["compare", "--policies", "fixed16,oracle", "--dataset", prompt_file, "--max-samples", "3",
             "--max-new-tokens", "12", "--format", "json", "--bootstrap", "100", *zoo_args(test_zoo)]
-    first = json.loads(run(*args).stdout)
+    result = run(*args)
+    first = json.loads(result.stdout)
     assert [r["prompts"] for r in first] == [3, 3]
+    # the cache path has a line of its own; the progress label stays short (it filled a 100-column bar)
+    progress = [line for line in result.stderr.splitlines() if line.startswith("sweep ")]
+    assert progress and all(line.startswith("sweep prompts.txt: ") for line in progress)
+    assert "into compare's cache" in result.stderr and str(tmp_path / "cache") in "".join(result.stderr.split())
     assert json.loads(run(*args).stdout) == first  # the cached sweep is reused
 
 
