@@ -124,6 +124,15 @@ COST_WEIGHT = 0.05
 """price per drafted token of the per-prompt ``cost`` reward (tau - w (B - 1))"""
 LINUCB_ALPHA = 0.2
 """LinUCB's exploration bonus (x confidence width)"""
+ENGINE_DRAFTS = 15
+"""the engines' rules' default drafts per block (``num_speculative_tokens``, ``max_draft_len``, ``n_max``): the
+15 drafts of the published b16 DFlash drafters' blocks"""
+LLAMACPP_P_MIN = 0.75
+"""llama.cpp's ``common_speculative_params.p_min``"""
+ROOFLINE_CONTEXT = 1024
+"""context positions per sequence the synthetic roofline table prices passes after"""
+DFLASH_DRAFTER_LAYERS = 5
+"""layers of the published Qwen3 b16 DFlash drafters"""
 
 
 def cache_dir() -> Path:

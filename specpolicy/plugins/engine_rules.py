@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
 from specpolicy.cycles import Plan
+from specpolicy.defaults import ENGINE_DRAFTS, LLAMACPP_P_MIN
 from specpolicy.plugins.verify_rules import MarginalPolicy, ThresholdPolicy
 from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.replay.export import EngineConfigPolicy, VllmConfig, vllm_lookup
@@ -82,7 +83,7 @@ def engine_args(family: str, arg: str | None, settings: type) -> object:
 
 @dataclass(frozen=True)
 class VllmDsd:
-    num_speculative_tokens: int = 15
+    num_speculative_tokens: int = ENGINE_DRAFTS
     num_speculative_tokens_per_batch_size: list = field(default_factory=list)
 
 
@@ -94,7 +95,7 @@ def vllm_dsd_policy(arg: str | None, candidates: Sequence[int]) -> EngineConfigP
 
 @dataclass(frozen=True)
 class TrtllmSchedule:
-    max_draft_len: int = 15
+    max_draft_len: int = ENGINE_DRAFTS
     draft_len_schedule: dict = field(default_factory=dict)
     acceptance_rate_window_size: int = 0
     acceptance_rate_threshold: float = 0.0
@@ -151,13 +152,13 @@ def trtllm_schedule_policy(arg: str | None, candidates: Sequence[int]) -> Trtllm
 
 @dataclass(frozen=True)
 class LlamacppPmin:
-    p_min: float = 0.75
-    n_max: int = 15
+    p_min: float = LLAMACPP_P_MIN
+    n_max: int = ENGINE_DRAFTS
 
 
 @dataclass(frozen=True)
 class VllmAdaptive:
-    num_speculative_tokens: int = 15
+    num_speculative_tokens: int = ENGINE_DRAFTS
 
 
 def vllm_adaptive_policy(arg: str | None, candidates: Sequence[int]) -> MarginalPolicy:

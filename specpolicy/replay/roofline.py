@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from specpolicy.defaults import DFLASH_DRAFTER_LAYERS, ROOFLINE_CONTEXT
 from specpolicy.replay.batch_costs import BatchCostTable
 
 
@@ -62,9 +63,11 @@ class PassShape:
         return max(memory, compute)
 
 
-def roofline_batch_costs(gpu: str = "H200", config: Mapping[str, int] = QWEN3_4B, drafter_layers: int = 5,
+def roofline_batch_costs(gpu: str = "H200", config: Mapping[str, int] = QWEN3_4B,
+                         drafter_layers: int = DFLASH_DRAFTER_LAYERS,
                          batches: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256),
-                         lengths: Sequence[int] = (1, 2, 4, 8, 16, 32), context: int = 1024) -> BatchCostTable:
+                         lengths: Sequence[int] = (1, 2, 4, 8, 16, 32),
+                         context: int = ROOFLINE_CONTEXT) -> BatchCostTable:
     """The synthetic :class:`BatchCostTable` of ``config``'s target and a DFlash drafter of ``drafter_layers`` on
     ``gpu`` (a key of :data:`GPUS`); its ``machine`` says it is synthetic and how it was made."""
     if gpu not in GPUS:
