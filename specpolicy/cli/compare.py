@@ -88,8 +88,13 @@ def compare(
         from specpolicy.sweep.store import SweepStore
 
         temperature = float(SweepStore.load(sweep).meta.get("temperature") or 0.0)
+    labels = {name: prompt_labels(options, name) for name in dict.fromkeys(name for name, _, _ in runs)} if by else {}
+    unlabelled = [name for name, found in labels.items() if not any(found.values())]
+    if unlabelled:
+        raise fail(f"--by {by}: no prompt of {', '.join(map(str, unlabelled))} carries a {by} label (Spec-Bench and "
+                   f"labelled .jsonl files do); drop --by")
     parts = [(name, conc, label, part) for name, conc, results in runs
-             for label, part in (split_by(results, prompt_labels(options, name)) if by else [(None, results)])]
+             for label, part in (split_by(results, labels[name]) if by else [(None, results)])]
     rows = [(name, conc, label, row) for name, conc, label, part in parts
             for row in summarize(part, baseline, oracle, n_bootstrap=bootstrap)]
     timing = runs[0][2][0].timing if runs and runs[0][2] else "none"

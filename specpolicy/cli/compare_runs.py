@@ -83,6 +83,9 @@ class CompareOptions:
                              "prompt id, as `specpolicy train` splits it); pass --sweep DIR")
         if self.plot is not None:
             check_plot_path(self.plot)
+        if self.allow_noisy and self.batch_costs is None:
+            raise ValueError("--allow-noisy lets a flagged --batch-costs table through; without --batch-costs it "
+                             "does nothing: drop it (a flagged --costs table is used with a warning)")
         if self.batch_costs is not None and self.costs is not None:
             raise ValueError("--costs prices one request at a time and serving prices every step with --batch-costs; "
                              "drop --costs (the batch table gives each concurrency's per-request costs)")

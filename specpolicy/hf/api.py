@@ -41,7 +41,7 @@ def resolve_policy(policy: PolicyLike, candidates: Sequence[int] | None = None) 
         from specpolicy.registry import get_registry
 
         registry = get_registry()
-        policy = registry.create(policy, candidates) if candidates else registry.create(policy)
+        policy = registry.create(policy, candidates) if candidates is not None else registry.create(policy)
     if not isinstance(policy, Policy):
         return check_block_size(policy)
     from specpolicy.decoding.engine import check_live

@@ -99,7 +99,9 @@ class VllmConfig:
         """A ``speculative_config`` dict as vLLM reads it (its schedule clamped to ``num_speculative_tokens``)."""
         if config.get("method") != "dflash":
             raise ValueError(f"expected a DFlash speculative_config (method 'dflash'), got {config.get('method')!r}")
-        n = int(config["num_speculative_tokens"])
+        n = config["num_speculative_tokens"]
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise ValueError(f"num_speculative_tokens must be a whole number, got {n!r}")
         return cls(n, vllm_lookup(n, config.get("num_speculative_tokens_per_batch_size") or []),
                    str(config.get("model", "")))
 

@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from specpolicy.defaults import PAPER_CANDIDATES, TRAINING_BLOCK_SIZE
+from specpolicy.defaults import MAX_BLOCK_SIZE, PAPER_CANDIDATES, TRAINING_BLOCK_SIZE
 from specpolicy.files import write_text
 from specpolicy.sweep.records import RECORD_VERSION, SweepRecord
 from specpolicy.sweep.store import SweepStore
@@ -34,6 +34,10 @@ def import_blockpilot(folder: str | Path, out: str | Path, candidates: Sequence[
         raise ValueError(f"folder {str(folder)!r}: its name {folder.name!r} does not look like the authors' "
                          "'{dataset}_{seed}T{temperature}' (e.g. gsm8k_0T0.0)")
     available = {int(f.stem): f for f in folder.glob("*.json") if f.stem.isdigit() and f.stem != "1"}
+    beyond = sorted(size for size in available if size > MAX_BLOCK_SIZE)
+    if beyond:
+        raise ValueError(f"{folder} has {', '.join(f'{b}.json' for b in beyond)}: block sizes above {MAX_BLOCK_SIZE}, "
+                         "which no DFlash engine runs; remove them or check the folder")
     if not available:
         raise FileNotFoundError(f"no '{{B}}.json' files in {folder}")
     kept = sorted(available) if candidates is None else sorted(set(candidates) & set(available))

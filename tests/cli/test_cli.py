@@ -161,6 +161,7 @@ def test_sweep_command_and_resume(test_zoo, prompt_file, tmp_path):
         (["bench", "batch-latency", "--batch-sizes", "0,2"], "--batch-sizes must be distinct"),
         (["sweep", "--out", "/tmp/x", "--dataset", "nope"], "unknown dataset 'nope'"),
         (["generate", " "], "empty prompt"),
+        (["compare", "--allow-noisy"], "does nothing: drop it"),
         (["zoo", "train", "everything"], "unknown step 'everything'"),
         (["generate", "hi", "-b", "4", "--target", "/no/such/model"], "neither a zoo name"),
         (["generate", "hi", "--draft-sampling"], "--draft-sampling needs --temperature > 0"),
@@ -245,12 +246,14 @@ def test_compare_maps_speed_over_groups_and_concurrencies(replay_store, tmp_path
 
     linear_table(batches=(1, 2, 4, 8)).save(tmp_path / "batch.json")
     args = ["compare", "--policies", "fixed16,fixed4,oracle-step", "--sweep", replay_store.path, "--concurrency",
-            "1,4,8", "--batch-costs", tmp_path / "batch.json", "--by", "group", "--bootstrap", "100"]
+            "1,4,8", "--batch-costs", tmp_path / "batch.json", "--bootstrap", "100"]
     grid = run(*args, "--plot", tmp_path / "map.png").stdout
     assert "c=1" in grid and "c=8" in grid and "8 prompts" in grid and (tmp_path / "map.png").stat().st_size
     rows = list(csv.DictReader(io.StringIO(run(*args, "--format", "csv").stdout)))
     assert {(r["policy"], r["concurrency"]) for r in rows} == {(p, c) for p in ("fixed16", "fixed4", "oracle-step")
                                                              for c in ("1", "4", "8")}
+    unlabelled = run("compare", "--sweep", replay_store.path, "--by", "category", ok=False)  # was one row per '-'
+    assert "carries a category label" in " ".join(unlabelled.output.split())
     refused = run("compare", "--sweep", replay_store.path, "--concurrency", "4", "--batch-costs",
                   tmp_path / "batch.json", "--costs", tmp_path / "batch.json", ok=False)
     assert "drop --costs" in " ".join(refused.output.split())

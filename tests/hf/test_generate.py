@@ -213,3 +213,9 @@ def test_a_drafter_made_for_another_target_is_refused_naming_the_mismatch(assist
         with pytest.raises(ValueError, match=what):
             hf.generate(other, assistant, "fixed8", input_ids=ids, attention_mask=torch.ones_like(ids),
                         do_sample=False, max_new_tokens=8)
+
+
+def test_an_empty_candidate_list_is_refused():
+    """Reproduced first: candidates=[] fell back to the default candidates silently."""
+    with pytest.raises(ValueError, match="candidates must name distinct block sizes"):
+        hf.resolve_policy("adaptive", [])

@@ -190,6 +190,19 @@ def test_import_blockpilot_skips_the_authors_predictor_file(tmp_path):
     assert store.candidates == (14, 16) and next(store.records()).taus == {14: 6.0, 16: 6.0}
 
 
+def test_import_blockpilot_refuses_a_block_size_no_engine_runs(tmp_path):
+    """Reproduced first: ``100.json`` was imported as block size 100 without a word."""
+    from specpolicy.sweep.importers import import_blockpilot
+
+    folder = tmp_path / "gsm8k_0T0.0"
+    folder.mkdir()
+    for size in (16, 100):
+        (folder / f"{size}.json").write_text(json.dumps({"0": 6.0}))
+    with pytest.raises(ValueError, match="100.json: block sizes above 64"):
+        import_blockpilot(folder, tmp_path / "store", None)
+    assert not (tmp_path / "store").exists()
+
+
 @pytest.mark.slow  # reads the shipped 480-prompt store five times
 def test_every_way_to_get_a_shipped_split_yields_exactly_its_prompts():
     """`default_sweep("validation")` (now shipped_sweep) once returned the whole training store."""
