@@ -83,16 +83,17 @@ def compare(
                             candidates=parse_candidates(candidates) if candidates else None,
                             concurrency=tuple(parse_candidates(concurrency, "--concurrency", block_sizes=False)))
     options.validate()
+    names = [sweep.name] if sweep is not None else options.datasets
+    labels = {name: prompt_labels(options, name) for name in names} if by else {}
+    unlabelled = [name for name, found in labels.items() if not any(found.values())]
+    if unlabelled:  # before any work: the rows would all read '-'
+        raise fail(f"--by {by}: no prompt of {', '.join(map(str, unlabelled))} carries a {by} label (Spec-Bench and "
+                   f"labelled .jsonl files do); drop --by")
     runs = list(results_per_dataset(options))
     if sweep is not None:
         from specpolicy.sweep.store import SweepStore
 
         temperature = float(SweepStore.load(sweep).meta.get("temperature") or 0.0)
-    labels = {name: prompt_labels(options, name) for name in dict.fromkeys(name for name, _, _ in runs)} if by else {}
-    unlabelled = [name for name, found in labels.items() if not any(found.values())]
-    if unlabelled:
-        raise fail(f"--by {by}: no prompt of {', '.join(map(str, unlabelled))} carries a {by} label (Spec-Bench and "
-                   f"labelled .jsonl files do); drop --by")
     parts = [(name, conc, label, part) for name, conc, results in runs
              for label, part in (split_by(results, labels[name]) if by else [(None, results)])]
     rows = [(name, conc, label, row) for name, conc, label, part in parts
