@@ -9,31 +9,26 @@ from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.sweep import latency
 
 
-def _measured(flagged: bool):
+def _cached(trained_pair, tmp_path, monkeypatch, flagged: bool) -> list[str]:
+    """What ``cached_costs`` reports when the measurement comes out ``flagged`` (noisy) or clean."""
     table = uniform_costs([1, 4, 8], ar_seconds=0.01, per_token=0.1)
-    if flagged:
-        table = replace(table, spread={4: 0.9})
-    return replace(table, warnings=tuple(table.check()))
+    table = replace(table, spread={4: 0.9}) if flagged else table
+    monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path))
+    monkeypatch.setattr(latency, "measure_costs", lambda decoder, sizes: replace(table, warnings=tuple(table.check())))
+    heard: list[str] = []
+    latency.cached_costs(SpeculativeDecoder(*trained_pair), [4, 8], {"m": 1}, heard.append)
+    return heard
 
 
 def test_a_flagged_table_warns_and_is_not_said_to_be_cached(trained_pair, tmp_path, monkeypatch):
     """Reproduced first: it printed 'cached in FILE' before measuring, then never wrote the flagged table."""
-    monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path))
-    monkeypatch.setattr(latency, "measure_costs", lambda decoder, sizes: _measured(flagged=True))
-    decoder = SpeculativeDecoder(*trained_pair)
-    heard: list[str] = []
-    latency.cached_costs(decoder, [4, 8], {"m": 1}, heard.append)
-    text = "\n".join(heard)
+    text = "\n".join(_cached(trained_pair, tmp_path, monkeypatch, flagged=True))
     assert "flagged (noisy" in text and "not cached" in text and "cached in" not in text
     assert not list(tmp_path.rglob("*.json"))
 
 
 def test_a_clean_table_is_cached_where_the_message_says(trained_pair, tmp_path, monkeypatch):
-    monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path))
-    monkeypatch.setattr(latency, "measure_costs", lambda decoder, sizes: _measured(flagged=False))
-    decoder = SpeculativeDecoder(*trained_pair)
-    heard: list[str] = []
-    latency.cached_costs(decoder, [4, 8], {"m": 1}, heard.append)
-    cached = heard[-1].removeprefix("cost table cached in ")
+    cached = _cached(trained_pair, tmp_path, monkeypatch, flagged=False)[-1].removeprefix("cost table cached in ")
     assert [str(p) for p in tmp_path.rglob("*.json")] == [cached]
-    assert latency.cached_costs(decoder, [4, 8], {"m": 1}, heard.append).ar_seconds == 0.01  # read back
+    reread = latency.cached_costs(SpeculativeDecoder(*trained_pair), [4, 8], {"m": 1})
+    assert reread.ar_seconds == 0.01  # read back, not measured again
