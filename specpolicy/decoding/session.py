@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import torch
 
@@ -29,11 +29,31 @@ from specpolicy.decoding.trace import DecodeTrace
 from specpolicy.models.target import crop_cache, new_cache, target_forward
 from specpolicy.state import DecodeState
 
-if TYPE_CHECKING:
-    from specpolicy.decoding.decoder import SpeculativeDecoder
+
+class DecoderParts(Protocol):
+    """What a session uses of the :class:`~specpolicy.decoding.decoder.SpeculativeDecoder` that starts it: the
+    decoder builds sessions, and a session knows the decoder only by this shape (one arrow, decoder -> session)."""
+
+    target: Any
+    drafter: Any
+    device: torch.device
+    embed: Any
+    lm_head: Any
+    temperature: float
+    stop_token_ids: list[int]
+    max_positions: int | None
+    record_confidences: bool
+
+    def sync(self) -> None: ...
+    def budget(self, max_new_tokens: int | None) -> int: ...
+    def check_prompt(self, prompt_ids: Sequence[int] | torch.Tensor) -> torch.Tensor: ...
+    def target_tokens(self, logits: torch.Tensor, uniforms: Any, first_pos: int) -> torch.Tensor: ...
+    def draft_tokens(self, logits: torch.Tensor, uniforms: Any, first_pos: int) -> tuple[torch.Tensor, Any]: ...
+    def verify(self, draft: torch.Tensor, draft_probs: Any, logits: torch.Tensor, uniforms: Any, first_pos: int
+               ) -> Any: ...
 
 
-def prefill(decoder: SpeculativeDecoder, ids: torch.Tensor, uniforms: PositionalUniforms | None,
+def prefill(decoder: DecoderParts, ids: torch.Tensor, uniforms: PositionalUniforms | None,
             hidden_states: bool = True) -> tuple[object, torch.Tensor, tuple | None, int, float]:
     """1. The target reads the prompt ``ids`` [s] into a new cache and emits the first output token.
 
@@ -76,7 +96,7 @@ class DecodeSession:
     """
 
     @torch.inference_mode()
-    def __init__(self, decoder: SpeculativeDecoder, prompt_ids: Sequence[int] | torch.Tensor, *,
+    def __init__(self, decoder: DecoderParts, prompt_ids: Sequence[int] | torch.Tensor, *,
                  max_new_tokens: int | None = None, seed: int = 0) -> None:
         self.decoder = decoder
         self.ids = decoder.check_prompt(prompt_ids)
