@@ -124,7 +124,7 @@ def compare(
         from specpolicy.evaluation.report import plot_speedup_map
 
         cells = {(row.policy, label or "all", conc): row.speedup for _, conc, label, row in rows}
-        plot_speedup_map(cells, plot, title=f"{Path(str(sweep)).name}: pooled speedup over plain AR (modelled)")
+        plot_speedup_map(cells, plot, title=f"{Path(str(sweep)).name}: pooled speedup over plain AR ({timing})")
         stderr.print(f"plot saved to {plot}")
     elif plot is not None:
         runs = [(name, results) for name, _, results in runs]
