@@ -16,6 +16,7 @@ from specpolicy.cli.common import (
     ThreadsOption,
     emit,
     fail,
+    policy_names,
     stderr,
 )
 from specpolicy.defaults import (
@@ -86,7 +87,7 @@ def verify(
     from specpolicy.sweep.latency import cached_costs, pin_threads
 
     sizes = parse_candidates(candidates)
-    built = [get_registry().create(name.strip(), sizes) for name in policies.split(",") if name.strip()]
+    built = [get_registry().create(name, sizes) for name in policy_names(policies)]
     pin_threads(threads)
     pair = load_pair("tiny", "tiny", "float32", "cpu")
     ids = encode_prompts(pair.tokenizer, load_prompts("sharegpt", prompts, 0), max_tokens=MAX_PROMPT_TOKENS)
@@ -125,7 +126,7 @@ def hf_loop(
     from specpolicy.sweep.latency import cached_costs, pin_threads
 
     require_dflash_support()
-    names = [n.strip() for n in policies.split(",") if n.strip()]
+    names = policy_names(policies)
     if not names:
         raise fail("no policies given; e.g. --policies fixed16,blockpilot-guard")
     built = [resolve_policy(name) for name in names]

@@ -35,6 +35,22 @@ DraftSamplingOption = typer.Option(
 )
 
 
+def policy_names(text: str) -> list[str]:
+    """A ``--policies`` list: names split at commas, where a ``name=value`` piece continues the previous policy's
+    engine arguments (``trtllm-schedule:acceptance_rate_window_size=8,acceptance_rate_threshold=1,fixed16``).
+
+    >>> policy_names("fixed16, llamacpp-pmin:p_min=0.5,n_max=7,oracle")
+    ['fixed16', 'llamacpp-pmin:p_min=0.5,n_max=7', 'oracle']
+    """
+    names: list[str] = []
+    for piece in (p.strip() for p in text.split(",")):
+        if names and ":" in names[-1] and "=" in piece and ":" not in piece.split("=")[0]:
+            names[-1] += f",{piece}"
+        elif piece:
+            names.append(piece)
+    return names
+
+
 def settings_from(cls: type[Settings], params: dict[str, Any], **parsed: Any) -> Settings:
     """The settings dataclass ``cls`` from a command's parameters (``locals()``) named as its fields, with
     ``parsed`` replacing those the command parsed first (e.g. a comma list into a tuple)."""

@@ -23,6 +23,7 @@ from specpolicy.cli.common import (
     ThreadsOption,
     emit,
     fail,
+    policy_names,
     settings_from,
     stderr,
 )
@@ -75,7 +76,7 @@ def compare(
     """Compare block-size policies: pooled speedup over AR, speed vs a baseline with paired CIs, tau, gain share."""
     from specpolicy.evaluation.metrics import split_by, summarize
 
-    names = [n.strip() for n in policies.split(",") if n.strip()]
+    names = policy_names(policies)
     if not names:
         raise fail("no policies given; e.g. --policies fixed16,blockpilot,oracle")
     options = settings_from(CompareOptions, locals(), policies=names,

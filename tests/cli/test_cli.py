@@ -344,3 +344,18 @@ def test_a_stuck_compare_cache_is_named_with_a_fix_compare_has(test_zoo, prompt_
     (store / "meta.json").write_text("{not json")
     output = " ".join(run(*args, ok=False).output.split())
     assert "compare's cache" in output and f"delete {store}" in output
+
+
+@pytest.mark.parametrize(("text", "names"), [
+    ("fixed16,blockpilot,oracle", ["fixed16", "blockpilot", "oracle"]),
+    (" fixed16 , ,oracle", ["fixed16", "oracle"]),
+    ("trtllm-schedule:acceptance_rate_window_size=8,acceptance_rate_threshold=3,fixed16",
+     ["trtllm-schedule:acceptance_rate_window_size=8,acceptance_rate_threshold=3", "fixed16"]),
+    ("llamacpp-pmin:p_min=0.5,n_max=7,vllm-adaptive", ["llamacpp-pmin:p_min=0.5,n_max=7", "vllm-adaptive"]),
+    ("blockpilot:/runs/a=b,fixed16", ["blockpilot:/runs/a=b", "fixed16"]),
+])
+def test_policy_lists_keep_engine_arguments_together(text, names):
+    """Reproduced first: --policies split trtllm-schedule's second argument off as an unknown policy."""
+    from specpolicy.cli.common import policy_names
+
+    assert policy_names(text) == names
