@@ -180,3 +180,16 @@ def test_the_shipped_comparison_with_learned_policies_imports_no_torch():
     result = _replay_without_torch(sweep, "fixed16,blockpilot,blockpilot-guard,adaptive,cycle,oracle,oracle-step")
     assert result.returncode == 0 and '"policy": "cycle"' in result.stdout, result.stderr[-2000:]
     assert "TRIED []" in result.stderr, result.stderr[-2000:]
+
+
+@pytest.mark.slow  # the shipped confidence sweep, (B, L) oracle included (5-10 s)
+def test_the_engine_rules_run_on_the_shipped_confidence_sweep_without_torch():
+    """Issue 37's fresh-install command: the engines' rules and the (B, L) oracle need no sweep of the user's."""
+    import json
+
+    sweep = PACKAGE / "zoo" / "tiny" / "sweeps" / "sharegpt-verify"
+    result = _replay_without_torch(sweep, "fixed16,vllm-adaptive,trtllm-schedule,blockpilot-guard,oracle-verify")
+    assert result.returncode == 0 and "TRIED []" in result.stderr, result.stderr[-2000:]
+    rows = {row["policy"]: row for row in json.loads(result.stdout)}
+    assert {row["prompts"] for row in rows.values()} == {200}
+    assert rows["oracle-verify"]["speedup"] >= max(row["speedup"] for row in rows.values())

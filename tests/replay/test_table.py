@@ -12,7 +12,8 @@ from specpolicy.costs import CostTable
 from specpolicy.cycles import REASONS, commit_length, commit_tokens
 from specpolicy.replay.table import ReplayTable
 
-SHIPPED = ["specpolicy/zoo/tiny/sweeps/sharegpt", "specpolicy/zoo/tiny/sweeps/spec-bench"]
+SHIPPED = ["specpolicy/zoo/tiny/sweeps/sharegpt", "specpolicy/zoo/tiny/sweeps/spec-bench",
+           "specpolicy/zoo/tiny/sweeps/sharegpt-verify"]
 
 
 def _tables(store, limit: int | None = None) -> list[ReplayTable]:
