@@ -113,7 +113,7 @@ def acceptance_rate(state: DecodeState, prior: float = ACCEPTANCE_PRIOR, prior_w
 
     Each cycle verifying L tokens with ``a`` accepted drafts shows ``a`` successes in ``a + 1`` trials (``a``
     in ``L - 1`` when every verified draft passed: what lay beyond is unseen); older cycles weigh
-    ``decay`` times less per cycle.
+    ``decay`` times less per cycle (the walk stops where a cycle's weight falls below :data:`NEGLIGIBLE`).
     """
     successes, trials, weight = prior * prior_weight, prior_weight, 1.0
     lengths = state.verify_history if len(state.verify_history) == len(state.block_size_history) \
@@ -124,7 +124,13 @@ def acceptance_rate(state: DecodeState, prior: float = ACCEPTANCE_PRIOR, prior_w
         successes += weight * accepted
         trials += weight * (accepted + (accepted < size - 1))
         weight *= decay
+        if weight < NEGLIGIBLE:
+            break
     return min(successes / trials, 0.999)
+
+
+NEGLIGIBLE = 1e-15
+"""a past cycle weighing less than this moves the acceptance estimate by under 1e-13: its walk stops there"""
 
 
 def expected_tokens(alpha: float, block_size: int) -> float:
@@ -150,14 +156,17 @@ class AdaptivePolicy(Policy):
         super().__init__(candidates)
         self.start = snap(start, self.candidates)
         self.prior, self.decay, self.first_wait = prior, decay, first_wait
+        self._priced: tuple[CostTable | None, list[tuple[int, float]]] = (None, [])
 
     def select(self, observation: PromptObservation) -> int:
         return self.start
 
     def best_size(self, alpha: float, costs: CostTable) -> int:
         """The speculative candidate (B > 1) with the most expected tokens per cycle second."""
-        drafted = [b for b in self.candidates if b > 1] or list(self.candidates)
-        return max(drafted, key=lambda b: (expected_tokens(alpha, b) / costs.cycle_seconds(b), -b))
+        if self._priced[0] is not costs:  # one table per prompt: price the candidates once
+            drafted = [b for b in self.candidates if b > 1] or list(self.candidates)
+            self._priced = (costs, [(b, costs.cycle_seconds(b)) for b in drafted])
+        return max(self._priced[1], key=lambda priced: (expected_tokens(alpha, priced[0]) / priced[1], -priced[0]))[0]
 
     def step(self, state: DecodeState, observation: PromptObservation) -> int:
         costs = required_costs(self, observation)
