@@ -47,3 +47,15 @@ for group, part in split_by(results, groups):
         low, high = row.vs_baseline_ci95
         print(f"{group:<15}{row.policy:<18}{row.speedup:>7.2f}x{row.vs_baseline:>10.2f}x{low:>6.2f}-{high:<5.2f}")
 plot_by_label(split_by(results, groups), WORKDIR / "by-group.png", "group", title="Spec-Bench, modelled time")
+
+# 5. The serving engines' own rules (vLLM, llama.cpp, TensorRT-LLM; engine parameter names as arguments) on
+#    the zoo's confidence sweep: the same 200 held-out prompts, with verify lengths and drafter confidences.
+verify = SweepStore.load(ZOO_DIR / "sweeps" / "sharegpt-verify")
+names = ["fixed16", "blockpilot-guard", "vllm-adaptive", "llamacpp-pmin", "trtllm-schedule", "marginal",
+         "oracle-verify"]
+results = evaluate_replay(verify, [create_policy(n, WIDE_CANDIDATES) for n in names])
+print(f"\n{'policy':<17}{'speedup':>8}{'vs fixed16':>11}{'95% CI':>12}{'p10':>6}{'tau':>6}")
+for row in summarize(results, oracle="oracle-verify"):
+    low, high = row.vs_baseline_ci95
+    print(f"{row.policy:<17}{row.speedup:>7.2f}x{row.vs_baseline:>10.2f}x{low:>6.2f}-{high:<5.2f}"
+          f"{row.p10_speedup:>6.2f}{row.tau:>6.2f}")
