@@ -97,6 +97,15 @@ class Plan:
         """This plan's block sizes, with ``length`` picking L after every draft."""
         return replace(self, length=length, reads_block=reads_block)
 
+    def cycle_length(self, state: DecodeState, size: int, drafted: Callable[[], DraftedBlock]) -> int | None:
+        """The one cycle decision after B: the verify length L of a cycle of ``size`` (``None``: the whole block),
+        calling ``drafted()`` for the drafted block only where the plan reads one (live, replay and transformers'
+        loop alike)."""
+        if self.length is None or size == 1:
+            return None
+        block = drafted() if self.reads_block else DraftedBlock(check_block_size(size))
+        return self.verify_length(state, block) if block.block_size else None
+
     def verify_length(self, state: DecodeState, drafted: DraftedBlock) -> int:
         """L for ``drafted`` (its size B by default), checked to lie in 1..B."""
         if self.length is None:
@@ -240,9 +249,7 @@ def run_cycle(source: CycleSource, plan: Plan) -> CycleRecord:
     """One cycle of ``plan`` on ``source``: B from the state; then, where the plan sets L, the block is
     drafted first and L read from it (a length by position needs no drafted block)."""
     size = plan.block(source.state)
-    if plan.length is None or size == 1:
-        return source.step(size)
-    if not plan.reads_block:
-        return source.step(size, plan.verify_length(source.state, DraftedBlock(check_block_size(size))))
+    if plan.length is None or size == 1 or not plan.reads_block:  # L needs no drafted block: one step
+        return source.step(size, plan.cycle_length(source.state, size, lambda: DraftedBlock(size)))
     drafted = source.draft(size)
-    return source.verify(plan.verify_length(source.state, drafted) if drafted.block_size else None)
+    return source.verify(plan.cycle_length(source.state, size, lambda: drafted))

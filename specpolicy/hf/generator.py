@@ -73,12 +73,10 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
             return input_ids, None
         logits = self._draft(input_ids, model_kwargs, start, size)
         candidate_ids = self._pick(input_ids, logits)
-        if self.plan.length is not None:  # the second knob: the target checks only the first L - 1 drafts
-            drafted = DraftedBlock(self.size)  # the policy's B; the drafts the context had room for
-            if self.plan.reads_block:
-                confidences, entropies = draft_confidences(logits[0], candidate_ids[0, input_ids.shape[1]:])
-                drafted = DraftedBlock(self.size, tuple(confidences), tuple(entropies))
-            self.length = min(self.plan.verify_length(self.state, drafted), size)
+        length = self.plan.cycle_length(self.state, self.size, lambda: DraftedBlock(  # the policy's B, the drafts
+            self.size, *map(tuple, draft_confidences(logits[0], candidate_ids[0, input_ids.shape[1]:]))))
+        if length is not None:  # the second knob: the target checks only the first L - 1 drafts
+            self.length = min(length, size)
             keep = input_ids.shape[1] + self.length - 1
             candidate_ids, logits = candidate_ids[:, :keep], logits[:, : self.length - 1]
         self.candidates = candidate_ids[0, input_ids.shape[1]:]
