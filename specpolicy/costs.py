@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specpolicy.defaults import MAX_LATENCY_SPREAD
+from specpolicy.defaults import CONTEXT_BUCKETS, MAX_LATENCY_SPREAD
 from specpolicy.files import write_text
 
 
@@ -200,6 +200,26 @@ class CostTable:
                 from None
         except ValueError as exc:  # a readable table with impossible seconds: name the file it came from
             raise ValueError(f"{file}: {exc}") from None
+
+
+def nearest_context(tables: Sequence[CostTable], context: int) -> CostTable:
+    """Of tables measured at several context lengths, the one whose ``context_length`` is nearest ``context``
+    (a prompt's length): how replay prices each prompt by its own context (ties: the longer context).
+
+    >>> from dataclasses import replace
+    >>> short = replace(uniform_costs([1, 4]), context_length=256)
+    >>> long = replace(uniform_costs([1, 4]), context_length=1792)
+    >>> nearest_context([short, long], 1200).context_length
+    1792
+    """
+    return min(tables, key=lambda table: (abs(table.context_length - context), -table.context_length))
+
+
+def context_bucket(length: int, edges: Sequence[int] = CONTEXT_BUCKETS) -> str:
+    """A prompt length's row label in the context map: ``"<512"``, ``"512-1023"``, ..., ``">=1536"``."""
+    lower = max((edge for edge in edges if edge <= length), default=None)
+    upper = min((edge for edge in edges if edge > length), default=None)
+    return f"<{upper}" if lower is None else f">={lower}" if upper is None else f"{lower}-{upper - 1}"
 
 
 def uniform_costs(block_sizes: Iterable[int], ar_seconds: float = 1.0, per_token: float = 0.0) -> CostTable:

@@ -124,6 +124,8 @@ COST_WEIGHT = 0.05
 """price per drafted token of the per-prompt ``cost`` reward (tau - w (B - 1))"""
 LINUCB_ALPHA = 0.2
 """LinUCB's exploration bonus (x confidence width)"""
+CONTEXT_BUCKETS = (512, 1024, 1536)
+"""prompt lengths (tokens) where ``compare --by context`` starts a new row of the map"""
 ENGINE_DRAFTS = 15
 """the engines' rules' default drafts per block (``num_speculative_tokens``, ``max_draft_len``, ``n_max``): the
 15 drafts of the published b16 DFlash drafters' blocks"""

@@ -73,3 +73,37 @@ def test_a_cost_table_with_zero_negative_or_nan_seconds_is_refused_naming_it(tmp
         data[field]["4"] = value
     with pytest.raises(ValueError, match=r"positive finite"):
         CostTable.from_json(data)
+
+
+@pytest.mark.parametrize(("length", "label"), [(10, "<512"), (511, "<512"), (512, "512-1023"), (1535, "1024-1535"),
+                                               (1536, ">=1536"), (4000, ">=1536")])
+def test_context_buckets(length, label):
+    from specpolicy.costs import context_bucket
+
+    assert context_bucket(length) == label
+
+
+@pytest.mark.parametrize(("context", "nearest"), [(10, 256), (900, 1024), (640, 1024), (1500, 1792), (9000, 1792)])
+def test_a_prompt_is_priced_with_the_table_of_the_nearest_context(context, nearest):
+    from dataclasses import replace
+
+    from specpolicy.costs import nearest_context
+
+    tables = [replace(uniform_costs([1, 4]), context_length=n) for n in (256, 1024, 1792)]
+    assert nearest_context(tables, context).context_length == nearest  # 640: a tie, the longer context wins
+
+
+def test_replay_prices_each_prompt_by_its_context(replay_store):
+    """The test store's prompts are all short: two tables give exactly the short one's figures, not the long one's."""
+    from dataclasses import replace
+
+    from specpolicy.evaluation.replay import evaluate_replay
+    from specpolicy.registry import create_policy
+
+    short = replace(uniform_costs(replay_store.candidates, 0.01, per_token=0.05), context_length=64)
+    long = replace(uniform_costs(replay_store.candidates, 0.02, per_token=0.5), context_length=1792)
+    policies = [create_policy(name, replay_store.candidates) for name in ("fixed16", "adaptive")]
+    both, alone = (evaluate_replay(replay_store, policies, costs=costs) for costs in ([long, short], short))
+    for mixed, single in zip(both, alone):
+        assert mixed.column("seconds").tolist() == single.column("seconds").tolist()
+        assert [p.block_sizes for p in mixed.prompts] == [p.block_sizes for p in single.prompts]

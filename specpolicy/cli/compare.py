@@ -60,8 +60,11 @@ def compare(
                                                 "batch-latency --out FILE`)"),
     allow_noisy: bool = typer.Option(False, help="use a --batch-costs table even when it is flagged noisy or not "
                                                  "monotone"),
-    costs: Path = typer.Option(None, help="price replay with this cost table (from `specpolicy bench latency`)"),
-    by: str = typer.Option(None, help="a row per prompt category or group (and one over all): category, group"),
+    costs: str = typer.Option(None, help="price replay with this cost table (from `specpolicy bench latency`); "
+                                         "several (a.json,b.json) measured at different --context price each prompt "
+                                         "with the one nearest its length"),
+    by: str = typer.Option(None, help="a row per prompt category, group or context-length bucket (and one over "
+                                      "all): category, group, context"),
     split: str = typer.Option(None, help="evaluate one side of the --sweep store: train or validation (a hash of "
                                          "the prompt id, the split `specpolicy train` holds out)"),
     threads: int = ThreadsOption,
@@ -82,7 +85,8 @@ def compare(
     options = settings_from(CompareOptions, locals(), policies=names,
                             datasets=[d.strip() for d in dataset.split(",") if d.strip()],
                             candidates=parse_candidates(candidates) if candidates else None,
-                            concurrency=tuple(parse_candidates(concurrency, "--concurrency", block_sizes=False)))
+                            concurrency=tuple(parse_candidates(concurrency, "--concurrency", block_sizes=False)),
+                            costs=tuple(Path(p.strip()) for p in costs.split(",") if p.strip()) if costs else ())
     options.validate()
     names = [sweep.name] if sweep is not None else options.datasets
     labels = {name: prompt_labels(options, name) for name in names} if by else {}

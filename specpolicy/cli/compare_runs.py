@@ -19,8 +19,9 @@ from specpolicy.defaults import COMPARE_BASELINE, COMPARE_ORACLE, MAX_NEW_TOKENS
 
 DEFAULT_DATASET = "sharegpt"
 DEFAULT_SAMPLES = 48
-BY = ("category", "group")
-"""the prompt labels ``--by`` reports per (a sweep record's, or a prompt's from its dataset)"""
+BY = ("category", "group", "context")
+"""the prompt labels ``--by`` reports per (a sweep record's, or a prompt's from its dataset; ``context``: the
+bucket of a stored prompt's length, :func:`~specpolicy.costs.context_bucket`)"""
 
 
 class Mode(str, Enum):
@@ -42,7 +43,8 @@ class CompareOptions:
     max_new_tokens: int
     seed: int
     baseline: str
-    costs: Path | None
+    costs: tuple[Path, ...]
+    """cost tables replay prices with: one, or several measured at different context lengths"""
     threads: int
     target: str
     drafter: str
@@ -66,7 +68,12 @@ class CompareOptions:
                 raise ValueError(f"{option} {name} is not among --policies ({','.join(self.policies)}); add it "
                                  "there, or name one of those")
         if self.by not in (None, *BY):
-            raise ValueError(f"--by {self.by} is not a prompt label; use --by category or --by group")
+            raise ValueError(f"--by {self.by} is not a prompt label; use --by category, group or context")
+        if self.by == "context" and self.sweep is None:
+            raise ValueError("--by context reads each stored prompt's length: pass --sweep DIR")
+        if len(self.costs) > 1 and self.mode is Mode.live:
+            raise ValueError("several --costs tables price replay by each prompt's context; live decoding reads one "
+                             "table: pass one")
         if self.sweep is not None:
             sweep_settings = (("--dataset", self.datasets != [DEFAULT_DATASET]),
                               ("--temperature", self.temperature != 0.0),
@@ -86,7 +93,7 @@ class CompareOptions:
         if self.allow_noisy and self.batch_costs is None:
             raise ValueError("--allow-noisy lets a flagged --batch-costs table through; without --batch-costs it "
                              "does nothing: drop it (a flagged --costs table is used with a warning)")
-        if self.batch_costs is not None and self.costs is not None:
+        if self.batch_costs is not None and self.costs:
             raise ValueError("--costs prices one request at a time and serving prices every step with --batch-costs; "
                              "drop --costs (the batch table gives each concurrency's per-request costs)")
         if (max(self.concurrency) > 1 or self.batch_costs is not None) and \
@@ -118,8 +125,10 @@ def results_per_dataset(options: CompareOptions):
     from specpolicy.registry import get_registry
     from specpolicy.sweep.store import SweepStore
 
-    costs = CostTable.load(options.costs) if options.costs else None
-    warn_if_flagged(costs, options.costs)  # in every mode; a sweep's own table is checked where it is read
+    tables = [CostTable.load(path) for path in options.costs]
+    for table, path in zip(tables, options.costs):
+        warn_if_flagged(table, path)  # in every mode; a sweep's own table is checked where it is read
+    costs = tables[0] if len(tables) == 1 else tables or None
     store = None
     if options.sweep is not None:
         if options.mode is Mode.live:
@@ -233,9 +242,13 @@ def warn_if_flagged(costs, where: Path) -> None:
 def prompt_labels(options: CompareOptions, name: str) -> dict[str, str]:
     """Prompt id -> its ``--by`` label: from the sweep's records, or from the dataset's prompts."""
     if options.sweep is not None:
+        from specpolicy.costs import context_bucket
         from specpolicy.sweep.store import SweepStore
 
-        return {r.prompt_id: getattr(r, options.by) or "" for r in SweepStore.load(options.sweep).records()}
+        records = SweepStore.load(options.sweep).records()
+        if options.by == "context":
+            return {r.prompt_id: context_bucket(r.prompt_length) for r in records}
+        return {r.prompt_id: getattr(r, options.by) or "" for r in records}
     from specpolicy.data.registry import load_prompts
 
     return {p.id: getattr(p, options.by) for p in load_prompts(name, options.max_samples, options.seed)}

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from specpolicy.costs import CostTable
+from specpolicy.costs import CostTable, nearest_context
 from specpolicy.cycles import mean_acceptance
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
 from specpolicy.policy import Answers, Policy, PromptObservation, check_vocabulary
@@ -45,19 +45,22 @@ def evaluate_replay(
     policies: Sequence[Policy],
     on_prompt: Callable[[], None] | None = None,
     *,
-    costs: CostTable | None = None,
+    costs: CostTable | Sequence[CostTable] | None = None,
     candidates: Sequence[int] | None = None,
 ) -> list[PolicyResults]:
     """Evaluate policies on every valid record of ``store`` by exact replay (or stored taus).
 
     Args:
-        costs: the cost table modelled time is priced with (default: the store's own).
+        costs: the cost table modelled time is priced with (default: the store's own); several, measured at
+            different context lengths, price each prompt with the one nearest its length
+            (:func:`~specpolicy.costs.nearest_context`), and cost-aware policies read that one.
         candidates: the block sizes the per-prompt oracle label ranges over (default: the store's).
     """
     for policy in policies:
         check_candidates(policy, store.candidates, store.meta.get("confidence_sizes", []))
     check_vocabulary(policies, store.feature_width(), f"the sweep {store.path}")
     costs = costs if costs is not None else store.latency()
+    tables = [costs] if costs is None or isinstance(costs, CostTable) else list(costs)
     candidates = tuple(candidates or store.candidates)
     live = store.meta.get("mode") == "live"  # a live sweep measured every fixed size: its own times
     results = [PolicyResults(p.name, "measured" if live else "modelled" if costs else "none") for p in policies]
@@ -65,6 +68,7 @@ def evaluate_replay(
     if not records:
         raise ValueError(f"sweep store {store.path} has no valid records; run or resume the sweep first")
     for record in records:
+        costs = nearest_context(tables, record.prompt_length) if len(tables) > 1 else tables[0]
         observation = prompt_observation(store, record, costs)
         table = record.table() if record.replay is not None else None
         measured = {b: r.decode_seconds / max(1, r.tokens) for b, r in record.live.items()} if live else None

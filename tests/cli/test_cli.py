@@ -162,6 +162,8 @@ def test_sweep_command_and_resume(test_zoo, prompt_file, tmp_path):
         (["sweep", "--out", "/tmp/x", "--dataset", "nope"], "unknown dataset 'nope'"),
         (["generate", " "], "empty prompt"),
         (["compare", "--allow-noisy"], "does nothing: drop it"),
+        (["compare", "--by", "context"], "--by context reads each stored prompt's length: pass --sweep DIR"),
+        (["compare", "--mode", "live", "--costs", "a.json,b.json"], "live decoding reads one table"),
         (["zoo", "train", "everything"], "unknown step 'everything'"),
         (["generate", "hi", "-b", "4", "--target", "/no/such/model"], "neither a zoo name"),
         (["generate", "hi", "--draft-sampling"], "--draft-sampling needs --temperature > 0"),
@@ -253,6 +255,9 @@ def test_compare_maps_speed_over_groups_and_concurrencies(replay_store, tmp_path
     assert {(r["policy"], r["concurrency"]) for r in rows} == {(p, c) for p in ("fixed16", "fixed4", "oracle-step")
                                                              for c in ("1", "4", "8")}
     unlabelled = run("compare", "--sweep", replay_store.path, "--by", "category", ok=False)  # was one row per '-'
+    by_context = run("compare", "--sweep", replay_store.path, "--policies", "fixed16,fixed4", "--by", "context",
+                     "--format", "csv", "--bootstrap", "100").stdout
+    assert {row["context"] for row in csv.DictReader(io.StringIO(by_context))} == {"<512", "all"}
     assert "carries a category label" in " ".join(unlabelled.output.split())
     refused = run("compare", "--sweep", replay_store.path, "--concurrency", "4", "--batch-costs",
                   tmp_path / "batch.json", "--costs", tmp_path / "batch.json", ok=False)
