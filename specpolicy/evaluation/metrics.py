@@ -8,6 +8,7 @@ intervals (``scipy.stats.bootstrap`` over prompts); tau stays as a diagnostic.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -141,12 +142,20 @@ OVERALL = "all"
 """the label of the row over every prompt in a per-category report"""
 
 
+def label_order(label: str) -> tuple[int, int, str]:
+    """Sort key of row labels: length buckets (``<512``, ``512-1023``, ``>=1536``) by length, others by name."""
+    match = re.match(r"(<|>=)?(\d+)", label)
+    if match is None:
+        return 1, 0, label
+    return 0, 2 * int(match[2]) + {"<": -1, ">=": 1}.get(match[1] or "", 0), label
+
+
 def split_by(results: Sequence[PolicyResults], labels: Mapping[str, str]) -> list[tuple[str, list[PolicyResults]]]:
     """The same policies' results per label (a prompt's category or group, from ``labels`` by prompt id;
     unlabelled prompts under ``-``), labels sorted, then :data:`OVERALL` over every prompt."""
     named = {p.prompt_id: labels.get(p.prompt_id) or "-" for r in results for p in r.prompts}
     parts = []
-    for label in sorted(set(named.values())):
+    for label in sorted(set(named.values()), key=label_order):
         parts.append((label, [PolicyResults(r.policy, r.timing, [p for p in r.prompts if named[p.prompt_id] == label])
                               for r in results]))
     return [*parts, (OVERALL, list(results))]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from specpolicy.cycles import Plan
 from specpolicy.defaults import PLOT_MAX_LINES
-from specpolicy.evaluation.metrics import PolicyResults
+from specpolicy.evaluation.metrics import PolicyResults, label_order
 from specpolicy.files import atomic_path
 
 
@@ -180,7 +180,7 @@ def plot_speedup_map(cells: dict[tuple[str, str, int], float], path: str | Path,
     from matplotlib.colors import TwoSlopeNorm
 
     policies = list(dict.fromkeys(policy for policy, _, _ in cells))
-    groups = sorted({group for _, group, _ in cells}, key=lambda g: (g == "all", g))
+    groups = sorted({group for _, group, _ in cells}, key=lambda g: (g == "all", label_order(g)))
     concurrencies = sorted({conc for _, _, conc in cells})
     fig, axes = plt.subplots(1, len(policies), figsize=(2.2 + 0.7 * len(concurrencies) * len(policies),
                                                         1.2 + 0.35 * len(groups)), squeeze=False)

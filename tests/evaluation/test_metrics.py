@@ -68,3 +68,10 @@ def test_rows_are_json_without_nan_and_fit_a_narrow_table():
     json.dumps(data, allow_nan=False)  # NaN would not be JSON
     assert data["speedup"] is None
     assert all(len(str(v)) <= 16 for v in row.table_row().values())
+
+
+def test_rows_come_in_length_order_for_context_buckets_and_by_name_otherwise():
+    from specpolicy.evaluation.metrics import label_order
+
+    labels = ["1024-1535", "qa", ">=1536", "<512", "512-1023", "math"]
+    assert sorted(labels, key=label_order) == ["<512", "512-1023", "1024-1535", ">=1536", "math", "qa"]
