@@ -286,7 +286,7 @@ def test_compare_by_category_on_a_users_jsonl(test_zoo, tmp_path, monkeypatch):
     by_group = json.loads(run("compare", "--policies", "fixed16", "--sweep", store, "--by", "group", "--format",
                               "json", "--bootstrap", "100").stdout)
     assert [(r["group"], r["prompts"]) for r in by_group] == [("chat", 3), ("code", 2), ("all", 5)]
-    assert "use --by category or --by group" in run("compare", "--by", "topic", ok=False).output
+    assert "use --by category, group or context" in run("compare", "--by", "topic", ok=False).output
 
 
 def test_compare_warns_when_the_cost_table_it_prices_with_is_noisy(replay_store, tmp_path):
