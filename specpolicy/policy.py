@@ -10,7 +10,7 @@ turns into a plan); oracles read the sweep's :class:`Answers` in ``plan``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +113,20 @@ class Policy:
         if not self.per_step:
             return Plan.fixed(self.select(observation))
         return Plan(lambda state: self.step(state, observation))
+
+    def checked_plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
+        """:meth:`plan` as every engine runs it (live, replay, serving, transformers' ``generate``): a block size
+        outside :meth:`choices` is refused, naming the policy, wherever the plan picks it."""
+        plan, allowed = self.plan(observation, answers), self.choices()
+
+        def block(state: DecodeState) -> int:
+            size = plan.block(state)
+            if size not in allowed:
+                raise ValueError(f"policy {self.name!r} chose block size {size!r}, which is not among its choices "
+                                 f"{sorted(allowed)}; fix its plan, or add {size!r} to its candidates")
+            return size
+
+        return replace(plan, block=block)
 
     def select(self, observation: PromptObservation) -> int:
         """The block size for this prompt (one of :attr:`candidates`); a per-cycle policy's first cycle's."""

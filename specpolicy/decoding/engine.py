@@ -47,5 +47,5 @@ def decode(decoder: SpeculativeDecoder, prompt_ids: Sequence[int], policy: Polic
     """
     session = decoder.start(prompt_ids, max_new_tokens=max_new_tokens, seed=seed)
     if not session.done:
-        run(session, policy.plan(observe(session.state, prompt_id, costs)))
+        run(session, policy.checked_plan(observe(session.state, prompt_id, costs)))
     return session.trace()

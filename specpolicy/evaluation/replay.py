@@ -85,7 +85,7 @@ def evaluate_replay(
 def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, prompt_id: str,
               costs: CostTable | None, oracle: int) -> PromptResult:
     """One policy on one stored prompt: replayed cycles priced with ``costs``."""
-    plan = policy.plan(observation, answers)
+    plan = policy.checked_plan(observation, answers)
     table = answers.table
     if table is not None:
         cycles = table.simulate(plan, observation.logits if observation.logits.size else None)

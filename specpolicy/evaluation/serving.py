@@ -53,7 +53,7 @@ def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: Batch
     answers = [Answers(r.taus, t, r.training_block_size) for r, t in zip(prompts.records, prompts.tables)]
     results = []
     for policy in policies:
-        plans = [lambda o=o, a=a, p=policy: p.plan(o, a) for o, a in zip(observations, answers)]
+        plans = [lambda o=o, a=a, p=policy: p.checked_plan(o, a) for o, a in zip(observations, answers)]
         served = simulate_serving(prompts.tables, plans, costs, concurrency)
         if on_served is not None:
             on_served(policy, served)

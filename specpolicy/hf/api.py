@@ -56,7 +56,7 @@ def _planner(policy: Policy | int, costs: CostTable | None, prompt_id: str) -> C
         return lambda state: Plan.fixed(policy)
     from specpolicy.decoding.engine import observe
 
-    return lambda state: policy.plan(observe(state, prompt_id, costs))
+    return lambda state: policy.checked_plan(observe(state, prompt_id, costs))
 
 
 class Attachment:

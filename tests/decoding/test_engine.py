@@ -6,6 +6,7 @@ import pytest
 
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.decoding.engine import decode
+from specpolicy.policy import Policy
 from specpolicy.registry import create_policy
 
 
@@ -14,3 +15,23 @@ def test_an_oracle_decoded_live_is_refused_with_the_replay_hint(trained_pair, na
     decoder = SpeculativeDecoder(*trained_pair, max_new_tokens=6)
     with pytest.raises(ValueError, match="replay"):
         decode(decoder, [4, 7, 5], create_policy(name, (1, 2, 4)))
+
+
+class _Stray(Policy):
+    """Chooses 7 on its second cycle, though its candidates are 4 and 8."""
+
+    name, per_step = "stray", True
+
+    def step(self, state, observation):
+        return 7 if state.cycle == 1 else 4
+
+
+def test_every_engine_refuses_a_block_size_outside_the_policys_choices_naming_it(trained_pair, replay_store):
+    """Reproduced first: live decoding ran B = 7 silently; replay refused it without naming the policy."""
+    from specpolicy.evaluation.replay import evaluate_replay
+
+    decoder = SpeculativeDecoder(*trained_pair, max_new_tokens=12, stop_token_ids=[])
+    with pytest.raises(ValueError, match="policy 'stray' chose block size 7, which is not among its choices"):
+        decode(decoder, [4, 7, 5], _Stray((4, 8)))
+    with pytest.raises(ValueError, match="policy 'stray' chose block size 7"):
+        evaluate_replay(replay_store, [_Stray((4, 8))])

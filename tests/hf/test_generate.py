@@ -110,7 +110,8 @@ class Alternating(Policy):
 
 
 def test_block_size_may_change_every_cycle(pair, assistant, costs, held_out):
-    trace, result, output = _both(pair, assistant, held_out[2], Alternating(), costs, max_new_tokens=64)
+    policy = Alternating((1, 2, 3, 16, 24))  # its own choices: every engine refuses a size outside them
+    trace, result, output = _both(pair, assistant, held_out[2], policy, costs, max_new_tokens=64)
     assert output == trace.output_ids
     assert cycle_rows(result.cycles) == cycle_rows(trace.cycles)
     assert result.block_sizes[:7] == [16, 1, 3, 1, 1, 24, 2]
