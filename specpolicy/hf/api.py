@@ -99,13 +99,15 @@ class Attachment:
 
 
 def attach(model: PreTrainedModel, policy: PolicyLike, *, costs: CostTable | str | Path | None = None,
-           candidates: Sequence[int] | None = None) -> Attachment:
+           candidates: Sequence[int] | None = None, prompt_id: str = "hf") -> Attachment:
     """Make ``model.generate(..., assistant_model=A, speculation_type="dflash")`` pick B with ``policy``.
 
     ``costs``: the cost table cost-aware policies (``adaptive``, ``blockpilot-guard``) price block sizes
     with (a :class:`~specpolicy.costs.CostTable` or its JSON file, e.g. from ``specpolicy bench latency``).
+    ``prompt_id``: what the policy's observation names the prompt (``"hf"`` unless given; a policy seeded on
+    it, such as ``random``, picks alike for every call that leaves it so).
     """
-    return Attachment(model, policy, costs=costs, candidates=candidates)
+    return Attachment(model, policy, costs=costs, candidates=candidates, prompt_id=prompt_id)
 
 
 @dataclass
@@ -156,15 +158,16 @@ def check_pair(model: PreTrainedModel, assistant: PreTrainedModel) -> None:
 
 def generate(model: PreTrainedModel, drafter: PreTrainedModel | DFlashDrafter | str | Path,
              policy: PolicyLike = "blockpilot-guard", *, costs: CostTable | str | Path | None = None,
-             candidates: Sequence[int] | None = None, **generate_kwargs: Any) -> HFGeneration:
+             candidates: Sequence[int] | None = None, prompt_id: str = "hf", **generate_kwargs: Any) -> HFGeneration:
     """``model.generate(**generate_kwargs, assistant_model=drafter, speculation_type="dflash")`` with the block
     size of every cycle chosen by ``policy``.
 
     ``drafter``: transformers' DFlash assistant, or a specpolicy/z-lab drafter (object or folder),
     converted on each call (convert once with :func:`~specpolicy.hf.to_transformers_assistant` to reuse).
+    ``costs``, ``candidates`` and ``prompt_id`` as in :func:`attach`.
     """
     assistant = as_assistant(drafter)
     check_pair(model, assistant)
-    with attach(model, policy, costs=costs, candidates=candidates) as run:
+    with attach(model, policy, costs=costs, candidates=candidates, prompt_id=prompt_id) as run:
         output = model.generate(**generate_kwargs, assistant_model=assistant, speculation_type="dflash")
         return HFGeneration(output, run.cycles)

@@ -220,3 +220,15 @@ def test_an_empty_candidate_list_is_refused():
     """Reproduced first: candidates=[] fell back to the default candidates silently."""
     with pytest.raises(ValueError, match="candidates must name distinct block sizes"):
         hf.resolve_policy("adaptive", [])
+
+
+def test_the_prompt_id_a_policy_sees_inside_generate_is_the_callers(pair, assistant, held_out):
+    """Every observation inside generate() was named "hf", undocumented and not settable: a policy seeded on
+    the prompt id (random) picked the same size for every prompt there."""
+    ids = torch.tensor([held_out[0]])
+    picked = set()
+    for prompt_id in ("a", "b", "c", "d", "e", "f"):
+        result = hf.generate(pair.target, assistant, "random", candidates=(1, 2, 4, 8, 16), prompt_id=prompt_id,
+                             input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=6)
+        picked.add(result.cycles[0].block_size)
+    assert len(picked) > 1  # six ids, five sizes: one size for all would mean the id is not read
