@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from specpolicy.costs import uniform_costs
-from specpolicy.cycles import DraftedBlock, Plan, check_candidates
+from specpolicy.cycles import DraftedBlock, Plan, check_candidate_set
 from specpolicy.defaults import CHECK_OBSERVATIONS, CHECK_VOCAB
 from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.state import DecodeState
@@ -57,7 +57,7 @@ def check_policy(policy: Policy, vocab_size: int = CHECK_VOCAB, n: int = CHECK_O
     """
     candidates = policy.candidates
     try:
-        if check_candidates(candidates) != tuple(candidates):
+        if check_candidate_set(candidates) != tuple(candidates):
             raise ValueError(f"candidates must be sorted, got {list(candidates)}")
     except ValueError as exc:
         raise _fail(policy, str(exc)) from None

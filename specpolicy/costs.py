@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -220,6 +221,14 @@ def context_bucket(length: int, edges: Sequence[int] = CONTEXT_BUCKETS) -> str:
     lower = max((edge for edge in edges if edge <= length), default=None)
     upper = min((edge for edge in edges if edge > length), default=None)
     return f"<{upper}" if lower is None else f">={lower}" if upper is None else f"{lower}-{upper - 1}"
+
+
+def label_order(label: str) -> tuple[int, int, str]:
+    """Sort key of row labels: :func:`context_bucket`'s buckets by length, any other label by name."""
+    match = re.match(r"(<|>=)?(\d+)", label)
+    if match is None:
+        return 1, 0, label
+    return 0, 2 * int(match[2]) + {"<": -1, ">=": 1}.get(match[1] or "", 0), label
 
 
 def uniform_costs(block_sizes: Iterable[int], ar_seconds: float = 1.0, per_token: float = 0.0) -> CostTable:

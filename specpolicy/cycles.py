@@ -149,7 +149,7 @@ def check_block_size(block_size: object) -> int:
     return int(block_size)
 
 
-def check_candidates(candidates: Iterable[object], what: str = "candidates") -> tuple[int, ...]:
+def check_candidate_set(candidates: Iterable[object], what: str = "candidates") -> tuple[int, ...]:
     """``candidates`` as sorted block sizes, each through :func:`check_block_size`, or a ValueError naming
     ``what``: the one check of a candidate set (policies, sweeps, replay tables, the CLI)."""
     values = list(candidates)

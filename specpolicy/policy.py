@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from specpolicy.costs import CostTable, uniform_costs
-from specpolicy.cycles import Plan, check_candidates
+from specpolicy.cycles import Plan, check_candidate_set
 from specpolicy.defaults import DEFAULT_CANDIDATES, TRAINING_BLOCK_SIZE
 from specpolicy.state import DecodeState
 
@@ -100,7 +100,7 @@ class Policy:
     """True for oracles: they plan from what the sweep measured (the ``answers`` of :meth:`plan`)"""
 
     def __init__(self, candidates: Sequence[int] = DEFAULT_CANDIDATES) -> None:
-        self.candidates = check_candidates(candidates)
+        self.candidates = check_candidate_set(candidates)
 
     # --- the contract ---------------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specpolicy.cycles import check_candidates, check_verify_length
+from specpolicy.cycles import check_candidate_set, check_verify_length
 
 
 @pytest.mark.parametrize(("candidates", "expected"), [
@@ -15,7 +15,7 @@ from specpolicy.cycles import check_candidates, check_verify_length
     (np.array([4, 2]), (2, 4)),
 ])
 def test_check_candidates_sorts_valid_sets(candidates, expected):
-    assert check_candidates(candidates) == expected
+    assert check_candidate_set(candidates) == expected
 
 
 @pytest.mark.parametrize(("candidates", "message"), [
@@ -28,7 +28,7 @@ def test_check_candidates_sorts_valid_sets(candidates, expected):
 ])
 def test_check_candidates_refuses_bad_sets_naming_the_option(candidates, message):
     with pytest.raises(ValueError, match=message) as raised:
-        check_candidates(candidates, "--candidates")
+        check_candidate_set(candidates, "--candidates")
     assert str(raised.value).startswith("--candidates")
 
 

@@ -15,7 +15,7 @@ from specpolicy.cli.common import (
     settings_from,
     stderr,
 )
-from specpolicy.cycles import check_candidates
+from specpolicy.cycles import check_candidate_set
 from specpolicy.defaults import (
     MAX_NEW_TOKENS,
     MAX_PROMPT_TOKENS,
@@ -41,7 +41,7 @@ def parse_candidates(text: str, option: str = "--candidates", block_sizes: bool 
             raise typer.BadParameter(f"{option} must be distinct sizes >= 1, got {text!r}")
         return sorted(values)
     try:
-        return list(check_candidates(values, option))
+        return list(check_candidate_set(values, option))
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
 

@@ -8,13 +8,13 @@ intervals (``scipy.stats.bootstrap`` over prompts); tau stays as a diagnostic.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from scipy import stats
 
+from specpolicy.costs import label_order
 from specpolicy.defaults import BOOTSTRAP_RESAMPLES
 
 
@@ -140,14 +140,6 @@ def _gain_share(tok_p, sec_p, tok_b, sec_b, tok_o, sec_o, axis: int = -1) -> np.
 
 OVERALL = "all"
 """the label of the row over every prompt in a per-category report"""
-
-
-def label_order(label: str) -> tuple[int, int, str]:
-    """Sort key of row labels: length buckets (``<512``, ``512-1023``, ``>=1536``) by length, others by name."""
-    match = re.match(r"(<|>=)?(\d+)", label)
-    if match is None:
-        return 1, 0, label
-    return 0, 2 * int(match[2]) + {"<": -1, ">=": 1}.get(match[1] or "", 0), label
 
 
 def split_by(results: Sequence[PolicyResults], labels: Mapping[str, str]) -> list[tuple[str, list[PolicyResults]]]:

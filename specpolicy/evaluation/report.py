@@ -6,9 +6,10 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from specpolicy.costs import label_order
 from specpolicy.cycles import Plan
 from specpolicy.defaults import PLOT_MAX_LINES
-from specpolicy.evaluation.metrics import PolicyResults, label_order
+from specpolicy.evaluation.metrics import PolicyResults
 from specpolicy.files import atomic_path
 
 

@@ -94,6 +94,15 @@ def vllm_dsd_policy(arg: str | None, candidates: Sequence[int]) -> EngineConfigP
 
 
 @dataclass(frozen=True)
+class VllmAdaptive:
+    num_speculative_tokens: int = ENGINE_DRAFTS
+
+
+def vllm_adaptive_policy(arg: str | None, candidates: Sequence[int]) -> MarginalPolicy:
+    return MarginalPolicy(candidates, engine_args("vllm-adaptive", arg, VllmAdaptive).num_speculative_tokens + 1)
+
+
+@dataclass(frozen=True)
 class TrtllmSchedule:
     max_draft_len: int = ENGINE_DRAFTS
     draft_len_schedule: dict = field(default_factory=dict)
@@ -154,15 +163,6 @@ def trtllm_schedule_policy(arg: str | None, candidates: Sequence[int]) -> Trtllm
 class LlamacppPmin:
     p_min: float = LLAMACPP_P_MIN
     n_max: int = ENGINE_DRAFTS
-
-
-@dataclass(frozen=True)
-class VllmAdaptive:
-    num_speculative_tokens: int = ENGINE_DRAFTS
-
-
-def vllm_adaptive_policy(arg: str | None, candidates: Sequence[int]) -> MarginalPolicy:
-    return MarginalPolicy(candidates, engine_args("vllm-adaptive", arg, VllmAdaptive).num_speculative_tokens + 1)
 
 
 def llamacpp_pmin_policy(arg: str | None, candidates: Sequence[int]) -> ThresholdPolicy:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from specpolicy.cycles import check_candidates
+from specpolicy.cycles import check_candidate_set
 from specpolicy.decoding import DecodeTrace, SpeculativeDecoder
 from specpolicy.decoding.sampling import draft_confidences
 from specpolicy.defaults import REPLAY_ROWS_PER_PASS, TRAINING_BLOCK_SIZE
@@ -130,7 +130,7 @@ def build_replay(
     """
     if decoder.draft_sampling:
         raise ValueError("exact replay needs argmax drafts; build the decoder with draft_sampling=False")
-    candidates = check_candidates(candidates)
+    candidates = check_candidate_set(candidates)
     missing = sorted(set(confidence_sizes) - set(candidates))
     if missing:
         raise ValueError(f"confidence sizes {missing} are not among the candidates {list(candidates)}")

@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from specpolicy.cycles import check_candidates, check_temperature
+from specpolicy.cycles import check_candidate_set, check_temperature
 from specpolicy.data.prompts import Answer, Prompt, encode_prompt
 from specpolicy.data.registry import dataset_fingerprint
 from specpolicy.decoding import DecodeTrace, SpeculativeDecoder
@@ -63,7 +63,7 @@ class SweepSettings:
         """Fail before any model loads when a setting cannot work."""
         if self.mode not in MODES:
             raise ValueError(f"unknown sweep mode {self.mode!r}; use one of {', '.join(MODES)}")
-        check_candidates(self.candidates)
+        check_candidate_set(self.candidates)
         check_temperature(self.temperature)
         if self.max_new_tokens < 2:
             raise ValueError("max_new_tokens must be >= 2")

@@ -71,7 +71,7 @@ def test_rows_are_json_without_nan_and_fit_a_narrow_table():
 
 
 def test_rows_come_in_length_order_for_context_buckets_and_by_name_otherwise():
-    from specpolicy.evaluation.metrics import label_order
+    from specpolicy.costs import label_order
 
     labels = ["1024-1535", "qa", ">=1536", "<512", "512-1023", "math"]
     assert sorted(labels, key=label_order) == ["<512", "512-1023", "1024-1535", ">=1536", "math", "qa"]
