@@ -2,24 +2,44 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import itertools
 import json
 import random
+from collections.abc import Iterable
 from pathlib import Path
 
 from specpolicy.data.hub import code_request
 from specpolicy.data.prompts import Prompt
-from specpolicy.data.sharegpt import load_split
+from specpolicy.data.sharegpt import SPLITS, is_mostly_ascii, iter_conversations, split_of
+from specpolicy.data.splits import distinct, text_key
+
+
+@functools.cache
+def _sharegpt_by_split() -> dict[str, tuple[Prompt, ...]]:
+    """The first user turn of every mostly-ASCII conversation, by split, in one pass over the file."""
+    by_split: dict[str, list[Prompt]] = {split: [] for split in SPLITS}
+    for conversation in iter_conversations():
+        if is_mostly_ascii(conversation):
+            chat = f"sharegpt:{conversation.base_id}"
+            by_split[split_of(conversation.base_id)].append(
+                Prompt.single(f"sharegpt:{conversation.id}", conversation.turns[0][1], conversation=chat))
+    return {split: tuple(prompts) for split, prompts in by_split.items()}
 
 
 def sharegpt_prompts(split: str = "heldout") -> list[Prompt]:
     """First user turn of each mostly-ASCII conversation in a ShareGPT split (default: held-out)."""
-    prompts = []
-    for conversation in load_split(split):
-        _, text = conversation.turns[0]
-        prompts.append(Prompt.single(f"sharegpt:{conversation.id}", text))
-    return prompts
+    if split not in SPLITS:
+        raise ValueError(f"unknown ShareGPT split {split!r}; choose one of {', '.join(SPLITS)}")
+    return list(_sharegpt_by_split()[split])
+
+
+def sharegpt_seen(split: str) -> set[str]:
+    """The inputs (:func:`~specpolicy.data.splits.text_key`) of the splits before ``split`` (train, then
+    validation): a later split never repeats one of them."""
+    earlier = SPLITS[:SPLITS.index(split)]
+    return {text_key(p.messages) for name in earlier for p in _sharegpt_by_split()[name]}
 
 
 MT_BENCH_FILE = Path(__file__).parent / "mt_bench" / "question.jsonl"
@@ -56,7 +76,7 @@ def spec_bench_prompts() -> list[Prompt]:
         prompts.append(Prompt.single(pid, turns[0], category, group))
         if len(turns) > 1:
             prompts.append(Prompt(f"{pid}:{len(turns)}", tuple(("user", t) for t in turns), category, group,
-                                  own_answers=True))
+                                  own_answers=True, conversation=pid))
     return prompts
 
 
@@ -77,15 +97,16 @@ def humaneval_prompts() -> list[Prompt]:
     return prompts
 
 
-def sample(prompts: list[Prompt], max_samples: int | None, seed: int = 0) -> list[Prompt]:
+def sample(prompts: list[Prompt], max_samples: int | None, seed: int = 0, seen: Iterable[str] = ()) -> list[Prompt]:
     """A seeded shuffle cut to ``max_samples`` (all prompts, unshuffled, when ``None``). Prompts labelled
-    with groups are drawn from every group in turn, so a sample covers each group alike."""
+    with groups are drawn from every group in turn, so a sample covers each group alike. A repeated input
+    is drawn once, and an input in ``seen`` (another split's) never (:func:`~specpolicy.data.splits.distinct`)."""
     if max_samples is None or max_samples >= len(prompts):
-        return prompts
+        return distinct(prompts, seen)
     order = list(range(len(prompts)))
     random.Random(seed).shuffle(order)
     by_group: dict[str, list[int]] = {}
     for i in order:
         by_group.setdefault(prompts[i].group, []).append(i)
     rounds = itertools.zip_longest(*by_group.values())  # one of each group per round, groups in order of first draw
-    return [prompts[i] for i in itertools.islice((i for row in rounds for i in row if i is not None), max_samples)]
+    return distinct((prompts[i] for row in rounds for i in row if i is not None), seen)[:max_samples]

@@ -14,7 +14,9 @@ class Prompt:
 
     ``category`` and ``group`` label it for per-category reports (``compare --by``; the group defaults
     to the category). ``own_answers``: consecutive user turns are separated by the target's own answers,
-    filled in before decoding (:func:`with_own_answers`), as multi-turn benchmarks run.
+    filled in before decoding (:func:`with_own_answers`), as multi-turn benchmarks run. ``conversation``: the
+    chat it comes from (default: its own id); prompts of one conversation are never split apart
+    (:mod:`specpolicy.data.splits`).
     """
 
     id: str
@@ -22,14 +24,17 @@ class Prompt:
     category: str = ""
     group: str = ""
     own_answers: bool = False
+    conversation: str = ""
 
     def __post_init__(self) -> None:
+        if not self.conversation:
+            object.__setattr__(self, "conversation", self.id)
         if self.category and not self.group:
             object.__setattr__(self, "group", self.category)
 
     @classmethod
-    def single(cls, id: str, text: str, category: str = "", group: str = "") -> Prompt:
-        return cls(id, (("user", text),), category, group)
+    def single(cls, id: str, text: str, category: str = "", group: str = "", conversation: str = "") -> Prompt:
+        return cls(id, (("user", text),), category, group, conversation=conversation)
 
 
 def with_own_answers(prompt: Prompt, answer: Callable[[Prompt], str]) -> Prompt:

@@ -7,7 +7,14 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from specpolicy.data.builtin import humaneval_prompts, mt_bench_prompts, sample, sharegpt_prompts, spec_bench_prompts
+from specpolicy.data.builtin import (
+    humaneval_prompts,
+    mt_bench_prompts,
+    sample,
+    sharegpt_prompts,
+    sharegpt_seen,
+    spec_bench_prompts,
+)
 from specpolicy.data.hub import HUB_DATASETS, load_hub_prompts
 from specpolicy.data.prompts import Prompt
 
@@ -19,6 +26,11 @@ OFFLINE: dict[str, Callable[[], list[Prompt]]] = {
     "mt-bench": mt_bench_prompts,
     "spec-bench": spec_bench_prompts,
 }
+HELD_APART: dict[str, Callable[[], set[str]]] = {
+    "sharegpt": lambda: sharegpt_seen("heldout"),
+    "sharegpt-validation": lambda: sharegpt_seen("validation"),
+}
+"""the inputs a named split never repeats: those of the splits a model trains on"""
 
 
 def dataset_names() -> list[str]:
@@ -110,4 +122,4 @@ def load_prompts(name: str, max_samples: int | None = None, seed: int = 0) -> li
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(dataset_names())}, or a .jsonl/.txt file")
     if not prompts:
         raise ValueError(f"dataset {name!r} has no prompts")
-    return sample(prompts, max_samples, seed)
+    return sample(prompts, max_samples, seed, HELD_APART.get(name, set)())

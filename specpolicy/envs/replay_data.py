@@ -66,7 +66,7 @@ class ReplayData:
         """Read a sweep store; ``reward``: a per-prompt name of :data:`~specpolicy.envs.rewards.REWARDS`.
 
         ``split``: without ``sweep``, which shipped sweep (``train``, the default, ``validation`` or ``test``);
-        with one, only its ``train`` or ``validation`` side (:func:`~specpolicy.sweep.resume.in_validation`;
+        with one, only its ``train`` or ``validation`` side (:func:`~specpolicy.data.splits.validation_ids`;
         default: every prompt).
         """
         check_reward(reward, "prompt", "replay")

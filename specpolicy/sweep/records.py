@@ -1,7 +1,8 @@
 """Typed, versioned sweep records: what one prompt's sweep measured (no torch).
 
 Version 2 adds ``prompt_sha256`` (the encoded prompt's content hash) and keys feature files by
-prompt id and content; version 1 records (earlier stores, the shipped zoo sweeps) read unchanged.
+prompt id and content; version 1 records (earlier stores, the shipped zoo sweeps) read unchanged. The optional
+``conversation`` and ``text_key`` say what the store's split groups a record by.
 Every record is validated on read: a tau outside [1, B] (0 only for a prompt finished by
 prefill), a replay table of the wrong shape or an unknown field makes the line malformed.
 """
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from specpolicy.data.splits import SplitKey
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.replay.table import ReplayTable
 
@@ -118,6 +120,9 @@ class SweepRecord(_Record):
     category: str | None = None
     """the prompt's category and task group, for per-category reports (``compare --by``)"""
     group: str | None = None
+    conversation: str | None = None
+    """the prompt's conversation and input (:mod:`specpolicy.data.splits`); absent before 0.2: the id stands in"""
+    text_key: str | None = None
 
     @model_validator(mode="after")
     def _valid(self) -> SweepRecord:
@@ -128,6 +133,12 @@ class SweepRecord(_Record):
         if bad:
             raise ValueError(f"taus out of range (1 <= tau <= B, or 0 for no cycle): {bad}")
         return self
+
+    @property
+    def split_key(self) -> SplitKey:
+        """What the store's train/validation split groups this record by."""
+        return SplitKey(self.prompt_id, self.conversation or self.prompt_id,
+                        self.text_key or self.prompt_sha256 or self.prompt_id)
 
     def tau(self, block_size: int) -> float:
         """tau of ``block_size``; a ValueError naming what the sweep holds when it was not swept."""

@@ -1,10 +1,6 @@
-"""What a sweep store's settings must match to be resumed, and how a store splits into train and validation."""
+"""What a sweep store's settings must match to be resumed."""
 
 from __future__ import annotations
-
-import hashlib
-
-from specpolicy.defaults import VALIDATION_SHARE
 
 MATCHING_KEYS = ("candidates", "temperature", "max_new_tokens", "seed", "target", "drafter", "dataset", "mode",
                  "max_prompt_tokens", "dtype", "device", "reference_block_size")
@@ -30,11 +26,3 @@ def settings_diffs(existing: dict, meta: dict) -> list[str]:
                   for k in MODEL_KEYS if k in stored_models and stored_models.get(k) != models.get(k)]
     return diffs
 
-
-SPLITS = ("train", "validation")
-"""the two sides of a store split by a hash of the prompt id (what ``specpolicy train`` holds out)"""
-
-
-def in_validation(prompt_id: str, validation_share: float = VALIDATION_SHARE, seed: int = 0) -> bool:
-    """Whether a prompt belongs to the validation side of a store (a hash of its id)."""
-    return int(hashlib.sha256(f"{seed}:{prompt_id}".encode()).hexdigest(), 16) % 1000 / 1000 < validation_share

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from specpolicy.cycles import check_candidate_set, check_temperature
 from specpolicy.data.prompts import Answer, Prompt, encode_prompt
 from specpolicy.data.registry import dataset_fingerprint
+from specpolicy.data.splits import text_key
 from specpolicy.decoding import DecodeTrace, SpeculativeDecoder
 from specpolicy.decoding.autoregressive import own_answer
 from specpolicy.defaults import (
@@ -109,7 +110,8 @@ def sweep_prompt(decoder: SpeculativeDecoder, prompt: Prompt, index: int, settin
     candidates = sorted(settings.candidates)
     fields: dict = {"version": RECORD_VERSION, "prompt_id": prompt.id, "index": index, "prompt_length": len(ids),
                     "prompt_sha256": prompt_digest(ids), "training_block_size": decoder.drafter.block_size,
-                    "category": prompt.category or None, "group": prompt.group or None}
+                    "category": prompt.category or None, "group": prompt.group or None,
+                    "conversation": prompt.conversation, "text_key": text_key(prompt.messages)}
     try:
         if settings.mode == "replay":
             table, trace = build_replay(decoder, ids, candidates, max_new_tokens=settings.max_new_tokens,

@@ -32,10 +32,11 @@ from pydantic import ValidationError
 from safetensors.numpy import load_file, save_file
 
 from specpolicy.costs import CostTable
+from specpolicy.data.splits import SPLITS, validation_ids
 from specpolicy.features import to_numpy
 from specpolicy.files import atomic_path, write_text
 from specpolicy.sweep.records import SweepRecord, checksum
-from specpolicy.sweep.resume import SPLITS, in_validation, settings_diffs
+from specpolicy.sweep.resume import settings_diffs
 
 SCHEMA = "specpolicy.sweep/1"
 
@@ -73,7 +74,8 @@ BEFORE_META = {".lock", "features", "meta.tmp", "meta.json.tmp"}
 class SweepStore:
     """A sweep store folder. Create or resume with :meth:`open` (locks it); read with :meth:`records`.
 
-    ``split``: read one side of the store only (``train`` or ``validation``, by :func:`in_validation`).
+    ``split``: read one side of the store only (``train`` or ``validation``: conversations and inputs never
+    straddle the two, :func:`~specpolicy.data.splits.validation_ids`).
     """
 
     def __init__(self, path: Path, meta: dict, split: str | None = None) -> None:
@@ -238,7 +240,16 @@ class SweepStore:
         return file.exists() and hashlib.sha256(file.read_bytes()).hexdigest() == record.features_sha256
 
     def records(self) -> Iterator[SweepRecord]:
-        """Valid records in file order; bad ones are reported (warning + ``self.report``) and skipped."""
+        """Valid records in file order (of the store's ``split`` side, if set); bad ones are reported (warning +
+        ``self.report``) and skipped."""
+        if self.split is None:
+            yield from self._all_records()
+            return
+        records = list(self._all_records())
+        validation = validation_ids([r.split_key for r in records])
+        yield from (r for r in records if (r.prompt_id in validation) == (self.split == "validation"))
+
+    def _all_records(self) -> Iterator[SweepRecord]:
         self.report = StoreReport()
         file = self.path / "records.jsonl"
         if not file.exists():
@@ -257,8 +268,7 @@ class SweepStore:
                 if record.prompt_id in seen:
                     continue  # a duplicate can only come from an interrupted append race; keep the first
                 seen.add(record.prompt_id)
-                if self.split is None or in_validation(record.prompt_id) == (self.split == "validation"):
-                    yield record
+                yield record
 
     def done_ids(self) -> set[str]:
         """Prompt ids with a valid record (a rerun skips them)."""

@@ -7,11 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from specpolicy.costs import CostTable
-from specpolicy.defaults import VALIDATION_SHARE
 from specpolicy.policy import TRAINING_BLOCK_SIZE, TrainingSet, oracle_label
 from specpolicy.replay.table import ReplayTable
 from specpolicy.sweep.records import SweepRecord
-from specpolicy.sweep.resume import in_validation
 from specpolicy.sweep.store import SweepStore
 
 LABELS = ("time", "tau")
@@ -82,8 +80,8 @@ def cycles_per_token(table: ReplayTable, candidates: Sequence[int]) -> list[floa
     return [len(table.simulate(b)) / tokens for b in candidates]
 
 
-def split_by_prompt(data: TrainingSet, validation_share: float = VALIDATION_SHARE,
-                    seed: int = 0) -> tuple[TrainingSet, TrainingSet]:
-    """Deterministic split by a hash of the prompt id, so a prompt is never on both sides."""
-    validation = np.array([in_validation(pid, validation_share, seed) for pid in data.prompt_ids], dtype=bool)
-    return data.subset(np.where(~validation)[0]), data.subset(np.where(validation)[0])
+def split_by_prompt(data: TrainingSet, validation: set[str]) -> tuple[TrainingSet, TrainingSet]:
+    """(train, validation) sides of ``data``: the prompts named in ``validation`` (from
+    :func:`~specpolicy.data.splits.validation_ids`) and the rest."""
+    held = np.array([pid in validation for pid in data.prompt_ids], dtype=bool)
+    return data.subset(np.where(~held)[0]), data.subset(np.where(held)[0])

@@ -119,6 +119,7 @@ def build_policy(args: TrainArgs, data: TrainingSet) -> LearnedPolicy:
 def main(args: TrainArgs) -> dict:
     """Train, save to ``args.out`` and return a summary (accuracies, chance level, timings)."""
     from specpolicy.costs import CostTable
+    from specpolicy.data.splits import validation_ids
     from specpolicy.sweep.store import SweepStore  # torch: imported only when training runs
     from specpolicy.training.data import split_by_prompt, training_set
 
@@ -133,7 +134,8 @@ def main(args: TrainArgs) -> dict:
         order = np.random.default_rng(args.seed).permutation(len(data))
         data.labels, data.taus, data.values = data.labels[order], data.taus[order], data.values[order]
         data.cycles_per_token = data.cycles_per_token[order]
-    train, validation = split_by_prompt(data, args.validation_share, args.seed)
+    held = validation_ids([r.split_key for r in store.records()], args.validation_share, args.seed)
+    train, validation = split_by_prompt(data, held)
     if len(train) < 2:
         raise ValueError(f"sweep {args.sweep} has {len(data)} usable prompts; sweep more prompts to train on")
     policy = build_policy(args, data)

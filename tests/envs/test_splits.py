@@ -7,17 +7,18 @@ import gymnasium as gym
 import pytest
 
 import specpolicy  # noqa: F401  (registers the IDs)
+from specpolicy.data.splits import validation_ids
 from specpolicy.envs.replay_data import ReplayData
-from specpolicy.sweep.resume import in_validation
 
 ENV_IDS = ["specpolicy/BlockSize-v0", "specpolicy/BlockSizeStep-v0"]
 
 
 @pytest.mark.parametrize("split", ["train", "validation"])
 def test_a_split_of_a_users_sweep_serves_exactly_that_side(replay_store, split):
-    every = [r.prompt_id for r in replay_store.records()]
+    every = list(replay_store.records())
+    held = validation_ids([r.split_key for r in every])
     data = ReplayData.load(str(replay_store.path), split=split)
-    assert data.prompt_ids == [p for p in every if in_validation(p) == (split == "validation")]
+    assert data.prompt_ids == [r.prompt_id for r in every if (r.prompt_id in held) == (split == "validation")]
 
 
 def test_no_split_with_a_users_sweep_serves_every_prompt(replay_store):

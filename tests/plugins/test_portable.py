@@ -4,6 +4,8 @@ table of the machine they run on; sweeps re-price with any table that covers the
 from __future__ import annotations
 
 import itertools
+import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -111,7 +113,12 @@ def test_portable_predictors_record_what_they_predict_and_the_table_they_were_va
     loaded.validated_with = uniform_costs((1, 8))  # the attribute is what a save writes
     loaded.save(tmp_path / "again")
     assert BlockPilotPolicy.load(tmp_path / "again").validated_with == uniform_costs((1, 8))
-    paper = BlockPilotPolicy.load(default_predictor_path("blockpilot-paper"))  # saved before `predicts` existed
+    legacy = tmp_path / "legacy"  # a classifier saved before `predicts` and `validated_with` existed
+    shutil.copytree(default_predictor_path("blockpilot-paper"), legacy)
+    settings = json.loads((legacy / "blockpilot.json").read_text())
+    del settings["predicts"], settings["metadata"]["validated_with"]
+    (legacy / "blockpilot.json").write_text(json.dumps(settings))
+    paper = BlockPilotPolicy.load(legacy)
     assert paper.settings.predicts == "label" and paper.validated_with is None
 
 

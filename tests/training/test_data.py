@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from specpolicy.costs import uniform_costs
+from specpolicy.data.splits import validation_ids
 from specpolicy.training.data import split_by_prompt, training_set
 
 
@@ -37,7 +38,9 @@ def test_candidate_subset_and_repricing(replay_store):
 
 def test_split_by_prompt_is_disjoint_and_complete(replay_store):
     data = training_set(replay_store, "tau")
-    train, validation = split_by_prompt(data, 0.5, seed=0)
+    held = validation_ids([r.split_key for r in replay_store.records()], 0.5, seed=0)
+    train, validation = split_by_prompt(data, held)
+    assert set(validation.prompt_ids) == held
     assert not set(train.prompt_ids) & set(validation.prompt_ids)
     assert len(train) + len(validation) == 8
     assert np.all(train.values == data.values[[data.prompt_ids.index(p) for p in train.prompt_ids]])
