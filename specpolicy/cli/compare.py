@@ -65,8 +65,8 @@ def compare(
                                          "with the one nearest its length"),
     by: str = typer.Option(None, help="a row per prompt category, group or context-length bucket (and one over "
                                       "all): category, group, context"),
-    split: str = typer.Option(None, help="evaluate one side of the --sweep store: train or validation (a hash of "
-                                         "the prompt id, the split `specpolicy train` holds out)"),
+    split: str = typer.Option(None, help="evaluate one side of the --sweep store: train or validation (by "
+                                         "conversation and input, as `specpolicy train` holds out)"),
     threads: int = ThreadsOption,
     fmt: OutputFormat = FormatOption,
     plot: Path = typer.Option(None, help="save a PNG: speed per policy and chosen block sizes"),

@@ -86,8 +86,8 @@ class CompareOptions:
                 raise ValueError(f"--sweep evaluates a stored sweep with its own prompts and settings; "
                                  f"{', '.join(ignored)} would be ignored: drop them, or drop --sweep to sweep anew")
         elif self.split is not None:
-            raise ValueError("--split picks one side of a --sweep store (train or validation, by a hash of the "
-                             "prompt id, as `specpolicy train` splits it); pass --sweep DIR")
+            raise ValueError("--split picks one side of a --sweep store (train or validation, by "
+                             "conversation and input, as `specpolicy train` splits it); pass --sweep DIR")
         if self.plot is not None:
             check_plot_path(self.plot)
         if self.allow_noisy and self.batch_costs is None:
