@@ -213,7 +213,7 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
                                  costs=costs)
     from specpolicy.models.loading import weights_fingerprint
     from specpolicy.sweep.run import SweepSettings, run_sweep
-    from specpolicy.sweep.store import StoreLockedError, StoreUnusableError
+    from specpolicy.sweep.store import StoreUnusableError
 
     settings = settings_from(SweepSettings, vars(options), dataset=name, candidates=candidates, mode="replay")
     settings.validate()
@@ -224,10 +224,12 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
     stderr.print(f"sweeping {name} into compare's cache (resumable): {out}", highlight=False, soft_wrap=True)
     with progress_bar(f"sweep {Path(name).name}", len(prompts)) as update:
         try:
-            store = run_sweep(settings, str(out), prompts, on_progress=update)
-        except (StoreUnusableError, StoreLockedError) as error:
-            raise ValueError(f"{error}. That store is compare's cache, which takes no --out: wait for the other "
-                             f"compare to finish, or delete {out} and rerun to sweep anew") from None
+            store = run_sweep(settings, str(out), prompts, on_progress=update, wait=lambda path: stderr.print(
+                "waiting for another run sweeping into the same cache (it finishes the prompts this run needs)",
+                highlight=False))
+        except StoreUnusableError as error:
+            raise ValueError(f"{error}. That store is compare's cache, which takes no --out: delete {out} and rerun "
+                             "to sweep anew") from None
     if costs is None:
         warn_if_flagged(store.latency(), out / "latency.json")
     return evaluate_replay(store, policies, costs=costs, candidates=candidates)

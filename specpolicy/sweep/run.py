@@ -12,6 +12,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from specpolicy.cycles import check_candidate_set, check_temperature
 from specpolicy.data.prompts import Answer, Prompt, encode_prompt
@@ -180,8 +181,10 @@ def run_sweep(
     prompts: Sequence[Prompt],
     pair=None,
     on_progress: Callable[[int, int], None] | None = None,
+    wait: Callable[[Path], None] | None = None,
 ) -> SweepStore:
-    """Sweep ``prompts`` into the store at ``out``; finished prompts are skipped (resume)."""
+    """Sweep ``prompts`` into the store at ``out``; finished prompts are skipped (resume). ``wait``: block while
+    another process writes there (told the path) instead of failing."""
     settings.validate()
     _check_prompts(prompts)
     meta = settings.meta()
@@ -193,7 +196,7 @@ def run_sweep(
     meta.update({"models": pair.metadata(), "python": platform.python_version(),
                  "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                  "training_block_size": pair.drafter.block_size})
-    store = SweepStore.open(out, meta)
+    store = SweepStore.open(out, meta, wait)
     try:
         decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=settings.temperature,
                                      max_new_tokens=settings.max_new_tokens)

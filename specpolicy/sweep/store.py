@@ -22,7 +22,7 @@ import hashlib
 import json
 import os
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,14 +118,17 @@ class SweepStore:
                              "pass a new --out folder or the same settings to resume")
 
     @classmethod
-    def open(cls, path: str | Path, meta: dict) -> SweepStore:
-        """Create ``path`` with ``meta``, or resume it when its settings match ``meta``; holds its write lock."""
+    def open(cls, path: str | Path, meta: dict, wait: Callable[[Path], None] | None = None) -> SweepStore:
+        """Create ``path`` with ``meta``, or resume it when its settings match ``meta``; holds its write lock.
+
+        Another writer makes it fail (:class:`StoreLockedError`), or, with ``wait``, say so (``wait(path)``) and
+        block until that writer is done."""
         path = Path(path)
         meta = {"schema": SCHEMA, **meta}
         cls.check_resumable(path, meta)
         path.mkdir(parents=True, exist_ok=True)
         store = cls(path, meta)
-        store._acquire()
+        store._acquire(wait)
         meta_file = path / "meta.json"
         if meta_file.exists():
             store.meta = json.loads(meta_file.read_text(encoding="utf-8"))
@@ -134,11 +137,16 @@ class SweepStore:
         write_text(meta_file, json.dumps(meta, indent=2, sort_keys=True))
         return store
 
-    def _acquire(self) -> None:
+    def _acquire(self, wait: Callable[[Path], None] | None = None) -> None:
         handle = open(self.path / ".lock", "a+")  # noqa: SIM115 (held for the store's lifetime)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if wait is not None:
+                wait(self.path)
+                fcntl.flock(handle, fcntl.LOCK_EX)
+                self._lock = handle
+                return
             handle.close()
             raise StoreLockedError(f"another process is writing to {self.path}; wait for it to finish or pass "
                                    "another --out folder") from None

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -109,6 +111,17 @@ def test_a_second_writer_is_refused_while_the_first_holds_the_store(tmp_path):
     with SweepStore.open(tmp_path / "s", META), pytest.raises(StoreLockedError, match="another process is writing"):
         SweepStore.open(tmp_path / "s", META)
     _open(tmp_path / "s")  # released: resumable again
+
+
+def test_a_writer_that_may_wait_waits_for_the_first_and_is_told_so(tmp_path):
+    """Reported: two compares on one cache failed instead of waiting (compare's cache opens with ``wait``)."""
+    first = SweepStore.open(tmp_path / "s", META)
+    told: list = []
+    threading.Timer(0.3, first.close).start()
+    start = time.monotonic()
+    with SweepStore.open(tmp_path / "s", META, wait=told.append) as second:
+        assert told == [tmp_path / "s"] and time.monotonic() - start >= 0.25
+        assert second.meta["candidates"] == META["candidates"]
 
 
 def test_a_torn_last_line_does_not_eat_the_next_record(tmp_path):
