@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import gzip
 import itertools
 import json
@@ -12,34 +11,21 @@ from pathlib import Path
 
 from specpolicy.data.hub import code_request
 from specpolicy.data.prompts import Prompt
-from specpolicy.data.sharegpt import SPLITS, is_mostly_ascii, iter_conversations, split_of
+from specpolicy.data.sharegpt import SPLITS, load_split
 from specpolicy.data.splits import distinct, text_key
-
-
-@functools.cache
-def _sharegpt_by_split() -> dict[str, tuple[Prompt, ...]]:
-    """The first user turn of every mostly-ASCII conversation, by split, in one pass over the file."""
-    by_split: dict[str, list[Prompt]] = {split: [] for split in SPLITS}
-    for conversation in iter_conversations():
-        if is_mostly_ascii(conversation):
-            chat = f"sharegpt:{conversation.base_id}"
-            by_split[split_of(conversation.base_id)].append(
-                Prompt.single(f"sharegpt:{conversation.id}", conversation.turns[0][1], conversation=chat))
-    return {split: tuple(prompts) for split, prompts in by_split.items()}
 
 
 def sharegpt_prompts(split: str = "heldout") -> list[Prompt]:
     """First user turn of each mostly-ASCII conversation in a ShareGPT split (default: held-out)."""
-    if split not in SPLITS:
-        raise ValueError(f"unknown ShareGPT split {split!r}; choose one of {', '.join(SPLITS)}")
-    return list(_sharegpt_by_split()[split])
+    return [Prompt.single(f"sharegpt:{c.id}", c.turns[0][1], conversation=f"sharegpt:{c.base_id}")
+            for c in load_split(split)]
 
 
 def sharegpt_seen(split: str) -> set[str]:
     """The inputs (:func:`~specpolicy.data.splits.text_key`) of the splits before ``split`` (train, then
     validation): a later split never repeats one of them."""
     earlier = SPLITS[:SPLITS.index(split)]
-    return {text_key(p.messages) for name in earlier for p in _sharegpt_by_split()[name]}
+    return {text_key(c.turns[:1]) for name in earlier for c in load_split(name)}
 
 
 MT_BENCH_FILE = Path(__file__).parent / "mt_bench" / "question.jsonl"

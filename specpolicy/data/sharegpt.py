@@ -7,6 +7,7 @@ never yielding a partial record.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterator
@@ -112,12 +113,18 @@ def is_mostly_ascii(conversation: Conversation, threshold: float = ASCII_SHARE) 
     return sum(ch.isascii() for ch in text) / len(text) >= threshold
 
 
-def load_split(split: str, path: Path | None = None, ascii_only: bool = True) -> list[Conversation]:
-    """All conversations of one split (``train``, ``validation`` or ``heldout``), in file order."""
+@functools.cache
+def _by_split() -> dict[str, tuple[Conversation, ...]]:
+    """The mostly-ASCII conversations of the installed file, by split, in file order (one pass)."""
+    by_split: dict[str, list[Conversation]] = {split: [] for split in SPLITS}
+    for conversation in iter_conversations():
+        if is_mostly_ascii(conversation):
+            by_split[split_of(conversation.base_id)].append(conversation)
+    return {split: tuple(conversations) for split, conversations in by_split.items()}
+
+
+def load_split(split: str) -> list[Conversation]:
+    """All mostly-ASCII conversations of one split (``train``, ``validation`` or ``heldout``), in file order."""
     if split not in SPLITS:
         raise ValueError(f"unknown ShareGPT split {split!r}; choose one of {', '.join(SPLITS)}")
-    return [
-        c
-        for c in iter_conversations(path)
-        if split_of(c.base_id) == split and (not ascii_only or is_mostly_ascii(c))
-    ]
+    return list(_by_split()[split])
