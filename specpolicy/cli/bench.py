@@ -7,13 +7,17 @@ from pathlib import Path
 import typer
 
 from specpolicy.cli.common import (
+    BenchPromptsOption,
+    DatasetOption,
     DeviceOption,
     DrafterOption,
     DraftSamplingOption,
     DtypeOption,
     FormatOption,
+    MaxNewTokensOption,
     OutputFormat,
     TargetOption,
+    TemperatureOption,
     ThreadsOption,
     check_draft_sampling,
     emit,
@@ -24,12 +28,10 @@ from specpolicy.defaults import (
     BENCH_ENV_LIVE_EPISODES,
     BENCH_ENV_NUM_ENVS,
     BENCH_ENV_STEPS,
-    BENCH_PROMPTS,
     LATENCY_CHECK_PROMPTS,
     LATENCY_CONTEXT,
     LATENCY_REPEATS,
     MAX_BLOCK_SIZE,
-    MAX_NEW_TOKENS,
     MAX_PROMPT_TOKENS,
     SHIPPED_SWEEP_CANDIDATES,
     TRAINING_BLOCK_SIZE,
@@ -44,11 +46,11 @@ def decode(
         "tiny", "--target", help="target: tiny, random (random weights, built in memory), a local folder or a hub id"
     ),
     drafter: str = DrafterOption,
-    prompts: int = typer.Option(BENCH_PROMPTS, min=1, help="number of prompts (the first of a seeded sample)"),
-    dataset: str = typer.Option("sharegpt", help="prompt set (see `specpolicy sweep --help`)"),
-    max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2, help="tokens generated per prompt"),
+    prompts: int = BenchPromptsOption,
+    dataset: str = DatasetOption,
+    max_new_tokens: int = MaxNewTokensOption,
     block_size: int = typer.Option(TRAINING_BLOCK_SIZE, min=1, max=MAX_BLOCK_SIZE, help="speculative block size B"),
-    temperature: float = typer.Option(0.0, min=0.0, help="sampling temperature (0 = greedy)"),
+    temperature: float = TemperatureOption,
     draft_sampling: bool = DraftSamplingOption,
     threads: int = ThreadsOption,
     device: str = DeviceOption,
@@ -134,8 +136,8 @@ def latency(
 @app.command("gpu-check")
 def gpu_check(
     device: str = typer.Option("cuda", help="the accelerator to check (cpu runs the same comparisons)"),
-    prompts: int = typer.Option(BENCH_PROMPTS, min=1, help="held-out ShareGPT prompts"),
-    max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
+    prompts: int = BenchPromptsOption,
+    max_new_tokens: int = MaxNewTokensOption,
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """The shipped pair on a GPU vs CPU float32: outputs, cycles, replay = live, bf16 drift, speed (no downloads)."""
@@ -151,12 +153,12 @@ def gpu_check(
 
 @app.command("sweep")
 def sweep(
-    prompts: int = typer.Option(BENCH_PROMPTS, min=1, help="held-out ShareGPT prompts"),
+    prompts: int = BenchPromptsOption,
     candidates: str = typer.Option(",".join(map(str, SHIPPED_SWEEP_CANDIDATES)), help="block sizes"),
-    max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
+    max_new_tokens: int = MaxNewTokensOption,
     target: str = typer.Option("tiny", "--target"),
     drafter: str = DrafterOption,
-    dataset: str = typer.Option("sharegpt", help="prompt set"),
+    dataset: str = DatasetOption,
     device: str = DeviceOption,
     dtype: str = DtypeOption,
     fmt: OutputFormat = FormatOption,

@@ -7,10 +7,13 @@ from pathlib import Path
 import typer
 
 from specpolicy.cli.common import (
+    BenchPromptsOption,
+    DatasetOption,
     DeviceOption,
     DrafterOption,
     DtypeOption,
     FormatOption,
+    MaxNewTokensOption,
     OutputFormat,
     TargetOption,
     ThreadsOption,
@@ -22,8 +25,6 @@ from specpolicy.cli.common import (
 from specpolicy.defaults import (
     BATCH_LATENCY_CONTEXT,
     BATCH_LATENCY_REPEATS,
-    BENCH_PROMPTS,
-    MAX_NEW_TOKENS,
     MAX_PROMPT_TOKENS,
 )
 
@@ -69,9 +70,9 @@ def batch_latency(
 
 def verify(
     policies: str = typer.Option("threshold,marginal16,adaptive-verify", help="policies with verify rules"),
-    prompts: int = typer.Option(BENCH_PROMPTS, min=1, help="held-out prompts"),
+    prompts: int = BenchPromptsOption,
     candidates: str = typer.Option("1,2,4,8,16,32", help="block sizes the replay records"),
-    max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
+    max_new_tokens: int = MaxNewTokensOption,
     threads: int = ThreadsOption,
     fmt: OutputFormat = FormatOption,
 ) -> None:
@@ -103,9 +104,9 @@ def verify(
 
 def hf_loop(
     policies: str = typer.Option("fixed16,blockpilot-guard", help="comma-separated policy names"),
-    prompts: int = typer.Option(BENCH_PROMPTS, min=1, help="held-out prompts (the first of a seeded sample)"),
-    dataset: str = typer.Option("sharegpt", help="prompt set"),
-    max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
+    prompts: int = BenchPromptsOption,
+    dataset: str = DatasetOption,
+    max_new_tokens: int = MaxNewTokensOption,
     threads: int = ThreadsOption,
     target: str = TargetOption,
     drafter: str = DrafterOption,

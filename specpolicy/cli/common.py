@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from specpolicy.cycles import check_temperature
-from specpolicy.defaults import DEFAULT_THREADS
+from specpolicy.defaults import BENCH_PROMPTS, DEFAULT_THREADS, MAX_NEW_TOKENS
 
 Settings = TypeVar("Settings")
 
@@ -30,6 +30,12 @@ DtypeOption = typer.Option("auto", "--dtype", help="auto (bf16 on CUDA, fp32 on 
 ThreadsOption = typer.Option(
     DEFAULT_THREADS, "--threads", min=1, help="torch CPU threads for everything timed (recorded with every timing)"
 )
+MaxNewTokensOption = typer.Option(MAX_NEW_TOKENS, min=2, help="tokens generated per prompt")
+TemperatureOption = typer.Option(0.0, min=0.0, help="sampling temperature (0 = greedy)")
+SeedOption = typer.Option(0, help="seed of the prompt sample, sampling and training")
+DatasetOption = typer.Option("sharegpt", help="prompt set name or a .jsonl/.txt file")
+BenchPromptsOption = typer.Option(BENCH_PROMPTS, min=1, help="prompts (the first of a seeded sample)")
+AllowNoisyOption = typer.Option(False, help="use the batch cost table even when it is flagged noisy or not monotone")
 DraftSamplingOption = typer.Option(
     False, "--draft-sampling", help="sample drafts and verify them with speculative sampling (needs --temperature > 0)"
 )

@@ -14,12 +14,16 @@ from pathlib import Path
 import typer
 
 from specpolicy.cli.common import (
+    AllowNoisyOption,
     DeviceOption,
     DrafterOption,
     DtypeOption,
     FormatOption,
+    MaxNewTokensOption,
     OutputFormat,
+    SeedOption,
     TargetOption,
+    TemperatureOption,
     ThreadsOption,
     emit,
     fail,
@@ -36,7 +40,7 @@ from specpolicy.cli.compare_runs import (
     results_per_dataset,
 )
 from specpolicy.cli.sweep import parse_candidates
-from specpolicy.defaults import BOOTSTRAP_RESAMPLES, COMPARE_BASELINE, COMPARE_ORACLE, MAX_NEW_TOKENS
+from specpolicy.defaults import BOOTSTRAP_RESAMPLES, COMPARE_BASELINE, COMPARE_ORACLE
 
 
 def compare(
@@ -44,12 +48,12 @@ def compare(
     dataset: str = typer.Option(DEFAULT_DATASET, help="prompt sets (comma-separated) or .jsonl/.txt files"),
     mode: Mode = typer.Option(Mode.replay, help="replay (exact, modelled time) or live (decode, measured time)"),
     sweep: Path = typer.Option(None, help="evaluate this existing sweep store instead of sweeping"),
-    temperature: float = typer.Option(0.0, min=0.0),
+    temperature: float = TemperatureOption,
     candidates: str = typer.Option(None, help="block sizes (default: the sweep's, or 1,2,4,8,12,16,20,24,32); "
                                               "with --sweep, any subset of the sweep's"),
     max_samples: int = typer.Option(DEFAULT_SAMPLES, min=1, help="prompts per dataset (seeded shuffle)"),
-    max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
-    seed: int = typer.Option(0),
+    max_new_tokens: int = MaxNewTokensOption,
+    seed: int = SeedOption,
     baseline: str = typer.Option(COMPARE_BASELINE, help="policy the speed ratios and gain share are measured against"),
     oracle: str = typer.Option(COMPARE_ORACLE, help="policy whose gain over the baseline the gain share divides by "
                                               "(e.g. oracle-step, oracle-verify)"),
@@ -58,8 +62,7 @@ def compare(
                                               "a heat map); 1: one prompt at a time"),
     batch_costs: Path = typer.Option(None, help="batch cost table for --concurrency (`specpolicy bench "
                                                 "batch-latency --out FILE`)"),
-    allow_noisy: bool = typer.Option(False, help="use a --batch-costs table even when it is flagged noisy or not "
-                                                 "monotone"),
+    allow_noisy: bool = AllowNoisyOption,
     costs: str = typer.Option(None, help="price replay with this cost table (from `specpolicy bench latency`); "
                                          "several (a.json,b.json) measured at different --context price each prompt "
                                          "with the one nearest its length"),

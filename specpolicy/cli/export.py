@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from specpolicy.cli.common import fail, stderr
+from specpolicy.cli.common import AllowNoisyOption, fail, stderr
 from specpolicy.files import write_text
 
 
@@ -20,8 +20,7 @@ def export(
     drafter: str = typer.Option(None, help="the drafter's path or hub id on the serving machine, written into the "
                                            "configs (default: a marked placeholder naming the sweep's drafter)"),
     out: Path = typer.Option(None, help="write the JSON here instead of stdout"),
-    allow_noisy: bool = typer.Option(False, help="use the batch cost table even when it is flagged noisy or not "
-                                                 "monotone"),
+    allow_noisy: bool = AllowNoisyOption,
     fastest: bool = typer.Option(False, help="also search the fastest static configuration of each engine for "
                                              "the sweep, whatever the policy, and print it beside the policy's"),
 ) -> None:

@@ -7,17 +7,20 @@ from pathlib import Path
 import typer
 
 from specpolicy.cli.common import (
+    DatasetOption,
     DeviceOption,
     DrafterOption,
     DtypeOption,
+    MaxNewTokensOption,
+    SeedOption,
     TargetOption,
+    TemperatureOption,
     ThreadsOption,
     settings_from,
     stderr,
 )
 from specpolicy.cycles import check_candidate_set
 from specpolicy.defaults import (
-    MAX_NEW_TOKENS,
     MAX_PROMPT_TOKENS,
     SHIPPED_SWEEP_CANDIDATES,
     SWEEP_MAX_SAMPLES,
@@ -47,17 +50,17 @@ def parse_candidates(text: str, option: str = "--candidates", block_sizes: bool 
 
 
 def sweep(
-    dataset: str = typer.Option("sharegpt", help="prompt set name or a .jsonl/.txt file"),
+    dataset: str = DatasetOption,
     candidates: str = typer.Option(",".join(map(str, SHIPPED_SWEEP_CANDIDATES)),
                                    help="block sizes, e.g. 1,2,4,8,16,32 or 14-18 (1 = no speculation)"),
-    temperature: float = typer.Option(0.0, min=0.0),
+    temperature: float = TemperatureOption,
     out: Path = typer.Option(..., help="sweep store folder (rerun the same command to resume)"),
     mode: SweepMode = typer.Option(SweepMode.replay, help="replay (one decode + exact counterfactuals) or live "
                                                           "(decode every B)"),
     max_samples: int = typer.Option(SWEEP_MAX_SAMPLES, min=1, help="prompts (seeded shuffle)"),
-    max_new_tokens: int = typer.Option(MAX_NEW_TOKENS, min=2),
+    max_new_tokens: int = MaxNewTokensOption,
     max_prompt_tokens: int = typer.Option(MAX_PROMPT_TOKENS, min=1),
-    seed: int = typer.Option(0),
+    seed: int = SeedOption,
     verify_lengths: bool = typer.Option(False, "--verify-lengths", help="also replay the anchors schedules that "
                                         "verify fewer tokens than they draft reach (for verify-length policies)"),
     confidences: str = typer.Option("", help="block sizes whose drafts' confidences to record, e.g. 8,16,32 "

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from specpolicy.cli.common import settings_from, stderr
+from specpolicy.cli.common import SeedOption, settings_from, stderr
 from specpolicy.training.train import TrainArgs
 
 _D = TrainArgs()  # every default comes from the one dataclass
@@ -37,7 +37,7 @@ def train(
     validation_share: float = typer.Option(_D.validation_share, min=0.0, max=0.9, help="prompts held out"),
     objective: str = typer.Option(_D.objective, help="BlockPilot: cycles (portable), cross_entropy, expected_value"),
     shuffle_labels: bool = typer.Option(False, help="control: train on permuted labels"),
-    seed: int = typer.Option(0),
+    seed: int = SeedOption,
 ) -> None:
     """Train a learned policy from a sweep: oracle labels, a split by conversation and input, early stopping;
     prints JSON."""
