@@ -24,25 +24,25 @@ def test_tutorial_runs(script, tmp_path):
                             timeout=900)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     assert result.stdout.strip()
-    if script == "t5_learn_from_feedback.py":  # small budgets here: check what must hold at any budget
+    if script == "t6_learn_from_feedback.py":  # small budgets here: check what must hold at any budget
         speed = {line.split()[0]: float(line.split()[1].rstrip("x")) for line in result.stdout.splitlines()[2:]}
         assert {"linucb", "ppo", "oracle", "linucb-cycle", "adaptive", "oracle-step"} <= set(speed)
         per_prompt = [v for k, v in speed.items() if k.startswith("fixed") or k in ("linucb", "ppo")]
         assert speed["oracle"] >= max(per_prompt)  # the per-prompt time oracle bounds every per-prompt policy
         assert speed["oracle-step"] >= max(speed.values())  # the per-cycle optimum bounds them all
-    if script == "t7_verify_length.py":  # in each table the (B, L) oracle bounds every policy
+    if script == "t8_verify_length.py":  # in each table the (B, L) oracle bounds every policy
         tables = result.stdout.split("\npolicy")[1:]
         assert len(tables) == 2
         for table in tables:
             speed = {line.split()[0]: float(line.split()[-4].rstrip("x")) for line in table.splitlines()[1:7]}
             assert speed["oracle-verify"] >= max(speed.values()) - 1e-9
             assert speed["oracle-verify"] >= speed["oracle-step"]
-    if script == "t8_rl_draft_verify.py":  # the trained agent is evaluated beside the rules, under the oracle
+    if script == "t9_rl_draft_verify.py":  # the trained agent is evaluated beside the rules, under the oracle
         rows = result.stdout.split("\npolicy")[1].split("\n\n")[0].splitlines()[1:]
         speed = {line.split()[0]: float(line.split()[1].rstrip("x")) for line in rows}
         assert {"fixed16", "adaptive-verify", "draft-verify-agent", "oracle-verify"} <= set(speed)
         assert speed["oracle-verify"] >= max(speed.values()) - 1e-9
-    if script == "t6_hf_generate.py":  # both DFlash loops must reproduce greedy decoding
+    if script == "t7_hf_generate.py":  # both DFlash loops must reproduce greedy decoding
         assert "same output as greedy: True True" in result.stdout.splitlines()
     captured = OUTPUT / script.replace(".py", ".txt")
     if captured.exists():  # the page shows this output: it must be what the code prints (first line: sizes)

@@ -20,8 +20,8 @@ listing = subprocess.run([sys.executable, "-m", "specpolicy.cli", "policies", "-
 assert '"entropy"' in listing and '"my-policy"' in listing
 print("entropy is registered by my-policy")
 
-# 3. Compare it with the built-ins (entropy:1.5 passes 1.5 as the threshold).
+# 3. Compare it with the built-ins (entropy:3.5 passes 3.5 as the threshold).
 table = subprocess.run([sys.executable, "-m", "specpolicy.cli", "compare", "--policies",
-                        "fixed16,entropy,entropy:1.5,oracle", "--max-samples", str(SAMPLES), "--format", "markdown"],
+                        "fixed16,entropy,entropy:3.5,oracle", "--max-samples", str(SAMPLES), "--format", "markdown"],
                        env=env, check=True, capture_output=True, text=True).stdout
 print(table)

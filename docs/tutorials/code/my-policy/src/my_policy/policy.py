@@ -6,9 +6,10 @@ from specpolicy.policy import Policy, PromptObservation
 
 
 class EntropyPolicy(Policy):
-    """Low next-token entropy -> the largest candidate; high entropy -> the smallest."""
+    """Low next-token entropy (nats) -> the largest candidate; high entropy -> the smallest. The tiny target's
+    entropies after prefill run from about 2.9 to 4.6 nats on held-out prompts (median 4.0)."""
 
-    def __init__(self, candidates, threshold: float = 2.0):
+    def __init__(self, candidates, threshold: float = 4.0):
         super().__init__(candidates)
         self.threshold = threshold
 
@@ -19,5 +20,5 @@ class EntropyPolicy(Policy):
 
 @hookimpl
 def register_policies(register):
-    register("entropy", lambda arg, candidates: EntropyPolicy(candidates, float(arg) if arg else 2.0),
+    register("entropy", lambda arg, candidates: EntropyPolicy(candidates, float(arg) if arg else 4.0),
              description="largest block below an entropy threshold (entropy:T), else the smallest")
