@@ -46,7 +46,7 @@ class CostTable:
     warnings: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        """Every table, however made (measured, loaded, rescaled, per concurrency), holds positive finite
+        """Every table, however made (measured, loaded, per concurrency), holds positive finite
         seconds (a drafter pass may be 0, as at B = 1): a zero or NaN made every policy read 0.00x."""
         def positive(s: float, zero_ok: bool = False) -> bool:
             return math.isfinite(s) and (s >= 0 if zero_ok else s > 0)
@@ -152,13 +152,6 @@ class CostTable:
         return [f"the cost table {where} is flagged ({problem}); modelled speeds and cost-aware choices can be off: "
                 "remeasure on a quiet machine (`specpolicy bench latency --out FILE`, then --costs FILE)"
                 for problem in self.check()]
-
-    def rescaled(self, factor: float) -> CostTable:
-        """Every cost times ``factor`` (for a machine uniformly faster or slower)."""
-        return CostTable({b: s * factor for b, s in self.draft_seconds.items()},
-                         {b: s * factor for b, s in self.verify_seconds.items()}, self.ar_seconds * factor,
-                         self.threads, self.dtype, self.device, self.machine, self.context_length, self.repeats,
-                         dict(self.spread), self.warnings)
 
     # --- JSON ------------------------------------------------------------------------------------
 

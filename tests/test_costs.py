@@ -53,11 +53,10 @@ def test_json_round_trip_and_old_tables(tmp_path):
         CostTable.load(tmp_path / "missing.json")
 
 
-def test_uniform_and_rescaled_tables():
+def test_uniform_tables():
     flat = uniform_costs([4, 16])
     assert flat.cycle_seconds(16) == flat.cycle_seconds(1) == 1.0
     assert uniform_costs([16], per_token=0.1).cycle_seconds(16) == pytest.approx(2.5)
-    assert flat.rescaled(2.0).seconds([4, 16]) == 4.0
 
 
 @pytest.mark.parametrize(("field", "value"), [("ar_seconds", 0.0), ("ar_seconds", float("nan")),

@@ -27,7 +27,7 @@ def train(
     hidden: int = typer.Option(_D.hidden, help="BlockPilot hidden size"),
     depth: int = typer.Option(_D.depth, help="BlockPilot depth"),
     dropout: float = typer.Option(_D.dropout, help="BlockPilot dropout"),
-    preprocess: str = typer.Option(_D.preprocess, help="BlockPilot input: raw, normalised or softmax"),
+    preprocess: str = typer.Option(_D.preprocess, help="BlockPilot input: logits, normalised or softmax"),
     window: int = typer.Option(None, help="k: keep candidates within +-k of the training block size"),
     epochs: int = typer.Option(_D.epochs, min=1),
     lr: float = typer.Option(_D.lr, help="BlockPilot learning rate"),

@@ -35,7 +35,8 @@ from specpolicy.features import get_extractor
 from specpolicy.files import atomic_path, write_text
 from specpolicy.policy import DEFAULT_CANDIDATES, LearnedPolicy, PromptObservation, TrainingSet
 
-PREPROCESS = {"raw": "logits", "normalised": "normalised", "softmax": "softmax"}
+INPUTS = ("logits", "normalised", "softmax")
+"""the feature extractors (:data:`specpolicy.features.EXTRACTORS`) a predictor can read: its ``preprocess``"""
 PREDICTS = ("cycles_per_token", "label")
 SETTINGS_NAME = "blockpilot.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -56,13 +57,13 @@ class BlockPilotSettings:
     hidden: int = BLOCKPILOT_HIDDEN
     depth: int = BLOCKPILOT_DEPTH
     dropout: float = BLOCKPILOT_DROPOUT
-    preprocess: str = "raw"  # what files saved before the setting existed read
+    preprocess: str = "logits"  # what files saved before the setting existed read
     predicts: str = "cycles_per_token"
     metadata: dict = field(default_factory=dict)
 
     def validate(self) -> None:
-        if self.preprocess not in PREPROCESS:
-            raise ValueError(f"unknown preprocessing {self.preprocess!r}; use raw, normalised or softmax")
+        if self.preprocess not in INPUTS:
+            raise ValueError(f"unknown BlockPilot input {self.preprocess!r}; use {', '.join(INPUTS)}")
         if self.predicts not in PREDICTS:
             raise ValueError(f"unknown prediction {self.predicts!r}; use one of {', '.join(PREDICTS)}")
         if self.depth < 1 or self.hidden < 1:
@@ -134,7 +135,7 @@ class BlockPilotPolicy(LearnedPolicy):
         if logits.shape[-1] != self.settings.vocab_size:
             raise ValueError(f"BlockPilot was trained on a vocabulary of {self.settings.vocab_size} logits but got "
                              f"{logits.shape[-1]}; use a predictor trained for this target")
-        return np.asarray(get_extractor(PREPROCESS[self.settings.preprocess])(logits), dtype=np.float32)
+        return np.asarray(get_extractor(self.settings.preprocess)(logits), dtype=np.float32)
 
     def scores(self, logits: np.ndarray) -> np.ndarray:
         """The heads' outputs [n, C]: expected cycles per token, or class scores (``settings.predicts``)."""
@@ -202,7 +203,10 @@ class BlockPilotPolicy(LearnedPolicy):
                 raise FileNotFoundError(f"BlockPilot predictor file {file} is missing; train one with "
                                         "`specpolicy train blockpilot --sweep DIR --out FOLDER`")
         try:
-            settings = BlockPilotSettings(**{"predicts": "label"} | json.loads(settings_file.read_text()))
+            saved = json.loads(settings_file.read_text())
+            if saved.get("preprocess") == "raw":  # files saved before the input took the extractors' names
+                saved["preprocess"] = "logits"
+            settings = BlockPilotSettings(**{"predicts": "label"} | saved)
             state = load_file(str(weights_file))
         except Exception as exc:
             raise ValueError(f"BlockPilot predictor in {folder} is corrupted ({type(exc).__name__}: {exc}); "

@@ -104,7 +104,7 @@ def test_portable_predictors_record_what_they_predict_and_the_table_they_were_va
     costs = CostTable({1: 0.0, 8: 0.0}, {1: 1.0, 8: 2.0}, 1.0)
     data = TrainingSet(logits, np.full(80, 10), np.zeros(80, dtype=np.int64), 1 / cycles, (1, 8),
                        [f"p{i}" for i in range(80)], costs=costs, cycles_per_token=cycles)
-    policy = BlockPilotPolicy(BlockPilotSettings(vocab_size=16, candidates=[1, 8], hidden=16, preprocess="raw"))
+    policy = BlockPilotPolicy(BlockPilotSettings(vocab_size=16, candidates=[1, 8], hidden=16, preprocess="logits"))
     summary = policy.fit(data.subset(np.arange(60)), data.subset(np.arange(60, 80)), epochs=80, lr=1e-2)
     assert summary["predicts"] == "cycles_per_token" and summary["validated_with"] == costs.to_json()
     policy.save(tmp_path / "bp")
@@ -113,13 +113,15 @@ def test_portable_predictors_record_what_they_predict_and_the_table_they_were_va
     loaded.validated_with = uniform_costs((1, 8))  # the attribute is what a save writes
     loaded.save(tmp_path / "again")
     assert BlockPilotPolicy.load(tmp_path / "again").validated_with == uniform_costs((1, 8))
-    legacy = tmp_path / "legacy"  # a classifier saved before `predicts` and `validated_with` existed
+    legacy = tmp_path / "legacy"  # a classifier saved before `predicts`, `validated_with` and the extractors' names
     shutil.copytree(default_predictor_path("blockpilot-paper"), legacy)
     settings = json.loads((legacy / "blockpilot.json").read_text())
     del settings["predicts"], settings["metadata"]["validated_with"]
+    settings["preprocess"] = "raw"
     (legacy / "blockpilot.json").write_text(json.dumps(settings))
     paper = BlockPilotPolicy.load(legacy)
     assert paper.settings.predicts == "label" and paper.validated_with is None
+    assert paper.settings.preprocess == "logits"
 
 
 def test_the_shipped_cycle_policy_reprices_its_per_cycle_choices_with_the_machine_table():

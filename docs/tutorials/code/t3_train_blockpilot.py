@@ -24,7 +24,7 @@ variants = {
     "cycles": TrainArgs(candidates=WIDE_CANDIDATES),
     "cycles-shuffled": TrainArgs(candidates=WIDE_CANDIDATES, shuffle_labels=True),
     "time-labels": TrainArgs(candidates=WIDE_CANDIDATES, objective="cross_entropy"),
-    "paper": TrainArgs(candidates=PAPER_CANDIDATES, label="tau", objective="cross_entropy", preprocess="raw",
+    "paper": TrainArgs(candidates=PAPER_CANDIDATES, label="tau", objective="cross_entropy", preprocess="logits",
                        weight_decay=0.0),
 }
 trained = {}
