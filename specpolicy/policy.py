@@ -137,7 +137,10 @@ class Policy:
                                   "per_step = True (a per-cycle one)")
 
     def step(self, state: DecodeState, observation: PromptObservation) -> int:
-        """The block size for the next cycle; per-prompt policies keep their first choice."""
+        """The block size for the next cycle: what an overridden :meth:`plan` picks there, else the first choice
+        (a per-prompt policy keeps it). Sugar runs one way: a subclass overrides one hook, the others follow."""
+        if type(self).plan is not Policy.plan:
+            return self.plan(observation).block(state)
         return self.select(observation)
 
     def choices(self) -> set[int]:

@@ -117,9 +117,6 @@ class AgentPolicy(Policy):
             return self._act(prompt_features(self.spec.features, observation.logits[None], lengths)[0])
         return super().select(observation)
 
-    def step(self, state: DecodeState, observation: PromptObservation) -> int:
-        return self.plan(observation).block(state)
-
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
         """Per prompt: the agent's one choice. Per cycle: B from the step observation of each state; a
         draft-then-verify agent also picks L from the drafted block's confidences."""

@@ -233,9 +233,6 @@ class GuardedPolicy(Policy):
 
         return Plan(choose)
 
-    def step(self, state: DecodeState, observation: PromptObservation) -> int:
-        return self.plan(observation).block(state)
-
 
 def probe_policy(arg: str | None, candidates: Sequence[int]) -> ProbePolicy:
     return ProbePolicy(candidates, start_block_size(arg))
