@@ -103,7 +103,7 @@ def import_blockpilot(
 ) -> None:
     """Import the BlockPilot authors' per-prompt tau files into a sweep store (no features); ``1.json``, their
     predictor's choices, is kept beside it and compared with the best tau."""
-    from specpolicy.policy import Answers
+    from specpolicy.sweep.importers import agreement
     from specpolicy.sweep.importers import import_blockpilot as run_import
 
     sizes = None if candidates == "all" else parse_candidates(candidates)
@@ -113,8 +113,7 @@ def import_blockpilot(
     stderr.print(f"imported {len(store.done_ids())} prompts x {len(kept)} block sizes into {out} ({label}; "
                  "--candidates all keeps every file)")
     if choices:
-        records = {r.prompt_id: r for r in store.records()}
-        best = {pid: Answers(r.taus, None, r.training_block_size).best_tau(kept) for pid, r in records.items()}
-        agree = sum(choices.get(pid) == b for pid, b in best.items())
-        stderr.print(f"the authors' choices (1.json, saved as {out}/authors_choices.json) equal the best tau over "
-                     f"{label} on {agree} of {len(best)} prompts")
+        hits, total = agreement(store, choices)
+        stderr.print(f"the authors' choices (1.json, saved as {out}/authors_choices.json) have the best tau over "
+                     f"{label} (ties included) on {hits} of {total} prompts; evaluate them with --policies "
+                     f"choices:{out}/authors_choices.json", soft_wrap=True)

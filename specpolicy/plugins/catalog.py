@@ -22,6 +22,8 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
         ("fixed", "fixed:fixed_policy", {"aliases": ("dflash",), "description": "always block size N (fixed16 = "
                                                                                   "DFlash(16))"}),
         ("random", "fixed:random_policy", {"description": "uniform over the candidates, per prompt (randomN: seed N)"}),
+        ("choices", "fixed:choices_policy", {"description": "per prompt, the block size a JSON file names for "
+                                                            "its id (choices:FILE, e.g. authors_choices.json)"}),
     ],
     "heuristic": [("heuristic", "heuristic:heuristic_policy",
                    {"description": "per cycle: +2 after a fully accepted block, -1 otherwise"})],

@@ -1,9 +1,11 @@
-"""Fixed block sizes (DFlash(N)) and the uniform random baseline."""
+"""Fixed block sizes (DFlash(N)), the uniform random baseline, and per-prompt sizes read from a file."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 from specpolicy.cycles import check_block_size
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Policy, PromptObservation
@@ -35,6 +37,38 @@ class RandomPolicy(Policy):
         if not observation.prompt_id:  # no id: hash the features instead
             digest = hashlib.sha256(observation.logits.tobytes()).digest()
         return self.candidates[int.from_bytes(digest[:8], "little") % len(self.candidates)]
+
+
+class ChoicesPolicy(Policy):
+    """The block size a file names for each prompt id (``{"gsm8k:0": 16, ...}``): another predictor's choices,
+    such as the BlockPilot authors' ``1.json`` as ``import-blockpilot`` saves it."""
+
+    def __init__(self, path: str | Path) -> None:
+        path = Path(path).expanduser()
+        try:
+            sizes = json.loads(path.read_text(encoding="utf-8"))
+            self.sizes = {str(k): check_block_size(v) for k, v in sizes.items()}
+        except FileNotFoundError:
+            raise FileNotFoundError(f"choices file {path} is missing; pass a JSON object of prompt id -> block size"
+                                    ) from None
+        except (UnicodeDecodeError, json.JSONDecodeError, AttributeError, TypeError, ValueError) as error:
+            raise ValueError(f"{path} is not a JSON object of prompt id -> block size ({error})") from None
+        if not self.sizes:
+            raise ValueError(f"{path} names no prompt")
+        super().__init__(sorted(set(self.sizes.values())))
+        self.path = path
+
+    def select(self, observation: PromptObservation) -> int:
+        if observation.prompt_id not in self.sizes:
+            raise ValueError(f"{self.path} names no block size for prompt {observation.prompt_id!r}; it covers "
+                             f"{len(self.sizes)} other prompts")
+        return self.sizes[observation.prompt_id]
+
+
+def choices_policy(arg: str | None, candidates: Sequence[int]) -> ChoicesPolicy:
+    if not arg:
+        raise ValueError("choices needs a file: choices:PATH (a JSON object of prompt id -> block size)")
+    return ChoicesPolicy(arg)
 
 
 def fixed_policy(arg: str | None, candidates: Sequence[int]) -> FixedPolicy:

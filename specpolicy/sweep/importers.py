@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -21,7 +22,8 @@ def import_blockpilot(folder: str | Path, out: str | Path, candidates: Sequence[
     prompt index, as a string, to that prompt's mean tau) into a store without features.
 
     ``candidates``: the block sizes kept (default: the paper's 14..18, the range its oracle and predictor
-    use; ``None``: every file). Every kept file must cover the same prompts. ``1.json`` holds the
+    use; ``None``: every file). Every kept file must cover the same prompts; re-importing into ``out`` needs
+    the same files (their content hash is the store's ``dataset_sha256``). ``1.json`` holds the
     authors' predictor's chosen sizes, not tau at B = 1: they are returned by prompt id and saved as
     ``authors_choices.json`` in the store.
     """
@@ -49,7 +51,10 @@ def import_blockpilot(folder: str | Path, out: str | Path, candidates: Sequence[
     for size, values in taus.items():
         if set(values) != prompts:
             raise ValueError(f"{folder / f'{size}.json'} covers other prompts than the other block sizes")
+    files = [available[size] for size in kept] + [f for f in [folder / "1.json"] if f.exists()]
+    digest = hashlib.sha256(b"".join(f.name.encode() + b"\0" + f.read_bytes() for f in files)).hexdigest()[:16]
     meta = {"dataset": match["dataset"], "seed": int(match["seed"]), "temperature": float(match["temperature"]),
+            "dataset_sha256": digest,  # a changed or other folder of the same name is refused, never mixed in
             "candidates": kept, "mode": "imported", "max_new_tokens": None, "target": None,
             "drafter": None, "source": str(folder), "training_block_size": TRAINING_BLOCK_SIZE}
     store = SweepStore.open(out, meta)
@@ -65,6 +70,13 @@ def import_blockpilot(folder: str | Path, out: str | Path, candidates: Sequence[
         write_text(store.path / "authors_choices.json", json.dumps(choices, indent=1))
     store.close()
     return store, choices
+
+
+def agreement(store: SweepStore, choices: dict[str, int]) -> tuple[int, int]:
+    """(prompts whose chosen size has the best tau of the store's candidates, ties included; prompts)."""
+    records = list(store.records())
+    hits = sum(r.taus.get(choices.get(r.prompt_id, -1), -1.0) >= max(r.taus.values()) for r in records)
+    return hits, len(records)
 
 
 def _taus(file: Path) -> dict[str, float]:

@@ -297,3 +297,47 @@ def test_import_blockpilot_defaults_to_the_papers_sizes_and_reads_the_authors_ch
     wide = CliRunner().invoke(app, ["import-blockpilot", str(folder), "--out", str(tmp_path / "w"),
                                     "--candidates", "4-32"])
     assert wide.exit_code == 0 and SweepStore.load(tmp_path / "w").candidates == (4, 8, 14, 15, 16, 17, 18, 32)
+
+
+def _authors_folder(root, taus: dict, choices: dict | None = None, name: str = "gsm8k_0T0.0"):
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    for size, by_prompt in taus.items():
+        (folder / f"{size}.json").write_text(json.dumps(by_prompt))
+    if choices is not None:
+        (folder / "1.json").write_text(json.dumps(choices))
+    return folder
+
+
+def test_import_blockpilot_refuses_a_changed_or_other_folder_into_the_same_store(tmp_path):
+    """Reproduced first: a re-import of a changed folder kept the old taus, and another folder of the same name
+    was silently skipped."""
+    from specpolicy.sweep.importers import import_blockpilot
+    from specpolicy.sweep.store import StoreUnusableError
+
+    folder = _authors_folder(tmp_path, {14: {"0": 6.0}, 16: {"0": 7.0}})
+    import_blockpilot(folder, tmp_path / "store")
+    import_blockpilot(folder, tmp_path / "store")  # the same files: nothing to do
+    (folder / "16.json").write_text(json.dumps({"0": 5.0}))
+    with pytest.raises(StoreUnusableError, match="dataset_sha256"):
+        import_blockpilot(folder, tmp_path / "store")
+    other = _authors_folder(tmp_path / "elsewhere", {14: {"0": 1.0}, 16: {"0": 2.0}})
+    with pytest.raises(StoreUnusableError, match="dataset_sha256"):
+        import_blockpilot(other, tmp_path / "store")
+    assert next(SweepStore.load(tmp_path / "store").records()).taus == {14: 6.0, 16: 7.0}
+
+
+def test_the_authors_choices_count_ties_as_hits_and_run_as_a_policy(tmp_path):
+    """Reproduced first: a choice tied with the best tau counted as a miss, and no policy could evaluate 1.json."""
+    from specpolicy.evaluation.metrics import summarize
+    from specpolicy.evaluation.replay import evaluate_replay
+    from specpolicy.registry import create_policy
+    from specpolicy.sweep.importers import agreement, import_blockpilot
+
+    taus = {14: {"0": 6.0, "1": 5.0, "2": 4.0}, 16: {"0": 6.0, "1": 7.0, "2": 4.0}}
+    folder = _authors_folder(tmp_path, taus, choices={"0": 14, "1": 14, "2": 16})
+    store, choices = import_blockpilot(folder, tmp_path / "store")
+    assert agreement(store, choices) == (2, 3)  # prompt 0: a tie (6.0 = 6.0); prompt 1: a miss; prompt 2: a tie
+    policy = create_policy(f"choices:{tmp_path / 'store' / 'authors_choices.json'}")
+    rows = {r.policy: r for r in summarize(evaluate_replay(store, [policy]), n_bootstrap=10)}
+    assert rows[policy.name].tau == pytest.approx((6.0 + 5.0 + 4.0) / 3)
