@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from specpolicy.checks import PolicyContractError, check_policy
+from specpolicy.defaults import CHECK_OBSERVATIONS
 from specpolicy.plugins.sklearn_baselines import SklearnPolicy
 from specpolicy.policy import Answers, Policy, PromptObservation, TrainingSet
 from specpolicy.registry import get_registry
@@ -50,6 +51,8 @@ def saved(tmp_path_factory):
                "sglang_args": SglangConfig(16, "d").args()}
     (folder / "engines.json").write_text(json.dumps(engines))
     paths["vllm-config"] = paths["sglang-config"] = folder / "engines.json"
+    (folder / "choices.json").write_text(json.dumps({f"check:{i}": (4, 16)[i % 2] for i in range(CHECK_OBSERVATIONS)}))
+    paths["choices"] = folder / "choices.json"
     return paths
 
 

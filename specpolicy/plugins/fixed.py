@@ -41,7 +41,10 @@ class RandomPolicy(Policy):
 
 class ChoicesPolicy(Policy):
     """The block size a file names for each prompt id (``{"gsm8k:0": 16, ...}``): another predictor's choices,
-    such as the BlockPilot authors' ``1.json`` as ``import-blockpilot`` saves it."""
+    such as the BlockPilot authors' ``1.json`` as ``import-blockpilot`` saves it. It knows only the prompts the
+    file names, so, like an oracle, it runs in replay (on a sweep of those prompts)."""
+
+    needs_sweep = True
 
     def __init__(self, path: str | Path) -> None:
         path = Path(path).expanduser()
