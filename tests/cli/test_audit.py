@@ -49,7 +49,7 @@ BAD = {
     "--patience": INTS, "--window": ["-1"], "--num-envs": INTS, "--steps": INTS, "--live-episodes": ["-1"],
     "--num-target-layers": INTS, "--target-steps": ["-1"], "--drafter-steps": ["-1"], "--check-prompts": ["-1"],
     "--lr": FRACTIONS, "--weight-decay": FRACTIONS, "--dropout": ["-0.1", "1.5", "nan"],
-    "--validation-share": ["-0.1", "0.95", "nan"],
+    "--validation-share": ["-0.1", "0.9", "nan"],
     "--device": ["tpu", "cuda:x"], "--dtype": ["float8", "int4"], "--format": ["xml"], "--mode": ["fast"],
     "--by": ["colour"], "--split": ["valid"], "--label": ["best"], "--preprocess": ["zscore"],
     "--objective": ["mse"], "--executor": ["spark"],
