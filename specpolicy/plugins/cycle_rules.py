@@ -156,7 +156,7 @@ class AdaptivePolicy(Policy):
         super().__init__(candidates)
         self.start = snap(start, self.candidates)
         self.prior, self.decay, self.first_wait = prior, decay, first_wait
-        self._priced: tuple[CostTable | None, list[tuple[int, float]]] = (None, [])
+        self._priced: tuple[CostTable | None, dict[int, float]] = (None, {})
 
     def select(self, observation: PromptObservation) -> int:
         return self.start
@@ -165,20 +165,22 @@ class AdaptivePolicy(Policy):
         """The speculative candidate (B > 1) with the most expected tokens per cycle second."""
         if self._priced[0] is not costs:  # one table per prompt: price the candidates once
             drafted = [b for b in self.candidates if b > 1] or list(self.candidates)
-            self._priced = (costs, [(b, costs.cycle_seconds(b)) for b in drafted])
-        return max(self._priced[1], key=lambda priced: (expected_tokens(alpha, priced[0]) / priced[1], -priced[0]))[0]
+            self._priced = (costs, {b: costs.cycle_seconds(b) for b in drafted})
+        return max(self._priced[1].items(), key=lambda priced: (expected_tokens(alpha, priced[0]) / priced[1],
+                                                                -priced[0]))[0]
 
     def step(self, state: DecodeState, observation: PromptObservation) -> int:
         costs = required_costs(self, observation)
         if not state.block_size_history:
             return self.start
+        alpha = acceptance_rate(state, self.prior, decay=self.decay)
+        best = self.best_size(alpha, costs)  # prices the candidates once per table
+        seconds, ar_rate = self._priced[1], 1 / costs.cycle_seconds(1)
 
         def beats_ar(tokens: float, size: int) -> bool:
             """``tokens`` from a cycle of ``size`` come at least as fast as from AR steps."""
-            return tokens / costs.cycle_seconds(size) >= 1 / costs.cycle_seconds(1)
+            return tokens / (seconds[size] if size in seconds else costs.cycle_seconds(size)) >= ar_rate
 
-        alpha = acceptance_rate(state, self.prior, decay=self.decay)
-        best = self.best_size(alpha, costs)
         failed = 1 in self.candidates and ar_wait(state, lambda size, accepted: not beats_ar(accepted + 1, size),
                                                   self.first_wait) is not None
         if failed and not beats_ar(expected_tokens(alpha, best), best):
