@@ -108,3 +108,5 @@ def test_a_held_out_sample_repeats_no_input_of_the_training_splits():
     assert len(held) == 200 and len(set(keys)) == 200
     assert not set(keys) & sharegpt_seen("heldout")
     assert [r.prompt_id for r in _records("sharegpt")] == [p.id for p in held]  # the shipped sweep is this sample
+    train = load_prompts("sharegpt-train", 480)
+    assert [r.prompt_id for r in _records("sharegpt-train")] == [p.id for p in train]
