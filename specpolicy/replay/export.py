@@ -53,12 +53,22 @@ def vllm_schedule(drafts_by_batch: Mapping[int, int]) -> list[list[int]]:
 
 def vllm_lookup(num_speculative_tokens: int, ranges: list[list[int]]) -> dict[int, int]:
     """vLLM's dense table ``{batch size: K}`` from the ranges, every K clamped to ``num_speculative_tokens``
-    (as ``build_dynamic_sd_schedule_lookup`` does)."""
+    (as ``build_dynamic_sd_schedule_lookup`` does); a schedule vLLM refuses at start-up
+    (``validate_and_normalize_dynamic_sd_schedule``, vllm/v1/spec_decode/dynamic/utils.py @14b450c) is refused."""
+    name = "num_speculative_tokens_per_batch_size"
+    if any(not isinstance(entry, (list, tuple)) or len(entry) != 3 for entry in ranges):
+        raise ValueError(f"{name} entries must be 3-item [start, end, K] (the 5-item form with context ranges is "
+                         "not modelled here)")
     dense: dict[int, int] = {}
-    for start, end, k in ranges:
+    previous_end = 0
+    for start, end, k in sorted(ranges):
         if start < 1 or end < start or k < 0:
-            raise ValueError(f"num_speculative_tokens_per_batch_size entry {[start, end, k]} is not "
-                             "[start >= 1, end >= start, K >= 0]")
+            raise ValueError(f"{name} entry {[start, end, k]} is not [start >= 1, end >= start, K >= 0]")
+        if start <= previous_end:
+            raise ValueError(f"{name} ranges overlap at batch size {start}; vLLM refuses overlapping ranges")
+        if previous_end == 0 and start != 1:
+            raise ValueError(f"{name} must start at batch size 1 (its first range starts at {start}), as vLLM requires")
+        previous_end = end
         dense.update({batch: min(num_speculative_tokens, k) for batch in range(start, end + 1)})
     return dense
 

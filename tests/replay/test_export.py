@@ -32,6 +32,27 @@ def test_vllm_clamps_every_entry_to_num_speculative_tokens(n, ranges, dense):
     assert vllm_lookup(n, ranges) == dense
 
 
+# vllm/v1/spec_decode/dynamic/utils.py @14b450c, validate_and_normalize_dynamic_sd_schedule: 3-item entries,
+# positive ranges with start <= end, K >= 0, ranges sorted (any order given) without overlap, the first from 1
+# (reported: the read-back accepted schedules vLLM refuses at start-up)
+@pytest.mark.parametrize(("ranges", "refused"), [
+    ([[1, 2, 7], [2, 4, 3]], "overlap"),
+    ([[2, 4, 3]], "start at batch size 1"),
+    ([[1, 4, 1, 1024, 3]], "3-item"),
+    ([[1, 0, 3]], "start >= 1, end >= start"),
+    ([[1, 4, -1]], "K >= 0"),
+    ([[3, 4, 3], [1, 2, 7]], (8, 4)),  # vLLM sorts the ranges first
+    ([[1, 2, 7], [5, 8, 3]], (8, 8)),  # a gap runs the K before it, as vLLM's lookup fills it
+])
+def test_the_read_back_refuses_what_vllm_refuses(ranges, refused):
+    config = {"method": "dflash", "num_speculative_tokens": 7, "num_speculative_tokens_per_batch_size": ranges}
+    if isinstance(refused, tuple):  # accepted: the shape run at batch size 3
+        assert VllmConfig.from_json(config).shape(3) == refused
+        return
+    with pytest.raises(ValueError, match=refused):
+        VllmConfig.from_json(config)
+
+
 SCHEDULE = [[1, 2, 7], [3, 8, 0]]
 
 
