@@ -110,9 +110,10 @@ def compare(
     many, mapped = len({name for name, _, _ in runs}) > 1, len(options.concurrency) > 1
     if fmt is OutputFormat.table and mapped:
         table = _speedup_grid(rows, by)
-    elif fmt is OutputFormat.table:
-        table = [({"dataset": name} if many else {}) | ({by: label} if by else {}) | row.table_row()
-                 for name, conc, label, row in rows]
+    elif fmt is OutputFormat.table:  # a label column leaves no room at 100 columns for tok/s and median
+        hidden = ("tok/s", "median") if by or many else ()
+        table = [({"dataset": name} if many else {}) | ({by: label} if by else {})
+                 | {k: v for k, v in row.table_row().items() if k not in hidden} for name, conc, label, row in rows]
     else:
         table = [{"dataset": name, **({"concurrency": conc} if conc else {}), **({by: label} if by else {}),
                   **row.to_dict()} for name, conc, label, row in rows]
@@ -126,8 +127,10 @@ def compare(
         stderr.print("cells: pooled speedup over plain AR at each concurrency (modelled); '<' marks a cell slower "
                      "than AR; every figure and interval: --format csv")
     elif fmt is OutputFormat.table:
+        spread = "p10: per-prompt speedups' 10th percentile (tok/s, median: --format csv)" if by or many else \
+            "p10/median: per-prompt speedups"
         stderr.print(f"speedup: pooled over plain AR ({timing}); vs {baseline}: pooled speed ratio, paired 95% CI; "
-                     f"p10/median: per-prompt speedups; gain: share of {oracle}'s gain over the baseline")
+                     f"{spread}; gain: share of {oracle}'s gain over the baseline")
     if plot is not None and mapped:
         from specpolicy.evaluation.report import plot_speedup_map
 

@@ -364,3 +364,22 @@ def test_policy_lists_keep_engine_arguments_together(text, names):
     from specpolicy.cli.common import policy_names
 
     assert policy_names(text) == names
+
+
+def test_a_compare_table_by_label_fits_a_100_column_terminal(monkeypatch):
+    """Reported: tutorial 1's `--by group` table was 109 columns and wrapped numbers mid-value at 100."""
+    import io
+
+    from rich.console import Console
+
+    from specpolicy.cli import common
+    from specpolicy.zoo import ZOO_DIR
+
+    screen = io.StringIO()
+    monkeypatch.setattr(common, "stdout", Console(file=screen, width=100, force_terminal=True, color_system=None))
+    run("compare", "--sweep", ZOO_DIR / "sweeps" / "spec-bench", "--by", "group", "--bootstrap", "200",
+        "--policies", "fixed16,blockpilot-guard,oracle-step")
+    lines = screen.getvalue().splitlines()
+    rows = [line for line in lines if line.startswith("│")]
+    assert len(rows) == 7 * 3 and all("x" in line.split("│")[3] for line in rows)  # one line per row, whole values
+    assert max(len(line) for line in lines) <= 100
