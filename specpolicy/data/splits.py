@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 from specpolicy.defaults import VALIDATION_SHARE
 
-SPLITS = ("train", "validation")
-"""the two sides of a store"""
+SIDES = ("train", "validation")
+"""the two sides of a store (ShareGPT's own three splits are :data:`specpolicy.data.sharegpt.SPLITS`)"""
 
 
 def normalise_text(text: str) -> str:

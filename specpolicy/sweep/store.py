@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from safetensors.numpy import load_file, save_file
 
 from specpolicy.costs import CostTable
-from specpolicy.data.splits import SPLITS, validation_ids
+from specpolicy.data.splits import SIDES, validation_ids
 from specpolicy.features import to_numpy
 from specpolicy.files import atomic_path, write_text
 from specpolicy.sweep.records import SweepRecord, checksum
@@ -79,8 +79,8 @@ class SweepStore:
     """
 
     def __init__(self, path: Path, meta: dict, split: str | None = None) -> None:
-        if split is not None and split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}; a store splits into {', '.join(SPLITS)} (or pass no split)")
+        if split is not None and split not in SIDES:
+            raise ValueError(f"unknown split {split!r}; a store splits into {', '.join(SIDES)} (or pass no split)")
         self.path = Path(path)
         self.meta = meta
         self.split = split
