@@ -39,13 +39,14 @@ def candidate_values(store: SweepStore, records: list[SweepRecord], candidates: 
 
 
 def training_set(store: SweepStore, label: str = "time", candidates: Sequence[int] | None = None,
-                 costs: CostTable | None = None) -> TrainingSet:
+                 costs: CostTable | None = None, records: Sequence[SweepRecord] | None = None) -> TrainingSet:
     """Features, per-candidate values and oracle labels of every valid record.
 
     Args:
         label: ``time`` (fastest candidate by modelled time, the default) or ``tau`` (the paper's argmax tau).
         candidates: a subset of the store's block sizes (default: all of them).
         costs: price ``time`` labels with another machine's cost table (default: the store's).
+        records: the store's valid records when the caller has read them already (default: read them).
     """
     if label not in LABELS:
         raise ValueError(f"unknown label {label!r}; use one of {', '.join(LABELS)}")
@@ -54,7 +55,7 @@ def training_set(store: SweepStore, label: str = "time", candidates: Sequence[in
     if missing:
         raise ValueError(f"block sizes {missing} are not in the sweep's {list(store.candidates)}; pass a subset")
     training = int(store.meta.get("training_block_size", TRAINING_BLOCK_SIZE))
-    records = list(store.records())
+    records = list(store.records()) if records is None else list(records)
     if not records:
         raise ValueError(f"sweep store {store.path} has no valid records")
     values = candidate_values(store, records, candidates, label, costs)

@@ -126,7 +126,8 @@ def main(args: TrainArgs) -> dict:
     check_replaceable(args.out, SUMMARY_NAME)  # before any work: an earlier model is replaced, nothing else
     store = SweepStore.load(args.sweep)
     costs = CostTable.load(args.costs) if args.costs else None
-    data = training_set(store, args.label, args.candidates, costs)
+    records = list(store.records())  # read once: the training set and the split both come from them
+    data = training_set(store, args.label, args.candidates, costs, records)
     training_block_size = int(store.meta.get("training_block_size", TRAINING_BLOCK_SIZE))
     if args.window is not None:
         data = restrict(data, args.window, training_block_size)
@@ -134,7 +135,7 @@ def main(args: TrainArgs) -> dict:
         order = np.random.default_rng(args.seed).permutation(len(data))
         data.labels, data.taus, data.values = data.labels[order], data.taus[order], data.values[order]
         data.cycles_per_token = data.cycles_per_token[order]
-    held = validation_ids([r.split_key for r in store.records()], args.validation_share, args.seed)
+    held = validation_ids([r.split_key for r in records], args.validation_share, args.seed)
     train, validation = split_by_prompt(data, held)
     if len(train) < 2:
         raise ValueError(f"sweep {args.sweep} has {len(data)} usable prompts; sweep more prompts to train on")
