@@ -25,7 +25,7 @@ def sharegpt_seen(split: str) -> set[str]:
     """The inputs (:func:`~specpolicy.data.splits.text_key`) of the splits before ``split`` (train, then
     validation): a later split never repeats one of them."""
     earlier = SPLITS[:SPLITS.index(split)]
-    return {text_key(c.turns[:1]) for name in earlier for c in load_split(name)}
+    return {text_key(p.messages) for name in earlier for p in sharegpt_prompts(name)}
 
 
 MT_BENCH_FILE = Path(__file__).parent / "mt_bench" / "question.jsonl"
