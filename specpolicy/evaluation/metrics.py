@@ -2,8 +2,8 @@
 
 Speed is the objective: the headline is the *pooled* speedup over plain AR decoding (total tokens /
 total time, what a workload sees), with the per-request distribution (median and p10 of per-prompt
-speedups) beside it. Policies are compared as paired ratios of pooled speed with paired bootstrap
-intervals (``scipy.stats.bootstrap`` over prompts); tau stays as a diagnostic.
+speedups) beside it. Policies are compared as paired ratios of pooled speed with paired percentile
+bootstrap intervals over prompts; tau stays as a diagnostic.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from scipy import stats
 
 from specpolicy.costs import label_order
 from specpolicy.defaults import BOOTSTRAP_RESAMPLES
@@ -113,15 +112,31 @@ class SummaryRow:
 
 def paired_interval(columns: Sequence[np.ndarray], statistic: Callable[..., np.ndarray],
                     n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> tuple[float, float]:
-    """95% percentile interval of ``statistic(*columns, axis=-1)`` over prompts resampled together."""
+    """95% percentile interval of ``statistic(*columns, axis=-1)`` over prompts resampled together.
+
+    The resamples and quantiles of ``scipy.stats.bootstrap(paired=True, method="percentile",
+    random_state=seed)`` (a test holds the two together), without importing ``scipy.stats`` (1 s).
+    """
     data = [np.asarray(c, dtype=np.float64) for c in columns]
-    if len(data[0]) < 2 or any(not np.all(np.isfinite(c)) for c in data):
+    n = len(data[0])
+    if n < 2 or any(not np.all(np.isfinite(c)) for c in data):
         return float("nan"), float("nan")
+    rows = np.random.RandomState(seed).randint(0, n, (n_resamples, n))  # [resamples, prompts]
     with np.errstate(divide="ignore", invalid="ignore"):
-        result = stats.bootstrap(data, statistic, paired=True, vectorized=True, n_resamples=n_resamples,
-                                 confidence_level=0.95, method="percentile", random_state=seed)
-    low, high = result.confidence_interval
-    return float(low), float(high)
+        values = np.sort(statistic(*[c[rows] for c in data], axis=-1))  # [resamples]
+    if np.isnan(values).any():
+        return float("nan"), float("nan")
+    alpha = (1 - 0.95) / 2
+    return tuple(_hyndman_fan_7(values, p) for p in (alpha, 1 - alpha))
+
+
+def _hyndman_fan_7(ordered: np.ndarray, p: float) -> float:
+    """The linear-interpolation quantile ``p`` of sorted ``ordered`` [n], as ``scipy.stats.quantile`` computes it."""
+    n = len(ordered)
+    position = p * n + (1 - p)
+    upper = int(position // 1)
+    weight = position % 1
+    return float((1 - weight) * ordered[max(upper - 1, 0)] + weight * ordered[min(upper, n - 1)])
 
 
 def _ratio(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:

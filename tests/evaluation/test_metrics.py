@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from specpolicy.evaluation.metrics import PolicyResults, PromptResult, paired_interval, summarize
+from specpolicy.evaluation.metrics import PolicyResults, PromptResult, paired_interval, speed_ratio, summarize
 
 
 def results(name: str, tokens: list[int], seconds: list[float], ar: list[float], sizes: int = 16,
@@ -60,6 +60,17 @@ def test_paired_interval_covers_the_mean_and_shrinks_with_pairing():
     a, b = shared + rng.normal(0.5, 0.1, 400), shared
     low, high = paired_interval([a, b], lambda x, y, axis=-1: np.mean(x - y, axis=axis), 500)
     assert low < 0.5 < high and high - low < 0.05  # pairing removes the shared spread
+
+
+@pytest.mark.parametrize("prompts", [2, 7, 48, 200])
+def test_paired_interval_is_scipys_paired_percentile_bootstrap(prompts):
+    from scipy import stats
+
+    rng = np.random.default_rng(prompts)
+    columns = [rng.uniform(0.1, 10, prompts) for _ in range(4)]
+    expected = stats.bootstrap(columns, speed_ratio, paired=True, vectorized=True, n_resamples=999,
+                               confidence_level=0.95, method="percentile", random_state=3).confidence_interval
+    assert paired_interval(columns, speed_ratio, 999, seed=3) == pytest.approx(tuple(expected), rel=1e-12)
 
 
 def test_rows_are_json_without_nan_and_fit_a_narrow_table():
