@@ -212,8 +212,8 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
             return evaluate_live(decoder, encoded, policies, options.seed, on_prompt=lambda: update(next(counter)),
                                  costs=costs)
     from specpolicy.models.loading import weights_fingerprint
+    from specpolicy.sweep.resume import StoreUnusableError
     from specpolicy.sweep.run import SweepSettings, run_sweep
-    from specpolicy.sweep.store import StoreUnusableError
 
     settings = settings_from(SweepSettings, vars(options), dataset=name, candidates=candidates, mode="replay")
     settings.validate()

@@ -74,13 +74,13 @@ def sweep(
 ) -> None:
     """Record, per prompt, the prefill features and what every candidate block size does."""
     from specpolicy.data.registry import load_prompts
+    from specpolicy.sweep.resume import check_resumable
     from specpolicy.sweep.run import SweepSettings, run_sweep
-    from specpolicy.sweep.store import SweepStore
 
     settings = settings_from(SweepSettings, locals(), candidates=parse_candidates(candidates), mode=mode.value,
                              confidence_sizes=parse_candidates(confidences, "--confidences") if confidences else [])
     settings.validate()
-    SweepStore.check_resumable(out, settings.meta())
+    check_resumable(out, settings.meta())
     prompts = load_prompts(dataset, max_samples, seed)
     if executor is Executor.ray:
         from specpolicy.sweep.ray_executor import run_sweep_ray

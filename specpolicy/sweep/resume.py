@@ -1,6 +1,9 @@
-"""What a sweep store's settings must match to be resumed."""
+"""What a sweep store's folder and settings must be to be created or resumed."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 MATCHING_KEYS = ("candidates", "temperature", "max_new_tokens", "seed", "target", "drafter", "dataset", "mode",
                  "max_prompt_tokens", "dtype", "device", "reference_block_size")
@@ -25,4 +28,42 @@ def settings_diffs(existing: dict, meta: dict) -> list[str]:
                   + (" (other weights under the same name)" if k.endswith("fingerprint") else "")
                   for k in MODEL_KEYS if k in stored_models and stored_models.get(k) != models.get(k)]
     return diffs
+
+
+
+class StoreUnusableError(ValueError):
+    """The folder cannot hold this sweep as it is (a file, foreign content, other settings, changed prompts):
+    the fix is another folder, or the same settings and prompts."""
+
+
+BEFORE_META = {".lock", "features", "meta.tmp", "meta.json.tmp"}
+"""what :meth:`~specpolicy.sweep.store.SweepStore.open` writes before meta.json (a kill in between leaves only these)"""
+
+
+def check_resumable(path: str | Path, meta: dict) -> None:
+    """Fail, naming every differing setting, when ``path`` holds a sweep ``meta`` cannot resume.
+
+    Run it before loading models: it needs only the settings (model fingerprints are checked
+    again by :meth:`~specpolicy.sweep.store.SweepStore.open` once the models are loaded).
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise StoreUnusableError(f"--out {path} is a file; pass a folder for the sweep store")
+    blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise StoreUnusableError(f"--out {path} lies under the file {blocking}; pass a folder path")
+    meta_file = path / "meta.json"
+    if not meta_file.exists():
+        if path.is_dir() and any(p.name not in BEFORE_META for p in path.iterdir()):
+            raise StoreUnusableError(f"{path} is a non-empty folder without meta.json; pass a new or empty --out "
+                                     "folder")
+        return  # new, empty, or a store killed before its meta.json was written: nothing recorded yet
+    try:
+        existing = json.loads(meta_file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise StoreUnusableError(f"{meta_file} is unreadable; pass a new --out folder") from None
+    diffs = settings_diffs(existing, meta)
+    if diffs:
+        raise StoreUnusableError(f"{path} holds a sweep with other settings ({'; '.join(diffs)}); "
+                         "pass a new --out folder or the same settings to resume")
 

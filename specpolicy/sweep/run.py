@@ -32,7 +32,8 @@ from specpolicy.sweep.latency import measure_costs, pin_threads
 from specpolicy.sweep.modes import SweepMode
 from specpolicy.sweep.records import RECORD_VERSION, LiveRun, ReferenceRun, ReplayEntry, SweepRecord, prompt_digest
 from specpolicy.sweep.replay import build_replay
-from specpolicy.sweep.store import CorruptRecordWarning, StoreUnusableError, SweepStore
+from specpolicy.sweep.resume import StoreUnusableError, check_resumable
+from specpolicy.sweep.store import CorruptRecordWarning, SweepStore
 
 MODES = tuple(m.value for m in SweepMode)
 
@@ -188,7 +189,7 @@ def run_sweep(
     settings.validate()
     _check_prompts(prompts)
     meta = settings.meta()
-    SweepStore.check_resumable(out, meta)  # before any model loads
+    check_resumable(out, meta)  # before any model loads
     from specpolicy.models import load_pair
 
     pin_threads(settings.threads)

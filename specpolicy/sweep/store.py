@@ -36,7 +36,7 @@ from specpolicy.data.splits import SIDES, validation_ids
 from specpolicy.features import to_numpy
 from specpolicy.files import atomic_path, write_text
 from specpolicy.sweep.records import SweepRecord, checksum
-from specpolicy.sweep.resume import settings_diffs
+from specpolicy.sweep.resume import check_resumable
 
 SCHEMA = "specpolicy.sweep/1"
 
@@ -47,11 +47,6 @@ class CorruptRecordWarning(UserWarning):
 
 class StoreLockedError(RuntimeError):
     """Another process is writing to the store."""
-
-
-class StoreUnusableError(ValueError):
-    """The folder cannot hold this sweep as it is (a file, foreign content, other settings, changed prompts):
-    the fix is another folder, or the same settings and prompts."""
 
 
 @dataclass
@@ -65,10 +60,6 @@ def _last_byte(file: Path) -> bytes:
     with open(file, "rb") as handle:
         handle.seek(-1, os.SEEK_END)
         return handle.read(1)
-
-
-BEFORE_META = {".lock", "features", "meta.tmp", "meta.json.tmp"}
-"""what :meth:`SweepStore.open` writes before meta.json (a kill in between leaves only these)"""
 
 
 class SweepStore:
@@ -89,34 +80,6 @@ class SweepStore:
 
     # --- creation and resumption --------------------------------------------------------------------
 
-    @staticmethod
-    def check_resumable(path: str | Path, meta: dict) -> None:
-        """Fail, naming every differing setting, when ``path`` holds a sweep ``meta`` cannot resume.
-
-        Run it before loading models: it needs only the settings (model fingerprints are checked
-        again by :meth:`open` once the models are loaded).
-        """
-        path = Path(path)
-        if path.exists() and not path.is_dir():
-            raise StoreUnusableError(f"--out {path} is a file; pass a folder for the sweep store")
-        blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
-        if blocking is not None:
-            raise StoreUnusableError(f"--out {path} lies under the file {blocking}; pass a folder path")
-        meta_file = path / "meta.json"
-        if not meta_file.exists():
-            if path.is_dir() and any(p.name not in BEFORE_META for p in path.iterdir()):
-                raise StoreUnusableError(f"{path} is a non-empty folder without meta.json; pass a new or empty --out "
-                                         "folder")
-            return  # new, empty, or a store killed before its meta.json was written: nothing recorded yet
-        try:
-            existing = json.loads(meta_file.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise StoreUnusableError(f"{meta_file} is unreadable; pass a new --out folder") from None
-        diffs = settings_diffs(existing, meta)
-        if diffs:
-            raise StoreUnusableError(f"{path} holds a sweep with other settings ({'; '.join(diffs)}); "
-                             "pass a new --out folder or the same settings to resume")
-
     @classmethod
     def open(cls, path: str | Path, meta: dict, wait: Callable[[Path], None] | None = None) -> SweepStore:
         """Create ``path`` with ``meta``, or resume it when its settings match ``meta``; holds its write lock.
@@ -125,7 +88,7 @@ class SweepStore:
         block until that writer is done."""
         path = Path(path)
         meta = {"schema": SCHEMA, **meta}
-        cls.check_resumable(path, meta)
+        check_resumable(path, meta)
         path.mkdir(parents=True, exist_ok=True)
         store = cls(path, meta)
         store._acquire(wait)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from specpolicy.sweep.records import SweepRecord, checksum
+from specpolicy.sweep.resume import check_resumable
 from specpolicy.sweep.store import CorruptRecordWarning, StoreLockedError, SweepStore
 
 META = {"candidates": [14, 16], "temperature": 0.0, "max_new_tokens": 8, "seed": 0, "target": "t", "drafter": "d",
@@ -169,17 +170,17 @@ def test_resume_with_a_setting_that_changes_results_is_refused(tmp_path, key, va
     meta = {**META, "dtype": "float32", "max_prompt_tokens": 256, "device": "cpu", "dataset_sha256": "abcd"}
     _open(tmp_path / "s", meta)
     with pytest.raises(ValueError, match=f"{key}: stored"):
-        SweepStore.check_resumable(tmp_path / "s", {**meta, key: value})
+        check_resumable(tmp_path / "s", {**meta, key: value})
 
 
 def test_out_that_is_a_file_or_a_foreign_folder_is_refused(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match="is a file"):
-        SweepStore.check_resumable(tmp_path / "file", META)
+        check_resumable(tmp_path / "file", META)
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
     with pytest.raises(ValueError, match="non-empty folder without meta.json"):
-        SweepStore.check_resumable(tmp_path / "other", META)
+        check_resumable(tmp_path / "other", META)
 
 
 def test_shipped_version_1_records_still_read():
@@ -249,10 +250,10 @@ def test_a_store_killed_before_its_meta_was_written_resumes(tmp_path):
     (tmp_path / "s" / ".lock").touch()
     (tmp_path / "s" / "features").mkdir()
     (tmp_path / "s" / "meta.tmp").write_text('{"schema": ')  # a torn write of meta.json's temporary file
-    SweepStore.check_resumable(tmp_path / "s", {"candidates": [4]})  # no error: nothing was recorded yet
+    check_resumable(tmp_path / "s", {"candidates": [4]})  # no error: nothing was recorded yet
     (tmp_path / "s" / "notes.txt").write_text("mine")
     with pytest.raises(ValueError, match="non-empty folder without meta.json"):
-        SweepStore.check_resumable(tmp_path / "s", {"candidates": [4]})
+        check_resumable(tmp_path / "s", {"candidates": [4]})
 
 
 def test_a_record_whose_features_file_is_damaged_is_skipped_counted_and_swept_again(tmp_path):
@@ -313,7 +314,7 @@ def test_import_blockpilot_refuses_a_changed_or_other_folder_into_the_same_store
     """Reproduced first: a re-import of a changed folder kept the old taus, and another folder of the same name
     was silently skipped."""
     from specpolicy.sweep.importers import import_blockpilot
-    from specpolicy.sweep.store import StoreUnusableError
+    from specpolicy.sweep.resume import StoreUnusableError
 
     folder = _authors_folder(tmp_path, {14: {"0": 6.0}, 16: {"0": 7.0}})
     import_blockpilot(folder, tmp_path / "store")
