@@ -7,14 +7,16 @@
 - ``adaptive``: cost-aware. While speculating it picks the block size with the most expected tokens
   per second under the machine's cost table (``PromptObservation.costs``), from a geometric
   acceptance model fitted to this decode's recent cycles; a cycle slower than an AR step counts as
-  failed and starts a back-off of plain AR cycles (4, then doubling) where that model also expects
-  an AR step to beat the best speculative cycle. Where a cycle costs little more than an AR step (a
-  GPU at batch 1) a miss therefore shrinks the block instead; the model's prior keeps its estimate
+  failed and starts a back-off of plain AR cycles (4, then doubling, shorter where the failed cycle
+  cost less than 2 AR steps beyond its token) where that model also expects an AR step to beat the
+  best speculative cycle. Where a cycle costs little more than an AR step (a GPU at batch 1) a miss
+  therefore shrinks the block instead; the model's prior keeps its estimate
   near 0.14 or above, so on text that never drafts well such a table keeps cheap probes of B = 2..4.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from specpolicy.costs import CostTable
@@ -29,6 +31,11 @@ FIRST_WAIT = 16
 MAX_WAIT = 64
 ADAPTIVE_FIRST_WAIT = 4
 """``adaptive``'s first wait: chosen on the zoo's training sweep (4: 1.43x fixed16 there; 8: 1.41x; 16: 1.38x)"""
+WAIT_MARGIN = 2.0
+"""``adaptive`` scales its wait by what the failed cycle lost, min(1, lost AR steps / this margin): a probe that
+costs little more than an AR step (a GPU at batch 1) waits less. Chosen on the zoo's training sweep, training side
+(fixed16 = 1; margin 2 / none): H200 synthetic c = 1 1.005 / 0.960, c = 16 1.005 / 0.960, c = 64 2.165 / 2.138,
+CPU tables 1.410 / 1.411 and 1.440 / 1.441; margins 1, 3 and 4 did worse on one table or another"""
 
 
 def snap(size: int, candidates: Sequence[int]) -> int:
@@ -36,12 +43,14 @@ def snap(size: int, candidates: Sequence[int]) -> int:
     return min(candidates, key=lambda c: (abs(c - size), c))
 
 
-def ar_wait(state: DecodeState, failed: Callable[[int, int], bool], first_wait: int = FIRST_WAIT) -> int | None:
+def ar_wait(state: DecodeState, failed: Callable[[int, int], bool], first_wait: int = FIRST_WAIT,
+            scale: Callable[[int], float] | None = None) -> int | None:
     """Plain AR cycles still owed after failed speculation, or ``None`` when speculating is allowed.
 
     ``failed(block_size, accepted)`` judges a speculative cycle. Counting the failed speculative
     cycles since the last good one (AR cycles in between are skipped), the wait after the n-th is
-    ``first_wait * 2**(n-1)`` AR cycles, at most :data:`MAX_WAIT`.
+    ``first_wait * 2**(n-1)`` AR cycles, at most :data:`MAX_WAIT`; ``scale(block_size)`` of the last
+    failed cycle, where given, multiplies it (rounded up, at least 1).
     """
     sizes, accepted = state.block_size_history, state.accepted_history
     i = len(sizes) - 1
@@ -57,6 +66,8 @@ def ar_wait(state: DecodeState, failed: Callable[[int, int], bool], first_wait: 
     if failures == 0:
         return None
     wait = min(MAX_WAIT, first_wait * 2 ** (failures - 1))
+    if scale is not None:
+        wait = max(1, math.ceil(wait * scale(sizes[i])))
     return wait - trailing_ar if trailing_ar < wait else None
 
 
@@ -152,10 +163,11 @@ class AdaptivePolicy(Policy):
     per_step = True
 
     def __init__(self, candidates: Sequence[int], start: int = TRAINING_BLOCK_SIZE, prior: float = ACCEPTANCE_PRIOR,
-                 decay: float = ACCEPTANCE_DECAY, first_wait: int = ADAPTIVE_FIRST_WAIT) -> None:
+                 decay: float = ACCEPTANCE_DECAY, first_wait: int = ADAPTIVE_FIRST_WAIT,
+                 wait_margin: float = WAIT_MARGIN) -> None:
         super().__init__(candidates)
         self.start = snap(start, self.candidates)
-        self.prior, self.decay, self.first_wait = prior, decay, first_wait
+        self.prior, self.decay, self.first_wait, self.wait_margin = prior, decay, first_wait, wait_margin
         self._priced: tuple[CostTable | None, dict[int, float]] = (None, {})
 
     def select(self, observation: PromptObservation) -> int:
@@ -181,8 +193,13 @@ class AdaptivePolicy(Policy):
             """``tokens`` from a cycle of ``size`` come at least as fast as from AR steps."""
             return tokens / (seconds[size] if size in seconds else costs.cycle_seconds(size)) >= ar_rate
 
+        def wait_share(size: int) -> float:
+            """What a failed cycle of ``size`` lost, in AR steps beyond the one it made, over the margin (<= 1)."""
+            return min(1.0, ((seconds[size] if size in seconds else costs.cycle_seconds(size)) * ar_rate - 1)
+                       / self.wait_margin)
+
         failed = 1 in self.candidates and ar_wait(state, lambda size, accepted: not beats_ar(accepted + 1, size),
-                                                  self.first_wait) is not None
+                                                  self.first_wait, wait_share) is not None
         if failed and not beats_ar(expected_tokens(alpha, best), best):
             return 1  # a failed cycle, and the acceptance model expects AR to be faster: back off
         return best

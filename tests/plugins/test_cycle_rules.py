@@ -77,6 +77,9 @@ def test_ar_wait_counts_failures_since_the_last_good_cycle():
     state = DecodeState(None, 4, 4, 0, 1, [5, 0], [16, 16])
     assert ar_wait(state, few_accepted) == 16
     assert ar_wait(DecodeState(None, 4, 4, 0, 1, [5], [16]), few_accepted) is None
+    state = DecodeState(None, 4, 4, 0, 1, [0, 0, 0], [8, 1, 1])
+    assert ar_wait(state, few_accepted, 16, scale=lambda size: size / 32) == 2  # 16 x 8 / 32 = 4, 2 of them run
+    assert ar_wait(state, few_accepted, 16, scale=lambda size: 0.01) is None  # at least 1, here already run
 
 
 def test_geometric_acceptance_model():
@@ -91,8 +94,10 @@ def test_adaptive_grows_on_easy_text_and_falls_back_on_hard_text():
     easy = run(AdaptivePolicy(WIDE), [31] * 6)
     assert easy[0] == 16 and easy[-1] == 32
     hard = run(AdaptivePolicy(WIDE), [0] * 16)
-    # a failed cycle: 4 AR cycles, then a cheap probe (the acceptance estimate is low); it fails: 8 AR cycles
-    assert hard == [16, 1, 1, 1, 1, 2] + [1] * 8 + [2, 1]
+    # a failed B = 16 cycle lost 12.2 / 5.3 - 1 = 1.30 AR steps: the 4-cycle wait x 1.30 / 2 -> 3 AR cycles; then
+    # a cheap probe (the acceptance estimate is low) loses 8.6 / 5.3 - 1 = 0.62: 8 x 0.31 -> 3, then 16 x 0.31 -> 5
+    assert hard == [16, 1, 1, 1, 2, 1, 1, 1, 2] + [1] * 5 + [2, 1]
+    assert run(AdaptivePolicy(WIDE, wait_margin=1.3), [0] * 6) == [16, 1, 1, 1, 1, 2]  # a full wait from 1.30 up
 
 
 GPU_SHAPED = CostTable({b: 0.15 * (b > 1) for b in WIDE}, {b: 1.0 + 0.004 * (b - 1) for b in WIDE}, 1.0)
@@ -109,7 +114,7 @@ def test_one_failed_cycle_backs_off_to_ar_only_where_the_acceptance_model_says_a
     hard = run(AdaptivePolicy(WIDE), [0] * 8, PromptObservation(np.zeros(4, np.float32), 4, costs=GPU_SHAPED))
     assert hard[0] == 16 and max(hard[2:]) <= 4  # misses shrink the block to a cheap probe
     cpu = run(AdaptivePolicy(WIDE), [0] * 6)  # the steep CPU table: a failed cycle still costs a stretch of AR
-    assert cpu[:5] == [16, 1, 1, 1, 1]
+    assert cpu[:5] == [16, 1, 1, 1, 2]
 
 
 def test_adaptive_needs_a_cost_table():
@@ -120,4 +125,5 @@ def test_adaptive_needs_a_cost_table():
 def test_guarded_policy_starts_where_the_per_prompt_policy_says():
     assert run(GuardedPolicy(FixedPolicy(8, WIDE), WIDE), [15, 15])[0] == 8
     ar_start = run(GuardedPolicy(FixedPolicy(1, WIDE), WIDE), [15] * 20)
-    assert ar_start[:4] == [1] * 4 and ar_start[4] > 1  # B = 1 start: AR first (the adaptive wait), then a probe
+    # B = 1 start: AR first (the wait after a failed B = 2 probe: 4 x 0.62 / 2 -> 2 cycles), then a probe
+    assert ar_start[:3] == [1, 1, 2]
