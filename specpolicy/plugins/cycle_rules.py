@@ -7,9 +7,9 @@
 - ``adaptive``: cost-aware. While speculating it picks the block size with the most expected tokens
   per second under the machine's cost table (``PromptObservation.costs``), from a geometric
   acceptance model fitted to this decode's recent cycles; a cycle slower than an AR step counts as
-  failed and starts a back-off of plain AR cycles (4, then doubling, shorter where the failed cycle
-  cost less than 2 AR steps beyond its token) where that model also expects an AR step to beat the
-  best speculative cycle. Where a cycle costs little more than an AR step (a GPU at batch 1) a miss
+  failed and starts a back-off of plain AR cycles (4, then doubling; shorter where the table is flatter
+  than a CPU's, :data:`FULL_WAIT_COST`) where that model also expects an AR step to beat the best
+  speculative cycle. Where a cycle costs little more than an AR step (a GPU at batch 1) a miss
   therefore shrinks the block instead; the model's prior keeps its estimate
   near 0.14 or above, so on text that never drafts well such a table keeps cheap probes of B = 2..4.
 """
@@ -31,11 +31,13 @@ FIRST_WAIT = 16
 MAX_WAIT = 64
 ADAPTIVE_FIRST_WAIT = 4
 """``adaptive``'s first wait: chosen on the zoo's training sweep (4: 1.43x fixed16 there; 8: 1.41x; 16: 1.38x)"""
-WAIT_MARGIN = 2.0
-"""``adaptive`` scales its wait by what the failed cycle lost, min(1, lost AR steps / this margin): a probe that
-costs little more than an AR step (a GPU at batch 1) waits less. Chosen on the zoo's training sweep, training side
-(fixed16 = 1; margin 2 / none): H200 synthetic c = 1 1.005 / 0.960, c = 16 1.005 / 0.960, c = 64 2.165 / 2.138,
-CPU tables 1.410 / 1.411 and 1.440 / 1.441; margins 1, 3 and 4 did worse on one table or another"""
+FULL_WAIT_COST = 1.3
+"""``adaptive`` waits in full where a cycle of the training block size costs at least this many AR steps beyond
+the one a cycle always makes (the CPU tables: 1.3 to 1.5), and proportionally less on flatter tables (a GPU at
+batch 1: 0.2), where a failed probe costs little. Chosen on the zoo's training sweep, training side (vs fixed16,
+this rule / a full wait everywhere): H200 synthetic c = 1 1.002 / 0.960, c = 16 0.999 / 0.960, the CPU, GPU-shaped
+and c = 64 tables unchanged; 1.0 lost 0.006 at c = 1, 1.5 lost 0.007 on the shipped table. Scaling by the failed
+cycle's own cost instead did better at c = 16-64 but lost 1.7-2.6% on CPU tables beyond the training sweep."""
 
 
 def snap(size: int, candidates: Sequence[int]) -> int:
@@ -44,13 +46,12 @@ def snap(size: int, candidates: Sequence[int]) -> int:
 
 
 def ar_wait(state: DecodeState, failed: Callable[[int, int], bool], first_wait: int = FIRST_WAIT,
-            scale: Callable[[int], float] | None = None) -> int | None:
+            scale: float = 1.0) -> int | None:
     """Plain AR cycles still owed after failed speculation, or ``None`` when speculating is allowed.
 
     ``failed(block_size, accepted)`` judges a speculative cycle. Counting the failed speculative
     cycles since the last good one (AR cycles in between are skipped), the wait after the n-th is
-    ``first_wait * 2**(n-1)`` AR cycles, at most :data:`MAX_WAIT`; ``scale(block_size)`` of the last
-    failed cycle, where given, multiplies it (rounded up, at least 1).
+    ``first_wait * 2**(n-1)`` AR cycles, at most :data:`MAX_WAIT`, times ``scale`` (rounded up, at least 1).
     """
     sizes, accepted = state.block_size_history, state.accepted_history
     i = len(sizes) - 1
@@ -66,8 +67,8 @@ def ar_wait(state: DecodeState, failed: Callable[[int, int], bool], first_wait: 
     if failures == 0:
         return None
     wait = min(MAX_WAIT, first_wait * 2 ** (failures - 1))
-    if scale is not None:
-        wait = max(1, math.ceil(wait * scale(sizes[i])))
+    if scale != 1.0:
+        wait = max(1, math.ceil(wait * scale))
     return wait - trailing_ar if trailing_ar < wait else None
 
 
@@ -164,20 +165,23 @@ class AdaptivePolicy(Policy):
 
     def __init__(self, candidates: Sequence[int], start: int = TRAINING_BLOCK_SIZE, prior: float = ACCEPTANCE_PRIOR,
                  decay: float = ACCEPTANCE_DECAY, first_wait: int = ADAPTIVE_FIRST_WAIT,
-                 wait_margin: float = WAIT_MARGIN) -> None:
+                 full_wait_cost: float = FULL_WAIT_COST) -> None:
         super().__init__(candidates)
         self.start = snap(start, self.candidates)
-        self.prior, self.decay, self.first_wait, self.wait_margin = prior, decay, first_wait, wait_margin
-        self._priced: tuple[CostTable | None, dict[int, float]] = (None, {})
+        self.prior, self.decay, self.first_wait, self.full_wait_cost = prior, decay, first_wait, full_wait_cost
+        self._priced: tuple[CostTable | None, dict[int, float], float] = (None, {}, 1.0)
 
     def select(self, observation: PromptObservation) -> int:
         return self.start
 
     def best_size(self, alpha: float, costs: CostTable) -> int:
         """The speculative candidate (B > 1) with the most expected tokens per cycle second."""
-        if self._priced[0] is not costs:  # one table per prompt: price the candidates once
+        if self._priced[0] is not costs:  # one table per prompt: price the candidates (and the wait) once
             drafted = [b for b in self.candidates if b > 1] or list(self.candidates)
-            self._priced = (costs, {b: costs.cycle_seconds(b) for b in drafted})
+            seconds = {b: costs.cycle_seconds(b) for b in drafted}
+            reference = seconds.get(TRAINING_BLOCK_SIZE, seconds[max(seconds)])
+            wait_scale = min(1.0, (reference / costs.cycle_seconds(1) - 1) / self.full_wait_cost)
+            self._priced = (costs, seconds, wait_scale)
         return max(self._priced[1].items(), key=lambda priced: (expected_tokens(alpha, priced[0]) / priced[1],
                                                                 -priced[0]))[0]
 
@@ -193,13 +197,8 @@ class AdaptivePolicy(Policy):
             """``tokens`` from a cycle of ``size`` come at least as fast as from AR steps."""
             return tokens / (seconds[size] if size in seconds else costs.cycle_seconds(size)) >= ar_rate
 
-        def wait_share(size: int) -> float:
-            """What a failed cycle of ``size`` lost, in AR steps beyond the one it made, over the margin (<= 1)."""
-            return min(1.0, ((seconds[size] if size in seconds else costs.cycle_seconds(size)) * ar_rate - 1)
-                       / self.wait_margin)
-
         failed = 1 in self.candidates and ar_wait(state, lambda size, accepted: not beats_ar(accepted + 1, size),
-                                                  self.first_wait, wait_share) is not None
+                                                  self.first_wait, self._priced[2]) is not None
         if failed and not beats_ar(expected_tokens(alpha, best), best):
             return 1  # a failed cycle, and the acceptance model expects AR to be faster: back off
         return best

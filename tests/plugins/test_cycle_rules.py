@@ -78,8 +78,8 @@ def test_ar_wait_counts_failures_since_the_last_good_cycle():
     assert ar_wait(state, few_accepted) == 16
     assert ar_wait(DecodeState(None, 4, 4, 0, 1, [5], [16]), few_accepted) is None
     state = DecodeState(None, 4, 4, 0, 1, [0, 0, 0], [8, 1, 1])
-    assert ar_wait(state, few_accepted, 16, scale=lambda size: size / 32) == 2  # 16 x 8 / 32 = 4, 2 of them run
-    assert ar_wait(state, few_accepted, 16, scale=lambda size: 0.01) is None  # at least 1, here already run
+    assert ar_wait(state, few_accepted, 16, scale=0.25) == 2  # 16 x 0.25 = 4 AR cycles, 2 of them run
+    assert ar_wait(state, few_accepted, 16, scale=0.01) is None  # at least 1, here already run
 
 
 def test_geometric_acceptance_model():
@@ -94,10 +94,8 @@ def test_adaptive_grows_on_easy_text_and_falls_back_on_hard_text():
     easy = run(AdaptivePolicy(WIDE), [31] * 6)
     assert easy[0] == 16 and easy[-1] == 32
     hard = run(AdaptivePolicy(WIDE), [0] * 16)
-    # a failed B = 16 cycle lost 12.2 / 5.3 - 1 = 1.30 AR steps: the 4-cycle wait x 1.30 / 2 -> 3 AR cycles; then
-    # a cheap probe (the acceptance estimate is low) loses 8.6 / 5.3 - 1 = 0.62: 8 x 0.31 -> 3, then 16 x 0.31 -> 5
-    assert hard == [16, 1, 1, 1, 2, 1, 1, 1, 2] + [1] * 5 + [2, 1]
-    assert run(AdaptivePolicy(WIDE, wait_margin=1.3), [0] * 6) == [16, 1, 1, 1, 1, 2]  # a full wait from 1.30 up
+    # a failed cycle: 4 AR cycles, then a cheap probe (the acceptance estimate is low); it fails: 8 AR cycles
+    assert hard == [16, 1, 1, 1, 1, 2] + [1] * 8 + [2, 1]
 
 
 GPU_SHAPED = CostTable({b: 0.15 * (b > 1) for b in WIDE}, {b: 1.0 + 0.004 * (b - 1) for b in WIDE}, 1.0)
@@ -114,7 +112,17 @@ def test_one_failed_cycle_backs_off_to_ar_only_where_the_acceptance_model_says_a
     hard = run(AdaptivePolicy(WIDE), [0] * 8, PromptObservation(np.zeros(4, np.float32), 4, costs=GPU_SHAPED))
     assert hard[0] == 16 and max(hard[2:]) <= 4  # misses shrink the block to a cheap probe
     cpu = run(AdaptivePolicy(WIDE), [0] * 6)  # the steep CPU table: a failed cycle still costs a stretch of AR
-    assert cpu[:5] == [16, 1, 1, 1, 2]
+    assert cpu[:5] == [16, 1, 1, 1, 1]
+
+
+def test_the_wait_shrinks_with_the_tables_flatness():
+    """Under COSTS a B = 16 cycle costs 12.2 / 5.3 = 2.30 AR steps, 1.30 beyond its own token: the full wait (4, 8).
+    A flat table where every block costs 1.6 (0.6 beyond) waits 4 x 0.6 / 1.3 -> 2, then probes its largest block."""
+    assert run(AdaptivePolicy(WIDE), [0] * 6)[:6] == [16, 1, 1, 1, 1, 2]
+    flat = PromptObservation(np.zeros(4, np.float32), 4,
+                             costs=CostTable({b: 0.0 for b in WIDE}, {**{b: 8.48 for b in WIDE}, 1: 5.3}, 5.0))
+    assert run(AdaptivePolicy(WIDE), [0] * 4, flat) == [16, 1, 1, 32]
+    assert run(AdaptivePolicy(WIDE, full_wait_cost=0.5), [0] * 6, flat) == [16, 1, 1, 1, 1, 32]
 
 
 def test_adaptive_needs_a_cost_table():
@@ -125,5 +133,4 @@ def test_adaptive_needs_a_cost_table():
 def test_guarded_policy_starts_where_the_per_prompt_policy_says():
     assert run(GuardedPolicy(FixedPolicy(8, WIDE), WIDE), [15, 15])[0] == 8
     ar_start = run(GuardedPolicy(FixedPolicy(1, WIDE), WIDE), [15] * 20)
-    # B = 1 start: AR first (the wait after a failed B = 2 probe: 4 x 0.62 / 2 -> 2 cycles), then a probe
-    assert ar_start[:3] == [1, 1, 2]
+    assert ar_start[:4] == [1] * 4 and ar_start[4] > 1  # B = 1 start: AR first (the adaptive wait), then a probe
