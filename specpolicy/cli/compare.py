@@ -40,7 +40,7 @@ from specpolicy.cli.compare_runs import (
     results_per_dataset,
 )
 from specpolicy.cli.sweep import parse_candidates
-from specpolicy.defaults import BOOTSTRAP_RESAMPLES, COMPARE_BASELINE, COMPARE_ORACLE
+from specpolicy.defaults import COMPARE_BASELINE, COMPARE_ORACLE
 
 
 def compare(
@@ -73,7 +73,6 @@ def compare(
     threads: int = ThreadsOption,
     fmt: OutputFormat = FormatOption,
     plot: Path = typer.Option(None, help="save a PNG: speed per policy and chosen block sizes"),
-    bootstrap: int = typer.Option(BOOTSTRAP_RESAMPLES, min=100, help="bootstrap resamples for the 95% intervals"),
     target: str = TargetOption,
     drafter: str = DrafterOption,
     device: str = DeviceOption,
@@ -105,7 +104,7 @@ def compare(
     parts = [(name, conc, label, part) for name, conc, results in runs
              for label, part in (split_by(results, labels[name]) if by else [(None, results)])]
     rows = [(name, conc, label, row) for name, conc, label, part in parts
-            for row in summarize(part, baseline, oracle, n_bootstrap=bootstrap)]
+            for row in summarize(part, baseline, oracle)]
     timing = runs[0][2][0].timing if runs and runs[0][2] else "none"
     many, mapped = len({name for name, _, _ in runs}) > 1, len(options.concurrency) > 1
     if fmt is OutputFormat.table and mapped:

@@ -44,7 +44,7 @@ BAD = {
     "--confidences": ["0", "abc", "99"], "--lengths": ["0", "abc"], "--batch-sizes": ["0", "abc", "1,1"],
     "--concurrency": ["0", "abc"],
     "--temperature": ["-1", "nan", "inf"], "--max-new-tokens": INTS, "--max-samples": INTS,
-    "--max-prompt-tokens": INTS, "--threads": INTS, "--bootstrap": INTS, "--repeats": INTS, "--context": INTS,
+    "--max-prompt-tokens": INTS, "--threads": INTS, "--repeats": INTS, "--context": INTS,
     "--prompts": INTS, "--hidden": INTS, "--depth": INTS, "--epochs": INTS, "--batch-size": INTS,
     "--patience": INTS, "--window": ["-1"], "--num-envs": INTS, "--steps": INTS, "--live-episodes": ["-1"],
     "--num-target-layers": INTS, "--target-steps": ["-1"], "--drafter-steps": ["-1"], "--check-prompts": ["-1"],
@@ -75,7 +75,7 @@ def _base(command: tuple[str, ...], w: dict[str, str]) -> list[str]:
     """The command with valid, cheap values for what it requires (the tested option is added to these)."""
     models = ["--target", w["TARGET"], "--drafter", w["DRAFTER"]]
     return {
-        ("compare",): ["--sweep", w["STORE"], "--policies", "fixed16", "--bootstrap", "200"],
+        ("compare",): ["--sweep", w["STORE"], "--policies", "fixed16"],
         ("sweep",): ["--dataset", w["PROMPTS"], "--max-samples", "2", "--max-new-tokens", "4", "--out", w["OUT"],
                      *models],
         ("train",): ["logreg", "--sweep", w["STORE"], "--out", w["OUT"]],

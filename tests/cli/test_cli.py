@@ -89,8 +89,8 @@ FORMATS = ["table", "json", *(pytest.param(f, marks=pytest.mark.slow) for f in (
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_compare_every_format(replay_store, trained_policy, fmt, tmp_path):
     policies = f"fixed16,blockpilot:{trained_policy},oracle,oracle-step,heuristic,random"
-    result = run("compare", "--policies", policies, "--sweep", replay_store.path, "--format", fmt,
-                 "--bootstrap", "200", "--plot", tmp_path / "plot.png")
+    result = run("compare", "--policies", policies, "--sweep", replay_store.path, "--format", fmt, "--plot",
+                 tmp_path / "plot.png")
     assert "oracle-step" in result.stdout
     assert (tmp_path / "plot.png").stat().st_size > 0
     if fmt == "json":
@@ -106,7 +106,7 @@ def test_compare_every_format(replay_store, trained_policy, fmt, tmp_path):
 def test_compare_runs_its_own_replay_sweep(test_zoo, prompt_file, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path / "cache"))
     args = ["compare", "--policies", "fixed16,oracle", "--dataset", prompt_file, "--max-samples", "3",
-            "--max-new-tokens", "12", "--format", "json", "--bootstrap", "100", *zoo_args(test_zoo)]
+            "--max-new-tokens", "12", "--format", "json", *zoo_args(test_zoo)]
     result = run(*args)
     first = json.loads(result.stdout)
     assert [r["prompts"] for r in first] == [3, 3]
@@ -119,7 +119,7 @@ def test_compare_runs_its_own_replay_sweep(test_zoo, prompt_file, tmp_path, monk
 
 def test_compare_live_mode(test_zoo, prompt_file, tmp_path):
     result = run("compare", "--policies", "fixed16,heuristic", "--mode", "live", "--dataset", prompt_file,
-                 "--max-samples", "2", "--max-new-tokens", "10", "--format", "json", "--bootstrap", "100",
+                 "--max-samples", "2", "--max-new-tokens", "10", "--format", "json",
                  *zoo_args(test_zoo))
     rows = json.loads(result.stdout)
     assert {r["timing"] for r in rows} == {"measured"}
@@ -133,8 +133,7 @@ def test_compare_live_warns_on_a_flagged_cost_table(test_zoo, prompt_file, tmp_p
     table = uniform_costs(range(1, 65), ar_seconds=0.01, per_token=0.1).to_json() | {"spread": {"16": 0.5}}
     (tmp_path / "noisy.json").write_text(json.dumps(table))
     result = run("compare", "--policies", "fixed16,adaptive", "--mode", "live", "--dataset", prompt_file,
-                 "--max-samples", "1", "--max-new-tokens", "6", "--costs", tmp_path / "noisy.json", "--bootstrap",
-                 "100", *zoo_args(test_zoo))
+                 "--max-samples", "1", "--max-new-tokens", "6", "--costs", tmp_path / "noisy.json", *zoo_args(test_zoo))
     assert "noisy.json is flagged (noisy" in " ".join(result.stderr.split())
 
 
@@ -187,7 +186,7 @@ def test_compare_sweep_with_other_candidates_fails(replay_store):
 
 def test_compare_a_subset_of_the_sweeps_candidates(replay_store):
     result = run("compare", "--policies", "fixed4,oracle,oracle-step", "--sweep", replay_store.path,
-                 "--candidates", "1,4,16", "--baseline", "fixed4", "--format", "json", "--bootstrap", "100")
+                 "--candidates", "1,4,16", "--baseline", "fixed4", "--format", "json")
     rows = {r["policy"]: r for r in json.loads(result.stdout)}
     assert rows["oracle"]["vs_baseline"] >= 1.0 and rows["oracle-step"]["speedup"] >= rows["oracle"]["speedup"] - 1e-9
 
@@ -234,7 +233,7 @@ def test_compare_simulates_serving_and_refuses_verify_policies_without_confidenc
     linear_table(batches=(1, 2, 4, 8)).save(tmp_path / "batch.json")
     result = run("compare", "--policies", "fixed16,fixed4,adaptive,oracle-step", "--sweep", replay_store.path,
                  "--concurrency", "4", "--batch-costs", tmp_path / "batch.json", "--oracle", "oracle-step",
-                 "--format", "json", "--bootstrap", "200")
+                 "--format", "json")
     rows = {r["policy"]: r for r in json.loads(result.stdout)}
     assert rows["fixed16"]["timing"] == "modelled, concurrency 4"
     assert rows["oracle-step"]["gain_share"] == 1.0 and rows["fixed16"]["vs_baseline"] == 1.0
@@ -248,7 +247,7 @@ def test_compare_maps_speed_over_groups_and_concurrencies(replay_store, tmp_path
 
     linear_table(batches=(1, 2, 4, 8)).save(tmp_path / "batch.json")
     args = ["compare", "--policies", "fixed16,fixed4,oracle-step", "--sweep", replay_store.path, "--concurrency",
-            "1,4,8", "--batch-costs", tmp_path / "batch.json", "--bootstrap", "100"]
+            "1,4,8", "--batch-costs", tmp_path / "batch.json"]
     grid = " ".join(run(*args, "--plot", tmp_path / "map.png").stdout.split())
     assert "c=1" in grid and "c=8" in grid and "8 prompts" in grid and (tmp_path / "map.png").stat().st_size
     rows = list(csv.DictReader(io.StringIO(run(*args, "--format", "csv").stdout)))
@@ -256,7 +255,7 @@ def test_compare_maps_speed_over_groups_and_concurrencies(replay_store, tmp_path
                                                              for c in ("1", "4", "8")}
     unlabelled = run("compare", "--sweep", replay_store.path, "--by", "category", ok=False)  # was one row per '-'
     by_context = run("compare", "--sweep", replay_store.path, "--policies", "fixed16,fixed4", "--by", "context",
-                     "--format", "csv", "--bootstrap", "100").stdout
+                     "--format", "csv").stdout
     assert {row["context"] for row in csv.DictReader(io.StringIO(by_context))} == {"<512", "all"}
     assert "carries a category label" in " ".join(unlabelled.output.split())
     refused = run("compare", "--sweep", replay_store.path, "--concurrency", "4", "--batch-costs",
@@ -274,7 +273,7 @@ def test_compare_by_category_on_a_users_jsonl(test_zoo, tmp_path, monkeypatch):
                                                ("chat", ["Say hello.", "Write a haiku.", "List colours."]))
                               for i, text in enumerate(texts)) + "\n")
     args = ["compare", "--policies", "fixed16,fixed4,oracle", "--dataset", data, "--candidates", "1,4,16",
-            "--max-new-tokens", "12", "--bootstrap", "100", *zoo_args(test_zoo)]
+            "--max-new-tokens", "12", *zoo_args(test_zoo)]
     rows = json.loads(run(*args, "--by", "category", "--format", "json", "--plot", tmp_path / "by.png").stdout)
     prompts = {(r["category"], r["policy"]): r["prompts"] for r in rows}
     assert prompts == {(c, p): n for c, n in (("chat", 3), ("code", 2), ("all", 5))
@@ -284,7 +283,7 @@ def test_compare_by_category_on_a_users_jsonl(test_zoo, tmp_path, monkeypatch):
     assert (tmp_path / "by.png").stat().st_size > 0
     store = next((tmp_path / "cache" / "sweeps").iterdir())
     by_group = json.loads(run("compare", "--policies", "fixed16", "--sweep", store, "--by", "group", "--format",
-                              "json", "--bootstrap", "100").stdout)
+                              "json").stdout)
     assert [(r["group"], r["prompts"]) for r in by_group] == [("chat", 3), ("code", 2), ("all", 5)]
     assert "use --by category, group or context" in run("compare", "--by", "topic", ok=False).output
 
@@ -300,7 +299,7 @@ def test_compare_warns_when_the_cost_table_it_prices_with_is_noisy(replay_store,
         table["spread"] = {b: spread for b in table["verify_seconds"]}
         table["verify_seconds"] = {b: 0.01 * (1 + int(b) / 16) for b in table["verify_seconds"]}  # monotone
         (store / "latency.json").write_text(json.dumps(table))
-        outputs[name] = run("compare", "--policies", "fixed16,fixed4", "--sweep", store, "--bootstrap", "100").output
+        outputs[name] = run("compare", "--policies", "fixed16,fixed4", "--sweep", store).output
     assert "noisy" in outputs["noisy"] and "bench latency" in outputs["noisy"]
     assert "warning" not in outputs["quiet"]
 
@@ -312,7 +311,7 @@ def test_a_live_mode_store_compares_with_its_measured_times(test_zoo, prompt_fil
     run("sweep", "--mode", "live", "--dataset", prompt_file, "--candidates", "1,4,16", "--max-samples", "3",
         "--max-new-tokens", "8", "--out", tmp_path / "live", *zoo_args(test_zoo))
     rows = json.loads(run("compare", "--policies", "fixed16,fixed4,fixed1,oracle", "--sweep", tmp_path / "live",
-                          "--format", "json", "--bootstrap", "100").stdout)
+                          "--format", "json").stdout)
     assert {r["timing"] for r in rows} == {"measured"}
     speed = {r["policy"]: r["speedup"] for r in rows}
     assert speed["fixed1"] == pytest.approx(1.0) and all(s > 0 for s in speed.values())
@@ -343,7 +342,7 @@ def test_a_stuck_compare_cache_is_named_with_a_fix_compare_has(test_zoo, prompt_
     """Reported: inside compare's cache the hint named --out, which compare lacks."""
     monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path / "cache"))
     args = ["compare", "--policies", "fixed16", "--dataset", prompt_file, "--max-samples", "2", "--candidates",
-            "1,16", "--max-new-tokens", "8", "--bootstrap", "100", *zoo_args(test_zoo)]
+            "1,16", "--max-new-tokens", "8", *zoo_args(test_zoo)]
     run(*args)
     store = next((tmp_path / "cache" / "sweeps").iterdir())
     (store / "meta.json").write_text("{not json")
@@ -377,7 +376,7 @@ def test_a_compare_table_by_label_fits_a_100_column_terminal(monkeypatch):
 
     screen = io.StringIO()
     monkeypatch.setattr(common, "stdout", Console(file=screen, width=100, force_terminal=True, color_system=None))
-    run("compare", "--sweep", ZOO_DIR / "sweeps" / "spec-bench", "--by", "group", "--bootstrap", "200",
+    run("compare", "--sweep", ZOO_DIR / "sweeps" / "spec-bench", "--by", "group",
         "--policies", "fixed16,blockpilot-guard,oracle-step")
     lines = screen.getvalue().splitlines()
     rows = [line for line in lines if line.startswith("│")]
