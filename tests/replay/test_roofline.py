@@ -43,8 +43,7 @@ def test_compare_labels_synthetic_costs(replay_store):
     from specpolicy.cli import app
 
     result = CliRunner().invoke(app, ["compare", "--sweep", str(replay_store.path), "--policies", "fixed16,fixed4",
-                                      "--concurrency", "1,64", "--batch-costs", str(SHIPPED), "--format", "json",
-                                      "--bootstrap", "100"])
+                                      "--concurrency", "1,64", "--batch-costs", str(SHIPPED), "--format", "json"])
     assert result.exit_code == 0, result.output
     assert {row["timing"] for row in json.loads(result.stdout)} == {"modelled, synthetic costs, concurrency 1",
                                                                     "modelled, synthetic costs, concurrency 64"}
