@@ -114,12 +114,16 @@ class CostTable:
         seconds per token = cycles per token x one cycle's seconds. Ties go to the larger block, so a
         flatter table never picks a smaller one. Returns int64 [n].
         """
-        missing = [b for b in candidates if b not in self.verify_seconds]
-        if missing:
-            raise ValueError(f"the cost table has no entry for block sizes {missing} (it has "
-                             f"{list(self.block_sizes)}); remeasure with `specpolicy bench latency --candidates ...` "
-                             "including them")
-        seconds = np.atleast_2d(cycles_per_token) * np.array([self.cycle_seconds(b) for b in candidates])
+        priced = self.__dict__.setdefault("_priced", {})  # per candidate set: per-cycle policies ask every cycle
+        key = tuple(candidates)
+        if key not in priced:
+            missing = [b for b in candidates if b not in self.verify_seconds]
+            if missing:
+                raise ValueError(f"the cost table has no entry for block sizes {missing} (it has "
+                                 f"{list(self.block_sizes)}); remeasure with `specpolicy bench latency --candidates "
+                                 "...` including them")
+            priced[key] = np.array([self.cycle_seconds(b) for b in candidates])
+        seconds = np.atleast_2d(cycles_per_token) * priced[key]
         flipped = seconds[:, ::-1]  # argmin returns the first minimum: read from the largest block down
         return (len(candidates) - 1 - flipped.argmin(axis=1)).astype(np.int64)
 

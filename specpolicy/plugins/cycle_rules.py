@@ -243,6 +243,8 @@ class GuardedPolicy(Policy):
         def choose(state: DecodeState) -> int:
             if not state.block_size_history:
                 return start
+            if not virtual:
+                return guard.step(state, observation)
             sizes = [b for b, _ in virtual] + state.block_size_history
             accepted = [a for _, a in virtual] + state.accepted_history
             seen = DecodeState(state.prefill_logits, state.prompt_length, state.position, state.cycle,
