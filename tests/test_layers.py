@@ -148,7 +148,7 @@ import sys
 tried = []
 class Blocker:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("torch", "transformers"):
+        if name.split(".")[0] in ("torch", "transformers", "sklearn", "skops", "scipy"):  # seconds of imports each
             tried.append(name)
             raise ImportError(f"blocked: {name}")
 sys.meta_path.insert(0, Blocker())
@@ -168,7 +168,8 @@ def _replay_without_torch(sweep: Path, policies: str) -> subprocess.CompletedPro
 
 
 def test_compare_of_a_stored_sweep_imports_neither_torch_nor_transformers(replay_store):
-    """A subprocess with an import blocker: the replay path never even tries to load the model stack."""
+    """A subprocess with an import blocker: the replay path never even tries to load the model stack (nor
+    scikit-learn and scipy: the learned policies it runs read their weights with numpy)."""
     result = _replay_without_torch(replay_store.path, "fixed16,oracle,oracle-step,adaptive")
     assert result.returncode == 0 and '"policy": "oracle-step"' in result.stdout, result.stderr[-2000:]
     assert "TRIED []" in result.stderr, result.stderr[-2000:]

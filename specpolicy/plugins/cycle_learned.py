@@ -131,12 +131,13 @@ class CycleLearnedPolicy(LearnedPolicy):
 
     def save(self, path: str | Path) -> None:
         skops_io.save_model(path, self.model, SETTINGS_NAME, self.with_validated(
-            {"candidates": list(self.candidates), "start": self.start, "history": HISTORY, "predicts": self.predicts}))
+            {"candidates": list(self.candidates), "start": self.start, "history": HISTORY, "predicts": self.predicts}),
+            weights_only=True)
 
     @classmethod
     def load(cls, path: str | Path, candidates: Sequence[int] | None = None) -> CycleLearnedPolicy:
         model, settings = skops_io.load_model(path, SETTINGS_NAME, "cycle policy",
-                                              "specpolicy train cycle --sweep DIR --out FOLDER")
+                                              "specpolicy train cycle --sweep DIR --out FOLDER", weights_only=True)
         return cls(settings["candidates"], model, settings["start"], settings.get("predicts", "regret"),
                    cls.validated_from(settings))
 

@@ -1,11 +1,15 @@
-"""Saving and loading scikit-learn models with skops (never pickle), trusting only known types."""
+"""Saving and loading scikit-learn models with skops (never pickle), trusting only known types; an MLP that a
+policy runs in numpy can be kept as its weight arrays instead (read without importing scikit-learn)."""
 
 from __future__ import annotations
 
 import importlib
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+
+import numpy as np
 
 from specpolicy.files import atomic_path, write_text
 
@@ -60,30 +64,66 @@ def safe_load(file: str | Path) -> object:
 
 
 MODEL_NAME = "model.skops"
+WEIGHTS_NAME = "model.safetensors"
 
 
-def save_model(folder: str | Path, model: object, settings_name: str, settings: dict) -> None:
-    """A learned policy's folder: the scikit-learn ``model`` (``model.skops``) and its ``settings`` (JSON)."""
+@dataclass
+class MLPWeights:
+    """A scikit-learn MLP's layers as arrays, ``coefs_`` [in, out] and ``intercepts_`` [out] per layer: all a policy
+    that runs the network in numpy reads, loaded without scikit-learn (importing skops takes 4 s)."""
+
+    coefs_: list[np.ndarray]
+    intercepts_: list[np.ndarray]
+
+
+def save_model(folder: str | Path, model: object, settings_name: str, settings: dict, weights_only: bool = False
+               ) -> None:
+    """A learned policy's folder: the scikit-learn ``model`` (``model.skops``; with ``weights_only``, an MLP's
+    layers in ``model.safetensors``) and its ``settings`` (JSON)."""
     import json
+
+    from safetensors.numpy import save_file
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    with atomic_path(folder / MODEL_NAME) as tmp:
-        dump(model, tmp)
+    with atomic_path(folder / (WEIGHTS_NAME if weights_only else MODEL_NAME)) as tmp:
+        if weights_only:
+            layers = {f"{kind}.{i}": np.ascontiguousarray(array) for kind in ("coefs", "intercepts")
+                      for i, array in enumerate(getattr(model, f"{kind}_"))}
+            save_file(layers, str(tmp))
+        else:
+            dump(model, tmp)
     write_text(folder / settings_name, json.dumps(settings))
 
 
-def load_model(folder: str | Path, settings_name: str, what: str, train_command: str) -> tuple[object, dict]:
-    """(model, settings) saved by :func:`save_model`; a missing file names itself and ``train_command``, a damaged
-    settings file says so, and the model loads through :func:`safe_load`. ``what``: the policy, for messages."""
+def load_model(folder: str | Path, settings_name: str, what: str, train_command: str, weights_only: bool = False
+               ) -> tuple[object, dict]:
+    """(model, settings) saved by :func:`save_model`: :class:`MLPWeights` where the folder holds weights, else the
+    skops model through :func:`safe_load`; a missing file (the weights, with ``weights_only``) names itself and
+    ``train_command``, a damaged one says so. ``what``: the policy, for messages."""
     import json
 
     folder = Path(folder)
-    for name in (MODEL_NAME, settings_name):
+    saved_weights = (folder / WEIGHTS_NAME).exists() or (weights_only and not (folder / MODEL_NAME).exists())
+    model_name = WEIGHTS_NAME if saved_weights else MODEL_NAME
+    for name in (model_name, settings_name):
         if not (folder / name).exists():
             raise FileNotFoundError(f"{what} file {folder / name} is missing; train one with `{train_command}`")
     try:
         settings = json.loads((folder / settings_name).read_text())
+        model = _read_weights(folder / WEIGHTS_NAME) if model_name == WEIGHTS_NAME else None
     except Exception as exc:
         raise ValueError(f"{what} in {folder} is corrupted ({type(exc).__name__}: {exc})") from None
-    return safe_load(folder / MODEL_NAME), settings
+    return (safe_load(folder / MODEL_NAME) if model is None else model), settings
+
+
+def _read_weights(file: Path) -> MLPWeights:
+    from safetensors.numpy import load_file
+
+    layers = load_file(str(file))
+    depth = len(layers) // 2
+    weights = MLPWeights([layers[f"coefs.{i}"] for i in range(depth)],
+                         [layers[f"intercepts.{i}"] for i in range(depth)])
+    if not all(np.isfinite(a).all() for a in weights.coefs_ + weights.intercepts_):
+        raise ValueError("NaN or infinite weights (the training diverged)")
+    return weights

@@ -132,6 +132,31 @@ def test_a_predictor_with_nan_weights_is_refused(fitted_blockpilot, tmp_path):
         get_registry().create(f"blockpilot:{tmp_path / 'bp'}", CANDIDATES)
 
 
+def test_an_mlp_kept_as_weights_loads_without_scikit_learn_and_computes_the_same(tmp_path):
+    from sklearn.neural_network import MLPRegressor
+
+    from specpolicy.plugins import skops_io
+    from specpolicy.plugins.cycle_learned import CycleLearnedPolicy
+
+    x = np.random.default_rng(0).normal(size=(40, 5)).astype(np.float32)
+    model = MLPRegressor(hidden_layer_sizes=(8,), max_iter=2000, random_state=0).fit(x, x[:, :3])
+    skops_io.save_model(tmp_path / "w", model, "s.json", {"candidates": [1, 2, 4]}, weights_only=True)
+    loaded, _ = skops_io.load_model(tmp_path / "w", "s.json", "test policy", "specpolicy train x", weights_only=True)
+    assert isinstance(loaded, skops_io.MLPWeights) and not (tmp_path / "w" / "model.skops").exists()
+    policy = CycleLearnedPolicy((1, 2, 4), model)
+    np.testing.assert_array_equal(policy.outputs(x), CycleLearnedPolicy((1, 2, 4), loaded).outputs(x))
+    np.testing.assert_allclose(policy.outputs(x), model.predict(x), rtol=1e-5, atol=1e-6)  # sklearn's forward
+    with pytest.raises(FileNotFoundError, match="model.safetensors is missing; train one with `specpolicy train x`"):
+        skops_io.load_model(tmp_path / "none", "s.json", "test policy", "specpolicy train x", weights_only=True)
+    (tmp_path / "w" / "model.safetensors").write_bytes(b"garbage")
+    with pytest.raises(ValueError, match="test policy in .* is corrupted"):
+        skops_io.load_model(tmp_path / "w", "s.json", "test policy", "specpolicy train x")
+    model.coefs_[0][0, 0] = np.nan  # a diverged training
+    skops_io.save_model(tmp_path / "w", model, "s.json", {"candidates": [1, 2, 4]}, weights_only=True)
+    with pytest.raises(ValueError, match="corrupted .*NaN or infinite"):
+        skops_io.load_model(tmp_path / "w", "s.json", "test policy", "specpolicy train x")
+
+
 def test_skops_policy_folders_name_a_missing_or_damaged_file(tmp_path):
     from sklearn.linear_model import LogisticRegression
 
