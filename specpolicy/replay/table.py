@@ -153,10 +153,9 @@ class ReplayTable:
         return max(0, min(self.budget, self.output_length) - 1)
 
     def fixed_seconds(self, costs: CostTable, candidates: Sequence[int] | None = None) -> dict[int, float]:
-        """Modelled decode seconds of each of ``candidates`` (default: every one) as a fixed block size; the
-        table needs entries for these sizes only."""
+        """Modelled decode seconds of each of ``candidates`` (default: every one) as a fixed block size (its
+        cycles added one by one, as :meth:`CostTable.seconds` adds them); the table needs entries for these only."""
         sizes = tuple(self.candidates if candidates is None else candidates)
-        # the sum of count equal cycles, added one by one as CostTable.seconds adds them (same float), at C speed
         return {b: sum([costs.cycle_seconds(b)] * count) for b, count in zip(sizes, self.fixed_cycles(sizes))}
 
     def fixed_cycles(self, sizes: Sequence[int]) -> list[int]:
