@@ -107,29 +107,14 @@ def compare(
             for row in summarize(part, baseline, oracle)]
     timing = runs[0][2][0].timing if runs and runs[0][2] else "none"
     many, mapped = len({name for name, _, _ in runs}) > 1, len(options.concurrency) > 1
-    if fmt is OutputFormat.table and mapped:
-        table = _speedup_grid(rows, by)
-    elif fmt is OutputFormat.table:  # a label column leaves no room at 100 columns for tok/s and median
-        hidden = ("tok/s", "median") if by or many else ()
-        table = [({"dataset": name} if many else {}) | ({by: label} if by else {})
-                 | {k: v for k, v in row.table_row().items() if k not in hidden} for name, conc, label, row in rows]
-    else:
-        table = [{"dataset": name, **({"concurrency": conc} if conc else {}), **({by: label} if by else {}),
-                  **row.to_dict()} for name, conc, label, row in rows]
     if mapped:
         timing = timing.rpartition(", concurrency")[0]
     served = f", concurrency {','.join(map(str, options.concurrency))}" if mapped else ""
-    emit(table, fmt, title=f"specpolicy compare: {mode.value}, {timing} time{served}, T={temperature:g}, {threads} "
-                           "thread(s)"
-                           f", {len(runs[0][2][0].prompts) if runs and runs[0][2] else 0} prompts")
-    if fmt is OutputFormat.table and mapped:
-        stderr.print("cells: pooled speedup over plain AR at each concurrency (modelled); '<' marks a cell slower "
-                     "than AR; every figure and interval: --format csv")
-    elif fmt is OutputFormat.table:
-        spread = "p10: per-prompt speedups' 10th percentile (tok/s, median: --format csv)" if by or many else \
-            "p10/median: per-prompt speedups"
-        stderr.print(f"speedup: pooled over plain AR ({timing}); vs {baseline}: pooled speed ratio, paired 95% CI; "
-                     f"{spread}; gain: share of {oracle}'s gain over the baseline")
+    emit(_output_table(rows, fmt, by, many, mapped), fmt,
+         title=f"specpolicy compare: {mode.value}, {timing} time{served}, T={temperature:g}, {threads} thread(s)"
+               f", {len(runs[0][2][0].prompts) if runs and runs[0][2] else 0} prompts")
+    if fmt is OutputFormat.table:
+        stderr.print(_legend(timing, baseline, oracle, mapped, bool(by or many)))
     if plot is not None and mapped:
         from specpolicy.evaluation.report import plot_speedup_map
 
@@ -140,6 +125,30 @@ def compare(
         runs = [(name, results) for name, _, results in runs]
         labelled = {name: [(label, part) for n, _, label, part in parts if n == name] for name, _ in runs}
         _plot(runs, plot, f"{mode.value}, T={temperature:g}", (by, labelled) if by else None)
+
+
+def _output_table(rows, fmt: OutputFormat, by: str | None, many: bool, mapped: bool) -> list[dict]:
+    """The rows as ``emit`` writes them: the concurrency grid, a table that fits 100 columns (a label or dataset
+    column leaves no room for tok/s and median), or every field (json, csv, markdown)."""
+    if fmt is OutputFormat.table and mapped:
+        return _speedup_grid(rows, by)
+    if fmt is OutputFormat.table:
+        hidden = ("tok/s", "median") if by or many else ()
+        return [({"dataset": name} if many else {}) | ({by: label} if by else {})
+                | {k: v for k, v in row.table_row().items() if k not in hidden} for name, conc, label, row in rows]
+    return [{"dataset": name, **({"concurrency": conc} if conc else {}), **({by: label} if by else {}),
+             **row.to_dict()} for name, conc, label, row in rows]
+
+
+def _legend(timing: str, baseline: str, oracle: str, mapped: bool, narrow: bool) -> str:
+    """What the table's columns mean (stderr, under the table)."""
+    if mapped:
+        return ("cells: pooled speedup over plain AR at each concurrency (modelled); '<' marks a cell slower than AR; "
+                "every figure and interval: --format csv")
+    spread = "p10: per-prompt speedups' 10th percentile (tok/s, median: --format csv)" if narrow else \
+        "p10/median: per-prompt speedups"
+    return (f"speedup: pooled over plain AR ({timing}); vs {baseline}: pooled speed ratio, paired 95% CI; "
+            f"{spread}; gain: share of {oracle}'s gain over the baseline")
 
 
 def _speedup_grid(rows, by: str | None) -> list[dict[str, str]]:
