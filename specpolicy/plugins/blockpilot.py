@@ -33,13 +33,13 @@ from specpolicy.costs import CostTable
 from specpolicy.defaults import BLOCKPILOT_DEPTH, BLOCKPILOT_DROPOUT, BLOCKPILOT_HIDDEN, BLOCKPILOT_OBJECTIVE
 from specpolicy.features import get_extractor
 from specpolicy.files import atomic_path, write_text
+from specpolicy.plugins.skops_io import WEIGHTS_NAME
 from specpolicy.policy import DEFAULT_CANDIDATES, LearnedPolicy, PromptObservation, TrainingSet
 
 INPUTS = ("logits", "normalised", "softmax")
 """the feature extractors (:data:`specpolicy.features.EXTRACTORS`) a predictor can read: its ``preprocess``"""
 PREDICTS = ("cycles_per_token", "label")
 SETTINGS_NAME = "blockpilot.json"
-WEIGHTS_NAME = "model.safetensors"
 
 
 @dataclass

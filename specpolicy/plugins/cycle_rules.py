@@ -66,9 +66,7 @@ def ar_wait(state: DecodeState, failed: Callable[[int, int], bool], first_wait: 
             failures += 1
     if failures == 0:
         return None
-    wait = min(MAX_WAIT, first_wait * 2 ** (failures - 1))
-    if scale != 1.0:
-        wait = max(1, math.ceil(wait * scale))
+    wait = max(1, math.ceil(min(MAX_WAIT, first_wait * 2 ** (failures - 1)) * scale))
     return wait - trailing_ar if trailing_ar < wait else None
 
 

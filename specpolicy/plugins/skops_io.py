@@ -105,16 +105,15 @@ def load_model(folder: str | Path, settings_name: str, what: str, train_command:
 
     folder = Path(folder)
     saved_weights = (folder / WEIGHTS_NAME).exists() or (weights_only and not (folder / MODEL_NAME).exists())
-    model_name = WEIGHTS_NAME if saved_weights else MODEL_NAME
-    for name in (model_name, settings_name):
+    for name in (WEIGHTS_NAME if saved_weights else MODEL_NAME, settings_name):
         if not (folder / name).exists():
             raise FileNotFoundError(f"{what} file {folder / name} is missing; train one with `{train_command}`")
     try:
         settings = json.loads((folder / settings_name).read_text())
-        model = _read_weights(folder / WEIGHTS_NAME) if model_name == WEIGHTS_NAME else None
+        weights = _read_weights(folder / WEIGHTS_NAME) if saved_weights else None
     except Exception as exc:
         raise ValueError(f"{what} in {folder} is corrupted ({type(exc).__name__}: {exc})") from None
-    return (safe_load(folder / MODEL_NAME) if model is None else model), settings
+    return (weights if saved_weights else safe_load(folder / MODEL_NAME)), settings
 
 
 def _read_weights(file: Path) -> MLPWeights:

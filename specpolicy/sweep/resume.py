@@ -30,7 +30,6 @@ def settings_diffs(existing: dict, meta: dict) -> list[str]:
     return diffs
 
 
-
 class StoreUnusableError(ValueError):
     """The folder cannot hold this sweep as it is (a file, foreign content, other settings, changed prompts):
     the fix is another folder, or the same settings and prompts."""
@@ -65,5 +64,4 @@ def check_resumable(path: str | Path, meta: dict) -> None:
     diffs = settings_diffs(existing, meta)
     if diffs:
         raise StoreUnusableError(f"{path} holds a sweep with other settings ({'; '.join(diffs)}); "
-                         "pass a new --out folder or the same settings to resume")
-
+                                 "pass a new --out folder or the same settings to resume")
