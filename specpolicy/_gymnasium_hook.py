@@ -1,8 +1,9 @@
-"""Register the Gymnasium environments the moment gymnasium is imported, so ``import specpolicy`` stays light.
+"""The Gymnasium environment IDs, registered the moment gymnasium is imported, so ``import specpolicy`` stays light.
 
 ``import specpolicy`` imports neither gymnasium nor torch. When gymnasium is already loaded the IDs
 are registered at once; otherwise a one-shot import hook registers them right after gymnasium's own
-import, whichever comes first in the user's code. ``specpolicy.envs`` imports gymnasium itself.
+import, whichever comes first in the user's code. Entry points are strings that gymnasium resolves at
+``make``, so registering imports nothing of ``specpolicy.envs``.
 """
 
 from __future__ import annotations
@@ -12,14 +13,33 @@ import importlib.util
 import sys
 from types import ModuleType
 
+BLOCK_SIZE_ID = "specpolicy/BlockSize-v0"
+BLOCK_SIZE_LIVE_ID = "specpolicy/BlockSizeLive-v0"
+BLOCK_SIZE_STEP_ID = "specpolicy/BlockSizeStep-v0"
+BLOCK_SIZE_STEP_LIVE_ID = "specpolicy/BlockSizeStepLive-v0"
+DRAFT_VERIFY_STEP_ID = "specpolicy/DraftVerifyStep-v0"
+DRAFT_VERIFY_STEP_LIVE_ID = "specpolicy/DraftVerifyStepLive-v0"
 
-def _register() -> None:
-    envs = sys.modules.get("specpolicy.envs")
-    if envs is not None and not hasattr(envs, "register_envs"):
-        return  # specpolicy.envs is importing gymnasium itself; it registers when its import finishes
-    from specpolicy.envs import register_envs
+_LIVE = {"nondeterministic": True, "kwargs": {"backend": "live"}}
+_SPECS = {
+    BLOCK_SIZE_ID: ("block_size:BlockSizeEnv", {"vector_entry_point": "specpolicy.envs.vector:BlockSizeVectorEnv"}),
+    BLOCK_SIZE_LIVE_ID: ("block_size:BlockSizeEnv", _LIVE),
+    BLOCK_SIZE_STEP_ID: ("block_size_step:BlockSizeStepEnv", {"max_episode_steps": 4096}),
+    BLOCK_SIZE_STEP_LIVE_ID: ("block_size_step:BlockSizeStepEnv", {"max_episode_steps": 4096, **_LIVE}),
+    DRAFT_VERIFY_STEP_ID: ("draft_verify_step:DraftVerifyStepEnv", {"max_episode_steps": 8192}),
+    DRAFT_VERIFY_STEP_LIVE_ID: ("draft_verify_step:DraftVerifyStepEnv", {"max_episode_steps": 8192, **_LIVE}),
+}
+"""environment ID -> (entry point in specpolicy.envs, gymnasium.register keywords)"""
 
-    register_envs()
+
+def register_envs() -> None:
+    """Register the environment IDs (idempotent; gymnasium must be importable)."""
+    import gymnasium as gym
+
+    registry = gym.envs.registration.registry
+    for env_id, (entry_point, options) in _SPECS.items():
+        if env_id not in registry:
+            gym.register(env_id, entry_point=f"specpolicy.envs.{entry_point}", **options)
 
 
 class _RegisteringLoader(importlib.abc.Loader):
@@ -33,7 +53,7 @@ class _RegisteringLoader(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         self.loader.exec_module(module)
-        _register()
+        register_envs()
 
 
 class _AfterGymnasium(importlib.abc.MetaPathFinder):
@@ -52,6 +72,6 @@ class _AfterGymnasium(importlib.abc.MetaPathFinder):
 def install() -> None:
     """Register now if gymnasium is loaded, else when it is (idempotent)."""
     if "gymnasium" in sys.modules:
-        _register()
+        register_envs()
     elif not any(isinstance(finder, _AfterGymnasium) for finder in sys.meta_path):
         sys.meta_path.insert(0, _AfterGymnasium())

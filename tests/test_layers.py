@@ -82,7 +82,6 @@ LAYERS = {
     "bench": ("specpolicy.envs", "specpolicy.zoo."),
 }
 ALLOWED = {  # modules (or layers) allowed what their layer forbids, and why
-    "_gymnasium_hook": ("specpolicy.envs",),  # registers the environments when gymnasium loads
     "cli": ("specpolicy.cli",),
     "evaluation/live": MODEL_STACK,  # decodes live beside plain AR
 }
