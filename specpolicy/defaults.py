@@ -70,8 +70,6 @@ RAY_SHARD_SIZE = 4
 """prompts per Ray task"""
 ASCII_SHARE = 0.97
 """ShareGPT conversations kept: at least this share of ASCII characters (the tiny zoo's tokenizer)"""
-TOKENIZER_VOCAB = 4096
-"""vocabulary of the tiny zoo's byte-level BPE tokenizer"""
 BOOTSTRAP_RESAMPLES = 2000
 """paired bootstrap resamples behind every 95% interval"""
 PROGRESS_LOG_STEPS = 10
@@ -92,14 +90,6 @@ BENCH_ENV_STEPS = 200
 """vector steps timed by ``bench env``"""
 BENCH_ENV_LIVE_EPISODES = 6
 """live episodes timed by ``bench env`` (0 skips them)"""
-ZOO_TARGET_STEPS = 2200
-"""optimizer steps of the tiny target's schedule (``specpolicy zoo train``)"""
-ZOO_DRAFTER_STEPS = 2000
-"""optimizer steps of the tiny drafter's schedule"""
-ZOO_THREADS = 2
-"""torch CPU threads while training the zoo"""
-CARD_PROMPTS = 32
-"""prompts per dataset and temperature in the zoo's model card"""
 PLOT_MAX_LINES = 40
 """prompts drawn in a per-prompt tau plot"""
 CHECK_VOCAB = 64

@@ -46,12 +46,12 @@ def zoo_path(name: str, kind: str) -> Path:
     """Folder of a built-in zoo model (``kind`` is ``target`` or ``drafter``)."""
     from specpolicy.zoo import ZOO_DIR, finish_publish
 
-    finish_publish(ZOO_DIR)  # an interrupted `zoo publish` completes before the zoo is read
+    finish_publish(ZOO_DIR)  # an interrupted `python -m zoo_build publish` completes before the zoo is read
     folder = ZOO_DIR / kind if name == "tiny" else ZOO_DIR / name / kind
     if not (folder / "config.json").exists():
         raise FileNotFoundError(
-            f"the built-in zoo {kind} {name!r} is missing from {folder}; reinstall specpolicy or rebuild it "
-            "with `specpolicy zoo train`"
+            f"the built-in zoo {kind} {name!r} is missing from {folder}; reinstall specpolicy, or from a "
+            "checkout rebuild it with `python -m zoo_build train` and `python -m zoo_build publish`"
         )
     return folder
 

@@ -1,4 +1,4 @@
-"""The built-in tiny model zoo: a Qwen3 target and its DFlash drafter, trained by this project."""
+"""The built-in tiny model zoo: a Qwen3 target and its DFlash drafter, trained by this project (``zoo_build``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ SHIPPED_DTYPE = "bfloat16"
 The drafter trains against the target rounded to it, and the shipped sweep, predictor and card are
 measured on the rounded weights."""
 PUBLISH_JOURNAL = ".publishing.json"
-"""written by ``zoo publish`` once every folder is staged: its commit point, removed when it is complete"""
+"""written by ``python -m zoo_build publish`` once every folder is staged: its commit point, removed when complete"""
 
 
 def finish_publish(zoo_dir: Path) -> None:

@@ -67,7 +67,7 @@ NOT_CHECKED = {  # (command, option): why its values are not the command's to re
 POSITIONAL = {  # (command, argument) -> bad values
     (("train",), "policy"): ["nope", "fixed16"], (("export",), "policy"): ["nope", "blockpilot:MISSING"],
     (("generate",), "prompt"): [""], (("import-blockpilot",), "folder"): ["MISSING", "FILE", "EMPTY_DIR"],
-    (("convert",), "source"): ["MISSING", "EMPTY_DIR"], (("zoo", "train"), "step"): ["nope"],
+    (("convert",), "source"): ["MISSING", "EMPTY_DIR"],
 }
 
 
@@ -84,8 +84,6 @@ def _base(command: tuple[str, ...], w: dict[str, str]) -> list[str]:
                       "--out", w["OUT"] + ".json"],
         ("import-blockpilot",): [w["BP"], "--out", w["OUT"]],
         ("convert",): [w["DRAFTER"], w["OUT"]],
-        ("zoo", "train"): ["target", "--run-dir", w["OUT"]],
-        ("zoo", "card"): ["--run-dir", w["EMPTY_DIR"], "--out", w["OUT"]],
     }.get(command, [])
 
 

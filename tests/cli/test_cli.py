@@ -163,7 +163,6 @@ def test_sweep_command_and_resume(test_zoo, prompt_file, tmp_path):
         (["compare", "--allow-noisy"], "does nothing: drop it"),
         (["compare", "--by", "context"], "--by context reads each stored prompt's length: pass --sweep DIR"),
         (["compare", "--mode", "live", "--costs", "a.json,b.json"], "live decoding reads one table"),
-        (["zoo", "train", "everything"], "unknown step 'everything'"),
         (["generate", "hi", "-b", "4", "--target", "/no/such/model"], "neither a zoo name"),
         (["generate", "hi", "--draft-sampling"], "--draft-sampling needs --temperature > 0"),
         (["bench", "decode", "--draft-sampling"], "--draft-sampling needs --temperature > 0"),

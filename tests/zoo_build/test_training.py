@@ -9,8 +9,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from specpolicy.models.tokenizer import train_tokenizer
-from specpolicy.zoo import train_target
+from zoo_build import train_target
+from zoo_build.tokenizer import train_tokenizer
 
 
 def tiny_run(run: Path) -> train_target.TargetTrainArgs:

@@ -1,4 +1,4 @@
-"""Measure the tiny zoo and write its model card (``specpolicy zoo card``)."""
+"""Measure the tiny zoo and write its model card (``python -m zoo_build card``)."""
 
 from __future__ import annotations
 
@@ -52,8 +52,8 @@ def distinct_ngram_share(store, n: int = 4) -> float:
 def shipped_validation_loss(target, tokenizer, run_dir: Path) -> float:
     """Validation loss of the weights as shipped (rounded to the zoo's storage dtype)."""
     from specpolicy.data.sharegpt import load_split
-    from specpolicy.zoo.corpus import token_stream
-    from specpolicy.zoo.train_target import TargetTrainArgs, validation_loss
+    from zoo_build.corpus import token_stream
+    from zoo_build.train_target import TargetTrainArgs, validation_loss
 
     stream = token_stream(tokenizer, load_split("validation"), run_dir / "cache" / "validation_tokens.npy")
     return validation_loss(target, stream, TargetTrainArgs.seq_len)
@@ -123,7 +123,8 @@ def render(card: dict) -> str:
     lines += ["A Qwen3-architecture target (5.8 M parameters: 6 layers, hidden 256, 4 heads, vocabulary 4,096 "
               "byte-level BPE) trained on the mostly-ASCII conversations of the ShareGPT training split, and a "
               "2-layer DFlash drafter (block size 16) trained on the target's own responses to training prompts, "
-              "in the published DFlash checkpoint format. Rebuild with `specpolicy zoo train`.", ""]
+              "in the published DFlash checkpoint format. Rebuild from a checkout with "
+              "`python -m zoo_build train`.", ""]
     if target:
         lines += [f"- target: {target.get('steps')} steps, validation loss {target.get('val_loss', 0):.3f} "
                   f"after training ({target.get('train_seconds', 0) / 60:.0f} min on 2 CPU cores)"]

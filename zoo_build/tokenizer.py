@@ -8,7 +8,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from specpolicy.defaults import TOKENIZER_VOCAB
+from zoo_build import TOKENIZER_VOCAB
 
 END_OF_TEXT = "<|endoftext|>"
 TURN_START = "<|im_start|>"

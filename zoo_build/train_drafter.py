@@ -20,11 +20,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config
 from specpolicy.data.builtin import sharegpt_prompts
 from specpolicy.data.prompts import encode_prompt
 from specpolicy.decoding import SpeculativeDecoder
-from specpolicy.defaults import MAX_PROMPT_TOKENS, TRAINING_BLOCK_SIZE, ZOO_DRAFTER_STEPS, ZOO_THREADS
+from specpolicy.defaults import MAX_PROMPT_TOKENS, TRAINING_BLOCK_SIZE
 from specpolicy.models.dflash import DFlashDrafter
-from specpolicy.models.drafter_loss import dflash_loss, sample_anchors, target_context
 from specpolicy.zoo import SHIPPED_DTYPE
-from specpolicy.zoo.checkpoint import Loop, cosine_lr, train_loop
+from zoo_build import ZOO_DRAFTER_STEPS, ZOO_THREADS
+from zoo_build.checkpoint import Loop, cosine_lr, train_loop
+from zoo_build.drafter_loss import dflash_loss, sample_anchors, target_context
 
 
 @dataclass

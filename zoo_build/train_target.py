@@ -15,9 +15,9 @@ import torch
 from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 
 from specpolicy.data.sharegpt import load_split
-from specpolicy.defaults import ZOO_TARGET_STEPS, ZOO_THREADS
-from specpolicy.zoo.checkpoint import Loop, cosine_lr, train_loop
-from specpolicy.zoo.corpus import token_stream
+from zoo_build import ZOO_TARGET_STEPS, ZOO_THREADS
+from zoo_build.checkpoint import Loop, cosine_lr, train_loop
+from zoo_build.corpus import token_stream
 
 
 @dataclass

@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 from specpolicy.models.testing import make_target
-from specpolicy.zoo.build import store_weights_as
+from zoo_build.build import store_weights_as
 
 
 def test_store_weights_as_bf16_loads_back_as_the_rounded_float32_weights(tmp_path):
@@ -29,7 +29,7 @@ def test_store_weights_as_bf16_loads_back_as_the_rounded_float32_weights(tmp_pat
 def test_publish_swaps_a_finished_run_in_and_refuses_an_unfinished_one(tmp_path):
     """Training used to copy into the installed package itself, removing the old zoo first."""
     from specpolicy.models.testing import make_pair
-    from specpolicy.zoo.build import publish
+    from zoo_build.build import publish
 
     installed_target, installed_drafter = tmp_path / "pkg" / "target", tmp_path / "pkg" / "drafter"
     with pytest.raises(FileNotFoundError, match="nothing to publish"):
@@ -52,7 +52,7 @@ def test_a_publish_interrupted_at_any_rename_completes_when_rerun_or_loaded(tmp_
     from pathlib import Path
 
     from specpolicy.models.testing import make_pair
-    from specpolicy.zoo.build import finish_publish, publish
+    from zoo_build.build import finish_publish, publish
 
     target, drafter = make_pair()
     target.save_pretrained(str(tmp_path / "run" / "target"))
@@ -77,3 +77,19 @@ def test_a_publish_interrupted_at_any_rename_completes_when_rerun_or_loaded(tmp_
     for kind, folder in installed.items():
         assert "old" not in json.loads((folder / "config.json").read_text()), kind  # both new, never a mix
     assert sorted(p.name for p in (tmp_path / "pkg").iterdir()) == ["drafter", "target"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["train", "everything"], "unknown step 'everything'"),
+    (["card", "--run-dir", "FILE"], "is a file; pass the folder"),
+])
+def test_the_maintainers_cli_refuses_bad_input_before_any_work(tmp_path, args, message):
+    from typer.testing import CliRunner
+
+    from zoo_build.__main__ import app
+
+    (tmp_path / "FILE").write_text("x")
+    args = [str(tmp_path / a) if a == "FILE" else a for a in args]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
+    assert result.exit_code != 0
+    assert message in " ".join(result.output.split())

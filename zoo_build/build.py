@@ -1,4 +1,4 @@
-"""Steps that rebuild the zoo from scratch (``specpolicy zoo train``) and publish it into the package."""
+"""Steps that rebuild the zoo from scratch (``python -m zoo_build train``) and publish it into the package."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from specpolicy.zoo import DRAFTER_DIR, PUBLISH_JOURNAL, SHIPPED_DTYPE, TARGET_D
 def build_tokenizer(run_dir: Path) -> None:
     """Train the byte-level BPE on the training split and cache the token streams."""
     from specpolicy.data.sharegpt import load_split
-    from specpolicy.models.tokenizer import train_tokenizer
-    from specpolicy.zoo.corpus import token_stream
+    from zoo_build.corpus import token_stream
+    from zoo_build.tokenizer import train_tokenizer
 
     train = load_split("train")
     tokenizer = train_tokenizer((text for c in train for _, text in c.turns), run_dir / "tokenizer", 4096)
@@ -51,7 +51,7 @@ def publish(run_dir: Path, dtype: str = SHIPPED_DTYPE, target_dir: Path = TARGET
     missing = [str(source) for source, _ in pairs if not (source / "config.json").exists()]
     if missing:
         raise FileNotFoundError(f"nothing to publish: {', '.join(missing)} not trained yet; run "
-                                f"`specpolicy zoo train all --run-dir {run_dir}` first")
+                                f"`python -m zoo_build train all --run-dir {run_dir}` first")
     zoo_dir = target_dir.parent
     finish_publish(zoo_dir)
     staged = []
@@ -70,18 +70,18 @@ def run_step(name: str, run_dir: Path, *, target_steps: int, drafter_steps: int,
     """Run one step (``tokenizer``, ``target`` or ``drafter``) and record its wall time."""
     before = {"target": "tokenizer", "drafter": "target"}.get(name)
     if before and not (run_dir / before).is_dir():
-        raise FileNotFoundError(f"`zoo train {name}` reads the {before} step's output, and {run_dir / before} is "
-                                f"missing; run `specpolicy zoo train {before} --run-dir {run_dir}` first (or `all`)")
+        raise FileNotFoundError(f"`train {name}` reads the {before} step's output, and {run_dir / before} is missing; "
+                                f"run `python -m zoo_build train {before} --run-dir {run_dir}` first (or `all`)")
     run_dir.mkdir(parents=True, exist_ok=True)
     start = time.time()
     if name == "tokenizer":
         build_tokenizer(run_dir)
     elif name == "target":
-        from specpolicy.zoo.train_target import TargetTrainArgs, main
+        from zoo_build.train_target import TargetTrainArgs, main
 
         main(TargetTrainArgs(run_dir=run_dir, total_steps=target_steps, threads=threads, bf16=bf16))
     elif name == "drafter":
-        from specpolicy.zoo.train_drafter import DrafterTrainArgs, main
+        from zoo_build.train_drafter import DrafterTrainArgs, main
 
         main(DrafterTrainArgs(run_dir=run_dir, total_steps=drafter_steps, threads=threads, bf16=bf16))
     timings_file = run_dir / "timings.json"

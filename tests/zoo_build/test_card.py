@@ -9,7 +9,7 @@ import pytest
 
 from specpolicy.replay.table import ReplayTable
 from specpolicy.sweep.records import ReplayEntry, SweepRecord
-from specpolicy.zoo import card
+from zoo_build import card
 
 
 def store_of(outputs: list[list[int]]):
