@@ -116,12 +116,19 @@ class BatchCostTable:
 
     def at_concurrency(self, concurrency: int, block_sizes: Sequence[int]) -> CostTable:
         """Per-request costs when ``concurrency`` requests step together, each paying its share: a cycle of B
-        costs (draft of c blocks of B + verify of c x B) / c. What cost-aware policies price with under load."""
+        costs (draft of c blocks of B + verify of c x B) / c. What cost-aware policies price with under load.
+
+        A plain step (B = 1) beside requests that draft pays its share of their drafter pass too: it costs
+        (draft of c - 1 blocks of the smallest drafted size + verify of those and 1 token) / c, not the share of
+        a batch that stopped drafting. ``ar_seconds`` stays the share of a step of c plain AR requests, the
+        server the speedups divide by."""
         c = int(concurrency)
         sizes = sorted(set(block_sizes) | {1})
+        others = [(min(sizes[1:]), min(sizes[1:]))] * (c - 1) if len(sizes) > 1 else [(1, 1)] * (c - 1)
         return CostTable(
             draft_seconds={b: self.draft_seconds([b] * c) / c if b > 1 else 0.0 for b in sizes},
-            verify_seconds={b: self.verify_seconds([b] * c) / c for b in sizes},
+            verify_seconds={b: self.verify_seconds([b] * c) / c if b > 1 else self.step_seconds([*others, (1, 1)]) / c
+                            for b in sizes},
             ar_seconds=self.verify_seconds([1] * c) / c,
             threads=self.threads, dtype=self.dtype, machine=f"{self.machine}, batch of {c}",
             context_length=self.context_length,

@@ -41,6 +41,18 @@ def test_per_request_costs_at_a_concurrency_share_the_batched_pass():
     assert costs.draft_seconds[4] == pytest.approx((0.5 + 0.16) / 4)
 
 
+def test_a_plain_step_in_a_batch_pays_its_share_of_the_drafter_pass_the_others_run():
+    """Reported (engines page): at concurrency 4 the default backed off to plain steps that looked 19% cheaper
+    than a B = 16 cycle, as if the whole batch stopped drafting; beside three requests that draft, a plain step
+    costs its share of their drafter pass too. The reference (a server of plain AR requests) is unchanged."""
+    costs = linear_table().at_concurrency(4, [1, 4, 16])
+    others_draft = (0.5 + 0.01 * 3 * 4) + (1.0 + 0.1 * (3 * 4 + 1))  # three requests at B = 4 (the smallest), me at 1
+    assert costs.cycle_seconds(1) == pytest.approx(others_draft / 4)
+    assert costs.draft_seconds[1] == 0.0 and costs.ar_seconds == pytest.approx((1.0 + 0.4) / 4)
+    alone = linear_table().at_concurrency(1, [1, 4, 16])
+    assert alone.cycle_seconds(1) == alone.ar_seconds == pytest.approx(1.1)  # no other request: a plain step
+
+
 def test_round_trip_and_wrong_kind(tmp_path):
     table = linear_table()
     table.save(tmp_path / "b.json")
