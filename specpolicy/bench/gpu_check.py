@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specpolicy.bench.verify import cycles_agree
 from specpolicy.data.prompts import encode_prompts
 from specpolicy.data.registry import load_prompts
 from specpolicy.defaults import BENCH_PROMPTS, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, TRAINING_BLOCK_SIZE
@@ -37,10 +38,6 @@ def _decode_all(pair, ids: list[list[int]], max_new_tokens: int, block_size: int
     return decoder, [decoder.generate(p, block_size) for p in ids]
 
 
-def _rows(traces) -> list[list[tuple[int, int, int]]]:
-    return [[(c.block_size, c.accepted, c.committed) for c in t.cycles] for t in traces]
-
-
 def _mean_tau(traces) -> float:
     return sum(t.tau for t in traces) / max(1, len(traces))
 
@@ -53,10 +50,8 @@ def _replay_agrees(decoder, ids: list[list[int]], max_new_tokens: int) -> tuple[
     for prompt in ids:
         table, _ = build_replay(decoder, prompt, REPLAY_SIZES, max_new_tokens=max_new_tokens)
         for size in REPLAY_SIZES:
-            live = _rows([decoder.generate(prompt, size)])[0]
-            replayed = [(c.block_size, c.accepted, c.committed) for c in table.simulate(size)]
-            agree += sum(a == b for a, b in zip(live, replayed)) if len(live) == len(replayed) else 0
-            total += len(live)
+            same, compared, _ = cycles_agree(decoder.generate(prompt, size).cycles, table.simulate(size))
+            agree, total = agree + same, total + compared
     return agree, total
 
 
@@ -82,7 +77,7 @@ def gpu_check(device: str = "cuda", prompts: int = BENCH_PROMPTS, max_new_tokens
     decoder, traces = _decode_all(fp32, ids, max_new_tokens)
     same = sum(a.output_ids == b.output_ids for a, b in zip(traces, reference))
     checks.append(Check(f"{device} float32 outputs = CPU", same == len(ids), f"{same}/{len(ids)} prompts"))
-    cycles = sum(a == b for a, b in zip(_rows(traces), _rows(reference)))
+    cycles = sum(cycles_agree(a.cycles, b.cycles)[2] is None for a, b in zip(traces, reference))
     checks.append(Check(f"{device} float32 cycles = CPU", cycles == len(ids), f"{cycles}/{len(ids)} prompts; "
                         f"tau {_mean_tau(traces):.4f} vs {_mean_tau(reference):.4f}"))
     agree, total = _replay_agrees(decoder, ids[: max(1, prompts // 2)], max_new_tokens)

@@ -17,17 +17,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from specpolicy.bench.verify import cycles_agree
 from specpolicy.costs import CostTable
-from specpolicy.cycles import CycleRecord
 from specpolicy.evaluation.metrics import paired_interval, speed_ratio
 from specpolicy.policy import Policy
-
-Row = tuple[int, int, int]
-
-
-def cycle_rows(cycles: Sequence[CycleRecord]) -> list[Row]:
-    """(block size, accepted, committed) per cycle: what the two loops must agree on."""
-    return [(c.block_size, c.accepted, c.committed) for c in cycles]
 
 
 @dataclass
@@ -154,7 +147,7 @@ def _score(row: HFBenchRow, results: dict, greedy: list[int], prompt_length: int
     row.prompts += 1
     row.outputs_equal += output == trace.output_ids
     row.greedy_equal += output == greedy
-    row.cycles_equal += cycle_rows(generation.cycles) == cycle_rows(trace.cycles)
+    row.cycles_equal += cycles_agree(generation.cycles, trace.cycles)[2] is None
     row.specpolicy.add(len(trace.output_ids), ours_s)
     row.hf_policy.add(len(output), theirs_s)
     if "plain" in results:

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from specpolicy.bench.verify import cycles_agree
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.sweep.replay import build_replay
 
@@ -53,13 +54,11 @@ def bench_sweep(decoder: SpeculativeDecoder, prompts: Sequence[list[int]], candi
             trace = decoder.generate(ids, size, max_new_tokens=max_new_tokens)
             live += time.perf_counter() - start
             simulated = table.simulate(size)
-            for k, (a, b) in enumerate(zip(trace.cycles, simulated)):
-                compared += 1
-                if a.accepted == b.accepted:
-                    agreeing += 1
-                elif len(notes) < 10:
-                    notes.append(f"prompt {n} B={size} cycle {k}: live {a.accepted} vs replay {b.accepted}")
-            compared += abs(len(trace.cycles) - len(simulated))
+            same, cycles, first = cycles_agree(trace.cycles, simulated)
+            compared, agreeing = compared + cycles, agreeing + same
+            if first is not None and len(notes) < 10:
+                notes.append(f"prompt {n} B={size} cycle {first}: live {trace.cycles[first:first + 1]} vs "
+                             f"replay {simulated[first:first + 1]}")
         if on_prompt:
             on_prompt()
     return SweepBenchResult(len(prompts), list(candidates), one, replay, live, compared, agreeing, notes)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from specpolicy.costs import CostTable
+from specpolicy.cycles import CycleRecord
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.decoding.engine import decode
 from specpolicy.features import to_numpy
@@ -36,8 +37,18 @@ class VerifyAgreement:
                 "cut blocks (L < B)": str(self.cut)}
 
 
-def _rows(cycles) -> list[tuple[int, int, int, int]]:
+def cycle_rows(cycles: Sequence[CycleRecord]) -> list[tuple[int, int, int, int]]:
+    """(block size, verify length, accepted drafts, committed tokens) per cycle: what two decodes of one
+    prompt must agree on (replay and live, two devices, specpolicy's loop and transformers')."""
     return [(c.block_size, c.verify_length, c.accepted, c.committed) for c in cycles]
+
+
+def cycles_agree(live: Sequence[CycleRecord], replayed: Sequence[CycleRecord]) -> tuple[int, int, int | None]:
+    """(cycles whose :func:`cycle_rows` are equal, cycles compared = the longer decode's, the first that differs
+    or ``None``): the one rule ``bench verify``, ``bench sweep``, ``bench gpu-check`` and ``bench hf`` judge by."""
+    a, b = cycle_rows(live), cycle_rows(replayed)
+    first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
+    return sum(x == y for x, y in zip(a, b)), max(len(a), len(b)), first
 
 
 def bench_verify(decoder: SpeculativeDecoder, prompts: Sequence[list[int]], candidates: Sequence[int],
@@ -54,15 +65,13 @@ def bench_verify(decoder: SpeculativeDecoder, prompts: Sequence[list[int]], cand
             live = decode(decoder, ids, policy, prompt_id="bench", costs=costs, max_new_tokens=max_new_tokens)
             observation = PromptObservation(logits, len(ids), "bench", costs)
             replayed = table.simulate(policy.plan(observation, Answers(table.taus(), table)), trace.prefill_logits)
-            a, b = _rows(live.cycles), _rows(replayed)
-            same = sum(x == y for x, y in zip(a, b))
-            result.compared += max(len(a), len(b))
+            same, compared, first = cycles_agree(live.cycles, replayed)
+            result.compared += compared
             result.agreeing += same
             result.cut += sum(c.verify_length < c.block_size for c in live.cycles)
-            if a != b and len(result.notes) < 5:
-                first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-                result.notes.append(f"prompt {n} cycle {first}: live {a[first:first + 1]} vs "
-                                    f"replay {b[first:first + 1]}")
+            if first is not None and len(result.notes) < 5:
+                result.notes.append(f"prompt {n} cycle {first}: live {live.cycles[first:first + 1]} vs "
+                                    f"replay {replayed[first:first + 1]}")
         if on_prompt:
             on_prompt(n + 1)
     return results

@@ -7,7 +7,7 @@ import importlib.metadata
 import pytest
 import torch
 
-from specpolicy.bench.hf_loop import cycle_rows
+from specpolicy.bench.verify import cycle_rows
 from specpolicy.costs import CostTable
 from specpolicy.data.prompts import encode_prompts
 from specpolicy.data.registry import load_prompts
