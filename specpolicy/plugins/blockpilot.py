@@ -33,7 +33,7 @@ from specpolicy.costs import CostTable
 from specpolicy.defaults import BLOCKPILOT_DEPTH, BLOCKPILOT_DROPOUT, BLOCKPILOT_HIDDEN, BLOCKPILOT_OBJECTIVE
 from specpolicy.features import get_extractor
 from specpolicy.files import atomic_path, write_text
-from specpolicy.plugins.skops_io import WEIGHTS_NAME
+from specpolicy.plugins.skops_io import WEIGHTS_NAME, check_finite
 from specpolicy.policy import DEFAULT_CANDIDATES, LearnedPolicy, PromptObservation, TrainingSet
 
 INPUTS = ("logits", "normalised", "softmax")
@@ -211,10 +211,7 @@ class BlockPilotPolicy(LearnedPolicy):
         except Exception as exc:
             raise ValueError(f"BlockPilot predictor in {folder} is corrupted ({type(exc).__name__}: {exc}); "
                              "retrain it or restore the files") from None
-        broken = sorted(name for name, array in state.items() if not np.isfinite(array).all())
-        if broken:
-            raise ValueError(f"BlockPilot weights in {folder} hold NaN or infinite values ({', '.join(broken[:4])}); "
-                             "the training diverged: retrain it (e.g. with a lower --lr)")
+        check_finite(state, weights_file)
         policy = cls(settings)  # over the classes it was trained on, whatever ``candidates`` (a sweep check follows)
         for name in ("shift", "scale"):  # predictors saved before inputs were standardised read them raw
             state.setdefault(name, policy.weights[name])

@@ -123,6 +123,14 @@ def _read_weights(file: Path) -> MLPWeights:
     depth = len(layers) // 2
     weights = MLPWeights([layers[f"coefs.{i}"] for i in range(depth)],
                          [layers[f"intercepts.{i}"] for i in range(depth)])
-    if not all(np.isfinite(a).all() for a in weights.coefs_ + weights.intercepts_):
-        raise ValueError("NaN or infinite weights (the training diverged)")
+    check_finite(layers, file)
     return weights
+
+
+def check_finite(arrays: dict[str, np.ndarray], where: Path) -> None:
+    """Refuse weights holding NaN or infinite values, naming the arrays (the one check of every weight file
+    a learned policy loads)."""
+    broken = sorted(name for name, array in arrays.items() if not np.isfinite(array).all())
+    if broken:
+        raise ValueError(f"the weights in {where} hold NaN or infinite values ({', '.join(broken[:4])}): the "
+                         "training diverged; retrain it (e.g. with a lower --lr)")

@@ -87,12 +87,9 @@ class ReplayTable:
         return row.tolist()
 
     def _column(self, block_size: int) -> int:
-        try:
-            return self.candidates.index(block_size)
-        except ValueError:
-            raise ValueError(
-                f"block size {block_size} is not among this replay's candidates {list(self.candidates)}"
-            ) from None
+        if block_size not in self.candidates:
+            raise ValueError(f"block size {block_size} is not among this replay's candidates {list(self.candidates)}")
+        return self.candidates.index(block_size)
 
     def start(self) -> tuple[int, int, bool]:
         """(anchor position, tokens produced, done) before the first cycle."""
@@ -153,10 +150,10 @@ class ReplayTable:
         return max(0, min(self.budget, self.output_length) - 1)
 
     def fixed_seconds(self, costs: CostTable, candidates: Sequence[int] | None = None) -> dict[int, float]:
-        """Modelled decode seconds of each of ``candidates`` (default: every one) as a fixed block size (its
-        cycles added one by one, as :meth:`CostTable.seconds` adds them); the table needs entries for these only."""
+        """Modelled decode seconds of each of ``candidates`` (default: every one) as a fixed block size
+        (:meth:`CostTable.seconds` of its cycles); the table needs entries for these only."""
         sizes = tuple(self.candidates if candidates is None else candidates)
-        return {b: sum([costs.cycle_seconds(b)] * count) for b, count in zip(sizes, self.fixed_cycles(sizes))}
+        return {b: costs.seconds([b] * count) for b, count in zip(sizes, self.fixed_cycles(sizes))}
 
     def fixed_cycles(self, sizes: Sequence[int]) -> list[int]:
         """Cycles each of ``sizes`` runs as a fixed block size (as :meth:`simulate` counts them), walked over
