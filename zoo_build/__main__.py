@@ -10,7 +10,7 @@ import typer
 from zoo_build import CARD_PROMPTS, ZOO_DRAFTER_STEPS, ZOO_TARGET_STEPS, ZOO_THREADS
 
 app = typer.Typer(help="Rebuild the shipped tiny target and DFlash drafter (run from a checkout).",
-                  no_args_is_help=True)
+                  no_args_is_help=True, add_completion=False)
 STEPS = ("tokenizer", "target", "drafter")
 
 
