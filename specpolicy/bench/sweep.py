@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from specpolicy.bench.verify import cycles_agree
+from specpolicy.bench.verify import cycle_rows, cycles_agree
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.sweep.replay import build_replay
 
@@ -57,8 +57,8 @@ def bench_sweep(decoder: SpeculativeDecoder, prompts: Sequence[list[int]], candi
             same, cycles, first = cycles_agree(trace.cycles, simulated)
             compared, agreeing = compared + cycles, agreeing + same
             if first is not None and len(notes) < 10:
-                notes.append(f"prompt {n} B={size} cycle {first}: live {trace.cycles[first:first + 1]} vs "
-                             f"replay {simulated[first:first + 1]}")
+                notes.append(f"prompt {n} B={size} cycle {first}: live {cycle_rows(trace.cycles[first:first + 1])} "
+                             f"vs replay {cycle_rows(simulated[first:first + 1])}")
         if on_prompt:
             on_prompt()
     return SweepBenchResult(len(prompts), list(candidates), one, replay, live, compared, agreeing, notes)

@@ -70,8 +70,8 @@ def bench_verify(decoder: SpeculativeDecoder, prompts: Sequence[list[int]], cand
             result.agreeing += same
             result.cut += sum(c.verify_length < c.block_size for c in live.cycles)
             if first is not None and len(result.notes) < 5:
-                result.notes.append(f"prompt {n} cycle {first}: live {live.cycles[first:first + 1]} vs "
-                                    f"replay {replayed[first:first + 1]}")
+                result.notes.append(f"prompt {n} cycle {first}: live {cycle_rows(live.cycles[first:first + 1])} vs "
+                                    f"replay {cycle_rows(replayed[first:first + 1])}")
         if on_prompt:
             on_prompt(n + 1)
     return results
