@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from specpolicy.models.blocks import draft_anchor_blocks, draft_mixed_blocks
+from specpolicy.models.blocks import draft_mixed_blocks
 from specpolicy.models.target import new_cache, target_forward
 from specpolicy.models.testing import make_pair
+from zoo_build.drafter_loss import draft_anchor_blocks
 
 
 def _sequence(length: int, seed: int):
