@@ -118,6 +118,11 @@ def mean_acceptance(cycles: Sequence[CycleRecord]) -> float:
     return sum(c.acceptance_length for c in cycles) / len(cycles) if cycles else 0.0
 
 
+def expected_tokens(alpha: float, block_size: int) -> float:
+    """Expected tokens per cycle (accepted + 1) at per-draft acceptance ``alpha``: (1 - alpha^B) / (1 - alpha)."""
+    return (1 - alpha**block_size) / (1 - alpha)
+
+
 class CycleSource(Protocol):
     """A decode advanced one cycle per :meth:`step`; :attr:`state` is current before every cycle."""
 

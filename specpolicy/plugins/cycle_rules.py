@@ -20,6 +20,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from specpolicy.costs import CostTable
+from specpolicy.cycles import expected_tokens
 from specpolicy.defaults import ACCEPTANCE_DECAY, ACCEPTANCE_PRIOR, ACCEPTANCE_PRIOR_WEIGHT
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Plan, Policy, PromptObservation
 from specpolicy.state import DecodeState
@@ -141,11 +142,6 @@ def acceptance_rate(state: DecodeState, prior: float = ACCEPTANCE_PRIOR, prior_w
 
 NEGLIGIBLE = 1e-15
 """a past cycle weighing less than this moves the acceptance estimate by under 1e-13: its walk stops there"""
-
-
-def expected_tokens(alpha: float, block_size: int) -> float:
-    """Expected tokens per cycle (accepted + 1) at acceptance ``alpha``: (1 - alpha^B) / (1 - alpha)."""
-    return (1 - alpha**block_size) / (1 - alpha)
 
 
 def required_costs(policy: Policy, observation: PromptObservation) -> CostTable:

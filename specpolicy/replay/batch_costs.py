@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from specpolicy.costs import CostTable
-from specpolicy.defaults import MAX_LATENCY_SPREAD
+from specpolicy.cycles import expected_tokens
+from specpolicy.defaults import ACCEPTANCE_PRIOR, MAX_LATENCY_SPREAD
 from specpolicy.files import write_text
 
 
@@ -120,11 +121,14 @@ class BatchCostTable:
 
         A plain step (B = 1) beside requests that draft pays its share of their drafter pass too: it costs
         (draft of c - 1 blocks of the smallest drafted size + verify of those and 1 token) / c, not the share of
-        a batch that stopped drafting. ``ar_seconds`` stays the share of a step of c plain AR requests, the
-        server the speedups divide by."""
+        a batch that stopped drafting. The others are taken to draft where some block pays for its batched
+        cycle at the prior acceptance (:data:`~specpolicy.defaults.ACCEPTANCE_PRIOR`), else to step plainly.
+        ``ar_seconds`` stays the share of a step of c plain AR requests, the server the speedups divide by."""
         c = int(concurrency)
         sizes = sorted(set(block_sizes) | {1})
-        others = [(min(sizes[1:]), min(sizes[1:]))] * (c - 1) if len(sizes) > 1 else [(1, 1)] * (c - 1)
+        plain = self.step_seconds([(1, 1)] * c)
+        drafts = any(expected_tokens(ACCEPTANCE_PRIOR, b) * plain >= self.step_seconds([(b, b)] * c) for b in sizes[1:])
+        others = [(sizes[1], sizes[1]) if drafts else (1, 1)] * (c - 1)
         return CostTable(
             draft_seconds={b: self.draft_seconds([b] * c) / c if b > 1 else 0.0 for b in sizes},
             verify_seconds={b: self.verify_seconds([b] * c) / c if b > 1 else self.step_seconds([*others, (1, 1)]) / c

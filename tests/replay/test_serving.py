@@ -45,12 +45,22 @@ def test_a_plain_step_in_a_batch_pays_its_share_of_the_drafter_pass_the_others_r
     """Reported (engines page): at concurrency 4 the default backed off to plain steps that looked 19% cheaper
     than a B = 16 cycle, as if the whole batch stopped drafting; beside three requests that draft, a plain step
     costs its share of their drafter pass too. The reference (a server of plain AR requests) is unchanged."""
-    costs = linear_table().at_concurrency(4, [1, 4, 16])
-    others_draft = (0.5 + 0.01 * 3 * 4) + (1.0 + 0.1 * (3 * 4 + 1))  # three requests at B = 4 (the smallest), me at 1
+    flat = linear_table(per_token=0.01)  # drafting pays here: at acceptance 0.5, B = 4 gives 1.875 tokens a cycle
+    costs = flat.at_concurrency(4, [1, 4, 16])
+    others_draft = (0.5 + 0.01 * 3 * 4) + (1.0 + 0.01 * (3 * 4 + 1))  # three requests at B = 4 (the smallest), me at 1
     assert costs.cycle_seconds(1) == pytest.approx(others_draft / 4)
-    assert costs.draft_seconds[1] == 0.0 and costs.ar_seconds == pytest.approx((1.0 + 0.4) / 4)
-    alone = linear_table().at_concurrency(1, [1, 4, 16])
-    assert alone.cycle_seconds(1) == alone.ar_seconds == pytest.approx(1.1)  # no other request: a plain step
+    assert costs.draft_seconds[1] == 0.0 and costs.ar_seconds == pytest.approx((1.0 + 0.04) / 4)
+    alone = flat.at_concurrency(1, [1, 4, 16])
+    assert alone.cycle_seconds(1) == alone.ar_seconds == pytest.approx(1.01)  # no other request: a plain step
+
+
+def test_where_no_block_pays_at_the_prior_acceptance_the_others_step_plainly_too():
+    """Reported (a compute-bound CPU batch table, concurrency 8): pricing a plain step beside drafting requests
+    made the policies draft where a batch of plain steps is faster (0.94x -> 0.88x AR). Where no block's
+    expected tokens at the prior acceptance pay for its batched cycle, the others are taken to step plainly."""
+    steep = linear_table()  # at c = 4 a batched cycle of B costs 1.5 + 0.44 B against 1.4 for plain steps
+    costs = steep.at_concurrency(4, [1, 4, 16])
+    assert costs.cycle_seconds(1) == costs.ar_seconds == pytest.approx((1.0 + 0.4) / 4)
 
 
 def test_round_trip_and_wrong_kind(tmp_path):
