@@ -126,14 +126,15 @@ class BatchCostTable:
         ``ar_seconds`` stays the share of a step of c plain AR requests, the server the speedups divide by."""
         c = int(concurrency)
         sizes = sorted(set(block_sizes) | {1})
-        plain = self.step_seconds([(1, 1)] * c)
-        drafts = any(expected_tokens(ACCEPTANCE_PRIOR, b) * plain >= self.step_seconds([(b, b)] * c) for b in sizes[1:])
+        draft = {b: self.draft_seconds([b] * c) for b in sizes}  # one batched pass of each size, priced once
+        verify = {b: self.verify_seconds([b] * c) for b in sizes}
+        drafts = any(expected_tokens(ACCEPTANCE_PRIOR, b) * verify[1] >= draft[b] + verify[b] for b in sizes[1:])
         others = [(sizes[1], sizes[1]) if drafts else (1, 1)] * (c - 1)
+        beside_others = self.step_seconds([*others, (1, 1)])
         return CostTable(
-            draft_seconds={b: self.draft_seconds([b] * c) / c if b > 1 else 0.0 for b in sizes},
-            verify_seconds={b: self.verify_seconds([b] * c) / c if b > 1 else self.step_seconds([*others, (1, 1)]) / c
-                            for b in sizes},
-            ar_seconds=self.verify_seconds([1] * c) / c,
+            draft_seconds={b: draft[b] / c for b in sizes},
+            verify_seconds={b: (verify[b] if b > 1 else beside_others) / c for b in sizes},
+            ar_seconds=verify[1] / c,
             threads=self.threads, dtype=self.dtype, machine=f"{self.machine}, batch of {c}",
             context_length=self.context_length,
         )
