@@ -61,6 +61,8 @@ class ReplayTable:
     _cycles: dict[tuple[int, int, int, int | None], tuple] = field(default_factory=dict, init=False, repr=False,
                                                                    compare=False)
     """every cycle computed, by (anchor, produced, B, L): policies, oracles and the DP revisit the same cells"""
+    _priced: tuple[CostTable | None, dict] = field(default=(None, {}), init=False, repr=False, compare=False)
+    """(the cost table last priced with, its fixed seconds by candidate set): evaluation and oracles ask alike"""
 
     def block_confidences(self, position: int, block_size: int) -> list[float]:
         """The drafter's confidences [B - 1] of the block of ``block_size`` anchored at ``position``."""
@@ -130,6 +132,9 @@ class ReplayTable:
         ``prefill_logits`` [V]: what per-cycle policies read in ``state.prefill_logits`` (default: empty).
         A plan's verify lengths read the recorded confidences.
         """
+        if not isinstance(plan, int) and plan.block_size is not None and plan.length is None:
+            plan.block(DecodeState.after_prefill(np.zeros(0, np.float32), self.prompt_length))  # its checks, once
+            plan = plan.block_size  # a fixed plan: its cycles replayed once per table
         if isinstance(plan, int):
             if plan not in self._fixed:
                 self._column(plan)
@@ -153,7 +158,11 @@ class ReplayTable:
         """Modelled decode seconds of each of ``candidates`` (default: every one) as a fixed block size
         (:meth:`CostTable.seconds` of its cycles); the table needs entries for these only."""
         sizes = tuple(self.candidates if candidates is None else candidates)
-        return {b: costs.seconds([b] * count) for b, count in zip(sizes, self.fixed_cycles(sizes))}
+        if self._priced[0] is not costs:
+            self._priced = (costs, {})
+        if sizes not in self._priced[1]:
+            self._priced[1][sizes] = {b: costs.seconds([b] * n) for b, n in zip(sizes, self.fixed_cycles(sizes))}
+        return dict(self._priced[1][sizes])
 
     def fixed_cycles(self, sizes: Sequence[int]) -> list[int]:
         """Cycles each of ``sizes`` runs as a fixed block size (as :meth:`simulate` counts them), walked over

@@ -26,6 +26,15 @@ class _Stray(Policy):
         return 7 if state.cycle == 1 else 4
 
 
+class _StrayFixed(Policy):
+    """Picks 7 for the whole prompt, though its candidates are 4 and 8 (replay runs a fixed plan on a fast path)."""
+
+    name = "stray-fixed"
+
+    def select(self, observation):
+        return 7
+
+
 def test_every_engine_refuses_a_block_size_outside_the_policys_choices_naming_it(trained_pair, replay_store):
     """Reproduced first: live decoding ran B = 7 silently; replay refused it without naming the policy."""
     from specpolicy.evaluation.replay import evaluate_replay
@@ -35,3 +44,5 @@ def test_every_engine_refuses_a_block_size_outside_the_policys_choices_naming_it
         decode(decoder, [4, 7, 5], _Stray((4, 8)))
     with pytest.raises(ValueError, match="policy 'stray' chose block size 7"):
         evaluate_replay(replay_store, [_Stray((4, 8))])
+    with pytest.raises(ValueError, match="policy 'stray-fixed' chose block size 7"):
+        evaluate_replay(replay_store, [_StrayFixed((4, 8))])
