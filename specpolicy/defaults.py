@@ -90,8 +90,6 @@ BENCH_ENV_STEPS = 200
 """vector steps timed by ``bench env``"""
 BENCH_ENV_LIVE_EPISODES = 6
 """live episodes timed by ``bench env`` (0 skips them)"""
-PLOT_MAX_LINES = 40
-"""prompts drawn in a per-prompt tau plot"""
 CHECK_VOCAB = 64
 """logits width of the random observations ``check_policy`` makes"""
 CHECK_OBSERVATIONS = 8
@@ -121,10 +119,6 @@ ENGINE_DRAFTS = 15
 15 drafts of the published b16 DFlash drafters' blocks"""
 LLAMACPP_P_MIN = 0.75
 """llama.cpp's ``common_speculative_params.p_min``"""
-ROOFLINE_CONTEXT = 1024
-"""context positions per sequence the synthetic roofline table prices passes after"""
-DFLASH_DRAFTER_LAYERS = 5
-"""layers of the published Qwen3 b16 DFlash drafters"""
 
 
 def cache_dir() -> Path:

@@ -68,5 +68,19 @@ def card(
     typer.echo(f"model card written to {path}")
 
 
+@app.command("roofline")
+def roofline(
+    gpu: str = typer.Option("H200", help="the GPU whose datasheet peaks price the passes (H200 or H100)"),
+    out: Path = typer.Option(None, help="where to write the table (default: the zoo folder, beside the H200 one)"),
+) -> None:
+    """Write the synthetic batch cost table of Qwen3-4B and its DFlash drafter on a GPU (a roofline model)."""
+    from specpolicy.zoo import ZOO_DIR
+    from zoo_build.roofline import roofline_batch_costs
+
+    path = out or ZOO_DIR / f"batch-costs-{gpu.lower()}-synthetic.json"
+    roofline_batch_costs(gpu).save(path)
+    typer.echo(f"synthetic batch cost table written to {path}")
+
+
 if __name__ == "__main__":
     app()

@@ -10,6 +10,7 @@ import numpy as np
 
 from specpolicy.defaults import MAX_PROMPT_TOKENS, PAPER_CANDIDATES
 from specpolicy.defaults import TRAINING_BLOCK_SIZE as B16
+from specpolicy.evaluation.report import save_figure
 from specpolicy.policy import oracle_label
 
 CARD_CANDIDATES = [4, 8, 12, 14, 15, 16, 17, 18, 20, 24, 32]
@@ -102,8 +103,6 @@ def measure(run_dir: Path, prompts: int = 32, max_new_tokens: int = 128, out_dir
             key = f"{dataset} T={temperature:g}"
             card["tau"][key] = tau_table(store)
             if dataset == "sharegpt" and temperature == 0:
-                from specpolicy.evaluation.report import plot_tau_per_block_size
-
                 card["figure"] = str(plot_tau_per_block_size(store, out_dir / "tau-per-block-size.png"))
             card["window_oracle"][key] = window_oracle(store)
             card["distinct_4grams"][key] = distinct_ngram_share(store)
@@ -166,3 +165,24 @@ def render(card: dict) -> str:
         lines += [f"| {metric} | " + " | ".join(str(speed[k].get(metric, "")) for k in keys) + " |"
                   for metric in speed[keys[0]]]
     return "\n".join(lines) + "\n"
+
+
+def plot_tau_per_block_size(store, path: str | Path, max_lines: int = 40) -> Path:
+    """tau against block size: one grey line per prompt (first ``max_lines``) and the mean in black."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = list(store.candidates)
+    records = list(store.records())
+    taus = store.tau_matrix(records)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for row in taus[:max_lines]:
+        ax.plot(sizes, row, color="0.7", linewidth=0.8)
+    ax.plot(sizes, taus.mean(axis=0), color="black", linewidth=2.5, marker="o", label="mean over prompts")
+    ax.set_xlabel("block size B")
+    ax.set_ylabel("tau")
+    ax.set_xticks(sizes)
+    ax.legend()
+    return save_figure(fig, path)

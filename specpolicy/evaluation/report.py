@@ -8,12 +8,11 @@ from pathlib import Path
 
 from specpolicy.costs import label_order
 from specpolicy.cycles import Plan
-from specpolicy.defaults import PLOT_MAX_LINES
 from specpolicy.evaluation.metrics import PolicyResults
 from specpolicy.files import atomic_path
 
 
-def _save(fig, path: str | Path) -> Path:
+def save_figure(fig, path: str | Path) -> Path:
     """Write ``fig`` as a PNG at ``path`` (folders created) and close it."""
     import matplotlib.pyplot as plt
 
@@ -74,7 +73,7 @@ def plot_comparison(results: Sequence[PolicyResults], path: str | Path, title: s
     right.legend(fontsize=8)
     if title:
         fig.suptitle(title)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_by_label(parts: Sequence[tuple[str, Sequence[PolicyResults]]], path: str | Path, by: str,
@@ -101,28 +100,7 @@ def plot_by_label(parts: Sequence[tuple[str, Sequence[PolicyResults]]], path: st
     axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     if title:
         axes.set_title(title)
-    return _save(fig, path)
-
-
-def plot_tau_per_block_size(store, path: str | Path, max_lines: int = PLOT_MAX_LINES) -> Path:
-    """tau against block size: one grey line per prompt (first ``max_lines``) and the mean in black."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    sizes = list(store.candidates)
-    records = list(store.records())
-    taus = store.tau_matrix(records)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for row in taus[:max_lines]:
-        ax.plot(sizes, row, color="0.7", linewidth=0.8)
-    ax.plot(sizes, taus.mean(axis=0), color="black", linewidth=2.5, marker="o", label="mean over prompts")
-    ax.set_xlabel("block size B")
-    ax.set_ylabel("tau")
-    ax.set_xticks(sizes)
-    ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def block_and_verify_curves(tables: Sequence, costs, block_sizes: Sequence[int]) -> dict[int, dict[str, list]]:
@@ -167,7 +145,7 @@ def plot_block_and_verify(curves: dict[int, dict[str, list]], path: str | Path) 
     axes[0].legend()
     fig.suptitle("fixed (B, L) on every prompt: the same drafts, verified to different lengths "
                  "(modelled; star: the best L for each B)")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_speedup_map(cells: dict[tuple[str, str, int], float], path: str | Path, title: str = "") -> Path:
@@ -199,4 +177,4 @@ def plot_speedup_map(cells: dict[tuple[str, str, int], float], path: str | Path,
         axis.set_yticks(range(len(groups)), groups if axis is axes[0][0] else [], fontsize=7)
         axis.set_xlabel("concurrency", fontsize=8)
     fig.suptitle(title, fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)

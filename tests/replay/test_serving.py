@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.replay.batch_costs import BatchCostTable
 from specpolicy.replay.serving import simulate_serving
 from specpolicy.sweep.replay import build_replay
+from specpolicy.zoo import ZOO_DIR
 
 LENGTHS = (1, 2, 4, 8, 16)
 
@@ -119,3 +122,18 @@ def test_a_noisy_or_inconsistent_batch_table_is_flagged_and_refused(tmp_path, ch
     with pytest.raises(ValueError, match=f"{flag}.*--allow-noisy"):
         BatchCostTable.load(tmp_path / "bad.json")
     assert BatchCostTable.load(tmp_path / "bad.json", allow_noisy=True).check()
+
+
+SYNTHETIC = ZOO_DIR / "batch-costs-h200-synthetic.json"
+
+
+def test_compare_labels_synthetic_costs(replay_store):
+    from typer.testing import CliRunner
+
+    from specpolicy.cli import app
+
+    result = CliRunner().invoke(app, ["compare", "--sweep", str(replay_store.path), "--policies", "fixed16,fixed4",
+                                      "--concurrency", "1,64", "--batch-costs", str(SYNTHETIC), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert {row["timing"] for row in json.loads(result.stdout)} == {"modelled, synthetic costs, concurrency 1",
+                                                                    "modelled, synthetic costs, concurrency 64"}

@@ -1,15 +1,13 @@
-"""The synthetic roofline batch table: hand-worked passes, the shipped file, and its label everywhere it is used."""
+"""The synthetic roofline batch table: hand-worked passes, and the shipped file is what the model gives."""
 
 from __future__ import annotations
-
-import json
 
 import numpy as np
 import pytest
 
 from specpolicy.replay.batch_costs import BatchCostTable
-from specpolicy.replay.roofline import QWEN3_4B, PassShape, roofline_batch_costs
 from specpolicy.zoo import ZOO_DIR
+from zoo_build.roofline import QWEN3_4B, PassShape, roofline_batch_costs
 
 SHIPPED = ZOO_DIR / "batch-costs-h200-synthetic.json"
 
@@ -37,18 +35,17 @@ def test_the_shipped_table_is_what_the_model_gives():
         np.testing.assert_allclose(list(shipped.draft[b].values()), list(built.draft[b].values()), rtol=1e-9)
 
 
-def test_compare_labels_synthetic_costs(replay_store):
-    from typer.testing import CliRunner
-
-    from specpolicy.cli import app
-
-    result = CliRunner().invoke(app, ["compare", "--sweep", str(replay_store.path), "--policies", "fixed16,fixed4",
-                                      "--concurrency", "1,64", "--batch-costs", str(SHIPPED), "--format", "json"])
-    assert result.exit_code == 0, result.output
-    assert {row["timing"] for row in json.loads(result.stdout)} == {"modelled, synthetic costs, concurrency 1",
-                                                                    "modelled, synthetic costs, concurrency 64"}
-
-
 def test_an_unknown_gpu_names_the_known_ones():
     with pytest.raises(ValueError, match="known: H200, H100"):
         roofline_batch_costs("A100")
+
+
+def test_the_build_command_writes_the_shipped_table(tmp_path):
+    from typer.testing import CliRunner
+
+    from zoo_build.__main__ import app
+
+    result = CliRunner().invoke(app, ["roofline", "--out", str(tmp_path / "h200.json")])
+    assert result.exit_code == 0, result.output
+    built = BatchCostTable.load(tmp_path / "h200.json")
+    assert built.machine == BatchCostTable.load(SHIPPED).machine and built.batch_sizes[-1] == 256

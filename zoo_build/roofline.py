@@ -1,7 +1,8 @@
 """A synthetic batch cost table from a roofline model of a named GPU: modelled, never measured, and labelled so.
 
-For concurrencies past what this machine measures (``specpolicy bench batch-latency`` times batches of the
-tiny pair on the CPU), :func:`roofline_batch_costs` prices one pass over b sequences of n new tokens, each
+Builds the shipped ``batch-costs-h200-synthetic.json`` (``python -m zoo_build roofline``). For concurrencies past
+what this machine measures (``specpolicy bench batch-latency`` times batches of the tiny pair on the CPU),
+:func:`roofline_batch_costs` prices one pass over b sequences of n new tokens, each
 after ``context`` tokens, as the larger of its memory time and its compute time:
 
 - memory: the weights, read once per pass (bf16), plus the KV cache of b x (context + n) positions;
@@ -16,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from specpolicy.defaults import DFLASH_DRAFTER_LAYERS, ROOFLINE_CONTEXT
 from specpolicy.replay.batch_costs import BatchCostTable
+from zoo_build import DFLASH_DRAFTER_LAYERS, ROOFLINE_CONTEXT
 
 
 @dataclass(frozen=True)
