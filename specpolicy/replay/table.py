@@ -132,9 +132,6 @@ class ReplayTable:
         ``prefill_logits`` [V]: what per-cycle policies read in ``state.prefill_logits`` (default: empty).
         A plan's verify lengths read the recorded confidences.
         """
-        if not isinstance(plan, int) and plan.block_size is not None and plan.length is None:
-            plan.block(DecodeState.after_prefill(np.zeros(0, np.float32), self.prompt_length))  # its checks, once
-            plan = plan.block_size  # a fixed plan: its cycles replayed once per table
         if isinstance(plan, int):
             if plan not in self._fixed:
                 self._column(plan)

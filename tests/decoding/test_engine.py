@@ -27,7 +27,7 @@ class _Stray(Policy):
 
 
 class _StrayFixed(Policy):
-    """Picks 7 for the whole prompt, though its candidates are 4 and 8 (replay runs a fixed plan on a fast path)."""
+    """Picks 7 for the whole prompt, though its candidates are 4 and 8."""
 
     name = "stray-fixed"
 
