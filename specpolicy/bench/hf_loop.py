@@ -97,8 +97,8 @@ def _plain_dflash(target, assistant, inputs: dict, block_size: int) -> torch.Ten
 @torch.inference_mode()
 def bench_hf(pair, prompts: Sequence[list[int]], policies: Sequence[Policy | int], names: Sequence[str],
              max_new_tokens: int, costs: CostTable | None = None,
-             on_prompt: Callable[[int], object] | None = None) -> list[HFBenchRow]:
-    """Run every prompt through both loops for every policy (see the module docstring); ``on_prompt(done)``
+             on_progress: Callable[[int, int], None] | None = None) -> list[HFBenchRow]:
+    """Run every prompt through both loops for every policy (see the module docstring); ``on_progress(done, total)``
     after each prompt."""
     from specpolicy import hf
     from specpolicy.decoding import SpeculativeDecoder
@@ -117,8 +117,8 @@ def bench_hf(pair, prompts: Sequence[list[int]], policies: Sequence[Policy | int
             shift = n % len(runs)
             results = {name: _timed(run) for name, run in runs[shift:] + runs[:shift]}
             _score(row, results, greedy, len(ids))
-        if on_prompt is not None:
-            on_prompt(n + 1)
+        if on_progress is not None:
+            on_progress(n + 1, len(prompts))
     return rows
 
 

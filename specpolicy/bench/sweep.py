@@ -36,7 +36,7 @@ class SweepBenchResult:
 
 
 def bench_sweep(decoder: SpeculativeDecoder, prompts: Sequence[list[int]], candidates: Sequence[int],
-                max_new_tokens: int, on_prompt: Callable[[], None] | None = None) -> SweepBenchResult:
+                max_new_tokens: int, on_progress: Callable[[int, int], None] | None = None) -> SweepBenchResult:
     """Time the three ways for every prompt and compare replayed with live cycles."""
     one = replay = live = 0.0
     compared = agreeing = 0
@@ -59,6 +59,6 @@ def bench_sweep(decoder: SpeculativeDecoder, prompts: Sequence[list[int]], candi
             if first is not None and len(notes) < 10:
                 notes.append(f"prompt {n} B={size} cycle {first}: live {cycle_rows(trace.cycles[first:first + 1])} "
                              f"vs replay {cycle_rows(simulated[first:first + 1])}")
-        if on_prompt:
-            on_prompt()
+        if on_progress:
+            on_progress(n + 1, len(prompts))
     return SweepBenchResult(len(prompts), list(candidates), one, replay, live, compared, agreeing, notes)

@@ -53,7 +53,7 @@ def cycles_agree(live: Sequence[CycleRecord], replayed: Sequence[CycleRecord]) -
 
 def bench_verify(decoder: SpeculativeDecoder, prompts: Sequence[list[int]], candidates: Sequence[int],
                  policies: Sequence[Policy], costs: CostTable, max_new_tokens: int,
-                 on_prompt: Callable[[int], object] | None = None) -> list[VerifyAgreement]:
+                 on_progress: Callable[[int, int], None] | None = None) -> list[VerifyAgreement]:
     """Compare every policy's live and replayed cycles on every prompt (see the module docstring)."""
     drafted = [b for b in candidates if b > 1]
     results = [VerifyAgreement(p.name) for p in policies]
@@ -72,6 +72,6 @@ def bench_verify(decoder: SpeculativeDecoder, prompts: Sequence[list[int]], cand
             if first is not None and len(result.notes) < 5:
                 result.notes.append(f"prompt {n} cycle {first}: live {cycle_rows(live.cycles[first:first + 1])} vs "
                                     f"replay {cycle_rows(replayed[first:first + 1])}")
-        if on_prompt:
-            on_prompt(n + 1)
+        if on_progress:
+            on_progress(n + 1, len(prompts))
     return results

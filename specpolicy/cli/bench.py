@@ -178,8 +178,7 @@ def sweep(
     ids = encode_prompts(pair.tokenizer, chosen, max_tokens=MAX_PROMPT_TOKENS)
     decoder = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=max_new_tokens)
     with progress_bar("bench sweep", len(ids)) as update:
-        counter = iter(range(1, len(ids) + 1))
-        result = bench_sweep(decoder, ids, sizes, max_new_tokens, on_prompt=lambda: update(next(counter)))
+        result = bench_sweep(decoder, ids, sizes, max_new_tokens, on_progress=update)
     emit([{"metric": k, "value": v} for k, v in result.rows()], fmt, title="specpolicy bench sweep")
     for note in result.disagreements:
         stderr.print(f"disagreement: {note}")

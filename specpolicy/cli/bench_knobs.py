@@ -95,7 +95,7 @@ def verify(
     decoder = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=max_new_tokens)
     costs = cached_costs(decoder, sizes, pair.metadata(), stderr.print)
     with progress_bar("bench verify", len(ids)) as update:
-        results = bench_verify(decoder, ids, sizes, built, costs, max_new_tokens, on_prompt=update)
+        results = bench_verify(decoder, ids, sizes, built, costs, max_new_tokens, on_progress=update)
     emit([r.row() for r in results], fmt, title=f"(B, L) replay vs live: {len(ids)} held-out prompts, T = 0")
     for result in results:
         for note in result.notes:
@@ -139,6 +139,6 @@ def hf_loop(
     sizes = {b for p in built for b in ([p] if isinstance(p, int) else p.choices())}
     costs = cached_costs(SpeculativeDecoder(pair.target, pair.drafter), sizes, pair.metadata(), stderr.print)
     with progress_bar("bench hf", len(ids)) as update:
-        rows = bench_hf(pair, ids, built, names, max_new_tokens, costs, on_prompt=update)
+        rows = bench_hf(pair, ids, built, names, max_new_tokens, costs, on_progress=update)
     emit([r.row() for r in rows], fmt, title=f"decoder vs generate(): {len(ids)} prompts x {max_new_tokens} tokens, "
          f"{threads} thread(s), {dtype}")

@@ -208,9 +208,7 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
         answer = own_answer(decoder)  # multi-turn prompts continue after the target's answers (untimed)
         encoded = [(p.id, encode_prompt(pair.tokenizer, p, MAX_PROMPT_TOKENS, answer)) for p in prompts]
         with progress_bar(f"live {name}", len(encoded)) as update:
-            counter = iter(range(1, len(encoded) + 1))
-            return evaluate_live(decoder, encoded, policies, options.seed, on_prompt=lambda: update(next(counter)),
-                                 costs=costs)
+            return evaluate_live(decoder, encoded, policies, options.seed, on_progress=update, costs=costs)
     from specpolicy.models.loading import weights_fingerprint
     from specpolicy.sweep.resume import StoreUnusableError
     from specpolicy.sweep.run import SweepSettings, run_sweep

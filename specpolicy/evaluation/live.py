@@ -16,7 +16,7 @@ def evaluate_live(
     prompts: Sequence[tuple[str, list[int]]],
     policies: Sequence[Policy],
     seed: int = 0,
-    on_prompt: Callable[[], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
     costs: CostTable | None = None,
 ) -> list[PolicyResults]:
     """Decode every prompt with plain AR and with every policy, in an order that rotates per prompt.
@@ -40,6 +40,6 @@ def evaluate_live(
             ar_seconds = ar.decode_seconds * trace.cycle_tokens / max(1, ar.cycle_tokens)
             result.prompts.append(PromptResult(prompt_id, [c.block_size for c in trace.cycles], trace.tau,
                                                trace.cycle_tokens, trace.decode_seconds, ar_seconds))
-        if on_prompt:
-            on_prompt()
+        if on_progress:
+            on_progress(n + 1, len(prompts))
     return results

@@ -43,7 +43,7 @@ def prompt_observation(store: SweepStore, record: SweepRecord, costs: CostTable 
 def evaluate_replay(
     store: SweepStore,
     policies: Sequence[Policy],
-    on_prompt: Callable[[], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
     *,
     costs: CostTable | Sequence[CostTable] | None = None,
     candidates: Sequence[int] | None = None,
@@ -67,7 +67,7 @@ def evaluate_replay(
     records = list(store.records())
     if not records:
         raise ValueError(f"sweep store {store.path} has no valid records; run or resume the sweep first")
-    for record in records:
+    for done, record in enumerate(records, start=1):
         costs = nearest_context(tables, record.prompt_length) if len(tables) > 1 else tables[0]
         observation = prompt_observation(store, record, costs)
         table = record.table() if record.replay is not None else None
@@ -77,8 +77,8 @@ def evaluate_replay(
         for policy, result in zip(policies, results):
             result.prompts.append(_measured(policy, observation, answers, record, oracle) if live
                                   else _replayed(policy, observation, answers, record.prompt_id, costs, oracle))
-        if on_prompt:
-            on_prompt()
+        if on_progress:
+            on_progress(done, len(records))
     return results
 
 
