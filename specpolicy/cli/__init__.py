@@ -1,4 +1,5 @@
-"""The ``specpolicy`` command line (Typer + rich); one module per command."""
+"""The ``specpolicy`` command line (Typer + rich); a module per command (``bench`` in two, ``compare`` with
+its runs in ``compare_runs``)."""
 
 from __future__ import annotations
 
