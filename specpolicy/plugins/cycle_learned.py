@@ -72,9 +72,6 @@ class CycleLearnedPolicy(LearnedPolicy):
                 h = np.maximum(h, 0.0)
         return h
 
-    def select(self, observation: PromptObservation) -> int:
-        return self.start
-
     def step(self, state: DecodeState, observation: PromptObservation) -> int:
         if not state.block_size_history:
             return self.start

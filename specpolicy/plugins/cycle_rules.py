@@ -87,9 +87,6 @@ class ProbePolicy(Policy):
             raise ValueError(f"probe falls back to B = 1; add 1 to the candidates (got {list(self.candidates)})")
         self.start = snap(start, [c for c in self.candidates if c > 1] or self.candidates)
 
-    def select(self, observation: PromptObservation) -> int:
-        return self.start
-
     def step(self, state: DecodeState, observation: PromptObservation) -> int:
         return 1 if ar_wait(state, few_accepted) is not None else self.start
 
@@ -102,9 +99,6 @@ class GrowShrinkPolicy(Policy):
     def __init__(self, candidates: Sequence[int], start: int = TRAINING_BLOCK_SIZE) -> None:
         super().__init__(candidates)
         self.start = snap(start, self.candidates)
-
-    def select(self, observation: PromptObservation) -> int:
-        return self.start
 
     def step(self, state: DecodeState, observation: PromptObservation) -> int:
         if not state.block_size_history:
