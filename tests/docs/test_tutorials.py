@@ -30,13 +30,16 @@ def test_tutorial_runs(script, tmp_path):
         per_prompt = [v for k, v in speed.items() if k.startswith("fixed") or k in ("linucb", "ppo")]
         assert speed["oracle"] >= max(per_prompt)  # the per-prompt time oracle bounds every per-prompt policy
         assert speed["oracle-step"] >= max(speed.values())  # the per-cycle optimum bounds them all
-    if script == "t8_verify_length.py":  # in each table the (B, L) oracle bounds every policy
+    if script == "t8_verify_length.py":  # at batch 1 the (B, L) oracle bounds every policy
         tables = result.stdout.split("\npolicy")[1:]
         assert len(tables) == 2
-        for table in tables:
-            speed = {line.split()[0]: float(line.split()[-4].rstrip("x")) for line in table.splitlines()[1:7]}
-            assert speed["oracle-verify"] >= max(speed.values()) - 1e-9
-            assert speed["oracle-verify"] >= speed["oracle-step"]
+        batch_one, served = ({line.split()[0]: float(line.split()[-4].rstrip("x")) for line in table.splitlines()[1:7]}
+                             for table in tables)
+        assert batch_one["oracle-verify"] >= max(batch_one.values()) - 1e-9
+        assert batch_one["oracle-verify"] >= batch_one["oracle-step"]
+        # served, the oracles plan with per-request prices (at_concurrency), not the batched steps the simulation
+        # prices, so they bound nothing there (a noisy batch table measured here once put oracle-step first)
+        assert set(served) == set(batch_one) and min(served.values()) > 0
     if script == "t9_rl_draft_verify.py":  # the trained agent is evaluated beside the rules, under the oracle
         rows = result.stdout.split("\npolicy")[1].split("\n\n")[0].splitlines()[1:]
         speed = {line.split()[0]: float(line.split()[1].rstrip("x")) for line in rows}
