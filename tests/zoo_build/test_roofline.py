@@ -49,3 +49,14 @@ def test_the_build_command_writes_the_shipped_table(tmp_path):
     assert result.exit_code == 0, result.output
     built = BatchCostTable.load(tmp_path / "h200.json")
     assert built.machine == BatchCostTable.load(SHIPPED).machine and built.batch_sizes[-1] == 256
+
+
+def test_the_build_command_names_an_unknown_gpu_in_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from zoo_build.__main__ import app
+
+    result = CliRunner().invoke(app, ["roofline", "--gpu", "A100", "--out", str(tmp_path / "a100.json")])
+    said = " ".join(result.output.replace("│", " ").split())  # rich boxes and wraps the message
+    assert result.exit_code == 2 and "known: H200, H100" in said and "Traceback" not in said
+    assert not (tmp_path / "a100.json").exists()
