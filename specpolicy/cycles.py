@@ -254,7 +254,9 @@ def run_cycle(source: CycleSource, plan: Plan) -> CycleRecord:
     """One cycle of ``plan`` on ``source``: B from the state; then, where the plan sets L, the block is
     drafted first and L read from it (a length by position needs no drafted block)."""
     size = plan.block(source.state)
-    if plan.length is None or size == 1 or not plan.reads_block:  # L needs no drafted block: one step
+    if plan.length is None:  # whole blocks: one step
+        return source.step(size)
+    if size == 1 or not plan.reads_block:  # L needs no drafted block: one step
         return source.step(size, plan.cycle_length(source.state, size, lambda: DraftedBlock(size)))
     drafted = source.draft(size)
     return source.verify(plan.cycle_length(source.state, size, lambda: drafted))

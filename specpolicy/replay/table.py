@@ -300,6 +300,8 @@ class ReplaySession:
             raise RuntimeError("the replayed decode has ended; start a new session")
         if self._drafted is not None:
             raise RuntimeError("a drafted block is waiting: call verify(length) before drafting another")
+        if type(block_size) is int and block_size in self.table.candidates:  # the common case, checked already
+            return block_size
         size = check_block_size(block_size)
         self.table._column(size)
         return size
