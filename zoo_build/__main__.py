@@ -75,12 +75,14 @@ def roofline(
 ) -> None:
     """Write the synthetic batch cost table of Qwen3-4B and its DFlash drafter on a GPU (a roofline model)."""
     from specpolicy.zoo import ZOO_DIR
-    from zoo_build.roofline import GPUS, roofline_batch_costs
+    from zoo_build.roofline import roofline_batch_costs
 
-    if gpu not in GPUS:
-        raise typer.BadParameter(f"no roofline figures for GPU {gpu!r}; known: {', '.join(GPUS)}", param_hint="--gpu")
+    try:
+        table = roofline_batch_costs(gpu)  # checks the GPU before any work
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--gpu") from None
     path = out or ZOO_DIR / f"batch-costs-{gpu.lower()}-synthetic.json"
-    roofline_batch_costs(gpu).save(path)
+    table.save(path)
     typer.echo(f"synthetic batch cost table written to {path}")
 
 

@@ -61,7 +61,8 @@ class ReplayTable:
     _cycles: dict[tuple[int, int, int, int | None], tuple] = field(default_factory=dict, init=False, repr=False,
                                                                    compare=False)
     """every cycle computed, by (anchor, produced, B, L): policies, oracles and the DP revisit the same cells"""
-    _priced: tuple[CostTable | None, dict] = field(default=(None, {}), init=False, repr=False, compare=False)
+    _priced: tuple[CostTable | None, dict] = field(default_factory=lambda: (None, {}), init=False, repr=False,
+                                                   compare=False)
     """(the cost table last priced with, its fixed seconds by candidate set): evaluation and oracles ask alike"""
 
     def block_confidences(self, position: int, block_size: int) -> list[float]:
