@@ -1,7 +1,7 @@
 """One cycle at a time: the cycle record, the protocol every decode source follows, and the loop.
 
 Live decoding (:class:`~specpolicy.decoding.session.DecodeSession`), exact replay
-(:class:`~specpolicy.replay.table.ReplaySession`) and the step environments all drive a
+(:class:`~specpolicy.replay.session.ReplaySession`) and the step environments all drive a
 :class:`CycleSource`: read :attr:`CycleSource.state`, pick a block size, call
 :meth:`CycleSource.step`, until :attr:`CycleSource.done`. A cycle also runs in two halves,
 ``draft(B)`` (returns the :class:`DraftedBlock`) then ``verify(L)``, for callers that choose L after
@@ -116,6 +116,20 @@ class Plan:
 def mean_acceptance(cycles: Sequence[CycleRecord]) -> float:
     """tau: the mean of accepted + 1 over ``cycles`` (0 without cycles). The one definition of tau."""
     return sum(c.acceptance_length for c in cycles) / len(cycles) if cycles else 0.0
+
+
+def cycle_rows(cycles: Sequence[CycleRecord]) -> list[tuple[int, int, int, int]]:
+    """(block size, verify length, accepted drafts, committed tokens) per cycle: what two decodes of one
+    prompt must agree on (replay and live, two devices, specpolicy's loop and transformers')."""
+    return [(c.block_size, c.verify_length, c.accepted, c.committed) for c in cycles]
+
+
+def cycles_agree(live: Sequence[CycleRecord], replayed: Sequence[CycleRecord]) -> tuple[int, int, int | None]:
+    """(cycles whose :func:`cycle_rows` are equal, cycles compared = the longer decode's, the first that differs
+    or ``None``): the one rule every benchmark judges by (replay and live, devices, the two loops)."""
+    a, b = cycle_rows(live), cycle_rows(replayed)
+    first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
+    return sum(x == y for x, y in zip(a, b)), max(len(a), len(b)), first
 
 
 def expected_tokens(alpha: float, block_size: int) -> float:

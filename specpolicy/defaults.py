@@ -84,12 +84,6 @@ BATCH_LATENCY_CONTEXT = 128
 """tokens already cached per sequence when batched passes are timed"""
 BATCH_LATENCY_REPEATS = 7
 """interleaved repeats per (batch, length) point of a batch cost table"""
-BENCH_ENV_NUM_ENVS = 1024
-"""vector environments stepped by ``bench env``"""
-BENCH_ENV_STEPS = 200
-"""vector steps timed by ``bench env``"""
-BENCH_ENV_LIVE_EPISODES = 6
-"""live episodes timed by ``bench env`` (0 skips them)"""
 CHECK_VOCAB = 64
 """logits width of the random observations ``check_policy`` makes"""
 CHECK_OBSERVATIONS = 8

@@ -63,7 +63,7 @@ def shipped_validation_loss(target, tokenizer, run_dir: Path) -> float:
 def measure(run_dir: Path, prompts: int = 32, max_new_tokens: int = 128, out_dir: Path | None = None,
             bench_prompts: int = 8) -> dict:
     """Every number of the model card; sweeps are cached under ``out_dir`` (resumable)."""
-    from specpolicy.bench.decode import bench_decode
+    from benchmarks.decode import bench_decode
     from specpolicy.data.prompts import Prompt, encode_prompt, encode_prompts
     from specpolicy.data.registry import load_prompts
     from specpolicy.decoding import SpeculativeDecoder
@@ -160,7 +160,7 @@ def render(card: dict) -> str:
     speed = card.get("speed", {})
     if speed and isinstance(next(iter(speed.values())), dict):
         keys = list(speed)
-        lines += ["", "## Speed on this CPU (`specpolicy bench decode`, 8 prompts x 128 tokens, B = 16)", "",
+        lines += ["", "## Speed on this CPU (`python -m benchmarks decode`, 8 prompts x 128 tokens, B = 16)", "",
                   "| metric | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
         lines += [f"| {metric} | " + " | ".join(str(speed[k].get(metric, "")) for k in keys) + " |"
                   for metric in speed[keys[0]]]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specpolicy.bench.verify import cycles_agree
+from specpolicy.cycles import cycles_agree
 from specpolicy.data.prompts import encode_prompts
 from specpolicy.data.registry import load_prompts
 from specpolicy.defaults import BENCH_PROMPTS, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, TRAINING_BLOCK_SIZE

@@ -1,5 +1,5 @@
-"""The ``specpolicy`` command line (Typer + rich); a module per command (``bench`` in two, ``compare`` with
-its runs in ``compare_runs``)."""
+"""The ``specpolicy`` command line (Typer + rich); a module per command (``compare`` with its runs in
+``compare_runs``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 
 import typer
 
-from specpolicy.cli import bench, bench_knobs, compare, convert, export, generate, policies, sweep, train, zoo
+from specpolicy.cli import bench, compare, convert, export, generate, policies, sweep, train, zoo
 from specpolicy.cli.errors import DEBUG, guard_all
 
 app = typer.Typer(
@@ -26,9 +26,6 @@ def options(debug: bool = typer.Option(False, "--debug", help="show the tracebac
     DEBUG["on"] = DEBUG["on"] or debug
 
 
-bench.app.command("batch-latency")(bench_knobs.batch_latency)
-bench.app.command("verify")(bench_knobs.verify)
-bench.app.command("hf")(bench_knobs.hf_loop)
 app.add_typer(bench.app, name="bench")
 app.add_typer(zoo.app, name="zoo")
 app.command("compare")(compare.compare)

@@ -1,4 +1,5 @@
-"""``specpolicy bench ...``: benchmarks that print numbers (never used as test assertions)."""
+"""``specpolicy bench latency|batch-latency|gpu-check``: this machine's cost tables and an accelerator's check
+(numbers, never test assertions; the project's own benchmarks run from a checkout: ``python -m benchmarks``)."""
 
 from __future__ import annotations
 
@@ -8,81 +9,30 @@ import typer
 
 from specpolicy.cli.common import (
     BenchPromptsOption,
-    DatasetOption,
     DeviceOption,
     DrafterOption,
-    DraftSamplingOption,
     DtypeOption,
     FormatOption,
     MaxNewTokensOption,
     OutputFormat,
     TargetOption,
-    TemperatureOption,
     ThreadsOption,
-    check_draft_sampling,
     emit,
     fail,
     stderr,
 )
 from specpolicy.defaults import (
-    BENCH_ENV_LIVE_EPISODES,
-    BENCH_ENV_NUM_ENVS,
-    BENCH_ENV_STEPS,
+    BATCH_LATENCY_CONTEXT,
+    BATCH_LATENCY_REPEATS,
     LATENCY_CHECK_PROMPTS,
     LATENCY_CONTEXT,
     LATENCY_REPEATS,
-    MAX_BLOCK_SIZE,
     MAX_PROMPT_TOKENS,
     SHIPPED_SWEEP_CANDIDATES,
     TRAINING_BLOCK_SIZE,
 )
 
-app = typer.Typer(help="Benchmarks on this machine.", no_args_is_help=True)
-
-
-@app.command("decode")
-def decode(
-    target: str = typer.Option(
-        "tiny", "--target", help="target: tiny, random (random weights, built in memory), a local folder or a hub id"
-    ),
-    drafter: str = DrafterOption,
-    prompts: int = BenchPromptsOption,
-    dataset: str = DatasetOption,
-    max_new_tokens: int = MaxNewTokensOption,
-    block_size: int = typer.Option(TRAINING_BLOCK_SIZE, min=1, max=MAX_BLOCK_SIZE, help="speculative block size B"),
-    temperature: float = TemperatureOption,
-    draft_sampling: bool = DraftSamplingOption,
-    threads: int = ThreadsOption,
-    device: str = DeviceOption,
-    dtype: str = DtypeOption,
-    fmt: OutputFormat = FormatOption,
-) -> None:
-    """Loop overhead, plain AR vs speculative tokens/s, and transformers' generate, at pinned threads."""
-    from specpolicy.bench.decode import bench_decode
-    from specpolicy.sweep.latency import pin_threads
-
-    check_draft_sampling(draft_sampling, temperature)
-    pin_threads(threads)
-    if target == "random":
-        import torch
-
-        from specpolicy.models.testing import make_pair
-
-        model, draft = make_pair(vocab=4096, hidden=256, layers=6)
-        ids = [torch.randint(5, 4000, (64,)).tolist() for _ in range(prompts)]
-    else:
-        from specpolicy.data.prompts import encode_prompts
-        from specpolicy.data.registry import load_prompts
-        from specpolicy.models import load_pair
-
-        chosen = load_prompts(dataset, prompts, 0)
-        pair = load_pair(target, drafter, dtype, device)
-        model, draft = pair.target, pair.drafter
-        ids = encode_prompts(pair.tokenizer, chosen, max_tokens=MAX_PROMPT_TOKENS)
-    stderr.print(f"decoding {prompts} prompts x {max_new_tokens} tokens at B=1 and B={block_size} ...")
-    result = bench_decode(model, draft, ids, block_size=block_size, max_new_tokens=max_new_tokens,
-                          temperature=temperature, draft_sampling=draft_sampling)
-    emit([{"metric": k, "value": v} for k, v in result.rows()], fmt, title="specpolicy bench decode")
+app = typer.Typer(help="Cost tables of this machine, and an accelerator's check.", no_args_is_help=True)
 
 
 @app.command("latency")
@@ -151,58 +101,41 @@ def gpu_check(
         raise typer.Exit(code=1)
 
 
-@app.command("sweep")
-def sweep(
-    prompts: int = BenchPromptsOption,
-    candidates: str = typer.Option(",".join(map(str, SHIPPED_SWEEP_CANDIDATES)), help="block sizes"),
-    max_new_tokens: int = MaxNewTokensOption,
-    target: str = typer.Option("tiny", "--target"),
+@app.command("batch-latency")
+def batch_latency(
+    batch_sizes: str = typer.Option("1-8", help="batch sizes, e.g. 1-8 or 1,2,4,8"),
+    lengths: str = typer.Option("1,2,4,8,16,32", help="tokens per sequence to time (verify lengths, block sizes)"),
+    repeats: int = typer.Option(BATCH_LATENCY_REPEATS, min=3, help="interleaved repeats per point"),
+    context: int = typer.Option(BATCH_LATENCY_CONTEXT, min=8, help="tokens already in each sequence's cache"),
+    threads: int = ThreadsOption,
+    out: Path = typer.Option(None, help="save the table as JSON (for `compare --concurrency N --batch-costs FILE`)"),
+    target: str = TargetOption,
     drafter: str = DrafterOption,
-    dataset: str = DatasetOption,
     device: str = DeviceOption,
     dtype: str = DtypeOption,
     fmt: OutputFormat = FormatOption,
 ) -> None:
-    """Replay sweep cost vs one live decode and vs the naive live sweep; replay/live cycle agreement."""
-    from specpolicy.bench.sweep import bench_sweep
-    from specpolicy.cli.progress import progress_bar
+    """Measure target and drafter passes over batches (the batch-aware cost model of serving simulations)."""
     from specpolicy.cli.sweep import parse_candidates
-    from specpolicy.data.prompts import encode_prompts
-    from specpolicy.data.registry import load_prompts
     from specpolicy.decoding import SpeculativeDecoder
     from specpolicy.models import load_pair
+    from specpolicy.sweep.batch_latency import measure_batch_costs
+    from specpolicy.sweep.latency import pin_threads
 
-    sizes = parse_candidates(candidates)
-    chosen = load_prompts(dataset, prompts, 0)  # a bad --dataset is named before any model loads
+    batches = parse_candidates(batch_sizes, "--batch-sizes", block_sizes=False)
+    sizes = parse_candidates(lengths, "--lengths")
+    if out is not None and out.is_dir():
+        raise fail(f"--out {out} is a folder; pass a file path such as {out / 'batch-costs.json'}")
+    pin_threads(threads)
     pair = load_pair(target, drafter, dtype, device)
-    ids = encode_prompts(pair.tokenizer, chosen, max_tokens=MAX_PROMPT_TOKENS)
-    decoder = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=max_new_tokens)
-    with progress_bar("bench sweep", len(ids)) as update:
-        result = bench_sweep(decoder, ids, sizes, max_new_tokens, on_progress=update)
-    emit([{"metric": k, "value": v} for k, v in result.rows()], fmt, title="specpolicy bench sweep")
-    for note in result.disagreements:
-        stderr.print(f"disagreement: {note}")
-
-
-@app.command("env")
-def env(
-    sweep: str = typer.Option(None, help="sweep store (default: the zoo's shipped sweep)"),
-    num_envs: int = typer.Option(BENCH_ENV_NUM_ENVS, min=1),
-    steps: int = typer.Option(BENCH_ENV_STEPS, min=1),
-    live_episodes: int = typer.Option(BENCH_ENV_LIVE_EPISODES, min=0,
-                                      help="episodes for the live-env overhead (0 skips it)"),
-    fmt: OutputFormat = FormatOption,
-) -> None:
-    """Steps/s of the vectorised replay BlockSize-v0, and the live env's overhead over a bare decode."""
-    from specpolicy.bench.env import live_env_overhead, vector_steps_per_second
-
-    rows = [{"metric": f"vector replay BlockSize-v0 steps/s ({num_envs} envs)",
-             "value": f"{vector_steps_per_second(sweep, num_envs, steps):,.0f}"}]
-    if live_episodes:
-        from specpolicy.models import load_pair
-
-        env_s, bare_s = live_env_overhead(load_pair(), "sharegpt", live_episodes)
-        rows += [{"metric": "live env episode (s)", "value": f"{env_s:.3f}"},
-                 {"metric": "bare decode of the same prompt (s)", "value": f"{bare_s:.3f}"},
-                 {"metric": "live env overhead", "value": f"{100 * (env_s / bare_s - 1):.1f}%"}]
-    emit(rows, fmt, title="specpolicy bench env")
+    stderr.print(f"timing {len(batches)} batch sizes x {len(sizes)} lengths x {repeats} repeats at {threads} thread(s)")
+    table = measure_batch_costs(SpeculativeDecoder(pair.target, pair.drafter), batches, sizes, context, repeats)
+    rows = [{"batch": str(b), **{f"verify {n}": f"{1e3 * table.verify[b][n]:.1f}" for n in sorted(table.verify[b])},
+             **{f"draft {n}": f"{1e3 * table.draft[b][n]:.1f}" for n in sorted(table.draft[b])}} for b in batches]
+    emit(rows, fmt, title=f"ms per pass: {table.machine}, {table.threads} thread(s), {table.dtype}")
+    for problem in table.check():
+        stderr.print(f"flagged: {problem}; compare and export refuse it without --allow-noisy (remeasure when the "
+                     "machine is quiet)")
+    if out is not None:
+        table.save(out)
+        stderr.print(f"batch cost table saved to {out}")

@@ -56,7 +56,6 @@ class PositionalUniforms:
     uniform at a position never depends on how far a decode looks ahead.
     """
 
-    STREAMS = 4
     BLOCK = 1024
 
     def __init__(self, seed: int, device: torch.device | str = "cpu") -> None:

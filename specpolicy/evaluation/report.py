@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from specpolicy.costs import label_order
-from specpolicy.cycles import Plan
 from specpolicy.evaluation.metrics import PolicyResults
 from specpolicy.files import atomic_path
 
@@ -100,51 +99,6 @@ def plot_by_label(parts: Sequence[tuple[str, Sequence[PolicyResults]]], path: st
     axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     if title:
         axes.set_title(title)
-    return save_figure(fig, path)
-
-
-def block_and_verify_curves(tables: Sequence, costs, block_sizes: Sequence[int]) -> dict[int, dict[str, list]]:
-    """Per block size B, for L = 1..B: every prompt replayed at fixed (B, L), pooled. Returns the mean
-    tokens a cycle commits, its mean modelled cost in AR steps (draft of B + verify of L), and total
-    tokens over total cost (the modelled speedup over AR). ``tables``: verify-length replay tables
-    holding every size in ``block_sizes``."""
-    curves = {}
-    for size in block_sizes:
-        curve: dict[str, list] = {"length": list(range(1, size + 1)), "tokens": [], "cost": [], "speed": []}
-        for length in curve["length"]:
-            cycles = [c for t in tables for c in t.simulate(Plan.fixed(size, length))]
-            tokens = sum(c.committed for c in cycles)
-            cost = costs.cycles_seconds(cycles) / costs.ar_seconds
-            curve["tokens"].append(tokens / len(cycles))
-            curve["cost"].append(cost / len(cycles))
-            curve["speed"].append(tokens / cost)
-        curves[size] = curve
-    return curves
-
-
-def plot_block_and_verify(curves: dict[int, dict[str, list]], path: str | Path) -> Path:
-    """Three panels against the verify length L, one line per block size B (``curves`` from
-    :func:`block_and_verify_curves`): tokens per cycle, cost per cycle, pooled speedup (best L marked)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
-    labels = {"tokens": "tokens committed per cycle", "cost": "cycle cost (AR steps)",
-              "speed": "pooled speedup over AR"}
-    for ax, key in zip(axes, labels):
-        for size, curve in curves.items():
-            ax.plot(curve["length"], curve[key], marker=".", label=f"B = {size}")
-            if key == "speed":
-                best = max(range(len(curve["speed"])), key=curve["speed"].__getitem__)
-                ax.plot(curve["length"][best], curve["speed"][best], "k*", markersize=10)
-        ax.set_xlabel("verify length L")
-        ax.set_ylabel(labels[key])
-    axes[2].axhline(1.0, color="0.5", linewidth=1, linestyle="--")
-    axes[0].legend()
-    fig.suptitle("fixed (B, L) on every prompt: the same drafts, verified to different lengths "
-                 "(modelled; star: the best L for each B)")
     return save_figure(fig, path)
 
 

@@ -8,8 +8,6 @@ from packaging.version import Version
 
 DFLASH_MIN_TRANSFORMERS = "5.15.0"
 """The first release with ``speculation_type="dflash"`` and ``MuseGlimmerAssistantModel``."""
-TESTED_TRANSFORMERS = ("5.15.0", "5.24.0")
-"""Both ends of the range the ``generate()`` integration is tested on (CI runs the floor)."""
 
 
 def require_dflash_support() -> None:

@@ -1,4 +1,4 @@
-"""Tiny random models (fp32, CPU) for tests, docs and `specpolicy bench decode --target random`."""
+"""Tiny random models (fp32, CPU) for tests, docs and `python -m benchmarks decode --target random`."""
 
 from __future__ import annotations
 

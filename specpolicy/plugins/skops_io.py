@@ -41,16 +41,9 @@ def skops_io() -> ModuleType:
             del sys.modules[name]  # half-imported under the blocker: a later array-API lookup imports it afresh
 
 
-def dump(model: object, file: str | Path) -> None:
-    sio = skops_io()
-    sio.dump(model, Path(file))
-
-
 def safe_load(file: str | Path) -> object:
     """Load a skops file whose types are all scikit-learn, numpy, scipy or this project's feature functions."""
-    sio = skops_io()
-
-    file = Path(file)
+    sio, file = skops_io(), Path(file)
     if not file.exists():
         raise FileNotFoundError(f"{file} is missing; train the policy with `specpolicy train ... --out {file.parent}`")
     try:
@@ -92,7 +85,7 @@ def save_model(folder: str | Path, model: object, settings_name: str, settings: 
                       for i, array in enumerate(getattr(model, f"{kind}_"))}
             save_file(layers, str(tmp))
         else:
-            dump(model, tmp)
+            skops_io().dump(model, Path(tmp))
     write_text(folder / settings_name, json.dumps(settings))
 
 

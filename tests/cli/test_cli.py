@@ -165,7 +165,6 @@ def test_sweep_command_and_resume(test_zoo, prompt_file, tmp_path):
         (["compare", "--mode", "live", "--costs", "a.json,b.json"], "live decoding reads one table"),
         (["generate", "hi", "-b", "4", "--target", "/no/such/model"], "neither a zoo name"),
         (["generate", "hi", "--draft-sampling"], "--draft-sampling needs --temperature > 0"),
-        (["bench", "decode", "--draft-sampling"], "--draft-sampling needs --temperature > 0"),
         (["compare", "--concurrency", "8"], "pass --sweep DIR and --batch-costs FILE"),
         (["sweep", "--out", "/tmp/x", "--candidates", "4,8", "--confidences", "16"], "--confidences [16] are not"),
     ],

@@ -7,8 +7,8 @@ import importlib.metadata
 import pytest
 import torch
 
-from specpolicy.bench.verify import cycle_rows
 from specpolicy.costs import CostTable
+from specpolicy.cycles import cycle_rows
 from specpolicy.data.prompts import encode_prompts
 from specpolicy.data.registry import load_prompts
 from specpolicy.decoding import SpeculativeDecoder

@@ -6,17 +6,11 @@ import time
 
 import numpy as np
 
-from specpolicy.defaults import (
-    BENCH_ENV_LIVE_EPISODES,
-    BENCH_ENV_NUM_ENVS,
-    BENCH_ENV_STEPS,
-    ENV_MAX_NEW_TOKENS,
-    TRAINING_BLOCK_SIZE,
-)
+from benchmarks import ENV_LIVE_EPISODES, ENV_NUM_ENVS, ENV_STEPS
+from specpolicy.defaults import ENV_MAX_NEW_TOKENS, TRAINING_BLOCK_SIZE
 
 
-def vector_steps_per_second(sweep: str | None, num_envs: int = BENCH_ENV_NUM_ENVS, steps: int = BENCH_ENV_STEPS
-                            ) -> float:
+def vector_steps_per_second(sweep: str | None, num_envs: int = ENV_NUM_ENVS, steps: int = ENV_STEPS) -> float:
     """Environment steps per second of the vectorised replay BlockSize-v0 (random actions)."""
     import gymnasium as gym
 
@@ -33,7 +27,7 @@ def vector_steps_per_second(sweep: str | None, num_envs: int = BENCH_ENV_NUM_ENV
     return steps * num_envs / (time.perf_counter() - start)
 
 
-def live_env_overhead(pair, dataset: str, episodes: int = BENCH_ENV_LIVE_EPISODES,
+def live_env_overhead(pair, dataset: str, episodes: int = ENV_LIVE_EPISODES,
                       max_new_tokens: int = ENV_MAX_NEW_TOKENS) -> tuple[float, float]:
     """(seconds per live-env episode, seconds per bare prefill + decode of the same prompts)."""
     import gymnasium as gym

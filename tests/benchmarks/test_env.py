@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specpolicy.bench.env import live_env_overhead
+from benchmarks.env import live_env_overhead
 
 
 @pytest.mark.slow  # decodes with the test zoo

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specpolicy.bench.decode import bench_decode
+from benchmarks.decode import bench_decode
 from specpolicy.models.testing import make_pair
 
 

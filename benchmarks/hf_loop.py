@@ -1,4 +1,4 @@
-"""``specpolicy bench hf``: one policy in two loops, specpolicy's decoder and transformers' ``generate()``.
+"""``python -m benchmarks hf``: one policy in two loops, specpolicy's decoder and transformers' ``generate()``.
 
 For every held-out prompt and policy, in an order that rotates per prompt: specpolicy's decoder, then
 ``generate(..., speculation_type="dflash")`` driven by the same policy through :mod:`specpolicy.hf`,
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from specpolicy.bench.verify import cycles_agree
 from specpolicy.costs import CostTable
+from specpolicy.cycles import cycles_agree
 from specpolicy.evaluation.metrics import paired_interval, speed_ratio
 from specpolicy.policy import Policy
 

@@ -1,4 +1,4 @@
-"""``specpolicy bench verify``: (B, L) replay against live decoding, cycle for cycle, per policy.
+"""``python -m benchmarks verify``: (B, L) replay against live decoding, cycle for cycle, per policy.
 
 Each held-out prompt gets one ``--verify-lengths`` replay with confidences; each policy then decodes
 it live (its block sizes and verify rule run on the models) and in replay (reading the recorded
@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from specpolicy.costs import CostTable
-from specpolicy.cycles import CycleRecord
+from specpolicy.cycles import cycle_rows, cycles_agree
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.decoding.engine import decode
 from specpolicy.features import to_numpy
@@ -35,20 +35,6 @@ class VerifyAgreement:
         share = 100 * self.agreeing / max(1, self.compared)
         return {"policy": self.policy, "cycles equal": f"{self.agreeing}/{self.compared} = {share:.1f}%",
                 "cut blocks (L < B)": str(self.cut)}
-
-
-def cycle_rows(cycles: Sequence[CycleRecord]) -> list[tuple[int, int, int, int]]:
-    """(block size, verify length, accepted drafts, committed tokens) per cycle: what two decodes of one
-    prompt must agree on (replay and live, two devices, specpolicy's loop and transformers')."""
-    return [(c.block_size, c.verify_length, c.accepted, c.committed) for c in cycles]
-
-
-def cycles_agree(live: Sequence[CycleRecord], replayed: Sequence[CycleRecord]) -> tuple[int, int, int | None]:
-    """(cycles whose :func:`cycle_rows` are equal, cycles compared = the longer decode's, the first that differs
-    or ``None``): the one rule ``bench verify``, ``bench sweep``, ``bench gpu-check`` and ``bench hf`` judge by."""
-    a, b = cycle_rows(live), cycle_rows(replayed)
-    first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
-    return sum(x == y for x, y in zip(a, b)), max(len(a), len(b)), first
 
 
 def bench_verify(decoder: SpeculativeDecoder, prompts: Sequence[list[int]], candidates: Sequence[int],

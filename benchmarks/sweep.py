@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from specpolicy.bench.verify import cycle_rows, cycles_agree
+from specpolicy.cycles import cycle_rows, cycles_agree
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.sweep.replay import build_replay
 

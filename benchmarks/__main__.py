@@ -1,0 +1,217 @@
+"""``python -m benchmarks decode|hf|verify|sweep|env``: the maintainers' benchmarks (run from a checkout)."""
+
+from __future__ import annotations
+
+import typer
+
+from benchmarks import ENV_LIVE_EPISODES, ENV_NUM_ENVS, ENV_STEPS
+from specpolicy.cli.common import (
+    BenchPromptsOption,
+    DatasetOption,
+    DeviceOption,
+    DrafterOption,
+    DraftSamplingOption,
+    DtypeOption,
+    FormatOption,
+    MaxNewTokensOption,
+    OutputFormat,
+    TargetOption,
+    TemperatureOption,
+    ThreadsOption,
+    check_draft_sampling,
+    emit,
+    fail,
+    policy_names,
+    stderr,
+)
+from specpolicy.cli.errors import guard_all
+from specpolicy.defaults import MAX_BLOCK_SIZE, MAX_PROMPT_TOKENS, SHIPPED_SWEEP_CANDIDATES, TRAINING_BLOCK_SIZE
+
+app = typer.Typer(help="The benchmarks behind docs/benchmarks.md (numbers, never test assertions).",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+
+
+@app.command("decode")
+def decode(
+    target: str = typer.Option(
+        "tiny", "--target", help="target: tiny, random (random weights, built in memory), a local folder or a hub id"
+    ),
+    drafter: str = DrafterOption,
+    prompts: int = BenchPromptsOption,
+    dataset: str = DatasetOption,
+    max_new_tokens: int = MaxNewTokensOption,
+    block_size: int = typer.Option(TRAINING_BLOCK_SIZE, min=1, max=MAX_BLOCK_SIZE, help="speculative block size B"),
+    temperature: float = TemperatureOption,
+    draft_sampling: bool = DraftSamplingOption,
+    threads: int = ThreadsOption,
+    device: str = DeviceOption,
+    dtype: str = DtypeOption,
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Loop overhead, plain AR vs speculative tokens/s, and transformers' generate, at pinned threads."""
+    from benchmarks.decode import bench_decode
+    from specpolicy.sweep.latency import pin_threads
+
+    check_draft_sampling(draft_sampling, temperature)
+    pin_threads(threads)
+    if target == "random":
+        import torch
+
+        from specpolicy.models.testing import make_pair
+
+        model, draft = make_pair(vocab=4096, hidden=256, layers=6)
+        ids = [torch.randint(5, 4000, (64,)).tolist() for _ in range(prompts)]
+    else:
+        from specpolicy.data.prompts import encode_prompts
+        from specpolicy.data.registry import load_prompts
+        from specpolicy.models import load_pair
+
+        chosen = load_prompts(dataset, prompts, 0)
+        pair = load_pair(target, drafter, dtype, device)
+        model, draft = pair.target, pair.drafter
+        ids = encode_prompts(pair.tokenizer, chosen, max_tokens=MAX_PROMPT_TOKENS)
+    stderr.print(f"decoding {prompts} prompts x {max_new_tokens} tokens at B=1 and B={block_size} ...")
+    result = bench_decode(model, draft, ids, block_size=block_size, max_new_tokens=max_new_tokens,
+                          temperature=temperature, draft_sampling=draft_sampling)
+    emit([{"metric": k, "value": v} for k, v in result.rows()], fmt, title="specpolicy bench decode")
+
+
+@app.command("sweep")
+def sweep(
+    prompts: int = BenchPromptsOption,
+    candidates: str = typer.Option(",".join(map(str, SHIPPED_SWEEP_CANDIDATES)), help="block sizes"),
+    max_new_tokens: int = MaxNewTokensOption,
+    target: str = typer.Option("tiny", "--target"),
+    drafter: str = DrafterOption,
+    dataset: str = DatasetOption,
+    device: str = DeviceOption,
+    dtype: str = DtypeOption,
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Replay sweep cost vs one live decode and vs the naive live sweep; replay/live cycle agreement."""
+    from benchmarks.sweep import bench_sweep
+    from specpolicy.cli.progress import progress_bar
+    from specpolicy.cli.sweep import parse_candidates
+    from specpolicy.data.prompts import encode_prompts
+    from specpolicy.data.registry import load_prompts
+    from specpolicy.decoding import SpeculativeDecoder
+    from specpolicy.models import load_pair
+
+    sizes = parse_candidates(candidates)
+    chosen = load_prompts(dataset, prompts, 0)  # a bad --dataset is named before any model loads
+    pair = load_pair(target, drafter, dtype, device)
+    ids = encode_prompts(pair.tokenizer, chosen, max_tokens=MAX_PROMPT_TOKENS)
+    decoder = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=max_new_tokens)
+    with progress_bar("bench sweep", len(ids)) as update:
+        result = bench_sweep(decoder, ids, sizes, max_new_tokens, on_progress=update)
+    emit([{"metric": k, "value": v} for k, v in result.rows()], fmt, title="specpolicy bench sweep")
+    for note in result.disagreements:
+        stderr.print(f"disagreement: {note}")
+
+
+@app.command("env")
+def env(
+    sweep: str = typer.Option(None, help="sweep store (default: the zoo's shipped sweep)"),
+    num_envs: int = typer.Option(ENV_NUM_ENVS, min=1),
+    steps: int = typer.Option(ENV_STEPS, min=1),
+    live_episodes: int = typer.Option(ENV_LIVE_EPISODES, min=0,
+                                      help="episodes for the live-env overhead (0 skips it)"),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Steps/s of the vectorised replay BlockSize-v0, and the live env's overhead over a bare decode."""
+    from benchmarks.env import live_env_overhead, vector_steps_per_second
+
+    rows = [{"metric": f"vector replay BlockSize-v0 steps/s ({num_envs} envs)",
+             "value": f"{vector_steps_per_second(sweep, num_envs, steps):,.0f}"}]
+    if live_episodes:
+        from specpolicy.models import load_pair
+
+        env_s, bare_s = live_env_overhead(load_pair(), "sharegpt", live_episodes)
+        rows += [{"metric": "live env episode (s)", "value": f"{env_s:.3f}"},
+                 {"metric": "bare decode of the same prompt (s)", "value": f"{bare_s:.3f}"},
+                 {"metric": "live env overhead", "value": f"{100 * (env_s / bare_s - 1):.1f}%"}]
+    emit(rows, fmt, title="specpolicy bench env")
+
+
+@app.command("verify")
+def verify(
+    policies: str = typer.Option("threshold,marginal16,adaptive-verify", help="policies with verify rules"),
+    prompts: int = BenchPromptsOption,
+    candidates: str = typer.Option("1,2,4,8,16,32", help="block sizes the replay records"),
+    max_new_tokens: int = MaxNewTokensOption,
+    threads: int = ThreadsOption,
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """(B, L) replay against live decoding, cycle for cycle, for policies that choose verify lengths."""
+    from benchmarks.verify import bench_verify
+    from specpolicy.cli.progress import progress_bar
+    from specpolicy.cli.sweep import parse_candidates
+    from specpolicy.data.prompts import encode_prompts
+    from specpolicy.data.registry import load_prompts
+    from specpolicy.decoding import SpeculativeDecoder
+    from specpolicy.models import load_pair
+    from specpolicy.registry import get_registry
+    from specpolicy.sweep.latency import cached_costs, pin_threads
+
+    sizes = parse_candidates(candidates)
+    built = [get_registry().create(name, sizes) for name in policy_names(policies)]
+    pin_threads(threads)
+    pair = load_pair("tiny", "tiny", "float32", "cpu")
+    ids = encode_prompts(pair.tokenizer, load_prompts("sharegpt", prompts, 0), max_tokens=MAX_PROMPT_TOKENS)
+    decoder = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=max_new_tokens)
+    costs = cached_costs(decoder, sizes, pair.metadata(), stderr.print)
+    with progress_bar("bench verify", len(ids)) as update:
+        results = bench_verify(decoder, ids, sizes, built, costs, max_new_tokens, on_progress=update)
+    emit([r.row() for r in results], fmt, title=f"(B, L) replay vs live: {len(ids)} held-out prompts, T = 0")
+    for result in results:
+        for note in result.notes:
+            stderr.print(f"{result.policy}: {note}")
+
+
+@app.command("hf")
+def hf_loop(
+    policies: str = typer.Option("fixed16,blockpilot-guard", help="comma-separated policy names"),
+    prompts: int = BenchPromptsOption,
+    dataset: str = DatasetOption,
+    max_new_tokens: int = MaxNewTokensOption,
+    threads: int = ThreadsOption,
+    target: str = TargetOption,
+    drafter: str = DrafterOption,
+    device: str = DeviceOption,
+    dtype: str = typer.Option("float32", help="float32 is where the two loops must agree exactly"),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """One policy in specpolicy's decoder and in transformers' generate(): outputs, cycles, tokens/s."""
+    from benchmarks.hf_loop import bench_hf
+    from specpolicy.cli.progress import progress_bar
+    from specpolicy.data.prompts import encode_prompts
+    from specpolicy.data.registry import load_prompts
+    from specpolicy.decoding import SpeculativeDecoder
+    from specpolicy.hf import require_dflash_support, resolve_policy
+    from specpolicy.models import load_pair
+    from specpolicy.models.loading import target_vocab_size
+    from specpolicy.policy import check_vocabulary
+    from specpolicy.sweep.latency import cached_costs, pin_threads
+
+    require_dflash_support()
+    names = policy_names(policies)
+    if not names:
+        raise fail("no policies given; e.g. --policies fixed16,blockpilot-guard")
+    built = [resolve_policy(name) for name in names]
+    check_vocabulary([p for p in built if not isinstance(p, int)], target_vocab_size(target), f"target {target!r}")
+    chosen = load_prompts(dataset, prompts, 0)  # a bad --dataset is named before any model loads
+    pin_threads(threads)
+    pair = load_pair(target, drafter, dtype, device)
+    ids = encode_prompts(pair.tokenizer, chosen, max_tokens=MAX_PROMPT_TOKENS)
+    sizes = {b for p in built for b in ([p] if isinstance(p, int) else p.choices())}
+    costs = cached_costs(SpeculativeDecoder(pair.target, pair.drafter), sizes, pair.metadata(), stderr.print)
+    with progress_bar("bench hf", len(ids)) as update:
+        rows = bench_hf(pair, ids, built, names, max_new_tokens, costs, on_progress=update)
+    emit([r.row() for r in rows], fmt, title=f"decoder vs generate(): {len(ids)} prompts x {max_new_tokens} tokens, "
+         f"{threads} thread(s), {dtype}")
+
+
+guard_all(app)
+
+if __name__ == "__main__":
+    app()
