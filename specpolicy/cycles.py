@@ -1,7 +1,7 @@
 """One cycle at a time: the cycle record, the protocol every decode source follows, and the loop.
 
 Live decoding (:class:`~specpolicy.decoding.session.DecodeSession`), exact replay
-(:class:`~specpolicy.replay.session.ReplaySession`) and the step environments all drive a
+(:class:`~specpolicy.replay.table.ReplaySession`) and the step environments all drive a
 :class:`CycleSource`: read :attr:`CycleSource.state`, pick a block size, call
 :meth:`CycleSource.step`, until :attr:`CycleSource.done`. A cycle also runs in two halves,
 ``draft(B)`` (returns the :class:`DraftedBlock`) then ``verify(L)``, for callers that choose L after

@@ -47,7 +47,7 @@ def step_observation(state: DecodeState, candidates: tuple[int, ...], budget: in
 class BlockSizeStepEnv(gym.Env):
     """Per-cycle block-size control on exact replay (or live decoding).
 
-    ``session``: the episode's decode (a :class:`~specpolicy.replay.session.ReplaySession` or a
+    ``session``: the episode's decode (a :class:`~specpolicy.replay.table.ReplaySession` or a
     :class:`~specpolicy.decoding.DecodeSession`); its ``state`` is what the observation encodes.
     """
 

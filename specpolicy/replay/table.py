@@ -1,7 +1,9 @@
 """The table exact replay is read from: every candidate's accepted drafts at every reachable anchor.
 
 Built by :func:`specpolicy.sweep.replay.build_replay` from one live decode; read here without torch.
-:meth:`ReplayTable.session` replays a decode one cycle at a time (:mod:`specpolicy.replay.session`).
+:meth:`ReplayTable.session` replays a decode one cycle at a time through the same
+:class:`~specpolicy.cycles.CycleSource` protocol as live decoding, so policies, evaluation and the
+environments drive both the same way.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from specpolicy.cycles import (
     CycleRecord,
     DraftedBlock,
     Plan,
+    check_block_size,
+    check_verify_length,
     commit_length,
     commit_tokens,
     mean_acceptance,
@@ -24,7 +28,6 @@ from specpolicy.cycles import (
 )
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.policy import oracle_label
-from specpolicy.replay.session import ReplaySession
 from specpolicy.state import DecodeState
 
 Action = tuple[int, int]
@@ -62,18 +65,12 @@ class ReplayTable:
                                                    compare=False)
     """(the cost table last priced with, its fixed seconds by candidate set): evaluation and oracles ask alike"""
 
-    def block_confidences(self, position: int, block_size: int) -> list[float]:
-        """The drafter's confidences [B - 1] of the block of ``block_size`` anchored at ``position``."""
-        return self._block_row(self.confidences, "confidences", position, block_size)
-
-    def block_entropies(self, position: int, block_size: int) -> list[float]:
-        """The entropies [B - 1] of the drafter's distributions over the block anchored at ``position``."""
-        return self._block_row(self.entropies, "entropies", position, block_size)
-
     def drafted_block(self, position: int, block_size: int) -> DraftedBlock:
-        """The block a live ``draft(block_size)`` returns at ``position`` (confidences and entropies recorded)."""
-        entropies = self.block_entropies(position, block_size) if self.entropies else []
-        return DraftedBlock(block_size, tuple(self.block_confidences(position, block_size)), tuple(entropies))
+        """The block a live ``draft(block_size)`` returns at ``position``: the drafter's confidences [B - 1] and
+        entropies [B - 1] as recorded."""
+        entropies = self._block_row(self.entropies, "entropies", position, block_size) if self.entropies else []
+        confidences = self._block_row(self.confidences, "confidences", position, block_size)
+        return DraftedBlock(block_size, tuple(confidences), tuple(entropies))
 
     def _block_row(self, rows: dict[int, np.ndarray], what: str, position: int, block_size: int) -> list[float]:
         if block_size == 1:
@@ -137,13 +134,9 @@ class ReplayTable:
             return list(self._fixed[plan])
         return run(self.session(prefill_logits), plan)
 
-    def tau(self, plan: Plan | int) -> float:
-        """tau of ``plan`` on this prompt."""
-        return mean_acceptance(self.simulate(plan))
-
     def taus(self) -> dict[int, float]:
         """tau of every candidate as a fixed block size."""
-        return {b: self.tau(b) for b in self.candidates}
+        return {b: mean_acceptance(self.simulate(b)) for b in self.candidates}
 
     def tokens(self) -> int:
         """Tokens every schedule commits after prefill (lossless: the same output whatever the sizes)."""
@@ -252,3 +245,54 @@ class ReplayTable:
         if not verify_lengths:
             return Plan(lambda state: action(state)[0])
         return Plan(lambda state: action(state)[0], lambda state, drafted: action(state)[1], reads_block=False)
+
+
+class ReplaySession:
+    """A replayed decode, one cycle per :meth:`step` (the :class:`~specpolicy.cycles.CycleSource` protocol)."""
+
+    def __init__(self, table: ReplayTable, prefill_logits: Any = None) -> None:
+        self.table = table
+        self.position, _, self.done = table.start()
+        logits = prefill_logits if prefill_logits is not None else np.zeros(0, dtype=np.float32)
+        self.state = DecodeState.after_prefill(logits, table.prompt_length)
+        self.cycles: list[CycleRecord] = []
+        self._drafted: int | None = None  # the block size drafted and not yet verified
+
+    def step(self, block_size: int, length: int | None = None) -> CycleRecord:
+        """Replay one cycle of ``block_size`` (one of the table's candidates) at the current anchor,
+        verifying ``length`` tokens of it (default: all)."""
+        self._drafted = self._check(block_size)
+        return self.verify(length)
+
+    def draft(self, block_size: int) -> DraftedBlock:
+        """The first half of a cycle: the block a live draft of ``block_size`` gives here (its recorded
+        confidences and entropies); :meth:`verify` finishes the cycle."""
+        size = self._check(block_size)
+        block = self.table.drafted_block(self.position, size)
+        self._drafted = size
+        return block
+
+    def verify(self, length: int | None = None) -> CycleRecord:
+        """The second half: verify the first ``length`` tokens of the drafted block (default: all)."""
+        if self._drafted is None:
+            raise RuntimeError("no drafted block to verify: call draft(block_size) first")
+        size, self._drafted = self._drafted, None
+        length = check_verify_length(length, size, cap=True)
+        cycle, self.position, produced, self.done = self.table.cycle(self.position, self.state.generated, size,
+                                                                     length)
+        self.cycles.append(cycle)
+        # the state's anchor follows the output, as live decoding's does (a cut last cycle ends short of it)
+        self.state.advance(cycle, produced)
+        return cycle
+
+    def _check(self, block_size: int) -> int:
+        """``block_size`` as an int, when a cycle may start with it here (a candidate; no block waiting)."""
+        if self.done:
+            raise RuntimeError("the replayed decode has ended; start a new session")
+        if self._drafted is not None:
+            raise RuntimeError("a drafted block is waiting: call verify(length) before drafting another")
+        if type(block_size) is int and block_size in self.table.candidates:  # the common case, checked already
+            return block_size
+        size = check_block_size(block_size)
+        self.table._column(size)
+        return size

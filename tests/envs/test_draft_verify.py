@@ -60,7 +60,7 @@ def test_the_verify_observation_is_the_recorded_block(verify_store):
     anchor = env.session.position
     observation, reward, done, _, info = env.step(3)  # B = 8
     assert (reward, done, info["phase"]) == (0.0, False, "draft")
-    np.testing.assert_array_equal(observation[22:29], env.source.tables[1].block_confidences(anchor, 8))
+    np.testing.assert_array_equal(observation[22:29], list(env.source.tables[1].drafted_block(anchor, 8).confidences))
 
 
 def test_lengths_past_the_block_verify_the_whole_block_and_b1_is_one_step(verify_store):

@@ -88,7 +88,7 @@ def test_confidences_and_entropies_survive_the_store_round_trip(trained_pair):
     np.testing.assert_array_equal(back.confidences[16], table.confidences[16])
     np.testing.assert_array_equal(back.entropies[16], table.entropies[16])
     assert np.nanmax(table.entropies[16]) > 0
-    assert back.block_confidences(table.prompt_length, 16) == table.block_confidences(table.prompt_length, 16)
+    assert back.drafted_block(table.prompt_length, 16) == table.drafted_block(table.prompt_length, 16)
 
 
 def test_replay_without_recorded_confidences_names_the_fix(trained_pair):
