@@ -1,4 +1,5 @@
-"""The hostile-input audit as a table: every command, every option it has, the bad values users type.
+"""The hostile-input audit as a table: every command (and every maintainers' benchmark), every option it has, the
+bad values users type.
 
 Each case is refused with exit code 2 and one line on stderr: no traceback, no "bug in specpolicy",
 before any model loads (loading one here raises :class:`ModelWorkStarted`), naming the option or the
@@ -17,9 +18,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from benchmarks.__main__ import app as benchmarks_app
 from specpolicy.cli import app
 
-pytestmark = pytest.mark.slow  # 349 invocations, about a minute
+pytestmark = pytest.mark.slow  # 337 invocations, about a minute
 runner = CliRunner()
 ROOT = typer.main.get_command(app)
 
@@ -35,7 +37,9 @@ def _commands(group=ROOT, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...],
     return {name: cmd for key, sub in subs.items() for name, cmd in _commands(sub, (*prefix, key)).items()}
 
 
-COMMANDS = _commands()
+COMMANDS = _commands() | _commands(typer.main.get_command(benchmarks_app), ("benchmarks",))
+"""every command of ``specpolicy``, and of the maintainers' ``python -m benchmarks`` (its paths start with
+benchmarks)"""
 INTS = ["0", "-3"]
 FRACTIONS = ["-1", "nan", "inf"]
 # option -> bad values a user types (placeholders: MISSING, FILE, EMPTY_DIR, GARBAGE, NAN_TABLE, TXT)
@@ -178,7 +182,7 @@ def test_bad_input_is_refused_in_one_line_before_model_work(path, option, bad, w
     for loader in (transformers.AutoModelForCausalLM, transformers.AutoTokenizer, DFlashDrafter):
         monkeypatch.setattr(loader, "from_pretrained", started)
     args = _args(path, option, bad, world)
-    result = runner.invoke(app, args)
+    result = runner.invoke(benchmarks_app, args[1:]) if path[0] == "benchmarks" else runner.invoke(app, args)
     assert not isinstance(result.exception, ModelWorkStarted), f"models loaded before refusing: {args}"
     text = " ".join(re.sub("[│╭╮╰╯─]", " ", result.output).split())  # Typer's usage errors come boxed
     assert result.exit_code == 2, f"accepted (exit {result.exit_code}): {args}\n{text[-600:]}"
