@@ -1,1 +1,2 @@
-"""Benchmarks (timings live here, never in test assertions)."""
+"""What a user measures on their own machine: its cost tables, and an accelerator against the CPU (timings live
+here, never in test assertions; the project's own benchmarks are ``python -m benchmarks`` from a checkout)."""
