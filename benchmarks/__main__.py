@@ -73,7 +73,7 @@ def decode(
     stderr.print(f"decoding {prompts} prompts x {max_new_tokens} tokens at B=1 and B={block_size} ...")
     result = bench_decode(model, draft, ids, block_size=block_size, max_new_tokens=max_new_tokens,
                           temperature=temperature, draft_sampling=draft_sampling)
-    emit([{"metric": k, "value": v} for k, v in result.rows()], fmt, title="specpolicy bench decode")
+    emit([{"metric": k, "value": v} for k, v in result.rows()], fmt, title="python -m benchmarks decode")
 
 
 @app.command("sweep")
@@ -102,9 +102,9 @@ def sweep(
     pair = load_pair(target, drafter, dtype, device)
     ids = encode_prompts(pair.tokenizer, chosen, max_tokens=MAX_PROMPT_TOKENS)
     decoder = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=max_new_tokens)
-    with progress_bar("bench sweep", len(ids)) as update:
+    with progress_bar("benchmarks sweep", len(ids)) as update:
         result = bench_sweep(decoder, ids, sizes, max_new_tokens, on_progress=update)
-    emit([{"metric": k, "value": v} for k, v in result.rows()], fmt, title="specpolicy bench sweep")
+    emit([{"metric": k, "value": v} for k, v in result.rows()], fmt, title="python -m benchmarks sweep")
     for note in result.disagreements:
         stderr.print(f"disagreement: {note}")
 
@@ -130,7 +130,7 @@ def env(
         rows += [{"metric": "live env episode (s)", "value": f"{env_s:.3f}"},
                  {"metric": "bare decode of the same prompt (s)", "value": f"{bare_s:.3f}"},
                  {"metric": "live env overhead", "value": f"{100 * (env_s / bare_s - 1):.1f}%"}]
-    emit(rows, fmt, title="specpolicy bench env")
+    emit(rows, fmt, title="python -m benchmarks env")
 
 
 @app.command("verify")
@@ -160,7 +160,7 @@ def verify(
     ids = encode_prompts(pair.tokenizer, load_prompts("sharegpt", prompts, 0), max_tokens=MAX_PROMPT_TOKENS)
     decoder = SpeculativeDecoder(pair.target, pair.drafter, max_new_tokens=max_new_tokens)
     costs = cached_costs(decoder, sizes, pair.metadata(), stderr.print)
-    with progress_bar("bench verify", len(ids)) as update:
+    with progress_bar("benchmarks verify", len(ids)) as update:
         results = bench_verify(decoder, ids, sizes, built, costs, max_new_tokens, on_progress=update)
     emit([r.row() for r in results], fmt, title=f"(B, L) replay vs live: {len(ids)} held-out prompts, T = 0")
     for result in results:
@@ -205,7 +205,7 @@ def hf_loop(
     ids = encode_prompts(pair.tokenizer, chosen, max_tokens=MAX_PROMPT_TOKENS)
     sizes = {b for p in built for b in ([p] if isinstance(p, int) else p.choices())}
     costs = cached_costs(SpeculativeDecoder(pair.target, pair.drafter), sizes, pair.metadata(), stderr.print)
-    with progress_bar("bench hf", len(ids)) as update:
+    with progress_bar("benchmarks hf", len(ids)) as update:
         rows = bench_hf(pair, ids, built, names, max_new_tokens, costs, on_progress=update)
     emit([r.row() for r in rows], fmt, title=f"decoder vs generate(): {len(ids)} prompts x {max_new_tokens} tokens, "
          f"{threads} thread(s), {dtype}")
