@@ -7,7 +7,7 @@ import os
 
 import typer
 
-from specpolicy.cli import bench, compare, convert, export, generate, policies, sweep, train, zoo
+from specpolicy.cli import bench, compare, convert, engine, export, generate, policies, sweep, train, zoo
 from specpolicy.cli.errors import DEBUG, guard_all
 
 app = typer.Typer(
@@ -28,6 +28,7 @@ def options(debug: bool = typer.Option(False, "--debug", help="show the tracebac
 
 app.add_typer(bench.app, name="bench")
 app.add_typer(zoo.app, name="zoo")
+app.add_typer(engine.app, name="engine")
 app.command("compare")(compare.compare)
 app.command("policies")(policies.policies)
 app.command("sweep")(sweep.sweep)

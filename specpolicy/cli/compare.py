@@ -71,6 +71,10 @@ def compare(
     split: str = typer.Option(None, help="evaluate one side of the --sweep store: train or validation (by "
                                          "conversation and input, as `specpolicy train` holds out)"),
     threads: int = ThreadsOption,
+    engine: str = typer.Option(None, help="run the policies in a serving engine and measure them there: llamacpp "
+                                          "(llama.cpp's llama-server, `specpolicy engine build`), beside replay"),
+    server: str = typer.Option(None, help="the llama-server binary (default: $SPECPOLICY_LLAMA_SERVER, PATH, or the "
+                                          "one `specpolicy engine build` cached)"),
     fmt: OutputFormat = FormatOption,
     plot: Path = typer.Option(None, help="save a PNG: speed per policy and chosen block sizes"),
     target: str = TargetOption,
@@ -110,8 +114,9 @@ def compare(
     if mapped:
         timing = timing.rpartition(", concurrency")[0]
     served = f", concurrency {','.join(map(str, options.concurrency))}" if mapped else ""
+    where = "llama.cpp" if engine else mode.value
     emit(_output_table(rows, fmt, by, many, mapped), fmt,
-         title=f"specpolicy compare: {mode.value}, {timing} time{served}, T={temperature:g}, {threads} thread(s)"
+         title=f"specpolicy compare: {where}, {timing} time{served}, T={temperature:g}, {threads} thread(s)"
                f", {len(runs[0][2][0].prompts) if runs and runs[0][2] else 0} prompts")
     if fmt is OutputFormat.table:
         stderr.print(_legend(timing, baseline, oracle, mapped, bool(by or many)))

@@ -58,6 +58,9 @@ class CompareOptions:
     split: str | None = None
     allow_noisy: bool = False
     by: str | None = None
+    engine: str | None = None
+    """a serving engine the policies run in (``llamacpp``), measured there"""
+    server: str | None = None
 
     def validate(self) -> None:
         """Fail on options that cannot work together, before anything loads."""
@@ -67,6 +70,11 @@ class CompareOptions:
             if name != default and name not in self.policies:  # the defaults may be left out of --policies
                 raise ValueError(f"{option} {name} is not among --policies ({','.join(self.policies)}); add it "
                                  "there, or name one of those")
+        if self.engine not in (None, "llamacpp"):
+            raise ValueError(f"--engine {self.engine} is not an engine specpolicy drives; use --engine llamacpp")
+        if self.engine and (self.mode is Mode.live or self.batch_costs is not None or self.costs):
+            raise ValueError("--engine measures the engine and prices replay with the engine's own cost table; drop "
+                             "--mode live, --costs and --batch-costs")
         if self.by not in (None, *BY):
             raise ValueError(f"--by {self.by} is not a prompt label; use --by category, group or context")
         if self.by == "context" and self.sweep is None:
@@ -119,7 +127,7 @@ def results_per_dataset(options: CompareOptions):
     """(dataset name, concurrency served at or ``None``, results) per dataset and concurrency; everything
     checkable is checked before any model loads."""
     from specpolicy.costs import CostTable
-    from specpolicy.defaults import DEFAULT_CANDIDATES
+    from specpolicy.defaults import DEFAULT_CANDIDATES, TRAINING_BLOCK_SIZE
     from specpolicy.evaluation.replay import check_candidates
     from specpolicy.policy import check_vocabulary
     from specpolicy.registry import get_registry
@@ -140,6 +148,8 @@ def results_per_dataset(options: CompareOptions):
             raise ValueError(f"--candidates {extra} are not in the sweep's {list(store.candidates)}; pass a subset")
     else:
         chosen = options.candidates or list(DEFAULT_CANDIDATES)
+    if options.engine:  # llama.cpp clamps n_max to the drafter's trained block
+        chosen = [b for b in chosen if b <= TRAINING_BLOCK_SIZE]
     registry = get_registry()
     built = [registry.create(name, chosen) for name in options.policies]
     if options.mode is Mode.live:
@@ -164,6 +174,18 @@ def results_per_dataset(options: CompareOptions):
         prompts = StoredPrompts.load(store)
         for concurrency in options.concurrency:
             yield options.sweep.name, concurrency, evaluate_serving(store, built, batch, concurrency, prompts=prompts)
+        return
+    if options.engine:
+        from specpolicy.cli.engine import engine_results
+
+        if store is None:
+            from specpolicy.sweep.latency import pin_threads
+
+            pin_threads(options.threads)
+        for name in [options.sweep.name] if store is not None else options.datasets:
+            engine_store = store or _cached_sweep(name, options, chosen)
+            yield name, None, engine_results(engine_store, built, options.threads, options.server, options.target,
+                                             options.drafter)
         return
     if store is not None:
         from specpolicy.evaluation.replay import evaluate_replay
@@ -193,8 +215,8 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
     from specpolicy.evaluation.live import evaluate_live
     from specpolicy.evaluation.replay import evaluate_replay
 
-    prompts = load_prompts(name, options.max_samples, options.seed)
     if options.mode is Mode.live:
+        prompts = load_prompts(name, options.max_samples, options.seed)
         from specpolicy.data.prompts import encode_prompt
         from specpolicy.decoding import SpeculativeDecoder
         from specpolicy.decoding.autoregressive import own_answer
@@ -209,10 +231,21 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
         encoded = [(p.id, encode_prompt(pair.tokenizer, p, MAX_PROMPT_TOKENS, answer)) for p in prompts]
         with progress_bar(f"live {name}", len(encoded)) as update:
             return evaluate_live(decoder, encoded, policies, options.seed, on_progress=update, costs=costs)
+    store = _cached_sweep(name, options, candidates)
+    if costs is None:
+        warn_if_flagged(store.latency(), store.path / "latency.json")
+    return evaluate_replay(store, policies, costs=costs, candidates=candidates)
+
+
+def _cached_sweep(name: str, options: CompareOptions, candidates: list[int]):
+    """compare's own replay sweep of a dataset, cached by its settings and weights (resumable)."""
+    from specpolicy.cli.progress import progress_bar
+    from specpolicy.data.registry import load_prompts
     from specpolicy.models.loading import weights_fingerprint
     from specpolicy.sweep.resume import StoreUnusableError
     from specpolicy.sweep.run import SweepSettings, run_sweep
 
+    prompts = load_prompts(name, options.max_samples, options.seed)
     settings = settings_from(SweepSettings, vars(options), dataset=name, candidates=candidates, mode="replay")
     settings.validate()
     weights = [weights_fingerprint(options.target, "target"), weights_fingerprint(options.drafter, "drafter")]
@@ -228,9 +261,7 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
         except StoreUnusableError as error:
             raise ValueError(f"{error}. That store is compare's cache, which takes no --out: delete {out} and rerun "
                              "to sweep anew") from None
-    if costs is None:
-        warn_if_flagged(store.latency(), out / "latency.json")
-    return evaluate_replay(store, policies, costs=costs, candidates=candidates)
+    return store
 
 
 def warn_if_flagged(costs, where: Path) -> None:

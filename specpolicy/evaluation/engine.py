@@ -1,0 +1,121 @@
+"""Policies deployed into llama.cpp's server and measured there, beside replay's prediction for the same prompts.
+
+The prompts are a sweep store's (token ids, so both implementations read the same input), each policy plans from
+the store's observation of the prompt as in replay, and its plan becomes a server setting
+(:func:`engine_setting`): a per-prompt block size routes the request to the server of that size; a policy with an
+engine form of its own (``llamacpp-pmin``) names its flags; a policy that decides per cycle or sets verify lengths
+cannot be driven from outside the engine and is refused. Plain decoding is the engine's own ``--spec-type none``.
+Every distinct setting of a prompt is decoded once, in an order that rotates per prompt (measured time: the
+server's own generation timing, prefill excluded). No torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from specpolicy.costs import CostTable
+from specpolicy.engines.llamacpp import Reply, ServerPool, Setting
+from specpolicy.evaluation.metrics import PolicyResults, PromptResult
+from specpolicy.evaluation.replay import prompt_observation
+from specpolicy.policy import Answers, Policy
+from specpolicy.sweep.records import SweepRecord
+from specpolicy.sweep.store import SweepStore
+
+PLAIN = Setting(1)
+
+
+@dataclass
+class EngineRun:
+    """What the engine did: each policy's measured results, and per prompt how its outputs compare."""
+
+    results: list[PolicyResults]
+    replies: dict[tuple[str, Setting], Reply] = field(default_factory=dict)
+    """(prompt id, setting) -> the engine's reply"""
+    recorded: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """prompt id -> specpolicy's recorded greedy output (the sweep's)"""
+
+    def lossless_failures(self) -> list[tuple[str, Setting]]:
+        """(prompt, setting) whose greedy output differs from the same server's plain decoding."""
+        return [(pid, s) for (pid, s), reply in self.replies.items() if reply.tokens != self.replies[pid, PLAIN].tokens]
+
+    def first_difference(self, prompt_id: str) -> int | None:
+        """Where the engine's plain output first differs from specpolicy's recorded one (``None``: equal)."""
+        ours, theirs = self.recorded[prompt_id], self.replies[prompt_id, PLAIN].tokens
+        diverged = [i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b]
+        return diverged[0] if diverged else None if len(ours) == len(theirs) else min(len(ours), len(theirs))
+
+
+def engine_setting(policy: Policy, plan_block_size: int | None, verifies: bool, largest: int) -> Setting:
+    """The server setting a policy's plan for one prompt runs as in llama.cpp (``largest``: the drafter's trained
+    block, past which llama.cpp clamps)."""
+    own = getattr(policy, "llamacpp", None)
+    if own is not None:
+        return own
+    if plan_block_size is None or verifies:
+        raise ValueError(f"{policy.name} decides per cycle or sets verify lengths; llama.cpp takes its speculation "
+                         "settings per server (per-request settings are compiled out in this version), so it cannot be "
+                         "driven from outside the engine: compare it in replay, or run llama.cpp's own rule "
+                         "llamacpp-pmin:n_max=N,p_min=P")
+    if plan_block_size > largest:
+        raise ValueError(f"{policy.name} chose block size {plan_block_size}, past the drafter's trained block "
+                         f"{largest}, which llama.cpp clamps to {largest}; pass --candidates up to {largest}")
+    return Setting(plan_block_size)
+
+
+def plan_settings(store: SweepStore, records: Sequence[SweepRecord], policies: Sequence[Policy],
+                  costs: CostTable | None) -> list[list[Setting]]:
+    """[prompt][policy] settings, every plan made and checked before any server starts."""
+    largest = int(store.meta.get("training_block_size") or 16)
+    settings = []
+    for record in records:
+        observation = prompt_observation(store, record, costs)
+        answers = Answers(record.taus, record.table() if record.replay is not None else None,
+                          record.training_block_size)
+        plans = [policy.checked_plan(observation, answers) for policy in policies]
+        settings.append([engine_setting(policy, plan.block_size, plan.length is not None, largest)
+                         for policy, plan in zip(policies, plans)])
+    return settings
+
+
+def evaluate_engine(pool: ServerPool, store: SweepStore, policies: Sequence[Policy], *, costs: CostTable | None = None,
+                    records: Sequence[SweepRecord] | None = None,
+                    on_progress: Callable[[int, int], None] | None = None) -> EngineRun:
+    """Decode every stored prompt in the engine with plain decoding and each policy's setting (rotating order)."""
+    records = list(records if records is not None else store.records())
+    if not records or any(r.replay is None for r in records):
+        raise ValueError(f"{store.path} holds no replay records (prompt tokens); pass a replay sweep")
+    settings = plan_settings(store, records, policies, costs)
+    run = EngineRun([PolicyResults(p.name, "measured") for p in policies])
+    for n, (record, chosen) in enumerate(zip(records, settings)):
+        prompt = list(record.replay.sequence[:record.prompt_length])
+        budget = record.replay.budget or record.output_length
+        run.recorded[record.prompt_id] = tuple(record.replay.sequence[record.prompt_length:][:record.output_length])
+        order = sorted({PLAIN, *chosen})
+        shift = n % len(order)
+        for setting in order[shift:] + order[:shift]:
+            run.replies[record.prompt_id, setting] = pool[setting].complete(prompt, budget)
+        plain = run.replies[record.prompt_id, PLAIN]
+        for result, setting in zip(run.results, chosen):
+            reply = run.replies[record.prompt_id, setting]
+            ar_seconds = plain.seconds * len(reply.tokens) / max(1, len(plain.tokens))
+            result.prompts.append(PromptResult(record.prompt_id, [setting.block_size] * reply.cycles, reply.tau,
+                                               len(reply.tokens), reply.seconds, ar_seconds))
+        if on_progress:
+            on_progress(n + 1, len(records))
+    return run
+
+
+def engine_costs(run: EngineRun, threads: int, machine: str = "") -> CostTable:
+    """The engine's own cost table from its timings in ``run``: seconds per target pass at each block size the run
+    decoded without a p_min cut (draft and verify together, priced as verify), and per plain step."""
+    cycles: dict[int, list[float]] = {}
+    for (_, setting), reply in run.replies.items():
+        if setting.p_min == 0 and setting.block_size > 1:
+            totals = cycles.setdefault(setting.block_size, [0.0, 0.0])
+            totals[0], totals[1] = totals[0] + reply.seconds, totals[1] + reply.cycles
+    plain = [reply for (_, setting), reply in run.replies.items() if setting == PLAIN]
+    ar = sum(r.seconds for r in plain) / max(1, sum(len(r.tokens) for r in plain))
+    verify = {1: ar, **{b: seconds / count for b, (seconds, count) in cycles.items()}}
+    return CostTable({b: 0.0 for b in verify}, verify, ar, threads=threads, dtype="float32", device="cpu",
+                     machine=machine or "llama.cpp llama-server (measured from its own timings)")
