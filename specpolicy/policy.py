@@ -189,6 +189,20 @@ class LearnedPolicy(Policy):
     validated_with: CostTable | None = None
     """the cost table a portable policy's training validated its choices with: its fallback when an
     observation carries none"""
+    allowed: tuple[int, ...] | None = None
+    """the trained classes it may choose where a run offers fewer (:meth:`restrict`); ``None``: all"""
+
+    def restrict(self, offered: Sequence[int]) -> LearnedPolicy:
+        """Choose only among the trained classes in ``offered`` (an engine that cannot run the others)."""
+        kept = tuple(b for b in self.candidates if b in set(offered))
+        if not kept:
+            raise ValueError(f"{self.name} was trained on {list(self.candidates)}, none of which is offered "
+                             f"({sorted(offered)})")
+        self.allowed = kept if kept != self.candidates else None
+        return self
+
+    def choices(self) -> set[int]:
+        return set(self.allowed or self.candidates)
 
     def with_validated(self, settings: dict) -> dict:
         """``settings`` plus :attr:`validated_with` as JSON: the one way a learned policy saves it (read back by
@@ -206,10 +220,12 @@ class LearnedPolicy(Policy):
         expected seconds per token under its table; without one, under :attr:`validated_with`, and for a
         policy validated with none, every cycle priced alike (the fewest cycles: a GPU at batch 1 in the limit)."""
         fallback = self.validated_with or uniform_costs(self.candidates)
+        offered = self.allowed or self.candidates
+        columns = [self.candidates.index(b) for b in offered]
         chosen = []
         for row, table in zip(np.atleast_2d(cycles_per_token), tables, strict=True):
             table = table if table is not None else fallback
-            chosen.append(self.candidates[int(table.fastest(row[None], self.candidates)[0])])
+            chosen.append(offered[int(table.fastest(row[None, columns], offered)[0])])
         return chosen
 
     def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0, **options: object

@@ -23,6 +23,7 @@ TIERS = {
     "docs": "the strict docs build, the generated CLI reference and ruff",
     "ray": "starts a local Ray instance",
     "tutorial": "runs a whole tutorial script and checks what it prints",
+    "engine": "starts llama.cpp's llama-server (skipped, saying why, where `specpolicy engine build` has not run)",
 }
 _QUIET = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 settings.register_profile("fast", max_examples=5, deadline=None, suppress_health_check=_QUIET)

@@ -68,7 +68,7 @@ def engine_results(store, policies, threads: int, server: str | None, target: st
         costs = engine_costs(calibration, threads)
         with progress_bar(f"llama.cpp {store.path.name}", len(records)) as update:
             run = evaluate_engine(pool, store, policies, costs=costs, records=records, on_progress=update)
-    modelled = evaluate_replay(store, policies, costs=costs)
+    modelled = evaluate_replay(store, policies, costs=costs, candidates=sizes)
     _report(run, modelled, len(records))
     return run.results
 

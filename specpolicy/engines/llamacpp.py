@@ -41,6 +41,8 @@ SERVER_ENV = "SPECPOLICY_LLAMA_SERVER"
 """the environment variable naming the ``llama-server`` binary"""
 START_TIMEOUT = 60.0
 """seconds a server may take to load the pair and answer /health"""
+LOG_TAIL = 15
+"""log lines an error about a server quotes"""
 
 
 def engine_home() -> Path:
@@ -102,12 +104,13 @@ class Reply:
 
     @property
     def cycles(self) -> int:
-        """Target passes that committed tokens: each commits its accepted drafts + 1."""
-        return max(1, len(self.tokens) - self.accepted)
+        """Target passes after prefill (whose pass gives the first token): each commits its accepted drafts + 1."""
+        return max(1, len(self.tokens) - 1 - self.accepted)
 
     @property
     def tau(self) -> float:
-        return len(self.tokens) / self.cycles
+        """Mean accepted drafts + 1 per cycle (the prefill's token is no cycle's)."""
+        return (len(self.tokens) - 1) / self.cycles
 
 
 def server_command(binary: Path, target: Path, drafter: Path, setting: Setting, threads: int, port: int) -> list[str]:
@@ -152,9 +155,9 @@ class Server:
             try:
                 server._wait_healthy()
                 return server
-            except ValueError:
+            except ValueError as error:
                 server.stop()
-                if "bind" not in server.log_tail():
+                if "bind" not in str(error):
                     raise
         raise ValueError("llama-server could not bind a loopback port three times; free some ports and retry")
 
@@ -185,8 +188,12 @@ class Server:
         return Reply(tuple(answer.get("tokens", ())), int(timings.get("draft_n", 0)),
                      int(timings.get("draft_n_accepted", 0)), float(timings.get("predicted_ms", 0.0)) / 1000)
 
-    def log_tail(self, lines: int = 15) -> str:
-        return "\n".join(Path(self.log.name).read_text(errors="replace").splitlines()[-lines:])
+    def log_tail(self) -> str:
+        """The server's last :data:`LOG_TAIL` log lines (what an error shows)."""
+        return "\n".join(self.log_text().splitlines()[-LOG_TAIL:])
+
+    def log_text(self) -> str:
+        return Path(self.log.name).read_text(errors="replace")
 
     def stop(self) -> None:
         """End the server (SIGTERM, then SIGKILL after 5 s) and remove its log."""

@@ -115,7 +115,7 @@ def engine_costs(run: EngineRun, threads: int, machine: str = "") -> CostTable:
             totals = cycles.setdefault(setting.block_size, [0.0, 0.0])
             totals[0], totals[1] = totals[0] + reply.seconds, totals[1] + reply.cycles
     plain = [reply for (_, setting), reply in run.replies.items() if setting == PLAIN]
-    ar = sum(r.seconds for r in plain) / max(1, sum(len(r.tokens) for r in plain))
+    ar = sum(r.seconds for r in plain) / sum(r.cycles for r in plain)
     verify = {1: ar, **{b: seconds / count for b, (seconds, count) in cycles.items()}}
     return CostTable({b: 0.0 for b in verify}, verify, ar, threads=threads, dtype="float32", device="cpu",
                      machine=machine or "llama.cpp llama-server (measured from its own timings)")

@@ -144,7 +144,8 @@ class BlockPilotPolicy(LearnedPolicy):
     def choose(self, scores: np.ndarray, costs: Sequence[CostTable | None]) -> list[int]:
         """Block sizes from head outputs [n, C]: the fastest under each prompt's table, or the top class."""
         if self.settings.predicts == "label":
-            return [self.candidates[int(i)] for i in scores.argmax(axis=-1)]
+            offered = [self.candidates.index(b) for b in self.allowed or self.candidates]
+            return [self.candidates[offered[int(i)]] for i in scores[:, offered].argmax(axis=-1)]
         return self.fastest_choices(scores, costs)
 
     def select(self, observation: PromptObservation) -> int:

@@ -1,0 +1,41 @@
+"""A stand-in for llama-server (its command line, /health and /completion), so the process handling runs without
+the real binary: each reply's tokens count up from the prompt's last id, and timings follow the --spec-type flags."""
+
+from __future__ import annotations
+
+import json
+import sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+ARGS = sys.argv[1:]
+PORT = int(ARGS[ARGS.index("--port") + 1])
+N_MAX = int(ARGS[ARGS.index("--spec-draft-n-max") + 1]) if "--spec-draft-n-max" in ARGS else 0
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+    def _send(self, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._send({"status": "ok"})
+
+    def do_POST(self) -> None:
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        tokens = [request["prompt"][-1] + 1 + i for i in range(request["n_predict"])]
+        accepted = len(tokens) // 2 if N_MAX else 0  # half the tokens ride on accepted drafts
+        timings = {"predicted_ms": 2.0 * (len(tokens) - accepted) * (1 + N_MAX / 30), "predicted_n": len(tokens)}
+        if N_MAX:
+            timings |= {"draft_n": N_MAX * len(tokens) // 2, "draft_n_accepted": accepted}
+        self._send({"tokens": tokens, "timings": timings})
+
+
+print(f"fake llama-server listening on {PORT}", flush=True)
+HTTPServer(("127.0.0.1", PORT), Handler).serve_forever()

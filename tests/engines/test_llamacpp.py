@@ -1,0 +1,173 @@
+"""The llama.cpp backend's process handling and policy mapping, run against a stand-in server (fast tier): finding
+the binary, a server per setting, every server stopped on every way out, refusals before any server starts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specpolicy.engines.build import _pre_tokenizer
+from specpolicy.engines.llamacpp import SERVER_ENV, Reply, Server, ServerPool, Setting, find_server
+from specpolicy.evaluation.engine import PLAIN, EngineRun, engine_costs, evaluate_engine, plan_settings
+from specpolicy.registry import create_policy
+from specpolicy.sweep.store import SweepStore
+from specpolicy.zoo import ZOO_DIR
+
+FAKE = Path(__file__).with_name("fake_server.py")
+SHIPPED = ZOO_DIR / "sweeps" / "sharegpt"
+
+
+def _script(path: Path, body: str) -> Path:
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def fake_binary(tmp_path) -> Path:
+    return _script(tmp_path / "llama-server", f'exec {sys.executable} {FAKE} "$@"')
+
+
+def _gone(pid: int, within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        with open(f"/proc/{pid}/stat") as stat:  # a zombie awaiting its parent's wait counts as gone
+            if stat.read().split()[2] == "Z":
+                return True
+        time.sleep(0.05)
+    return False
+
+
+def test_the_binary_is_found_by_flag_variable_path_or_cache_and_missing_says_how_to_build_it(tmp_path, monkeypatch,
+                                                                                            fake_binary):
+    monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.delenv(SERVER_ENV, raising=False)
+    with pytest.raises(ValueError, match=r"llama-server not found .* `specpolicy engine build`"):
+        find_server()
+    assert find_server(str(fake_binary)) == fake_binary
+    monkeypatch.setenv(SERVER_ENV, str(fake_binary))
+    assert find_server() == fake_binary
+    with pytest.raises(ValueError, match=r"--server .*nope is not an executable llama-server"):
+        find_server(tmp_path / "nope")
+    monkeypatch.setenv(SERVER_ENV, str(tmp_path / "nope"))
+    with pytest.raises(ValueError, match=r"\$SPECPOLICY_LLAMA_SERVER .*nope is not an executable"):
+        find_server()
+
+
+def test_a_pool_starts_one_server_per_setting_with_pinned_threads_and_stops_them_all(fake_binary, tmp_path):
+    with ServerPool(fake_binary, tmp_path / "target.gguf", tmp_path / "drafter.gguf", threads=1) as pool:
+        reply = pool[Setting(16)].complete([5, 6], 4)
+        assert (reply.tokens, reply.drafted, reply.accepted, reply.cycles, reply.tau) == ((7, 8, 9, 10), 30, 2, 1, 3.0)
+        assert pool[Setting(1)].complete([5], 3).tokens == (6, 7, 8)
+        assert pool[Setting(16)] is pool[Setting(16)]
+        command = " ".join(pool[Setting(16)].command)
+        for flag in ("-t 1 -tb 1", "-td 1 -tbd 1", "--spec-type draft-dflash --spec-draft-n-max 15", "-ctk f32",
+                     "--host 127.0.0.1", "-md "):
+            assert flag in command
+        assert "-md" not in pool[Setting(1)].command and "none" in pool[Setting(1)].command
+        processes = [server.process for server in pool.servers.values()]
+    assert all(process.poll() is not None for process in processes)
+
+
+def test_ctrl_c_inside_the_pool_stops_every_server(fake_binary, tmp_path):
+    with pytest.raises(KeyboardInterrupt), ServerPool(fake_binary, tmp_path / "t", tmp_path / "d", 1) as pool:
+        processes = [pool[Setting(b)].process for b in (1, 4)]
+        raise KeyboardInterrupt
+    assert all(process.poll() is not None for process in processes)
+
+
+def test_servers_die_with_the_process_that_started_them_even_under_kill_9(fake_binary, tmp_path):
+    program = (f"import sys, time\nfrom pathlib import Path\nfrom specpolicy.engines.llamacpp import ServerPool, "
+               f"Setting\npool = ServerPool(Path({str(fake_binary)!r}), Path('t'), Path('d'), 1)\n"
+               f"print(pool[Setting(8)].process.pid, flush=True)\ntime.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, text=True)
+    server_pid = int(parent.stdout.readline())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    assert _gone(server_pid)
+
+
+def test_a_server_that_fails_to_start_is_reported_with_its_own_words(tmp_path):
+    binary = _script(tmp_path / "llama-server", "echo 'error: failed to load model t.gguf'; exit 1")
+    with pytest.raises(ValueError, match=r"exited with code 1 while starting(.|\n)*failed to load model"):
+        Server.start(binary, tmp_path / "t.gguf", tmp_path / "d.gguf", Setting(16), 1)
+
+
+def test_settings_name_their_flags():
+    assert Setting(1).flags() == ["--spec-type", "none"] and Setting(1).name == "none"
+    assert Setting(16, 0.5).name == "n_max=15,p_min=0.5"
+    assert Setting(4).flags()[-2:] == ["--spec-draft-p-min", "0"]
+
+
+@pytest.mark.parametrize(("name", "setting"), [
+    ("fixed16", Setting(16)), ("fixed1", Setting(1)), ("llamacpp-pmin", Setting(4)),
+    ("llamacpp-pmin:n_max=7,p_min=0.5", Setting(8, 0.5)),
+])
+def test_per_prompt_policies_and_llama_cpps_rule_map_to_a_server_setting(name, setting):
+    store = SweepStore.load(SHIPPED)
+    records = list(store.records())[:2]
+    candidates = [1, 2, 4, 8, 12, 16]
+    assert plan_settings(store, records, [create_policy(name, candidates)], store.latency()) == [[setting]] * 2
+
+
+def test_the_oracle_and_blockpilot_map_to_a_block_size_per_prompt():
+    store = SweepStore.load(SHIPPED)
+    records = list(store.records())[:6]
+    policies = [create_policy(name, [1, 2, 4, 8, 12, 16]) for name in ("oracle", "blockpilot")]
+    for chosen in plan_settings(store, records, policies, store.latency()):
+        assert all(s.p_min == 0 and s.block_size in (1, 2, 4, 8, 12, 16) for s in chosen)
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("adaptive", "decides per cycle or sets verify lengths.*llamacpp-pmin"),
+    ("marginal16", "decides per cycle or sets verify lengths"),
+    ("fixed20", "past the drafter's trained block 16.*--candidates up to 16"),
+])
+def test_policies_the_engine_cannot_run_are_refused_before_any_server(name, message):
+    store = SweepStore.load(SHIPPED)
+    with pytest.raises(ValueError, match=message):
+        plan_settings(store, list(store.records())[:1], [create_policy(name, [1, 4, 8, 16, 20])], store.latency())
+
+
+def test_the_engine_run_rotates_settings_and_prices_its_own_cost_table(fake_binary, tmp_path):
+    store = SweepStore.load(SHIPPED)
+    records = list(store.records())[:3]
+    policies = [create_policy(name, [1, 4, 8, 16]) for name in ("fixed16", "fixed4", "fixed1")]
+    with ServerPool(fake_binary, tmp_path / "t", tmp_path / "d", 1) as pool:
+        run = evaluate_engine(pool, store, policies, records=records)
+    assert [len(r.prompts) for r in run.results] == [3, 3, 3]
+    assert set(run.replies) == {(r.prompt_id, s) for r in records for s in (PLAIN, Setting(4), Setting(16))}
+    assert run.lossless_failures() == []  # the stand-in answers every setting alike
+    assert run.first_difference(records[0].prompt_id) is not None  # ... and not as the tiny target does
+    costs = engine_costs(run, threads=1)
+    assert costs.block_sizes == (1, 4, 16) and costs.ar_seconds == pytest.approx(0.002 * 128 / 127)
+    assert costs.cycle_seconds(16) > costs.cycle_seconds(4) > 0
+
+
+def test_engine_costs_divide_the_servers_time_by_its_target_passes():
+    run = EngineRun([], {("a", PLAIN): Reply((1, 2, 3, 4), 0, 0, 0.4),
+                         ("a", Setting(8)): Reply((1, 2, 3, 4), 14, 2, 0.3),
+                         ("a", Setting(8, 0.5)): Reply((1, 2, 3, 4), 3, 3, 0.1)})
+    costs = engine_costs(run, threads=2)
+    assert costs.verify_seconds == {1: pytest.approx(0.4 / 3), 8: pytest.approx(0.3)} and costs.threads == 2
+
+
+def test_only_gpt2s_own_byte_level_split_is_declared_gpt2(tmp_path):
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    for pre, expected in ((byte_level, "gpt-2"), ({**byte_level, "use_regex": False}, ""), ({"type": "Metaspace"}, "")):
+        (tmp_path / "tokenizer.json").write_text(__import__("json").dumps({"pre_tokenizer": pre}))
+        assert _pre_tokenizer(tmp_path) == expected
+    assert _pre_tokenizer(ZOO_DIR / "target") == "gpt-2"
+    assert np.isfinite(Reply((1,), 0, 0, 0.0).tau)

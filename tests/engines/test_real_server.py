@@ -1,0 +1,94 @@
+"""The engine tier: llama.cpp's own llama-server on the shipped pair (skipped, saying why, where it is not built:
+``specpolicy engine build``). Greedy outputs with DFlash equal the engine's plain decoding and specpolicy's recorded
+outputs; the engine's accepted drafts per cycle equal specpolicy's replay; compare and export run end to end and
+leave no server behind."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from specpolicy.cli import app
+from specpolicy.cycles import Plan
+from specpolicy.engines.llamacpp import ServerPool, Setting, find_server
+from specpolicy.sweep.store import SweepStore
+from specpolicy.zoo import ZOO_DIR
+
+pytestmark = pytest.mark.engine
+SHIPPED = ZOO_DIR / "sweeps" / "sharegpt"
+PROMPTS = 8
+
+
+@pytest.fixture(scope="module")
+def engine() -> tuple[Path, Path]:
+    """(llama-server, the folder of the shipped pair's GGUF files)."""
+    try:
+        binary = find_server()
+    except ValueError as error:
+        pytest.skip(f"engine tier skipped: {error}")
+    from specpolicy.cli.engine import gguf_pair
+
+    return binary, gguf_pair("tiny", "tiny")
+
+
+def _servers_running() -> int:
+    found = subprocess.run(["pgrep", "-f", "llama-server"], capture_output=True, text=True)
+    return len(found.stdout.split())
+
+
+def subset_store(out: Path, count: int) -> SweepStore:
+    """The first ``count`` prompts of the shipped held-out sweep, as a store of their own."""
+    shipped = SweepStore.load(SHIPPED)
+    meta = {k: v for k, v in shipped.meta.items() if k != "schema"}
+    with SweepStore.open(out, meta) as store:
+        for record in list(shipped.records())[:count]:
+            store.append(record.model_copy(update={"features": None}), shipped.features(record))
+    (out / "latency.json").write_bytes((SHIPPED / "latency.json").read_bytes())
+    return SweepStore.load(out)
+
+
+def test_dflash_outputs_equal_plain_decoding_and_specpolicys_recorded_greedy_outputs(engine):
+    binary, folder = engine
+    records = list(SweepStore.load(SHIPPED).records())[:PROMPTS]
+    settings = [Setting(1), Setting(16), Setting(8), Setting(4), Setting(16, 0.5)]
+    with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", 1) as pool:
+        for record in records:
+            prompt = list(record.replay.sequence[:record.prompt_length])
+            recorded = tuple(record.replay.sequence[record.prompt_length:][:record.output_length])
+            outputs = {s: pool[s].complete(prompt, record.replay.budget).tokens for s in settings}
+            assert all(out == outputs[Setting(1)] for out in outputs.values()), record.prompt_id
+            assert outputs[Setting(1)] == recorded, record.prompt_id
+
+
+def test_the_engines_accepted_drafts_per_cycle_equal_replay_but_where_the_budget_cuts_the_last_draft(engine,
+                                                                                                   monkeypatch):
+    """llama.cpp drafts at most the tokens left in the budget minus one (``get_n_draft_max``); replay counts the
+    last cycle's acceptance over the whole block. Capped the same way, every cycle agrees."""
+    monkeypatch.setenv("LLAMA_TRACE", "1")  # the server logs "accepted A/D draft tokens" per cycle
+    binary, folder = engine
+    for record in list(SweepStore.load(SHIPPED).records())[:4]:
+        with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", 1) as pool:
+            server = pool[Setting(16)]
+            server.complete(list(record.replay.sequence[:record.prompt_length]), record.replay.budget)
+            engine_cycles = [int(a) for a in re.findall(r"accepted\s+(\d+)/\s*\d+ draft", server.log_text())]
+        cycles, left = record.table().simulate(Plan.fixed(16)), record.output_length - 1
+        replayed = []
+        for cycle in cycles:
+            replayed.append(min(cycle.accepted, left - 1))
+            left -= cycle.committed
+        assert engine_cycles == replayed[:len(engine_cycles)] and len(engine_cycles) >= len(cycles) - 1
+
+
+def test_compare_in_the_engine_runs_end_to_end_and_leaves_no_server(engine, tmp_path):
+    store = subset_store(tmp_path / "held-out", 6)
+    before = _servers_running()
+    result = CliRunner().invoke(app, ["compare", "--engine", "llamacpp", "--sweep", str(store.path), "--policies",
+                                      "fixed16,blockpilot,llamacpp-pmin,oracle", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert '"policy": "llamacpp-pmin"' in result.stdout and "meas/model" in result.stderr
+    assert "lossless: 0 of" in result.stderr
+    assert _servers_running() == before
