@@ -67,7 +67,8 @@ LAYERS = {
     # package (a folder, or "core" for a top-level module): specpolicy modules it must never import
     "*": ("specpolicy.cli", "zoo_build", "benchmarks"),  # nothing below the CLI knows of it; nothing installed imports
     # the tooling
-    "core": (*MODEL_STACK, *ABOVE_REPLAY, "specpolicy.replay", "specpolicy.engines"),  # the contract: no engine, plugin or model
+    "core": (*MODEL_STACK, *ABOVE_REPLAY, "specpolicy.replay", "specpolicy.engines"),  # the contract: no engine,
+    # plugin or model
     "replay": (*MODEL_STACK, *ABOVE_REPLAY),  # engines that run a Plan with no model: numpy only
     "evaluation": (*MODEL_STACK, "specpolicy.training", "specpolicy.plugins", "specpolicy.envs", "specpolicy.bench",
                    "specpolicy.zoo"),
