@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from benchmarks import ENV_LIVE_EPISODES, ENV_NUM_ENVS, ENV_STEPS
@@ -107,6 +109,31 @@ def sweep(
     emit([{"metric": k, "value": v} for k, v in result.rows()], fmt, title="python -m benchmarks sweep")
     for note in result.disagreements:
         stderr.print(f"disagreement: {note}")
+
+
+@app.command("engine")
+def engine(
+    prompts: int = typer.Option(48, min=1, help="held-out prompts of the shipped sweep"),
+    sweep: Path = typer.Option(None, help="a replay sweep of the tiny pair (default: the zoo's held-out one)"),
+    threads: int = ThreadsOption,
+    server: str = typer.Option(None, help="llama-server (default: found as compare finds it)"),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """llama.cpp against specpolicy on the same prompts: losslessness, outputs, accepted drafts per cycle."""
+    from benchmarks.engine import bench_fidelity
+    from specpolicy.cli.engine import gguf_pair
+    from specpolicy.cli.progress import progress_bar
+    from specpolicy.engines.llamacpp import find_server
+    from specpolicy.sweep.store import SweepStore
+    from specpolicy.zoo import ZOO_DIR
+
+    binary = find_server(server)
+    store = SweepStore.load(sweep or ZOO_DIR / "sweeps" / "sharegpt")
+    with progress_bar("benchmarks engine", prompts) as update:
+        result = bench_fidelity(binary, gguf_pair("tiny", "tiny"), store, prompts, threads, on_progress=update)
+    emit([{"metric": k, "value": v} for k, v in result.rows()], fmt, title="python -m benchmarks engine")
+    for prompt_id, engine_mean, replay_mean in result.worst:
+        stderr.print(f"outside {prompt_id}: llama.cpp {engine_mean:.3f} accepted per cycle, replay {replay_mean:.3f}")
 
 
 @app.command("env")

@@ -129,7 +129,7 @@ def results_per_dataset(options: CompareOptions):
     from specpolicy.costs import CostTable
     from specpolicy.defaults import DEFAULT_CANDIDATES, TRAINING_BLOCK_SIZE
     from specpolicy.evaluation.replay import check_candidates
-    from specpolicy.policy import LearnedPolicy, check_vocabulary
+    from specpolicy.policy import check_vocabulary
     from specpolicy.registry import get_registry
     from specpolicy.sweep.store import SweepStore
 
@@ -153,7 +153,9 @@ def results_per_dataset(options: CompareOptions):
     registry = get_registry()
     built = [registry.create(name, chosen) for name in options.policies]
     if options.engine:  # a learned policy chooses among the sizes the engine runs
-        built = [p.restrict(chosen) if isinstance(p, LearnedPolicy) else p for p in built]
+        from specpolicy.evaluation.engine import for_engine
+
+        built = [for_engine(p, chosen) for p in built]
     if options.mode is Mode.live:
         from specpolicy.decoding.engine import check_live
 

@@ -14,8 +14,12 @@ from specpolicy.files import write_text
 
 def export(
     policy: str = typer.Argument(..., help="a policy name, e.g. adaptive-verify or blockpilot-guard"),
-    sweep: Path = typer.Option(..., help="a replay sweep store the policy is simulated on"),
-    batch_costs: Path = typer.Option(..., help="batch cost table (`specpolicy bench batch-latency --out FILE`)"),
+    sweep: Path = typer.Option(None, help="a replay sweep store the policy is simulated on (vLLM and SGLang)"),
+    batch_costs: Path = typer.Option(None, help="batch cost table (`specpolicy bench batch-latency --out FILE`)"),
+    engine: str = typer.Option(None, help="llamacpp: llama-server command lines instead (a server per block size "
+                                          "the policy routes to, and the routing rule)"),
+    server: str = typer.Option(None, help="with --engine llamacpp: the llama-server binary (default: found as "
+                                          "compare finds it)"),
     batch_sizes: str = typer.Option("1-8", help="concurrencies to export a size for, e.g. 1-8"),
     drafter: str = typer.Option(None, help="the drafter's path or hub id on the serving machine, written into the "
                                            "configs (default: a marked placeholder naming the sweep's drafter)"),
@@ -35,6 +39,11 @@ def export(
 
     if out is not None and out.is_dir():
         raise fail(f"--out {out} is a folder; pass a file path such as {out / 'export.json'}")
+    if engine is not None:
+        return _write(_llamacpp(policy, engine, server), out)
+    if sweep is None or batch_costs is None:
+        raise fail("the vLLM and SGLang export simulates the policy serving: pass --sweep DIR and --batch-costs FILE "
+                   "(or --engine llamacpp for llama-server command lines)")
     batches = parse_candidates(batch_sizes, "--batch-sizes", block_sizes=False)
     costs = BatchCostTable.load(batch_costs, allow_noisy=allow_noisy)
     if max(batches) > max(costs.batch_sizes):
@@ -48,6 +57,27 @@ def export(
                      "machine")
     document = export_for_engines(get_registry().create(policy, store.candidates), store, costs, batches, drafter,
                                   on_batch=stderr.print, fastest=fastest)
+    _write(document, out)
+
+
+def _llamacpp(policy: str, engine: str, server: str | None) -> dict:
+    """llama-server command lines that deploy ``policy`` with the shipped pair's GGUF files (``specpolicy engine
+    convert`` writes other pairs')."""
+    from specpolicy.cli.engine import gguf_pair
+    from specpolicy.defaults import DEFAULT_CANDIDATES, DEFAULT_THREADS, TRAINING_BLOCK_SIZE
+    from specpolicy.engines.llamacpp import deployment, find_server
+    from specpolicy.evaluation.engine import deployable_settings, for_engine
+    from specpolicy.registry import get_registry
+
+    if engine != "llamacpp":
+        raise fail(f"--engine {engine} is not an engine specpolicy exports to; use --engine llamacpp")
+    sizes = [b for b in DEFAULT_CANDIDATES if b <= TRAINING_BLOCK_SIZE]
+    settings = deployable_settings(for_engine(get_registry().create(policy, sizes), sizes), TRAINING_BLOCK_SIZE)
+    binary, folder = find_server(server), gguf_pair("tiny", "tiny")
+    return deployment(settings, binary, folder / "target.gguf", folder / "drafter.gguf", DEFAULT_THREADS, policy)
+
+
+def _write(document: dict, out: Path | None) -> None:
     text = json.dumps(document, indent=2)
     if out is None:
         sys.stdout.write(text + "\n")

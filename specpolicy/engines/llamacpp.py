@@ -43,6 +43,8 @@ START_TIMEOUT = 60.0
 """seconds a server may take to load the pair and answer /health"""
 LOG_TAIL = 15
 """log lines an error about a server quotes"""
+FIRST_PORT = 8081
+"""the port of the first server an export writes (the next ones count up)"""
 
 
 def engine_home() -> Path:
@@ -227,3 +229,18 @@ class ServerPool(contextlib.AbstractContextManager):
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def deployment(settings: list[Setting], binary: Path, target: Path, drafter: Path, threads: int, per_prompt: str
+               ) -> dict:
+    """What ``export --engine llamacpp`` writes: a server command line per setting (ports from 8081 up) and, where
+    there are several, the rule that routes each request (``per_prompt``: the policy's name)."""
+    ports = range(FIRST_PORT, FIRST_PORT + len(settings))
+    servers = [{"setting": s.name, "block_size": s.block_size, "p_min": s.p_min, "url": f"http://127.0.0.1:{port}",
+                "command": server_command(binary, target, drafter, s, threads, port)}
+               for port, s in zip(ports, sorted(settings))]
+    routing = ("every request to the one server" if len(servers) == 1 else
+               f"per request, after the target's prefill: the server whose block_size {per_prompt} selects "
+               f"(specpolicy.registry.create_policy({per_prompt!r}).select(observation)); llama.cpp "
+               f"{LLAMACPP_VERSION} takes no per-request speculation settings, so a setting is a server")
+    return {"engine": "llama.cpp llama-server", "version": LLAMACPP_VERSION, "servers": servers, "routing": routing}

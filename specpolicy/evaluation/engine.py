@@ -18,7 +18,7 @@ from specpolicy.costs import CostTable
 from specpolicy.engines.llamacpp import Reply, ServerPool, Setting
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
 from specpolicy.evaluation.replay import prompt_observation
-from specpolicy.policy import Answers, Policy
+from specpolicy.policy import Answers, LearnedPolicy, Policy
 from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
 
@@ -61,6 +61,21 @@ def engine_setting(policy: Policy, plan_block_size: int | None, verifies: bool, 
         raise ValueError(f"{policy.name} chose block size {plan_block_size}, past the drafter's trained block "
                          f"{largest}, which llama.cpp clamps to {largest}; pass --candidates up to {largest}")
     return Setting(plan_block_size)
+
+
+def for_engine(policy: Policy, sizes: Sequence[int]) -> Policy:
+    """``policy`` choosing among the block sizes the engine runs (a learned one over its trained classes in
+    ``sizes``: :meth:`~specpolicy.policy.LearnedPolicy.restrict`)."""
+    return policy.restrict(sizes) if isinstance(policy, LearnedPolicy) else policy
+
+
+def deployable_settings(policy: Policy, largest: int) -> list[Setting]:
+    """Every server setting ``policy`` can route a request to (what ``export --engine llamacpp`` starts); a policy
+    the engine cannot run is refused as :func:`engine_setting` refuses it."""
+    if policy.needs_sweep:
+        raise ValueError(f"{policy.name} plans from a sweep's measurements (an upper bound): nothing to deploy")
+    per_cycle = policy.per_step or type(policy).plan is not Policy.plan
+    return sorted({engine_setting(policy, None if per_cycle else b, False, largest) for b in policy.choices()})
 
 
 def plan_settings(store: SweepStore, records: Sequence[SweepRecord], policies: Sequence[Policy],
