@@ -119,7 +119,7 @@ LLAMACPP_N_MAX = 3
 """llama.cpp's ``--spec-draft-n-max`` default (``common/common.h``, ``common_params_speculative_draft.n_max``)"""
 LLAMACPP_P_MIN = 0.0
 """llama.cpp's ``--spec-draft-p-min`` default (``common/common.h``; 0: no drafted block is cut)"""
-ENGINE_CALIBRATION_PROMPTS = 4
+ENGINE_CALIBRATION_PROMPTS = 8
 """prompts ``compare --engine`` decodes at every block size to measure the engine's own cost table"""
 
 

@@ -43,6 +43,8 @@ START_TIMEOUT = 60.0
 """seconds a server may take to load the pair and answer /health"""
 LOG_TAIL = 15
 """log lines an error about a server quotes"""
+WARMUP_TOKENS = 16
+"""tokens of the request that warms a new server (untimed)"""
 FIRST_PORT = 8081
 """the port of the first server an export writes (the next ones count up)"""
 
@@ -120,7 +122,7 @@ def server_command(binary: Path, target: Path, drafter: Path, setting: Setting, 
     caches, one slot, no prompt cache reuse across requests, loopback only)."""
     command = [str(binary), "-m", str(target), "--host", "127.0.0.1", "--port", str(port), "-np", "1",
                "-c", "4096", "-t", str(threads), "-tb", str(threads), "-ctk", "f32", "-ctv", "f32", "--no-webui",
-               "--no-warmup", "--seed", "0", *setting.flags()]
+               "--seed", "0", *setting.flags()]
     if setting.block_size > 1:
         command += ["-md", str(drafter), "-td", str(threads), "-tbd", str(threads), "-ctkd", "f32", "-ctvd", "f32"]
     return command
@@ -149,13 +151,14 @@ class Server:
 
     @classmethod
     def start(cls, binary: Path, target: Path, drafter: Path, setting: Setting, threads: int) -> Server:
-        """Start a server on a free loopback port and wait until it answers /health (a port taken in between is
-        retried on another)."""
+        """Start a server on a free loopback port, wait until it answers /health (a port taken in between is
+        retried on another) and warm it with one short request, so no measured request pays its first touches."""
         for _ in range(3):
             port = _free_port()
             server = cls(server_command(binary, target, drafter, setting, threads, port), port)
             try:
                 server._wait_healthy()
+                server.complete([0], WARMUP_TOKENS)
                 return server
             except ValueError as error:
                 server.stop()

@@ -17,6 +17,7 @@ from specpolicy.cycles import Plan
 from specpolicy.engines.llamacpp import ServerPool, Setting, find_server
 from specpolicy.sweep.store import SweepStore
 from specpolicy.zoo import ZOO_DIR
+from tests.engines.test_llamacpp import _gone
 
 pytestmark = pytest.mark.engine
 SHIPPED = ZOO_DIR / "sweeps" / "sharegpt"
@@ -73,8 +74,10 @@ def test_the_engines_accepted_drafts_per_cycle_equal_replay_but_where_the_budget
     for record in list(SweepStore.load(SHIPPED).records())[:4]:
         with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", 1) as pool:
             server = pool[Setting(16)]
+            warmed = len(server.log_text())  # the warm-up request's cycles come first
             server.complete(list(record.replay.sequence[:record.prompt_length]), record.replay.budget)
-            engine_cycles = [int(a) for a in re.findall(r"accepted\s+(\d+)/\s*\d+ draft", server.log_text())]
+            log = server.log_text()[warmed:]
+            engine_cycles = [int(a) for a in re.findall(r"accepted\s+(\d+)/\s*\d+ draft", log)]
         replayed, left = [], record.output_length - 1
         for cycle in record.table().simulate(Plan.fixed(16)):
             if left > 1:  # with one token left llama.cpp drafts nothing: a plain step, no cycle logged
@@ -118,3 +121,25 @@ def test_exported_command_lines_start_servers_that_decode_as_recorded(engine, po
             server.stop()
         assert reply.tokens == tuple(recorded[:record.output_length])
         assert (reply.drafted > 0) == (exported["block_size"] > 1), exported["setting"]
+
+
+def test_ctrl_c_during_an_engine_compare_leaves_no_server(engine, tmp_path):
+    """SIGINT (Ctrl-C) once the servers run: the command ends and every server it started is gone."""
+    import signal
+    import sys
+    import time
+
+    store = subset_store(tmp_path / "held-out", 6)
+    command = [sys.executable, "-m", "specpolicy.cli", "compare", "--engine", "llamacpp", "--sweep", str(store.path),
+               "--policies", "fixed16,llamacpp-pmin"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline, servers = time.monotonic() + 120, []
+    while time.monotonic() < deadline and not servers:
+        found = subprocess.run(["pgrep", "-P", str(process.pid), "-f", "llama-server"], capture_output=True, text=True)
+        servers = [int(pid) for pid in found.stdout.split()]
+        time.sleep(0.1)
+    assert servers and process.poll() is None, process.stderr.read()
+    process.send_signal(signal.SIGINT)
+    process.wait(30)
+    assert process.returncode != 0
+    assert all(_gone(pid) for pid in servers)
