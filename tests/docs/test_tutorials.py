@@ -18,15 +18,15 @@ SCRIPTS = sorted(p.name for p in CODE.glob("t*_*.py"))
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_tutorial_runs(script, tmp_path):
-    if script == "t10_llamacpp.py":  # drives llama.cpp's server: runs where it is built, as the engine tier does
-        from specpolicy.engines.llamacpp import find_server
-
-        try:
-            find_server()
-        except ValueError as error:
-            pytest.skip(f"tutorial 10 skipped: {error}")
     env = {**os.environ, "SPECPOLICY_TUTORIAL_SAMPLES": "6", "SPECPOLICY_TUTORIAL_DIR": str(tmp_path),
            "SPECPOLICY_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(CODE)}
+    if script == "t10_llamacpp.py":  # drives llama.cpp's server: runs where it is built, as the engine tier does
+        from specpolicy.engines.llamacpp import SERVER_ENV, find_server
+
+        try:
+            env[SERVER_ENV] = str(find_server())  # found before the cache moves to tmp_path
+        except ValueError as error:
+            pytest.skip(f"tutorial 10 skipped: {error}")
     result = subprocess.run([sys.executable, script], cwd=CODE, env=env, capture_output=True, text=True,
                             timeout=900)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
