@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sys
 from dataclasses import fields
 from enum import Enum
@@ -108,7 +109,8 @@ def emit(rows: list[dict], fmt: OutputFormat, title: str | None = None, table_co
         sys.stdout.write("\n".join(lines) + "\n")
         return
     table, columns = Table(title=title), columns[:table_columns]
-    console = stdout if stdout.is_terminal else Console(width=200)  # pipes and files get full rows
+    # pipes and files get full rows, unless the environment names a width (COLUMNS, which rich reads)
+    console = stdout if stdout.is_terminal else Console(width=None if os.environ.get("COLUMNS") else 200)
     for i, column in enumerate(columns):
         table.add_column(column, overflow="fold", no_wrap=i < 2)
     for row in rows:

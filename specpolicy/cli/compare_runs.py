@@ -65,6 +65,9 @@ class CompareOptions:
     def validate(self) -> None:
         """Fail on options that cannot work together, before anything loads."""
         check_temperature(self.temperature, "--temperature")
+        twice = sorted({name for name in self.policies if self.policies.count(name) > 1})
+        if twice:
+            raise ValueError(f"--policies names {', '.join(twice)} twice; name each policy once")
         for option, name, default in (("--baseline", self.baseline, COMPARE_BASELINE),
                                       ("--oracle", self.oracle, COMPARE_ORACLE)):
             if name != default and name not in self.policies:  # the defaults may be left out of --policies

@@ -39,6 +39,9 @@ def parse_candidates(text: str, option: str = "--candidates", block_sizes: bool 
             values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise typer.BadParameter(f"{option} must look like 14,15,16,17,18 or 14-18, got {text!r}") from None
+    if not values and "-" in text:
+        raise typer.BadParameter(f"{option} {text} runs backwards; write the smaller end first, e.g. "
+                                 f"{'-'.join(text.split('-')[::-1])}")
     if not block_sizes:  # batch sizes: any distinct positive counts
         if not values or min(values) < 1 or len(set(values)) != len(values):
             raise typer.BadParameter(f"{option} must be distinct sizes >= 1, got {text!r}")

@@ -110,7 +110,7 @@ def is_mostly_ascii(conversation: Conversation, threshold: float = ASCII_SHARE) 
     text = "".join(t for _, t in conversation.turns)
     if not text:
         return False
-    return sum(ch.isascii() for ch in text) / len(text) >= threshold
+    return len(text.encode("ascii", "ignore")) / len(text) >= threshold  # the ASCII characters, counted in C
 
 
 @functools.cache

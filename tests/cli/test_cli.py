@@ -380,3 +380,19 @@ def test_a_compare_table_by_label_fits_a_100_column_terminal(monkeypatch):
     rows = [line for line in lines if line.startswith("│")]
     assert len(rows) == 7 * 3 and all("x" in line.split("│")[3] for line in rows)  # one line per row, whole values
     assert max(len(line) for line in lines) <= 100
+
+
+def test_a_policy_named_twice_is_refused_before_any_work():
+    result = runner.invoke(app, ["compare", "--sweep", "specpolicy/zoo/tiny/sweeps/sharegpt", "--policies",
+                                 "fixed16,blockpilot,fixed16"])
+    assert result.exit_code == 2 and "--policies names fixed16 twice" in result.output
+
+
+def test_a_backwards_candidate_range_says_so():
+    result = runner.invoke(app, ["compare", "--sweep", "specpolicy/zoo/tiny/sweeps/sharegpt", "--candidates", "18-14"])
+    assert result.exit_code == 2 and "18-14 runs backwards" in " ".join(result.output.split())
+
+
+def test_tables_in_a_pipe_fit_the_columns_the_environment_names():
+    result = runner.invoke(app, ["policies"], env={"COLUMNS": "100"})
+    assert result.exit_code == 0 and max(map(len, result.stdout.splitlines())) <= 100

@@ -7,6 +7,8 @@ import re
 from collections import Counter
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from specpolicy.data.prompts import Prompt, encode_prompt, with_own_answers
 from specpolicy.data.registry import load_local, load_prompts
@@ -138,3 +140,16 @@ def test_a_conversation_continues_after_the_targets_own_answers():
     assert not filled.own_answers and with_own_answers(filled, answer) == filled
     with pytest.raises(ValueError, match="continues a conversation after the target's own answers"):
         encode_prompt(object(), prompt)
+
+
+@given(st.text(), st.text())
+def test_the_ascii_share_counts_characters_as_the_definition_does(first, second):
+    """``is_mostly_ascii`` counts in C (ASCII bytes of the text) what the definition counts per character."""
+    from specpolicy.data.sharegpt import Conversation, is_mostly_ascii
+
+    conversation = Conversation("c_0", (("user", first), ("assistant", second)))
+    text = first + second
+    expected = bool(text) and sum(ch.isascii() for ch in text) / len(text) >= 0.97
+    assert is_mostly_ascii(conversation) == expected
+    assert is_mostly_ascii(Conversation("c_0", (("user", "ab\u00e9"),)), threshold=0.6)
+    assert not is_mostly_ascii(Conversation("c_0", (("user", "a\ud800\u00e9"),)), threshold=0.5)
