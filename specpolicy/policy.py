@@ -21,18 +21,8 @@ from specpolicy.cycles import Plan, check_candidate_set
 from specpolicy.defaults import DEFAULT_CANDIDATES, TRAINING_BLOCK_SIZE
 from specpolicy.state import DecodeState
 
-__all__ = [
-    "DEFAULT_CANDIDATES",
-    "TRAINING_BLOCK_SIZE",
-    "Answers",
-    "DecodeState",
-    "LearnedPolicy",
-    "Plan",
-    "Policy",
-    "PromptObservation",
-    "TrainingSet",
-    "oracle_label",
-]
+__all__ = ["DEFAULT_CANDIDATES", "TRAINING_BLOCK_SIZE", "Answers", "DecodeState", "LearnedPolicy", "Plan", "Policy",
+           "PromptObservation", "TrainingSet", "oracle_label"]
 
 
 @dataclass
@@ -189,8 +179,7 @@ class LearnedPolicy(Policy):
     validated_with: CostTable | None = None
     """the cost table a portable policy's training validated its choices with: its fallback when an
     observation carries none"""
-    allowed: tuple[int, ...] | None = None
-    """the trained classes it may choose where a run offers fewer (:meth:`restrict`); ``None``: all"""
+    allowed: tuple[int, ...] | None = None  # the trained classes it may choose (:meth:`restrict`); None: all
 
     def restrict(self, offered: Sequence[int]) -> LearnedPolicy:
         """Choose only among the trained classes in ``offered`` (an engine that cannot run the others)."""

@@ -109,12 +109,12 @@ class Reply:
     @property
     def cycles(self) -> int:
         """Target passes after prefill (whose pass gives the first token): each commits its accepted drafts + 1."""
-        return max(1, len(self.tokens) - 1 - self.accepted)
+        return max(0, len(self.tokens) - 1 - self.accepted)
 
     @property
     def tau(self) -> float:
-        """Mean accepted drafts + 1 per cycle (the prefill's token is no cycle's)."""
-        return (len(self.tokens) - 1) / self.cycles
+        """Mean accepted drafts + 1 per cycle (the prefill's token is no cycle's; 0 without a cycle)."""
+        return (len(self.tokens) - 1) / self.cycles if self.cycles else 0.0
 
 
 def server_command(binary: Path, target: Path, drafter: Path, setting: Setting, threads: int, port: int) -> list[str]:

@@ -10,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from specpolicy.engines.build import _pre_tokenizer
@@ -170,4 +169,8 @@ def test_only_gpt2s_own_byte_level_split_is_declared_gpt2(tmp_path):
         (tmp_path / "tokenizer.json").write_text(__import__("json").dumps({"pre_tokenizer": pre}))
         assert _pre_tokenizer(tmp_path) == expected
     assert _pre_tokenizer(ZOO_DIR / "target") == "gpt-2"
-    assert np.isfinite(Reply((1,), 0, 0, 0.0).tau)
+
+
+def test_a_reply_counts_cycles_after_the_prefills_token():
+    assert (Reply((5, 6, 7, 8), 6, 2, 0.1).cycles, Reply((5, 6, 7, 8), 6, 2, 0.1).tau) == (1, 3.0)
+    assert (Reply((), 0, 0, 0.0).tau, Reply((7,), 0, 0, 0.0).cycles) == (0.0, 0)  # a stop token first: no cycle
