@@ -17,6 +17,7 @@ from specpolicy.cli.common import (
     FormatOption,
     MaxNewTokensOption,
     OutputFormat,
+    ServerOption,
     TargetOption,
     TemperatureOption,
     ThreadsOption,
@@ -116,7 +117,7 @@ def engine(
     prompts: int = typer.Option(48, min=1, help="held-out prompts of the shipped sweep"),
     sweep: Path = typer.Option(None, help="a replay sweep of the tiny pair (default: the zoo's held-out one)"),
     threads: int = ThreadsOption,
-    server: str = typer.Option(None, help="llama-server (default: found as compare finds it)"),
+    server: str = ServerOption,
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """llama.cpp against specpolicy on the same prompts: losslessness, outputs, accepted drafts per cycle."""

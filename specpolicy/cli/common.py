@@ -37,6 +37,8 @@ SeedOption = typer.Option(0, help="seed of the prompt sample, sampling and train
 DatasetOption = typer.Option("sharegpt", help="prompt set name or a .jsonl/.txt file")
 BenchPromptsOption = typer.Option(BENCH_PROMPTS, min=1, help="prompts (the first of a seeded sample)")
 AllowNoisyOption = typer.Option(False, help="use the batch cost table even when it is flagged noisy or not monotone")
+ServerOption = typer.Option(None, "--server", help="the llama-server binary (default: $SPECPOLICY_LLAMA_SERVER, PATH, "
+                            "or the one `specpolicy engine build` cached)")
 DraftSamplingOption = typer.Option(
     False, "--draft-sampling", help="sample drafts and verify them with speculative sampling (needs --temperature > 0)"
 )

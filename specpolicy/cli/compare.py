@@ -22,6 +22,7 @@ from specpolicy.cli.common import (
     MaxNewTokensOption,
     OutputFormat,
     SeedOption,
+    ServerOption,
     TargetOption,
     TemperatureOption,
     ThreadsOption,
@@ -73,8 +74,7 @@ def compare(
     threads: int = ThreadsOption,
     engine: str = typer.Option(None, help="run the policies in a serving engine and measure them there: llamacpp "
                                           "(llama.cpp's llama-server, `specpolicy engine build`), beside replay"),
-    server: str = typer.Option(None, help="the llama-server binary (default: $SPECPOLICY_LLAMA_SERVER, PATH, or the "
-                                          "one `specpolicy engine build` cached)"),
+    server: str = ServerOption,
     fmt: OutputFormat = FormatOption,
     plot: Path = typer.Option(None, help="save a PNG: speed per policy and chosen block sizes"),
     target: str = TargetOption,

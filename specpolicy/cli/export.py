@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from specpolicy.cli.common import AllowNoisyOption, fail, stderr
+from specpolicy.cli.common import AllowNoisyOption, ServerOption, fail, stderr
 from specpolicy.files import write_text
 
 
@@ -18,8 +18,7 @@ def export(
     batch_costs: Path = typer.Option(None, help="batch cost table (`specpolicy bench batch-latency --out FILE`)"),
     engine: str = typer.Option(None, help="llamacpp: llama-server command lines instead (a server per block size "
                                           "the policy routes to, and the routing rule)"),
-    server: str = typer.Option(None, help="with --engine llamacpp: the llama-server binary (default: found as "
-                                          "compare finds it)"),
+    server: str = ServerOption,
     batch_sizes: str = typer.Option("1-8", help="concurrencies to export a size for, e.g. 1-8"),
     drafter: str = typer.Option(None, help="the drafter's path or hub id on the serving machine, written into the "
                                            "configs (default: a marked placeholder naming the sweep's drafter)"),
