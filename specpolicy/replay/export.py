@@ -101,8 +101,10 @@ class VllmConfig:
         return Plan.fixed(*self.shape(concurrency))
 
     def to_json(self) -> dict:
-        return {"method": "dflash", "model": self.model, "num_speculative_tokens": self.num_speculative_tokens,
-                "num_speculative_tokens_per_batch_size": vllm_schedule(self.per_batch) if self.per_batch else []}
+        """The ``speculative_config``; without a schedule the key is left out (vLLM refuses an empty one)."""
+        config = {"method": "dflash", "model": self.model, "num_speculative_tokens": self.num_speculative_tokens}
+        return config | ({"num_speculative_tokens_per_batch_size": vllm_schedule(self.per_batch)}
+                         if self.per_batch else {})
 
     @classmethod
     def from_json(cls, config: Mapping) -> VllmConfig:
@@ -112,6 +114,9 @@ class VllmConfig:
         n = config["num_speculative_tokens"]
         if isinstance(n, bool) or not isinstance(n, int):
             raise ValueError(f"num_speculative_tokens must be a whole number, got {n!r}")
+        if config.get("num_speculative_tokens_per_batch_size", None) == []:
+            raise ValueError("num_speculative_tokens_per_batch_size is [], which vLLM refuses; leave the key out for "
+                             "the same K at every batch size")
         return cls(n, vllm_lookup(n, config.get("num_speculative_tokens_per_batch_size") or []),
                    str(config.get("model", "")))
 

@@ -104,7 +104,7 @@ def exported(replay_store, tmp_path_factory):
 def test_the_exported_vllm_table_survives_vllms_clamp_and_drafts_what_was_priced(exported):
     _, document = exported
     config = document["vllm_speculative_config"]
-    n, ranges = config["num_speculative_tokens"], config["num_speculative_tokens_per_batch_size"]
+    n, ranges = config["num_speculative_tokens"], config.get("num_speculative_tokens_per_batch_size", [])  # none: one K
     dense = vllm_lookup(n, ranges)
     assert {row["batch_size"]: dense.get(row["batch_size"], n) for row in document["per_batch_size"]} == {
         row["batch_size"]: row["vllm_verified_drafts"] for row in document["per_batch_size"]}
@@ -172,7 +172,8 @@ def test_export_writes_the_configuration_that_runs_the_policy(replay_store, tmp_
     if vllm_n is None:  # a policy that never drafts: vLLM cannot run it, SGLang runs without speculation
         assert vllm is None and sglang == [] and "fastest_static" not in document
         return
-    assert vllm["num_speculative_tokens"] == vllm_n and vllm["num_speculative_tokens_per_batch_size"] == []
+    # reported: an empty schedule ([]), which vLLM's validator refuses, was written; no schedule means no key
+    assert vllm["num_speculative_tokens"] == vllm_n and "num_speculative_tokens_per_batch_size" not in vllm
     assert vllm["model"] == "/srv/d" and sglang[sglang.index("--speculative-num-draft-tokens") + 1] == sglang_block
     assert sglang[sglang.index("--speculative-draft-model-path") + 1] == "/srv/d"
 
@@ -197,3 +198,10 @@ def test_a_vllm_config_with_a_fractional_token_count_is_refused(tokens):
     """Reproduced first: num_speculative_tokens 7.9 was read as 7."""
     with pytest.raises(ValueError, match="whole number"):
         VllmConfig.from_json({"method": "dflash", "num_speculative_tokens": tokens})
+
+
+def test_reading_back_an_empty_schedule_is_refused_as_vllm_refuses_it():
+    config = {"method": "dflash", "num_speculative_tokens": 15, "num_speculative_tokens_per_batch_size": []}
+    with pytest.raises(ValueError, match=r"is \[\].*leave the key out"):
+        VllmConfig.from_json(config)
+    assert VllmConfig.from_json({"method": "dflash", "num_speculative_tokens": 15}).shape(8) == (16, 16)
