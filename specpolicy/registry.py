@@ -90,6 +90,8 @@ class PolicyRegistry:
 
     def parse(self, name: str) -> tuple[PolicyFamily, str | None]:
         """``fixed16`` -> (fixed, "16"); ``blockpilot:PATH`` -> (blockpilot, "PATH"); ``oracle`` -> (oracle, None)."""
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"a policy name is a non-empty string such as 'fixed16' or 'blockpilot', got {name!r}")
         head, _, path = name.strip().partition(":")
         if head in self.families:
             return self.families[head], (path or None)

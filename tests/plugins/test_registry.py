@@ -194,3 +194,12 @@ def test_a_misbehaving_plugin_is_blamed_by_name_once_and_specpolicy_is_not(insta
         assert result.exit_code == 2 and "bug in specpolicy" not in output, output
         assert "plugin 'acme'" in output and "acme-policies" in output, output
         assert sum("'gone'" in str(w.message) for w in warned) == 1
+
+
+@pytest.mark.parametrize("name", [None, 16, ""])
+def test_a_policy_name_that_is_no_name_is_refused_in_one_line(name):
+    """Reported: ``create_policy(None)`` ended in an AttributeError traceback."""
+    from specpolicy.registry import create_policy
+
+    with pytest.raises(ValueError, match="a policy name is a non-empty string such as 'fixed16'"):
+        create_policy(name)
