@@ -223,11 +223,12 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
     from specpolicy.evaluation.replay import evaluate_replay
 
     if options.mode is Mode.live:
-        prompts = load_prompts(name, options.max_samples, options.seed)
         from specpolicy.data.prompts import encode_prompt
         from specpolicy.decoding import SpeculativeDecoder
         from specpolicy.decoding.autoregressive import own_answer
         from specpolicy.sweep.latency import cached_costs
+
+        prompts = load_prompts(name, options.max_samples, options.seed)
 
         pair = _load_pair_once(options.target, options.drafter, options.dtype, options.device)
         decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=options.temperature,
