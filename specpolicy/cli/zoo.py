@@ -12,6 +12,9 @@ def info() -> None:
     """Where the shipped zoo lives and what it contains."""
     from specpolicy.zoo import ZOO_DIR
 
-    for path in sorted(ZOO_DIR.rglob("*")):
-        if path.is_file():
-            typer.echo(f"{path.relative_to(ZOO_DIR)}\t{path.stat().st_size / 1e6:.2f} MB")
+    typer.echo(f"the tiny zoo: {ZOO_DIR}")
+    for entry in sorted(ZOO_DIR.iterdir()):
+        files = [p for p in entry.rglob("*") if p.is_file()] if entry.is_dir() else [entry]
+        size = sum(p.stat().st_size for p in files) / 1e6
+        typer.echo(f"{entry.name}/\t{len(files)} files\t{size:.2f} MB" if entry.is_dir() else
+                   f"{entry.name}\t{size:.2f} MB")

@@ -396,3 +396,13 @@ def test_a_backwards_candidate_range_says_so():
 def test_tables_in_a_pipe_fit_the_columns_the_environment_names():
     result = runner.invoke(app, ["policies"], env={"COLUMNS": "100"})
     assert result.exit_code == 0 and max(map(len, result.stdout.splitlines())) <= 100
+
+
+def test_zoo_info_says_where_the_zoo_is_and_sums_each_folder():
+    """Reported: 1,209 lines, one per file, and no word of where the zoo is."""
+    from specpolicy.zoo import ZOO_DIR
+
+    result = runner.invoke(app, ["zoo", "info"])
+    lines = result.stdout.splitlines()
+    assert result.exit_code == 0 and str(ZOO_DIR) in lines[0] and len(lines) < 40
+    assert any(line.startswith("sweeps/") and "files" in line for line in lines)
