@@ -38,6 +38,8 @@ follow the family name as ``name=value`` pairs: ``trtllm-schedule:draft_len_sche
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
@@ -49,13 +51,35 @@ from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.replay.export import EngineConfigPolicy, VllmConfig, vllm_lookup
 from specpolicy.state import DecodeState
 
+MINIMUM = {"n_max": 1, "num_speculative_tokens": 1, "max_draft_len": 1, "acceptance_rate_window_size": 0,
+           "acceptance_rate_threshold": 0.0}
+"""the least value of each engine parameter the engines accept (p_min is checked as a probability by its policy)"""
+
+
+def _whole(text: str) -> int:
+    """A whole number as written (``1_5``, which ``int`` reads as 15, is refused)."""
+    if not re.fullmatch(r"-?\d+", text.strip()):
+        raise ValueError(f"{text!r} is not a whole number")
+    return int(text)
+
+
+def _decimal(text: str) -> float:
+    """A number as written (``float`` reads ``1_5`` as 15: refused)."""
+    if "_" in text:
+        raise ValueError(f"{text!r} is not a number")
+    return float(text)
+
 
 def _mapping(text: str) -> dict[int, int]:
-    """``"4:4/8:2"`` -> ``{4: 4, 8: 2}``."""
+    """``"4:4/8:2"`` -> ``{4: 4, 8: 2}`` (batch sizes >= 1, drafts >= 0)."""
     pairs = [item.split(":") for item in text.split("/") if item]
     if not pairs or any(len(pair) != 2 for pair in pairs):
         raise ValueError(f"expected KEY:VALUE pairs joined by '/', such as 4:4/8:2/32:1; got {text!r}")
-    return {int(key): int(value) for key, value in pairs}
+    mapping = {_whole(key): _whole(value) for key, value in pairs}
+    if min(mapping) < 1 or min(mapping.values()) < 0:
+        raise ValueError(f"batch sizes start at 1, got {min(mapping)}" if min(mapping) < 1 else
+                         f"drafts are >= 0, got {min(mapping.values())}")
+    return mapping
 
 
 def _ranges(text: str) -> list[list[int]]:
@@ -72,7 +96,8 @@ def _ranges(text: str) -> list[list[int]]:
 
 def engine_args(family: str, arg: str | None, settings: type) -> object:
     """``settings`` (a dataclass of the engine's parameters and defaults) from ``"name=value,name=value"``;
-    an unknown name or a value that does not parse is refused, naming the family's parameters."""
+    an unknown or repeated name, a value that does not parse and one below the engine's least are refused, naming the
+    family's parameters."""
     known = {f.name: f for f in fields(settings)}
     given: dict[str, object] = {}
     for item in filter(None, (arg or "").split(",")):
@@ -80,12 +105,20 @@ def engine_args(family: str, arg: str | None, settings: type) -> object:
         if name not in known:
             raise ValueError(f"{family} has no parameter {name!r}; its parameters: {', '.join(known)} "
                              f"(as {family}:{next(iter(known))}=VALUE,...)")
+        if name in given:
+            raise ValueError(f"{family}: {name} is given twice; give it once")
         kind = str(known[name].type)
         try:
             given[name] = (_mapping(text) if "dict" in kind else _ranges(text) if "list" in kind
-                           else float(text) if "float" in kind else int(text))
+                           else _decimal(text) if "float" in kind else _whole(text))
         except ValueError as exc:
+            if "dict" in kind:
+                raise ValueError(f"{family}: {name}: {exc}") from None
             raise ValueError(f"{family}: {name}={text!r} does not parse ({exc})") from None
+        least = MINIMUM.get(name)
+        if least is not None and not (math.isfinite(given[name]) and given[name] >= least):
+            what = "a whole number" if isinstance(least, int) else "a finite number"
+            raise ValueError(f"{family}: {name}={text}: {what} >= {least} (the engine's least)")
     return settings(**given)
 
 

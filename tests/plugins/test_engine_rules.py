@@ -96,6 +96,14 @@ def test_engine_rules_honour_the_policy_contract_and_decode_losslessly_live(name
     ("llamacpp-pmin:p_min=high", "p_min='high' does not parse"),
     ("llamacpp-pmin:p_min=1.5", "probability in \\[0, 1\\]"),
     ("vllm-dsd:num_speculative_tokens_per_batch_size=", "START-END:K ranges"),
+    # reported by the audit (issue 48): each of these was taken
+    ("llamacpp-pmin:n_max=3,n_max=7", "llamacpp-pmin: n_max is given twice"),
+    ("llamacpp-pmin:n_max=1_5", "n_max='1_5' does not parse"),
+    ("trtllm-schedule:draft_len_schedule=0:15", "draft_len_schedule: batch sizes start at 1, got 0"),
+    ("trtllm-schedule:acceptance_rate_threshold=nan", "acceptance_rate_threshold=nan: a finite number >= 0"),
+    ("trtllm-schedule:acceptance_rate_threshold=-1", "acceptance_rate_threshold=-1: a finite number >= 0"),
+    ("llamacpp-pmin:n_max=0", "n_max=0: a whole number >= 1"),
+    ("trtllm-schedule:draft_len_schedule=4:-2", "draft_len_schedule: drafts are >= 0, got -2"),
 ])
 def test_bad_engine_arguments_name_the_parameters(arg, message):
     with pytest.raises(ValueError, match=message):
