@@ -55,13 +55,21 @@ class StepOraclePolicy(TauOraclePolicy):
         return answers.table.oracle_plan(observation.costs, self.candidates, answers.training_block_size)
 
 
+def _no_argument(arg: str | None) -> None:
+    if arg is not None:
+        raise ValueError(f"an oracle takes no argument (it reads the sweep), got {arg!r}; drop ':{arg}'")
+
+
 def time_oracle(arg: str | None, candidates: Sequence[int]) -> TimeOraclePolicy:
+    _no_argument(arg)
     return TimeOraclePolicy(candidates)
 
 
 def tau_oracle(arg: str | None, candidates: Sequence[int]) -> TauOraclePolicy:
+    _no_argument(arg)
     return TauOraclePolicy(candidates)
 
 
 def step_oracle(arg: str | None, candidates: Sequence[int]) -> StepOraclePolicy:
+    _no_argument(arg)
     return StepOraclePolicy(candidates)

@@ -142,3 +142,10 @@ def test_llamacpp_pmin_defaults_are_the_servers():
     assert _run(policy, _table(3)) == [(4, 4, 3, 4), (4, 4, 3, 4)]
     assert policy.llamacpp.flags()[-6:] == ["--spec-draft-n-max", "3", "--spec-draft-n-min", "0", "--spec-draft-p-min",
                                             "0"]
+
+
+@pytest.mark.parametrize("name", ["oracle:x=1", "oracle-step:3", "oracle-tau16"])
+def test_an_oracle_given_an_argument_refuses_it(name):
+    """Reported: ``oracle:x=1`` ran and ignored its argument."""
+    with pytest.raises(ValueError, match="an oracle takes no argument"):
+        create_policy(name, CANDIDATES)
