@@ -130,7 +130,7 @@ def results_per_dataset(options: CompareOptions):
     """(dataset name, concurrency served at or ``None``, results) per dataset and concurrency; everything
     checkable is checked before any model loads."""
     from specpolicy.costs import CostTable
-    from specpolicy.defaults import DEFAULT_CANDIDATES, TRAINING_BLOCK_SIZE
+    from specpolicy.defaults import DEFAULT_CANDIDATES
     from specpolicy.evaluation.replay import check_candidates
     from specpolicy.policy import check_vocabulary
     from specpolicy.registry import get_registry
@@ -151,14 +151,14 @@ def results_per_dataset(options: CompareOptions):
             raise ValueError(f"--candidates {extra} are not in the sweep's {list(store.candidates)}; pass a subset")
     else:
         chosen = options.candidates or list(DEFAULT_CANDIDATES)
-    if options.engine:  # llama.cpp clamps n_max to the drafter's trained block
-        chosen = [b for b in chosen if b <= TRAINING_BLOCK_SIZE]
     registry = get_registry()
-    built = [registry.create(name, chosen) for name in options.policies]
-    if options.engine:  # a learned policy chooses among the sizes the engine runs
-        from specpolicy.evaluation.engine import for_engine
+    if options.engine:  # the sizes llama.cpp runs; a learned policy chooses among them
+        from specpolicy.evaluation.engine import engine_sizes, for_engine
 
-        built = [for_engine(p, chosen) for p in built]
+        chosen = engine_sizes(chosen)
+        built = [for_engine(registry.create(name, chosen), chosen) for name in options.policies]
+    else:
+        built = [registry.create(name, chosen) for name in options.policies]
     if options.mode is Mode.live:
         from specpolicy.decoding.engine import check_live
 

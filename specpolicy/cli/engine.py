@@ -51,7 +51,7 @@ def engine_results(store, policies, threads: int, server: str | None, target: st
     decoded in the engine, and replay's prediction beside it (stderr). Returns the measured results."""
     from specpolicy.cli.progress import progress_bar
     from specpolicy.engines.llamacpp import ServerPool, find_server
-    from specpolicy.evaluation.engine import engine_costs, evaluate_engine, plan_settings
+    from specpolicy.evaluation.engine import engine_costs, engine_sizes, evaluate_engine, plan_settings, trained_block
     from specpolicy.evaluation.replay import evaluate_replay
     from specpolicy.registry import get_registry
 
@@ -59,7 +59,7 @@ def engine_results(store, policies, threads: int, server: str | None, target: st
     records = list(store.records())
     plan_settings(store, records[:1], policies, store.latency())  # a policy the engine cannot run is refused first
     folder = gguf_pair(target, drafter)
-    sizes = sorted({b for b in store.candidates if b <= int(store.meta.get("training_block_size") or 16)})
+    sizes = engine_sizes(store.candidates, trained_block(store))
     with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", threads) as pool:
         fixed = [get_registry().create(f"fixed{b}", sizes) for b in sizes]
         with progress_bar("engine costs", ENGINE_CALIBRATION_PROMPTS) as update:

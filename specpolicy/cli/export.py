@@ -65,12 +65,12 @@ def _llamacpp(policy: str, engine: str, server: str | None) -> dict:
     from specpolicy.cli.engine import gguf_pair
     from specpolicy.defaults import DEFAULT_CANDIDATES, DEFAULT_THREADS, TRAINING_BLOCK_SIZE
     from specpolicy.engines.llamacpp import deployment, find_server
-    from specpolicy.evaluation.engine import deployable_settings, for_engine
+    from specpolicy.evaluation.engine import deployable_settings, engine_sizes, for_engine
     from specpolicy.registry import get_registry
 
     if engine != "llamacpp":
         raise fail(f"--engine {engine} is not an engine specpolicy exports to; use --engine llamacpp")
-    sizes = [b for b in DEFAULT_CANDIDATES if b <= TRAINING_BLOCK_SIZE]
+    sizes = engine_sizes(DEFAULT_CANDIDATES)
     settings = deployable_settings(for_engine(get_registry().create(policy, sizes), sizes), TRAINING_BLOCK_SIZE)
     binary, folder = find_server(server), gguf_pair("tiny", "tiny")
     return deployment(settings, binary, folder / "target.gguf", folder / "drafter.gguf", DEFAULT_THREADS, policy)

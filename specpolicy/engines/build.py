@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from specpolicy.defaults import LLAMACPP_BUILD_JOBS, LLAMACPP_VERSION
-from specpolicy.engines.llamacpp import _die_with_parent, engine_home
+from specpolicy.engines.llamacpp import die_with_parent, engine_home
 from specpolicy.files import atomic_path, write_text
 
 CMAKE_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
@@ -35,7 +35,7 @@ def _run(command: list[str], log: Path, cwd: Path | None = None) -> None:
     is killed, so no compiler outlives the build."""
     with log.open("a") as out:
         process = subprocess.Popen(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True, preexec_fn=_die_with_parent)
+                                   start_new_session=True, preexec_fn=die_with_parent)
         try:
             code = process.wait()
         finally:

@@ -128,7 +128,7 @@ def server_command(binary: Path, target: Path, drafter: Path, setting: Setting, 
     return command
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child before exec: get SIGKILL when the process that started it dies (Linux), however it dies."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -147,7 +147,7 @@ class Server:
         self.command, self.port, self.url = command, port, f"http://127.0.0.1:{port}"
         self.log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False)  # noqa: SIM115
         self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        preexec_fn=_die_with_parent)
+                                        preexec_fn=die_with_parent)
 
     @classmethod
     def start(cls, binary: Path, target: Path, drafter: Path, setting: Setting, threads: int) -> Server:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from specpolicy.costs import CostTable
+from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.engines.llamacpp import Reply, ServerPool, Setting
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
 from specpolicy.evaluation.replay import prompt_observation
@@ -23,6 +24,17 @@ from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
 
 PLAIN = Setting(1)
+
+
+def engine_sizes(candidates: Sequence[int], largest: int = TRAINING_BLOCK_SIZE) -> list[int]:
+    """The block sizes among ``candidates`` llama.cpp runs with a drafter trained at block ``largest`` (past it,
+    llama.cpp clamps n_max)."""
+    return sorted(b for b in candidates if b <= largest)
+
+
+def trained_block(store: SweepStore) -> int:
+    """The drafter's trained block size of a store's pair."""
+    return int(store.meta.get("training_block_size") or TRAINING_BLOCK_SIZE)
 
 
 @dataclass
@@ -81,7 +93,7 @@ def deployable_settings(policy: Policy, largest: int) -> list[Setting]:
 def plan_settings(store: SweepStore, records: Sequence[SweepRecord], policies: Sequence[Policy],
                   costs: CostTable | None) -> list[list[Setting]]:
     """[prompt][policy] settings, every plan made and checked before any server starts."""
-    largest = int(store.meta.get("training_block_size") or 16)
+    largest = trained_block(store)
     settings = []
     for record in records:
         observation = prompt_observation(store, record, costs)
