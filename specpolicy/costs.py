@@ -30,7 +30,8 @@ class CostTable:
     target pass over B tokens that also returns the hidden states the drafter reads (a B = 1 cycle
     inside a speculative decode pays this). ``ar_seconds``: one target step as plain decoding (and
     transformers' ``generate``) runs it, without hidden states: the baseline every speedup divides by.
-    ``spread[B]``: relative interquartile range of the cycle's repeats.
+    ``spread[B]``: relative interquartile range of the cycle's repeats. ``source``: where a table not measured
+    here comes from and what was derived (the shipped measured GPU tables name their repository and commit).
     """
 
     draft_seconds: Mapping[int, float]
@@ -44,6 +45,7 @@ class CostTable:
     repeats: int = 0
     spread: Mapping[int, float] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    source: str = ""
 
     def __post_init__(self) -> None:
         """Every table, however made (measured, loaded, per concurrency), holds positive finite
@@ -180,7 +182,8 @@ class CostTable:
             raise ValueError("a cost table needs ar_seconds (or a B = 1 entry); remeasure it")
         return cls(by_size("draft_seconds"), verify, float(ar), data.get("threads"), data.get("dtype", ""),
                    data.get("device", ""), data.get("machine", ""), int(data.get("context_length", 0)),
-                   int(data.get("repeats", 0)), by_size("spread"), tuple(data.get("warnings", ())))
+                   int(data.get("repeats", 0)), by_size("spread"), tuple(data.get("warnings", ())),
+                   data.get("source", ""))
 
     def save(self, path: str | Path) -> None:
         write_text(path, json.dumps(self.to_json(), indent=2))

@@ -264,6 +264,13 @@ class TrainingSet:
     def __len__(self) -> int:
         return len(self.labels)
 
+    def prefill_features(self) -> np.ndarray:
+        """``logits``, for policies that learn from the prefill; a ValueError for a store that records none."""
+        if self.logits.shape[1] == 0:
+            raise ValueError("this policy learns from the prefill logits, which the sweep does not record (imported "
+                             "traces); train a per-cycle policy such as `cycle` on it, or sweep with specpolicy")
+        return self.logits
+
     def subset(self, index: np.ndarray) -> TrainingSet:
         return TrainingSet(self.logits[index], self.prompt_lengths[index], self.labels[index], self.taus[index],
                            self.candidates, [self.prompt_ids[i] for i in index], self.values[index],

@@ -86,5 +86,14 @@ def roofline(
     typer.echo(f"synthetic batch cost table written to {path}")
 
 
+@app.command("measured")
+def measured() -> None:
+    """Write the measured GPU cost tables from the CAST rows shipped in specpolicy/zoo/measured."""
+    from zoo_build.measured import build
+
+    for path in build():
+        typer.echo(f"measured cost table written to {path}")
+
+
 if __name__ == "__main__":
     app()

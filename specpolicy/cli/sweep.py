@@ -120,3 +120,26 @@ def import_blockpilot(
         stderr.print(f"the authors' choices (1.json, saved as {out}/authors_choices.json) have the best tau over "
                      f"{label} (ties included) on {hits} of {total} prompts; evaluate them with --policies "
                      f"choices:{out}/authors_choices.json", soft_wrap=True)
+
+
+def import_traces(
+    file: Path = typer.Argument(..., help="a trace file (SpecDecode-Bench: data/llama3.1-8B/combined_gsm8k.jsonl)"),
+    out: Path = typer.Option(..., help="sweep store to create (rerun to resume)"),
+    drafter: str = typer.Option("eagle", help="whose acceptance to import: eagle (EAGLE-3) or ngram"),
+    candidates: str = typer.Option("1-16", help="block sizes replay may run (up to the longest recorded run + 1)"),
+    dataset: str = typer.Option(None, help="dataset name of the prompts (default: from the file name)"),
+) -> None:
+    """Import per-position acceptance traces of a real model (SpecDecode-Bench's JSONL) into a sweep store that
+    replays every block size exactly (docs: importing traces)."""
+    from specpolicy.sweep.importers import import_specdecode
+
+    result = import_specdecode(file, out, drafter, parse_candidates(candidates), dataset)
+    stderr.print(f"imported {result.requests} requests into {out} ({drafter} drafts, block sizes "
+                 f"{candidates}; the longest accepted run is {result.longest_drafts} drafts)", soft_wrap=True)
+    if result.other_run_tokens:
+        stderr.print(f"{len(result.other_run_tokens)} requests carry a token array from another run (its length "
+                     "differs from the acceptance array's); the acceptance array alone decides their replay",
+                     soft_wrap=True)
+    for request, why in result.skipped.items():
+        stderr.print(f"skipped request {request}: {why}", soft_wrap=True)
+

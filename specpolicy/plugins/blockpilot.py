@@ -256,7 +256,8 @@ def untrained_blockpilot(candidates: Sequence[int], dataset: TrainingSet, option
 
     fields = ("hidden", "depth", "dropout", "preprocess")
     predicts = "cycles_per_token" if options.get("objective", BLOCKPILOT_OBJECTIVE) == "cycles" else "label"
-    policy = BlockPilotPolicy(BlockPilotSettings(vocab_size=dataset.logits.shape[1], candidates=list(candidates),
-                                                 predicts=predicts, **{k: options[k] for k in fields if k in options}))
+    settings = BlockPilotSettings(vocab_size=dataset.prefill_features().shape[1], candidates=list(candidates),
+                                  predicts=predicts, **{k: options[k] for k in fields if k in options})
+    policy = BlockPilotPolicy(settings)
     policy.weights = torch_initial_weights(policy.settings, int(options.get("seed", 0)))
     return policy

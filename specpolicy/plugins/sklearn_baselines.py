@@ -96,6 +96,7 @@ class SklearnPolicy(LearnedPolicy):
         """Fit the pipeline to the labels (``logreg``) or to the cycles per token (the regressors)."""
         if tuple(dataset.candidates) != self.candidates:
             raise ValueError(f"training set candidates {list(dataset.candidates)} differ from {list(self.candidates)}")
+        dataset.prefill_features()
         if self.predicts == "label" and len(np.unique(dataset.labels)) < 2:
             only = dataset.candidates[int(dataset.labels[0])]
             raise ValueError(f"every training prompt has the same label (block size {only}); fixed{only} does the "

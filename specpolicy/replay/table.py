@@ -23,7 +23,6 @@ from specpolicy.cycles import (
     check_verify_length,
     commit_length,
     commit_tokens,
-    mean_acceptance,
     run,
 )
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
@@ -135,8 +134,10 @@ class ReplayTable:
         return run(self.session(prefill_logits), plan)
 
     def taus(self) -> dict[int, float]:
-        """tau of every candidate as a fixed block size."""
-        return {b: mean_acceptance(self.simulate(b)) for b in self.candidates}
+        """tau of every candidate as a fixed block size (:func:`~specpolicy.cycles.mean_acceptance` of the
+        cycles :meth:`simulate` runs, walked over :meth:`_outcomes`)."""
+        walks = self._fixed_walks(self.candidates)
+        return {b: accepted / cycles if cycles else 0.0 for b, (cycles, accepted) in zip(self.candidates, walks)}
 
     def tokens(self) -> int:
         """Tokens every schedule commits after prefill (lossless: the same output whatever the sizes)."""
@@ -153,16 +154,22 @@ class ReplayTable:
         return dict(self._priced[1][sizes])
 
     def fixed_cycles(self, sizes: Sequence[int]) -> list[int]:
-        """Cycles each of ``sizes`` runs as a fixed block size (as :meth:`simulate` counts them), walked over
+        """Cycles each of ``sizes`` runs as a fixed block size (as :meth:`simulate` counts them)."""
+        return [cycles for cycles, _ in self._fixed_walks(sizes)]
+
+    def _fixed_walks(self, sizes: Sequence[int]) -> list[tuple[int, int]]:
+        """(cycles, summed accepted + 1) of each of ``sizes`` as a fixed block size, walked over
         :meth:`_outcomes` without building the cycles."""
-        nxt, done = self._outcomes([self._column(b) for b in sizes])
-        counts, ended_at_prefill = [], self.start()[2]
+        columns = [self._column(b) for b in sizes]
+        nxt, done = self._outcomes(columns)
+        accepted = np.minimum(self.accepted[:, columns], np.asarray(sizes) - 1).tolist()
+        nxt, done, walks, ended_at_prefill = nxt.tolist(), done.tolist(), [], self.start()[2]
         for j in range(len(sizes)):
-            i, count, finished = 0, 0, ended_at_prefill
+            i, count, total, finished = 0, 0, 0, ended_at_prefill
             while not finished:
-                count, finished, i = count + 1, bool(done[i, j]), int(nxt[i, j])
-            counts.append(count)
-        return counts
+                count, total, finished, i = count + 1, total + accepted[i][j] + 1, done[i][j], nxt[i][j]
+            walks.append((count, total))
+        return walks
 
     def fastest_fixed(self, costs: CostTable, candidates: Sequence[int] | None = None,
                       training_block_size: int = TRAINING_BLOCK_SIZE) -> int:

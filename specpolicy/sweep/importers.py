@@ -6,11 +6,12 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from specpolicy.defaults import MAX_BLOCK_SIZE, PAPER_CANDIDATES, TRAINING_BLOCK_SIZE
 from specpolicy.files import write_text
-from specpolicy.sweep.records import RECORD_VERSION, SweepRecord
+from specpolicy.sweep.records import RECORD_VERSION, ReplayEntry, SweepRecord, prompt_digest
 from specpolicy.sweep.store import SweepStore
 
 BLOCKPILOT_FOLDER = re.compile(r"(?P<dataset>.+)_(?P<seed>\d+)T(?P<temperature>[0-9.]+)$")
@@ -91,3 +92,97 @@ def _taus(file: Path) -> dict[str, float]:
         return {str(k): float(v) for k, v in body.items()}
     except (TypeError, ValueError):
         raise ValueError(f"{file} maps a prompt to something that is not a number") from None
+
+
+SPECDECODE_DRAFTERS = ("eagle", "ngram")
+"""the chain drafters a SpecDecode-Bench trace records (``acc_eagle``: EAGLE-3, ``acc_ngram``: n-gram lookup)"""
+
+
+@dataclass(frozen=True)
+class TraceImport:
+    """What :func:`import_specdecode` read: requests kept, the longest accepted run, and the requests whose
+    token array belongs to another run than the acceptance array (kept: the acceptance array alone decides)."""
+
+    store: SweepStore
+    requests: int
+    longest_drafts: int
+    other_run_tokens: list[str]
+    skipped: dict[str, str]
+    """request id -> why it was not imported (nothing to replay)"""
+
+
+def import_specdecode(file: str | Path, out: str | Path, drafter: str = "eagle",
+                      candidates: Sequence[int] = tuple(range(1, TRAINING_BLOCK_SIZE + 1)),
+                      dataset: str | None = None) -> TraceImport:
+    """Read a SpecDecode-Bench simulator trace (JSONL: ``id``, ``prompt_token_ids``, ``generated_token_ids``,
+    ``acc_{drafter}.acc_len``) into a store of chain replay tables.
+
+    ``acc_len[i]``: tokens a draft started after the i-th generated token commits (accepted drafts + the
+    target's own), so a block of B accepts min(acc_len[i] - 1, B - 1) there: exact for every B whose drafts
+    the recording covered (B - 1 up to the longest accepted run in the file; larger B are refused). The
+    acceptance array defines the decode, as the authors' simulator reads it; a token array of another length
+    comes from another run of the prompt and is not used (counted in ``other_run_tokens``)."""
+    file = Path(file)
+    if drafter not in SPECDECODE_DRAFTERS:
+        raise ValueError(f"unknown drafter {drafter!r}; the traces record {', '.join(SPECDECODE_DRAFTERS)}")
+    if not file.is_file():
+        raise FileNotFoundError(f"{file} is {'a folder' if file.exists() else 'missing'}; pass a SpecDecode-Bench "
+                                "file such as data/llama3.1-8B/combined_gsm8k.jsonl (docs: importing traces)")
+    dataset = dataset or file.stem.removeprefix("combined_")
+    requests = [_specdecode_request(file, n, line, drafter) for n, line in enumerate(file.open("rb"), 1)
+                if line.strip()]
+    ids = [r[0] for r in requests]
+    if len(set(ids)) < len(ids):
+        raise ValueError(f"{file} repeats request ids ({sorted({i for i in ids if ids.count(i) > 1})[:3]}); "
+                         "pass one trace file per dataset")
+    longest = max((max(a, default=1) for _, _, _, a in requests), default=1) - 1
+    too_long = [b for b in candidates if b - 1 > longest]
+    if too_long:
+        raise ValueError(f"{file}: the longest accepted run is {longest} drafts, so blocks {too_long} cannot be "
+                         f"replayed exactly (their drafts past {longest} were never recorded); pass --candidates "
+                         f"1-{longest + 1} or fewer")
+    sizes = tuple(sorted(candidates))
+    meta = {"dataset": dataset, "mode": "imported", "source": str(file), "format": "specdecode-bench",
+            "dataset_sha256": hashlib.sha256(file.read_bytes()).hexdigest()[:16], "drafter": drafter,
+            "candidates": list(sizes), "target": None, "max_new_tokens": None,
+            "training_block_size": TRAINING_BLOCK_SIZE}
+    store, skipped, other = SweepStore.open(out, meta), {}, []
+    done = store.done_ids()
+    for index, (request, prompt, tokens, lengths) in enumerate(requests):
+        if len(lengths) < 2:  # the prefill's token is the whole output: no cycle to replay
+            skipped[request] = "the prefill's token is the whole output: nothing to draft"
+            continue
+        other += [request] if len(tokens) != len(lengths) else []
+        prompt_id = f"{dataset}:{request}"
+        if prompt_id in done:
+            continue
+        entry = ReplayEntry(candidates=sizes, accepted=[[min(a, sizes[-1]) - 1] for a in lengths], sequence=[],
+                            output_length=len(lengths), stop_token_ids=(), budget=len(lengths), chain=True)
+        table = entry.table(len(prompt))
+        store.append(SweepRecord(version=RECORD_VERSION, prompt_id=prompt_id, index=index, prompt_length=len(prompt),
+                                 prompt_sha256=prompt_digest(prompt), taus=table.taus(),
+                                 output_length=len(lengths), replay=entry, category=dataset))
+    store.close()
+    return TraceImport(store, len(requests) - len(skipped), longest, other, skipped)
+
+
+def _specdecode_request(file: Path, line_number: int, line: bytes, drafter: str
+                        ) -> tuple[str, list[int], list[int], list[int]]:
+    """(id, prompt ids, generated ids, acceptance lengths) of one line; a ValueError naming the line otherwise."""
+    where = f"{file}, line {line_number}"
+    try:
+        body = json.loads(line)
+        request = str(body["id"])
+        prompt, tokens = body["prompt_token_ids"], body.get("generated_token_ids", [])
+        lengths = body[f"acc_{drafter}"]["acc_len"]
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ValueError(f"{where} is not JSON; the file is damaged (fetch it again)") from None
+    except (KeyError, TypeError) as missing:
+        raise ValueError(f"{where} has no {missing} field: not a SpecDecode-Bench trace with acc_{drafter}.acc_len "
+                         "(docs: importing traces)") from None
+    for name, values, least in (("prompt_token_ids", prompt, 0), ("generated_token_ids", tokens, 0),
+                                (f"acc_{drafter}.acc_len", lengths, 1)):
+        if not isinstance(values, list) or not all(type(v) is int and v >= least for v in values):
+            why = " (tokens committed per draft: its accepted drafts + the target's own)" if least else ""
+            raise ValueError(f"{where} (request {request}): {name} must be a list of integers >= {least}{why}")
+    return request, prompt, tokens, lengths

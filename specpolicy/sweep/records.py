@@ -44,11 +44,16 @@ class ReplayEntry(_Record):
     """block size -> the drafter's confidences [output_length, B - 1], float16 (NaN: not drafted), base64"""
     entropies: dict[int, str] = {}
     """block size -> the entropies (nats) of the drafter's distributions, as ``confidences`` (absent before 0.2)"""
+    chain: bool = False
+    """a chain drafter's trace (EAGLE, n-gram, MTP: every shorter draft is a prefix of a longer one): ``accepted``
+    holds one column, the drafts accepted at the longest candidate, and a block of B accepts min(that, B - 1);
+    ``sequence`` may be empty (no stop token is read: the recorded output length ends the decode)"""
 
     @model_validator(mode="after")
     def _shape(self) -> ReplayEntry:
-        if any(len(row) != len(self.candidates) for row in self.accepted):
-            raise ValueError("replay.accepted rows must hold one entry per candidate")
+        width = 1 if self.chain else len(self.candidates)
+        if any(len(row) != width for row in self.accepted):
+            raise ValueError(f"replay.accepted rows must hold one entry{'' if self.chain else ' per candidate'}")
         if len(self.accepted) != self.output_length:
             raise ValueError("replay.accepted must hold one row per output token")
         return self
@@ -62,8 +67,12 @@ class ReplayEntry(_Record):
     def table(self, prompt_length: int) -> ReplayTable:
         import numpy as np
 
-        return ReplayTable(prompt_length, self.output_length, self.candidates, np.asarray(self.accepted, np.int16),
-                           self.sequence, self.stop_token_ids, self.budget,
+        accepted, sequence = np.asarray(self.accepted, np.int16), self.sequence
+        if self.chain:  # every block size from the longest draft: a prefix of it is the shorter draft
+            accepted = np.minimum(accepted, np.asarray(self.candidates, np.int16) - 1)
+            sequence = sequence or [0] * (prompt_length + self.output_length + max(self.candidates))
+        return ReplayTable(prompt_length, self.output_length, self.candidates, accepted, sequence,
+                           self.stop_token_ids, self.budget,
                            self._decode_rows(self.confidences), self._decode_rows(self.entropies))
 
     def _decode_rows(self, encoded: dict[int, str]) -> dict:

@@ -274,5 +274,8 @@ class SweepStore:
         return np.array([r.tau_row(sizes) for r in records], dtype=np.float64).reshape(len(records), len(sizes))
 
     def feature_matrix(self, records: Sequence[SweepRecord]) -> np.ndarray:
-        """Features of ``records`` stacked: float32 [n, V]."""
+        """Features of ``records`` stacked: float32 [n, V]; [n, 0] for a store that records none (imported
+        traces: what per-cycle policies learn from is the replay, not the prefill)."""
+        if all(r.features is None for r in records):
+            return np.zeros((len(records), 0), np.float32)
         return np.stack([self.features(r) for r in records])

@@ -7,6 +7,8 @@ import shutil
 from pathlib import Path
 
 ZOO_DIR = Path(__file__).parent / "tiny"
+MEASURED_DIR = Path(__file__).parent / "measured"
+"""cost tables measured on real GPUs by others, with their sources and licence notices (``zoo_build.measured``)"""
 TARGET_DIR = ZOO_DIR / "target"
 DRAFTER_DIR = ZOO_DIR / "drafter"
 SHIPPED_DTYPE = "bfloat16"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from specpolicy.costs import CostTable
-from specpolicy.cycles import REASONS, commit_length, commit_tokens
+from specpolicy.cycles import REASONS, commit_length, commit_tokens, mean_acceptance
 from specpolicy.replay.table import ReplayTable
 
 SHIPPED = ["specpolicy/zoo/tiny/sweeps/sharegpt", "specpolicy/zoo/tiny/sweeps/spec-bench",
@@ -59,6 +59,7 @@ def test_the_dp_and_fixed_counts_equal_the_cell_by_cell_replay(store, verify_len
         finite = np.isfinite(value)
         np.testing.assert_allclose(value[finite], expected[finite], rtol=1e-12)
         assert table.fixed_cycles(sizes) == [len(table.simulate(b)) for b in sizes]
+        assert table.taus() == pytest.approx({b: mean_acceptance(table.simulate(b)) for b in sizes}, rel=1e-12)
 
 
 @pytest.mark.slow  # 40 prompts of each shipped sweep
@@ -68,3 +69,4 @@ def test_fixed_counts_equal_the_replayed_cycles_on_the_shipped_sweeps(path):
 
     for table in _tables(SweepStore.load(path), 40):
         assert table.fixed_cycles(table.candidates) == [len(table.simulate(b)) for b in table.candidates]
+        assert table.taus() == pytest.approx({b: mean_acceptance(table.simulate(b)) for b in table.candidates})

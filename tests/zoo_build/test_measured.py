@@ -1,0 +1,48 @@
+"""The shipped measured GPU cost tables: each is what its CAST rows give, and each says where it comes from."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from specpolicy.costs import CostTable
+from specpolicy.zoo import MEASURED_DIR
+from zoo_build.measured import SOURCE, cost_table, table_name
+
+PROBES = json.loads(SOURCE.read_text())["probes"]
+
+
+@pytest.mark.parametrize("probe", PROBES, ids=table_name)
+def test_each_shipped_table_is_what_its_cast_row_gives(probe):
+    shipped = CostTable.load(MEASURED_DIR / table_name(probe))
+    built = cost_table(probe, "CAST")
+    assert shipped.block_sizes == built.block_sizes == (*range(1, 17), 24, 32)
+    np.testing.assert_allclose([shipped.verify_seconds[b] for b in shipped.block_sizes],
+                               [built.verify_seconds[b] for b in built.block_sizes], rtol=1e-12)
+    assert shipped.ar_seconds == pytest.approx(probe["ms"][0] / 1e3, rel=1e-12)
+    assert shipped.draft_seconds[16] == pytest.approx(probe["draft_ms"] / 1e3, rel=1e-12)
+    assert shipped.context_length == probe["prefix"] and shipped.machine == probe["device"]
+    assert "js-lee-AI/CAST@308e3f8" in shipped.source and probe["target"] in shipped.source
+    assert shipped.check() == []  # non-decreasing in B: the isotonic fit
+
+
+def test_measured_points_survive_and_the_fit_only_pools_falling_neighbours():
+    """Where CAST's curve rises the table reads it unchanged; a dip is pooled with its neighbour (the mean)."""
+    llama = next(p for p in PROBES if "Llama" in p["target"])
+    table = cost_table(llama, "CAST")
+    ms = dict(zip(llama["n"], llama["ms"]))
+    assert table.verify_seconds[1] == pytest.approx(ms[1] / 1e3)
+    assert table.verify_seconds[4] >= ms[4] / 1e3 * 0.97  # 18.31 ms pooled with the lower 8, 16, 24 ... points
+    rising = next(p for p in PROBES if p["target"] == "Qwen/Qwen3-8B" and p["prefix"] == 16384)
+    long = cost_table(rising, "CAST")
+    assert long.verify_seconds[16] / long.ar_seconds == pytest.approx(56.73607 / 23.68819, rel=1e-6)
+    assert long.verify_seconds[2] == pytest.approx((23.68819 + (55.25742 - 23.68819) / 3) / 1e3, rel=1e-9)
+
+
+def test_every_shipped_file_has_its_row_and_the_notice():
+    shipped = {p.name for p in MEASURED_DIR.glob("cast-*-context-*.json")}
+    assert shipped == {table_name(p) for p in PROBES}
+    notice = (MEASURED_DIR / "NOTICE.md").read_text()
+    assert "MIT License" in notice and "308e3f8ee343fa9477531ff36760b8d3e62164ae" in notice
