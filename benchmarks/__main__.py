@@ -241,5 +241,25 @@ def hf_loop(
 
 guard_all(app)
 
+@app.command("traces")
+def traces(
+    folder: Path = typer.Argument(..., help="SpecDecode-Bench's data/llama3.1-8B folder (combined_{dataset}.jsonl)"),
+    work: Path = typer.Option(Path("runs/traces"), help="imported stores and trained policies (reused on rerun)"),
+    drafter: str = typer.Option("eagle", help="eagle or ngram (n-gram drafting priced at 0)"),
+) -> None:
+    """Real traces priced with CAST's measured H100 table of Llama-3.1-8B: fixed K, oracles, rules, a learned
+    per-cycle policy, on held-out requests."""
+    from benchmarks.traces import LLAMA_H100, bench_traces, verdict_lines
+    from specpolicy.costs import CostTable
+    from specpolicy.zoo import MEASURED_DIR
+
+    verdicts = bench_traces(folder, work, CostTable.load(MEASURED_DIR / LLAMA_H100), drafter,
+                            on_dataset=lambda name: stderr.print(f"traces: {name}"))
+    typer.echo("\n".join(verdict_lines(verdicts)))
+    for v in verdicts:
+        stderr.print(f"{v.dataset}: " + ", ".join(f"{name} {row.speedup:.3f}x" for name, row in v.rows.items()),
+                     soft_wrap=True)
+
+
 if __name__ == "__main__":
     app()

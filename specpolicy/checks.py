@@ -132,7 +132,7 @@ def _check_plan(policy: Policy, plan: Plan, picked: int) -> None:
     if not isinstance(plan, Plan):
         raise _fail(policy, f"plan() must return a Plan, got {type(plan).__name__}")
     choices = policy.choices()
-    if not policy.per_step:
+    if not policy.per_step and plan.block_size is not None:
         if plan.block_size != picked:
             raise _fail(policy, f"a per-prompt policy's plan must be Plan.fixed(select()) = {picked}, got "
                                 f"{plan.block_size}")

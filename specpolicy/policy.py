@@ -119,12 +119,15 @@ class Policy:
         return replace(plan, block=block)
 
     def select(self, observation: PromptObservation) -> int:
-        """The block size for this prompt (one of :attr:`candidates`); a per-cycle policy's first cycle's."""
+        """The block size for this prompt (one of :attr:`candidates`); a per-cycle policy's first cycle's (from
+        its :meth:`step`, or its overridden :meth:`plan`)."""
+        first = DecodeState.after_prefill(observation.logits, observation.prompt_length)
         if self.per_step and type(self).step is not Policy.step:
-            first = DecodeState.after_prefill(observation.logits, observation.prompt_length)
             return self.step(first, observation)
-        raise NotImplementedError(f"{type(self).__name__} must define select (a per-prompt policy), or step with "
-                                  "per_step = True (a per-cycle one)")
+        if type(self).plan is not Policy.plan:
+            return self.plan(observation).block(first)
+        raise NotImplementedError(f"{type(self).__name__} must define select (a per-prompt policy), step with "
+                                  "per_step = True (a per-cycle one) or plan")
 
     def step(self, state: DecodeState, observation: PromptObservation) -> int:
         """The block size for the next cycle: what an overridden :meth:`plan` picks there, else the first choice

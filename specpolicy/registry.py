@@ -101,7 +101,7 @@ class PolicyRegistry:
         known = sorted(self.families)
         close = difflib.get_close_matches(head, [*known, *(f"{k}16" for k in known)], n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
-        failed = f" (plugins that failed to load: {', '.join(self.failures)})" if self.failures else ""
+        failed = "".join(f" (plugin {plugin!r} failed to load: {why})" for plugin, why in self.failures.items())
         raise ValueError(f"unknown policy {name!r}.{hint} Known policies: {', '.join(known)}{failed}")
 
     def create(self, name: str, candidates: Sequence[int] = DEFAULT_CANDIDATES) -> Policy:
@@ -175,14 +175,20 @@ def _collect(registry: PolicyRegistry, plugin: str, distribution: str, hook: Cal
     families: list[PolicyFamily] = []
 
     def register(name: str, factory: PolicyFactory | str, aliases: Sequence[str] = (), description: str = "",
-                 learned: bool = False, untrained: Callable | None = None) -> None:
+                 learned: bool = False, untrained: Callable | None = None, **removed: object) -> None:
+        if "per_step" in removed:
+            raise TypeError("register(per_step=...) was removed: set `per_step = True` on the policy class (or "
+                            "override `plan`), whose plan says per cycle or per prompt")
+        if removed:
+            raise TypeError(f"register() takes no {', '.join(map(repr, removed))}; see specpolicy.hookspecs")
         families.append(PolicyFamily(name, factory, tuple(aliases), description, learned, untrained,
                                      plugin, distribution))
 
     try:
         hook(register=register)
     except Exception as exc:
-        _fail(registry, plugin, f"register_policies raised {type(exc).__name__}: {exc}")
+        _fail(registry, plugin, str(exc) if isinstance(exc, TypeError) and "register(" in str(exc)
+              else f"register_policies raised {type(exc).__name__}: {exc}")
         return
     for family in families:
         for name in (family.name, *family.aliases):

@@ -152,5 +152,47 @@ def test_the_documented_minimal_per_cycle_policy_passes_the_checker_and_replays(
 
 
 def test_a_policy_with_neither_select_nor_step_is_told_which_to_write():
-    with pytest.raises(NotImplementedError, match="must define select .* or step with per_step = True"):
+    with pytest.raises(NotImplementedError, match="must define select .*, step with per_step = True .* or plan"):
         Policy(CANDIDATES).select(PromptObservation(np.zeros(4, np.float32), 3))
+
+
+def test_a_plan_only_per_cycle_policy_is_complete_everywhere(replay_store):
+    """Issue 48: `plan` is the one decision hook. A (B, L) plugin that overrides only `plan` (as the docs write one)
+    passes check_policy, select and predict, and replays."""
+    from specpolicy.cycles import Plan
+    from specpolicy.evaluation.replay import evaluate_replay
+
+    class ShortAfterMiss(Policy):
+        def plan(self, observation, answers=None):
+            def block(state):
+                return 16 if not state.accepted_history or state.accepted_history[-1] > 4 else 4
+
+            return Plan(block, lambda state, drafted: 2, reads_block=False)
+
+    policy = ShortAfterMiss((4, 16))
+    check_policy(policy)
+    observation = PromptObservation(np.zeros(VOCAB, np.float32), 3)
+    assert policy.select(observation) == 16 and policy.step(policy_state(observation), observation) == 16
+    actions, _ = policy.predict(np.zeros((2, VOCAB), np.float32))
+    assert actions.tolist() == [1, 1]
+    [result] = evaluate_replay(replay_store, [ShortAfterMiss(replay_store.candidates)])
+    assert result.prompts
+
+
+def policy_state(observation):
+    from specpolicy.state import DecodeState
+
+    return DecodeState.after_prefill(observation.logits, observation.prompt_length)
+
+
+def test_a_per_cycle_bandit_and_a_draft_verify_agent_pass_the_checker():
+    """Issue 48: LinUCB.cycle_policy() and saved per-cycle agents failed select, predict and check_policy."""
+    from specpolicy.envs.agent_policy import AgentPolicy, AgentSpec
+    from specpolicy.envs.bandit import LinUCB
+
+    bandit = LinUCB(np.zeros(20), np.ones(20), (4, 8, 16), "compact")
+    bandit.b[2, -1] = 1.0  # the bias of arm 16: the greedy choice until it has learnt otherwise
+    check_policy(bandit.cycle_policy(budget=64))
+    both = AgentPolicy(lambda observation: 2, AgentSpec("draft_verify", (1, 2, 8), budget=64), name="dv")
+    check_policy(both)
+    assert both.select(PromptObservation(np.zeros(VOCAB, np.float32), 3)) == 8

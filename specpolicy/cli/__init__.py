@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 
 import typer
 
@@ -55,4 +56,6 @@ def main() -> None:
     """Console-script entry point (quiet transformers and hub progress bars, without importing them)."""
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    warnings.formatwarning = lambda message, category, *rest: (  # one line, as the CLI's own messages
+        f"warning: {message}\n" if issubclass(category, UserWarning) else f"{category.__name__}: {message}\n")
     app()

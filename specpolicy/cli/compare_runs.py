@@ -131,7 +131,7 @@ def results_per_dataset(options: CompareOptions):
     checkable is checked before any model loads."""
     from specpolicy.costs import CostTable
     from specpolicy.defaults import DEFAULT_CANDIDATES
-    from specpolicy.evaluation.replay import check_candidates
+    from specpolicy.evaluation.replay import check_candidates, check_policies
     from specpolicy.policy import check_vocabulary
     from specpolicy.registry import get_registry
     from specpolicy.sweep.store import SweepStore
@@ -163,12 +163,14 @@ def results_per_dataset(options: CompareOptions):
         from specpolicy.decoding.engine import check_live
 
         check_live(built)
-    if store is None:  # a sweep's features are checked by evaluate_replay
+    if store is not None:
+        check_policies(built, store, chosen)
+    else:
         from specpolicy.models.loading import target_vocab_size
 
         check_vocabulary(built, target_vocab_size(options.target), f"target {options.target!r}")
-    for policy in built:
-        check_candidates(policy, chosen, store.meta.get("confidence_sizes", []) if store is not None else None)
+        for policy in built:
+            check_candidates(policy, chosen)
     if options.baseline not in options.policies:
         stderr.print(f"note: baseline {options.baseline} is not among the policies; no ratios or gain shares")
     elif options.oracle not in options.policies:

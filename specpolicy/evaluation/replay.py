@@ -34,6 +34,22 @@ def check_candidates(policy: Policy, available: Sequence[int], confidences: Sequ
                          f"not record; sweep with --verify-lengths --confidences {','.join(map(str, unread))}")
 
 
+def check_policies(policies: Sequence[Policy], store: SweepStore, candidates: Sequence[int] | None = None) -> None:
+    """Everything a stored sweep must hold for ``policies``, checked once before any work: the prefill logits
+    of the policies that read them, their block sizes among ``candidates`` (default: the store's), the
+    drafter confidences they read, and the vocabulary of their logits."""
+    width = store.feature_width()
+    unfed = [p.name for p in policies if width is None and p.vocabulary() is not None]
+    if unfed:
+        raise ValueError(f"{', '.join(unfed)} read{'s' if len(unfed) == 1 else ''} the prefill logits, which the sweep "
+                         f"{store.path} does not record (an imported store); compare policies that read the cycles, "
+                         "such as adaptive (the default's per-cycle guard), cycle, oracle-step or fixedN")
+    for policy in policies:
+        check_candidates(policy, store.candidates if candidates is None else candidates,
+                         store.meta.get("confidence_sizes", []))
+    check_vocabulary(policies, width, f"the sweep {store.path}")
+
+
 def prompt_observation(store: SweepStore, record: SweepRecord, costs: CostTable | None = None) -> PromptObservation:
     """What a policy reads for a stored prompt: its prefill logits (as the sweep kept them), and ``costs``."""
     logits = store.features(record) if record.features else np.zeros(0, dtype=np.float32)
@@ -56,9 +72,7 @@ def evaluate_replay(
             (:func:`~specpolicy.costs.nearest_context`), and cost-aware policies read that one.
         candidates: the block sizes the per-prompt oracle label ranges over (default: the store's).
     """
-    for policy in policies:
-        check_candidates(policy, store.candidates, store.meta.get("confidence_sizes", []))
-    check_vocabulary(policies, store.feature_width(), f"the sweep {store.path}")
+    check_policies(policies, store)
     costs = costs if costs is not None else store.latency()
     tables = [costs] if costs is None or isinstance(costs, CostTable) else list(costs)
     candidates = tuple(candidates or store.candidates)

@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
-from specpolicy.evaluation.replay import check_candidates, prompt_observation
-from specpolicy.policy import Answers, Policy, PromptObservation, check_vocabulary
+from specpolicy.evaluation.replay import check_policies, prompt_observation
+from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.replay.batch_costs import BatchCostTable
 from specpolicy.replay.serving import ServingResult, simulate_serving
 from specpolicy.replay.table import ReplayTable
@@ -44,9 +44,7 @@ def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: Batch
     ``on_served(policy, result)`` sees each simulation (every cycle is in ``result.records``).
     ``prompts``: the store read once by :meth:`StoredPrompts.load` (default: read it now).
     """
-    for policy in policies:
-        check_candidates(policy, store.candidates, store.meta.get("confidence_sizes", []))
-    check_vocabulary(policies, store.feature_width(), f"the sweep {store.path}")
+    check_policies(policies, store)
     prompts = prompts or StoredPrompts.load(store)
     priced = costs.at_concurrency(concurrency, store.candidates)
     observations = [replace(o, costs=priced, concurrency=concurrency) for o in prompts.observations]
@@ -76,7 +74,7 @@ def export_for_engines(built: Policy, store: SweepStore, costs: BatchCostTable, 
     from specpolicy.replay.export import EngineConfigPolicy, choose_sglang, choose_vllm, closest_configs
 
     candidates, policy = store.candidates, built.name
-    check_candidates(built, candidates, store.meta.get("confidence_sizes", []))  # before reading the store
+    check_policies([built], store)  # before reading the store
     prompts = StoredPrompts.load(store)
 
     def served(chosen, batch: int):

@@ -203,3 +203,21 @@ def test_a_policy_name_that_is_no_name_is_refused_in_one_line(name):
 
     with pytest.raises(ValueError, match="a policy name is a non-empty string such as 'fixed16'"):
         create_policy(name)
+
+
+def test_the_removed_per_step_keyword_names_its_replacement_and_unknown_policy_says_why(install):
+    """Issue 48: plugins of the previous release pass register(..., per_step=True); they failed with a bare
+    TypeError, and asking for their policy said only 'unknown policy'."""
+    def old(module):
+        @hookimpl
+        def register_policies(register):
+            register("oldstyle", lambda arg, candidates: FixedPolicy(4, candidates), per_step=True)
+
+        module.register_policies = register_policies
+
+    install("old-policies", {"old": _plugin_module("old_policy", old)})
+    with pytest.warns(PluginLoadWarning, match=r"register\(per_step=\.\.\.\) was removed: set `per_step = True` on "
+                                               r"the policy class \(or override `plan`\)"):
+        registry = build_registry()
+    with pytest.raises(ValueError, match=r"unknown policy 'oldstyle'.*plugin 'old' failed to load: register\(per_"):
+        registry.create("oldstyle")

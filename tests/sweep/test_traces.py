@@ -47,7 +47,8 @@ def trace(tmp_path):
 def test_the_store_holds_exactly_the_acceptance_arrays(trace, tmp_path):
     file, rows = trace
     result = import_specdecode(file, tmp_path / "store", candidates=range(1, 14))
-    assert result.requests == 21 and result.skipped == {"short": "the prefill's token is the whole output: nothing to draft"}
+    assert result.requests == 21
+    assert result.skipped == {"short": "the prefill's token is the whole output: nothing to draft"}
     assert result.other_run_tokens == ["mismatched"] and result.longest_drafts == 12
     records = {r.prompt_id: r for r in SweepStore.load(tmp_path / "store").records()}
     assert set(records) == {f"toy:{r['id']}" for r in rows if r["id"] != "short"}
