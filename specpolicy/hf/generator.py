@@ -80,7 +80,7 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
             keep = input_ids.shape[1] + self.length - 1
             candidate_ids, logits = candidate_ids[:, :keep], logits[:, : self.length - 1]
         self.candidates = candidate_ids[0, input_ids.shape[1]:]
-        return candidate_ids, logits
+        return candidate_ids, logits if self.length > 1 else None  # L = 1: a plain step, as transformers runs one
 
     def _read_context(self, input_ids: torch.Tensor, model_outputs: Any, n_last_matches: int) -> None:
         """Queue the target features of the tokens it just accepted (all the prompt after prefill)."""
@@ -111,12 +111,13 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
         mask = model_kwargs.get("attention_mask")
         if mask is not None:
             mask = torch.cat([mask[:, :-1], mask.new_ones(1, size)], dim=-1).to(self.device)
+        dtype = self.assistant_model.dtype  # the drafter runs in its own dtype, whatever the target's
         outputs = self.assistant_model(
-            noise_embeds=embed(noise_ids).to(self.device), context_hidden_states=context, position_ids=positions,
-            attention_mask=mask, **{cache_kwarg(type(self.assistant_model)): self.cache},
+            noise_embeds=embed(noise_ids).to(self.device, dtype), context_hidden_states=context.to(dtype),
+            position_ids=positions, attention_mask=mask, **{cache_kwarg(type(self.assistant_model)): self.cache},
         )
         head = self.main_model_output_embeddings
-        return head(outputs.last_hidden_state[:, 1:].to(head.weight.device)).to(input_ids.device)
+        return head(outputs.last_hidden_state[:, 1:].to(head.weight.device, head.weight.dtype)).to(input_ids.device)
 
     def _pick(self, input_ids: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
         """The candidates transformers' own generator would pick: argmax, or samples after the processors."""

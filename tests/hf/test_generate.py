@@ -232,3 +232,24 @@ def test_the_prompt_id_a_policy_sees_inside_generate_is_the_callers(pair, assist
                              input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=6)
         picked.add(result.cycles[0].block_size)
     assert len(picked) > 1  # six ids, five sizes: one size for all would mean the id is not read
+
+
+@pytest.mark.parametrize("policy", ["vllm-adaptive", "adaptive-verify", "threshold"])
+def test_sampling_under_a_verify_length_policy(pair, assistant, costs, held_out, policy):
+    """Issue 48: do_sample=True under vllm-adaptive raised IndexError inside transformers."""
+    torch.manual_seed(0)
+    tensor = torch.tensor([held_out[0]])
+    result = hf.generate(pair.target, assistant, policy, costs=costs, input_ids=tensor,
+                         attention_mask=torch.ones_like(tensor), do_sample=True, temperature=0.8, max_new_tokens=40)
+    new = result.sequences.shape[1] - tensor.shape[1]
+    assert 1 <= new <= 40 and sum(c.committed for c in result.cycles) == new - 1
+    assert all(0 <= c.accepted <= c.verify_length - 1 for c in result.cycles)
+
+
+def test_a_bfloat16_target_with_a_float32_drafter(assistant, costs, held_out):
+    """Issue 48: a target in its default bfloat16 beside a float32 drafter raised a raw torch dtype error."""
+    target = load_pair("tiny", "tiny", "bfloat16", "cpu").target
+    tensor = torch.tensor([held_out[0]])
+    result = hf.generate(target, assistant, "adaptive", costs=costs, input_ids=tensor,
+                         attention_mask=torch.ones_like(tensor), do_sample=False, max_new_tokens=24)
+    assert result.sequences.shape[1] > tensor.shape[1] and result.cycles
