@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -41,6 +42,7 @@ def save_agent(agent: object, path: str | Path, env: object | None = None, spec:
         if env is None:
             raise ValueError("save_agent needs the environment the agent learned on (env=...) or its spec (spec=...)")
         spec = AgentSpec.of_env(env)
+    _check_shapes(agent, spec, "the environment", "pass the environment (or spec) it learned on")
     with atomic_path(path, folder=SPEC_NAME) as folder:  # never half an agent, never two mixed
         _save_into(folder, agent, env, spec)
     return Path(path)
@@ -81,9 +83,13 @@ def load_agent(path: str | Path, name: str = "agent") -> AgentPolicy:
     if saved.get("format") == "linucb":
         from specpolicy.envs.bandit import LinUCB
 
-        return AgentPolicy(LinUCB.load(folder).act, spec, name)
+        agent = LinUCB.load(folder)
+        _check_shapes(agent, spec, str(folder / SPEC_NAME))
+        return AgentPolicy(agent.act, spec, name)
     if saved.get("format") == "sb3":
-        model, normalise = _load_sb3(folder, saved, spec), _normaliser(folder, saved.get("normalisation"))
+        model = _load_sb3(folder, saved, spec)
+        _check_shapes(model, spec, str(folder / SPEC_NAME))
+        normalise = _normaliser(folder, saved.get("normalisation"), spec.observation_size)
         return AgentPolicy(lambda observation: int(model.predict(normalise(observation), deterministic=True)[0]),
                            spec, name)
     raise ValueError(f"{folder / SPEC_NAME} names an unknown agent format {saved.get('format')!r}; "
@@ -100,16 +106,31 @@ def _vec_normalize(agent: object, env: object | None) -> object | None:
     return None
 
 
-def _normaliser(folder: Path, settings: dict | None):
+def _check_shapes(agent: object, spec: AgentSpec, where: str, fix: str = "save the agent again") -> None:
+    """Refuse a spec whose observation size or candidates are not the agent's own (SB3 spaces, LinUCB arrays)."""
+    space, actions = getattr(agent, "observation_space", None), getattr(getattr(agent, "action_space", None), "n", None)
+    size = int(np.prod(space.shape)) if space is not None else len(getattr(agent, "mean", ()))
+    arms = int(actions) if actions is not None else len(getattr(agent, "candidates", spec.candidates))
+    arms = len(spec.candidates) if spec.granularity == "draft_verify" else arms
+    if (spec.observation_size and size != spec.observation_size) or arms != len(spec.candidates):
+        raise ValueError(f"the agent reads observations of {size} and acts over {arms} choices; {where} says "
+                         f"observations of {spec.observation_size} and {len(spec.candidates)} candidates "
+                         f"{list(spec.candidates)}: {fix}")
+
+
+def _normaliser(folder: Path, settings: dict | None, size: int):
     """observation [d] -> what the agent was trained on: VecNormalize's clip((x - mean) / sqrt(var + eps))."""
     if settings is None:
         return lambda observation: observation
     try:
-        stats = np.load(folder / NORMALISATION_NAME)
-        mean, scale = stats["mean"], np.sqrt(stats["var"] + settings["epsilon"])
-    except (OSError, KeyError, ValueError) as exc:
+        with np.load(folder / NORMALISATION_NAME) as stats:
+            mean, scale = stats["mean"], np.sqrt(stats["var"] + settings["epsilon"])
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(f"{folder / NORMALISATION_NAME} is missing or damaged ({type(exc).__name__}); the agent was "
                          "trained on normalised observations: save it again with save_agent") from None
+    if size and mean.shape != (size,) or mean.shape != scale.shape:
+        raise ValueError(f"{folder / NORMALISATION_NAME} holds statistics of {mean.size} features; the agent reads "
+                         f"{size}: save it again with save_agent")
     return lambda observation: np.clip((observation - mean) / scale, -settings["clip"], settings["clip"]
                                        ).astype(np.float32)
 

@@ -55,3 +55,45 @@ def test_a_missing_or_mismatched_model_file_is_named(replay_store, tmp_path):
     (folder / "model.zip").unlink()
     with pytest.raises(FileNotFoundError, match=r"model\.zip is missing"):
         load_agent(folder)
+
+
+def _normalised(replay_store, tmp_path):
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    vec = VecNormalize(BlockSizeSB3VecEnv(num_envs=2, sweep=replay_store.path, features="compact"), gamma=0.0)
+    return save_agent(_ppo(vec), tmp_path / "ppo", vec)
+
+
+def test_damaged_or_wrong_sized_statistics_and_a_wrong_spec_are_named(replay_store, tmp_path):
+    """Issue 48: a truncated normalisation.npz was 'a bug in specpolicy', a wrong-sized one a raw numpy error at
+    the first decision, and a wrong observation_size in agent.json was ignored."""
+    import json
+
+    import numpy as np
+
+    folder = _normalised(replay_store, tmp_path)
+    stats = folder / "normalisation.npz"
+    good = stats.read_bytes()
+    stats.write_bytes(good[: len(good) // 2])
+    with pytest.raises(ValueError, match=r"normalisation\.npz is missing or damaged"):
+        load_agent(folder)
+    np.savez(stats, mean=np.zeros(3), var=np.ones(3))
+    with pytest.raises(ValueError, match=r"normalisation\.npz holds statistics of 3 features; the agent reads"):
+        load_agent(folder)
+    stats.write_bytes(good)
+    spec = json.loads((folder / "agent.json").read_text())
+    spec["spec"]["observation_size"] += 5
+    (folder / "agent.json").write_text(json.dumps(spec))
+    with pytest.raises(ValueError, match=r"the agent reads observations of \d+ .*agent\.json says observations of"):
+        load_agent(folder)
+
+
+def test_save_agent_refuses_an_environment_the_agent_did_not_learn_on(replay_store, tmp_path):
+    """Issue 48: save_agent saved the spec of whatever environment it was handed."""
+    from specpolicy.envs.block_size_step import BlockSizeStepEnv
+
+    model = _ppo(BlockSizeEnv(sweep=replay_store.path, features="compact"))
+    other = BlockSizeStepEnv(sweep=replay_store.path)
+    with pytest.raises(ValueError, match="the agent reads observations of .* acts over .*; the environment says"):
+        save_agent(model, tmp_path / "ppo", other)
+    assert not (tmp_path / "ppo").exists()
