@@ -128,7 +128,7 @@ def _normaliser(folder: Path, settings: dict | None, size: int):
     except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(f"{folder / NORMALISATION_NAME} is missing or damaged ({type(exc).__name__}); the agent was "
                          "trained on normalised observations: save it again with save_agent") from None
-    if size and mean.shape != (size,) or mean.shape != scale.shape:
+    if (size and mean.shape != (size,)) or mean.shape != scale.shape:
         raise ValueError(f"{folder / NORMALISATION_NAME} holds statistics of {mean.size} features; the agent reads "
                          f"{size}: save it again with save_agent")
     return lambda observation: np.clip((observation - mean) / scale, -settings["clip"], settings["clip"]
