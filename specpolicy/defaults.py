@@ -62,6 +62,14 @@ COMPARE_BASELINE = "fixed16"
 """the policy ``compare``'s speed ratios and gain shares are measured against"""
 COMPARE_ORACLE = "oracle"
 """the policy whose gain over the baseline ``compare``'s gain share divides by"""
+COMPARE_DATASET = "sharegpt"
+COMPARE_SAMPLES = 48
+"""the prompt set ``compare`` sweeps when given no sweep, and how many of its prompts (a seeded sample)"""
+DEFAULT_MODEL = "tiny"
+"""target and drafter unless named: the shipped tiny pair"""
+DEFAULT_DEVICE = "cpu"
+DEFAULT_DTYPE = "auto"
+"""bf16 on CUDA, fp32 on CPU"""
 SWEEP_MAX_SAMPLES = 64
 """prompts a sweep decodes (a seeded sample)"""
 REPLAY_ROWS_PER_PASS = 512

@@ -17,17 +17,24 @@ from rich.markup import escape
 from rich.table import Table
 
 from specpolicy.cycles import check_temperature
-from specpolicy.defaults import BENCH_PROMPTS, DEFAULT_THREADS, MAX_NEW_TOKENS
+from specpolicy.defaults import (
+    BENCH_PROMPTS,
+    DEFAULT_DEVICE,
+    DEFAULT_DTYPE,
+    DEFAULT_MODEL,
+    DEFAULT_THREADS,
+    MAX_NEW_TOKENS,
+)
 
 Settings = TypeVar("Settings")
 
 stderr = Console(stderr=True)
 stdout = Console()
 
-TargetOption = typer.Option("tiny", "--target", help="target: zoo name (tiny), local folder, or hub id")
-DrafterOption = typer.Option("tiny", "--drafter", help="DFlash drafter: zoo name (tiny), local folder, or hub id")
-DeviceOption = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N or auto")
-DtypeOption = typer.Option("auto", "--dtype", help="auto (bf16 on CUDA, fp32 on CPU), float32, bfloat16, float16")
+TargetOption = typer.Option(DEFAULT_MODEL, "--target", help="target: zoo name (tiny), local folder, or hub id")
+DrafterOption = typer.Option(DEFAULT_MODEL, "--drafter", help="DFlash drafter: zoo name (tiny), folder, or hub id")
+DeviceOption = typer.Option(DEFAULT_DEVICE, "--device", help="cpu, cuda, cuda:N or auto")
+DtypeOption = typer.Option(DEFAULT_DTYPE, "--dtype", help="auto (CUDA: bf16, CPU: fp32), float32, bfloat16, float16")
 ThreadsOption = typer.Option(
     DEFAULT_THREADS, "--threads", min=1, help="torch CPU threads for everything timed (recorded with every timing)"
 )

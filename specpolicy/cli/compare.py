@@ -32,27 +32,21 @@ from specpolicy.cli.common import (
     settings_from,
     stderr,
 )
-from specpolicy.cli.compare_runs import (
-    DEFAULT_DATASET,
-    DEFAULT_SAMPLES,
-    CompareOptions,
-    Mode,
-    prompt_labels,
-    results_per_dataset,
-)
+from specpolicy.cli.compare_runs import prompt_labels, results_per_dataset
 from specpolicy.cli.sweep import parse_candidates
-from specpolicy.defaults import COMPARE_BASELINE, COMPARE_ORACLE
+from specpolicy.defaults import COMPARE_BASELINE, COMPARE_DATASET, COMPARE_ORACLE, COMPARE_SAMPLES
+from specpolicy.evaluation.compare import CompareOptions, ComparisonRow, Mode, Run
 
 
 def compare(
     policies: str = typer.Option("fixed16,blockpilot,oracle", help="comma-separated policy names"),
-    dataset: str = typer.Option(DEFAULT_DATASET, help="prompt sets (comma-separated) or .jsonl/.txt files"),
+    dataset: str = typer.Option(COMPARE_DATASET, help="prompt sets (comma-separated) or .jsonl/.txt files"),
     mode: Mode = typer.Option(Mode.replay, help="replay (exact, modelled time) or live (decode, measured time)"),
     sweep: Path = typer.Option(None, help="evaluate this existing sweep store instead of sweeping"),
     temperature: float = TemperatureOption,
     candidates: str = typer.Option(None, help="block sizes (default: the sweep's, or 1,2,4,8,12,16,20,24,32); "
                                               "with --sweep, any subset of the sweep's"),
-    max_samples: int = typer.Option(DEFAULT_SAMPLES, min=1, help="prompts per dataset (seeded shuffle)"),
+    max_samples: int = typer.Option(COMPARE_SAMPLES, min=1, help="prompts per dataset (seeded shuffle)"),
     max_new_tokens: int = MaxNewTokensOption,
     seed: int = SeedOption,
     baseline: str = typer.Option(COMPARE_BASELINE, help="policy the speed ratios and gain share are measured against"),
@@ -83,7 +77,7 @@ def compare(
     dtype: str = DtypeOption,
 ) -> None:
     """Compare block-size policies: pooled speedup over AR, speed vs a baseline with paired CIs, tau, gain share."""
-    from specpolicy.evaluation.metrics import split_by, summarize
+    from specpolicy.evaluation.compare import comparison_rows
 
     names = policy_names(policies)
     if not names:
@@ -94,55 +88,71 @@ def compare(
                             concurrency=tuple(parse_candidates(concurrency, "--concurrency", block_sizes=False)),
                             costs=tuple(Path(p.strip()) for p in costs.split(",") if p.strip()) if costs else ())
     options.validate()
-    names = [sweep.name] if sweep is not None else options.datasets
-    labels = {name: prompt_labels(options, name) for name in names} if by else {}
-    unlabelled = [name for name, found in labels.items() if not any(found.values())]
-    if unlabelled:  # before any work: the rows would all read '-'
-        raise fail(f"--by {by}: no prompt of {', '.join(map(str, unlabelled))} carries a {by} label (Spec-Bench and "
-                   f"labelled .jsonl files do); drop --by")
+    labels = _labels(options)
     runs = list(results_per_dataset(options))
     if sweep is not None:
         from specpolicy.sweep.store import SweepStore
 
-        temperature = float(SweepStore.load(sweep).meta.get("temperature") or 0.0)
-    parts = [(name, conc, label, part) for name, conc, results in runs
-             for label, part in (split_by(results, labels[name]) if by else [(None, results)])]
-    rows = [(name, conc, label, row) for name, conc, label, part in parts
-            for row in summarize(part, baseline, oracle)]
-    timing = runs[0][2][0].timing if runs and runs[0][2] else "none"
-    many, mapped = len({name for name, _, _ in runs}) > 1, len(options.concurrency) > 1
+        options.temperature = float(SweepStore.load(sweep).meta.get("temperature") or 0.0)
+    _report(options, runs, comparison_rows(runs, labels, options), labels, fmt)
+
+
+def _labels(options: CompareOptions) -> dict[str, dict[str, str]]:
+    """Dataset -> prompt id -> its ``--by`` label, refused before any work when no prompt carries one; a note
+    when the baseline or the oracle is not compared."""
+    if options.baseline not in options.policies:
+        stderr.print(f"note: baseline {options.baseline} is not among the policies; no ratios or gain shares")
+    elif options.oracle not in options.policies:
+        stderr.print(f"note: {options.oracle} is not among the policies; no gain shares")
+    if not options.by:
+        return {}
+    sources = [options.sweep.name] if options.sweep is not None else options.datasets
+    labels = {name: prompt_labels(options, name) for name in sources}
+    unlabelled = [name for name, found in labels.items() if not any(found.values())]
+    if unlabelled:  # the rows would all read '-'
+        raise fail(f"--by {options.by}: no prompt of {', '.join(map(str, unlabelled))} carries a {options.by} label "
+                   "(Spec-Bench and labelled .jsonl files do); drop --by")
+    return labels
+
+
+def _report(options: CompareOptions, runs: list[Run], rows: list[ComparisonRow], labels: dict, fmt: OutputFormat
+            ) -> None:
+    """The table (stdout), its legend (stderr) and the plot."""
+    timing = runs[0].results[0].timing if runs and runs[0].results else "none"
+    many, mapped = len({run.dataset for run in runs}) > 1, len(options.concurrency) > 1
     if mapped:
         timing = timing.rpartition(", concurrency")[0]
     served = f", concurrency {','.join(map(str, options.concurrency))}" if mapped else ""
-    where = "llama.cpp" if engine else mode.value
-    emit(_output_table(rows, fmt, by, many, mapped), fmt,
-         title=f"specpolicy compare: {where}, {timing} time{served}, T={temperature:g}, {threads} thread(s)"
-               f", {len(runs[0][2][0].prompts) if runs and runs[0][2] else 0} prompts")
+    where = "llama.cpp" if options.engine else options.mode.value
+    prompts = len(runs[0].results[0].prompts) if runs and runs[0].results else 0
+    emit(_output_table(rows, fmt, options.by, many, mapped), fmt,
+         title=f"specpolicy compare: {where}, {timing} time{served}, T={options.temperature:g}, "
+               f"{options.threads} thread(s), {prompts} prompts")
     if fmt is OutputFormat.table:
-        stderr.print(_legend(timing, baseline, oracle, mapped, bool(by or many)))
-    if plot is not None and mapped:
+        stderr.print(_legend(timing, options.baseline, options.oracle, mapped, bool(options.by or many)))
+    if options.plot is not None and mapped:
         from specpolicy.evaluation.report import plot_speedup_map
 
-        cells = {(row.policy, label or "all", conc): row.speedup for _, conc, label, row in rows}
-        plot_speedup_map(cells, plot, title=f"{Path(str(sweep)).name}: pooled speedup over plain AR ({timing})")
-        stderr.print(f"plot saved to {plot}")
-    elif plot is not None:
-        runs = [(name, results) for name, _, results in runs]
-        labelled = {name: [(label, part) for n, _, label, part in parts if n == name] for name, _ in runs}
-        _plot(runs, plot, f"{mode.value}, T={temperature:g}", (by, labelled) if by else None)
+        cells = {(r.row.policy, r.label or "all", r.concurrency): r.row.speedup for r in rows}
+        plot_speedup_map(cells, options.plot,
+                         title=f"{Path(str(options.sweep)).name}: pooled speedup over plain AR ({timing})")
+        stderr.print(f"plot saved to {options.plot}")
+    elif options.plot is not None:
+        _plot(runs, options.plot, f"{options.mode.value}, T={options.temperature:g}",
+              (options.by, labels) if options.by else None)
 
 
-def _output_table(rows, fmt: OutputFormat, by: str | None, many: bool, mapped: bool) -> list[dict]:
+def _output_table(rows: list[ComparisonRow], fmt: OutputFormat, by: str | None, many: bool, mapped: bool
+                  ) -> list[dict]:
     """The rows as ``emit`` writes them: the concurrency grid, a table that fits 100 columns (a label or dataset
     column leaves no room for tok/s and median), or every field (json, csv, markdown)."""
     if fmt is OutputFormat.table and mapped:
         return _speedup_grid(rows, by)
     if fmt is OutputFormat.table:
         hidden = ("tok/s", "median") if by or many else ()
-        return [({"dataset": name} if many else {}) | ({by: label} if by else {})
-                | {k: v for k, v in row.table_row().items() if k not in hidden} for name, conc, label, row in rows]
-    return [{"dataset": name, **({"concurrency": conc} if conc else {}), **({by: label} if by else {}),
-             **row.to_dict()} for name, conc, label, row in rows]
+        return [({"dataset": r.dataset} if many else {}) | ({by: r.label} if by else {})
+                | {k: v for k, v in r.row.table_row().items() if k not in hidden} for r in rows]
+    return [r.to_dict(by) for r in rows]
 
 
 def _legend(timing: str, baseline: str, oracle: str, mapped: bool, narrow: bool) -> str:
@@ -156,24 +166,25 @@ def _legend(timing: str, baseline: str, oracle: str, mapped: bool, narrow: bool)
             f"{spread}; gain: share of {oracle}'s gain over the baseline")
 
 
-def _speedup_grid(rows, by: str | None) -> list[dict[str, str]]:
+def _speedup_grid(rows: list[ComparisonRow], by: str | None) -> list[dict[str, str]]:
     """The map as one compact table: a row per policy (and --by label), a column per concurrency."""
     grid: dict[tuple[str, str | None], dict[str, str]] = {}
-    for _, conc, label, row in rows:
-        cells = grid.setdefault((row.policy, label), {"policy": row.policy} | ({by: label} if by else {}))
-        cells[f"c={conc}"] = f"{'<' if row.speedup < 1 else ''}{row.speedup:.2f}x"
+    for r in rows:
+        cells = grid.setdefault((r.row.policy, r.label), {"policy": r.row.policy} | ({by: r.label} if by else {}))
+        cells[f"c={r.concurrency}"] = f"{'<' if r.row.speedup < 1 else ''}{r.row.speedup:.2f}x"
     return list(grid.values())
 
 
-def _plot(runs, plot: Path, title: str, labelled: tuple[str, dict] | None = None) -> None:
+def _plot(runs: list[Run], plot: Path, title: str, labelled: tuple[str, dict] | None = None) -> None:
     """One PNG per dataset: speed and chosen sizes per policy, or (``--by``) speed per label and policy."""
+    from specpolicy.evaluation.metrics import split_by
     from specpolicy.evaluation.report import plot_by_label, plot_comparison
 
-    for name, results in runs:
+    for name, _, results in runs:
         path = plot if len(runs) == 1 else plot.with_name(f"{plot.stem}-{Path(name).stem}{plot.suffix}")
         if labelled is None:
             plot_comparison(results, path, title=f"{Path(name).name}: {title}")
         else:
-            by, parts = labelled
-            plot_by_label(parts[name], path, by, title=f"{Path(name).name}: {title}")
+            by, labels = labelled
+            plot_by_label(split_by(results, labels[name]), path, by, title=f"{Path(name).name}: {title}")
         stderr.print(f"plot saved to {path}")

@@ -31,7 +31,7 @@ def export(
     as closely as each engine can (vLLM: one drafted block, a verify length per batch size; SGLang: one block
     size), each priced by simulating exactly what is exported."""
     from specpolicy.cli.sweep import parse_candidates
-    from specpolicy.evaluation.serving import export_for_engines
+    from specpolicy.evaluation.export import export_for_engines
     from specpolicy.registry import get_registry
     from specpolicy.replay.batch_costs import BatchCostTable
     from specpolicy.sweep.store import SweepStore

@@ -9,10 +9,11 @@ from common import SAMPLES, WORKDIR
 from specpolicy.cycles import Plan
 from specpolicy.data.registry import load_prompts
 from specpolicy.decoding import SpeculativeDecoder
+from specpolicy.evaluation.export import export_for_engines
 from specpolicy.evaluation.metrics import summarize
 from specpolicy.evaluation.replay import evaluate_replay
 from specpolicy.evaluation.report import save_figure
-from specpolicy.evaluation.serving import evaluate_serving, export_for_engines
+from specpolicy.evaluation.serving import evaluate_serving
 from specpolicy.models import load_pair
 from specpolicy.registry import create_policy
 from specpolicy.sweep.batch_latency import measure_batch_costs

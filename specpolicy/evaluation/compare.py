@@ -1,0 +1,294 @@
+"""Comparison as a library: the options of a comparison, checked against their own defaults, and the runs of a
+stored sweep (replay, or served at each concurrency) as named rows. No torch, no CLI::
+
+    from specpolicy.evaluation.compare import compare_sweep
+
+    rows = compare_sweep("runs/traces/gsm8k", ["fixed16", "oracle", "oracle-step", "adaptive"],
+                         costs=["specpolicy/zoo/measured/cast-h100-sxm-llama-3.1-8b-context-1024.json"])
+    for r in rows:
+        print(r.row.policy, f"{r.row.speedup:.2f}x", r.row.vs_baseline_ci95)
+
+``specpolicy compare`` builds the same :class:`CompareOptions`; it adds the runs that need models (a fresh
+sweep of a dataset, live decoding, a serving engine) and the output.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, fields
+from enum import Enum
+from pathlib import Path
+from typing import NamedTuple
+
+from specpolicy.costs import CostTable, context_bucket
+from specpolicy.cycles import check_temperature
+from specpolicy.defaults import (
+    COMPARE_BASELINE,
+    COMPARE_DATASET,
+    COMPARE_ORACLE,
+    COMPARE_SAMPLES,
+    DEFAULT_CANDIDATES,
+    DEFAULT_DEVICE,
+    DEFAULT_DTYPE,
+    DEFAULT_MODEL,
+    DEFAULT_THREADS,
+    MAX_NEW_TOKENS,
+)
+from specpolicy.evaluation.metrics import PolicyResults, SummaryRow, split_by, summarize
+from specpolicy.policy import Policy
+
+BY = ("category", "group", "context")
+"""the prompt labels ``by`` reports per (a sweep record's, or a prompt's from its dataset; ``context``: the
+bucket of a stored prompt's length, :func:`~specpolicy.costs.context_bucket`)"""
+SWEEP_SETTINGS = ("datasets", "temperature", "max_samples", "max_new_tokens", "seed", "target", "drafter", "device",
+                  "dtype")
+"""what a fresh sweep is made with: a stored sweep has its own, so giving them beside ``sweep`` is refused"""
+
+
+class Mode(str, Enum):
+    replay = "replay"
+    live = "live"
+
+
+@dataclass
+class CompareOptions:
+    """Everything a comparison was asked for, checked (:meth:`validate`) before any model loads."""
+
+    policies: list[str]
+    datasets: list[str] = field(default_factory=lambda: [COMPARE_DATASET])
+    mode: Mode = Mode.replay
+    sweep: Path | None = None
+    candidates: list[int] | None = None
+    temperature: float = 0.0
+    max_samples: int = COMPARE_SAMPLES
+    max_new_tokens: int = MAX_NEW_TOKENS
+    seed: int = 0
+    baseline: str = COMPARE_BASELINE
+    costs: tuple[Path, ...] = ()
+    """cost tables replay prices with: one, or several measured at different context lengths"""
+    threads: int = DEFAULT_THREADS
+    target: str = DEFAULT_MODEL
+    drafter: str = DEFAULT_MODEL
+    device: str = DEFAULT_DEVICE
+    dtype: str = DEFAULT_DTYPE
+    plot: Path | None = None
+    oracle: str = COMPARE_ORACLE
+    concurrency: tuple[int, ...] = (1,)
+    """requests served together: one value, or several (a map over concurrencies)"""
+    batch_costs: Path | None = None
+    split: str | None = None
+    allow_noisy: bool = False
+    by: str | None = None
+    engine: str | None = None
+    """a serving engine the policies run in (``llamacpp``), measured there"""
+    server: str | None = None
+
+    def given(self, name: str) -> bool:
+        """Whether the option ``name`` differs from its default."""
+        spec = next(f for f in fields(self) if f.name == name)
+        default = spec.default_factory() if callable(spec.default_factory) else spec.default
+        return getattr(self, name) != default
+
+    def validate(self) -> None:
+        """Fail on options that cannot work together, before anything loads."""
+        check_temperature(self.temperature, "--temperature")
+        twice = sorted({name for name in self.policies if self.policies.count(name) > 1})
+        if twice:
+            raise ValueError(f"--policies names {', '.join(twice)} twice; name each policy once")
+        for option in ("baseline", "oracle"):
+            name = getattr(self, option)
+            if self.given(option) and name not in self.policies:  # the defaults may be left out of --policies
+                raise ValueError(f"--{option} {name} is not among --policies ({','.join(self.policies)}); add it "
+                                 "there, or name one of those")
+        self._validate_where()
+        self._validate_costs()
+        if self.plot is not None:
+            check_plot_path(self.plot)
+
+    def _validate_where(self) -> None:
+        """The engine, the labels and the stored sweep."""
+        if self.engine not in (None, "llamacpp"):
+            raise ValueError(f"--engine {self.engine} is not an engine specpolicy drives; use --engine llamacpp")
+        if self.engine and (self.mode is Mode.live or self.batch_costs is not None or self.costs):
+            raise ValueError("--engine measures the engine and prices replay with the engine's own cost table; drop "
+                             "--mode live, --costs and --batch-costs")
+        if self.by not in (None, *BY):
+            raise ValueError(f"--by {self.by} is not a prompt label; use --by category, group or context")
+        if self.by == "context" and self.sweep is None:
+            raise ValueError("--by context reads each stored prompt's length: pass --sweep DIR")
+        if self.sweep is not None:
+            ignored = [{"datasets": "--dataset"}.get(name, f"--{name.replace('_', '-')}")
+                       for name in SWEEP_SETTINGS if self.given(name)]
+            if ignored:
+                raise ValueError(f"--sweep evaluates a stored sweep with its own prompts and settings; "
+                                 f"{', '.join(ignored)} would be ignored: drop them, or drop --sweep to sweep anew")
+        elif self.split is not None:
+            raise ValueError("--split picks one side of a --sweep store (train or validation, by "
+                             "conversation and input, as `specpolicy train` splits it); pass --sweep DIR")
+
+    def _validate_costs(self) -> None:
+        """The cost tables and the serving simulation."""
+        if len(self.costs) > 1 and self.mode is Mode.live:
+            raise ValueError("several --costs tables price replay by each prompt's context; live decoding reads one "
+                             "table: pass one")
+        if self.allow_noisy and self.batch_costs is None:
+            raise ValueError("--allow-noisy lets a flagged --batch-costs table through; without --batch-costs it "
+                             "does nothing: drop it (a flagged --costs table is used with a warning)")
+        if self.batch_costs is not None and self.costs:
+            raise ValueError("--costs prices one request at a time and serving prices every step with --batch-costs; "
+                             "drop --costs (the batch table gives each concurrency's per-request costs)")
+        if (max(self.concurrency) > 1 or self.batch_costs is not None) and \
+                (self.sweep is None or self.batch_costs is None):
+            raise ValueError("--concurrency N simulates serving from a stored sweep: pass --sweep DIR and "
+                             "--batch-costs FILE (from `specpolicy bench batch-latency --out FILE`)")
+
+
+def check_plot_path(plot: Path) -> None:
+    """A --plot path must be a PNG file in a folder that exists or can be made."""
+    if plot.is_dir() or plot.suffix.lower() != ".png":
+        example = plot / "compare.png" if plot.is_dir() else plot.with_suffix(".png")
+        raise ValueError(f"--plot {plot} must be a .png file path (e.g. {example})")
+    try:
+        plot.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"--plot {plot}: cannot create its folder ({error.strerror}); pass a writable path") from None
+    if not os.access(plot.parent, os.W_OK):
+        raise ValueError(f"--plot {plot}: {plot.parent} is not writable; pass a writable path")
+
+
+class Run(NamedTuple):
+    """One dataset's results: at a concurrency when served (``None``: one request at a time)."""
+
+    dataset: str
+    concurrency: int | None
+    results: list[PolicyResults]
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """A policy's summary on one dataset, at one concurrency, for one prompt label (``None``: every prompt)."""
+
+    dataset: str
+    concurrency: int | None
+    label: str | None
+    row: SummaryRow
+
+    def to_dict(self, by: str | None = None) -> dict:
+        return {"dataset": self.dataset, **({"concurrency": self.concurrency} if self.concurrency else {}),
+                **({by: self.label} if by else {}), **self.row.to_dict()}
+
+
+def warn(message: str) -> None:
+    warnings.warn(message, UserWarning, stacklevel=3)
+
+
+def price_tables(options: CompareOptions, on_warning: Callable[[str], object] = warn
+                 ) -> CostTable | list[CostTable] | None:
+    """The ``costs`` tables loaded (one, several by context, or ``None``: the sweep's own), each flagged one
+    reported; two at one context length are refused (which would price a prompt would depend on their order)."""
+    tables = [CostTable.load(path) for path in options.costs]
+    contexts = [t.context_length for t in tables]
+    twice = sorted({c for c in contexts if contexts.count(c) > 1})
+    if len(tables) > 1 and twice:
+        raise ValueError(f"--costs gives {contexts.count(twice[0])} tables measured at context {twice[0]}; each table "
+                         "prices the prompts nearest its context: pass one per context length")
+    for table, path in zip(tables, options.costs):
+        for line in table.flag_warnings(path):
+            on_warning(line)
+    return tables[0] if len(tables) == 1 else tables or None
+
+
+def build_policies(options: CompareOptions, candidates: Sequence[int]) -> list[Policy]:
+    """The named policies over ``candidates`` (the sizes llama.cpp runs, for ``engine``)."""
+    from specpolicy.registry import get_registry
+
+    registry = get_registry()
+    if options.engine:
+        from specpolicy.evaluation.engine import engine_sizes, for_engine
+
+        candidates = engine_sizes(candidates)
+        return [for_engine(registry.create(name, candidates), candidates) for name in options.policies]
+    return [registry.create(name, candidates) for name in options.policies]
+
+
+def chosen_candidates(options: CompareOptions, store: object | None) -> list[int]:
+    """The block sizes compared: ``candidates`` (a subset of a stored sweep's), else the sweep's or the default."""
+    if store is None:
+        return list(options.candidates or DEFAULT_CANDIDATES)
+    extra = sorted(set(options.candidates or ()) - set(store.candidates))
+    if extra:
+        raise ValueError(f"--candidates {extra} are not in the sweep's {list(store.candidates)}; pass a subset")
+    return list(options.candidates or store.candidates)
+
+
+def stored_runs(options: CompareOptions, on_warning: Callable[[str], object] = warn) -> Iterator[Run]:
+    """The policies on ``options.sweep`` by exact replay, or served at each concurrency (``batch_costs``)."""
+    from specpolicy.evaluation.replay import check_policies
+    from specpolicy.sweep.store import SweepStore
+
+    if options.mode is Mode.live:
+        raise ValueError("--sweep evaluates stored results; drop it for --mode live")
+    costs = price_tables(options, on_warning)
+    store = SweepStore.load(options.sweep, split=options.split)
+    chosen = chosen_candidates(options, store)
+    built = build_policies(options, chosen)
+    check_policies(built, store, chosen)
+    name = Path(options.sweep).name
+    if options.batch_costs is not None:
+        from specpolicy.evaluation.serving import StoredPrompts, evaluate_serving
+        from specpolicy.replay.batch_costs import BatchCostTable
+
+        batch = BatchCostTable.load(options.batch_costs, allow_noisy=options.allow_noisy)
+        prompts = StoredPrompts.load(store)
+        for concurrency in options.concurrency:
+            yield Run(name, concurrency, evaluate_serving(store, built, batch, concurrency, prompts=prompts))
+        return
+    from specpolicy.evaluation.replay import evaluate_replay
+
+    if costs is None:
+        for line in store.latency().flag_warnings(store.path / "latency.json") if store.latency() else []:
+            on_warning(line)
+    yield Run(name, None, evaluate_replay(store, built, costs=costs, candidates=chosen))
+
+
+def stored_labels(sweep: str | Path, by: str) -> dict[str, str]:
+    """Prompt id -> its ``by`` label in a stored sweep (``context``: the bucket of the prompt's length)."""
+    from specpolicy.sweep.store import SweepStore
+
+    records = SweepStore.load(sweep).records()
+    if by == "context":
+        return {r.prompt_id: context_bucket(r.prompt_length) for r in records}
+    return {r.prompt_id: getattr(r, by) or "" for r in records}
+
+
+def comparison_rows(runs: Sequence[Run], labels: dict[str, dict[str, str]], options: CompareOptions
+                    ) -> list[ComparisonRow]:
+    """Every run summarised (against ``baseline``, with shares of ``oracle``'s gain), per ``by`` label and over
+    every prompt when ``by`` is set (``labels``: dataset -> prompt id -> label)."""
+    rows = []
+    for run in runs:
+        parts = split_by(run.results, labels[run.dataset]) if options.by else [(None, run.results)]
+        rows += [ComparisonRow(run.dataset, run.concurrency, label, row) for label, part in parts
+                 for row in summarize(part, options.baseline, options.oracle)]
+    return rows
+
+
+def compare_sweep(sweep: str | Path, policies: Sequence[str], *, costs: Sequence[str | Path] = (),
+                  candidates: Sequence[int] | None = None, split: str | None = None, by: str | None = None,
+                  baseline: str = COMPARE_BASELINE, oracle: str = COMPARE_ORACLE, concurrency: Sequence[int] = (1,),
+                  batch_costs: str | Path | None = None, allow_noisy: bool = False) -> list[ComparisonRow]:
+    """``specpolicy compare --sweep`` from Python: the named policies on a stored sweep, as rows.
+
+    ``costs``: cost tables to price replay with (several: by each prompt's context); ``batch_costs`` and
+    ``concurrency``: serve the prompts together instead; ``by``: a row per prompt category, group or context
+    bucket, then one over every prompt. A flagged cost table is reported with :func:`warnings.warn`.
+    """
+    options = CompareOptions(list(policies), sweep=Path(sweep), costs=tuple(map(Path, costs)),
+                             candidates=list(candidates) if candidates else None, split=split, by=by,
+                             baseline=baseline, oracle=oracle, concurrency=tuple(concurrency),
+                             batch_costs=Path(batch_costs) if batch_costs else None, allow_noisy=allow_noisy)
+    options.validate()
+    labels = {options.sweep.name: stored_labels(sweep, by)} if by else {}
+    return comparison_rows(list(stored_runs(options)), labels, options)

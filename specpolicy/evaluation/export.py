@@ -1,0 +1,87 @@
+"""The engine configurations ``specpolicy export`` writes: a policy served at every concurrency, and the vLLM
+and SGLang configurations that run it as closely as each engine can, each priced by simulating exactly what the
+engine runs (modelled; numpy only)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from specpolicy.evaluation.replay import check_policies
+from specpolicy.evaluation.serving import StoredPrompts, evaluate_serving
+from specpolicy.policy import Policy
+from specpolicy.replay.batch_costs import BatchCostTable
+from specpolicy.replay.export import EngineConfigPolicy, choose_sglang, choose_vllm, closest_configs
+from specpolicy.sweep.store import SweepStore
+
+SEMANTICS = ("the configurations run the policy as closely as each engine can: SGLang one block size (the policy's "
+             "most run; no flags: speculation off), vLLM one drafted block of num_speculative_tokens + 1 (the "
+             "policy's most run B > 1; null: the policy never drafts) verifying K + 1 per batch size (the L it "
+             "verifies most there). Each engine's columns price exactly that configuration; read one back with "
+             "--policies vllm-config:FILE or sglang-config:FILE.")
+
+
+class _Pricer:
+    """Serves a policy, or an engine configuration, at a batch size: (the run, speedup over plain AR), each
+    configuration shape priced once (configurations share plans)."""
+
+    def __init__(self, store: SweepStore, costs: BatchCostTable) -> None:
+        self.store, self.costs, self.prompts = store, costs, StoredPrompts.load(store)
+        self.priced: dict[tuple[int, int, int], tuple] = {}
+
+    def served(self, policy: Policy, batch: int) -> tuple:
+        seen: list = []
+        [result] = evaluate_serving(self.store, [policy], self.costs, batch, prompts=self.prompts,
+                                    on_served=lambda _, run: seen.append(run))
+        return seen[0], float(result.column("ar_seconds").sum() / result.column("seconds").sum())
+
+    def engine(self, config: object, batch: int) -> tuple:
+        key = (*config.shape(batch), batch)
+        if key not in self.priced:
+            self.priced[key] = self.served(EngineConfigPolicy(config, self.store.candidates), batch)
+        return self.priced[key]
+
+
+def export_for_engines(built: Policy, store: SweepStore, costs: BatchCostTable, batches: Sequence[int], drafter: str,
+                       on_batch: Callable[[str], object] | None = None, fastest: bool = False) -> dict:
+    """``built`` served at every concurrency, and the closest vLLM and SGLang configurations
+    (:func:`~specpolicy.replay.export.closest_configs`), each priced; with ``fastest``, also the fastest static
+    configurations for the store, whatever the policy (:func:`~specpolicy.replay.export.choose_vllm`,
+    :func:`~specpolicy.replay.export.choose_sglang`). The document ``specpolicy export`` writes."""
+    check_policies([built], store)  # before reading the store
+    pricer = _Pricer(store, costs)
+    dynamic = {batch: pricer.served(built, batch) for batch in batches}
+    vllm, sglang = closest_configs({batch: run.records for batch, (run, _) in dynamic.items()}, drafter)
+    configs = {"vllm": vllm, "sglang": sglang}
+    if fastest:
+        def throughput(config, batch: int) -> float:
+            return pricer.engine(config, batch)[0].throughput
+
+        configs |= {"fastest_vllm": choose_vllm(store.candidates, batches, throughput, drafter),
+                    "fastest_sglang": choose_sglang(store.candidates, batches, throughput, drafter)}
+    rows = [_batch_row(built.name, batch, dynamic[batch], configs, pricer, on_batch) for batch in batches]
+    document = {"policy": built.name, "per_batch_size": rows,
+                "vllm_speculative_config": vllm.to_json() if vllm is not None else None,
+                "sglang_args": sglang.args(), "semantics": SEMANTICS}
+    if fastest:
+        document["fastest_static"] = {"vllm_speculative_config": configs["fastest_vllm"].to_json(),
+                                      "sglang_args": configs["fastest_sglang"].args(),
+                                      "semantics": "the fastest static configuration of each engine for this "
+                                                   "store, whatever the policy (columns fastest_*)"}
+    return document
+
+
+def _batch_row(policy: str, batch: int, dynamic: tuple, configs: dict, pricer: _Pricer,
+               on_batch: Callable[[str], object] | None) -> dict:
+    """One batch size's row: the policy's tokens/s and speedup, and each configuration's."""
+    row = {"batch_size": batch, "policy_tokens_per_s": round(dynamic[0].throughput, 1),
+           "policy_speedup_over_ar": round(dynamic[1], 3)}
+    for name, config in configs.items():
+        if config is not None:
+            run, speedup = pricer.engine(config, batch)
+            row |= {f"{name}_tokens_per_s": round(run.throughput, 1), f"{name}_speedup_over_ar": round(speedup, 3)}
+    if configs["vllm"] is not None:
+        row["vllm_verified_drafts"] = configs["vllm"].verified(batch)
+    if on_batch is not None:
+        on_batch(f"concurrency {batch}: {policy} {row['policy_tokens_per_s']:.0f} tok/s; as exported: vLLM "
+                 f"{row.get('vllm_tokens_per_s', '-')}, SGLang {row['sglang_tokens_per_s']} tok/s (modelled)")
+    return row
