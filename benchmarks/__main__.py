@@ -249,9 +249,16 @@ def traces(
 ) -> None:
     """Real traces priced with CAST's measured H100 table of Llama-3.1-8B: fixed K, oracles, rules, a learned
     per-cycle policy, on held-out requests."""
-    from benchmarks.traces import LLAMA_H100, bench_traces, verdict_lines
+    from benchmarks.traces import DATASETS, LLAMA_H100, bench_traces, verdict_lines
     from specpolicy.costs import CostTable
+    from specpolicy.sweep.importers import SPECDECODE_DRAFTERS
     from specpolicy.zoo import MEASURED_DIR
+
+    if drafter not in SPECDECODE_DRAFTERS:
+        raise fail(f"--drafter {drafter} is not a drafter the traces record; use {' or '.join(SPECDECODE_DRAFTERS)}")
+    missing = [f"combined_{name}.jsonl" for name in DATASETS if not (folder / f"combined_{name}.jsonl").is_file()]
+    if missing:
+        raise fail(f"{folder} lacks {', '.join(missing)}; pass SpecDecode-Bench's data/llama3.1-8B folder")
 
     verdicts = bench_traces(folder, work, CostTable.load(MEASURED_DIR / LLAMA_H100), drafter,
                             on_dataset=lambda name: stderr.print(f"traces: {name}"))

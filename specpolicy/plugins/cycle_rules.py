@@ -118,24 +118,21 @@ def acceptance_rate(state: DecodeState, prior: float = ACCEPTANCE_PRIOR, prior_w
 
     Each cycle verifying L tokens with ``a`` accepted drafts shows ``a`` successes in ``a + 1`` trials (``a``
     in ``L - 1`` when every verified draft passed: what lay beyond is unseen); older cycles weigh
-    ``decay`` times less per cycle (the walk stops where a cycle's weight falls below :data:`NEGLIGIBLE`).
+    ``decay`` times less per cycle. The decayed sums are kept on the state and updated with the cycles added
+    since the last call (the histories only grow), so a decision costs O(1), not a walk over the history.
     """
-    successes, trials, weight = prior * prior_weight, prior_weight, 1.0
     lengths = state.verify_history if len(state.verify_history) == len(state.block_size_history) \
         else state.block_size_history
-    for size, accepted in zip(reversed(lengths), reversed(state.accepted_history)):
-        if size == 1:
-            continue
-        successes += weight * accepted
-        trials += weight * (accepted + (accepted < size - 1))
-        weight *= decay
-        if weight < NEGLIGIBLE:
-            break
-    return min(successes / trials, 0.999)
-
-
-NEGLIGIBLE = 1e-15
-"""a past cycle weighing less than this moves the acceptance estimate by under 1e-13: its walk stops there"""
+    key = f"_acceptance_{decay}"
+    successes, trials, seen = state.__dict__.get(key, (0.0, 0.0, 0))
+    if seen > len(lengths):  # another history than the one summed: start again
+        successes, trials, seen = 0.0, 0.0, 0
+    for size, accepted in zip(lengths[seen:], state.accepted_history[seen:]):
+        if size != 1:
+            successes = accepted + decay * successes
+            trials = accepted + (accepted < size - 1) + decay * trials
+    state.__dict__[key] = (successes, trials, len(lengths))
+    return min((prior * prior_weight + successes) / (prior_weight + trials), 0.999)
 
 
 def required_costs(policy: Policy, observation: PromptObservation) -> CostTable:
@@ -226,17 +223,19 @@ class GuardedPolicy(Policy):
         start = self.start_policy.select(observation)
         guard = AdaptivePolicy(self.candidates, start=max(start, 2))
         guard.name = self.name
-        virtual = [] if start > 1 else [(guard.start, 0)]  # a failed probe before the first cycle
+        # a start of B = 1: the guard sees a failed probe before the first cycle, then every cycle after it
+        seen = DecodeState(observation.logits, observation.prompt_length, 0, 0, 1, [0], [guard.start], [guard.start])
 
         def choose(state: DecodeState) -> int:
             if not state.block_size_history:
                 return start
-            if not virtual:
+            if start > 1:
                 return guard.step(state, observation)
-            sizes = [b for b, _ in virtual] + state.block_size_history
-            accepted = [a for _, a in virtual] + state.accepted_history
-            seen = DecodeState(state.prefill_logits, state.prompt_length, state.position, state.cycle,
-                               state.generated, accepted, sizes)
+            known = len(seen.block_size_history) - 1  # the decode's cycles the guard has seen
+            seen.accepted_history += state.accepted_history[known:]
+            seen.block_size_history += state.block_size_history[known:]
+            seen.verify_history += state.verify_history[known:]
+            seen.position, seen.cycle, seen.generated = state.position, state.cycle, state.generated
             return guard.step(seen, observation)
 
         return Plan(choose)

@@ -131,6 +131,8 @@ def import_specdecode(file: str | Path, out: str | Path, drafter: str = "eagle",
     dataset = dataset or file.stem.removeprefix("combined_")
     requests = [_specdecode_request(file, n, line, drafter) for n, line in enumerate(file.open("rb"), 1)
                 if line.strip()]
+    if not requests:
+        raise ValueError(f"{file} holds no requests; pass a SpecDecode-Bench trace file (one JSON object a line)")
     ids = [r[0] for r in requests]
     if len(set(ids)) < len(ids):
         raise ValueError(f"{file} repeats request ids ({sorted({i for i in ids if ids.count(i) > 1})[:3]}); "

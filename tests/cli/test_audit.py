@@ -67,11 +67,14 @@ BAD = {
 }
 NOT_CHECKED = {  # (command, option): why its values are not the command's to refuse
     (("export",), "--drafter"): "a name written into the engines' configs; the serving machine resolves it",
+    (("import-traces",), "--dataset"): "the name the imported prompts are given, not a prompt set to read",
 }
 POSITIONAL = {  # (command, argument) -> bad values
     (("train",), "policy"): ["nope", "fixed16"], (("export",), "policy"): ["nope", "blockpilot:MISSING"],
     (("generate",), "prompt"): [""], (("import-blockpilot",), "folder"): ["MISSING", "FILE", "EMPTY_DIR"],
     (("convert",), "source"): ["MISSING", "EMPTY_DIR"],
+    (("import-traces",), "file"): ["MISSING", "FILE", "EMPTY_DIR", "EMPTY.jsonl", "GARBAGE.jsonl"],
+    (("benchmarks", "traces"), "folder"): ["MISSING", "FILE", "EMPTY_DIR"],
 }
 
 
@@ -87,6 +90,8 @@ def _base(command: tuple[str, ...], w: dict[str, str]) -> list[str]:
         ("export",): ["fixed16", "--sweep", w["STORE"], "--batch-costs", w["BATCH"], "--batch-sizes", "1-2",
                       "--out", w["OUT"] + ".json"],
         ("import-blockpilot",): [w["BP"], "--out", w["OUT"]],
+        ("import-traces",): [w["TRACE"], "--out", w["OUT"], "--candidates", "1-3"],
+        ("benchmarks", "traces"): [str(Path(w["TRACE"]).parent), "--work", w["OUT"]],
         ("convert",): [w["DRAFTER"], w["OUT"]],
     }.get(command, [])
 
@@ -120,6 +125,8 @@ def world(test_zoo, replay_store, tmp_path_factory) -> dict[str, str]:
     table["verify_seconds"] = {k: float("nan") for k in table["verify_seconds"]}
     (tmp / "nan.json").write_text(json.dumps(table))
     (tmp / "prompts.txt").write_text("hello\nworld\n")
+    (tmp / "trace.jsonl").write_text(json.dumps({"id": "a", "prompt_token_ids": [1, 2], "generated_token_ids": [3, 4],
+                                                 "acc_eagle": {"acc_len": [3, 1]}, "acc_ngram": {"acc_len": [1, 1]}}))
     (tmp / "bp").mkdir()
     (tmp / "bp" / "16.json").write_text(json.dumps({"0": 2.0}))
     from tests.replay.test_serving import linear_table
@@ -128,7 +135,7 @@ def world(test_zoo, replay_store, tmp_path_factory) -> dict[str, str]:
     target, drafter = test_zoo
     return {"BATCH": str(tmp / "batch.json"), "STORE": str(replay_store.path), "TARGET": str(target),
             "DRAFTER": str(drafter),
-            "PROMPTS": str(tmp / "prompts.txt"), "OUT": str(tmp / "out"), "BP": str(tmp / "bp"),
+            "PROMPTS": str(tmp / "prompts.txt"), "TRACE": str(tmp / "trace.jsonl"), "OUT": str(tmp / "out"), "BP": str(tmp / "bp"),
             "MISSING": str(tmp / "no" / "such" / "path"), "FILE": str(tmp / "file"), "EMPTY_DIR": str(tmp / "empty"),
             "EMPTY": str(tmp / "empty"), "GARBAGE": str(tmp / "garbage"), "NAN_TABLE": str(tmp / "nan"),
             "TXT": str(tmp / "plot.txt")}
