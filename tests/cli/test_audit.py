@@ -134,8 +134,8 @@ def world(test_zoo, replay_store, tmp_path_factory) -> dict[str, str]:
     linear_table(batches=(1, 2)).save(tmp / "batch.json")
     target, drafter = test_zoo
     return {"BATCH": str(tmp / "batch.json"), "STORE": str(replay_store.path), "TARGET": str(target),
-            "DRAFTER": str(drafter),
-            "PROMPTS": str(tmp / "prompts.txt"), "TRACE": str(tmp / "trace.jsonl"), "OUT": str(tmp / "out"), "BP": str(tmp / "bp"),
+            "DRAFTER": str(drafter), "TRACE": str(tmp / "trace.jsonl"),
+            "PROMPTS": str(tmp / "prompts.txt"), "OUT": str(tmp / "out"), "BP": str(tmp / "bp"),
             "MISSING": str(tmp / "no" / "such" / "path"), "FILE": str(tmp / "file"), "EMPTY_DIR": str(tmp / "empty"),
             "EMPTY": str(tmp / "empty"), "GARBAGE": str(tmp / "garbage"), "NAN_TABLE": str(tmp / "nan"),
             "TXT": str(tmp / "plot.txt")}
