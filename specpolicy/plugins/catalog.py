@@ -50,8 +50,8 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
     "blockpilot": [
         ("blockpilot", "blockpilot:blockpilot_policy", {
             **LEARNED, "untrained": "blockpilot:untrained_blockpilot",
-            "description": "BlockPilot MLP on the raw last-token logits, trained for speed over the whole range "
-                           "(blockpilot:PATH for a trained one)"}),
+            "description": "BlockPilot MLP on the last-token logits (the shipped one reads their softmax), trained "
+                           "for speed over the whole range (blockpilot:PATH for a trained one)"}),
         ("blockpilot-paper", "blockpilot:blockpilot_paper_policy", {
             **LEARNED, "untrained": "blockpilot:untrained_blockpilot",
             "description": "the paper's BlockPilot: tau labels over 14..18 (blockpilot-paper:PATH)"}),

@@ -117,3 +117,24 @@ def test_verify_head_learns_acceptance_from_recorded_confidences(trained_pair, t
     assert sum(c.committed for c in cycles) == tables[0].tokens()
     probabilities = loaded.probabilities([0.9, 0.1, 0.5])
     assert probabilities.shape == (3,) and np.all((probabilities > 0) & (probabilities < 1))
+
+
+RUN_ON_THE_SHIPPED_CONFIDENCE_SWEEP = ["threshold", "marginal", "oracle-verify", "vllm-adaptive", "llamacpp-pmin",
+                                       "llamacpp-pmin:n_max=7,p_min=0.5", "llamacpp-pmin:n_max=15,p_min=0.5",
+                                       "trtllm-schedule", "vllm-dsd"]
+
+
+def test_the_zoo_page_says_which_verify_rules_run_on_the_shipped_confidence_sweep():
+    """docs/zoo.md: the rules drafting blocks of 8, 16 or 32 run on sharegpt-verify; adaptive-verify is refused
+    (issue 48: the page said every (B, L) policy ran)."""
+    from specpolicy.evaluation.replay import check_policies
+    from specpolicy.sweep.store import SweepStore
+    from specpolicy.zoo import ZOO_DIR
+
+    store = SweepStore.load(ZOO_DIR / "sweeps" / "sharegpt-verify")
+    registry = get_registry()
+    check_policies([registry.create(name, store.candidates) for name in RUN_ON_THE_SHIPPED_CONFIDENCE_SWEEP], store)
+    for refused in ("adaptive-verify", "llamacpp-pmin:n_max=3,p_min=0.5"):
+        with pytest.raises(ValueError, match="reads the drafter's confidences at B = .*which the sweep did not"):
+            check_policies([registry.create(refused, store.candidates)], store)
+

@@ -17,11 +17,12 @@ env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("P
 # 2. specpolicy finds it through the `specpolicy` entry-point group.
 listing = subprocess.run([sys.executable, "-m", "specpolicy.cli", "policies", "--format", "json"], env=env,
                          check=True, capture_output=True, text=True).stdout
-assert '"entropy"' in listing and '"my-policy"' in listing
-print("entropy is registered by my-policy")
+assert '"entropy"' in listing and '"shrink"' in listing and '"my-policy"' in listing
+print("entropy and shrink are registered by my-policy")
 
-# 3. Compare it with the built-ins (entropy:3.5 passes 3.5 as the threshold).
-table = subprocess.run([sys.executable, "-m", "specpolicy.cli", "compare", "--policies",
-                        "fixed16,entropy,entropy:3.5,oracle", "--max-samples", str(SAMPLES), "--format", "markdown"],
+# 3. Compare them with the built-ins (entropy:3.5 passes 3.5 as the threshold; shrink4: after fewer than 4).
+policies = "fixed16,entropy,entropy:3.5,shrink,shrink4,oracle,oracle-step"
+table = subprocess.run([sys.executable, "-m", "specpolicy.cli", "compare", "--policies", policies,
+                        "--max-samples", str(SAMPLES), "--format", "markdown"],
                        env=env, check=True, capture_output=True, text=True).stdout
 print(table)

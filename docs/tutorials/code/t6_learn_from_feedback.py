@@ -1,4 +1,4 @@
-"""Tutorial 5: agents that learn block sizes from feedback on the training split, tested on held-out prompts."""
+"""Tutorial 6: agents that learn block sizes from feedback on the training split, tested on held-out prompts."""
 
 import gymnasium as gym
 import numpy as np
