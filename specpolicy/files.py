@@ -51,7 +51,7 @@ def atomic_path(path: str | Path, folder: str | None = None) -> Iterator[Path]:
         _rename(tmp, path)
     except Exception as error:
         _remove(tmp)
-        converted = _os_error(error, path)
+        converted = _os_error(error, path, tmp)
         if converted is error:
             raise
         raise converted from error
@@ -86,10 +86,13 @@ def _remove(path: Path) -> None:
             path.unlink()
 
 
-def _os_error(error: Exception, path: Path) -> Exception:
-    """``error`` as an ``OSError`` naming ``path`` when the system refused the write (a full disk, a file-size
-    limit), however the library that wrote reported it; any other error as it is."""
+def _os_error(error: Exception, path: Path, tmp: Path) -> Exception:
+    """``error`` as an ``OSError`` naming ``path`` (never the temporary ``tmp``) when the system refused the write
+    (a full disk, a file-size limit), however the library that wrote reported it; any other error as it is."""
     if isinstance(error, OSError):
-        return error if error.filename else OSError(error.errno, error.strerror or str(error), str(path))
+        named = str(error.filename or "")
+        if named and not named.startswith(str(tmp)):
+            return error
+        return OSError(error.errno, error.strerror or str(error), str(path) + named[len(str(tmp)):])
     code = re.search(r"(?:\bos error |\bcode: |\[Errno )(\d+)", str(error))  # Rust's io::Error (safetensors), Python's
     return OSError(int(code.group(1)), os.strerror(int(code.group(1))), str(path)) if code else error

@@ -61,3 +61,18 @@ def test_train_under_a_file_size_limit_names_the_path_and_the_retry_works(replay
     assert not out.exists() and not list(tmp_path.glob("bp*"))
     subprocess.run(args, capture_output=True, check=True)
     assert (out / "training_summary.json").exists()
+
+
+def test_a_refused_write_names_the_users_path_not_the_temporary_one(tmp_path):
+    """Issue 48: --plot and --out errors named the hidden temporary file (x.png.tmp), not the user's path."""
+    import errno
+
+    from specpolicy.files import atomic_path
+
+    target = tmp_path / "plot.png"
+    with pytest.raises(OSError) as caught, atomic_path(target) as tmp:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp))
+    assert caught.value.filename == str(target) and caught.value.errno == errno.ENOSPC
+    with pytest.raises(OSError) as inside, atomic_path(tmp_path / "model", folder="summary.json") as tmp:
+        raise OSError(errno.EFBIG, "File too large", str(tmp / "weights.safetensors"))
+    assert inside.value.filename == str(tmp_path / "model" / "weights.safetensors")
