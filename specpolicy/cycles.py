@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from specpolicy.defaults import MAX_BLOCK_SIZE
+from specpolicy.defaults import MAX_BLOCK_SIZE, MAX_TEMPERATURE
 from specpolicy.state import DecodeState
 
 
@@ -209,9 +209,10 @@ def confident_prefix(confidences: Sequence[float], threshold: float, running: bo
 
 
 def check_temperature(temperature: float, name: str = "temperature") -> float:
-    """``temperature`` when it is a finite number >= 0 (0 = greedy), else a ValueError naming ``name``."""
-    if not 0 <= temperature < float("inf"):
-        raise ValueError(f"{name} must be a finite number >= 0, got {temperature}")
+    """``temperature`` when it lies in 0..:data:`~specpolicy.defaults.MAX_TEMPERATURE` (0 = greedy), else a
+    ValueError naming ``name``."""
+    if not 0 <= temperature <= MAX_TEMPERATURE:
+        raise ValueError(f"{name} must be a finite number in 0..{MAX_TEMPERATURE:g} (0 = greedy), got {temperature}")
     return float(temperature)
 
 

@@ -62,6 +62,9 @@ COMPARE_BASELINE = "fixed16"
 """the policy ``compare``'s speed ratios and gain shares are measured against"""
 COMPARE_ORACLE = "oracle"
 """the policy whose gain over the baseline ``compare``'s gain share divides by"""
+MAX_TEMPERATURE = 100.0
+"""the highest sampling temperature taken: past it every model's logits (spanning a few tens of nats) sample
+near-uniformly, so a larger value is a typo, not a setting"""
 COMPARE_DATASET = "sharegpt"
 COMPARE_SAMPLES = 48
 """the prompt set ``compare`` sweeps when given no sweep, and how many of its prompts (a seeded sample)"""

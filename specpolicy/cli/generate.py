@@ -72,7 +72,8 @@ def generate(
             trace = decode(decoder, ids, chosen, prompt_id="cli", costs=costs, seed=seed)
     except ValueError as exc:
         raise fail(str(exc)) from exc
-    stdout.print(pair.tokenizer.decode(trace.output_ids, skip_special_tokens=True), markup=False, highlight=False)
+    stdout.print(pair.tokenizer.decode(trace.output_ids, skip_special_tokens=True), markup=False, highlight=False,
+                 soft_wrap=True)  # the text as decoded: no line breaks of the console's width in a file or pipe
     sizes = sorted({c.block_size for c in trace.cycles})
     label = f"block size {sizes[0]}" if len(sizes) == 1 else f"block sizes {sizes}"
     source = "fixed" if chosen is None else chosen.name

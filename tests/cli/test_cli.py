@@ -457,3 +457,20 @@ def replace_spread(table):
     from dataclasses import replace
 
     return replace(table, spread={16: 0.9})
+
+
+def test_generate_writes_its_text_unwrapped_to_a_pipe(test_zoo, monkeypatch):
+    """Issue 48: written to a file or pipe, the text was hard-wrapped at 80 columns (newlines mid-word)."""
+    from transformers import PreTrainedTokenizerBase
+
+    text = " ".join(f"word{i}" for i in range(60))  # 400 characters, one line
+    monkeypatch.setattr(PreTrainedTokenizerBase, "decode", lambda self, ids, **kwargs: text)
+    result = run("generate", "Say hello", "--max-new-tokens", "6", "--block-size", "4", *zoo_args(test_zoo))
+    assert result.stdout.splitlines()[0] == text
+
+
+@pytest.mark.parametrize("temperature", ["1e308", "1e30"])
+def test_an_absurd_temperature_is_refused(temperature):
+    """Issue 48: --temperature 1e308 ran (every token uniform, in effect)."""
+    result = run("compare", "--temperature", temperature, "--max-samples", "1", ok=False)
+    assert result.exit_code == 2 and "--temperature must be a finite number in 0..100" in result.output
