@@ -69,6 +69,8 @@ class SpeculativeDecoder:
         check_temperature(temperature)
         if not 0 < top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        if isinstance(top_k, bool) or int(top_k) != top_k or top_k < 0:
+            raise ValueError(f"top_k must be a whole number >= 0 (0 keeps every token), got {top_k!r}")
         if draft_sampling and temperature == 0:
             raise ValueError("draft_sampling needs temperature > 0; at T = 0 drafts are argmax")
         self.target = target
