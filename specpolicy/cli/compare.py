@@ -126,7 +126,8 @@ def _report(options: CompareOptions, runs: list[Run], rows: list[ComparisonRow],
     where = "llama.cpp" if options.engine else options.mode.value
     prompts = len(runs[0].results[0].prompts) if runs and runs[0].results else 0
     emit(_output_table(rows, fmt, options.by, many, mapped), fmt,
-         title=f"specpolicy compare: {where}, {timing} time{served}, T={options.temperature:g}, "
+         title=f"specpolicy compare: {where}, {'taus only' if timing == 'none' else timing + ' time'}{served}, "
+               f"T={options.temperature:g}, "
                f"{options.threads} thread(s), {prompts} prompts")
     if fmt is OutputFormat.table:
         stderr.print(_legend(timing, options.baseline, options.oracle, mapped, bool(options.by or many)))
@@ -157,6 +158,10 @@ def _output_table(rows: list[ComparisonRow], fmt: OutputFormat, by: str | None, 
 
 def _legend(timing: str, baseline: str, oracle: str, mapped: bool, narrow: bool) -> str:
     """What the table's columns mean (stderr, under the table)."""
+    if timing == "none":
+        return ("the sweep records tau only (an imported store: no replay tables, no times), so no speed is shown; "
+                "tau: mean tokens per cycle; chose the best tau: prompts where the policy's block size had the "
+                "highest tau. Speed needs a replay sweep of the prompts (`specpolicy sweep --mode replay`)")
     if mapped:
         return ("cells: pooled speedup over plain AR at each concurrency (modelled); '<' marks a cell slower than AR; "
                 "every figure and interval: --format csv")

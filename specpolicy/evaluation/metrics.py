@@ -102,6 +102,9 @@ class SummaryRow:
         def num(value: float, digits: int, suffix: str = "") -> str:
             return f"{value:.{digits}f}{suffix}" if np.isfinite(value) else "-"
 
+        if self.timing == "none":  # a store of taus only (imported): no time, so no speed
+            return {"policy": self.policy, "tau": num(self.tau, 2), f"tau - {self.baseline}'s": num(self.delta_tau, 2),
+                    "chose the best tau": num(100 * self.oracle_agreement, 0, "%")}
         low, high = self.vs_baseline_ci95
         return {"policy": self.policy, "speedup": num(self.speedup, 2, "x"),
                 f"vs {self.baseline}": num(self.vs_baseline, 2, "x"),

@@ -342,3 +342,20 @@ def test_the_authors_choices_count_ties_as_hits_and_run_as_a_policy(tmp_path):
     policy = create_policy(f"choices:{tmp_path / 'store' / 'authors_choices.json'}")
     rows = {r.policy: r for r in summarize(evaluate_replay(store, [policy]), n_bootstrap=10)}
     assert rows[policy.name].tau == pytest.approx((6.0 + 5.0 + 4.0) / 3)
+
+
+def test_a_tau_only_store_is_compared_by_tau_without_empty_speed_columns(tmp_path):
+    """Issue 48: an imported tau-only store printed 'none time', nine '-' columns and a legend about speed."""
+    from typer.testing import CliRunner
+
+    from specpolicy.cli import app
+
+    folder = tmp_path / "gsm8k_0T0.0"
+    folder.mkdir()
+    for size in range(14, 19):
+        (folder / f"{size}.json").write_text(json.dumps({str(i): 2.0 + (i * size) % 5 for i in range(6)}))
+    assert CliRunner().invoke(app, ["import-blockpilot", str(folder), "--out", str(tmp_path / "s")]).exit_code == 0
+    result = CliRunner().invoke(app, ["compare", "--sweep", str(tmp_path / "s"), "--policies", "fixed16,oracle-tau"])
+    assert result.exit_code == 0, result.output
+    assert "taus only" in result.output and "none time" not in result.output and "speedup" not in result.stdout
+    assert "tau - fixed16's" in result.stdout and "records tau only" in result.output
