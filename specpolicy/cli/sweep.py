@@ -115,6 +115,10 @@ def import_blockpilot(
     label = "the paper's 14..18" if kept == [14, 15, 16, 17, 18] else f"block sizes {kept}"
     stderr.print(f"imported {len(store.done_ids())} prompts x {len(kept)} block sizes into {out} ({label}; "
                  "--candidates all keeps every file)")
+    ignored = sorted(f.name for f in Path(folder).iterdir() if f.is_file() and not (f.suffix == ".json"
+                                                                                     and f.stem.isdigit()))
+    if ignored:
+        stderr.print(f"not imported (not a '{{B}}.json' of taus): {', '.join(ignored)}", soft_wrap=True)
     if choices:
         hits, total = agreement(store, choices)
         stderr.print(f"the authors' choices (1.json, saved as {out}/authors_choices.json) have the best tau over "

@@ -288,9 +288,11 @@ def test_import_blockpilot_defaults_to_the_papers_sizes_and_reads_the_authors_ch
         (folder / f"{size}.json").write_text(json.dumps({"0": min(size, 6.0 + (size == 15) + 2 * (size == 32)),
                                                          "1": min(size, 6.0 + (size == 18))}))
     (folder / "1.json").write_text(json.dumps({"0": 15, "1": 17}))
+    (folder / "mapped_from_1.json").write_text("{}")  # issue 48: ignored without a word
     result = CliRunner().invoke(app, ["import-blockpilot", str(folder), "--out", str(tmp_path / "s")])
     output = " ".join(result.output.split())
     assert result.exit_code == 0, output
+    assert "not imported (not a '{B}.json' of taus): mapped_from_1.json" in output
     store = SweepStore.load(tmp_path / "s")
     assert store.candidates == (14, 15, 16, 17, 18) and "the paper's 14..18" in output
     assert "1 of 2 prompts" in output  # the authors' choices against the best tau over 14..18
