@@ -217,7 +217,7 @@ def hf_loop(
     from specpolicy.decoding import SpeculativeDecoder
     from specpolicy.hf import require_dflash_support, resolve_policy
     from specpolicy.models import load_pair
-    from specpolicy.models.loading import target_vocab_size
+    from specpolicy.models.sources import target_vocab_size
     from specpolicy.policy import check_vocabulary
     from specpolicy.sweep.latency import cached_costs, pin_threads
 

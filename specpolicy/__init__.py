@@ -26,7 +26,7 @@ _PUBLIC = {
     "SpeculativeDecoder": "specpolicy.decoding", "DecodeSession": "specpolicy.decoding",
     "DecodeTrace": "specpolicy.decoding", "plain_decode": "specpolicy.decoding", "load_pair": "specpolicy.models",
     # sweeps, evaluation and training
-    "SweepSettings": "specpolicy.sweep.run", "run_sweep": "specpolicy.sweep.run",
+    "SweepSettings": "specpolicy.sweep.settings", "run_sweep": "specpolicy.sweep.run",
     "SweepStore": "specpolicy.sweep.store", "SweepRecord": "specpolicy.sweep.records",
     "build_replay": "specpolicy.sweep.replay", "evaluate_replay": "specpolicy.evaluation.replay",
     "evaluate_live": "specpolicy.evaluation.live", "training_set": "specpolicy.training.data",

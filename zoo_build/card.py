@@ -68,7 +68,8 @@ def measure(run_dir: Path, prompts: int = 32, max_new_tokens: int = 128, out_dir
     from specpolicy.data.registry import load_prompts
     from specpolicy.decoding import SpeculativeDecoder
     from specpolicy.models import load_pair
-    from specpolicy.sweep.run import SweepSettings, run_sweep
+    from specpolicy.sweep.run import run_sweep
+    from specpolicy.sweep.settings import SweepSettings
 
     out_dir = out_dir or run_dir / "card"
     pair = load_pair("tiny", "tiny")

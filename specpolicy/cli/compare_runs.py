@@ -50,16 +50,12 @@ def results_per_dataset(options: CompareOptions) -> Iterator[Run]:
     if store is not None:
         check_policies(built, store, chosen)
     else:
-        from specpolicy.models.loading import target_vocab_size
+        from specpolicy.models.sources import target_vocab_size
         from specpolicy.policy import check_vocabulary
 
         check_vocabulary(built, target_vocab_size(options.target), f"target {options.target!r}")
         for policy in built:
             check_candidates(policy, chosen)
-    from specpolicy.sweep.latency import pin_threads
-
-    if store is None:
-        pin_threads(options.threads)  # only where models run: a stored sweep's replay needs no torch
     for name in [options.sweep.name] if store is not None else options.datasets:
         if options.engine:
             from specpolicy.cli.engine import engine_results
@@ -88,8 +84,9 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
         from specpolicy.data.prompts import encode_prompt
         from specpolicy.decoding import SpeculativeDecoder
         from specpolicy.decoding.autoregressive import own_answer
-        from specpolicy.sweep.latency import cached_costs
+        from specpolicy.sweep.latency import cached_costs, pin_threads
 
+        pin_threads(options.threads)  # only where models run: replay needs no torch
         prompts = load_prompts(name, options.max_samples, options.seed)
 
         pair = _load_pair_once(options.target, options.drafter, options.dtype, options.device)
@@ -115,7 +112,7 @@ def headline_costs(store, options: CompareOptions):
     run; another pair's flagged table is used for this run only. (table, its label), or ``None``: the sweep's
     table is fine."""
     from specpolicy.costs import CostTable
-    from specpolicy.models.loading import ZOO_NAMES
+    from specpolicy.models.sources import ZOO_NAMES
     from specpolicy.zoo import ZOO_DIR
 
     table = store.latency()
@@ -137,9 +134,11 @@ def _cached_sweep(name: str, options: CompareOptions, candidates: list[int]):
     """compare's own replay sweep of a dataset, cached by its settings and weights (resumable)."""
     from specpolicy.cli.progress import progress_bar
     from specpolicy.data.registry import load_prompts
-    from specpolicy.models.loading import weights_fingerprint
+    from specpolicy.models.sources import weights_fingerprint
     from specpolicy.sweep.resume import StoreUnusableError
-    from specpolicy.sweep.run import SweepSettings, run_sweep
+    from specpolicy.sweep.run import run_sweep
+    from specpolicy.sweep.settings import SweepSettings
+    from specpolicy.sweep.store import SweepStore
 
     prompts = load_prompts(name, options.max_samples, options.seed)
     settings = settings_from(SweepSettings, vars(options), dataset=name, candidates=candidates, mode="replay")
@@ -148,6 +147,8 @@ def _cached_sweep(name: str, options: CompareOptions, candidates: list[int]):
     identity = {**settings.meta(), "threads": options.threads, "weights": weights}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
     out = cache_dir() / "sweeps" / f"{Path(name).stem}-{key}"
+    if _complete(out, prompts):  # read back with no model loaded (and no write lock: the cache may be read-only)
+        return SweepStore.load(out)
     stderr.print(f"sweeping {name} into compare's cache (resumable): {out}", highlight=False, soft_wrap=True)
     with progress_bar(f"sweep {Path(name).name}", len(prompts)) as update:
         try:
@@ -158,6 +159,15 @@ def _cached_sweep(name: str, options: CompareOptions, candidates: list[int]):
             raise ValueError(f"{error}. That store is compare's cache, which takes no --out: delete {out} and rerun "
                              "to sweep anew") from None
     return store
+
+
+def _complete(out: Path, prompts) -> bool:
+    """Whether compare's cached sweep at ``out`` holds every one of ``prompts`` and its cost table."""
+    from specpolicy.sweep.store import SweepStore
+
+    if not (out / "meta.json").is_file() or not (out / "latency.json").is_file():
+        return False
+    return {p.id for p in prompts} <= SweepStore.load(out).done_ids()
 
 
 def prompt_labels(options: CompareOptions, name: str) -> dict[str, str]:

@@ -33,7 +33,7 @@ def convert(target: str = TargetOption, drafter: str = DrafterOption,
 def gguf_pair(target: str, drafter: str, out: Path | None = None) -> Path:
     """The folder holding the pair's GGUF files, converted once per pair of weights (keyed by their hashes)."""
     from specpolicy.engines.build import convert_pair
-    from specpolicy.models.loading import resolve_source, weights_fingerprint
+    from specpolicy.models.sources import resolve_source, weights_fingerprint
 
     sources = [Path(resolve_source(target, "target")), Path(resolve_source(drafter, "drafter"))]
     if not all(source.is_dir() for source in sources):

@@ -42,7 +42,7 @@ def generate(
     from specpolicy.decoding import SpeculativeDecoder
     from specpolicy.decoding.engine import check_live, decode
     from specpolicy.models import load_pair
-    from specpolicy.models.loading import target_vocab_size
+    from specpolicy.models.sources import target_vocab_size
     from specpolicy.policy import check_vocabulary
     from specpolicy.registry import get_registry
     from specpolicy.sweep.latency import cached_costs, pin_threads

@@ -25,7 +25,7 @@ from specpolicy.defaults import (
     SHIPPED_SWEEP_CANDIDATES,
     SWEEP_MAX_SAMPLES,
 )
-from specpolicy.sweep.modes import Executor, SweepMode
+from specpolicy.sweep.settings import Executor, SweepMode
 
 
 def parse_candidates(text: str, option: str = "--candidates", block_sizes: bool = True) -> list[int]:
@@ -78,7 +78,8 @@ def sweep(
     """Record, per prompt, the prefill features and what every candidate block size does."""
     from specpolicy.data.registry import load_prompts
     from specpolicy.sweep.resume import check_resumable
-    from specpolicy.sweep.run import SweepSettings, run_sweep
+    from specpolicy.sweep.run import run_sweep
+    from specpolicy.sweep.settings import SweepSettings
 
     settings = settings_from(SweepSettings, locals(), candidates=parse_candidates(candidates), mode=mode.value,
                              confidence_sizes=parse_candidates(confidences, "--confidences") if confidences else [])

@@ -1,9 +1,18 @@
-"""Targets, the DFlash drafter, and loading of both (local folders, hub ids, the built-in zoo)."""
+"""Targets, the DFlash drafter, and loading of both (local folders, hub ids, the built-in zoo).
+
+Names load their module on first use: ``specpolicy.models.sources`` (where a model is, its fingerprint and
+vocabulary) stays torch-free."""
 
 from __future__ import annotations
 
-from specpolicy.models.dflash import DFlashDrafter
-from specpolicy.models.dflash_config import default_target_layer_ids
-from specpolicy.models.loading import ModelPair, load_drafter, load_pair, load_target
+import importlib
 
-__all__ = ["DFlashDrafter", "ModelPair", "default_target_layer_ids", "load_drafter", "load_pair", "load_target"]
+_PUBLIC = {"DFlashDrafter": "dflash", "default_target_layer_ids": "dflash_config", "ModelPair": "loading",
+           "load_drafter": "loading", "load_pair": "loading", "load_target": "loading"}
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'specpolicy.models' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"specpolicy.models.{_PUBLIC[name]}"), name)

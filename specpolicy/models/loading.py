@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from specpolicy.models.dflash import DFlashDrafter
+from specpolicy.models.sources import resolve_source, weights_fingerprint
 
-ZOO_NAMES = ("tiny",)
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
           "float16": torch.float16, "fp16": torch.float16}
 
@@ -40,73 +38,6 @@ def resolve_device(device: str) -> str:
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device {device!r} requested but CUDA is not available; use --device cpu")
     return device
-
-
-def zoo_path(name: str, kind: str) -> Path:
-    """Folder of a built-in zoo model (``kind`` is ``target`` or ``drafter``)."""
-    from specpolicy.zoo import ZOO_DIR, finish_publish
-
-    finish_publish(ZOO_DIR)  # an interrupted `python -m zoo_build publish` completes before the zoo is read
-    folder = ZOO_DIR / kind if name == "tiny" else ZOO_DIR / name / kind
-    if not (folder / "config.json").exists():
-        raise FileNotFoundError(
-            f"the built-in zoo {kind} {name!r} is missing from {folder}; reinstall specpolicy, or from a "
-            "checkout rebuild it with `python -m zoo_build train` and `python -m zoo_build publish`"
-        )
-    return folder
-
-
-def resolve_source(name: str, kind: str) -> str:
-    """A zoo name, an existing local folder, or (for online users) a hub id, as a string."""
-    if name in ZOO_NAMES:
-        return str(zoo_path(name, kind))
-    path = Path(name).expanduser()
-    if path.exists():
-        if not (path / "config.json").is_file():
-            what = "a file" if path.is_file() else "a folder without config.json"
-            raise FileNotFoundError(f"{kind} {name!r} is {what}; pass a model folder (config.json and safetensors "
-                                    f"weights), a zoo name ({', '.join(ZOO_NAMES)}) or a hub id owner/name")
-        return str(path)
-    if name.count("/") != 1 or name.startswith((".", "/")):
-        raise FileNotFoundError(f"{kind} {name!r} is neither a zoo name ({', '.join(ZOO_NAMES)}), a local folder, "
-                                "nor a hub id of the form owner/name")
-    return name
-
-
-def target_vocab_size(name: str) -> int | None:
-    """The target's vocabulary (its logits width) from its config alone, before any weights load; ``None``
-    when the config cannot be read without loading (the load reports why)."""
-    try:
-        source = resolve_source(name, "target")
-        config = AutoConfig.from_pretrained(source)
-    except Exception:
-        return None
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    return getattr(text, "vocab_size", None)
-
-
-def weights_fingerprint(name: str, kind: str) -> str | None:
-    """sha256 (16 hex digits) of a zoo or local model's safetensors files; None for a hub id.
-
-    Sweeps and caches record it, so results of other weights under the same name are never reused.
-    Hashed once per process for each set of files (keyed on their paths, sizes and modification times).
-    """
-    folder = Path(resolve_source(name, kind))
-    if not folder.exists():
-        return None  # hub id: its revision is recorded once loaded
-    stats = [(path, path.stat()) for path in sorted(folder.glob("*.safetensors"))]
-    files = tuple((str(path), stat.st_size, stat.st_mtime_ns) for path, stat in stats)
-    return _hash_files(files)
-
-
-@functools.lru_cache(maxsize=64)
-def _hash_files(files: tuple[tuple[str, int, int], ...]) -> str:
-    digest = hashlib.sha256()
-    for path, _, _ in files:
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
-    return digest.hexdigest()[:16]
 
 
 def attention_implementation(device: str) -> str:

@@ -11,7 +11,8 @@ from collections.abc import Callable, Sequence
 
 from specpolicy.data.prompts import Prompt
 from specpolicy.defaults import RAY_SHARD_SIZE
-from specpolicy.sweep.run import SweepSettings, run_sweep, sweep_prompt
+from specpolicy.sweep.run import run_sweep, sweep_prompt
+from specpolicy.sweep.settings import SweepSettings
 from specpolicy.sweep.store import SweepStore
 
 

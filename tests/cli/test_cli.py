@@ -474,3 +474,28 @@ def test_an_absurd_temperature_is_refused(temperature):
     """Issue 48: --temperature 1e308 ran (every token uniform, in effect)."""
     result = run("compare", "--temperature", temperature, "--max-samples", "1", ok=False)
     assert result.exit_code == 2 and "--temperature must be a finite number in 0..100" in result.output
+
+
+def test_a_complete_cached_sweep_is_read_without_models_or_a_write_lock(test_zoo, prompt_file, tmp_path,
+                                                                         monkeypatch):
+    """Issue 48: a rerun with the sweep cached loaded the models (20-45 s), and a read-only cache that already held
+    the finished store failed on the write lock."""
+    import os
+    import stat
+
+    from specpolicy.costs import uniform_costs
+    from specpolicy.sweep import run as sweep_run
+
+    monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(sweep_run, "measure_costs", lambda decoder, sizes, **k: uniform_costs(sizes, 0.01, 0.1))
+    args = ["compare", "--policies", "fixed16,oracle", "--dataset", prompt_file, "--max-samples", "2",
+            "--max-new-tokens", "8", "--format", "json", *zoo_args(test_zoo)]
+    first = json.loads(run(*args).stdout)  # a clean table (a busy machine's would not be cached)
+    from specpolicy.models import loading
+
+    monkeypatch.setattr(loading, "load_pair", lambda *a, **k: pytest.fail("models loaded for a complete cache"))
+    for folder, _, files in os.walk(tmp_path / "cache"):  # read-only, as a shared cache may be
+        for name in files:
+            os.chmod(os.path.join(folder, name), stat.S_IRUSR)
+    second = run(*args)
+    assert json.loads(second.stdout) == first and "into compare's cache" not in second.stderr

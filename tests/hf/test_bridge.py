@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from specpolicy.models.dflash import DFlashDrafter
-from specpolicy.models.loading import zoo_path
+from specpolicy.models.sources import zoo_path
 from specpolicy.models.testing import make_drafter, make_target
 from tests.models.test_dflash import published_keys
 

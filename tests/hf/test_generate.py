@@ -15,7 +15,7 @@ from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.decoding.engine import decode
 from specpolicy.defaults import MAX_PROMPT_TOKENS
 from specpolicy.models import load_pair
-from specpolicy.models.loading import zoo_path
+from specpolicy.models.sources import zoo_path
 from specpolicy.policy import Policy, PromptObservation
 from specpolicy.state import DecodeState
 from specpolicy.zoo import ZOO_DIR

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from specpolicy.models.loading import weights_fingerprint
+from specpolicy.models.sources import weights_fingerprint
 from specpolicy.models.testing import make_target
 
 

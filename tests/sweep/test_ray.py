@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from specpolicy.data.registry import load_prompts
-from specpolicy.sweep.run import SweepSettings
+from specpolicy.sweep.settings import SweepSettings
 from tests.conftest import STORE_CANDIDATES
 
 pytestmark = pytest.mark.ray

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from specpolicy.data.registry import load_prompts
-from specpolicy.sweep.run import SweepSettings, run_sweep
+from specpolicy.sweep.run import run_sweep
+from specpolicy.sweep.settings import SweepSettings
 from specpolicy.sweep.store import SweepStore
 
 

@@ -61,7 +61,7 @@ def test_shipped_zoo_loads_and_decodes():
 def test_shipped_sweep_was_recorded_on_the_shipped_weights():
     import json
 
-    from specpolicy.models.loading import weights_fingerprint
+    from specpolicy.models.sources import weights_fingerprint
     from specpolicy.zoo import ZOO_DIR
 
     models = json.loads((ZOO_DIR / "sweeps" / "sharegpt" / "meta.json").read_text())["models"]

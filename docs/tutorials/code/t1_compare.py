@@ -8,7 +8,8 @@ from specpolicy.evaluation.metrics import split_by, summarize
 from specpolicy.evaluation.replay import evaluate_replay
 from specpolicy.evaluation.report import plot_by_label, plot_comparison
 from specpolicy.registry import create_policy
-from specpolicy.sweep.run import SweepSettings, run_sweep
+from specpolicy.sweep.run import run_sweep
+from specpolicy.sweep.settings import SweepSettings
 from specpolicy.sweep.store import SweepStore
 from specpolicy.zoo import ZOO_DIR
 

@@ -17,7 +17,8 @@ from specpolicy.evaluation.serving import evaluate_serving
 from specpolicy.models import load_pair
 from specpolicy.registry import create_policy
 from specpolicy.sweep.batch_latency import measure_batch_costs
-from specpolicy.sweep.run import SweepSettings, run_sweep
+from specpolicy.sweep.run import run_sweep
+from specpolicy.sweep.settings import SweepSettings
 
 torch.set_num_threads(1)
 CANDIDATES = [1, 2, 4, 8, 12, 16, 24, 32]

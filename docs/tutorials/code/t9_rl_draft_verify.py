@@ -12,7 +12,8 @@ from specpolicy.envs.draft_verify_step import DraftVerifyStepEnv
 from specpolicy.evaluation.metrics import summarize
 from specpolicy.evaluation.replay import evaluate_replay, prompt_observation
 from specpolicy.registry import create_policy
-from specpolicy.sweep.run import SweepSettings, run_sweep
+from specpolicy.sweep.run import run_sweep
+from specpolicy.sweep.settings import SweepSettings
 
 torch.set_num_threads(1)
 CANDIDATES = [1, 2, 4, 8, 12, 16, 24, 32]
