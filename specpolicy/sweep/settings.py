@@ -7,7 +7,6 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 
 from specpolicy.cycles import check_candidate_set, check_temperature
-from specpolicy.data.registry import dataset_fingerprint
 from specpolicy.defaults import (
     DEFAULT_THREADS,
     MAX_NEW_TOKENS,
@@ -87,6 +86,8 @@ class SweepSettings:
         return min(self.max_prompt_tokens, room)
 
     def meta(self) -> dict:
+        from specpolicy.data.registry import dataset_fingerprint  # reads the prompt set (transformers' types)
+
         meta = {**asdict(self), "candidates": sorted(self.candidates),
                 "dataset_sha256": dataset_fingerprint(self.dataset)}
         meta.pop("threads")  # timing only: the cost table records it, the records do not depend on it
