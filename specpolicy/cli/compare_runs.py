@@ -167,7 +167,10 @@ def _complete(out: Path, prompts) -> bool:
 
     if not (out / "meta.json").is_file() or not (out / "latency.json").is_file():
         return False
-    return {p.id for p in prompts} <= SweepStore.load(out).done_ids()
+    try:
+        return {p.id for p in prompts} <= SweepStore.load(out).done_ids()
+    except ValueError:  # a damaged store: the sweep names it, with the fix
+        return False
 
 
 def prompt_labels(options: CompareOptions, name: str) -> dict[str, str]:
