@@ -27,6 +27,16 @@ def zoo_args(test_zoo) -> list[str]:
     return ["--target", str(target), "--drafter", str(drafter)]
 
 
+@pytest.fixture()
+def quiet_machine(monkeypatch):
+    """compare's own sweeps measure a clean cost table: a busy machine's flagged one is never cached (it is
+    measured again next run), so a test comparing two runs would compare two measurements."""
+    from specpolicy.costs import uniform_costs
+    from specpolicy.sweep import run as sweep_run
+
+    monkeypatch.setattr(sweep_run, "measure_costs", lambda decoder, sizes, **k: uniform_costs(sizes, 0.01, 0.1))
+
+
 def test_policies_table_and_json():
     assert "blockpilot" in run("policies").output
     rows = json.loads(run("policies", "--format", "json").output)
@@ -102,7 +112,7 @@ def test_compare_every_format(replay_store, trained_policy, fmt, tmp_path):
         assert rows["fixed16"]["timing"] == "modelled"
 
 
-def test_compare_runs_its_own_replay_sweep(test_zoo, prompt_file, tmp_path, monkeypatch):
+def test_compare_runs_its_own_replay_sweep(test_zoo, prompt_file, tmp_path, monkeypatch, quiet_machine):
     monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path / "cache"))
     args = ["compare", "--policies", "fixed16,oracle", "--dataset", prompt_file, "--max-samples", "3",
             "--max-new-tokens", "12", "--format", "json", *zoo_args(test_zoo)]
@@ -261,7 +271,7 @@ def test_compare_maps_speed_over_groups_and_concurrencies(replay_store, tmp_path
 
 
 @pytest.mark.slow  # sweeps with the test pair
-def test_compare_by_category_on_a_users_jsonl(test_zoo, tmp_path, monkeypatch):
+def test_compare_by_category_on_a_users_jsonl(test_zoo, tmp_path, monkeypatch, quiet_machine):
     """A row per category and policy plus the overall rows; the sweep keeps the labels, so --sweep can split too."""
     monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path / "cache"))
     data = tmp_path / "labelled.jsonl"
@@ -477,17 +487,13 @@ def test_an_absurd_temperature_is_refused(temperature):
 
 
 def test_a_complete_cached_sweep_is_read_without_models_or_a_write_lock(test_zoo, prompt_file, tmp_path,
-                                                                         monkeypatch):
+                                                                         monkeypatch, quiet_machine):
     """Issue 48: a rerun with the sweep cached loaded the models (20-45 s), and a read-only cache that already held
     the finished store failed on the write lock."""
     import os
     import stat
 
-    from specpolicy.costs import uniform_costs
-    from specpolicy.sweep import run as sweep_run
-
     monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(sweep_run, "measure_costs", lambda decoder, sizes, **k: uniform_costs(sizes, 0.01, 0.1))
     args = ["compare", "--policies", "fixed16,oracle", "--dataset", prompt_file, "--max-samples", "2",
             "--max-new-tokens", "8", "--format", "json", *zoo_args(test_zoo)]
     first = json.loads(run(*args).stdout)  # a clean table (a busy machine's would not be cached)
