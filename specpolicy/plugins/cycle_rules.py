@@ -154,7 +154,8 @@ class AdaptivePolicy(Policy):
         super().__init__(candidates)
         self.start = snap(start, self.candidates)
         self.prior, self.decay, self.first_wait, self.full_wait_cost = prior, decay, first_wait, full_wait_cost
-        self._priced: tuple[CostTable | None, dict[int, float], float] = (None, {}, 1.0)
+        self._priced: tuple = (None, {}, 1.0, [])
+        """(the table priced, seconds by speculative B, the AR wait's scale, (B, seconds) by ascending B)"""
 
     def select(self, observation: PromptObservation) -> int:
         return self.start
@@ -166,9 +167,13 @@ class AdaptivePolicy(Policy):
             seconds = {b: costs.cycle_seconds(b) for b in drafted}
             reference = seconds.get(TRAINING_BLOCK_SIZE, seconds[max(seconds)])
             wait_scale = min(1.0, (reference / costs.cycle_seconds(1) - 1) / self.full_wait_cost)
-            self._priced = (costs, seconds, wait_scale)
-        return max(self._priced[1].items(), key=lambda priced: (expected_tokens(alpha, priced[0]) / priced[1],
-                                                                -priced[0]))[0]
+            self._priced = (costs, seconds, wait_scale, sorted(seconds.items()))
+        best, most = 0, -1.0
+        for size, seconds in self._priced[3]:  # ascending B: a tie keeps the smaller block
+            rate = expected_tokens(alpha, size) / seconds
+            if rate > most:
+                best, most = size, rate
+        return best
 
     def step(self, state: DecodeState, observation: PromptObservation) -> int:
         costs = required_costs(self, observation)

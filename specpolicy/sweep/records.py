@@ -45,9 +45,9 @@ class ReplayEntry(_Record):
     entropies: dict[int, str] = {}
     """block size -> the entropies (nats) of the drafter's distributions, as ``confidences`` (absent before 0.2)"""
     chain: bool | None = None
-    """True for a chain drafter's trace (EAGLE, n-gram, MTP: every shorter draft is a prefix of a longer one): ``accepted``
-    holds one column, the drafts accepted at the longest candidate, and a block of B accepts min(that, B - 1);
-    ``sequence`` may be empty (no stop token is read: the recorded output length ends the decode)"""
+    """True for a chain drafter's trace (EAGLE, n-gram, MTP: a shorter draft is a prefix of a longer one):
+    ``accepted`` holds one column, the drafts accepted at the longest candidate, and a block of B accepts
+    min(that, B - 1); ``sequence`` may be empty (no stop token is read: the recorded length ends the decode)"""
 
     @model_validator(mode="after")
     def _shape(self) -> ReplayEntry:
