@@ -75,15 +75,15 @@ def _load_pair_once(target: str, drafter: str, dtype: str, device: str):
 
 
 def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[int], costs):
-    from specpolicy.cli.progress import progress_bar
-    from specpolicy.data.registry import load_prompts
-    from specpolicy.evaluation.live import evaluate_live
     from specpolicy.evaluation.replay import evaluate_replay
 
     if options.mode is Mode.live:
+        from specpolicy.cli.progress import progress_bar
         from specpolicy.data.prompts import encode_prompt
+        from specpolicy.data.registry import load_prompts
         from specpolicy.decoding import SpeculativeDecoder
         from specpolicy.decoding.autoregressive import own_answer
+        from specpolicy.evaluation.live import evaluate_live
         from specpolicy.sweep.latency import cached_costs, pin_threads
 
         pin_threads(options.threads)  # only where models run: replay needs no torch
@@ -136,7 +136,6 @@ def _cached_sweep(name: str, options: CompareOptions, candidates: list[int]):
     from specpolicy.data.registry import load_prompts
     from specpolicy.models.sources import weights_fingerprint
     from specpolicy.sweep.resume import StoreUnusableError
-    from specpolicy.sweep.run import run_sweep
     from specpolicy.sweep.settings import SweepSettings
     from specpolicy.sweep.store import SweepStore
 
@@ -149,6 +148,8 @@ def _cached_sweep(name: str, options: CompareOptions, candidates: list[int]):
     out = cache_dir() / "sweeps" / f"{Path(name).stem}-{key}"
     if _complete(out, prompts):  # read back with no model loaded (and no write lock: the cache may be read-only)
         return SweepStore.load(out)
+    from specpolicy.sweep.run import run_sweep  # torch: only where the sweep runs
+
     stderr.print(f"sweeping {name} into compare's cache (resumable): {out}", highlight=False, soft_wrap=True)
     with progress_bar(f"sweep {Path(name).name}", len(prompts)) as update:
         try:
