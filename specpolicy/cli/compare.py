@@ -167,7 +167,7 @@ def _legend(timing: str, baseline: str, oracle: str, mapped: bool, narrow: bool)
                 "every figure and interval: --format csv")
     spread = "p10: per-prompt speedups' 10th percentile (tok/s, median: --format csv)" if narrow else \
         "p10/median: per-prompt speedups"
-    return (f"speedup: pooled over plain AR ({timing}); vs {baseline}: pooled speed ratio, paired 95% CI; "
+    return (f"speedup: pooled over plain AR, {timing}; vs {baseline}: pooled speed ratio, paired 95% CI; "
             f"{spread}; gain: share of {oracle}'s gain over the baseline")
 
 
