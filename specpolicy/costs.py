@@ -190,17 +190,32 @@ class CostTable:
 
     @classmethod
     def load(cls, path: str | Path) -> CostTable:
-        file = Path(path)
-        if not file.exists():
-            raise FileNotFoundError(f"cost table {file} does not exist; measure one with "
-                                    f"`specpolicy bench latency --out {file}`")
+        data = read_table(path, "cost table", "bench latency")
         try:
-            return cls.from_json(json.loads(file.read_text()))
-        except (json.JSONDecodeError, TypeError, AttributeError) as exc:
-            raise ValueError(f"{file} is not a cost table ({exc}); remeasure it with `specpolicy bench latency`") \
+            return cls.from_json(data)
+        except (TypeError, AttributeError) as exc:
+            raise ValueError(f"{path} is not a cost table ({exc}); remeasure it with `specpolicy bench latency`") \
                 from None
         except ValueError as exc:  # a readable table with impossible seconds: name the file it came from
-            raise ValueError(f"{file}: {exc}") from None
+            raise ValueError(f"{path}: {exc}") from None
+
+
+def read_table(path: str | Path, what: str, measure: str) -> dict:
+    """The JSON object of a cost table file, read the one way both table classes read theirs: a
+    FileNotFoundError for a missing file, a ValueError for an unreadable one, each naming the command that
+    measures one (``specpolicy {measure}``)."""
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"{what} {file} does not exist; measure one with `specpolicy {measure} --out {file}`")
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{file} is not a {what} ({exc}); remeasure it with `specpolicy {measure} --out FILE`") \
+            from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{file} is not a {what} (a JSON {type(data).__name__}); remeasure it with "
+                         f"`specpolicy {measure} --out FILE`")
+    return data
 
 
 def nearest_context(tables: Sequence[CostTable], context: int) -> CostTable:

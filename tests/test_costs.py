@@ -106,3 +106,18 @@ def test_replay_prices_each_prompt_by_its_context(replay_store):
     for mixed, single in zip(both, alone):
         assert mixed.column("seconds").tolist() == single.column("seconds").tolist()
         assert [p.block_sizes for p in mixed.prompts] == [p.block_sizes for p in single.prompts]
+
+
+@pytest.mark.parametrize("kind", ["CostTable", "BatchCostTable"])
+def test_both_table_classes_name_a_missing_or_unreadable_file_alike(tmp_path, kind):
+    """Issue 48: a missing file was FileNotFoundError for one class and ValueError for the other."""
+    from specpolicy.replay.batch_costs import BatchCostTable
+
+    cls = {"CostTable": CostTable, "BatchCostTable": BatchCostTable}[kind]
+    measure = "bench latency" if cls is CostTable else "bench batch-latency"
+    with pytest.raises(FileNotFoundError, match=rf"does not exist; measure one with `specpolicy {measure} --out"):
+        cls.load(tmp_path / "missing.json")
+    (tmp_path / "garbage.json").write_text("{not json")
+    with pytest.raises(ValueError, match=rf"garbage.json is not a .*cost table .*; remeasure it with `specpolicy "
+                                         rf"{measure}"):
+        cls.load(tmp_path / "garbage.json")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specpolicy.costs import CostTable
+from specpolicy.costs import CostTable, read_table
 from specpolicy.cycles import expected_tokens
 from specpolicy.defaults import ACCEPTANCE_PRIOR, MAX_LATENCY_SPREAD
 from specpolicy.files import write_text
@@ -164,11 +164,7 @@ class BatchCostTable:
     @classmethod
     def load(cls, path: str | Path, allow_noisy: bool = False) -> BatchCostTable:
         """Read a table; a flagged one (:meth:`check`) is refused unless ``allow_noisy``."""
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise ValueError(f"cannot read the batch cost table {path}: {error}") from None
-        table = cls.from_json(data)
+        table = cls.from_json(read_table(path, "batch cost table", "bench batch-latency"))
         problems = table.check()
         if problems and not allow_noisy:
             raise ValueError(f"the batch cost table {path} is flagged: {'; '.join(problems)}; remeasure it on a quiet "
