@@ -54,8 +54,10 @@ def results_per_dataset(options: CompareOptions) -> Iterator[Run]:
         from specpolicy.policy import check_vocabulary
 
         check_vocabulary(built, target_vocab_size(options.target), f"target {options.target!r}")
+        if options.candidates is None:  # a fresh sweep or live decoding runs whatever sizes the policies choose
+            chosen = sorted({*chosen, *(b for policy in built for b in policy.choices())})
         for policy in built:
-            check_candidates(policy, chosen)
+            check_candidates(policy, chosen, given=True)
     for name in [options.sweep.name] if store is not None else options.datasets:
         if options.engine:
             from specpolicy.cli.engine import engine_results

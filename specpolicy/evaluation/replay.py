@@ -19,11 +19,16 @@ from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
 
 
-def check_candidates(policy: Policy, available: Sequence[int], confidences: Sequence[int] | None = None) -> None:
-    """Fail, naming both sides, when ``policy`` can choose a block size the sweep did not record, or reads
-    drafter confidences it did not record (``confidences``: the sweep's; ``None`` skips that check)."""
+def check_candidates(policy: Policy, available: Sequence[int], confidences: Sequence[int] | None = None,
+                     given: bool = False) -> None:
+    """Fail, naming both sides, when ``policy`` can choose a block size the sweep did not record (``given``: that
+    ``--candidates`` did not give), or reads drafter confidences it did not record (``confidences``: the sweep's;
+    ``None`` skips that check)."""
     wanted = policy.choices()
     missing = sorted(wanted - set(available))
+    if missing and given:
+        raise ValueError(f"policy {policy.name!r} chooses among {sorted(wanted)} but --candidates gives "
+                         f"{sorted(available)} (missing {missing}); add them to --candidates")
     if missing:
         raise ValueError(f"policy {policy.name!r} chooses among {sorted(wanted)} but the sweep recorded "
                          f"{sorted(available)} (missing {missing}); sweep them too "

@@ -505,3 +505,19 @@ def test_a_complete_cached_sweep_is_read_without_models_or_a_write_lock(test_zoo
             os.chmod(os.path.join(folder, name), stat.S_IRUSR)
     second = run(*args)
     assert json.loads(second.stdout) == first and "into compare's cache" not in second.stderr
+
+
+def test_a_fresh_compare_decodes_the_block_sizes_its_policies_choose(test_zoo, prompt_file, tmp_path, monkeypatch,
+                                                                      quiet_machine):
+    """Issue 48: live compare refused a saved agent (or any policy) choosing a size outside the default candidates
+    unless --candidates matched, with a message about a sweep it had not been given; a fresh sweep did the same."""
+    monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path / "cache"))
+    for mode in ("live", "replay"):
+        result = run("compare", "--policies", "fixed16,fixed14", "--mode", mode, "--dataset", prompt_file,
+                     "--max-samples", "1", "--max-new-tokens", "6", "--format", "json", *zoo_args(test_zoo))
+        assert {r["policy"] for r in json.loads(result.stdout)} == {"fixed16", "fixed14"}
+    refused = run("compare", "--policies", "fixed16,fixed14", "--candidates", "1,4,16", "--dataset", prompt_file,
+                  "--max-samples", "1", *zoo_args(test_zoo), ok=False)
+    text = " ".join(refused.output.split())
+    assert refused.exit_code == 2
+    assert "but --candidates gives [1, 4, 16] (missing [14]); add them to --candidates" in text
