@@ -56,7 +56,8 @@ def plot_comparison(results: Sequence[PolicyResults], path: str | Path, title: s
         left.set_ylabel("mean tau (accepted + 1 per cycle)")
         left.set_title("tau per policy")
     left.bar(names, [_headline(r, timed) for r in results], color="#4c72b0")
-    left.tick_params(axis="x", rotation=30)
+    left.tick_params(axis="x", rotation=40)
+    plt.setp(left.get_xticklabels(), ha="right", rotation_mode="anchor")  # long names end under their bar
     sizes = sorted({b for r in results for p in r.prompts for b in p.block_sizes})
     shares = []
     for result in results:
