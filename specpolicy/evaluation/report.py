@@ -116,20 +116,24 @@ def plot_speedup_map(cells: dict[tuple[str, str, int], float], path: str | Path,
     policies = list(dict.fromkeys(policy for policy, _, _ in cells))
     groups = sorted({group for _, group, _ in cells}, key=lambda g: (g == "all", label_order(g)))
     concurrencies = sorted({conc for _, _, conc in cells})
-    fig, axes = plt.subplots(1, len(policies), figsize=(2.2 + 0.7 * len(concurrencies) * len(policies),
-                                                        1.2 + 0.35 * len(groups)), squeeze=False)
+    columns = min(len(policies), 3)  # panels wrap in rows of three: a page-wide figure stays readable
+    rows = -(-len(policies) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(2.2 + 1.0 * len(concurrencies) * columns,
+                                                     (1.4 + 0.4 * len(groups)) * rows), squeeze=False)
     values = np.array([[[cells.get((p, g, c), np.nan) for c in concurrencies] for g in groups] for p in policies])
     finite = values[np.isfinite(values)]
     norm = TwoSlopeNorm(1.0, min(finite.min(), 0.99), max(finite.max(), 1.01)) if finite.size else None
-    for axis, policy, grid in zip(axes[0], policies, values):
+    for axis in axes.flat[len(policies):]:
+        axis.axis("off")
+    for k, (axis, policy, grid) in enumerate(zip(axes.flat, policies, values)):
         axis.imshow(grid, cmap="RdYlGn", norm=norm, aspect="auto")
         for (i, j), value in np.ndenumerate(grid):
             if np.isfinite(value):
-                axis.text(j, i, f"{'<' if value < 1 else ''}{value:.2f}", ha="center", va="center", fontsize=7,
+                axis.text(j, i, f"{'<' if value < 1 else ''}{value:.2f}", ha="center", va="center", fontsize=9,
                           color="white" if value < 0.5 else "darkred" if value < 1 else "black")
-        axis.set_title(policy, fontsize=9)
-        axis.set_xticks(range(len(concurrencies)), [str(c) for c in concurrencies], fontsize=7)
-        axis.set_yticks(range(len(groups)), groups if axis is axes[0][0] else [], fontsize=7)
-        axis.set_xlabel("concurrency", fontsize=8)
-    fig.suptitle(title, fontsize=10)
+        axis.set_title(policy if len(policy) <= 40 else policy[:39] + "…", fontsize=10)
+        axis.set_xticks(range(len(concurrencies)), [str(c) for c in concurrencies], fontsize=9)
+        axis.set_yticks(range(len(groups)), groups if k % columns == 0 else [], fontsize=9)
+        axis.set_xlabel("concurrency", fontsize=9)
+    fig.suptitle(title, fontsize=11)
     return save_figure(fig, path)
