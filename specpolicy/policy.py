@@ -1,11 +1,9 @@
 """The policy contract: map what is known after prefill to a :class:`~specpolicy.cycles.Plan`.
 
-:meth:`Policy.plan` is the one decision hook: a plan gives the block size before every cycle and,
-where the policy sets it, the verify length after every draft. The same plan runs in live decoding,
-replay evaluation, serving simulation and transformers' ``generate``. Per-prompt policies write
-:meth:`Policy.select`, per-cycle ones :meth:`Policy.step` (sugar the default :meth:`~Policy.plan`
-turns into a plan); oracles read the sweep's :class:`Answers` in ``plan``.
-"""
+:meth:`Policy.plan` is the one decision hook (the block size before every cycle and, where the policy sets it,
+the verify length after every draft), run alike by live decoding, replay, serving and transformers' ``generate``.
+:meth:`Policy.select` (per prompt) and :meth:`Policy.step` (per cycle) are sugar for it, and each follows an
+overridden ``plan``; oracles read the sweep's :class:`Answers` in ``plan``."""
 
 from __future__ import annotations
 
@@ -119,8 +117,7 @@ class Policy:
         return replace(plan, block=block)
 
     def select(self, observation: PromptObservation) -> int:
-        """The block size for this prompt (one of :attr:`candidates`); a per-cycle policy's first cycle's (from
-        its :meth:`step`, or its overridden :meth:`plan`)."""
+        """The block size for this prompt; a per-cycle policy's first (from its ``step``, or its ``plan``)."""
         first = DecodeState.after_prefill(observation.logits, observation.prompt_length)
         if self.per_step and type(self).step is not Policy.step:
             return self.step(first, observation)
@@ -130,8 +127,7 @@ class Policy:
                                   "per_step = True (a per-cycle one) or plan")
 
     def step(self, state: DecodeState, observation: PromptObservation) -> int:
-        """The block size for the next cycle: what an overridden :meth:`plan` picks there, else the first choice
-        (a per-prompt policy keeps it). Sugar runs one way: a subclass overrides one hook, the others follow."""
+        """The next cycle's block size: an overridden ``plan``'s, else the per-prompt choice."""
         if type(self).plan is not Policy.plan:
             return self.plan(observation).block(state)
         return self.select(observation)
@@ -180,8 +176,7 @@ class LearnedPolicy(Policy):
     training_options: tuple[str, ...] = ()
     """the ``specpolicy train`` options this family reads (e.g. ``epochs``); any other one given is refused"""
     validated_with: CostTable | None = None
-    """the cost table a portable policy's training validated its choices with: its fallback when an
-    observation carries none"""
+    """the table a portable policy's training validated its choices with: its fallback without observation costs"""
     allowed: tuple[int, ...] | None = None  # the trained classes it may choose (:meth:`restrict`); None: all
 
     def restrict(self, offered: Sequence[int]) -> LearnedPolicy:
@@ -197,8 +192,7 @@ class LearnedPolicy(Policy):
         return set(self.allowed or self.candidates)
 
     def with_validated(self, settings: dict) -> dict:
-        """``settings`` plus :attr:`validated_with` as JSON: the one way a learned policy saves it (read back by
-        :meth:`validated_from`)."""
+        """``settings`` plus :attr:`validated_with` as JSON (read back by :meth:`validated_from`)."""
         return settings | {"validated_with": self.validated_with.to_json() if self.validated_with is not None else None}
 
     @staticmethod
@@ -238,14 +232,12 @@ class LearnedPolicy(Policy):
 class TrainingSet:
     """Per-prompt features and labels for learned policies.
 
-    ``logits``: float32 [n, V]; ``prompt_lengths``: [n]; ``labels``: candidate indices [n];
-    ``taus``: float [n, C] (tau of every candidate); ``prompt_ids``: [n]; ``values``: float [n, C],
-    what each candidate is worth (higher is better: minus relative time for time labels, tau for tau
-    labels; default ``taus``), which cost-sensitive objectives maximise. ``cycles_per_token``: float
-    [n, C], cycles a fixed block size of each candidate runs per committed token (machine-free: what
-    portable policies predict; default ``1 / taus``). ``episodes``: the prompts' replay tables
-    (per-cycle learners roll out on them) and ``costs``: the table time is priced with.
-    """
+    ``logits``: float32 [n, V] ([n, 0] for imported traces); ``prompt_lengths``: [n]; ``labels``: candidate
+    indices [n]; ``taus``: float [n, C]; ``prompt_ids``: [n]; ``values``: float [n, C], what each candidate is worth
+    (higher is better: minus relative time for time labels, tau for tau labels; default ``taus``).
+    ``cycles_per_token``: float [n, C], cycles of each candidate as a fixed block size per committed token
+    (machine-free; default ``1 / taus``). ``episodes``: the replay tables per-cycle learners roll out on;
+    ``costs``: the table time is priced with."""
 
     logits: np.ndarray
     prompt_lengths: np.ndarray

@@ -118,18 +118,20 @@ def headline_costs(store, options: CompareOptions):
     from specpolicy.zoo import ZOO_DIR
 
     table = store.latency()
-    if table is None or not table.check():
+    problems = table.check() if table is not None else []
+    if not problems:
         return None
     (store.path / "latency.json").unlink()  # never cached: a rerun on a quieter machine measures again
     zoo_pair = options.target in ZOO_NAMES and options.drafter in ZOO_NAMES and options.device == "cpu"
-    shipped = ZOO_DIR / "sweeps" / "sharegpt" / "latency.json"
-    used = (f"priced with the shipped table of the tiny pair ({shipped}, measured on a quiet "
-            f"{CostTable.load(shipped).machine})" if zoo_pair else "priced with it for this run only")
+    file = ZOO_DIR / "sweeps" / "sharegpt" / "latency.json"
+    shipped = CostTable.load(file) if zoo_pair else None
+    used = (f"priced with the shipped table of the tiny pair ({file}, measured on a quiet {shipped.machine})"
+            if shipped else "priced with it for this run only")
     stderr.print(f"[yellow]warning:[/] this machine was too noisy to measure its cost table "
-                 f"({escape('; '.join(table.check()))}); {escape(used)}. Measure again on a quiet machine: "
+                 f"({escape('; '.join(problems))}); {escape(used)}. Measure again on a quiet machine: "
                  "`specpolicy bench latency --out costs.json`, then --costs costs.json", soft_wrap=True,
                  highlight=False)
-    return (CostTable.load(shipped), "shipped table") if zoo_pair else (table, "flagged table")
+    return (shipped, "shipped table") if shipped else (table, "flagged table")
 
 
 def _cached_sweep(name: str, options: CompareOptions, candidates: list[int]):

@@ -247,9 +247,9 @@ def stored_runs(options: CompareOptions, on_warning: Callable[[str], object] = w
         return
     from specpolicy.evaluation.replay import evaluate_replay
 
-    if costs is None:
-        for line in store.latency().flag_warnings(store.path / "latency.json") if store.latency() else []:
-            on_warning(line)
+    own = store.latency() if costs is None else None
+    for line in own.flag_warnings(store.path / "latency.json") if own is not None else []:
+        on_warning(line)
     yield Run(name, None, evaluate_replay(store, built, costs=costs, candidates=chosen))
 
 

@@ -1,10 +1,6 @@
-"""The table exact replay is read from: every candidate's accepted drafts at every reachable anchor.
-
-Built by :func:`specpolicy.sweep.replay.build_replay` from one live decode; read here without torch.
-:meth:`ReplayTable.session` replays a decode one cycle at a time through the same
-:class:`~specpolicy.cycles.CycleSource` protocol as live decoding, so policies, evaluation and the
-environments drive both the same way.
-"""
+"""The table exact replay is read from: every candidate's accepted drafts at every reachable anchor. Built by
+:func:`specpolicy.sweep.replay.build_replay` from one live decode (or imported), read without torch;
+:meth:`ReplayTable.session` replays a decode one cycle at a time as live decoding's CycleSource does."""
 
 from __future__ import annotations
 
@@ -154,8 +150,7 @@ class ReplayTable:
         return dict(self._priced[1][sizes])
 
     def fixed_cycles(self, sizes: Sequence[int]) -> list[int]:
-        """Cycles each of ``sizes`` runs as a fixed block size (as :meth:`simulate` counts them)."""
-        return [cycles for cycles, _ in self._fixed_walks(sizes)]
+        return [cycles for cycles, _ in self._fixed_walks(sizes)]  # as simulate() counts them, faster
 
     def _fixed_walks(self, sizes: Sequence[int]) -> list[tuple[int, int]]:
         """(cycles, summed accepted + 1) of each of ``sizes`` as a fixed block size, walked over
