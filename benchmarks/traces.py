@@ -49,13 +49,11 @@ def bench_traces(folder: Path, work: Path, costs: CostTable, drafter: str = "eag
     """Import each ``combined_{dataset}.jsonl`` of ``folder`` into ``work``, train ``cycle`` on the train side and
     compare on the validation side."""
     costs, verdicts = priced_for(drafter, costs), []
-    candidates = tuple(range(1, 17))
     for dataset in DATASETS:
         if on_dataset:
             on_dataset(dataset)
         store_path = work / f"{dataset}-{drafter}"
-        imported = import_specdecode(folder / f"combined_{dataset}.jsonl", store_path, drafter,
-                                     candidates[: 1 + min(15, _longest(folder, dataset, drafter))])
+        imported = import_specdecode(folder / f"combined_{dataset}.jsonl", store_path, drafter)
         sizes = imported.store.candidates
         cycle_path = work / f"cycle-{dataset}-{drafter}"
         costs_file = work / f"costs-{drafter}.json"
@@ -71,14 +69,6 @@ def bench_traces(folder: Path, work: Path, costs: CostTable, drafter: str = "eag
         rows = {row.policy: row for row in summarize(results, baseline=best, oracle="oracle-step")}
         verdicts.append(Verdict(dataset, drafter, len(results[0].prompts), best, rows))
     return verdicts
-
-
-def _longest(folder: Path, dataset: str, drafter: str) -> int:
-    """The longest accepted run of a trace file (what import_specdecode reports), read without importing."""
-    import json
-
-    with open(folder / f"combined_{dataset}.jsonl", "rb") as lines:
-        return max(max(json.loads(line)[f"acc_{drafter}"]["acc_len"], default=1) for line in lines if line.strip()) - 1
 
 
 def verdict_lines(verdicts: list[Verdict]) -> list[str]:

@@ -17,9 +17,7 @@ from specpolicy.evaluation.compare import (
     CompareOptions,
     Mode,
     Run,
-    build_policies,
-    chosen_candidates,
-    price_tables,
+    prepare,
     stored_labels,
     stored_runs,
 )
@@ -36,20 +34,14 @@ def results_per_dataset(options: CompareOptions) -> Iterator[Run]:
     if options.sweep is not None and not options.engine:
         yield from stored_runs(options, warn_line)
         return
-    from specpolicy.evaluation.replay import check_candidates, check_policies
-    from specpolicy.sweep.store import SweepStore
+    from specpolicy.evaluation.replay import check_candidates
 
-    costs = price_tables(options, warn_line)
-    store = SweepStore.load(options.sweep, split=options.split) if options.sweep is not None else None
-    chosen = chosen_candidates(options, store)
-    built = build_policies(options, chosen)
+    costs, store, chosen, built = prepare(options, warn_line)
     if options.mode is Mode.live:
         from specpolicy.decoding.engine import check_live
 
         check_live(built)
-    if store is not None:
-        check_policies(built, store, chosen)
-    else:
+    if store is None:
         from specpolicy.models.sources import target_vocab_size
         from specpolicy.policy import check_vocabulary
 
@@ -141,7 +133,6 @@ def _cached_sweep(name: str, options: CompareOptions, candidates: list[int]):
     from specpolicy.models.sources import weights_fingerprint
     from specpolicy.sweep.resume import StoreUnusableError
     from specpolicy.sweep.settings import SweepSettings
-    from specpolicy.sweep.store import SweepStore
 
     prompts = load_prompts(name, options.max_samples, options.seed)
     settings = settings_from(SweepSettings, vars(options), dataset=name, candidates=candidates, mode="replay")
@@ -150,8 +141,9 @@ def _cached_sweep(name: str, options: CompareOptions, candidates: list[int]):
     identity = {**settings.meta(), "threads": options.threads, "weights": weights}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
     out = cache_dir() / "sweeps" / f"{Path(name).stem}-{key}"
-    if _complete(out, prompts):  # read back with no model loaded (and no write lock: the cache may be read-only)
-        return SweepStore.load(out)
+    cached = _complete(out, prompts)
+    if cached is not None:  # read back with no model loaded (and no write lock: the cache may be read-only)
+        return cached
     from specpolicy.sweep.run import run_sweep  # torch: only where the sweep runs
 
     stderr.print(f"sweeping {name} into compare's cache (resumable): {out}", highlight=False, soft_wrap=True)
@@ -166,16 +158,17 @@ def _cached_sweep(name: str, options: CompareOptions, candidates: list[int]):
     return store
 
 
-def _complete(out: Path, prompts) -> bool:
-    """Whether compare's cached sweep at ``out`` holds every one of ``prompts`` and its cost table."""
+def _complete(out: Path, prompts):
+    """Compare's cached sweep at ``out`` when it holds every one of ``prompts`` and its cost table, else ``None``."""
     from specpolicy.sweep.store import SweepStore
 
     if not (out / "meta.json").is_file() or not (out / "latency.json").is_file():
-        return False
+        return None
     try:
-        return {p.id for p in prompts} <= SweepStore.load(out).done_ids()
+        store = SweepStore.load(out)
+        return store if {p.id for p in prompts} <= store.done_ids() else None
     except ValueError:  # a damaged store: the sweep names it, with the fix
-        return False
+        return None
 
 
 def prompt_labels(options: CompareOptions, name: str) -> dict[str, str]:

@@ -223,18 +223,36 @@ def chosen_candidates(options: CompareOptions, store: object | None) -> list[int
     return list(options.candidates or store.candidates)
 
 
-def stored_runs(options: CompareOptions, on_warning: Callable[[str], object] = warn) -> Iterator[Run]:
-    """The policies on ``options.sweep`` by exact replay, or served at each concurrency (``batch_costs``)."""
+class Prepared(NamedTuple):
+    """A comparison's inputs, checked: the cost tables (``None``: the sweep's own), the stored sweep (``None``:
+    none given), the block sizes compared and the policies built over them."""
+
+    costs: CostTable | list[CostTable] | None
+    store: object | None
+    candidates: list[int]
+    policies: list[Policy]
+
+
+def prepare(options: CompareOptions, on_warning: Callable[[str], object] = warn) -> Prepared:
+    """Load the tables and the stored sweep, build the policies and check them against the sweep, before any
+    replay or model work (the one set-up of every comparison, stored or fresh)."""
     from specpolicy.evaluation.replay import check_policies
     from specpolicy.sweep.store import SweepStore
 
-    if options.mode is Mode.live:
-        raise ValueError("--sweep evaluates stored results; drop it for --mode live")
     costs = price_tables(options, on_warning)
-    store = SweepStore.load(options.sweep, split=options.split)
+    store = SweepStore.load(options.sweep, split=options.split) if options.sweep is not None else None
     chosen = chosen_candidates(options, store)
     built = build_policies(options, chosen)
-    check_policies(built, store, chosen)
+    if store is not None:
+        check_policies(built, store, chosen)
+    return Prepared(costs, store, chosen, built)
+
+
+def stored_runs(options: CompareOptions, on_warning: Callable[[str], object] = warn) -> Iterator[Run]:
+    """The policies on ``options.sweep`` by exact replay, or served at each concurrency (``batch_costs``)."""
+    if options.mode is Mode.live:
+        raise ValueError("--sweep evaluates stored results; drop it for --mode live")
+    costs, store, chosen, built = prepare(options, on_warning)
     name = Path(options.sweep).name
     if options.batch_costs is not None:
         from specpolicy.evaluation.serving import StoredPrompts, evaluate_serving

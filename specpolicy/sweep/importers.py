@@ -112,8 +112,7 @@ class TraceImport:
 
 
 def import_specdecode(file: str | Path, out: str | Path, drafter: str = "eagle",
-                      candidates: Sequence[int] = tuple(range(1, TRAINING_BLOCK_SIZE + 1)),
-                      dataset: str | None = None) -> TraceImport:
+                      candidates: Sequence[int] | None = None, dataset: str | None = None) -> TraceImport:
     """Read a SpecDecode-Bench simulator trace (JSONL: ``id``, ``prompt_token_ids``, ``generated_token_ids``,
     ``acc_{drafter}.acc_len``) into a store of chain replay tables.
 
@@ -121,7 +120,8 @@ def import_specdecode(file: str | Path, out: str | Path, drafter: str = "eagle",
     target's own), so a block of B accepts min(acc_len[i] - 1, B - 1) there: exact for every B whose drafts
     the recording covered (B - 1 up to the longest accepted run in the file; larger B are refused). The
     acceptance array defines the decode, as the authors' simulator reads it; a token array of another length
-    comes from another run of the prompt and is not used (counted in ``other_run_tokens``)."""
+    comes from another run of the prompt and is not used (counted in ``other_run_tokens``). ``candidates``
+    (default: 1 up to the training block size, or the longest block the recording covers if shorter)."""
     file = Path(file)
     if drafter not in SPECDECODE_DRAFTERS:
         raise ValueError(f"unknown drafter {drafter!r}; the traces record {', '.join(SPECDECODE_DRAFTERS)}")
@@ -138,6 +138,7 @@ def import_specdecode(file: str | Path, out: str | Path, drafter: str = "eagle",
         raise ValueError(f"{file} repeats request ids ({sorted({i for i in ids if ids.count(i) > 1})[:3]}); "
                          "pass one trace file per dataset")
     longest = max((max(a, default=1) for _, _, _, a in requests), default=1) - 1
+    candidates = range(1, min(TRAINING_BLOCK_SIZE, longest + 1) + 1) if candidates is None else candidates
     too_long = [b for b in candidates if b - 1 > longest]
     if too_long:
         raise ValueError(f"{file}: the longest accepted run is {longest} drafts, so blocks {too_long} cannot be "

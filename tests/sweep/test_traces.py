@@ -96,6 +96,7 @@ def test_blocks_past_the_recorded_runs_and_unknown_drafters_are_refused(trace, t
     file, _ = trace
     with pytest.raises(ValueError, match="longest accepted run is 12 drafts, so blocks \\[14, 16\\]"):
         import_specdecode(file, tmp_path / "store", candidates=[1, 8, 13, 14, 16])
+    assert import_specdecode(file, tmp_path / "auto").store.candidates == tuple(range(1, 14))  # up to 12 drafts
     with pytest.raises(ValueError, match="unknown drafter 'mtp'; the traces record eagle, ngram"):
         import_specdecode(file, tmp_path / "store", drafter="mtp")
     with pytest.raises(FileNotFoundError, match="missing; pass a SpecDecode-Bench file"):
