@@ -1,10 +1,7 @@
 """specpolicy: learn and compare block-size policies for DFlash speculative decoding.
 
-The public API is importable from here; each name loads its module on first use, so
-``import specpolicy`` stays light (no torch, no gymnasium). The Gymnasium environments
-``specpolicy/BlockSize-v0``, ``specpolicy/BlockSizeLive-v0``, ``specpolicy/BlockSizeStep-v0`` and
-``specpolicy/BlockSizeStepLive-v0`` are registered as soon as gymnasium is imported.
-"""
+Each public name loads its module on first use, so ``import specpolicy`` imports neither torch nor gymnasium;
+the Gymnasium environments ``specpolicy/BlockSize*-v0`` register as soon as gymnasium is imported."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""The Gymnasium environment IDs, registered the moment gymnasium is imported, so ``import specpolicy`` stays light.
-
-``import specpolicy`` imports neither gymnasium nor torch. When gymnasium is already loaded the IDs
-are registered at once; otherwise a one-shot import hook registers them right after gymnasium's own
-import, whichever comes first in the user's code. Entry points are strings that gymnasium resolves at
-``make``, so registering imports nothing of ``specpolicy.envs``.
-"""
+"""The Gymnasium environment IDs, registered when gymnasium is imported (at once if it already is, else by a
+one-shot import hook), so ``import specpolicy`` stays light; entry points are strings resolved at ``make``."""
 
 from __future__ import annotations
 

@@ -42,15 +42,10 @@ def _decide(policy: Policy, observation: PromptObservation, answers: Answers | N
 
 def check_policy(policy: Policy, vocab_size: int = CHECK_VOCAB, n: int = CHECK_OBSERVATIONS, seed: int = 0,
                  observations: list[PromptObservation] | None = None, answers: list[Answers] | None = None) -> None:
-    """Raise :class:`PolicyContractError` unless ``policy`` honours the contract.
-
-    Rules: sorted distinct candidates >= 1; ``select`` returns one of ``choices()`` and is
-    deterministic; ``select_batch`` agrees with ``select``; ``predict`` (SB3 signature) returns
-    candidate indices for a batch and for a single observation; a per-step policy's schedule is a
-    callable returning allowed block sizes; a verify rule returns a length in 1..B for every drafted
-    size it may see, deterministically. Oracles (``needs_sweep``) are checked through
-    ``plan(observation, answers)``; pass ``observations`` and their ``answers`` (e.g. from a sweep store) for
-    those that need replay tables, such as the per-cycle oracle.
+    """Raise :class:`PolicyContractError` unless ``policy`` honours the contract: sorted distinct candidates;
+    ``select`` deterministic, in ``choices()`` and equal to ``select_batch``; ``predict`` (SB3 signature) gives
+    candidate indices; per-cycle plans and verify rules return allowed sizes and lengths, deterministically.
+    Oracles are checked through ``plan(observation, answers)`` (pass both, e.g. from a sweep store).
 
     >>> from specpolicy.plugins.fixed import FixedPolicy
     >>> check_policy(FixedPolicy(16, (14, 15, 16, 17, 18)))

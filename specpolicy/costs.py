@@ -1,10 +1,6 @@
-"""Cost tables: what one cycle costs at each block size on one machine, and modelled time from them.
-
-A :class:`CostTable` is measured (``specpolicy bench latency``, or at the start of a sweep) at a
-stated thread count, dtype and device. Replay prices any schedule with it (*modelled* time, always
-reported apart from *measured* wall time); cost-aware policies read it, so a policy can be re-priced
-with another machine's table. No torch here: the policy layer reads costs without loading models.
-"""
+"""Cost tables: seconds of one cycle per block size on one machine, and modelled time from them (no torch).
+Measured by ``specpolicy bench latency`` or a sweep; replay prices any schedule with one, cost-aware policies
+read it."""
 
 from __future__ import annotations
 
@@ -24,15 +20,9 @@ from specpolicy.files import write_text
 
 @dataclass(frozen=True)
 class CostTable:
-    """Seconds of one cycle per block size, and of one plain autoregressive step.
-
-    ``draft_seconds[B]``: one drafter pass over a block of B (0 at B = 1). ``verify_seconds[B]``: one
-    target pass over B tokens that also returns the hidden states the drafter reads (a B = 1 cycle
-    inside a speculative decode pays this). ``ar_seconds``: one target step as plain decoding (and
-    transformers' ``generate``) runs it, without hidden states: the baseline every speedup divides by.
-    ``spread[B]``: relative interquartile range of the cycle's repeats. ``source``: where a table not measured
-    here comes from and what was derived (the shipped measured GPU tables name their repository and commit).
-    """
+    """Seconds of one cycle per block size, and of one plain autoregressive step: ``draft_seconds[B]`` (0 at
+    B = 1), ``verify_seconds[B]`` (with hidden states), ``ar_seconds`` (without: every speedup's baseline),
+    ``spread[B]`` (relative IQR of repeats), ``source`` (provenance of a table not measured here)."""
 
     draft_seconds: Mapping[int, float]
     verify_seconds: Mapping[int, float]
@@ -110,12 +100,8 @@ class CostTable:
         return sum(self.split_cycle_seconds(c.block_size, c.verify_length) for c in cycles)
 
     def fastest(self, cycles_per_token: np.ndarray, candidates: Sequence[int]) -> np.ndarray:
-        """Per prompt, the candidate index with the fewest expected seconds per token under this table.
-
-        ``cycles_per_token``: float [n, C], a policy's machine-free prediction for each of ``candidates``;
-        seconds per token = cycles per token x one cycle's seconds. Ties go to the larger block, so a
-        flatter table never picks a smaller one. Returns int64 [n].
-        """
+        """Per prompt, the candidate index with the fewest expected seconds per token: ``cycles_per_token``
+        float [n, C] x a cycle's seconds. Ties go to the larger block. Returns int64 [n]."""
         priced = self.__dict__.setdefault("_priced", {})  # per candidate set: per-cycle policies ask every cycle
         key = tuple(candidates)
         if key not in priced:
@@ -219,8 +205,7 @@ def read_table(path: str | Path, what: str, measure: str) -> dict:
 
 
 def nearest_context(tables: Sequence[CostTable], context: int) -> CostTable:
-    """Of tables measured at several context lengths, the one whose ``context_length`` is nearest ``context``
-    (a prompt's length): how replay prices each prompt by its own context (ties: the longer context).
+    """Of tables at several context lengths, the one nearest ``context`` (ties: the longer).
 
     >>> from dataclasses import replace
     >>> short = replace(uniform_costs([1, 4]), context_length=256)

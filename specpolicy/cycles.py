@@ -1,14 +1,8 @@
 """One cycle at a time: the cycle record, the protocol every decode source follows, and the loop.
 
-Live decoding (:class:`~specpolicy.decoding.session.DecodeSession`), exact replay
-(:class:`~specpolicy.replay.table.ReplaySession`) and the step environments all drive a
-:class:`CycleSource`: read :attr:`CycleSource.state`, pick a block size, call
-:meth:`CycleSource.step`, until :attr:`CycleSource.done`. A cycle also runs in two halves,
-``draft(B)`` (returns the :class:`DraftedBlock`) then ``verify(L)``, for callers that choose L after
-seeing the block: ``step`` is exactly those two calls. A :class:`Plan` is what a policy decided for
-one prompt (B before every cycle, L after every draft); :func:`run` drives a source with it, and
-every engine (live, replay, serving, transformers' ``generate``) runs the same plan.
-No torch here: policies and environments import it freely.
+Live decoding, exact replay and the step environments all drive a :class:`CycleSource` (read ``state``, pick
+B, ``step`` until ``done``; or ``draft(B)`` then ``verify(L)``). A :class:`Plan` is a policy's decision for one
+prompt; :func:`run` drives any source with it. No torch here.
 """
 
 from __future__ import annotations
@@ -23,12 +17,10 @@ from specpolicy.state import DecodeState
 
 @dataclass(frozen=True)
 class CycleRecord:
-    """One draft -> verify -> commit cycle (timings are 0 where nothing was timed, as in replay).
+    """One draft -> verify -> commit cycle (timings 0 where nothing was timed, as in replay).
 
-    ``accepted`` drafts passed verification (0..L-1); ``committed`` tokens were kept (1..L; fewer than
-    ``accepted + 1`` only when a stop token or the token budget cut the cycle). ``verified``: the verify
-    length L when the target checked fewer tokens than the block held (0: the whole block, L = B).
-    """
+    ``accepted``: drafts that passed (0..L-1); ``committed``: tokens kept (1..L; fewer than ``accepted + 1``
+    only at a stop token or the budget); ``verified``: L where it is below B (0: the whole block)."""
 
     block_size: int
     accepted: int
@@ -50,14 +42,10 @@ class CycleRecord:
 
 @dataclass(frozen=True)
 class DraftedBlock:
-    """What the drafter proposed this cycle, before the target verifies any of it.
+    """What the drafter proposed this cycle, before verification. ``block_size``: B (0: no position left).
 
-    ``block_size``: the policy's B (0: no position left, the cycle will end the decode).
-    ``confidences`` [D]: the drafter's top-1 probability of each draft, D = B - 1 (fewer where the context
-    limit left room for fewer, :func:`context_cap`); ``entropies`` [D]: the entropy (nats) of its
-    distribution there (both float16-rounded, so live decoding and replay give the same numbers; empty
-    for B = 1).
-    """
+    ``confidences`` [D] / ``entropies`` [D]: top-1 probability / entropy (nats) of each draft, D = B - 1 (fewer at
+    the context limit), float16-rounded so live and replay agree; empty at B = 1."""
 
     block_size: int
     confidences: tuple[float, ...] = ()
@@ -66,13 +54,10 @@ class DraftedBlock:
 
 @dataclass(frozen=True)
 class Plan:
-    """What an engine runs for one prompt: the block size B before every cycle and, where the plan sets
-    it, the verify length L <= B after every draft. The one plan shape of specpolicy.
+    """What an engine runs for one prompt: B before every cycle and, optionally, L <= B after every draft.
 
-    ``block(state) -> B`` (1 = one autoregressive step). ``length(state, drafted) -> L`` in 1..B, read
-    after the drafter drafted the block (``drafted``: its :class:`DraftedBlock`); ``None`` verifies
-    whole blocks. ``reads_block=False`` marks a length that depends on the position only (an oracle's
-    plan), so replays that recorded no confidences can run it.
+    ``block(state) -> B``; ``length(state, drafted) -> L`` (``None``: whole blocks); ``reads_block=False``: L
+    depends on the position only (an oracle's), so replays without confidences run it.
 
     >>> Plan.fixed(16).block_size
     16
@@ -193,8 +178,8 @@ def check_verify_length(verify_length: object, block_size: int, cap: bool = Fals
 
 
 def confident_prefix(confidences: Sequence[float], threshold: float, running: bool = True) -> int:
-    """L = 1 + the drafts whose running product of confidences stays >= ``threshold`` (0: verify all); with
-    ``running=False``, 1 + the drafts before the first whose own confidence is below it (llama.cpp's p_min).
+    """L = 1 + the drafts whose running product of confidences stays >= ``threshold``; with ``running=False``,
+    1 + the drafts before the first below it (llama.cpp's p_min).
 
     >>> confident_prefix([0.9, 0.8, 0.2, 0.9], 0.5), confident_prefix([0.9, 0.8, 0.6, 0.9], 0.7, running=False)
     (3, 3)
@@ -217,23 +202,15 @@ def check_temperature(temperature: float, name: str = "temperature") -> float:
 
 
 def context_cap(block_size: int, position: int, max_positions: int | None) -> int:
-    """The tokens a block of ``block_size`` anchored at ``position`` can have verified within the target's
-    context of ``max_positions`` (``None``: unbounded): the block, or the positions left (0: none).
-
-    The one owner of the block actually run: a capped cycle keeps the policy's B as its block size and
-    records the cap as its verify length L, so every history a policy reads holds its own candidates.
-    """
+    """Tokens a block of ``block_size`` at ``position`` can verify within ``max_positions`` (``None``: no limit).
+    A capped cycle keeps the policy's B and records the cap as its L."""
     return block_size if max_positions is None else max(0, min(block_size, max_positions - position))
 
 
 def commit_length(offered: Any, first_stop: Any, room: Any) -> tuple[Any, Any]:
-    """The one commit rule, elementwise over ints or arrays: of ``offered`` tokens, where the first stop
-    token is at index ``first_stop`` (``>= offered``: none), how many a cycle keeps and whether decoding ends
-    there (``STOPPED``, ``BUDGET``, else 0).
-
-    Cuts after the first stop token, then to the ``room`` left in the budget; a stop token cut off by the
-    budget counts as the budget ending the decode.
-    """
+    """The one commit rule, elementwise over ints or arrays: of ``offered`` tokens with the first stop token at
+    ``first_stop``, how many are kept (cut after the stop, then to ``room``) and why decoding ends (``STOPPED``,
+    ``BUDGET``, else 0; a stop cut off by the budget counts as the budget)."""
     stopped = (first_stop < offered) * 1  # plain arithmetic: the same expression for ints and arrays
     kept = offered + stopped * (first_stop + 1 - offered)
     budget = (kept > room) | ((kept == room) & (1 - stopped))

@@ -1,9 +1,6 @@
-"""The one way specpolicy writes what it keeps: to a temporary sibling, renamed into place once complete.
-
-A reader, or a rerun after a kill, a full disk or a file-size limit, sees the old version or the new one,
-never half of one; a failed write removes what it started, so nothing blocks the retry, and fails as an
-``OSError`` naming the path (libraries that wrap the system's error, such as safetensors, included). No torch.
-"""
+"""The one way specpolicy writes: to a temporary sibling renamed into place once complete, so a reader or a
+rerun after a kill or a full disk sees the old version or the new, never half; a failed write removes what it
+started and raises an ``OSError`` naming the path. No torch."""
 
 from __future__ import annotations
 
@@ -30,9 +27,8 @@ def check_replaceable(path: str | Path, marker: str) -> Path:
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path, folder: str | None = None) -> Iterator[Path]:
-    """Yield the temporary sibling to write ``path`` to; it is renamed over ``path`` when the block ends and
-    removed when the block raises. ``folder``: write a folder, marked as this command's output by the file of that
-    name (:func:`check_replaceable`); the temporary sibling is a new empty folder.
+    """Yield the temporary sibling to write ``path`` to, renamed over it when the block ends, removed when it
+    raises; ``folder``: a folder marked as this command's output by that file (:func:`check_replaceable`).
 
     >>> import tempfile
     >>> target = Path(tempfile.mkdtemp()) / "table.json"

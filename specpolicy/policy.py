@@ -1,9 +1,7 @@
 """The policy contract: map what is known after prefill to a :class:`~specpolicy.cycles.Plan`.
 
-:meth:`Policy.plan` is the one decision hook (the block size before every cycle and, where the policy sets it,
-the verify length after every draft), run alike by live decoding, replay, serving and transformers' ``generate``.
-:meth:`Policy.select` (per prompt) and :meth:`Policy.step` (per cycle) are sugar for it, and each follows an
-overridden ``plan``; oracles read the sweep's :class:`Answers` in ``plan``."""
+:meth:`Policy.plan` is the one decision hook; :meth:`Policy.select` (per prompt) and :meth:`Policy.step`
+(per cycle) are sugar that follow an overridden ``plan``; oracles read the sweep's :class:`Answers`."""
 
 from __future__ import annotations
 
@@ -25,13 +23,9 @@ __all__ = ["DEFAULT_CANDIDATES", "TRAINING_BLOCK_SIZE", "Answers", "DecodeState"
 
 @dataclass
 class PromptObservation:
-    """What a per-prompt policy may read once prefill is done.
-
-    ``logits``: the target's raw last-prompt-token logits, float32 [V]. ``costs``: the cost table of
-    the machine the decode runs on (cost-aware policies price their choices with it), or ``None``.
-    ``concurrency``: the requests the engine serves together (1 outside a serving simulation).
-    Nothing here comes from the future: what a sweep measured reaches oracles only, as :class:`Answers`.
-    """
+    """What a per-prompt policy may read after prefill: ``logits`` float32 [V] (the target's last token),
+    ``costs`` (this machine's cost table, or ``None``), ``concurrency`` (requests served together). Nothing
+    from the future: what a sweep measured reaches oracles only, as :class:`Answers`."""
 
     logits: np.ndarray
     prompt_length: int
@@ -42,12 +36,9 @@ class PromptObservation:
 
 @dataclass(frozen=True)
 class Answers:
-    """What a sweep measured for one prompt, which no deployable policy may read (oracles only).
-
-    ``taus``: tau of every swept block size. ``table``: the prompt's
-    :class:`~specpolicy.replay.table.ReplayTable` (``None`` for live or imported sweeps).
-    ``seconds_per_token``: measured decode seconds per token of every swept block size (live sweeps).
-    """
+    """What a sweep measured for one prompt, for oracles only: ``taus`` per block size, ``table`` (the
+    :class:`~specpolicy.replay.table.ReplayTable`, ``None`` for live or imported sweeps) and measured
+    ``seconds_per_token`` (live sweeps)."""
 
     taus: Mapping[int, float]
     table: Any = None
@@ -230,14 +221,10 @@ class LearnedPolicy(Policy):
 
 @dataclass
 class TrainingSet:
-    """Per-prompt features and labels for learned policies.
-
-    ``logits``: float32 [n, V] ([n, 0] for imported traces); ``prompt_lengths``: [n]; ``labels``: candidate
-    indices [n]; ``taus``: float [n, C]; ``prompt_ids``: [n]; ``values``: float [n, C], what each candidate is worth
-    (higher is better: minus relative time for time labels, tau for tau labels; default ``taus``).
-    ``cycles_per_token``: float [n, C], cycles of each candidate as a fixed block size per committed token
-    (machine-free; default ``1 / taus``). ``episodes``: the replay tables per-cycle learners roll out on;
-    ``costs``: the table time is priced with."""
+    """Per-prompt features and labels for learned policies: ``logits`` float32 [n, V] ([n, 0] for traces),
+    ``prompt_lengths``, ``labels``, ``prompt_ids`` [n]; ``taus``, ``values`` (higher is better; default
+    ``taus``), ``cycles_per_token`` (default ``1 / taus``) float [n, C]; ``episodes`` (replay tables for
+    per-cycle learners) and ``costs`` (the table time is priced with)."""
 
     logits: np.ndarray
     prompt_lengths: np.ndarray

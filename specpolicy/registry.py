@@ -1,9 +1,6 @@
-"""Plugin manager, entry-point loading and the policy registry.
-
-Built-in policies register through the project's own ``[project.entry-points.specpolicy]`` table,
-the same route a third-party package takes. ``SPECPOLICY_LOAD_PLUGINS=name1,name2`` limits which
-entry points load; a plugin that fails to import is reported and skipped.
-"""
+"""Plugin manager, entry-point loading and the policy registry. Built-ins register through the project's own
+entry points, as a third party's do; ``SPECPOLICY_LOAD_PLUGINS=a,b`` limits which load; a plugin that fails to
+import is reported and skipped."""
 
 from __future__ import annotations
 
@@ -151,11 +148,8 @@ def _load_plugins(manager: pluggy.PluginManager, registry: PolicyRegistry) -> No
 
 
 def build_registry(extra_plugins: Sequence[object] = ()) -> PolicyRegistry:
-    """Load every entry-point plugin (and ``extra_plugins``) and collect their policy families.
-
-    Built-in families register first; a plugin that reuses a taken name is skipped with a warning
-    naming it (never the plugin that had the name).
-    """
+    """Load every entry-point plugin (and ``extra_plugins``) and collect their families; built-ins first, a
+    taken name skipped with a warning."""
     manager = pluggy.PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
     registry = PolicyRegistry()

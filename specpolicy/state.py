@@ -8,13 +8,8 @@ from typing import Any
 
 @dataclass
 class DecodeState:
-    """The decoder's state before a cycle.
-
-    ``prefill_logits``: the target's raw last-prompt-token logits [V] (a tensor or array; may be empty
-    in replay without features). ``position``: absolute position of the anchor (the last committed
-    token). ``generated``: tokens output so far (the prefill token included). The histories hold
-    one entry per finished cycle.
-    """
+    """The decoder's state before a cycle: ``prefill_logits`` [V] (may be empty in replay), ``position`` (the
+    anchor's), ``generated`` (tokens so far, the prefill token included) and one history entry per cycle."""
 
     prefill_logits: Any
     prompt_length: int

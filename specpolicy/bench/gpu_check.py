@@ -1,10 +1,6 @@
-"""``specpolicy bench gpu-check``: the shipped pair on an accelerator against the CPU float32 reference.
-
-Checks, on held-out prompts with no downloads: float32 on the device gives the CPU's outputs and
-per-cycle acceptance exactly; bfloat16 outputs and tau beside them (reported, not required to be
-equal); exact replay agrees with live decoding on the device; plain AR and B = 16 speed (the
-decoder synchronises the device around every timed pass). Runs in a few minutes on one GPU.
-"""
+"""``specpolicy bench gpu-check``: the shipped pair on an accelerator against the CPU float32 reference, on
+held-out prompts: float32 outputs and acceptance equal to the CPU's, bfloat16 reported beside them, replay equal
+to live on the device, plain AR and B = 16 speed. A few minutes on one GPU."""
 
 from __future__ import annotations
 

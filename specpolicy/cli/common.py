@@ -52,8 +52,8 @@ DraftSamplingOption = typer.Option(
 
 
 def policy_names(text: str) -> list[str]:
-    """A ``--policies`` list: names split at commas, where a ``name=value`` piece continues the previous policy's
-    engine arguments (``trtllm-schedule:acceptance_rate_window_size=8,acceptance_rate_threshold=1,fixed16``).
+    """A ``--policies`` list split at commas, where a ``name=value`` piece continues the previous policy's
+    arguments.
 
     >>> policy_names("fixed16, llamacpp-pmin:p_min=0.5,n_max=7,oracle")
     ['fixed16', 'llamacpp-pmin:p_min=0.5,n_max=7', 'oracle']

@@ -1,11 +1,7 @@
-"""``specpolicy compare --policies fixed16,blockpilot,oracle``: the main job.
-
-Speed is the headline: pooled speedup over plain AR decoding, the speed of each policy relative to a
-baseline (fixed16) with a paired 95% bootstrap interval, tokens/s, the per-prompt distribution (p10,
-median), tau as a diagnostic and the share of the time oracle's gain each policy captures. Replay
-prices the sweep's exact cycles with the machine's cost table (modelled time); live decodes every
-prompt with plain AR and each policy, in an order that rotates per prompt (measured time).
-"""
+"""``specpolicy compare --policies fixed16,blockpilot,oracle``: the main job. Pooled speedup over plain AR is the
+headline, with speed vs a baseline (paired 95% bootstrap), tokens/s, p10/median, tau and the share of the
+oracle's gain; replay prices exact cycles with a cost table (modelled), live decodes in rotated order
+(measured)."""
 
 from __future__ import annotations
 

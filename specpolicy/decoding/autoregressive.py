@@ -1,10 +1,5 @@
-"""Plain autoregressive decoding: the baseline every speedup divides by.
-
-It does the same work as transformers' ``generate`` (one target step per token, last-position
-logits only, no hidden states), not a B = 1 speculative cycle (which also returns every layer's
-hidden states for the drafter). Its tokens equal the speculative decoder's at T = 0, and at T > 0
-with the same seed (both draw the target's samples from the same positional uniforms).
-"""
+"""Plain autoregressive decoding, the baseline every speedup divides by: transformers' ``generate``'s work (one
+step per token, no hidden states), with the speculative decoder's tokens (same positional uniforms at T > 0)."""
 
 from __future__ import annotations
 
@@ -26,12 +21,7 @@ def plain_decode(
     decoder: SpeculativeDecoder, prompt_ids: Sequence[int] | torch.Tensor, *, max_new_tokens: int | None = None,
     seed: int = 0,
 ) -> DecodeTrace:
-    """Decode one prompt with the target alone; every cycle is one step (B = 1, verify time = the step).
-
-    Args:
-        decoder: supplies the target, sampling settings, stop tokens and budget (its drafter is unused).
-        prompt_ids: token ids [s]. max_new_tokens: default the decoder's. seed: positional uniforms (T > 0).
-    """
+    """Decode ``prompt_ids`` [s] with the ``decoder``'s target alone; every cycle is one step (B = 1)."""
     ids = decoder.check_prompt(prompt_ids)
     budget = decoder.budget(max_new_tokens)
     device, prompt_len, stops = decoder.device, ids.numel(), set(decoder.stop_token_ids)

@@ -1,11 +1,6 @@
-"""The speculative decoding loop: prefill, then draft -> verify -> commit cycles.
-
-The block size comes from the caller's :class:`~specpolicy.cycles.Plan` (B before every cycle, and
-optionally L after every draft), or a fixed ``int``. ``B = 1`` is plain autoregressive decoding through the same code.
-Verification never changes the output: at T = 0 it is the target's greedy decode; at T > 0 the
-target's samples use uniforms indexed by absolute position, so with a deterministic (argmax) draft
-the output is the same for every block size, given the seed.
-"""
+"""The speculative decoding loop: prefill, then draft -> verify -> commit cycles, B (and optionally L) from a
+:class:`~specpolicy.cycles.Plan`; B = 1 is plain decoding through the same code. Lossless: greedy at T = 0; at
+T > 0 uniforms indexed by absolute position, so argmax drafts give the same output at every block size."""
 
 from __future__ import annotations
 
@@ -38,20 +33,9 @@ def _stop_ids(model: PreTrainedModel) -> list[int]:
 
 
 class SpeculativeDecoder:
-    """Lossless speculative decoding of a Hugging Face causal LM with a DFlash drafter (batch size 1).
-
-    Args:
-        target: the causal LM to decode from (frozen).
-        drafter: a DFlash drafter reading ``target``'s hidden states.
-        temperature: 0 for greedy; > 0 samples the target's processed distribution.
-        top_k: keep the k most likely target tokens (0 keeps all; T > 0 only).
-        top_p: nucleus filtering of the target distribution (1.0 keeps all; T > 0 only).
-        draft_sampling: sample drafts from the drafter's distribution and verify with speculative
-            sampling (``min(1, p/q)``); default: argmax drafts verified by exact match.
-        stop_token_ids: default: the target's ``eos_token_id``.
-        max_new_tokens: default output budget.
-        record_confidences: keep every drafted block's confidences (a verify rule gets them anyway).
-    """
+    """Lossless speculative decoding of a Hugging Face causal LM with a DFlash drafter (batch size 1):
+    ``temperature`` 0 = greedy, ``top_k`` / ``top_p`` filter at T > 0, ``draft_sampling`` verifies sampled drafts
+    by ``min(1, p/q)`` (default: argmax drafts, exact match), ``record_confidences`` keeps every block's."""
 
     def __init__(
         self,
@@ -126,11 +110,7 @@ class SpeculativeDecoder:
     def start(
         self, prompt_ids: Sequence[int] | torch.Tensor, *, max_new_tokens: int | None = None, seed: int = 0
     ) -> DecodeSession:
-        """Prefill ``prompt_ids`` [s] and return the decode as a :class:`DecodeSession` (one cycle per step).
-
-        Args:
-            max_new_tokens: output budget (default: the decoder's). seed: positional uniforms (T > 0 only).
-        """
+        """Prefill ``prompt_ids`` [s] -> a :class:`DecodeSession` (``seed``: positional uniforms at T > 0)."""
         return DecodeSession(self, prompt_ids, max_new_tokens=max_new_tokens, seed=seed)
 
     def generate(
@@ -141,15 +121,8 @@ class SpeculativeDecoder:
         max_new_tokens: int | None = None,
         seed: int = 0,
     ) -> DecodeTrace:
-        """Decode one prompt: :meth:`start`, then cycles until a stop token, the budget or the context ends it.
-
-        Args:
-            prompt_ids: token ids [s] of the (templated) prompt.
-            plan: what to run (B before every cycle, L after every draft), or a fixed block size B
-                (:meth:`Plan.fixed`). A policy's plan needs the prefill: :func:`specpolicy.decoding.engine.decode`.
-            max_new_tokens: output budget (default: the decoder's).
-            seed: seeds the positional uniforms (T > 0 only).
-        """
+        """Decode ``prompt_ids`` [s] with ``plan`` (or a fixed B) until a stop token, the budget or the context;
+        a policy's plan needs the prefill: :func:`specpolicy.decoding.engine.decode`."""
         plan = plan if isinstance(plan, Plan) else Plan.fixed(plan)
         session = self.start(prompt_ids, max_new_tokens=max_new_tokens, seed=seed)
         run(session, plan)

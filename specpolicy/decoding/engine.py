@@ -1,11 +1,5 @@
-"""Where a policy meets an engine: the observation it plans from, and its plan decoded live.
-
-Replay (:meth:`~specpolicy.replay.table.ReplayTable.simulate`), serving
-(:func:`~specpolicy.replay.serving.simulate_serving`) and transformers' ``generate``
-(:mod:`specpolicy.hf`) run the same :class:`~specpolicy.cycles.Plan`; this module makes it from a
-live decode's prefill, so the command line, evaluation, benchmarks and the transformers bridge share
-one adapter.
-"""
+"""Where a policy meets an engine: the observation it plans from after a live prefill, and its plan decoded
+(replay, serving and transformers' ``generate`` run the same :class:`~specpolicy.cycles.Plan`)."""
 
 from __future__ import annotations
 
@@ -40,11 +34,7 @@ def check_live(policies: Sequence[Policy]) -> None:
 
 def decode(decoder: SpeculativeDecoder, prompt_ids: Sequence[int], policy: Policy, *, prompt_id: str = "",
            costs: CostTable | None = None, max_new_tokens: int | None = None, seed: int = 0) -> DecodeTrace:
-    """Decode one prompt live with ``policy``.
-
-    1. Prefill (:meth:`SpeculativeDecoder.start`). 2. The policy plans from the prefill observation
-    (its time counts in the decode's, as in deployment). 3. The plan runs cycle by cycle.
-    """
+    """Decode one prompt live with ``policy``: prefill, plan from the observation (timed, as deployed), run."""
     session = decoder.start(prompt_ids, max_new_tokens=max_new_tokens, seed=seed)
     if not session.done:
         run(session, policy.checked_plan(observe(session.state, prompt_id, costs)))

@@ -1,8 +1,5 @@
-"""Target-distribution processing (temperature, top-k, top-p) and inverse-CDF sampling.
-
-Sampling takes its uniforms from the caller, so a decode can index them by absolute position: the
-token at position ``i`` is always drawn with the same uniform, whatever block size produced it.
-"""
+"""Target-distribution processing (temperature, top-k, top-p) and inverse-CDF sampling with the caller's
+uniforms, indexed by absolute position so a token is drawn alike at every block size."""
 
 from __future__ import annotations
 
@@ -10,13 +7,8 @@ import torch
 
 
 def processed_probs(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
-    """Probabilities after temperature, top-k and top-p (nucleus) filtering.
-
-    Args:
-        logits: [..., V]. temperature: > 0. top_k: 0 keeps all. top_p: 1.0 keeps all.
-    Returns:
-        float32 probabilities [..., V], each row summing to 1.
-    """
+    """Probabilities [..., V] float32 of ``logits`` [..., V] after temperature (> 0), top-k (0: all) and top-p
+    (1.0: all)."""
     if temperature <= 0:
         raise ValueError("processed_probs needs temperature > 0; temperature 0 is greedy decoding")
     scores = logits.float() / temperature
@@ -34,13 +26,8 @@ def processed_probs(logits: torch.Tensor, temperature: float, top_k: int = 0, to
 
 
 def sample_with_uniforms(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
-    """Inverse-CDF sampling: token ``i`` with ``cdf[i-1] <= u * total < cdf[i]``.
-
-    Args:
-        probs: [..., V] non-negative (need not be normalised). uniforms: [...] in [0, 1).
-    Returns:
-        LongTensor [...]; a token of zero probability is never returned.
-    """
+    """Inverse-CDF sampling of ``probs`` [..., V] (unnormalised) with ``uniforms`` [...] in [0, 1) -> LongTensor
+    [...]; a zero-probability token is never returned."""
     cdf = torch.cumsum(probs.double(), dim=-1)
     target = (uniforms.double() * cdf[..., -1]).unsqueeze(-1)
     index = torch.searchsorted(cdf, target, right=True).squeeze(-1)
@@ -49,12 +36,8 @@ def sample_with_uniforms(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.T
 
 
 class PositionalUniforms:
-    """Uniforms in [0, 1) indexed by (stream, absolute position), fixed by a seed alone.
-
-    Streams: 0 target samples, 1 acceptance tests, 2 residual resampling, 3 drafter samples.
-    Values come in blocks of ``BLOCK`` positions, each from its own seeded generator, so the
-    uniform at a position never depends on how far a decode looks ahead.
-    """
+    """Uniforms in [0, 1) by (stream, absolute position), fixed by a seed (streams: 0 target samples, 1 acceptance,
+    2 residuals, 3 drafter), generated per ``BLOCK`` positions so none depends on how far a decode looks ahead."""
 
     BLOCK = 1024
 
@@ -80,11 +63,8 @@ class PositionalUniforms:
 
 
 def draft_confidences(draft_logits: torch.Tensor, draft: torch.Tensor) -> tuple[list[float], list[float]]:
-    """The drafter's probability of each drafted token and the entropy (nats) at each position.
-
-    Args: draft_logits [n, V] (raw, temperature 1), draft [n]. Returns two lists of n floats (both rounded by
-    :func:`round_confidences`, so live decoding and replay hand policies the same numbers).
-    """
+    """The drafter's probability of each drafted token and its entropy (nats): ``draft_logits`` [n, V],
+    ``draft`` [n] -> two lists of n floats (rounded by :func:`round_confidences`)."""
     log_probs = torch.log_softmax(draft_logits.float(), dim=-1)
     chosen = log_probs.gather(-1, draft.view(-1, 1)).squeeze(-1).exp()
     entropy = -(log_probs.exp() * log_probs).sum(dim=-1)

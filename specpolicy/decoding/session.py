@@ -1,11 +1,6 @@
-"""One prompt's speculative decode, advanced one draft -> verify -> commit cycle per :meth:`DecodeSession.step`
-(or per :meth:`DecodeSession.draft` + :meth:`DecodeSession.verify`, to choose L after seeing the drafts).
-
-``SpeculativeDecoder.generate`` is :func:`~specpolicy.cycles.run` over a session with a plan; the live
-step environment steps one directly. Timings: ``prefill_seconds`` covers the prefill forward;
-``decode_seconds`` runs from the end of prefill to the end of the last cycle, so time a caller
-spends choosing block sizes between cycles counts, as it would in deployment.
-"""
+"""One prompt's speculative decode, one cycle per :meth:`DecodeSession.step` (or ``draft`` + ``verify``).
+``prefill_seconds`` covers the prefill forward; ``decode_seconds`` the rest, including time a caller spends
+choosing block sizes between cycles, as in deployment."""
 
 from __future__ import annotations
 
@@ -55,12 +50,9 @@ class DecoderParts(Protocol):
 
 def prefill(decoder: DecoderParts, ids: torch.Tensor, uniforms: PositionalUniforms | None,
             hidden_states: bool = True) -> tuple[object, torch.Tensor, tuple | None, int, float]:
-    """1. The target reads the prompt ``ids`` [s] into a new cache and emits the first output token.
-
-    Returns (cache, last-position logits [V] float32, every layer's hidden states (``hidden_states``
-    only, as the drafter needs them; plain AR skips them), the first token, seconds). Speculative
-    and plain decoding share it, so both time and sample their prefill the same way.
-    """
+    """1. The target reads the prompt ``ids`` [s] into a new cache and emits the first output token ->
+    (cache, last logits [V] float32, hidden states (only with ``hidden_states``), first token, seconds); shared by
+    speculative and plain decoding."""
     decoder.sync()
     t0 = time.perf_counter()
     cache = new_cache(decoder.target)
@@ -86,14 +78,8 @@ class _Drafted:
 
 
 class DecodeSession:
-    """A decode in progress (batch size 1). Build it with :meth:`SpeculativeDecoder.start`.
-
-    Attributes:
-        state: what a per-cycle policy reads before the next cycle (kept current by :meth:`step`).
-        done: True once a stop token, the budget or the context ended the decode.
-        output: token ids committed so far (the prefill token first).
-        cycles: the finished cycles' records.
-    """
+    """A decode in progress (batch size 1), from :meth:`SpeculativeDecoder.start`: ``state`` (what a per-cycle
+    policy reads next), ``done``, ``output`` (committed ids, prefill token first), ``cycles`` (records)."""
 
     @torch.inference_mode()
     def __init__(self, decoder: DecoderParts, prompt_ids: Sequence[int] | torch.Tensor, *,
@@ -128,14 +114,10 @@ class DecodeSession:
 
     @torch.inference_mode()
     def step(self, block_size: int, length: int | None = None) -> CycleRecord:
-        """2-6. One cycle of ``block_size`` at the current anchor (:meth:`draft`, then :meth:`verify`).
-
-        ``length``: the verify length L (anchor + L - 1 drafts go to the target; default and cap: the
-        block). Near the context limit only the positions left are drafted and verified
-        (:func:`~specpolicy.cycles.context_cap`: the cycle keeps B and records them as its L; the output
-        stays that of every block size); with no position left the decode ends with
-        ``stop_reason == "context"`` and a cycle that committed nothing.
-        """
+        """2-6. One cycle of ``block_size`` (:meth:`draft`, then :meth:`verify` of ``length`` tokens, default
+        the block). Near the context limit the cycle keeps B and verifies the positions left
+        (:func:`~specpolicy.cycles.context_cap`); with none left it commits nothing and ends with
+        ``stop_reason == "context"``."""
         block = self._draft_block(block_size, record=False)
         return self.verify(length if block.block_size else None)
 
@@ -193,12 +175,8 @@ class DecodeSession:
 
     def _draft(self, start: int, size: int, record: bool = False
                ) -> tuple[torch.Tensor, torch.Tensor | None, float, DraftedBlock]:
-        """3. Draft: one drafter pass over [anchor, mask * (B-1)] given the pending context.
-
-        Returns drafts [B-1] (none for B = 1), their probs [B-1, V] when sampled, the seconds taken and
-        the block's record. With ``record`` (or the decoder's ``record_confidences``) the record carries
-        the drafts' confidences and entropies, also appended to :attr:`confidences` / :attr:`entropies`.
-        """
+        """3. Draft: one drafter pass over [anchor, mask * (B-1)] -> drafts [B-1], their probs [B-1, V] when
+        sampled, seconds and the block's record (with confidences and entropies when recording)."""
         decoder, device = self.decoder, self.decoder.device
         if size == 1:
             return torch.empty(0, dtype=torch.long, device=device), None, 0.0, DraftedBlock(1)

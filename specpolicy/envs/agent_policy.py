@@ -1,15 +1,9 @@
-"""The one shell that runs an agent trained on a specpolicy environment as a specpolicy policy.
+"""Run an agent trained on a specpolicy environment (any callable from observation to action index: an SB3
+model's ``predict``, a LinUCB, a rule) as a policy: :class:`AgentSpec` says which environment, and
+:class:`AgentPolicy` rebuilds its observations from any decode, so it runs wherever policies run
+(``agent:FOLDER`` once saved with :func:`~specpolicy.envs.agent_store.save_agent`)::
 
-An agent is any callable from an environment observation to an action index (a stable-baselines3
-model's greedy ``predict``, a LinUCB, a torch actor, a rule). :class:`AgentSpec` says which
-environment it was trained on; :class:`AgentPolicy` rebuilds that environment's observation from any
-decode (after prefill for per-prompt agents, before every cycle for per-cycle agents, after every
-draft too for draft-then-verify agents), so the agent runs wherever policies run: ``compare`` in
-replay and live, ``generate``, ``hf.generate``, serving and ``export``. Saved with
-:func:`~specpolicy.envs.agent_store.save_agent`, it is named ``agent:FOLDER`` in ``--policies``.
-
-    model = PPO.load("ppo-draft-verify")
-    spec = AgentSpec.of_env(env)                     # granularity, candidates, features, budget
+    spec = AgentSpec.of_env(env)
     policy = AgentPolicy(lambda obs: model.predict(obs, deterministic=True)[0], spec)
 """
 
@@ -55,13 +49,9 @@ def specpolicy_env(env: object) -> object:
 
 @dataclass(frozen=True)
 class AgentSpec:
-    """What an agent was trained on, all a policy needs to rebuild its observations.
-
-    ``granularity``: ``prompt`` (``BlockSize-v0``), ``cycle`` (``BlockSizeStep-v0``) or ``draft_verify``
-    (``DraftVerifyStep-v0``). ``candidates``: the environment's block sizes (its action indices).
-    ``features``: the per-prompt environment's prefill features. ``budget``: the step environments'
-    max_new_tokens (the observation's share of the budget used). ``observation_size``: d.
-    """
+    """What an agent was trained on: ``granularity`` ``prompt`` / ``cycle`` / ``draft_verify`` (the env),
+    ``candidates`` (its action indices), ``features`` (per-prompt env), ``budget`` (the step envs'
+    max_new_tokens) and ``observation_size``."""
 
     granularity: str
     candidates: tuple[int, ...]

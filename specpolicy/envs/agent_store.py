@@ -1,18 +1,6 @@
-"""Save a trained agent with what it was trained on; load it as a policy named ``agent:FOLDER``.
-
-A folder holds ``agent.json`` (the format, the algorithm, the :class:`AgentSpec`) beside the agent's
-own files: ``model.zip`` for a stable-baselines3 model (PPO, DQN, A2C, sb3-contrib's MaskablePPO, ...),
-``linucb.npz`` + ``linucb.json`` for a :class:`~specpolicy.envs.bandit.LinUCB`. An SB3 agent trained under
-``VecNormalize`` keeps its observation statistics (``normalisation.npz``), applied to every observation on load.
-``env`` may be any wrapper stable-baselines3 trains on (``make_vec_env``'s DummyVecEnv, VecNormalize,
-:class:`~specpolicy.envs.sb3.BlockSizeSB3VecEnv`).
-
-    save_agent(model, "runs/ppo", env)        # env: the environment it learned on, wrappers and all
-    specpolicy compare --sweep DIR --policies fixed16,adaptive-verify,agent:runs/ppo
-
-A stable-baselines3 zip is read by stable-baselines3 itself, which unpickles parts of it: load agents
-from sources you trust, as with any SB3 model.
-"""
+"""Save a trained agent with what it was trained on (``agent.json`` beside ``model.zip`` for SB3, or LinUCB's
+``linucb.npz`` + ``linucb.json``, and ``normalisation.npz`` under ``VecNormalize``); load it as the policy
+``agent:FOLDER``. SB3 unpickles parts of its zip: load agents from sources you trust."""
 
 from __future__ import annotations
 

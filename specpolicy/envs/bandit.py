@@ -1,16 +1,12 @@
-"""A contextual-bandit agent for ``BlockSize-v0``: disjoint LinUCB over standardised prefill features.
-
-It learns from bandit feedback only (the reward of the block size it tried), on the training split,
-and deploys as a specpolicy :class:`~specpolicy.policy.Policy`, so it is evaluated exactly like
-every other policy (``evaluate_replay`` on held-out prompts, paired intervals)::
+"""A contextual-bandit agent for ``BlockSize-v0``: disjoint LinUCB over standardised prefill features, learning
+from bandit feedback on the training split and deployed as a :class:`~specpolicy.policy.Policy`::
 
     env = BlockSizeVectorEnv(num_envs=32, features="compact", reward="seconds")   # the train split
     agent = LinUCB.for_env(env, alpha=0.2)
     agent.learn(env, steps=600)
-    policy = agent.policy()       # select() on PromptObservation, like any policy
+    policy = agent.policy()
 
-Per cycle: ``LinUCB(...).learn_cycles(step_env, episodes)`` on ``BlockSizeStep-v0`` with
-``reward="time"``, deployed with :meth:`LinUCB.cycle_policy`.
+Per cycle: :meth:`LinUCB.learn_cycles` on ``BlockSizeStep-v0``, deployed with :meth:`LinUCB.cycle_policy`.
 """
 
 from __future__ import annotations
@@ -28,11 +24,8 @@ from specpolicy.files import atomic_path, write_text
 
 
 class LinUCB:
-    """One ridge regression per arm (block size); picks argmax of mean + ``alpha`` x confidence width.
-
-    Rewards are divided by the prompt's tokens (with ``reward="seconds"``: minus the time per token
-    relative to AR, -1 / speedup), so long prompts do not drown short ones while learning.
-    """
+    """One ridge regression per arm; picks argmax of mean + ``alpha`` x width. Rewards are per token of the
+    prompt, so long prompts do not drown short ones."""
 
     def __init__(self, mean: np.ndarray, scale: np.ndarray, candidates: tuple[int, ...], features: str,
                  alpha: float = LINUCB_ALPHA, ridge: float = 1.0) -> None:

@@ -17,15 +17,10 @@ from specpolicy.envs.sources import open_source
 
 
 class BlockSizeEnv(gym.Env):
-    """Observation: prefill features of a prompt (``features``: logits, normalised, softmax or compact).
-    Action: index into the candidate block sizes. Reward (:mod:`~specpolicy.envs.rewards`): tau (default),
-    ``cost`` (a cost-aware tau), ``time`` (tokens/s) or ``seconds`` (replay). ``info``: chosen block size,
-    per-cycle accepted lengths, tau, prompt id.
-
-    ``source`` (:func:`~specpolicy.envs.sources.open_source` of ``backend``): ``replay`` (deterministic,
-    from a sweep store; default: the zoo's shipped training sweep, ``split="test"`` for its held-out
-    prompts; with ``sweep=DIR``, ``split`` keeps its ``train`` or ``validation`` side) or ``live``
-    (decodes each prompt with the target and drafter; wall-clock rewards).
+    """Observation: a prompt's prefill ``features`` (logits, normalised, softmax or compact); action: a candidate
+    index; reward (:mod:`~specpolicy.envs.rewards`): ``tau`` (default), ``cost``, ``time`` or ``seconds``.
+    ``backend``: ``replay`` (a sweep store; default the zoo's training sweep, ``split="test"`` its held-out
+    prompts) or ``live`` (decodes with the models; wall-clock rewards).
     """
 
     metadata: ClassVar[dict] = {"render_modes": []}

@@ -1,18 +1,10 @@
-"""``specpolicy/BlockSizeStep-v0``: one step per decoding cycle, the action picks that cycle's block size.
+"""``specpolicy/BlockSizeStep-v0``: one step per decoding cycle, the action picks that cycle's block size, on
+exact replay or (``backend="live"``) a live decode.
 
-Its episodes come from a source (:func:`~specpolicy.envs.sources.open_source`): exact replay of a
-replay sweep's counterfactual tables, or (``backend="live"``) a live decode session of the prompt,
-one cycle per action; both sessions step through the same :class:`~specpolicy.cycles.CycleSource`
-protocol. Observation (float32 [20]):
-share of the token budget used, cycle count / 64, the last three accepted lengths and the last
-block size (each / largest candidate), the mean accepted length so far, and the 13 compact
-prefill features of the prompt (``DraftVerifyStep-v0`` adds the verify length, chosen after seeing
-the drafted block). Reward: minus the cycle's modelled seconds in AR steps (``reward="seconds"``: the episode's tokens
-are fixed, so the undiscounted return ranks policies by decode time), tokens committed that cycle
-(``reward="tokens"``: every policy's undiscounted return is the same, the tokens of the output) or
-tokens per modelled second of that cycle (``reward="time"``), or the AR steps the cycle saved: tokens
-committed minus its modelled cost in AR steps (``reward="saved"``: the return is the plain-decoding
-steps the decode saved, ranking policies as ``seconds`` does with a per-cycle signal near zero mean).
+Observation (float32 [20]): share of the budget used, cycles / 64, the last three accepted lengths and the last
+block size (/ largest candidate), the mean accepted length and the 13 compact prefill features. Reward:
+``seconds`` (minus the cycle's modelled AR steps: the return ranks by decode time), ``tokens``, ``time``
+(tokens per modelled second) or ``saved`` (tokens minus the cycle's cost in AR steps).
 """
 
 from __future__ import annotations
@@ -45,11 +37,8 @@ def step_observation(state: DecodeState, candidates: tuple[int, ...], budget: in
 
 
 class BlockSizeStepEnv(gym.Env):
-    """Per-cycle block-size control on exact replay (or live decoding).
-
-    ``session``: the episode's decode (a :class:`~specpolicy.replay.table.ReplaySession` or a
-    :class:`~specpolicy.decoding.DecodeSession`); its ``state`` is what the observation encodes.
-    """
+    """Per-cycle block-size control; ``session``: the episode's replay or live decode (its ``state`` is what the
+    observation encodes)."""
 
     metadata: ClassVar[dict] = {"render_modes": []}
     granularity = "cycle"

@@ -1,16 +1,8 @@
-"""``specpolicy/DraftVerifyStep-v0``: each decoding cycle in two steps, block size first, then verify length.
-
-Step 1 (draft phase) picks the block size B; the drafter drafts it. Step 2 (verify phase) sees that
-block's per-draft confidences and picks the verify length L; the target verifies, the cycle commits.
-A cycle of B = 1 has nothing to verify but the anchor, so it finishes in its draft step. Actions in
-both phases index the environment's ``candidates``: B = candidates[a], then L = min(candidates[a], B)
-(``action_masks()`` and ``info["action_mask"]`` mark the lengths <= B). Observation (float32 [22 +
-2 (Bmax - 1)]): the step environment's [20], the phase (0 draft, 1 verify), the drafted B / Bmax, then
-the drafted block's confidences and their running products, zero-padded to Bmax - 1 (all zero in the
-draft phase). Rewards split the cycle's modelled time between its steps (``seconds``: minus the draft
-of B, then minus the verify of L, in AR steps; summed, minus the decode's modelled time; ``saved``:
-the same, plus the cycle's tokens at its verify step, so the return counts the AR steps saved), or give
-the cycle's tokens (``tokens``) or tokens per modelled second (``time``) at its verify step.
+"""``specpolicy/DraftVerifyStep-v0``: each cycle in two steps, B (the drafter drafts), then L after seeing the
+block's confidences (B = 1 ends in its draft step). Actions index ``candidates`` (L = min(candidates[a], B);
+``action_masks()`` marks L <= B). Observation (float32 [22 + 2 (Bmax - 1)]): the step environment's [20], the
+phase, B / Bmax, the block's confidences and running products (zero-padded). Rewards split the cycle's time
+between the steps (``seconds``, ``saved``) or come at the verify step (``tokens``, ``time``).
 """
 
 from __future__ import annotations
@@ -46,12 +38,8 @@ def draft_verify_observation(state: DecodeState, candidates: tuple[int, ...], bu
 
 
 class DraftVerifyStepEnv(BlockSizeStepEnv):
-    """Per-cycle (B, L) control with L chosen after seeing the drafts, on exact replay (or live decoding).
-
-    Arguments as :class:`~specpolicy.envs.block_size_step.BlockSizeStepEnv` (``sweep``, ``split``,
-    ``reward``, ``backend``, ``live``); a replay sweep must hold verify lengths and confidences
-    (``specpolicy sweep --verify-lengths --confidences ...``).
-    """
+    """Per-cycle (B, L) control, arguments as :class:`~specpolicy.envs.block_size_step.BlockSizeStepEnv`; a
+    replay sweep must hold verify lengths and confidences (``sweep --verify-lengths --confidences``)."""
 
     granularity = "draft_verify"
 

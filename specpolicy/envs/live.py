@@ -1,10 +1,5 @@
-"""The live source of the environments: prompts from a dataset, decoded with the target and drafter.
-
-Every episode starts a :class:`~specpolicy.decoding.DecodeSession` of a random prompt (prefill done):
-the step environments step it one cycle per action; the per-prompt environment observes its prefill
-and, after the action, decodes the prompt afresh at the chosen block size (its rewards are wall-clock
-measured, so the agent's own time between reset and step never counts).
-"""
+"""The live source of the environments: a random prompt of a dataset, prefilled; step environments step it a
+cycle per action, the per-prompt one decodes it afresh at the chosen B (wall-clock rewards)."""
 
 from __future__ import annotations
 

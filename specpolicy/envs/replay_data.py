@@ -63,12 +63,8 @@ class ReplayData:
     @classmethod
     def load(cls, sweep: str | Path | SweepStore | None = None, features: str = "logits", reward: str = "tau",
              cost_weight: float = COST_WEIGHT, split: str | None = None) -> ReplayData:
-        """Read a sweep store; ``reward``: a per-prompt name of :data:`~specpolicy.envs.rewards.REWARDS`.
-
-        ``split``: without ``sweep``, which shipped sweep (``train``, the default, ``validation`` or ``test``);
-        with one, only its ``train`` or ``validation`` side (:func:`~specpolicy.data.splits.validation_ids`;
-        default: every prompt).
-        """
+        """Read a sweep store (``reward``: a per-prompt name of :data:`~specpolicy.envs.rewards.REWARDS`);
+        ``split`` picks a shipped sweep (``train``, ``validation``, ``test``), or a side of ``sweep``."""
         check_reward(reward, "prompt", "replay")
         if sweep is None:
             store = shipped_sweep(split or "train")

@@ -1,7 +1,5 @@
-"""The one reward vocabulary of the environments, and the check every environment runs first.
-
-Each name means one quantity wherever it is offered; an environment offers the names its
-granularity and backend can compute, and refuses any other name before loading a sweep or a model.
+"""The one reward vocabulary of the environments; each refuses a name its granularity and backend cannot compute
+before loading anything.
 
 >>> check_reward("time", "prompt", "replay")
 'time'

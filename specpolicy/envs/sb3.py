@@ -1,13 +1,7 @@
-"""stable-baselines3 interop: the numpy-batched ``BlockSize-v0`` as an SB3 ``VecEnv`` (needs stable-baselines3).
+"""The numpy-batched ``BlockSize-v0`` as a stable-baselines3 ``VecEnv``; every step ends every episode, so
+``dones`` is all true and ``infos[i]["terminal_observation"]`` is the observation the action answered::
 
-    from specpolicy.envs.sb3 import BlockSizeSB3VecEnv
-    from stable_baselines3 import PPO
-
-    env = BlockSizeSB3VecEnv(num_envs=64, features="compact", reward="seconds")  # the train split
-    PPO("MlpPolicy", env, n_steps=16).learn(50_000)
-
-Every step ends every episode (one prompt, one block size) and draws new prompts, so ``dones`` is
-all true and each ``infos[i]["terminal_observation"]`` is the observation the action answered.
+    PPO("MlpPolicy", BlockSizeSB3VecEnv(num_envs=64, features="compact", reward="seconds"), n_steps=16).learn(50_000)
 """
 
 from __future__ import annotations

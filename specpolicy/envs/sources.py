@@ -1,9 +1,5 @@
-"""Where an environment's episodes come from: a replay sweep or live decoding, behind one interface.
-
-Both sources (:class:`~specpolicy.envs.replay_data.ReplayData`, :class:`~specpolicy.envs.live.LiveSource`)
-start an :class:`Episode` (a prompt's prefilled decode, stepped one cycle at a time) and price a whole
-prompt decoded at one block size (:meth:`outcome`), so the environments never ask which one they hold.
-"""
+"""Where episodes come from, behind one interface: :class:`~specpolicy.envs.replay_data.ReplayData` or
+:class:`~specpolicy.envs.live.LiveSource` start an :class:`Episode` and price a prompt at one B (``outcome``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Comparison as a library: the options of a comparison, checked against their own defaults, and the runs of a
-stored sweep (replay, or served at each concurrency) as named rows. No torch, no CLI::
+"""Comparison as a library (no torch, no CLI): checked options and the runs of a stored sweep as named rows::
 
     from specpolicy.evaluation.compare import compare_sweep
 
@@ -8,8 +7,7 @@ stored sweep (replay, or served at each concurrency) as named rows. No torch, no
     for r in rows:
         print(r.row.policy, f"{r.row.speedup:.2f}x", r.row.vs_baseline_ci95)
 
-``specpolicy compare`` builds the same :class:`CompareOptions`; it adds the runs that need models (a fresh
-sweep of a dataset, live decoding, a serving engine) and the output.
+``specpolicy compare`` builds the same :class:`CompareOptions` and adds the runs that need models.
 """
 
 from __future__ import annotations
@@ -297,12 +295,9 @@ def compare_sweep(sweep: str | Path, policies: Sequence[str], *, costs: Sequence
                   candidates: Sequence[int] | None = None, split: str | None = None, by: str | None = None,
                   baseline: str = COMPARE_BASELINE, oracle: str = COMPARE_ORACLE, concurrency: Sequence[int] = (1,),
                   batch_costs: str | Path | None = None, allow_noisy: bool = False) -> list[ComparisonRow]:
-    """``specpolicy compare --sweep`` from Python: the named policies on a stored sweep, as rows.
-
-    ``costs``: cost tables to price replay with (several: by each prompt's context); ``batch_costs`` and
-    ``concurrency``: serve the prompts together instead; ``by``: a row per prompt category, group or context
-    bucket, then one over every prompt. A flagged cost table is reported with :func:`warnings.warn`.
-    """
+    """``specpolicy compare --sweep`` from Python: ``costs`` price replay (several: by context);
+    ``batch_costs`` and ``concurrency`` serve the prompts together; ``by`` adds rows per category, group or
+    context bucket. A flagged cost table is reported with :func:`warnings.warn`."""
     options = CompareOptions(list(policies), sweep=Path(sweep), costs=tuple(map(Path, costs)),
                              candidates=list(candidates) if candidates else None, split=split, by=by,
                              baseline=baseline, oracle=oracle, concurrency=tuple(concurrency),

@@ -1,13 +1,6 @@
-"""Policies deployed into llama.cpp's server and measured there, beside replay's prediction for the same prompts.
-
-The prompts are a sweep store's (token ids, so both implementations read the same input), each policy plans from
-the store's observation of the prompt as in replay, and its plan becomes a server setting
-(:func:`engine_setting`): a per-prompt block size routes the request to the server of that size; a policy with an
-engine form of its own (``llamacpp-pmin``) names its flags; a policy that decides per cycle or sets verify lengths
-cannot be driven from outside the engine and is refused. Plain decoding is the engine's own ``--spec-type none``.
-Every distinct setting of a prompt is decoded once, in an order that rotates per prompt (measured time: the
-server's own generation timing, prefill excluded). No torch.
-"""
+"""Policies deployed into llama.cpp's server and measured there beside replay's prediction (no torch): a
+per-prompt B routes the request to that server, ``llamacpp-pmin`` names its flags, per-cycle policies are
+refused; each setting decodes each prompt once, in rotated order, timed by the server."""
 
 from __future__ import annotations
 

@@ -19,11 +19,8 @@ def evaluate_live(
     on_progress: Callable[[int, int], None] | None = None,
     costs: CostTable | None = None,
 ) -> list[PolicyResults]:
-    """Decode every prompt with plain AR and with every policy, in an order that rotates per prompt.
-
-    Measured speedups divide by plain AR decoding of the same prompt (:func:`plain_decode`, the work
-    of transformers' ``generate``). ``costs``: the table cost-aware policies read.
-    """
+    """Decode every prompt with plain AR and every policy, order rotated per prompt; speedups divide by plain AR
+    of the same prompt. ``costs``: the table cost-aware policies read."""
     results = [PolicyResults(p.name, "measured") for p in policies]
     for n, (prompt_id, ids) in enumerate(prompts):
         runners = [None, *range(len(policies))]  # None = plain AR

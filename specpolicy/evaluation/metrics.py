@@ -1,10 +1,6 @@
-"""Results of policies on prompts, and the figures a comparison reports (no torch).
-
-Speed is the objective: the headline is the *pooled* speedup over plain AR decoding (total tokens /
-total time, what a workload sees), with the per-request distribution (median and p10 of per-prompt
-speedups) beside it. Policies are compared as paired ratios of pooled speed with paired percentile
-bootstrap intervals over prompts; tau stays as a diagnostic.
-"""
+"""Results of policies on prompts, and the figures a comparison reports (no torch): the pooled speedup over
+plain AR (total tokens / total time) is the headline, with median and p10 per prompt, paired ratios with
+paired bootstrap intervals, and tau as a diagnostic."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Off-policy evaluation of block-size policies from logged bandit data.
-
-A logging policy (e.g. epsilon-greedy around fixed16) records, per prompt, the action it took,
-that action's propensity and the reward. IPS, self-normalised IPS and doubly-robust estimators
-then value a new (deterministic) policy without running it, with bootstrap 95% intervals.
-"""
+"""Off-policy evaluation of block-size policies from logged bandit data (action, propensity, reward per prompt):
+IPS, self-normalised IPS and doubly robust values of a deterministic policy, with bootstrap 95% intervals."""
 
 from __future__ import annotations
 
@@ -28,11 +24,8 @@ class BanditLog:
 
 def epsilon_greedy_log(observations: np.ndarray, rewards: np.ndarray, base_actions: np.ndarray, epsilon: float,
                        seed: int = 0) -> BanditLog:
-    """Log one interaction per row: the base action with prob 1 - eps + eps/K, any other with eps/K.
-
-    Args:
-        observations: [n, d]; rewards: [n, K], the reward every action would get; base_actions: [n].
-    """
+    """Log one interaction per row of ``observations`` [n, d]: ``base_actions`` [n] with prob 1 - eps + eps/K,
+    any other with eps/K; ``rewards`` [n, K]: what every action would get."""
     rng = np.random.default_rng(seed)
     n, k = rewards.shape
     explore = rng.random(n) < epsilon

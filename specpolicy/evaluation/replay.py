@@ -1,9 +1,5 @@
-"""Policy evaluation from a sweep store by exact replay (modelled time) or a live sweep's measured runs.
-
-Numpy only: no torch, no models. Figures and intervals over the results live in
-:mod:`specpolicy.evaluation.metrics`; serving in :mod:`specpolicy.evaluation.serving`, live decoding in
-:mod:`specpolicy.evaluation.live`.
-"""
+"""Policy evaluation from a sweep store by exact replay (modelled time) or a live sweep's measured runs. Numpy
+only; figures in :mod:`specpolicy.evaluation.metrics`."""
 
 from __future__ import annotations
 
@@ -69,14 +65,9 @@ def evaluate_replay(
     costs: CostTable | Sequence[CostTable] | None = None,
     candidates: Sequence[int] | None = None,
 ) -> list[PolicyResults]:
-    """Evaluate policies on every valid record of ``store`` by exact replay (or stored taus).
-
-    Args:
-        costs: the cost table modelled time is priced with (default: the store's own); several, measured at
-            different context lengths, price each prompt with the one nearest its length
-            (:func:`~specpolicy.costs.nearest_context`), and cost-aware policies read that one.
-        candidates: the block sizes the per-prompt oracle label ranges over (default: the store's).
-    """
+    """Evaluate policies on every valid record of ``store`` by exact replay (or stored taus). ``costs``: the
+    table(s) time is priced with (default: the store's; several: by each prompt's context,
+    :func:`~specpolicy.costs.nearest_context`); ``candidates``: the oracle label's range (default: the store's)."""
     check_policies(policies, store)
     costs = costs if costs is not None else store.latency()
     tables = [costs] if costs is None or isinstance(costs, CostTable) else list(costs)

@@ -36,13 +36,8 @@ def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: Batch
                      on_served: Callable[[Policy, ServingResult], object] | None = None,
                      prompts: StoredPrompts | None = None) -> list[PolicyResults]:
     """Every policy serving the store's prompts at ``concurrency``
-    (:func:`~specpolicy.replay.serving.simulate_serving`).
-
-    Per request: tokens, its share of the step seconds, and plain AR's time at the same concurrency
-    (a batched one-token step per token). Policies price choices with ``costs.at_concurrency``;
-    ``on_served(policy, result)`` sees each simulation (every cycle is in ``result.records``).
-    ``prompts``: the store read once by :meth:`StoredPrompts.load` (default: read it now).
-    """
+    (:func:`~specpolicy.replay.serving.simulate_serving`), against plain AR at the same concurrency; policies
+    price with ``costs.at_concurrency``; ``on_served(policy, result)`` sees each simulation."""
     check_policies(policies, store)
     prompts = prompts or StoredPrompts.load(store)
     priced = costs.at_concurrency(concurrency, store.candidates)

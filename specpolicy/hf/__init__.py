@@ -1,10 +1,6 @@
-"""specpolicy policies inside transformers' own DFlash ``generate()`` (transformers >= 5.15).
-
-- :func:`generate` / :func:`attach`: a policy picks the block size of every cycle of
-  ``model.generate(..., speculation_type="dflash")``.
-- :func:`to_transformers_assistant` / :func:`from_transformers_assistant`: checkpoint bridges between
-  specpolicy's (z-lab's) DFlash drafter and transformers' ``MuseGlimmerAssistantModel``.
-"""
+"""specpolicy policies inside transformers' own DFlash ``generate()`` (>= 5.15): :func:`generate` /
+:func:`attach`, and the checkpoint bridges :func:`to_transformers_assistant` /
+:func:`from_transformers_assistant`."""
 
 from specpolicy.hf.api import Attachment, HFGeneration, as_assistant, attach, generate, resolve_policy
 from specpolicy.hf.bridge import from_transformers_assistant, to_transformers_assistant

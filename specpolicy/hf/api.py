@@ -1,14 +1,8 @@
-"""Run a specpolicy policy inside ``model.generate(..., speculation_type="dflash")``.
+"""Run a specpolicy policy inside ``model.generate(..., speculation_type="dflash")``::
 
->>> result = specpolicy.hf.generate(target, drafter, "blockpilot-guard", input_ids=ids, max_new_tokens=64,
-...                                 costs=costs)                                   # doctest: +SKIP
->>> result.sequences, result.block_sizes, result.tau                              # doctest: +SKIP
-
-or keep calling ``generate`` yourself with the policy attached::
-
-    with specpolicy.hf.attach(target, "adaptive", costs=costs) as run:
-        target.generate(input_ids, assistant_model=assistant, speculation_type="dflash", max_new_tokens=64)
-    run.cycles  # the last call's cycles
+    result = specpolicy.hf.generate(target, drafter, "blockpilot-guard", input_ids=ids, costs=costs)
+    with specpolicy.hf.attach(target, "adaptive", costs=costs) as run:   # or attach it to your own calls
+        target.generate(input_ids, assistant_model=assistant, speculation_type="dflash")
 """
 
 from __future__ import annotations
@@ -60,12 +54,8 @@ def _planner(policy: Policy | int, costs: CostTable | None, prompt_id: str) -> C
 
 
 class Attachment:
-    """A policy attached to a transformers model's DFlash ``generate()``; :meth:`detach` (or leaving the
-    ``with`` block) restores transformers' own generator.
-
-    Attributes:
-        cycles: the cycle records of the latest ``generate()`` call.
-    """
+    """A policy attached to a transformers model's DFlash ``generate()`` (``cycles``: the latest call's);
+    :meth:`detach` or leaving the ``with`` block restores transformers' generator."""
 
     def __init__(self, model: PreTrainedModel, policy: PolicyLike, *, costs: CostTable | str | Path | None = None,
                  candidates: Sequence[int] | None = None, prompt_id: str = "hf") -> None:
@@ -101,12 +91,8 @@ class Attachment:
 def attach(model: PreTrainedModel, policy: PolicyLike, *, costs: CostTable | str | Path | None = None,
            candidates: Sequence[int] | None = None, prompt_id: str = "hf") -> Attachment:
     """Make ``model.generate(..., assistant_model=A, speculation_type="dflash")`` pick B with ``policy``.
-
-    ``costs``: the cost table cost-aware policies (``adaptive``, ``blockpilot-guard``) price block sizes
-    with (a :class:`~specpolicy.costs.CostTable` or its JSON file, e.g. from ``specpolicy bench latency``).
-    ``prompt_id``: what the policy's observation names the prompt (``"hf"`` unless given; a policy seeded on
-    it, such as ``random``, picks alike for every call that leaves it so).
-    """
+    ``costs``: a :class:`~specpolicy.costs.CostTable` or its file, for cost-aware policies; ``prompt_id``: the
+    observation's prompt name (default ``"hf"``)."""
     return Attachment(model, policy, costs=costs, candidates=candidates, prompt_id=prompt_id)
 
 
@@ -159,13 +145,9 @@ def check_pair(model: PreTrainedModel, assistant: PreTrainedModel) -> None:
 def generate(model: PreTrainedModel, drafter: PreTrainedModel | DFlashDrafter | str | Path,
              policy: PolicyLike = "blockpilot-guard", *, costs: CostTable | str | Path | None = None,
              candidates: Sequence[int] | None = None, prompt_id: str = "hf", **generate_kwargs: Any) -> HFGeneration:
-    """``model.generate(**generate_kwargs, assistant_model=drafter, speculation_type="dflash")`` with the block
-    size of every cycle chosen by ``policy``.
-
-    ``drafter``: transformers' DFlash assistant, or a specpolicy/z-lab drafter (object or folder),
-    converted on each call (convert once with :func:`~specpolicy.hf.to_transformers_assistant` to reuse).
-    ``costs``, ``candidates`` and ``prompt_id`` as in :func:`attach`.
-    """
+    """``model.generate(**generate_kwargs, assistant_model=drafter, speculation_type="dflash")`` with every
+    cycle's B chosen by ``policy``; ``drafter``: transformers' assistant or a z-lab drafter (converted per call:
+    :func:`~specpolicy.hf.to_transformers_assistant` once to reuse). Other arguments as in :func:`attach`."""
     assistant = as_assistant(drafter)
     check_pair(model, assistant)
     with attach(model, policy, costs=costs, candidates=candidates, prompt_id=prompt_id) as run:

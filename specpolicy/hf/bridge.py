@@ -1,24 +1,7 @@
-"""Checkpoint bridges between specpolicy's DFlash drafter and transformers' DFlash assistant.
-
-transformers (>= 5.15) ships one DFlash drafter class, ``MuseGlimmerAssistantModel``
-(``model_type = "muse_glimmer_assistant"``). Its layer math is the z-lab drafter's (pre-norm Qwen3-style
-layers with QK-norm, context projected by ``fc`` and normalised, injected through every layer's k/v);
-only names and config layout differ:
-
-=======================================  ==========================================
-specpolicy / z-lab                       transformers assistant
-=======================================  ==========================================
-``fc.weight``                            ``encoder.fc.weight``
-``hidden_norm.weight``                   ``encoder.output_norm_enc.weight``
-``layers.*``, ``norm.weight``            the same
-``dflash_config.mask_token_id``          ``mask_token_id`` (top level)
-``dflash_config.target_layer_ids``       ``target_layer_ids`` (top level)
-full attention in every layer            ``layer_types`` (default: sliding windows)
-=======================================  ==========================================
-
-Anything without a counterpart (attention biases, a sliding window shorter than the context) is
-refused with a message naming the field.
-"""
+"""Checkpoint bridges between specpolicy's (z-lab's) DFlash drafter and transformers' (>= 5.15)
+``MuseGlimmerAssistantModel``: the same layer math under other names (``fc`` -> ``encoder.fc``, ``hidden_norm``
+-> ``encoder.output_norm_enc``, ``dflash_config.*`` at the top level, full attention through ``layer_types``).
+Anything without a counterpart (attention biases, a sliding window shorter than the context) is refused."""
 
 from __future__ import annotations
 
@@ -95,12 +78,8 @@ def to_transformers_assistant(drafter: DFlashDrafter | str | Path) -> PreTrained
 
 def from_transformers_assistant(assistant: PreTrainedModel | str | Path, num_target_layers: int | None = None
                                 ) -> DFlashDrafter:
-    """transformers' DFlash assistant (model or ``save_pretrained`` folder) as a specpolicy drafter.
-
-    ``num_target_layers`` (the target's depth) is recorded in the drafter config, as z-lab's is;
-    default: the depth whose default layer choice gives the assistant's ``target_layer_ids`` (refused, asking
-    for it, when no single depth does).
-    """
+    """transformers' DFlash assistant (model or folder) as a specpolicy drafter; ``num_target_layers`` default:
+    the depth whose default layer choice gives the assistant's ``target_layer_ids`` (asked for when none does)."""
     require_dflash_support()
     if isinstance(assistant, (str, Path)):
         from transformers import MuseGlimmerAssistantModel

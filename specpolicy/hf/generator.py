@@ -1,21 +1,8 @@
-"""A specpolicy schedule inside transformers' own DFlash ``generate()`` loop.
-
-The only module that touches transformers' private generation API: it subclasses
-``DFlashTokenCandidateGenerator`` and swaps it in through the model's ``_get_candidate_generator``
-(an instance attribute, removed again on detach). ``_assisted_decoding`` calls, every cycle:
-
-1. ``get_candidates(input_ids, model_outputs=..., n_last_matches=...)``: we read the target's hidden
-   states of the tokens it just accepted, ask the schedule for B, and draft B - 1 candidates in one
-   drafter pass (none for B = 1: one plain target step, the context kept for the next draft);
-2. the target verifies the candidates and keeps the longest matching prefix + one token;
-3. ``update_candidate_strategy(input_ids, scores, n_matches)``: we record the cycle.
-
-With a plan that sets verify lengths, step 1 hands the target only the first L - 1 drafts (L read
-from the drafted block); the drafted block is still cropped by its full size.
-
-The drafted block is cropped from the drafter's cache by its own size before the next draft, so B
-may change every cycle. Tested on transformers 5.15 and 5.24 (:mod:`specpolicy.hf.compat`).
-"""
+"""A specpolicy plan inside transformers' own DFlash ``generate()`` loop: the only module on transformers'
+private API. A subclass of ``DFlashTokenCandidateGenerator`` is swapped in through the model's
+``_get_candidate_generator`` (removed on detach): ``get_candidates`` reads the accepted tokens' hidden states,
+asks the plan for B (and L) and drafts; ``update_candidate_strategy`` records the cycle. The block is cropped
+from the drafter's cache by its own size, so B may change every cycle (transformers 5.15 and 5.24)."""
 
 from __future__ import annotations
 
@@ -38,12 +25,8 @@ PlanFactory = Callable[[DecodeState], Plan]
 
 
 class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
-    """DFlash candidates with the block size chosen before every cycle by a specpolicy schedule.
-
-    Attributes:
-        cycles: the records of the cycles run so far in this ``generate()`` call.
-        state: what the schedule read before the latest cycle (``None`` before prefill).
-    """
+    """DFlash candidates with B chosen before every cycle by a plan; ``cycles`` (this call's records) and
+    ``state`` (what the plan read last; ``None`` before prefill)."""
 
     def __init__(self, *args: Any, plans: PlanFactory, max_positions: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -1,11 +1,5 @@
-"""Many anchor blocks of one sequence through the drafter in a single forward.
-
-Used by exact counterfactual replay (the draft at every reachable anchor, for every candidate block
-size, over one shared context cache) and by the zoo's drafter training (``zoo_build.drafter_loss``,
-all blocks at once under the same mask). A block sees the target's context features strictly before
-its anchor and itself bidirectionally, nothing from other blocks: exactly what the drafter sees in
-live decoding with a cropped context cache.
-"""
+"""Many anchor blocks of one sequence through the drafter in one forward (exact replay, drafter training): a
+block sees the context strictly before its anchor and itself bidirectionally, as in live decoding."""
 
 from __future__ import annotations
 
@@ -16,12 +10,8 @@ from specpolicy.models.dflash import DFlashDrafter, DrafterCache
 
 
 def block_mask(row_anchor: torch.Tensor, block_of_row: torch.Tensor, context_length: int) -> torch.Tensor:
-    """Bool attention mask [b, 1, R, S + R] (True = attend) for R block rows over S context positions.
-
-    Args:
-        row_anchor: [b, R] the anchor position of each row's block: the row sees context before it.
-        block_of_row: [R] the block each row belongs to: the row sees every row of its own block.
-    """
+    """Bool attention mask [b, 1, R, S + R] (True = attend): a row sees context before ``row_anchor`` [b, R]
+    and every row of its block (``block_of_row`` [R])."""
     device = row_anchor.device
     sees_context = torch.arange(context_length, device=device).view(1, 1, -1) < row_anchor.unsqueeze(-1)
     sees_block = (block_of_row.view(-1, 1) == block_of_row.view(1, -1)).expand(row_anchor.shape[0], -1, -1)
@@ -36,20 +26,9 @@ def draft_mixed_blocks(
     anchors: torch.Tensor,
     sizes: torch.Tensor,
 ) -> torch.Tensor:
-    """Drafter hidden states of blocks of different sizes in one forward, over a shared context cache.
-
-    Block ``n`` is [anchor token, mask * (sizes[n] - 1)] at positions ``anchors[n] ..``; it sees the
-    cached context strictly before its anchor and itself bidirectionally, as in live decoding.
-
-    Args:
-        input_ids: [S] token ids of the sequence (the anchor token is read from here).
-        cache: the drafter's context cache of the whole sequence (length S, from
-            :meth:`DFlashDrafter.cache_context`; left as it was).
-        anchors: LongTensor [N], the anchor position of each block.
-        sizes: LongTensor [N], the size of each block.
-    Returns:
-        [N, max(sizes), H]; row k < sizes[n] of block n predicts the token at anchors[n] + k (rest is zero).
-    """
+    """Drafter hidden states of blocks [anchor, mask * (sizes[n] - 1)] at ``anchors`` [N] with ``sizes`` [N], in
+    one forward over the drafter's context ``cache`` of ``input_ids`` [S] (left as it was) -> [N, max(sizes), H];
+    row k < sizes[n] of block n predicts the token at anchors[n] + k (the rest is zero)."""
     device = input_ids.device
     seq = len(cache)
     block_of_row = torch.repeat_interleave(torch.arange(len(sizes), device=device), sizes)  # [R]

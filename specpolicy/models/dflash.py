@@ -1,11 +1,7 @@
-"""The DFlash block-diffusion drafter, weight-compatible with the published z-lab checkpoints.
-
-A stack of Qwen3-style decoder layers without embeddings or LM head of its own (it borrows the
-target's). Context features (selected target layers, concatenated, projected by ``fc`` and
-normalised by ``hidden_norm``) are injected in every layer through that layer's own k/v projections,
-placed before the block's keys/values. The block attends to all context and to itself
-bidirectionally; RoPE uses absolute positions shared with the target.
-"""
+"""The DFlash block-diffusion drafter, weight-compatible with the published z-lab checkpoints: Qwen3-style
+layers borrowing the target's embeddings and LM head; context features (selected target layers through ``fc``
+and ``hidden_norm``) enter every layer's k/v before the block's; the block attends to all context and to
+itself bidirectionally, with RoPE positions shared with the target."""
 
 from __future__ import annotations
 
@@ -97,11 +93,8 @@ class DFlashAttention(nn.Module):
         cache: DrafterCache | None,
         attention_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Args: block [b, n, H] (normed), context [b, c, H], cos/sin [b, c + n, head_dim].
-
-        ``attention_mask`` (bool, [b or 1, 1, n, keys], True = attend) is only used in training.
-        Returns [b, n, H].
-        """
+        """block [b, n, H] (normed), context [b, c, H], cos/sin [b, c + n, head_dim]; ``attention_mask`` bool
+        [b or 1, 1, n, keys] (training only). Returns [b, n, H]."""
         b, n, _ = block.shape
         q = self.q_norm(self.q_proj(block).view(b, n, self.num_heads, self.head_dim)).transpose(1, 2)
         k, v = self.keys_values(torch.cat([context, block], dim=1), cos, sin)
@@ -180,13 +173,8 @@ class DFlashDrafter(nn.Module):
         return DrafterCache(len(self.layers))
 
     def context_features(self, hidden_states: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        """Concatenate the target layers this drafter reads.
-
-        Args:
-            hidden_states: the target's ``output_hidden_states`` tuple (index 0 = embeddings), each [b, s, H].
-        Returns:
-            [b, s, len(target_layer_ids) * H]
-        """
+        """The target layers this drafter reads, concatenated: ``hidden_states`` (index 0 = embeddings), each
+        [b, s, H] -> [b, s, len(target_layer_ids) * H]."""
         return torch.cat([hidden_states[i + 1] for i in self.target_layer_ids], dim=-1)
 
     def forward(
@@ -197,17 +185,12 @@ class DFlashDrafter(nn.Module):
         cache: DrafterCache | None = None,
         attention_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Denoise one block in a single pass.
+        """Denoise one block in a single pass -> the block's final hidden states [b, n, H] (logits: the target's
+        LM head).
 
-        Args:
-            block_embeddings: target embeddings of [anchor, mask, ..., mask], [b, n, H].
-            context_features: raw concatenated target features not yet in ``cache``, [b, c, L*H].
-            position_ids: absolute positions of context then block, [b, c + n].
-            cache: drafter context cache, extended in place with context and block entries
-                (crop it back to the block start after the call).
-            attention_mask: optional bool mask [b or 1, 1, n, cache + c + n] (training only).
-        Returns:
-            final hidden states of the block, [b, n, H]; apply the target's LM head to get logits.
+        ``block_embeddings`` [b, n, H]: [anchor, mask, ...]; ``context_features`` [b, c, L*H]: target features
+        not yet in ``cache`` (extended in place: crop it to the block start after the call);
+        ``position_ids`` [b, c + n]; ``attention_mask`` bool [b or 1, 1, n, cache + c + n] (training only).
         """
         context = self.hidden_norm(self.fc(context_features))
         cos, sin = self.rotary_emb(block_embeddings, position_ids)
@@ -217,12 +200,8 @@ class DFlashDrafter(nn.Module):
         return self.norm(hidden)
 
     def cache_context(self, context_features: torch.Tensor, position_ids: torch.Tensor, cache: DrafterCache) -> None:
-        """Append the keys/values of context positions to ``cache`` without drafting a block.
-
-        Args:
-            context_features: raw concatenated target features [b, c, L*H].
-            position_ids: their absolute positions, [b, c].
-        """
+        """Append context keys/values to ``cache`` without drafting: ``context_features`` [b, c, L*H] at
+        ``position_ids`` [b, c]."""
         context = self.hidden_norm(self.fc(context_features))
         cos, sin = self.rotary_emb(context, position_ids)
         for layer in self.layers:

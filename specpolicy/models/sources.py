@@ -61,11 +61,8 @@ def target_vocab_size(name: str) -> int | None:
 
 
 def weights_fingerprint(name: str, kind: str) -> str | None:
-    """sha256 (16 hex digits) of a zoo or local model's safetensors files; None for a hub id.
-
-    Sweeps and caches record it, so results of other weights under the same name are never reused.
-    Hashed once per process for each set of files (keyed on their paths, sizes and modification times).
-    """
+    """sha256 (16 hex digits) of a zoo or local model's safetensors files (``None`` for a hub id), recorded
+    by sweeps and caches; hashed once per process per set of files (paths, sizes, mtimes)."""
     folder = Path(resolve_source(name, kind))
     if not folder.exists():
         return None  # hub id: its revision is recorded once loaded

@@ -44,16 +44,9 @@ def target_forward(
     logits_to_keep: int = 0,
     hidden_states: bool = True,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
-    """Run the target on new tokens.
-
-    Args:
-        input_ids, position_ids: [b, s]. cache: extended in place. logits_to_keep: 0 keeps all.
-        hidden_states: also return every layer's hidden states (the drafter reads them); plain
-            autoregressive decoding, like transformers' ``generate``, does not ask for them.
-    Returns:
-        logits [b, s or logits_to_keep, V] and the hidden-states tuple (index 0 = embeddings), each [b, s, H]
-        (``None`` without ``hidden_states``).
-    """
+    """Run the target on ``input_ids`` / ``position_ids`` [b, s], extending ``cache`` -> logits [b, s or
+    logits_to_keep, V] and, with ``hidden_states`` (what the drafter reads; plain decoding skips it), every
+    layer's [b, s, H] (index 0 = embeddings), else ``None``."""
     kwargs = {cache_kwarg(type(model)): cache}
     out = model(
         input_ids=input_ids,

@@ -1,21 +1,9 @@
-"""BlockPilot: an MLP that reads the target's raw last-token logits and predicts, per block size, the
-cycles a decode would run per token; the observation's cost table turns that into a choice.
-
-Architecture (BlockPilot, reference §1): Linear(V -> h) + ReLU + dropout 0.2, then ``depth - 1``
-residual blocks Linear(h -> h) + ReLU + dropout, then Linear(h -> number of candidates), over
-inputs standardised with the training set's mean and spread. What the heads mean is ``predicts``:
-
-- ``cycles_per_token`` (the default, portable): expected cycles per committed token of each
-  candidate as a fixed block size, a property of the model pair and the prompt that no machine
-  changes. At decision time the policy picks the fewest expected seconds per token under
-  ``observation.costs`` (:meth:`CostTable.fastest`), falling back to the table it was validated with.
-- ``label``: class scores of the paper's classifier (tau labels) or of a time-label classifier, whose
-  answer is the training machine's.
-
-Options cover the paper's ablations: hidden size, depth, candidate window (k) and input
-preprocessing (raw / normalised / softmax). Deciding is numpy only (the weights are arrays, read with
-safetensors' numpy API), so replay needs no torch; training (:mod:`~specpolicy.plugins.blockpilot_fit`)
-runs the same network in torch.
+"""BlockPilot (reference §1): an MLP on the target's last-token logits predicting, per candidate block size,
+what ``predicts`` names: ``cycles_per_token`` (default, portable: cycles per committed token, which the
+observation's cost table turns into the fastest choice, :meth:`CostTable.fastest`) or ``label`` (the paper's
+classifier scores). Linear(V -> h) + ReLU + dropout 0.2, ``depth - 1`` residual blocks, Linear(h -> C), over
+standardised inputs (raw / normalised / softmax). Deciding is numpy only (safetensors weights); training
+(:mod:`~specpolicy.plugins.blockpilot_fit`) runs the same network in torch.
 """
 
 from __future__ import annotations
@@ -44,13 +32,9 @@ SETTINGS_NAME = "blockpilot.json"
 
 @dataclass
 class BlockPilotSettings:
-    """Shape, input and output meaning of the predictor (saved next to the weights).
-
-    ``predicts``: what the heads estimate (see the module docstring; files saved before it existed
-    hold classifiers and read as ``label``). ``metadata["validated_with"]``: the cost table early
-    stopping priced choices with, the fallback when an observation carries none (read into the policy's
-    ``validated_with`` on load and written from it on save).
-    """
+    """Shape, input and output meaning of the predictor (saved next to the weights). ``predicts``: what the
+    heads estimate (older files: ``label``); ``metadata["validated_with"]``: the cost table early stopping
+    priced with, the fallback when an observation carries none."""
 
     vocab_size: int
     candidates: list[int] = field(default_factory=lambda: list(DEFAULT_CANDIDATES))

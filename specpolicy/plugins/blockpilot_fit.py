@@ -1,15 +1,8 @@
 """Training BlockPilot: AdamW over minibatches, early stopping on a validation split (reads top to bottom).
 
-Objectives:
-
-- ``cycles`` (default, portable): mean squared error of the predicted cycles per token of every
-  candidate (``dataset.cycles_per_token``). Nothing about a machine enters the weights; early
-  stopping keeps the epoch whose choices, priced with the validation set's cost table, are fastest
-  (without a table: the lowest validation error), and that table is recorded as ``validated_with``.
-- ``cross_entropy``: the paper's classification of the labels (argmax tau, or the fastest candidate
-  under the training table), scored by accuracy.
-- ``expected_value`` (``expected_tau`` is its old name): maximises the softmax-weighted value of the
-  candidates (``dataset.values``, centred per prompt), scored by the mean value of the choices.
+Objectives: ``cycles`` (default, portable: MSE of cycles per token; early stopping keeps the epoch fastest
+under the validation table, recorded as ``validated_with``), ``cross_entropy`` (the paper's labels) and
+``expected_value`` (softmax-weighted value of the candidates; old name ``expected_tau``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""The built-in policy families, declared without importing them.
-
-Each entry point of the ``specpolicy`` group in pyproject.toml names one object here
-(``fixed = "specpolicy.plugins.catalog:fixed"``): a pluggy plugin whose ``register_policies`` names each
-family's factory as a ``"module:function"`` string, as Gymnasium's ``entry_point`` does. The registry
-imports that module when the family is first built, so listing policies or building ``fixed16`` loads
-neither torch nor scikit-learn. A third-party plugin may register a callable or a string alike.
-"""
+"""The built-in policy families, declared without importing them: each ``specpolicy`` entry point names a
+pluggy plugin here whose ``register_policies`` gives factories as ``"module:function"`` strings, imported when
+a family is first built, so listing policies or building ``fixed16`` loads neither torch nor scikit-learn."""
 
 from __future__ import annotations
 

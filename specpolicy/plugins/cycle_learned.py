@@ -30,12 +30,9 @@ SETTINGS_NAME = "cycle_policy.json"
 
 
 def cycle_features(state: DecodeState) -> np.ndarray:
-    """Features of the cycles so far: float32 [4 * HISTORY + 6].
-
-    Per recent cycle (newest first, zero-padded): accepted share of the drafts, full-accept flag,
-    B / 32, B = 1 flag. Then acceptance rates at three decays, the trailing run of AR cycles, cycles
-    since the last speculative cycle with >= 2 accepted, and the number of cycles so far (all / 16).
-    """
+    """Features of the cycles so far, float32 [4 * HISTORY + 6]: per recent cycle (newest first, zero-padded)
+    accepted share, full-accept flag, B / 32, B = 1 flag; then acceptance at three decays, the trailing AR run,
+    cycles since the last good speculative cycle and the cycle count (all / 16)."""
     sizes, accepted = state.block_size_history, state.accepted_history
     rows = []
     for k in range(1, HISTORY + 1):

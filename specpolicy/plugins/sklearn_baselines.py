@@ -1,14 +1,7 @@
-"""scikit-learn baselines on compact prefill features plus a PCA of the logits.
-
-``forest``, ``knn`` and ``gboost`` are regressors of the cycles per token of every candidate
-(machine-free, as BlockPilot), priced at decision time with the observation's cost table (or the
-table their training validated with); ``logreg`` stays a classifier of the training labels, whose
-answer is the training machine's. Features: entropy, top-8 probabilities, margin, max logit,
-logsumexp, log prompt length (:func:`specpolicy.features.compact`) and 16 principal components of
-the raw logits, standardised.
-Saved with skops (no pickle); loading accepts only scikit-learn/numpy types and this project's
-feature functions.
-"""
+"""scikit-learn baselines on compact prefill features (:func:`specpolicy.features.compact`) plus 16 principal
+components of the logits, standardised: ``forest``, ``knn`` and ``gboost`` regress cycles per token (priced
+with the observation's cost table, as BlockPilot); ``logreg`` classifies the training labels. Saved with skops
+(no pickle), loaded with scikit-learn/numpy types and this project's feature functions only."""
 
 from __future__ import annotations
 

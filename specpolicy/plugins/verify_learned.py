@@ -1,12 +1,6 @@
-"""A learned verify-length head: the drafter's confidences calibrated into acceptance probabilities.
-
-``verify-head`` drafts ``adaptive``'s block size each cycle and verifies the L with the most expected
-tokens per modelled second, as ``adaptive-verify`` does, but reads P(draft k passes | drafts before it
-passed) from a logistic model instead of the raw confidences. It trains on replay tables that
-recorded confidences (``specpolicy sweep --verify-lengths --confidences ...``), from the features of
-each drafted position: its confidence, the log of the running product, its place in the block and
-the block size. Evaluated in numpy (a few microseconds per cycle).
-"""
+"""``verify-head``: ``adaptive``'s B, then the L with the most expected tokens per modelled second, reading
+P(draft k passes | the drafts before passed) from a logistic model of the drafter's confidences (confidence,
+log running product, place in the block, B), trained on replay tables with confidences; numpy at run time."""
 
 from __future__ import annotations
 

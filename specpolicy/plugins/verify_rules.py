@@ -1,13 +1,10 @@
-"""Verify-length policies: draft B, then let the target check only the first L <= B tokens.
+"""Verify-length policies: draft B, let the target check the first L <= B tokens.
 
-- ``threshold`` (``threshold:0.5``, ``threshold16``): draft B (default the largest candidate), verify
-  the prefix whose running product of drafter confidences stays at or above the threshold (0.3).
-- ``marginal`` (``marginal16``): LibraSpec-style, cost-aware: the L with the most expected tokens per
-  modelled second, reading the confidences as acceptance probabilities and pricing each L with the
-  machine's cost table (verify costs between measured lengths are interpolated).
-- ``adaptive-verify``: ``adaptive``'s per-cycle block size, then ``marginal``'s verify length.
-- ``oracle-verify``: per cycle, the (B, L) with the fewest modelled seconds to finish, by exact
-  dynamic programming over a ``--verify-lengths`` replay (an upper bound, not deployable).
+- ``threshold`` (``threshold:0.5``, ``threshold16``): the largest B, verify while the running product of
+  confidences stays >= the threshold (0.3).
+- ``marginal`` (``marginal16``): LibraSpec-style, the L with the most expected tokens per modelled second.
+- ``adaptive-verify``: ``adaptive``'s B, then ``marginal``'s L.
+- ``oracle-verify``: per cycle, the (B, L) with the fewest modelled seconds by exact DP (an upper bound).
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""Batch-aware cost tables: what one engine step costs when several requests draft and verify together.
-
-A :class:`BatchCostTable` holds, for each batch size b, the seconds of one target pass over b
-sequences of n new tokens each (with the hidden states the drafter reads) and of one drafter pass
-over b blocks of n. Costs of ragged steps are interpolated along the total tokens at the nearest
-measured batch sizes. :meth:`BatchCostTable.at_concurrency` turns it into the per-request
-:class:`~specpolicy.costs.CostTable` that cost-aware policies price their choices with under load.
-Measured by ``specpolicy bench batch-latency``; no torch here.
-"""
+"""Batch-aware cost tables (``specpolicy bench batch-latency``; no torch): per batch size b, the seconds of a
+target pass over b sequences of n tokens and of a drafter pass over b blocks of n; ragged steps interpolate along
+total tokens. :meth:`BatchCostTable.at_concurrency` gives the per-request :class:`~specpolicy.costs.CostTable`."""
 
 from __future__ import annotations
 
@@ -116,14 +110,10 @@ class BatchCostTable:
         return self.draft_seconds([b for b, _ in actions]) + self.verify_seconds([v for _, v in actions])
 
     def at_concurrency(self, concurrency: int, block_sizes: Sequence[int]) -> CostTable:
-        """Per-request costs when ``concurrency`` requests step together, each paying its share: a cycle of B
-        costs (draft of c blocks of B + verify of c x B) / c. What cost-aware policies price with under load.
-
-        A plain step (B = 1) beside requests that draft pays its share of their drafter pass too: it costs
-        (draft of c - 1 blocks of the smallest drafted size + verify of those and 1 token) / c, not the share of
-        a batch that stopped drafting. The others are taken to draft where some block pays for its batched
-        cycle at the prior acceptance (:data:`~specpolicy.defaults.ACCEPTANCE_PRIOR`), else to step plainly.
-        ``ar_seconds`` stays the share of a step of c plain AR requests, the server the speedups divide by."""
+        """Per-request costs when ``concurrency`` requests step together: a cycle of B costs (draft of c blocks
+        of B + verify of c x B) / c. A plain step beside drafting requests also shares their drafter pass (they
+        draft the smallest B where it pays at :data:`~specpolicy.defaults.ACCEPTANCE_PRIOR`); ``ar_seconds`` is
+        the share of a step of c plain AR requests, the speedups' baseline."""
         c = int(concurrency)
         sizes = sorted(set(block_sizes) | {1})
         draft = {b: self.draft_seconds([b] * c) for b in sizes}  # one batched pass of each size, priced once

@@ -1,21 +1,14 @@
-"""Engine configurations, priced as the engines run them (no torch).
+"""Engine configurations, priced as the engines run them (no torch; read from their source, late 2026).
 
-What each engine executes, in specpolicy's terms (read from their source, late 2026):
+- **vLLM** ``method: dflash`` drafts ``1 + num_speculative_tokens`` every step (``v1/spec_decode/dflash.py``):
+  B = N + 1. ``num_speculative_tokens_per_batch_size`` (inclusive ``[start, end, K]`` ranges,
+  ``config/speculative.py``) sets the drafts verified per batch size, clamped to N
+  (``dynamic/utils.py:build_dynamic_sd_schedule_lookup``): L = min(K, N) + 1.
+- **SGLang** ``--speculative-algorithm DFLASH``: one static ``--speculative-num-draft-tokens`` B
+  (``arg_groups/speculative_hook.py``); B = 1 is speculation off.
 
-- **vLLM** ``method: dflash``: the proposer drafts ``1 + num_speculative_tokens`` tokens every step
-  (``vllm/v1/spec_decode/dflash.py``), so the drafted block is a fixed B = N + 1. Dynamic SD's
-  ``num_speculative_tokens_per_batch_size`` (inclusive ``[start, end, K]`` ranges from batch 1,
-  ``vllm/config/speculative.py``) narrows how many drafts are verified at each batch size, every
-  entry clamped to N (``build_dynamic_sd_schedule_lookup`` in ``vllm/v1/spec_decode/dynamic/utils.py``:
-  ``min(num_speculative_tokens, k)``): L = min(K, N) + 1. A batch size past the last range keeps it.
-- **SGLang** ``--speculative-algorithm DFLASH``: ``--speculative-num-draft-tokens`` (alias
-  ``--speculative-dflash-block-size``) is one static block size B for every batch size
-  (``python/sglang/srt/arg_groups/speculative_hook.py``, ``_handle_dflash``); B = 1 is served by
-  leaving speculation off.
-
-:class:`VllmConfig` and :class:`SglangConfig` give the :class:`~specpolicy.cycles.Plan` each engine
-runs at a concurrency, so ``compare`` and ``export`` price exactly what is exported; as policies they
-are ``vllm-config:FILE`` and ``sglang-config:FILE`` (:class:`EngineConfigPolicy`).
+:class:`VllmConfig` / :class:`SglangConfig` give the plan each engine runs at a concurrency; as policies they
+are ``vllm-config:FILE`` and ``sglang-config:FILE``.
 """
 
 from __future__ import annotations
@@ -34,8 +27,7 @@ Throughput = Callable[["VllmConfig | SglangConfig", int], float]
 
 
 def vllm_schedule(drafts_by_batch: Mapping[int, int]) -> list[list[int]]:
-    """``{batch size: K}`` -> vLLM's ``[[start_bs, end_bs, K], ...]``: each batch size's K holds up to the next
-    one given, and runs of equal K merge.
+    """``{batch size: K}`` -> vLLM's ``[[start_bs, end_bs, K], ...]`` (runs of equal K merged).
 
     >>> vllm_schedule({1: 7, 4: 3, 8: 3})
     [[1, 3, 7], [4, 8, 3]]
@@ -181,10 +173,8 @@ def _most_run(values: Iterable[int]) -> int | None:
 
 def closest_configs(cycles_by_batch: Mapping[int, Sequence[CycleRecord]], model: str
                     ) -> tuple[VllmConfig | None, SglangConfig]:
-    """The engine configurations that run a policy as closely as each engine can, from the cycles it ran
-    served at each concurrency: SGLang's one block size is the B it runs most; vLLM drafts the B > 1 it runs
-    most and verifies, at each batch size, the L it verifies most there (a schedule only where that is short
-    of the block). vLLM is ``None`` for a policy that never drafts (DFlash in vLLM drafts at least 2 tokens).
+    """The engine configurations closest to a policy's served cycles: SGLang's B is the one it runs most; vLLM
+    drafts its most common B > 1 and verifies per batch size the most common L there (``None``: never drafts).
 
     >>> fixed16 = {1: [CycleRecord(16, 3, 4)], 2: [CycleRecord(16, 9, 10)]}
     >>> vllm, sglang = closest_configs(fixed16, "d")

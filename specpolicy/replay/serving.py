@@ -1,16 +1,8 @@
-"""A serving simulation: per-request replays stepped together at a fixed concurrency (modelled, no torch).
-
-``concurrency`` slots each hold one request; every engine step, each active request runs one cycle
-of its policy's (B, L) on its exact replay, and the step costs one batched drafter pass over the
-drafted blocks plus one batched target pass over all verified tokens
-(:meth:`~specpolicy.replay.batch_costs.BatchCostTable.step_seconds`). A finished request's slot takes the
-next one in the queue, as continuous batching does. Policies price their choices with the per-request
-costs at that concurrency (:meth:`~specpolicy.replay.batch_costs.BatchCostTable.at_concurrency`).
-
-Each step's seconds are shared equally among the requests in it, so per-request seconds add up to
-the total and the pooled ratio of two policies' tokens per second is their throughput ratio; the
-paired bootstrap over requests holds each request's share fixed (the batch composition is not
-re-simulated), an approximation stated with the numbers.
+"""A serving simulation (modelled, no torch): ``concurrency`` slots each run one request's replay; every step
+each active request runs one cycle of its plan and the step costs one batched drafter pass plus one batched
+target pass (:meth:`~specpolicy.replay.batch_costs.BatchCostTable.step_seconds`); a finished slot takes the
+next request (continuous batching). A step's seconds are shared equally by its requests, so pooled ratios are
+throughput ratios; the paired bootstrap holds each request's share fixed (stated with the numbers).
 """
 
 from __future__ import annotations

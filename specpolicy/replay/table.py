@@ -33,13 +33,10 @@ Action = tuple[int, int]
 class ReplayTable:
     """Accepted drafts of every candidate block size at every anchor of one prompt's decode.
 
-    ``accepted[i, j]``: drafts accepted by a block of size ``candidates[j]`` anchored at absolute
-    position ``prompt_length + i``; -1 where no schedule of candidates reaches that anchor.
-    ``sequence``: prompt + output + the continuation past the end that verification would have read.
-    ``output_length``: tokens in the real output. ``confidences[B]`` [n, B - 1] (float32, NaN where not
-    drafted): the drafter's probability of each draft of a block of B at each anchor, for the block
-    sizes a sweep recorded them for (what verify rules read); ``entropies[B]`` [n, B - 1]: the entropy
-    (nats) of the drafter's distribution at each draft, alongside (sweeps from before 0.2 have none).
+    ``accepted[i, j]``: drafts accepted by a block of ``candidates[j]`` anchored at ``prompt_length + i`` (-1:
+    unreachable). ``sequence``: prompt + output + the continuation verification reads. ``confidences[B]`` /
+    ``entropies[B]`` [n, B - 1] (float32, NaN where not drafted): the drafter's probability / entropy of each
+    draft, for the block sizes a sweep recorded them for.
     """
 
     prompt_length: int
@@ -117,11 +114,8 @@ class ReplayTable:
         return ReplaySession(self, prefill_logits)
 
     def simulate(self, plan: Plan | int, prefill_logits: Any = None) -> list[CycleRecord]:
-        """Cycles ``plan`` (or a fixed block size, :meth:`Plan.fixed`) would run, exactly as live decoding.
-
-        ``prefill_logits`` [V]: what per-cycle policies read in ``state.prefill_logits`` (default: empty).
-        A plan's verify lengths read the recorded confidences.
-        """
+        """Cycles ``plan`` (or a fixed block size) would run, exactly as live decoding;
+        ``prefill_logits`` [V] is what per-cycle policies read (default: empty)."""
         if isinstance(plan, int):
             if plan not in self._fixed:
                 self._column(plan)
@@ -179,18 +173,12 @@ class ReplayTable:
     def cost_to_go(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,
                    training_block_size: int = TRAINING_BLOCK_SIZE, verify_lengths: bool = False
                    ) -> tuple[np.ndarray, np.ndarray, list[Action]]:
-        """Exact dynamic programming over the anchors: the fewest modelled seconds to finish from each.
+        """Exact dynamic programming over anchors: the fewest modelled seconds to finish from each, over B (or
+        with ``verify_lengths`` every (B, L <= B)), with :meth:`cycle`'s commit rule; without ``costs``, the
+        fewest cycles.
 
-        The one DP of specpolicy: over block sizes B (whole blocks verified), or with ``verify_lengths``
-        over every (B, L <= B). Every cycle's outcome comes from :meth:`_outcomes` (the commit rule
-        :meth:`cycle` applies, over arrays), so the optimum is over exactly the schedules replay can run.
-        Without ``costs`` every cycle costs the same (the fewest cycles).
-
-        Returns:
-            value [n] (seconds to finish from anchor i; inf where unreachable), q [n, A] (seconds when
-            the next cycle runs action a, then the best), and the actions (B, L), ordered by preference
-            (ties go to the first): B nearest ``training_block_size`` first, or with verify lengths the
-            cheaper cycle, then the smaller B and L.
+        Returns value [n] (inf: unreachable), q [n, A] and the actions (B, L) in order of preference (ties
+        go first: B nearest ``training_block_size``, or with verify lengths the cheaper cycle, then smaller).
         """
         sizes = sorted(self.candidates if candidates is None else candidates,
                        key=lambda b: (abs(b - training_block_size), b))

@@ -1,10 +1,6 @@
-"""Measure a :class:`~specpolicy.replay.batch_costs.BatchCostTable`: target and drafter passes over batches.
-
-For each batch size b and per-sequence length n, one target pass over b sequences x n new tokens after
-a shared context (with the hidden states the drafter reads) and one drafter pass over b blocks of n;
-rounds interleave every (b, n) in a shuffled order and the medians are kept, as for
-:func:`~specpolicy.sweep.latency.measure_costs`. A GPU user runs the same command on their hardware.
-"""
+"""Measure a :class:`~specpolicy.replay.batch_costs.BatchCostTable`: per batch size b and length n, a target
+pass over b x n new tokens after a shared context and a drafter pass over b blocks of n, in interleaved
+shuffled rounds with medians kept (as :func:`~specpolicy.sweep.latency.measure_costs`)."""
 
 from __future__ import annotations
 

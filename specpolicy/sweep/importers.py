@@ -19,15 +19,9 @@ BLOCKPILOT_FOLDER = re.compile(r"(?P<dataset>.+)_(?P<seed>\d+)T(?P<temperature>[
 
 def import_blockpilot(folder: str | Path, out: str | Path, candidates: Sequence[int] | None = PAPER_CANDIDATES
                       ) -> tuple[SweepStore, dict[str, int]]:
-    """Read the BlockPilot authors' layout ``{dataset}_{seed}T{temperature}/{B}.json`` (each maps the
-    prompt index, as a string, to that prompt's mean tau) into a store without features.
-
-    ``candidates``: the block sizes kept (default: the paper's 14..18, the range its oracle and predictor
-    use; ``None``: every file). Every kept file must cover the same prompts; re-importing into ``out`` needs
-    the same files (their content hash is the store's ``dataset_sha256``). ``1.json`` holds the
-    authors' predictor's chosen sizes, not tau at B = 1: they are returned by prompt id and saved as
-    ``authors_choices.json`` in the store.
-    """
+    """Read the BlockPilot authors' ``{dataset}_{seed}T{temperature}/{B}.json`` (prompt index -> mean tau) into
+    a store without features. ``candidates``: the sizes kept (default 14..18; ``None``: all), each covering the
+    same prompts; ``1.json`` holds their predictor's choices (returned by id, saved as ``authors_choices.json``)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is {'a file' if folder.exists() else 'missing'}; pass the authors' folder "
@@ -113,15 +107,11 @@ class TraceImport:
 
 def import_specdecode(file: str | Path, out: str | Path, drafter: str = "eagle",
                       candidates: Sequence[int] | None = None, dataset: str | None = None) -> TraceImport:
-    """Read a SpecDecode-Bench simulator trace (JSONL: ``id``, ``prompt_token_ids``, ``generated_token_ids``,
-    ``acc_{drafter}.acc_len``) into a store of chain replay tables.
-
-    ``acc_len[i]``: tokens a draft started after the i-th generated token commits (accepted drafts + the
-    target's own), so a block of B accepts min(acc_len[i] - 1, B - 1) there: exact for every B whose drafts
-    the recording covered (B - 1 up to the longest accepted run in the file; larger B are refused). The
-    acceptance array defines the decode, as the authors' simulator reads it; a token array of another length
-    comes from another run of the prompt and is not used (counted in ``other_run_tokens``). ``candidates``
-    (default: 1 up to the training block size, or the longest block the recording covers if shorter)."""
+    """Read a SpecDecode-Bench trace (JSONL: ``id``, ``prompt_token_ids``, ``generated_token_ids``,
+    ``acc_{drafter}.acc_len``) into chain replay tables: a block of B accepts min(acc_len[i] - 1, B - 1) at
+    position i, exact for B up to the longest accepted run recorded (larger B refused). The acceptance array
+    defines the decode; a token array of another length (another run) is counted in ``other_run_tokens``.
+    ``candidates`` default: 1 up to the training block size or the longest recorded block."""
     file = Path(file)
     if drafter not in SPECDECODE_DRAFTERS:
         raise ValueError(f"unknown drafter {drafter!r}; the traces record {', '.join(SPECDECODE_DRAFTERS)}")

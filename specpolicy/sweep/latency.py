@@ -1,9 +1,5 @@
-"""Measure a :class:`~specpolicy.costs.CostTable`: draft and verify seconds per block size, robustly.
-
-Repeats are interleaved (every round times every block size once, in a shuffled order), so a burst
-of load from another process spreads over all sizes instead of skewing a few; medians are reported
-with their spread, and :meth:`CostTable.check` flags tables that are noisy or not monotone in B.
-"""
+"""Measure a :class:`~specpolicy.costs.CostTable` robustly: interleaved repeats (every round times every block
+size once, shuffled), medians with their spread, flagged by :meth:`CostTable.check`."""
 
 from __future__ import annotations
 
@@ -104,12 +100,8 @@ def measure_costs(
     repeats: int = LATENCY_REPEATS,
     seed: int = 0,
 ) -> CostTable:
-    """Median seconds of a drafter pass, a verify pass (with hidden states) per block size, and a plain AR step.
-
-    Every round times the AR step and each block size once, in a shuffled order; the first round
-    warms up and is dropped. The returned table carries its thread count, dtype, device and machine,
-    and :meth:`CostTable.check`'s findings as ``warnings``.
-    """
+    """Median seconds of a drafter pass, a verify pass and a plain AR step per block size, over shuffled rounds
+    (the first dropped), with the thread count, dtype, device, machine and :meth:`CostTable.check`'s warnings."""
     if repeats < 4:
         raise ValueError(f"a cost table needs at least 4 repeats for its spread, got {repeats}")
     sizes = sorted({int(b) for b in block_sizes} | {1})
@@ -147,12 +139,8 @@ def measure_costs(
 
 def cached_costs(decoder: SpeculativeDecoder, block_sizes: Iterable[int], models: dict,
                  report: Callable[[str], object] | None = None) -> CostTable:
-    """This machine's cost table for these models, threads and block sizes: measured once, then read back.
-
-    Keyed by the machine, the thread count, the models (names, fingerprints, dtype, device) and the
-    block sizes, under ``cache_dir()/costs``. A table that measured as flagged is not cached; ``report``
-    hears what happened (measuring, cached where, or flagged and not cached, with the table's warnings).
-    """
+    """This machine's cost table for these models, threads and block sizes, measured once and cached under
+    ``cache_dir()/costs`` (a flagged table is not cached); ``report`` hears what happened."""
     sizes = sorted({int(b) for b in block_sizes} | {1})
     identity = {"machine": machine_name(decoder.device), "threads": torch.get_num_threads(), "models": models,
                 "sizes": sizes}

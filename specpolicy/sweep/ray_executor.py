@@ -1,9 +1,5 @@
-"""Scale-out of sweeps on Ray: prompts are sharded over workers (one per GPU on a cluster).
-
-Each worker loads the model pair once and sweeps its shard; records come back to the driver,
-which appends them to the one store (the store stays single-writer, so resumption and
-checksums work exactly as for local sweeps).
-"""
+"""Sweeps on Ray: prompts sharded over workers (one per GPU), each loading the pair once; records return to
+the driver, which appends them to the one single-writer store (resume and checksums as locally)."""
 
 from __future__ import annotations
 
@@ -47,11 +43,8 @@ def run_sweep_ray(
     shard_size: int = RAY_SHARD_SIZE,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> SweepStore:
-    """Like :func:`~specpolicy.sweep.run.run_sweep`, with prompts sharded over Ray tasks.
-
-    Uses a running cluster when ``ray.init`` finds one, else starts a local instance. Workers ask
-    for one GPU each when ``settings.device`` is CUDA.
-    """
+    """:func:`~specpolicy.sweep.run.run_sweep` with prompts sharded over Ray tasks (a running cluster, else a
+    local one; a GPU per worker on CUDA)."""
     ray = _require_ray()
     import torch
 

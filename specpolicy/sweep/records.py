@@ -1,11 +1,6 @@
-"""Typed, versioned sweep records: what one prompt's sweep measured (no torch).
-
-Version 2 adds ``prompt_sha256`` (the encoded prompt's content hash) and keys feature files by
-prompt id and content; version 1 records (earlier stores, the shipped zoo sweeps) read unchanged. The optional
-``conversation`` and ``text_key`` say what the store's split groups a record by.
-Every record is validated on read: a tau outside [1, B] (0 only for a prompt finished by
-prefill), a replay table of the wrong shape or an unknown field makes the line malformed.
-"""
+"""Typed, versioned sweep records (no torch). Version 2 adds ``prompt_sha256`` and keys features by id and
+content (version 1 reads unchanged); ``conversation`` and ``text_key`` group the split. A record is validated on
+read: a tau outside [1, B], a mis-shaped replay table or an unknown field makes the line malformed."""
 
 from __future__ import annotations
 

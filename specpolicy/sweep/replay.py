@@ -1,15 +1,9 @@
 """Exact counterfactual replay: what every block size would have done, from one decode.
 
-Lossless decoding emits the same tokens whatever the block size (at T = 0, and at T > 0 with
-argmax drafts and positional uniforms, given the seed). The target's features at a position depend
-only on the tokens before it, and the drafter's block at anchor ``s`` depends only on the features
-before ``s``, the anchor token and B. So one decode, one teacher-forced target pass and batched
-drafter passes give the accepted length of any block size at any anchor a schedule can reach; any
-per-prompt or per-cycle schedule is then simulated without another target pass.
-
-Only reachable anchors are drafted: from the first anchor, every candidate's accepted length
-leads to a next anchor, and so on. Candidates near each other mostly accept the same drafts, so
-this visits a few anchors per cycle of the live decode instead of every output position.
+Lossless decoding emits the same tokens at every block size, the target's features at a position depend on the
+tokens before it only, and the drafter's block at anchor ``s`` on the features before ``s``, the anchor token
+and B. So one decode, one teacher-forced target pass and batched drafter passes over the anchors some schedule
+reaches give every candidate's accepted length there.
 """
 
 from __future__ import annotations
@@ -33,11 +27,8 @@ __all__ = ["ReplayTable", "build_replay"]
 
 
 def _matching_prefix(lm_head: torch.nn.Module, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Length of the prefix where argmax(lm_head(hidden)) equals ``labels``: [A].
-
-    Projects position k only for the anchors whose drafts matched at every earlier position, so the
-    LM head runs on a few rows per position instead of all of them.
-    """
+    """Length [A] of the prefix where argmax(lm_head(hidden)) equals ``labels`` (the LM head runs only on the
+    rows still matching)."""
     accepted = torch.zeros(hidden.shape[0], dtype=torch.long, device=hidden.device)
     alive = torch.arange(hidden.shape[0], device=hidden.device)
     for k in range(hidden.shape[1]):
@@ -65,14 +56,9 @@ def _accepted_at_reachable_anchors(
     candidates: tuple[int, ...], rows_per_pass: int, verify_lengths: bool = False,
     confidence_sizes: tuple[int, ...] = (),
 ) -> tuple[np.ndarray, dict[int, np.ndarray], dict[int, np.ndarray]]:
-    """accepted [n_anchor, C] (int16) at the anchors some schedule reaches from the first; -1 elsewhere,
-    and the confidences and entropies [n_anchor, B - 1] of each size in ``confidence_sizes`` (NaN elsewhere).
-
-    Args:
-        ids: [S] the replayed sequence. context: the target features [1, S, L*H] the drafter reads.
-        verify_lengths: schedules may verify fewer tokens than they draft, so a cycle accepting a
-            drafts can end at any of the next a + 1 anchors: all of them are replayed.
-    """
+    """accepted [n_anchor, C] (int16; -1 where unreached) and confidences / entropies [n_anchor, B - 1] of each
+    size in ``confidence_sizes``, from ``ids`` [S] and the drafter's ``context`` [1, S, L*H]; with
+    ``verify_lengths``, the anchors after every shorter verify too."""
     device = ids.device
     cache = decoder.drafter.new_cache()
     decoder.drafter.cache_context(context, torch.arange(context.shape[1], device=device).unsqueeze(0), cache)
@@ -120,14 +106,9 @@ def build_replay(
     verify_lengths: bool = False,
     confidence_sizes: Sequence[int] = (),
 ) -> tuple[ReplayTable, DecodeTrace]:
-    """Decode once at ``reference_block_size`` and tabulate every candidate's accepted lengths.
-
-    Returns the table and the live trace of the reference decode (its output, prefill logits and
-    timings are real). Needs argmax drafts (``decoder.draft_sampling`` off). ``rows_per_pass``: drafter
-    block rows per forward (anchors x candidate sizes). ``verify_lengths``: replay every anchor a
-    schedule that verifies fewer tokens than it drafts can reach; ``confidence_sizes``: record the
-    drafter's confidences of blocks of these sizes (what verify rules read).
-    """
+    """Decode once at ``reference_block_size`` (argmax drafts) and tabulate every candidate's accepted lengths ->
+    (table, the real trace of that decode). ``rows_per_pass``: drafter rows per forward; ``verify_lengths`` and
+    ``confidence_sizes`` as in :func:`_accepted_at_reachable_anchors`."""
     if decoder.draft_sampling:
         raise ValueError("exact replay needs argmax drafts; build the decoder with draft_sampling=False")
     candidates = check_candidate_set(candidates)

@@ -40,11 +40,8 @@ BEFORE_META = {".lock", "features", "meta.tmp", "meta.json.tmp"}
 
 
 def check_resumable(path: str | Path, meta: dict) -> None:
-    """Fail, naming every differing setting, when ``path`` holds a sweep ``meta`` cannot resume.
-
-    Run it before loading models: it needs only the settings (model fingerprints are checked
-    again by :meth:`~specpolicy.sweep.store.SweepStore.open` once the models are loaded).
-    """
+    """Fail, naming every differing setting, when ``path`` holds a sweep ``meta`` cannot resume (before models
+    load; fingerprints are checked again by :meth:`~specpolicy.sweep.store.SweepStore.open`)."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise StoreUnusableError(f"--out {path} is a file; pass a folder for the sweep store")

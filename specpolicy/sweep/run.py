@@ -1,9 +1,5 @@
-"""Block-size sweeps: every prompt at every candidate block size, into a sweep store.
-
-``replay`` (default) decodes each prompt once and tabulates every candidate exactly
-(:mod:`specpolicy.sweep.replay`); ``live`` decodes each prompt at every candidate and at B = 1,
-with measured timings (the naive sweep, kept for validation and wall-clock numbers).
-"""
+"""Block-size sweeps into a sweep store: ``replay`` (default) decodes each prompt once and tabulates every
+candidate exactly; ``live`` decodes at every candidate and B = 1 with measured timings."""
 
 from __future__ import annotations
 

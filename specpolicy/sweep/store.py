@@ -1,18 +1,10 @@
 """The sweep store: a folder of typed per-prompt records, append-only, resumable, checksummed and locked.
 
-Layout (store schema ``specpolicy.sweep/1``; records :mod:`specpolicy.sweep.records`, version 2)::
-
-    DIR/meta.json                 settings and provenance (models, dtype, device, seed, candidates, ...)
-    DIR/records.jsonl             one JSON record per finished prompt, each with a sha256 ``checksum``
-    DIR/features/ID.safetensors   prefill features of a record (``logits``: float16 [V]); ID hashes the
-                                  prompt id and content, so a resume never points a record at another's
-    DIR/latency.json              the cost table (draft/verify seconds per block size, AR step) for modelled time
-    DIR/.lock                     held by the one process writing
-
-A record is committed by appending its line, after its features file is in place, so a sweep
-killed at any point loses no finished prompt and, rerun, duplicates none. A torn last line is
-closed before the next append; a line that is torn, not UTF-8, not a JSON object, fails its
-checksum or its schema is reported and skipped, never used.
+Layout (schema ``specpolicy.sweep/1``; records :mod:`specpolicy.sweep.records`): ``meta.json`` (settings and
+provenance), ``records.jsonl`` (a checksummed JSON record per finished prompt), ``features/ID.safetensors``
+(prefill ``logits`` float16 [V]; ID hashes the prompt id and content), ``latency.json`` (the cost table),
+``.lock``. A record is committed by appending its line after its features file is in place, so a kill loses
+no finished prompt and a rerun duplicates none; a torn or invalid line is reported and skipped, never used.
 """
 
 from __future__ import annotations
@@ -63,11 +55,8 @@ def _last_byte(file: Path) -> bytes:
 
 
 class SweepStore:
-    """A sweep store folder. Create or resume with :meth:`open` (locks it); read with :meth:`records`.
-
-    ``split``: read one side of the store only (``train`` or ``validation``: conversations and inputs never
-    straddle the two, :func:`~specpolicy.data.splits.validation_ids`).
-    """
+    """A sweep store folder: create or resume with :meth:`open` (locks it), read with :meth:`records`;
+    ``split`` reads one side (``train`` or ``validation``, :func:`~specpolicy.data.splits.validation_ids`)."""
 
     def __init__(self, path: Path, meta: dict, split: str | None = None) -> None:
         if split is not None and split not in SIDES:

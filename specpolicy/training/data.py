@@ -17,12 +17,8 @@ LABELS = ("time", "tau")
 
 def candidate_values(store: SweepStore, records: list[SweepRecord], candidates: Sequence[int], label: str,
                      costs: CostTable | None = None) -> np.ndarray:
-    """What each candidate is worth per prompt, higher is better: float64 [n, C].
-
-    ``label="time"``: minus the modelled time relative to plain AR (-1 / speedup), priced with
-    ``costs`` (default: the store's table); prompts of equal length weigh alike, so maximising its
-    sum maximises pooled speed. ``label="tau"``: tau (the paper's objective).
-    """
+    """What each candidate is worth per prompt (higher is better), float64 [n, C]: ``label="time"``, minus the
+    modelled time relative to AR (-1 / speedup) under ``costs``; ``label="tau"``, tau."""
     if label == "tau":
         return store.tau_matrix(records, candidates)
     costs = costs if costs is not None else store.latency()
@@ -40,14 +36,8 @@ def candidate_values(store: SweepStore, records: list[SweepRecord], candidates: 
 
 def training_set(store: SweepStore, label: str = "time", candidates: Sequence[int] | None = None,
                  costs: CostTable | None = None, records: Sequence[SweepRecord] | None = None) -> TrainingSet:
-    """Features, per-candidate values and oracle labels of every valid record.
-
-    Args:
-        label: ``time`` (fastest candidate by modelled time, the default) or ``tau`` (the paper's argmax tau).
-        candidates: a subset of the store's block sizes (default: all of them).
-        costs: price ``time`` labels with another machine's cost table (default: the store's).
-        records: the store's valid records when the caller has read them already (default: read them).
-    """
+    """Features, per-candidate values and oracle labels of every valid record: ``label`` ``time`` (default) or
+    ``tau``; ``candidates`` a subset of the store's; ``costs`` another machine's table; ``records`` if read."""
     if label not in LABELS:
         raise ValueError(f"unknown label {label!r}; use one of {', '.join(LABELS)}")
     candidates = tuple(sorted(candidates)) if candidates else store.candidates

@@ -1,12 +1,9 @@
-"""Train a learned block-size policy from a sweep store (reads top to bottom).
+"""Train a learned block-size policy from a sweep store (reads top to bottom)::
 
     specpolicy train blockpilot --sweep runs/sweep-train --out runs/blockpilot
 
-What a policy learns is its family's: BlockPilot and the sklearn baselines predict, per prompt, the cycles
-per token of every candidate (machine-free; the machine's cost table prices them when the policy runs).
-Classifiers learn labels: the fastest candidate by modelled time, or the argmax of tau (the paper).
-Prompts are split by a hash of their id into train / validation (early stopping), so nothing is
-validated on what it trained on. ``--shuffle-labels`` trains the control that must not beat chance.
+Regressors learn cycles per token of every candidate (machine-free), classifiers the fastest or argmax-tau
+label; prompts split by id hash into train / validation (early stopping). ``--shuffle-labels`` is the control.
 """
 
 from __future__ import annotations
