@@ -10,16 +10,56 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
+from typing import ClassVar, TypeVar
 
 import numpy as np
 
 from specpolicy.defaults import CONTEXT_BUCKETS, MAX_LATENCY_SPREAD
 from specpolicy.files import write_text
 
+Table = TypeVar("Table", bound="TableFile")
+
+
+class TableFile:
+    """Reading, writing and flagging, the one way for both cost-table classes (:class:`CostTable`,
+    :class:`~specpolicy.replay.batch_costs.BatchCostTable`): a missing file is a FileNotFoundError, a file that
+    is not a table a ValueError naming it, and a flagged table loads and warns wherever it prices."""
+
+    WHAT: ClassVar[str] = "cost table"
+    MEASURE: ClassVar[str] = "bench latency"
+    OPTION: ClassVar[str] = "--costs"
+
+    def save(self, path: str | Path) -> None:
+        write_text(path, json.dumps(self.to_json(), indent=2))
+
+    @classmethod
+    def load(cls: type[Table], path: str | Path) -> Table:
+        file, remeasure = Path(path), f"remeasure it with `specpolicy {cls.MEASURE} --out FILE`"
+        if not file.is_file():
+            raise FileNotFoundError(f"{cls.WHAT} {file} does not exist; measure one with "
+                                    f"`specpolicy {cls.MEASURE} --out {file}`")
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                raise TypeError(f"a JSON {type(data).__name__}")
+            return cls.from_json(data)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, TypeError, AttributeError, KeyError) as exc:
+            raise ValueError(f"{file} is not a {cls.WHAT} ({exc}); {remeasure}") from None
+        except ValueError as exc:  # a readable table with impossible seconds
+            raise ValueError(f"{file}: {exc}") from None
+
+    def flag_warnings(self, where: object) -> list[str]:
+        """A line per problem of ``check()``, naming ``where`` the table came from: what every caller that
+        prices with a table says of a flagged one."""
+        return [f"the {self.WHAT} {where} is flagged ({problem}); modelled speeds and cost-aware choices can be "
+                f"off: remeasure on a quiet machine (`specpolicy {self.MEASURE} --out FILE`, then {self.OPTION} FILE)"
+                for problem in self.check()]
+
 
 @dataclass(frozen=True)
-class CostTable:
+class CostTable(TableFile):
     """Seconds of one cycle per block size, and of one plain autoregressive step: ``draft_seconds[B]`` (0 at
     B = 1), ``verify_seconds[B]`` (with hidden states), ``ar_seconds`` (without: every speedup's baseline),
     ``spread[B]`` (relative IQR of repeats), ``source`` (provenance of a table not measured here)."""
@@ -54,21 +94,26 @@ class CostTable:
     def block_sizes(self) -> tuple[int, ...]:
         return tuple(sorted(self.verify_seconds))
 
+    @cached_property
+    def _prices(self) -> dict:
+        """The one cache of cycle prices, filled once per table (replay asks millions of times): seconds per block
+        size, and as arrays per candidate set (:meth:`fastest`)."""
+        return {b: self.draft_seconds.get(b, 0.0) + v for b, v in self.verify_seconds.items()}
+
     def cycle_seconds(self, block_size: int) -> float:
         """Draft + verify seconds of one cycle at ``block_size``."""
-        cycles = self.__dict__.get("_cycles")
-        if cycles is None:  # summed once per table: replay asks millions of times
-            cycles = {b: self.draft_seconds.get(b, 0.0) + v for b, v in self.verify_seconds.items()}
-            object.__setattr__(self, "_cycles", cycles)
-        seconds = cycles.get(block_size)
+        seconds = self._prices.get(block_size)
         if seconds is None:
-            size = int(block_size)
-            if size not in cycles:
-                raise ValueError(f"the cost table has no entry for block size {size} (it has "
-                                 f"{list(self.block_sizes)}); remeasure with `specpolicy bench latency --candidates "
-                                 f"...` including {size}")
-            seconds = cycles[size]
+            self._require([int(block_size)])
+            seconds = self._prices[int(block_size)]
         return seconds
+
+    def _require(self, block_sizes: Iterable[int]) -> None:
+        missing = [str(b) for b in block_sizes if b not in self.verify_seconds]
+        if missing:
+            raise ValueError(f"the cost table has no entry for block size {', '.join(missing)} (it has "
+                             f"{list(self.block_sizes)}); remeasure with `specpolicy bench latency --candidates ...` "
+                             "including them")
 
     def seconds(self, block_sizes: Iterable[int]) -> float:
         """Modelled seconds of cycles with these block sizes."""
@@ -102,16 +147,11 @@ class CostTable:
     def fastest(self, cycles_per_token: np.ndarray, candidates: Sequence[int]) -> np.ndarray:
         """Per prompt, the candidate index with the fewest expected seconds per token: ``cycles_per_token``
         float [n, C] x a cycle's seconds. Ties go to the larger block. Returns int64 [n]."""
-        priced = self.__dict__.setdefault("_priced", {})  # per candidate set: per-cycle policies ask every cycle
         key = tuple(candidates)
-        if key not in priced:
-            missing = [b for b in candidates if b not in self.verify_seconds]
-            if missing:
-                raise ValueError(f"the cost table has no entry for block sizes {missing} (it has "
-                                 f"{list(self.block_sizes)}); remeasure with `specpolicy bench latency --candidates "
-                                 "...` including them")
-            priced[key] = np.array([self.cycle_seconds(b) for b in candidates])
-        seconds = np.atleast_2d(cycles_per_token) * priced[key]
+        if key not in self._prices:
+            self._require(candidates)
+            self._prices[key] = np.array([self._prices[b] for b in candidates])
+        seconds = np.atleast_2d(cycles_per_token) * self._prices[key]
         flipped = seconds[:, ::-1]  # argmin returns the first minimum: read from the largest block down
         return (len(candidates) - 1 - flipped.argmin(axis=1)).astype(np.int64)
 
@@ -138,13 +178,6 @@ class CostTable:
                             f"with hidden states ({1e3 * self.verify_seconds[1]:.2f} ms)")
         return problems
 
-    def flag_warnings(self, where: object) -> list[str]:
-        """The one warning a flagged table gets wherever it prices time or choices (replay, live, generate,
-        benchmarks): a line per problem of :meth:`check`, naming ``where`` the table came from."""
-        return [f"the cost table {where} is flagged ({problem}); modelled speeds and cost-aware choices can be off: "
-                "remeasure on a quiet machine (`specpolicy bench latency --out FILE`, then --costs FILE)"
-                for problem in self.check()]
-
     # --- JSON ------------------------------------------------------------------------------------
 
     def to_json(self) -> dict:
@@ -170,38 +203,6 @@ class CostTable:
                    data.get("device", ""), data.get("machine", ""), int(data.get("context_length", 0)),
                    int(data.get("repeats", 0)), by_size("spread"), tuple(data.get("warnings", ())),
                    data.get("source", ""))
-
-    def save(self, path: str | Path) -> None:
-        write_text(path, json.dumps(self.to_json(), indent=2))
-
-    @classmethod
-    def load(cls, path: str | Path) -> CostTable:
-        data = read_table(path, "cost table", "bench latency")
-        try:
-            return cls.from_json(data)
-        except (TypeError, AttributeError) as exc:
-            raise ValueError(f"{path} is not a cost table ({exc}); remeasure it with `specpolicy bench latency`") \
-                from None
-        except ValueError as exc:  # a readable table with impossible seconds: name the file it came from
-            raise ValueError(f"{path}: {exc}") from None
-
-
-def read_table(path: str | Path, what: str, measure: str) -> dict:
-    """The JSON object of a cost table file, read the one way both table classes read theirs: a
-    FileNotFoundError for a missing file, a ValueError for an unreadable one, each naming the command that
-    measures one (``specpolicy {measure}``)."""
-    file = Path(path)
-    if not file.is_file():
-        raise FileNotFoundError(f"{what} {file} does not exist; measure one with `specpolicy {measure} --out {file}`")
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{file} is not a {what} ({exc}); remeasure it with `specpolicy {measure} --out FILE`") \
-            from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{file} is not a {what} (a JSON {type(data).__name__}); remeasure it with "
-                         f"`specpolicy {measure} --out FILE`")
-    return data
 
 
 def nearest_context(tables: Sequence[CostTable], context: int) -> CostTable:

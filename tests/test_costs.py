@@ -121,3 +121,32 @@ def test_both_table_classes_name_a_missing_or_unreadable_file_alike(tmp_path, ki
     with pytest.raises(ValueError, match=rf"garbage.json is not a .*cost table .*; remeasure it with `specpolicy "
                                          rf"{measure}"):
         cls.load(tmp_path / "garbage.json")
+
+
+def _flagged_tables():
+    """A noisy table of each class (reported: one warned and priced, the other refused, with other words)."""
+    from specpolicy.replay.batch_costs import BatchCostTable
+
+    batch = BatchCostTable({1: {1: 1.0, 4: 1.2}}, {1: {4: 0.3}}, spread={1: {1: 0.6, 4: 0.01}})
+    return {"cost table": (table({1: 5.0, 16: 9.0}, spread={16: 0.6}), "bench latency", "--costs"),
+            "batch cost table": (batch, "bench batch-latency", "--batch-costs")}
+
+
+@pytest.mark.parametrize("what", ["cost table", "batch cost table"])
+def test_both_table_classes_load_fail_and_flag_alike(tmp_path, what):
+    """Issue 48: FileNotFoundError against ValueError, warn against refuse, by class. One rule now: a flagged
+    table loads and warns (naming the file and the command that remeasures it) wherever it prices."""
+    flagged, command, option = _flagged_tables()[what]
+    cls = type(flagged)
+    flagged.save(tmp_path / "t.json")
+    loaded = cls.load(tmp_path / "t.json")
+    assert loaded.check() and any("noisy" in p for p in loaded.check())
+    [line] = loaded.flag_warnings(tmp_path / "t.json")
+    assert f"the {what} {tmp_path / 't.json'} is flagged (noisy" in line
+    assert f"`specpolicy {command} --out FILE`, then {option} FILE" in line
+    with pytest.raises(FileNotFoundError, match=f"{what} .*missing.json does not exist.*specpolicy {command}"):
+        cls.load(tmp_path / "missing.json")
+    for name, text in (("list.json", "[1, 2]"), ("text.json", "not json"), ("empty.json", "{}")):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(ValueError, match=f"{name}.*(not a {what}|needs)"):
+            cls.load(tmp_path / name)

@@ -134,8 +134,7 @@ def batch_latency(
              **{f"draft {n}": f"{1e3 * table.draft[b][n]:.1f}" for n in sorted(table.draft[b])}} for b in batches]
     emit(rows, fmt, title=f"ms per pass: {table.machine}, {table.threads} thread(s), {table.dtype}")
     for problem in table.check():
-        stderr.print(f"flagged: {problem}; compare and export refuse it without --allow-noisy (remeasure when the "
-                     "machine is quiet)")
+        stderr.print(f"[yellow]warning:[/] {problem}")
     if out is not None:
         table.save(out)
         stderr.print(f"batch cost table saved to {out}")

@@ -43,7 +43,6 @@ TemperatureOption = typer.Option(0.0, min=0.0, help="sampling temperature (0 = g
 SeedOption = typer.Option(0, help="seed of the prompt sample, sampling and training")
 DatasetOption = typer.Option("sharegpt", help="prompt set name or a .jsonl/.txt file")
 BenchPromptsOption = typer.Option(BENCH_PROMPTS, min=1, help="prompts (the first of a seeded sample)")
-AllowNoisyOption = typer.Option(False, help="use the batch cost table even when it is flagged noisy or not monotone")
 ServerOption = typer.Option(None, "--server", help="the llama-server binary (default: $SPECPOLICY_LLAMA_SERVER, PATH, "
                             "or the one `specpolicy engine build` cached)")
 DraftSamplingOption = typer.Option(
@@ -89,6 +88,11 @@ def fail(message: str) -> typer.Exit:
     """Print ``message`` as an error on stderr; raise the returned exit."""
     stderr.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
     return typer.Exit(code=2)
+
+
+def warn_line(line: str) -> None:
+    """A warning (such as a flagged cost table's, :meth:`~specpolicy.costs.TableFile.flag_warnings`) on stderr."""
+    stderr.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True, highlight=False)
 
 
 def check_draft_sampling(draft_sampling: bool, temperature: float) -> None:

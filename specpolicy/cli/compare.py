@@ -10,7 +10,6 @@ from pathlib import Path
 import typer
 
 from specpolicy.cli.common import (
-    AllowNoisyOption,
     DeviceOption,
     DrafterOption,
     DtypeOption,
@@ -53,7 +52,6 @@ def compare(
                                               "a heat map); 1: one prompt at a time"),
     batch_costs: Path = typer.Option(None, help="batch cost table for --concurrency (`specpolicy bench "
                                                 "batch-latency --out FILE`)"),
-    allow_noisy: bool = AllowNoisyOption,
     costs: str = typer.Option(None, help="price replay with this cost table (from `specpolicy bench latency`); "
                                          "several (a.json,b.json) measured at different --context price each prompt "
                                          "with the one nearest its length"),

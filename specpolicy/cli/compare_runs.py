@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from specpolicy.cli.common import settings_from, stderr
+from specpolicy.cli.common import settings_from, stderr, warn_line
 from specpolicy.defaults import MAX_PROMPT_TOKENS, cache_dir
 from specpolicy.evaluation.compare import (
     CompareOptions,
@@ -21,11 +21,6 @@ from specpolicy.evaluation.compare import (
     stored_labels,
     stored_runs,
 )
-
-
-def warn_line(line: str) -> None:
-    """A flagged cost table, said on stderr (:meth:`~specpolicy.costs.CostTable.flag_warnings`)."""
-    stderr.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True, highlight=False)
 
 
 def results_per_dataset(options: CompareOptions) -> Iterator[Run]:

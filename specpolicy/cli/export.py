@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from specpolicy.cli.common import AllowNoisyOption, ServerOption, fail, stderr
+from specpolicy.cli.common import ServerOption, fail, stderr, warn_line
 from specpolicy.files import write_text
 
 
@@ -23,7 +23,6 @@ def export(
     drafter: str = typer.Option(None, help="the drafter's path or hub id on the serving machine, written into the "
                                            "configs (default: a marked placeholder naming the sweep's drafter)"),
     out: Path = typer.Option(None, help="write the JSON here instead of stdout"),
-    allow_noisy: bool = AllowNoisyOption,
     fastest: bool = typer.Option(False, help="also search the fastest static configuration of each engine for "
                                              "the sweep, whatever the policy, and print it beside the policy's"),
 ) -> None:
@@ -44,7 +43,9 @@ def export(
         raise fail("the vLLM and SGLang export simulates the policy serving: pass --sweep DIR and --batch-costs FILE "
                    "(or --engine llamacpp for llama-server command lines)")
     batches = parse_candidates(batch_sizes, "--batch-sizes", block_sizes=False)
-    costs = BatchCostTable.load(batch_costs, allow_noisy=allow_noisy)
+    costs = BatchCostTable.load(batch_costs)
+    for line in costs.flag_warnings(batch_costs):
+        warn_line(line)
     if max(batches) > max(costs.batch_sizes):
         raise fail(f"--batch-sizes go to {max(batches)} but {batch_costs} measured up to {max(costs.batch_sizes)}; "
                    f"measure more with `specpolicy bench batch-latency --batch-sizes 1-{max(batches)}`")

@@ -77,7 +77,6 @@ class CompareOptions:
     """requests served together: one value, or several (a map over concurrencies)"""
     batch_costs: Path | None = None
     split: str | None = None
-    allow_noisy: bool = False
     by: str | None = None
     engine: str | None = None
     """a serving engine the policies run in (``llamacpp``), measured there"""
@@ -131,9 +130,6 @@ class CompareOptions:
         if len(self.costs) > 1 and self.mode is Mode.live:
             raise ValueError("several --costs tables price replay by each prompt's context; live decoding reads one "
                              "table: pass one")
-        if self.allow_noisy and self.batch_costs is None:
-            raise ValueError("--allow-noisy lets a flagged --batch-costs table through; without --batch-costs it "
-                             "does nothing: drop it (a flagged --costs table is used with a warning)")
         if self.batch_costs is not None and self.costs:
             raise ValueError("--costs prices one request at a time and serving prices every step with --batch-costs; "
                              "drop --costs (the batch table gives each concurrency's per-request costs)")
@@ -256,7 +252,9 @@ def stored_runs(options: CompareOptions, on_warning: Callable[[str], object] = w
         from specpolicy.evaluation.serving import StoredPrompts, evaluate_serving
         from specpolicy.replay.batch_costs import BatchCostTable
 
-        batch = BatchCostTable.load(options.batch_costs, allow_noisy=options.allow_noisy)
+        batch = BatchCostTable.load(options.batch_costs)
+        for line in batch.flag_warnings(options.batch_costs):
+            on_warning(line)
         prompts = StoredPrompts.load(store)
         for concurrency in options.concurrency:
             yield Run(name, concurrency, evaluate_serving(store, built, batch, concurrency, prompts=prompts))
@@ -294,14 +292,14 @@ def comparison_rows(runs: Sequence[Run], labels: dict[str, dict[str, str]], opti
 def compare_sweep(sweep: str | Path, policies: Sequence[str], *, costs: Sequence[str | Path] = (),
                   candidates: Sequence[int] | None = None, split: str | None = None, by: str | None = None,
                   baseline: str = COMPARE_BASELINE, oracle: str = COMPARE_ORACLE, concurrency: Sequence[int] = (1,),
-                  batch_costs: str | Path | None = None, allow_noisy: bool = False) -> list[ComparisonRow]:
+                  batch_costs: str | Path | None = None) -> list[ComparisonRow]:
     """``specpolicy compare --sweep`` from Python: ``costs`` price replay (several: by context);
     ``batch_costs`` and ``concurrency`` serve the prompts together; ``by`` adds rows per category, group or
     context bucket. A flagged cost table is reported with :func:`warnings.warn`."""
     options = CompareOptions(list(policies), sweep=Path(sweep), costs=tuple(map(Path, costs)),
                              candidates=list(candidates) if candidates else None, split=split, by=by,
                              baseline=baseline, oracle=oracle, concurrency=tuple(concurrency),
-                             batch_costs=Path(batch_costs) if batch_costs else None, allow_noisy=allow_noisy)
+                             batch_costs=Path(batch_costs) if batch_costs else None)
     options.validate()
     labels = {options.sweep.name: stored_labels(sweep, by)} if by else {}
     return comparison_rows(list(stored_runs(options)), labels, options)

@@ -4,19 +4,16 @@ total tokens. :meth:`BatchCostTable.at_concurrency` gives the per-request :class
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
-from pathlib import Path
 
 import numpy as np
 
-from specpolicy.costs import CostTable, read_table
+from specpolicy.costs import CostTable, TableFile
 from specpolicy.cycles import expected_tokens
 from specpolicy.defaults import ACCEPTANCE_PRIOR, MAX_LATENCY_SPREAD
-from specpolicy.files import write_text
 
 
 def _interpolate(points: Mapping[int, float], x: float) -> float:
@@ -30,9 +27,11 @@ def _interpolate(points: Mapping[int, float], x: float) -> float:
 
 
 @dataclass(frozen=True)
-class BatchCostTable:
+class BatchCostTable(TableFile):
     """``verify[b][n]``: seconds of a target pass over b sequences x n tokens; ``draft[b][n]``: a drafter pass
     over b blocks of n. ``lengths``: the per-sequence lengths measured."""
+
+    WHAT, MEASURE, OPTION = "batch cost table", "bench batch-latency", "--batch-costs"
 
     verify: Mapping[int, Mapping[int, float]]
     draft: Mapping[int, Mapping[int, float]]
@@ -95,19 +94,19 @@ class BatchCostTable:
         share = (batch - below) / (above - below)
         return at(below) + share * (at(above) - at(below))
 
-    def verify_seconds(self, lengths: Sequence[int]) -> float:
+    def verify_cost(self, lengths: Sequence[int]) -> float:
         """One target pass verifying ``lengths`` tokens for each sequence of the batch."""
         lengths = [n for n in lengths if n > 0]
         return self._along_batch(self.verify, len(lengths), sum(lengths)) if lengths else 0.0
 
-    def draft_seconds(self, block_sizes: Sequence[int]) -> float:
+    def draft_cost(self, block_sizes: Sequence[int]) -> float:
         """One drafter pass over the blocks of the sequences that draft (B > 1)."""
         blocks = [b for b in block_sizes if b > 1]
         return self._along_batch(self.draft, len(blocks), sum(blocks)) if blocks else 0.0
 
     def step_seconds(self, actions: Sequence[tuple[int, int]]) -> float:
         """One engine step in which each active request runs a cycle (B, L)."""
-        return self.draft_seconds([b for b, _ in actions]) + self.verify_seconds([v for _, v in actions])
+        return self.draft_cost([b for b, _ in actions]) + self.verify_cost([v for _, v in actions])
 
     def at_concurrency(self, concurrency: int, block_sizes: Sequence[int]) -> CostTable:
         """Per-request costs when ``concurrency`` requests step together: a cycle of B costs (draft of c blocks
@@ -116,8 +115,8 @@ class BatchCostTable:
         the share of a step of c plain AR requests, the speedups' baseline."""
         c = int(concurrency)
         sizes = sorted(set(block_sizes) | {1})
-        draft = {b: self.draft_seconds([b] * c) for b in sizes}  # one batched pass of each size, priced once
-        verify = {b: self.verify_seconds([b] * c) for b in sizes}
+        draft = {b: self.draft_cost([b] * c) for b in sizes}  # one batched pass of each size, priced once
+        verify = {b: self.verify_cost([b] * c) for b in sizes}
         drafts = any(expected_tokens(ACCEPTANCE_PRIOR, b) * verify[1] >= draft[b] + verify[b] for b in sizes[1:])
         others = [(sizes[1], sizes[1]) if drafts else (1, 1)] * (c - 1)
         beside_others = self.step_seconds([*others, (1, 1)])
@@ -147,16 +146,3 @@ class BatchCostTable:
         return cls(table("verify"), table("draft"), data.get("threads"), data.get("machine", ""),
                    data.get("dtype", ""), int(data.get("context_length", 0)),
                    table("spread") if "spread" in data else {})
-
-    def save(self, path: str | Path) -> None:
-        write_text(path, json.dumps(self.to_json(), indent=2))
-
-    @classmethod
-    def load(cls, path: str | Path, allow_noisy: bool = False) -> BatchCostTable:
-        """Read a table; a flagged one (:meth:`check`) is refused unless ``allow_noisy``."""
-        table = cls.from_json(read_table(path, "batch cost table", "bench batch-latency"))
-        problems = table.check()
-        if problems and not allow_noisy:
-            raise ValueError(f"the batch cost table {path} is flagged: {'; '.join(problems)}; remeasure it on a quiet "
-                             "machine (`specpolicy bench batch-latency --out FILE`), or pass --allow-noisy to use it")
-        return table

@@ -169,7 +169,7 @@ def test_sweep_command_and_resume(test_zoo, prompt_file, tmp_path):
         (["bench", "batch-latency", "--batch-sizes", "0,2"], "--batch-sizes must be distinct"),
         (["sweep", "--out", "/tmp/x", "--dataset", "nope"], "unknown dataset 'nope'"),
         (["generate", " "], "empty prompt"),
-        (["compare", "--allow-noisy"], "does nothing: drop it"),
+        (["compare", "--allow-noisy"], "No such option: --allow-noisy"),
         (["compare", "--by", "context"], "--by context reads each stored prompt's length: pass --sweep DIR"),
         (["compare", "--mode", "live", "--costs", "a.json,b.json"], "live decoding reads one table"),
         (["generate", "hi", "-b", "4", "--target", "/no/such/model"], "neither a zoo name"),

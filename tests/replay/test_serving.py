@@ -28,13 +28,13 @@ def linear_table(batches=(1, 2, 4), fixed=1.0, per_token=0.1, draft_fixed=0.5, d
 
 def test_ragged_steps_interpolate_along_total_tokens():
     table = linear_table()
-    assert table.verify_seconds([4, 4]) == pytest.approx(1.0 + 0.1 * 8)
-    assert table.verify_seconds([1, 7]) == pytest.approx(1.0 + 0.1 * 8)  # ragged: total tokens, same batch
-    assert table.verify_seconds([3, 3, 3]) == pytest.approx(1.0 + 0.1 * 9)  # batch 3 between measured 2 and 4
-    assert table.draft_seconds([1, 1]) == 0.0 and table.draft_seconds([1, 8]) == pytest.approx(0.5 + 0.08)
+    assert table.verify_cost([4, 4]) == pytest.approx(1.0 + 0.1 * 8)
+    assert table.verify_cost([1, 7]) == pytest.approx(1.0 + 0.1 * 8)  # ragged: total tokens, same batch
+    assert table.verify_cost([3, 3, 3]) == pytest.approx(1.0 + 0.1 * 9)  # batch 3 between measured 2 and 4
+    assert table.draft_cost([1, 1]) == 0.0 and table.draft_cost([1, 8]) == pytest.approx(0.5 + 0.08)
     assert table.step_seconds([(8, 3), (1, 1)]) == pytest.approx(0.5 + 0.08 + 1.0 + 0.4)
     with pytest.raises(ValueError, match="up to 4"):
-        table.verify_seconds([1] * 5)
+        table.verify_cost([1] * 5)
 
 
 def test_per_request_costs_at_a_concurrency_share_the_batched_pass():
@@ -108,8 +108,9 @@ def test_concurrent_requests_share_steps_and_finish_with_the_same_tokens(tables)
     (lambda t: t.spread[2].__setitem__(8, 0.6), "noisy"),
     (lambda t: t.verify[2].__setitem__(2, float("nan")), "not a positive finite"),
 ])
-def test_a_noisy_or_inconsistent_batch_table_is_flagged_and_refused(tmp_path, change, flag):
-    """`bench batch-latency` under load once wrote a non-monotone table (verify 4 < verify 1) without a word."""
+def test_a_noisy_or_inconsistent_batch_table_is_flagged_and_warned(tmp_path, change, flag):
+    """`bench batch-latency` under load once wrote a non-monotone table (verify 4 < verify 1) without a word; a
+    flagged table now loads with the one warning every cost table gets (issue 48: one cost-table rule)."""
     from specpolicy.replay.batch_costs import BatchCostTable
 
     table = linear_table()
@@ -119,9 +120,9 @@ def test_a_noisy_or_inconsistent_batch_table_is_flagged_and_refused(tmp_path, ch
     change(bad)
     assert any(flag in problem for problem in bad.check())
     bad.save(tmp_path / "bad.json")
-    with pytest.raises(ValueError, match=f"{flag}.*--allow-noisy"):
-        BatchCostTable.load(tmp_path / "bad.json")
-    assert BatchCostTable.load(tmp_path / "bad.json", allow_noisy=True).check()
+    warnings = BatchCostTable.load(tmp_path / "bad.json").flag_warnings("bad.json")
+    assert warnings and all("batch cost table bad.json is flagged" in line for line in warnings)
+    assert any(flag in line and "--batch-costs FILE" in line for line in warnings)
 
 
 SYNTHETIC = ZOO_DIR / "batch-costs-h200-synthetic.json"
@@ -137,3 +138,26 @@ def test_compare_labels_synthetic_costs(replay_store):
     assert result.exit_code == 0, result.output
     assert {row["timing"] for row in json.loads(result.stdout)} == {"modelled, synthetic costs, concurrency 1",
                                                                     "modelled, synthetic costs, concurrency 64"}
+
+
+def test_compare_and_export_warn_once_on_a_flagged_batch_table(replay_store, tmp_path):
+    """One rule for both tables: a flagged --batch-costs table prices with a warning naming the file (it was
+    refused unless --allow-noisy, where a flagged --costs table warned)."""
+    from typer.testing import CliRunner
+
+    from specpolicy.cli import app
+    from specpolicy.replay.batch_costs import BatchCostTable
+
+    table = BatchCostTable.load(SYNTHETIC)
+    noisy = BatchCostTable(table.verify, table.draft, machine="noisy",
+                           spread={b: {n: 0.6 for n in row} for b, row in table.verify.items()})
+    noisy.save(tmp_path / "noisy.json")
+    runs = {"compare": ["compare", "--sweep", str(replay_store.path), "--policies", "fixed16", "--concurrency", "4",
+                        "--format", "json"],
+            "export": ["export", "fixed16", "--sweep", str(replay_store.path), "--batch-sizes", "1,4",
+                       "--out", str(tmp_path / "export.json")]}
+    for command, args in runs.items():
+        result = CliRunner().invoke(app, [*args, "--batch-costs", str(tmp_path / "noisy.json")])
+        assert result.exit_code == 0, (command, result.output)
+        said = " ".join(result.stderr.split())
+        assert said.count(f"warning: the batch cost table {tmp_path / 'noisy.json'} is flagged (noisy") == 1, said
