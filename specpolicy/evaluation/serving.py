@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from specpolicy.cycles import Plan
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
 from specpolicy.evaluation.replay import check_policies, prompt_observation
 from specpolicy.policy import Answers, Policy, PromptObservation
@@ -36,13 +37,15 @@ def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: Batch
                      on_served: Callable[[Policy, ServingResult], object] | None = None,
                      prompts: StoredPrompts | None = None) -> list[PolicyResults]:
     """Every policy serving the store's prompts at ``concurrency``
-    (:func:`~specpolicy.replay.serving.simulate_serving`), against plain AR at the same concurrency; policies
-    price with ``costs.at_concurrency``; ``on_served(policy, result)`` sees each simulation."""
+    (:func:`~specpolicy.replay.serving.simulate_serving`), against plain AR served through the same simulation
+    (its tail of partly filled steps too); policies price with ``costs.at_concurrency``; ``on_served(policy,
+    result)`` sees each simulation."""
     check_policies(policies, store)
     prompts = prompts or StoredPrompts.load(store)
     priced = costs.at_concurrency(concurrency, store.candidates)
     observations = [replace(o, costs=priced, concurrency=concurrency) for o in prompts.observations]
     answers = [Answers(r.taus, t, r.training_block_size) for r, t in zip(prompts.records, prompts.tables)]
+    plain = simulate_serving(prompts.tables, [lambda: Plan.fixed(1)] * len(prompts.tables), costs, concurrency)
     results = []
     for policy in policies:
         plans = [lambda o=o, a=a, p=policy: p.checked_plan(o, a) for o, a in zip(observations, answers)]
@@ -53,6 +56,6 @@ def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: Batch
                                             f"concurrency {concurrency}")
         for i, record in enumerate(prompts.records):
             result.prompts.append(PromptResult(record.prompt_id, [], served.tau(i), served.tokens[i],
-                                               served.seconds[i], served.tokens[i] * priced.ar_seconds, 0))
+                                               served.seconds[i], plain.seconds[i], 0))
         results.append(result)
     return results

@@ -56,7 +56,7 @@ def test_fastest_prices_predictions_with_the_table():
     assert uniform_costs((1, 4, 16)).fastest(cycles, (1, 4, 16)).tolist() == [2, 2]  # fewest cycles
     tie = CostTable({1: 0.0, 2: 0.0}, {1: 1.0, 2: 2.0}, 1.0)
     assert tie.fastest(np.array([[1.0, 0.5]]), (1, 2)).tolist() == [1]  # ties go to the larger block
-    with pytest.raises(ValueError, match=r"no entry for block sizes \[8\]"):
+    with pytest.raises(ValueError, match="no entry for block size 8 "):
         steep.fastest(cycles, (1, 8, 16))
 
 

@@ -161,3 +161,20 @@ def test_compare_and_export_warn_once_on_a_flagged_batch_table(replay_store, tmp
         assert result.exit_code == 0, (command, result.output)
         said = " ".join(result.stderr.split())
         assert said.count(f"warning: the batch cost table {tmp_path / 'noisy.json'} is flagged (noisy") == 1, said
+
+
+@pytest.mark.parametrize("concurrency", [1, 4, 16])
+def test_plain_decoding_served_is_exactly_the_ar_baseline(concurrency):
+    """Issue 48: SGLang "off" (fixed1 served) was priced below plain decoding (0.995x at 4, 0.952x at 16): the AR
+    baseline assumed full batches to the end while the simulated tail runs fewer requests per step. Plain AR is
+    now served through the same simulator, so B = 1 everywhere is 1x at every concurrency."""
+    from specpolicy.evaluation.serving import evaluate_serving
+    from specpolicy.registry import create_policy
+    from specpolicy.replay.batch_costs import BatchCostTable
+    from specpolicy.sweep.store import SweepStore
+
+    store = SweepStore.load(ZOO_DIR / "sweeps" / "sharegpt")
+    [results] = evaluate_serving(store, [create_policy("fixed1", store.candidates)], BatchCostTable.load(SYNTHETIC),
+                                 concurrency)
+    for prompt in results.prompts:
+        assert prompt.seconds == pytest.approx(prompt.ar_seconds, rel=1e-9), prompt.prompt_id
