@@ -20,6 +20,8 @@ class DecodeState:
     block_size_history: list[int] = field(default_factory=list)
     verify_history: list[int] = field(default_factory=list)
     """verify length L of each finished cycle (B unless a verify rule cut the block)"""
+    batch: int = 1
+    """requests in the engine step the next cycle runs in (set by the serving simulation; 1 elsewhere)"""
 
     @classmethod
     def after_prefill(cls, prefill_logits: Any, prompt_length: int) -> DecodeState:

@@ -90,7 +90,13 @@ class VllmConfig:
         return self.num_speculative_tokens + 1, self.verified(concurrency) + 1
 
     def plan(self, concurrency: int = 1) -> Plan:
-        return Plan.fixed(*self.shape(concurrency))
+        """vLLM's plan: K from the requests each step schedules (``state.batch``, as vLLM keys its schedule);
+        ``concurrency`` only names the per-prompt shape (:meth:`shape`)."""
+        if not self.per_batch:
+            return Plan.fixed(self.num_speculative_tokens + 1)
+        fixed = Plan.fixed(*self.shape(concurrency))
+        return fixed.with_length(lambda state, drafted: min(self.verified(state.batch) + 1, drafted.block_size),
+                                 reads_block=False)
 
     def to_json(self) -> dict:
         """The ``speculative_config``; without a schedule the key is left out (vLLM refuses an empty one)."""

@@ -70,6 +70,8 @@ def simulate_serving(tables: Sequence[ReplayTable], plans: Sequence[Callable[[],
             if session.done:  # finished by prefill: no cycle
                 continue
             active.append(_Active(i, session, plans[i](), clock))
+        for request in active:  # what an engine keying on the scheduled batch (vLLM's schedule) reads
+            request.session.state.batch = len(active)
         cycles = [run_cycle(request.session, request.plan) for request in active]
         result.records.extend(cycles)
         step = costs.step_seconds([(c.block_size, c.verify_length) for c in cycles])

@@ -76,6 +76,7 @@ def test_vllm_dsd_is_the_vllm_config_of_its_parameters():
     state = DecodeState.after_prefill(np.zeros(0, np.float32), 2)
     for concurrency, verify in ((1, 4), (2, 4), (4, 2), (64, 2)):  # past the last range vLLM keeps its K
         plan = policy.plan(PromptObservation(np.zeros(0, np.float32), 2, concurrency=concurrency))
+        state.batch = concurrency  # a step scheduling that many requests: vLLM keys K on it
         assert (plan.block_size, plan.verify_length(state, DraftedBlock(4))) == (4, verify)
 
 

@@ -178,3 +178,22 @@ def test_plain_decoding_served_is_exactly_the_ar_baseline(concurrency):
                                  concurrency)
     for prompt in results.prompts:
         assert prompt.seconds == pytest.approx(prompt.ar_seconds, rel=1e-9), prompt.prompt_id
+
+
+def test_vllm_dsd_verifies_by_the_requests_each_step_schedules():
+    """Issue 48: vllm-dsd took its K from the nominal concurrency for every step, while vLLM keys its schedule on
+    the requests a step schedules (``build_dynamic_sd_schedule_lookup`` of the batch size): in the tail of a run
+    at concurrency 4, a step with one request left verifies K(1) + 1, not K(4) + 1."""
+    from specpolicy.evaluation.serving import evaluate_serving
+    from specpolicy.registry import create_policy
+    from specpolicy.replay.batch_costs import BatchCostTable
+    from specpolicy.sweep.store import SweepStore
+
+    store = SweepStore.load(ZOO_DIR / "sweeps" / "sharegpt")
+    policy = create_policy("vllm-dsd:num_speculative_tokens=15,num_speculative_tokens_per_batch_size=1-1:15/2-64:3",
+                           store.candidates)
+    served = []
+    evaluate_serving(store, [policy], BatchCostTable.load(SYNTHETIC), 4, on_served=lambda p, r: served.append(r))
+    lengths = {c.verify_length for c in served[0].records}
+    assert {c.block_size for c in served[0].records} == {16}
+    assert lengths == {4, 16}, lengths  # 3 drafts + the anchor with others beside it; all 15 when alone
