@@ -30,7 +30,7 @@ from specpolicy.cli.common import (
 from specpolicy.cli.compare_runs import prompt_labels, results_per_dataset
 from specpolicy.cli.sweep import parse_candidates
 from specpolicy.defaults import COMPARE_BASELINE, COMPARE_DATASET, COMPARE_ORACLE, COMPARE_SAMPLES
-from specpolicy.evaluation.compare import CompareOptions, ComparisonRow, Mode, Run
+from specpolicy.evaluation.compare import CompareOptions, ComparisonRow, Mode, Run, check_labels
 
 
 def compare(
@@ -101,12 +101,7 @@ def _labels(options: CompareOptions) -> dict[str, dict[str, str]]:
     if not options.by:
         return {}
     sources = [options.sweep.name] if options.sweep is not None else options.datasets
-    labels = {name: prompt_labels(options, name) for name in sources}
-    unlabelled = [name for name, found in labels.items() if not any(found.values())]
-    if unlabelled:  # the rows would all read '-'
-        raise fail(f"--by {options.by}: no prompt of {', '.join(map(str, unlabelled))} carries a {options.by} label "
-                   "(Spec-Bench and labelled .jsonl files do); drop --by")
-    return labels
+    return check_labels({name: prompt_labels(options, name) for name in sources}, options.by)
 
 
 def _report(options: CompareOptions, runs: list[Run], rows: list[ComparisonRow], labels: dict, fmt: OutputFormat

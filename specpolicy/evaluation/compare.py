@@ -277,6 +277,16 @@ def stored_labels(sweep: str | Path, by: str) -> dict[str, str]:
     return {r.prompt_id: getattr(r, by) or "" for r in records}
 
 
+def check_labels(labels: dict[str, dict[str, str]], by: str) -> dict[str, dict[str, str]]:
+    """``labels`` (dataset -> prompt id -> label), refused where no prompt of a dataset carries a ``by`` label
+    (its rows would all read '-')."""
+    unlabelled = [name for name, found in labels.items() if not any(found.values())]
+    if unlabelled:
+        raise ValueError(f"--by {by}: no prompt of {', '.join(map(str, unlabelled))} carries a {by} label "
+                         "(Spec-Bench and labelled .jsonl files do); drop --by")
+    return labels
+
+
 def comparison_rows(runs: Sequence[Run], labels: dict[str, dict[str, str]], options: CompareOptions
                     ) -> list[ComparisonRow]:
     """Every run summarised (against ``baseline``, with shares of ``oracle``'s gain), per ``by`` label and over
@@ -301,5 +311,5 @@ def compare_sweep(sweep: str | Path, policies: Sequence[str], *, costs: Sequence
                              baseline=baseline, oracle=oracle, concurrency=tuple(concurrency),
                              batch_costs=Path(batch_costs) if batch_costs else None)
     options.validate()
-    labels = {options.sweep.name: stored_labels(sweep, by)} if by else {}
+    labels = check_labels({options.sweep.name: stored_labels(sweep, by)}, by) if by else {}
     return comparison_rows(list(stored_runs(options)), labels, options)

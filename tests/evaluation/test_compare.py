@@ -55,3 +55,59 @@ def test_options_are_checked_against_their_own_defaults(tmp_path):
     assert not CompareOptions(["fixed16"]).given("datasets") and CompareOptions(["x"], datasets=["a"]).given("datasets")
     with pytest.raises(ValueError, match="--oracle oracle-step is not among --policies"):
         CompareOptions(["fixed16"], oracle="oracle-step").validate()
+
+
+def test_candidates_must_be_the_sweeps(replay_store):
+    with pytest.raises(ValueError, match=r"missing \[12\]"):
+        compare_sweep(replay_store.path, ["fixed12"])
+    with pytest.raises(ValueError, match="are not in the sweep's"):
+        compare_sweep(replay_store.path, ["fixed16"], candidates=[4, 5])
+
+
+def test_a_subset_of_the_sweeps_candidates(replay_store):
+    rows = {r.row.policy: r.row for r in compare_sweep(replay_store.path, ["fixed4", "oracle", "oracle-step"],
+                                                       candidates=[1, 4, 16], baseline="fixed4")}
+    assert rows["oracle"].vs_baseline >= 1.0 and rows["oracle-step"].speedup >= rows["oracle"].speedup - 1e-9
+
+
+def test_serving_and_its_refusals(replay_store, tmp_path):
+    from tests.replay.test_serving import linear_table
+
+    linear_table(batches=(1, 2, 4, 8)).save(tmp_path / "batch.json")
+    rows = {r.row.policy: r.row for r in compare_sweep(
+        replay_store.path, ["fixed16", "fixed4", "adaptive", "oracle-step"], concurrency=[4],
+        batch_costs=tmp_path / "batch.json", oracle="oracle-step")}
+    assert rows["fixed16"].timing == "modelled, concurrency 4"
+    assert rows["oracle-step"].gain_share == 1.0 and rows["fixed16"].vs_baseline == 1.0
+    with pytest.raises(ValueError, match="--verify-lengths --confidences"):
+        compare_sweep(replay_store.path, ["threshold"])
+    with pytest.raises(ValueError, match="drop --costs"):
+        compare_sweep(replay_store.path, ["fixed16"], concurrency=[4], batch_costs=tmp_path / "batch.json",
+                      costs=[tmp_path / "batch.json"])
+
+
+def test_rows_by_label(replay_store):
+    rows = compare_sweep(replay_store.path, ["fixed16", "fixed4"], by="context")
+    assert {r.label for r in rows} == {"<512", "all"}
+    with pytest.raises(ValueError, match="carries a category label"):  # was one row per '-'
+        compare_sweep(replay_store.path, ["fixed16"], by="category")
+
+
+def test_a_flagged_cost_table_is_warned_of(replay_store, tmp_path):
+    """Reported in review: the main job priced a fresh sweep with a table measured while the machine was busy
+    (spreads of 35-44%, flagged in latency.json) and printed its speedups without a word."""
+    import shutil
+    import warnings
+
+    for name, spread in (("noisy", 0.4), ("quiet", 0.05)):
+        store = tmp_path / name
+        shutil.copytree(replay_store.path, store)
+        table = json.loads((store / "latency.json").read_text())
+        table["spread"] = {b: spread for b in table["verify_seconds"]}
+        table["verify_seconds"] = {b: 0.01 * (1 + int(b) / 16) for b in table["verify_seconds"]}  # monotone
+        (store / "latency.json").write_text(json.dumps(table))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            compare_sweep(store, ["fixed16", "fixed4"])
+        said = [str(w.message) for w in caught if "cost table" in str(w.message)]
+        assert bool(said) == (name == "noisy") and all("noisy" in line and "bench latency" in line for line in said)
