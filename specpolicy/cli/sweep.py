@@ -128,23 +128,25 @@ def import_blockpilot(
 
 
 def import_traces(
-    file: Path = typer.Argument(..., help="a trace file (SpecDecode-Bench: data/llama3.1-8B/combined_gsm8k.jsonl)"),
+    file: Path = typer.Argument(..., help="SpecDecode-Bench's per-position trace (data/llama3.1-8B/combined_gsm8k."
+                                "jsonl) or a Spec-Bench answer file (told apart by the first line)"),
     out: Path = typer.Option(..., help="sweep store to create (rerun to resume)"),
-    drafter: str = typer.Option("eagle", help="whose acceptance to import: eagle (EAGLE-3) or ngram"),
-    candidates: str = typer.Option("1-16", help="block sizes replay may run (up to the longest recorded run + 1)"),
+    drafter: str = typer.Option("eagle", help="SpecDecode-Bench: whose acceptance to import, eagle (EAGLE-3) or ngram"),
+    candidates: str = typer.Option(None, help="block sizes replay may run (SpecDecode-Bench: up to the longest "
+                                   "recorded run + 1, default 1-16; Spec-Bench answers: the one block the run "
+                                   "drafted, default its longest step)"),
     dataset: str = typer.Option(None, help="dataset name of the prompts (default: from the file name)"),
 ) -> None:
-    """Import per-position acceptance traces of a real model (SpecDecode-Bench's JSONL) into a sweep store that
-    replays every block size exactly (docs: importing traces)."""
-    from specpolicy.sweep.importers import import_specdecode
+    """Import a real model's acceptance traces (SpecDecode-Bench's per-position JSONL, or Spec-Bench answers'
+    per-step accept lengths) into a sweep store, saying what replay is exact for (docs: importing traces)."""
+    from specpolicy.sweep.importers import import_traces as import_file
 
-    result = import_specdecode(file, out, drafter, parse_candidates(candidates), dataset)
-    stderr.print(f"imported {result.requests} requests into {out} ({drafter} drafts, block sizes "
-                 f"{candidates}; the longest accepted run is {result.longest_drafts} drafts)", soft_wrap=True)
+    result = import_file(file, out, drafter, parse_candidates(candidates) if candidates else None, dataset)
+    stderr.print(f"imported {result.requests} decodes into {out}; replay is exact for {result.exact_for} (the "
+                 f"longest accepted run is {result.longest_drafts} drafts)", soft_wrap=True)
     if result.other_run_tokens:
         stderr.print(f"{len(result.other_run_tokens)} requests carry a token array from another run (its length "
                      "differs from the acceptance array's); the acceptance array alone decides their replay",
                      soft_wrap=True)
     for request, why in result.skipped.items():
         stderr.print(f"skipped request {request}: {why}", soft_wrap=True)
-

@@ -94,8 +94,9 @@ SPECDECODE_DRAFTERS = ("eagle", "ngram")
 
 @dataclass(frozen=True)
 class TraceImport:
-    """What :func:`import_specdecode` read: requests kept, the longest accepted run, and the requests whose
-    token array belongs to another run than the acceptance array (kept: the acceptance array alone decides)."""
+    """What an import read: decodes kept, the longest accepted run, the requests whose token array belongs to
+    another run than the acceptance array (SpecDecode-Bench; the acceptance array alone decides), those skipped,
+    and what replay is exact for."""
 
     store: SweepStore
     requests: int
@@ -103,6 +104,7 @@ class TraceImport:
     other_run_tokens: list[str]
     skipped: dict[str, str]
     """request id -> why it was not imported (nothing to replay)"""
+    exact_for: str = ""
 
 
 def import_specdecode(file: str | Path, out: str | Path, drafter: str = "eagle",
@@ -112,12 +114,9 @@ def import_specdecode(file: str | Path, out: str | Path, drafter: str = "eagle",
     position i, exact for B up to the longest accepted run recorded (larger B refused). The acceptance array
     defines the decode; a token array of another length (another run) is counted in ``other_run_tokens``.
     ``candidates`` default: 1 up to the training block size or the longest recorded block."""
-    file = Path(file)
     if drafter not in SPECDECODE_DRAFTERS:
         raise ValueError(f"unknown drafter {drafter!r}; the traces record {', '.join(SPECDECODE_DRAFTERS)}")
-    if not file.is_file():
-        raise FileNotFoundError(f"{file} is {'a folder' if file.exists() else 'missing'}; pass a SpecDecode-Bench "
-                                "file such as data/llama3.1-8B/combined_gsm8k.jsonl (docs: importing traces)")
+    file = _trace_file(file, "a SpecDecode-Bench file such as data/llama3.1-8B/combined_gsm8k.jsonl")
     dataset = dataset or file.stem.removeprefix("combined_")
     requests = [_specdecode_request(file, n, line, drafter) for n, line in enumerate(file.open("rb"), 1)
                 if line.strip()]
@@ -156,7 +155,8 @@ def import_specdecode(file: str | Path, out: str | Path, drafter: str = "eagle",
                                  prompt_sha256=prompt_digest(prompt), taus=table.taus(),
                                  output_length=len(lengths), replay=entry, category=dataset))
     store.close()
-    return TraceImport(store, len(requests) - len(skipped), longest, other, skipped)
+    return TraceImport(store, len(requests) - len(skipped), longest, other, skipped,
+                       f"block sizes {sizes[0]}..{sizes[-1]} (chain drafts: a prefix of the longest at each B)")
 
 
 def _specdecode_request(file: Path, line_number: int, line: bytes, drafter: str
@@ -179,3 +179,116 @@ def _specdecode_request(file: Path, line_number: int, line: bytes, drafter: str
             why = " (tokens committed per draft: its accepted drafts + the target's own)" if least else ""
             raise ValueError(f"{where} (request {request}): {name} must be a list of integers >= {least}{why}")
     return request, prompt, tokens, lengths
+
+
+def import_traces(file: str | Path, out: str | Path, drafter: str = "eagle", candidates: Sequence[int] | None = None,
+                  dataset: str | None = None) -> TraceImport:
+    """A trace file of either format, told apart by its first line: Spec-Bench answers (``choices``, per-step
+    accepted lengths: :func:`import_spec_bench` at the one block size ``candidates`` names) or SpecDecode-Bench's
+    per-position acceptance (:func:`import_specdecode`)."""
+    file = _trace_file(file, "a SpecDecode-Bench trace or a Spec-Bench answer file")
+    with file.open("rb") as lines:
+        first = next((line for line in lines if line.strip()), b"")
+    try:
+        answers = "choices" in json.loads(first)
+    except (ValueError, TypeError):
+        answers = False  # the importer names the damaged line
+    if not answers:
+        return import_specdecode(file, out, drafter, candidates, dataset)
+    if candidates is not None and len(candidates) != 1:
+        raise ValueError(f"{file} holds Spec-Bench answers, per-step records of one run: pass the one block size it "
+                         f"drafted as --candidates N (default: its longest step), not {list(candidates)}")
+    return import_spec_bench(file, out, candidates[0] if candidates else None, dataset)
+
+
+def import_spec_bench(file: str | Path, out: str | Path, block_size: int | None = None,
+                      dataset: str | None = None) -> TraceImport:
+    """Read Spec-Bench answers (JSONL: ``question_id``, ``category``, ``choices[0]`` with ``new_tokens`` per turn
+    and ``accept_lengths`` per step, each the tokens that step committed) into replay tables of the recorded
+    decode, a prompt per turn (``ID``, ``ID:2``, one conversation). Each step replays exactly at the one block
+    size the run drafted (``block_size``, at least its longest step; default that): another block size would
+    visit other positions, which a per-step record never saw, so the store holds that one candidate."""
+    file = _trace_file(file, "a Spec-Bench answer file such as data/spec_bench/model_answer/MODEL.jsonl")
+    from specpolicy.data.builtin import SPEC_BENCH_GROUPS
+
+    dataset = dataset or file.stem
+    answers = [_spec_bench_answer(file, n, line) for n, line in enumerate(file.open("rb"), 1) if line.strip()]
+    if not answers:
+        raise ValueError(f"{file} holds no answers; pass a Spec-Bench answer file (one JSON object a line)")
+    longest = max(max(turn, default=1) for _, _, turns in answers for turn in turns)
+    size = longest if block_size is None else int(block_size)
+    if not longest <= size <= MAX_BLOCK_SIZE:
+        raise ValueError(f"{file}: a step committed {longest} tokens, so the run drafted blocks of at least "
+                         f"{longest}; pass --candidates {longest} (or the run's larger block, up to {MAX_BLOCK_SIZE})")
+    meta = {"dataset": dataset, "mode": "imported", "source": str(file), "format": "spec-bench-answers",
+            "dataset_sha256": hashlib.sha256(file.read_bytes()).hexdigest()[:16], "candidates": [size],
+            "target": None, "max_new_tokens": None, "training_block_size": size}
+    store, skipped, index = SweepStore.open(out, meta), {}, 0
+    done = store.done_ids()
+    for question, category, turns in answers:
+        for turn, lengths in enumerate(turns, 1):
+            prompt_id = f"{dataset}:{question}" + (f":{turn}" if turn > 1 else "")
+            index += 1
+            if not lengths:
+                skipped[prompt_id] = "no step recorded: nothing to replay"
+                continue
+            if prompt_id in done:
+                continue
+            store.append(_per_step_record(prompt_id, index - 1, lengths, size, category,
+                                          SPEC_BENCH_GROUPS.get(category or "", "multi-turn"), f"{dataset}:{question}"))
+    store.close()
+    return TraceImport(store, index - len(skipped), longest - 1, [], skipped,
+                       f"the recorded decode at B = {size} only (per-step records: other blocks visit other positions)")
+
+
+def _per_step_record(prompt_id: str, index: int, lengths: list[int], size: int, category: str | None,
+                     group: str, conversation: str) -> SweepRecord:
+    """A decode whose steps committed ``lengths`` tokens: the prefill's token, then a step at every anchor the
+    recorded run reached (accepted drafts there; -1, unreached, elsewhere), at the one block size ``size``."""
+    accepted, anchor = [-1] * (1 + sum(lengths)), 0
+    for committed in lengths:
+        accepted[anchor], anchor = committed - 1, anchor + committed
+    entry = ReplayEntry(candidates=(size,), accepted=[[a] for a in accepted], sequence=[], output_length=len(accepted),
+                        stop_token_ids=(), budget=len(accepted), chain=True)
+    return SweepRecord(version=RECORD_VERSION, prompt_id=prompt_id, index=index, prompt_sha256=prompt_digest([]),
+                       taus=entry.table(0).taus(), output_length=len(accepted), replay=entry, category=category,
+                       group=group, conversation=conversation, training_block_size=size)
+
+
+def _spec_bench_answer(file: Path, line_number: int, line: bytes) -> tuple[str, str | None, list[list[int]]]:
+    """(question id, category, the committed tokens of every step, per turn) of one answer; a ValueError naming the
+    line otherwise. Steps split into turns by ``new_tokens`` (a turn's steps commit exactly its new tokens)."""
+    where = f"{file}, line {line_number}"
+    try:
+        body = json.loads(line)
+        question, choice = str(body["question_id"]), body["choices"][0]
+        steps, per_turn = choice["accept_lengths"], choice["new_tokens"]
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ValueError(f"{where} is not JSON; the file is damaged (write it again)") from None
+    except (KeyError, TypeError, IndexError) as missing:
+        raise ValueError(f"{where} has no {missing} field: not a Spec-Bench answer with choices[0].accept_lengths "
+                         "and new_tokens (docs: importing traces)") from None
+    for name, values, least in (("accept_lengths", steps, 1), ("new_tokens", per_turn, 0)):
+        if not isinstance(values, list) or not all(type(v) is int and v >= least for v in values):
+            raise ValueError(f"{where} (question {question}): {name} must be a list of integers >= {least}")
+    turns, start = [], 0
+    for tokens in per_turn:
+        end, total = start, 0
+        while total < tokens and end < len(steps):
+            total, end = total + steps[end], end + 1
+        if total != tokens:
+            break
+        turns.append(steps[start:end])
+        start = end
+    if start != len(steps) or len(turns) != len(per_turn):
+        raise ValueError(f"{where} (question {question}): its accept_lengths ({sum(steps)} tokens in {len(steps)} "
+                         f"steps) do not split into its turns' new_tokens {per_turn}; the answer is damaged")
+    return question, body.get("category"), turns
+
+
+def _trace_file(file: str | Path, example: str) -> Path:
+    file = Path(file)
+    if not file.is_file():
+        raise FileNotFoundError(f"{file} is {'a folder' if file.exists() else 'missing'}; pass {example} "
+                                "(docs: importing traces)")
+    return file

@@ -106,11 +106,15 @@ def test_blocks_past_the_recorded_runs_and_unknown_drafters_are_refused(trace, t
 def test_import_then_compare_and_train_from_the_command_line(trace, tmp_path):
     file, _ = trace
     store, costs = tmp_path / "store", "specpolicy/zoo/measured/cast-h100-sxm-llama-3.1-8b-context-1024.json"
-    ngram = CliRunner().invoke(app, ["import-traces", str(file), "--out", str(store), "--drafter", "ngram"])
+    ngram = CliRunner().invoke(app, ["import-traces", str(file), "--out", str(store), "--drafter", "ngram",
+                                     "--candidates", "1-16"])
     assert ngram.exit_code == 2 and "the longest accepted run is 2 drafts" in ngram.output
+    covered = CliRunner().invoke(app, ["import-traces", str(file), "--out", str(tmp_path / "ngram"), "--drafter",
+                                       "ngram"])  # by default, every block the recording covers
+    assert covered.exit_code == 0 and "replay is exact for block sizes 1..3" in " ".join(covered.output.split())
     result = CliRunner().invoke(app, ["import-traces", str(file), "--out", str(store), "--candidates", "1-13"])
     assert result.exit_code == 0, result.output
-    assert "imported 21 requests" in result.output and "skipped request short" in result.output
+    assert "imported 21 decodes" in result.output and "skipped request short" in result.output
     compare = CliRunner().invoke(app, ["compare", "--sweep", str(store), "--costs", costs, "--policies",
                                        "fixed4,fixed8,oracle,oracle-step,adaptive", "--format", "json"])
     assert compare.exit_code == 0, compare.output
@@ -119,3 +123,64 @@ def test_import_then_compare_and_train_from_the_command_line(trace, tmp_path):
     refused = CliRunner().invoke(app, ["train", "blockpilot", "--sweep", str(store), "--costs", costs, "--out",
                                        str(tmp_path / "bp")])
     assert refused.exit_code != 0 and "does not record (imported traces)" in refused.output
+
+
+# Spec-Bench answers (evaluation/eval.py of hemingkx/Spec-Bench): per answer, choices[0] holds new_tokens per turn and
+# accept_lengths per step over every turn, each the tokens that step committed (accepted drafts + 1)
+def _answer(qid, category, turns_steps, **damage):
+    steps = [a for turn in turns_steps for a in turn]
+    choice = {"index": 0, "turns": ["..."] * len(turns_steps), "decoding_steps": [len(t) - 1 for t in turns_steps],
+              "new_tokens": [sum(t) for t in turns_steps], "wall_time": [0.1] * len(turns_steps),
+              "accept_lengths": steps} | damage
+    return {"question_id": qid, "category": category, "answer_id": "x", "model_id": "m", "choices": [choice]}
+
+
+@pytest.fixture
+def answers(tmp_path):
+    rows = [_answer(81, "writing", [[3, 1, 4, 2, 7], [1, 1, 5]]), _answer(91, "math_reasoning", [[2, 6, 1, 1]]),
+            _answer(92, "rag", [[7] * 12 + [1]])]
+    return _write(tmp_path / "eagle-answers.jsonl", rows), rows
+
+
+def test_spec_bench_answers_replay_exactly_the_recorded_steps(answers, tmp_path):
+    from specpolicy.registry import create_policy
+    from specpolicy.sweep.importers import import_traces
+
+    file, rows = answers
+    result = import_traces(file, tmp_path / "store")
+    assert result.requests == 4 and result.longest_drafts == 6 and "at B = 7 only" in result.exact_for
+    store = SweepStore.load(tmp_path / "store")
+    records = {r.prompt_id: r for r in store.records()}
+    assert set(records) == {"eagle-answers:81", "eagle-answers:81:2", "eagle-answers:91", "eagle-answers:92"}
+    assert store.candidates == (7,) and records["eagle-answers:92"].group == "rag"
+    assert records["eagle-answers:81"].conversation == records["eagle-answers:81:2"].conversation
+    steps = {"eagle-answers:81": [3, 1, 4, 2, 7], "eagle-answers:81:2": [1, 1, 5], "eagle-answers:91": [2, 6, 1, 1],
+             "eagle-answers:92": [7] * 12 + [1]}
+    for prompt_id, recorded in steps.items():
+        cycles = records[prompt_id].table().simulate(7)
+        assert [c.committed for c in cycles] == recorded and [c.accepted for c in cycles] == [a - 1 for a in recorded]
+        assert records[prompt_id].taus[7] == pytest.approx(np.mean(recorded))
+    pooled = sum(sum(s) for s in steps.values()) / sum(len(s) for s in steps.values())  # Spec-Bench's speed.py tau
+    assert pooled == pytest.approx(np.mean([a for row in rows for a in row["choices"][0]["accept_lengths"]]))
+    with pytest.raises(ValueError, match=r"missing \[8\]"):  # another block would visit other positions
+        from specpolicy.evaluation.replay import check_policies
+
+        check_policies([create_policy("fixed8", store.candidates)], store)
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    ({"accept_lengths": [3, 0, 4]}, "accept_lengths must be a list of integers >= 1"),
+    ({"new_tokens": [5, 99]}, "do not split into its turns' new_tokens"),
+    ({"accept_lengths": "3,1"}, "accept_lengths must be a list"),
+])
+def test_a_damaged_answer_is_refused_in_one_line(tmp_path, damage, message):
+    from specpolicy.sweep.importers import import_traces
+
+    file = _write(tmp_path / "a.jsonl", [_answer(1, "qa", [[2, 3]]), _answer(2, "qa", [[3, 1], [1, 4]], **damage)])
+    with pytest.raises(ValueError, match=message):
+        import_traces(file, tmp_path / "store")
+    assert not (tmp_path / "store").exists()
+    with pytest.raises(ValueError, match="pass --candidates 7"):
+        import_traces(_write(tmp_path / "b.jsonl", [_answer(1, "qa", [[7, 1]])]), tmp_path / "s2", candidates=[4])
+    with pytest.raises(ValueError, match="the one block size it drafted"):
+        import_traces(_write(tmp_path / "c.jsonl", [_answer(1, "qa", [[7, 1]])]), tmp_path / "s3", candidates=[4, 8])
