@@ -18,8 +18,7 @@ import numpy as np
 import torch
 
 from specpolicy.costs import CostTable
-from specpolicy.cycles import cycles_agree
-from specpolicy.evaluation.metrics import paired_interval, speed_ratio
+from specpolicy.evaluation.metrics import cycles_agree, paired_interval, speed_ratio
 from specpolicy.policy import Policy
 
 

@@ -6,8 +6,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from specpolicy.cycles import cycle_rows, cycles_agree
 from specpolicy.decoding import SpeculativeDecoder
+from specpolicy.evaluation.metrics import cycle_rows, cycles_agree
 from specpolicy.sweep.replay import build_replay
 
 

@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from specpolicy.costs import CostTable
-from specpolicy.cycles import cycle_rows, cycles_agree
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.decoding.engine import decode
+from specpolicy.evaluation.metrics import cycle_rows, cycles_agree
 from specpolicy.features import to_numpy
 from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.sweep.replay import build_replay

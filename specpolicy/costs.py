@@ -240,3 +240,8 @@ def uniform_costs(block_sizes: Iterable[int], ar_seconds: float = 1.0, per_token
     sizes = sorted({int(b) for b in block_sizes} | {1})
     verify = {b: ar_seconds * (1 + per_token * (b - 1)) for b in sizes}
     return CostTable({b: 0.0 for b in sizes}, verify, ar_seconds, machine="synthetic")
+
+
+def expected_tokens(alpha: float, block_size: int) -> float:
+    """Expected tokens per cycle (accepted + 1) at per-draft acceptance ``alpha``: (1 - alpha^B) / (1 - alpha)."""
+    return (1 - alpha**block_size) / (1 - alpha)

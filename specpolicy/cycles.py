@@ -103,25 +103,6 @@ def mean_acceptance(cycles: Sequence[CycleRecord]) -> float:
     return sum(c.acceptance_length for c in cycles) / len(cycles) if cycles else 0.0
 
 
-def cycle_rows(cycles: Sequence[CycleRecord]) -> list[tuple[int, int, int, int]]:
-    """(block size, verify length, accepted drafts, committed tokens) per cycle: what two decodes of one
-    prompt must agree on (replay and live, two devices, specpolicy's loop and transformers')."""
-    return [(c.block_size, c.verify_length, c.accepted, c.committed) for c in cycles]
-
-
-def cycles_agree(live: Sequence[CycleRecord], replayed: Sequence[CycleRecord]) -> tuple[int, int, int | None]:
-    """(cycles whose :func:`cycle_rows` are equal, cycles compared = the longer decode's, the first that differs
-    or ``None``): the one rule every benchmark judges by (replay and live, devices, the two loops)."""
-    a, b = cycle_rows(live), cycle_rows(replayed)
-    first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
-    return sum(x == y for x, y in zip(a, b)), max(len(a), len(b)), first
-
-
-def expected_tokens(alpha: float, block_size: int) -> float:
-    """Expected tokens per cycle (accepted + 1) at per-draft acceptance ``alpha``: (1 - alpha^B) / (1 - alpha)."""
-    return (1 - alpha**block_size) / (1 - alpha)
-
-
 class CycleSource(Protocol):
     """A decode advanced one cycle per :meth:`step`; :attr:`state` is current before every cycle."""
 
@@ -175,22 +156,6 @@ def check_verify_length(verify_length: object, block_size: int, cap: bool = Fals
             not 1 <= int(verify_length) <= (MAX_BLOCK_SIZE if cap else block_size):
         raise ValueError(f"verify length must be an integer in 1..{block_size} (the block size), got {verify_length!r}")
     return min(int(verify_length), block_size)
-
-
-def confident_prefix(confidences: Sequence[float], threshold: float, running: bool = True) -> int:
-    """L = 1 + the drafts whose running product of confidences stays >= ``threshold``; with ``running=False``,
-    1 + the drafts before the first below it (llama.cpp's p_min).
-
-    >>> confident_prefix([0.9, 0.8, 0.2, 0.9], 0.5), confident_prefix([0.9, 0.8, 0.6, 0.9], 0.7, running=False)
-    (3, 3)
-    """
-    product, length = 1.0, 1
-    for confidence in confidences:
-        product = product * confidence if running else confidence
-        if product < threshold:
-            break
-        length += 1
-    return length
 
 
 def check_temperature(temperature: float, name: str = "temperature") -> float:

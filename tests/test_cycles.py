@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specpolicy.cycles import CycleRecord, check_candidate_set, check_verify_length, cycles_agree
+from specpolicy.cycles import CycleRecord, check_candidate_set, check_verify_length
+from specpolicy.evaluation.metrics import cycles_agree
 
 
 @pytest.mark.parametrize(("candidates", "expected"), [

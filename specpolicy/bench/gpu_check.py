@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specpolicy.cycles import cycles_agree
 from specpolicy.data.prompts import encode_prompts
 from specpolicy.data.registry import load_prompts
 from specpolicy.defaults import BENCH_PROMPTS, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, TRAINING_BLOCK_SIZE
+from specpolicy.evaluation.metrics import cycles_agree
 
 REPLAY_SIZES = (1, 4, 8, 16, 24)
 

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from specpolicy.costs import label_order
+from specpolicy.cycles import CycleRecord
 from specpolicy.defaults import BOOTSTRAP_RESAMPLES
 
 
@@ -197,3 +198,16 @@ def _summary_row(result: PolicyResults, base: PolicyResults | None, orc: PolicyR
         row.gain_share = float(_gain_share(*triple))
         row.gain_share_ci95 = paired_interval(triple, _gain_share, n_bootstrap)
     return row
+
+
+def cycle_rows(cycles: Sequence[CycleRecord]) -> list[tuple[int, int, int, int]]:
+    """(block size, verify length, accepted drafts, committed tokens) per cycle: what two decodes of one
+    prompt must agree on (replay and live, two devices, specpolicy's loop and transformers')."""
+    return [(c.block_size, c.verify_length, c.accepted, c.committed) for c in cycles]
+
+def cycles_agree(live: Sequence[CycleRecord], replayed: Sequence[CycleRecord]) -> tuple[int, int, int | None]:
+    """(cycles whose :func:`cycle_rows` are equal, cycles compared = the longer decode's, the first that differs
+    or ``None``): the one rule every benchmark judges by (replay and live, devices, the two loops)."""
+    a, b = cycle_rows(live), cycle_rows(replayed)
+    first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
+    return sum(x == y for x, y in zip(a, b)), max(len(a), len(b)), first

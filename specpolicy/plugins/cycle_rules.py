@@ -14,8 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from specpolicy.costs import CostTable
-from specpolicy.cycles import expected_tokens
+from specpolicy.costs import CostTable, expected_tokens
 from specpolicy.defaults import ACCEPTANCE_DECAY, ACCEPTANCE_PRIOR, ACCEPTANCE_PRIOR_WEIGHT
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Plan, Policy, PromptObservation
 from specpolicy.state import DecodeState

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specpolicy.costs import CostTable
-from specpolicy.cycles import DraftedBlock, Plan, confident_prefix
+from specpolicy.cycles import DraftedBlock, Plan
 from specpolicy.plugins.cycle_rules import AdaptivePolicy, required_costs, start_block_size
 from specpolicy.policy import Answers, Policy, PromptObservation
 
@@ -127,3 +127,19 @@ def adaptive_verify_policy(arg: str | None, candidates: Sequence[int]) -> Adapti
 
 def verify_oracle(arg: str | None, candidates: Sequence[int]) -> VerifyOraclePolicy:
     return VerifyOraclePolicy(candidates)
+
+
+def confident_prefix(confidences: Sequence[float], threshold: float, running: bool = True) -> int:
+    """L = 1 + the drafts whose running product of confidences stays >= ``threshold``; with ``running=False``,
+    1 + the drafts before the first below it (llama.cpp's p_min).
+
+    >>> confident_prefix([0.9, 0.8, 0.2, 0.9], 0.5), confident_prefix([0.9, 0.8, 0.6, 0.9], 0.7, running=False)
+    (3, 3)
+    """
+    product, length = 1.0, 1
+    for confidence in confidences:
+        product = product * confidence if running else confidence
+        if product < threshold:
+            break
+        length += 1
+    return length

@@ -11,8 +11,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from specpolicy.costs import CostTable, TableFile
-from specpolicy.cycles import expected_tokens
+from specpolicy.costs import CostTable, TableFile, expected_tokens
 from specpolicy.defaults import ACCEPTANCE_PRIOR, MAX_LATENCY_SPREAD
 
 

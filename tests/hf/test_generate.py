@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from specpolicy.costs import CostTable
-from specpolicy.cycles import cycle_rows
 from specpolicy.data.prompts import encode_prompts
 from specpolicy.data.registry import load_prompts
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.decoding.engine import decode
 from specpolicy.defaults import MAX_PROMPT_TOKENS
+from specpolicy.evaluation.metrics import cycle_rows
 from specpolicy.models import load_pair
 from specpolicy.models.sources import zoo_path
 from specpolicy.policy import Policy, PromptObservation
