@@ -53,6 +53,16 @@ class DraftedBlock:
 
 
 @dataclass(frozen=True)
+class _Always:
+    """A fixed plan's block rule: a class, not a lambda, so an engine can tell a plan that never changes B."""
+
+    size: int
+
+    def __call__(self, state: DecodeState) -> int:
+        return self.size
+
+
+@dataclass(frozen=True)
 class Plan:
     """What an engine runs for one prompt: B before every cycle and, optionally, L <= B after every draft.
 
@@ -74,9 +84,15 @@ class Plan:
         """The null plan: B every cycle, verifying L of it (default: the whole block)."""
         size = check_block_size(block_size)
         if length is None:
-            return cls(lambda state: size, block_size=size)
+            return cls(_Always(size), block_size=size)
         verify = check_verify_length(length, MAX_BLOCK_SIZE)
-        return cls(lambda state: size, lambda state, drafted: min(verify, drafted.block_size), False, size)
+        return cls(_Always(size), lambda state, drafted: min(verify, drafted.block_size), False, size)
+
+    @property
+    def always(self) -> int | None:
+        """B when the plan runs whole blocks of one size and reads nothing (:meth:`fixed`), else ``None``: replay
+        reuses the cycles of that size."""
+        return self.block.size if isinstance(self.block, _Always) and self.length is None else None
 
     def with_length(self, length: Callable[[DecodeState, DraftedBlock], int], reads_block: bool = True) -> Plan:
         """This plan's block sizes, with ``length`` picking L after every draft."""

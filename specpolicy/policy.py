@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -196,12 +197,11 @@ class LearnedPolicy(Policy):
         """Block sizes from predicted cycles per token [n, C] of :attr:`candidates`: per prompt, the fewest
         expected seconds per token under its table; without one, under :attr:`validated_with`, and for a
         policy validated with none, every cycle priced alike (the fewest cycles: a GPU at batch 1 in the limit)."""
-        fallback = self.validated_with or uniform_costs(self.candidates)
         offered = self.allowed or self.candidates
-        columns = [self.candidates.index(b) for b in offered]
+        columns = _columns(self.candidates, offered)
         chosen = []
         for row, table in zip(np.atleast_2d(cycles_per_token), tables, strict=True):
-            table = table if table is not None else fallback
+            table = table or self.validated_with or uniform_costs(self.candidates)  # the fallback built only if read
             chosen.append(offered[int(table.fastest(row[None, columns], offered)[0])])
         return chosen
 
@@ -284,3 +284,8 @@ def oracle_label(taus: Sequence[float], candidates: Sequence[int], training_bloc
                                                           abs(candidates[j] - training_block_size), candidates[j]))
     return order[0]
 
+
+@functools.lru_cache(maxsize=64)
+def _columns(candidates: tuple[int, ...], offered: tuple[int, ...]) -> list[int]:
+    """The indices of ``offered`` among ``candidates`` (per-cycle policies ask every cycle)."""
+    return [candidates.index(b) for b in offered]

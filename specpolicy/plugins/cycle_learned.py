@@ -42,10 +42,23 @@ def cycle_features(state: DecodeState) -> np.ndarray:
         else:
             rows += [0.0, 0.0, 0.0, 0.0]
     rates = [acceptance_rate(state, decay=decay) for decay in (0.5, 0.8, 0.95)]
-    trailing_ar = next((i for i, b in enumerate(reversed(sizes)) if b != 1), len(sizes))
-    since_good = next((i for i, (b, a) in enumerate(zip(reversed(sizes), reversed(accepted))) if b > 1 and a >= 2),
-                      len(sizes))
+    speculative, good = _last_cycles(state)
+    trailing_ar, since_good = len(sizes) - 1 - speculative, len(sizes) - 1 - good
     return np.array(rows + rates + [trailing_ar / 16, since_good / 16, len(sizes) / 16], dtype=np.float32)
+
+
+def _last_cycles(state: DecodeState) -> tuple[int, int]:
+    """(index of the last speculative cycle, of the last with >= 2 accepted drafts; -1: none), kept on the state
+    and updated with the cycles added since the last call (a decision costs O(1), as acceptance_rate's)."""
+    sizes, accepted = state.block_size_history, state.accepted_history
+    speculative, good, seen = state.__dict__.get("_last_cycles", (-1, -1, 0))
+    if seen > len(sizes):  # another history than the one read: start again
+        speculative, good, seen = -1, -1, 0
+    for i in range(seen, len(sizes)):
+        if sizes[i] != 1:
+            speculative, good = i, i if accepted[i] >= 2 else good
+    state.__dict__["_last_cycles"] = (speculative, good, len(sizes))
+    return speculative, good
 
 
 class CycleLearnedPolicy(LearnedPolicy):

@@ -116,12 +116,13 @@ class ReplayTable:
     def simulate(self, plan: Plan | int, prefill_logits: Any = None) -> list[CycleRecord]:
         """Cycles ``plan`` (or a fixed block size) would run, exactly as live decoding;
         ``prefill_logits`` [V] is what per-cycle policies read (default: empty)."""
-        if isinstance(plan, int):
-            if plan not in self._fixed:
-                self._column(plan)
-                self._fixed[plan] = tuple(run(self.session(), Plan.fixed(plan)))
-            return list(self._fixed[plan])
-        return run(self.session(prefill_logits), plan)
+        size = plan if isinstance(plan, int) else plan.always
+        if size is None:
+            return run(self.session(prefill_logits), plan)
+        if size not in self._fixed:
+            self._column(size)
+            self._fixed[size] = tuple(run(self.session(), Plan.fixed(size)))
+        return list(self._fixed[size])
 
     def taus(self) -> dict[int, float]:
         """tau of every candidate as a fixed block size (:func:`~specpolicy.cycles.mean_acceptance` of the
