@@ -141,7 +141,7 @@ class ReplayTable:
         if self._priced[0] is not costs:
             self._priced = (costs, {})
         if sizes not in self._priced[1]:
-            self._priced[1][sizes] = {b: costs.seconds([b] * n) for b, n in zip(sizes, self.fixed_cycles(sizes))}
+            self._priced[1][sizes] = {b: n * costs.cycle_seconds(b) for b, n in zip(sizes, self.fixed_cycles(sizes))}
         return dict(self._priced[1][sizes])
 
     def fixed_cycles(self, sizes: Sequence[int]) -> list[int]:
