@@ -33,8 +33,10 @@ class DecodeState:
         """The one update after a cycle (live, replay, transformers' loop): the cycle's record when it
         committed tokens (``cycle``: a :class:`~specpolicy.cycles.CycleRecord`), the tokens output so far
         (``generated``, the prefill token included) and the anchor that follows them."""
-        if cycle.committed:
-            self.record(cycle.block_size, cycle.accepted, cycle.verify_length)
+        if cycle.committed:  # record()'s appends, inline: replay advances millions of times
+            self.block_size_history.append(cycle.block_size)
+            self.accepted_history.append(cycle.accepted)
+            self.verify_history.append(cycle.verify_length)
         self.generated = int(generated)
         self.position = self.prompt_length + self.generated - 1
         self.cycle = len(self.block_size_history)

@@ -108,17 +108,18 @@ def acceptance_rate(state: DecodeState, prior: float = ACCEPTANCE_PRIOR, prior_w
     """Per-draft acceptance of a geometric model over the speculative cycles so far: ``a`` accepted of L
     shows ``a`` successes in ``a + 1`` trials (in ``L - 1`` when all passed), older cycles weigh ``decay`` less
     each. The decayed sums live on the state and grow with its history: O(1) per decision."""
-    lengths = state.verify_history if len(state.verify_history) == len(state.block_size_history) \
-        else state.block_size_history
-    key = f"_acceptance_{decay}"
+    key, accepted_history = f"_acceptance_{decay}", state.accepted_history
     successes, trials, seen = state.__dict__.get(key, (0.0, 0.0, 0))
-    if seen > len(lengths):  # another history than the one summed: start again
-        successes, trials, seen = 0.0, 0.0, 0
-    for size, accepted in zip(lengths[seen:], state.accepted_history[seen:]):
-        if size != 1:
-            successes = accepted + decay * successes
-            trials = accepted + (accepted < size - 1) + decay * trials
-    state.__dict__[key] = (successes, trials, len(lengths))
+    if seen != len(accepted_history):  # cycles added since the last call (or another history: start again)
+        lengths = state.verify_history if len(state.verify_history) == len(state.block_size_history) \
+            else state.block_size_history
+        if seen > len(accepted_history):
+            successes, trials, seen = 0.0, 0.0, 0
+        for size, accepted in zip(lengths[seen:], accepted_history[seen:]):
+            if size != 1:
+                successes = accepted + decay * successes
+                trials = accepted + (accepted < size - 1) + decay * trials
+        state.__dict__[key] = (successes, trials, len(accepted_history))
     return min((prior * prior_weight + successes) / (prior_weight + trials), 0.999)
 
 
