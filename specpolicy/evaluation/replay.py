@@ -16,19 +16,21 @@ from specpolicy.sweep.store import SweepStore
 
 
 def check_candidates(policy: Policy, available: Sequence[int], confidences: Sequence[int] | None = None,
-                     given: bool = False) -> None:
+                     given: bool = False, imported: bool = False) -> None:
     """Fail, naming both sides, when ``policy`` can choose a block size the sweep did not record (``given``: that
-    ``--candidates`` did not give), or reads drafter confidences it did not record (``confidences``: the sweep's;
-    ``None`` skips that check)."""
+    ``--candidates`` did not give; ``imported``: an imported recording, which no sweep extends), or reads drafter
+    confidences it did not record (``confidences``: the sweep's; ``None`` skips that check)."""
     wanted = policy.choices()
     missing = sorted(wanted - set(available))
     if missing and given:
         raise ValueError(f"policy {policy.name!r} chooses among {sorted(wanted)} but --candidates gives "
                          f"{sorted(available)} (missing {missing}); add them to --candidates")
+    fix = "the imported recording covers no others: compare policies over its block sizes (fixedN, adaptive, " \
+        "oracle-step)" if imported else \
+        f"sweep them too (specpolicy sweep --candidates {','.join(map(str, sorted({*available, *missing})))})"
     if missing:
         raise ValueError(f"policy {policy.name!r} chooses among {sorted(wanted)} but the sweep recorded "
-                         f"{sorted(available)} (missing {missing}); sweep them too "
-                         f"(specpolicy sweep --candidates {','.join(map(str, sorted({*available, *missing})))})")
+                         f"{sorted(available)} (missing {missing}); {fix}")
     unread = sorted(policy.confidence_sizes() - set(confidences or [])) if confidences is not None else []
     if unread:
         raise ValueError(f"policy {policy.name!r} reads the drafter's confidences at B = {unread}, which the sweep did "
@@ -44,10 +46,10 @@ def check_policies(policies: Sequence[Policy], store: SweepStore, candidates: Se
     if unfed:
         raise ValueError(f"{', '.join(unfed)} read{'s' if len(unfed) == 1 else ''} the prefill logits, which the sweep "
                          f"{store.path} does not record (an imported store); compare policies that read the cycles, "
-                         "such as adaptive (the default's per-cycle guard), cycle, oracle-step or fixedN")
+                         "such as adaptive (the default's per-cycle guard), oracle-step or fixedN")
     for policy in policies:
         check_candidates(policy, store.candidates if candidates is None else candidates,
-                         store.meta.get("confidence_sizes", []))
+                         store.meta.get("confidence_sizes", []), imported=store.meta.get("mode") == "imported")
     check_vocabulary(policies, width, f"the sweep {store.path}")
 
 

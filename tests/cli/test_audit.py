@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from benchmarks.__main__ import app as benchmarks_app
 from specpolicy.cli import app
 
-pytestmark = pytest.mark.slow  # 337 invocations, about a minute
+pytestmark = pytest.mark.slow  # 371 invocations, about a minute
 runner = CliRunner()
 ROOT = typer.main.get_command(app)
 

@@ -184,3 +184,15 @@ def test_a_damaged_answer_is_refused_in_one_line(tmp_path, damage, message):
         import_traces(_write(tmp_path / "b.jsonl", [_answer(1, "qa", [[7, 1]])]), tmp_path / "s2", candidates=[4])
     with pytest.raises(ValueError, match="the one block size it drafted"):
         import_traces(_write(tmp_path / "c.jsonl", [_answer(1, "qa", [[7, 1]])]), tmp_path / "s3", candidates=[4, 8])
+
+
+def test_a_policy_past_an_imported_recording_gets_a_hint_that_works(trace, tmp_path):
+    """Seen on the real traces: the shipped `cycle` policy (blocks up to 32) on a recording of 1..13 was told to
+    `specpolicy sweep --candidates ...`, which an imported store cannot do."""
+    from specpolicy.evaluation.compare import compare_sweep
+
+    file, _ = trace
+    import_specdecode(file, tmp_path / "store", candidates=range(1, 14))
+    with pytest.raises(ValueError, match=r"missing \[16, 20, 24, 32\]\); the imported recording covers no others") as e:
+        compare_sweep(tmp_path / "store", ["fixed4", "cycle"])
+    assert "specpolicy sweep" not in str(e.value)
