@@ -10,7 +10,7 @@ import pytest
 from specpolicy.checks import PolicyContractError, check_policy
 from specpolicy.defaults import CHECK_OBSERVATIONS
 from specpolicy.plugins.sklearn_baselines import SklearnPolicy
-from specpolicy.policy import Answers, Policy, PromptObservation, TrainingSet
+from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.registry import get_registry
 from specpolicy.replay.export import SglangConfig, VllmConfig
 from tests.plugins.planted import CANDIDATES, VOCAB, planted, small_blockpilot
@@ -58,15 +58,13 @@ def saved(tmp_path_factory):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_every_registered_family_passes_check_policy(family, saved, verify_head, replay_answers):
+def test_every_registered_family_passes_check_policy(family, saved, replay_answers):
     """Every family, the per-cycle oracles on real replay answers, verify rules included."""
     wide = (1, 2, 4, 8, 12, *CANDIDATES, 20, 24, 32)  # covers the zoo's cycle policy's sizes
     registry = get_registry()
     name = {"fixed": "fixed16", "random": "random3"}.get(family, family)
     if family in saved:
         name = f"{family}:{saved[family]}"
-    elif family == "verify-head":
-        name = f"verify-head:{verify_head}"
     if family in ("oracle-step", "oracle-verify"):
         policy = registry.create(name, (1, 2, 4, 8))  # the verify store's sizes
         observations, answers = replay_answers(policy.candidates)
@@ -74,21 +72,6 @@ def test_every_registered_family_passes_check_policy(family, saved, verify_head,
         return
     policy = registry.create(name, CANDIDATES if family in ("blockpilot", "blockpilot-paper", *SKLEARN) else wide)
     check_policy(policy, vocab_size=policy.vocabulary() or VOCAB)
-
-
-@pytest.fixture(scope="module")
-def verify_head(verify_store, tmp_path_factory):
-    from specpolicy.plugins.verify_learned import VerifyHeadPolicy
-
-    tables = [r.table() for r in verify_store.records()]
-    empty = np.zeros((len(tables), 0), np.float32)
-    data = TrainingSet(empty, np.zeros(len(tables)), np.zeros(len(tables), int), np.zeros((len(tables), 1)), (8,),
-                       [str(i) for i in range(len(tables))], episodes=tables)
-    head = VerifyHeadPolicy((1, 2, 4, 8))
-    head.fit(data)
-    folder = tmp_path_factory.mktemp("head") / "head"
-    head.save(folder)
-    return folder
 
 
 @pytest.fixture(scope="module")

@@ -68,10 +68,6 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
             "description": "per cycle, the (B, L) with the fewest modelled seconds (DP over a "
                                        "--verify-lengths replay)"}),
     ],
-    "verify_learned": [("verify-head", "verify_learned:verify_head_policy", {
-        **LEARNED, "untrained": "verify_learned:untrained_verify_head",
-        "description": "adaptive's B, then the L with the most expected tokens per second under a learned "
-                       "calibration of the drafter's confidences (verify-head:FOLDER)"})],
     "engines": [
         ("vllm-config", "specpolicy.replay.export:vllm_config_policy",
          {"description": "an exported vLLM speculative_config, run as vLLM runs it (vllm-config:FILE)"}),
@@ -114,5 +110,5 @@ def _plugin(entry: str) -> SimpleNamespace:
     return SimpleNamespace(register_policies=register_policies)
 
 
-fixed, heuristic, cycle_rules, cycle, oracle, blockpilot, sklearn, verify, verify_learned, engines, agent = (
+fixed, heuristic, cycle_rules, cycle, oracle, blockpilot, sklearn, verify, engines, agent = (
     _plugin(entry) for entry in FAMILIES)

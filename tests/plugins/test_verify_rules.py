@@ -94,30 +94,6 @@ def test_a_verify_policy_on_a_sweep_without_confidences_is_refused_up_front():
     check_candidates(policy, SIZES, [8])
 
 
-def test_verify_head_learns_acceptance_from_recorded_confidences(trained_pair, tmp_path):
-    from specpolicy.plugins.verify_learned import VerifyHeadPolicy, training_samples
-    from specpolicy.policy import TrainingSet
-
-    decoder = SpeculativeDecoder(*trained_pair, max_new_tokens=40)
-    tables = [build_replay(decoder, p, SIZES, max_new_tokens=40, verify_lengths=True, confidence_sizes=[2, 4, 8])[0]
-              for p in ([4, 7, 5, 9], [8, 7, 9, 9], [13, 7, 14, 9], [3, 3, 8])]
-    x, y = training_samples(tables)
-    assert len(x) == len(y) and 0 < y.mean() < 1
-    empty = np.zeros((len(tables), 0), np.float32)
-    data = TrainingSet(empty, np.zeros(len(tables)), np.zeros(len(tables), int), np.zeros((len(tables), 1)), (8,),
-                       ["a", "b", "c", "d"], episodes=tables)
-    policy = VerifyHeadPolicy(SIZES)
-    summary = policy.fit(data, data)
-    assert summary["validation_log_loss"] <= summary["validation_raw_confidence_log_loss"] + 1e-9
-    policy.save(tmp_path / "head")
-    loaded = get_registry().create(f"verify-head:{tmp_path / 'head'}", SIZES)
-    costs = uniform_costs(SIZES, ar_seconds=0.01, per_token=0.05)
-    cycles = tables[0].simulate(loaded.plan(PromptObservation(np.zeros(0, np.float32), 4, "p", costs)))
-    assert sum(c.committed for c in cycles) == tables[0].tokens()
-    probabilities = loaded.probabilities([0.9, 0.1, 0.5])
-    assert probabilities.shape == (3,) and np.all((probabilities > 0) & (probabilities < 1))
-
-
 RUN_ON_THE_SHIPPED_CONFIDENCE_SWEEP = ["threshold", "marginal", "oracle-verify", "vllm-adaptive", "llamacpp-pmin",
                                        "llamacpp-pmin:n_max=7,p_min=0.5", "llamacpp-pmin:n_max=15,p_min=0.5",
                                        "trtllm-schedule", "vllm-dsd"]
@@ -136,4 +112,3 @@ def test_the_zoo_page_says_which_verify_rules_run_on_the_shipped_confidence_swee
     for refused in ("adaptive-verify", "llamacpp-pmin:n_max=3,p_min=0.5"):
         with pytest.raises(ValueError, match="reads the drafter's confidences at B = .*which the sweep did not"):
             check_policies([registry.create(refused, store.candidates)], store)
-
