@@ -1,7 +1,5 @@
-"""specpolicy: learn and compare block-size policies for DFlash speculative decoding.
-
-Each public name loads its module on first use, so ``import specpolicy`` imports neither torch nor gymnasium;
-the Gymnasium environments ``specpolicy/BlockSize*-v0`` register as soon as gymnasium is imported."""
+"""specpolicy: learn and compare block-size policies for DFlash speculative decoding. Public names load on first
+use (``import specpolicy`` imports no torch); the Gymnasium IDs register when gymnasium is imported."""
 
 from __future__ import annotations
 

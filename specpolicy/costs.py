@@ -1,6 +1,4 @@
-"""Cost tables: seconds of one cycle per block size on one machine, and modelled time from them (no torch).
-Measured by ``specpolicy bench latency`` or a sweep; replay prices any schedule with one, cost-aware policies
-read it."""
+"""Cost tables: seconds of one cycle per block size on one machine, and modelled time from them (no torch)."""
 
 from __future__ import annotations
 
@@ -23,9 +21,8 @@ Table = TypeVar("Table", bound="TableFile")
 
 
 class TableFile:
-    """Reading, writing and flagging, the one way for both cost-table classes (:class:`CostTable`,
-    :class:`~specpolicy.replay.batch_costs.BatchCostTable`): a missing file is a FileNotFoundError, a file that
-    is not a table a ValueError naming it, and a flagged table loads and warns wherever it prices."""
+    """Load, save and flag, one way for both cost-table classes: a missing file is a FileNotFoundError, an
+    unreadable one a ValueError naming it, a flagged table loads and warns wherever it prices."""
 
     WHAT: ClassVar[str] = "cost table"
     MEASURE: ClassVar[str] = "bench latency"
@@ -233,10 +230,8 @@ def label_order(label: str) -> tuple[int, int, str]:
 
 
 def uniform_costs(block_sizes: Iterable[int], ar_seconds: float = 1.0, per_token: float = 0.0) -> CostTable:
-    """A synthetic table: a cycle costs one AR step plus ``per_token`` AR steps per extra token.
-
-    ``per_token = 0`` prices every cycle alike (fewest cycles = fastest, a GPU at batch 1 in the limit).
-    """
+    """A synthetic table: a cycle costs one AR step plus ``per_token`` AR steps per extra token (0: every cycle
+    alike, a GPU at batch 1 in the limit)."""
     sizes = sorted({int(b) for b in block_sizes} | {1})
     verify = {b: ar_seconds * (1 + per_token * (b - 1)) for b in sizes}
     return CostTable({b: 0.0 for b in sizes}, verify, ar_seconds, machine="synthetic")

@@ -1,9 +1,5 @@
-"""One cycle at a time: the cycle record, the protocol every decode source follows, and the loop.
-
-Live decoding, exact replay and the step environments all drive a :class:`CycleSource` (read ``state``, pick
-B, ``step`` until ``done``; or ``draft(B)`` then ``verify(L)``). A :class:`Plan` is a policy's decision for one
-prompt; :func:`run` drives any source with it. No torch here.
-"""
+"""One cycle at a time: the cycle record, the :class:`CycleSource` protocol live decoding, replay and the step
+environments follow, the :class:`Plan` a policy decides, and :func:`run`, the loop. No torch here."""
 
 from __future__ import annotations
 
@@ -17,10 +13,8 @@ from specpolicy.state import DecodeState
 
 @dataclass(frozen=True)
 class CycleRecord:
-    """One draft -> verify -> commit cycle (timings 0 where nothing was timed, as in replay).
-
-    ``accepted``: drafts that passed (0..L-1); ``committed``: tokens kept (1..L; fewer than ``accepted + 1``
-    only at a stop token or the budget); ``verified``: L where it is below B (0: the whole block)."""
+    """One draft -> verify -> commit cycle (timings 0 where untimed). ``accepted``: drafts passed (0..L-1);
+    ``committed``: tokens kept (fewer than accepted + 1 only at a stop or the budget); ``verified``: L if < B."""
 
     block_size: int
     accepted: int
@@ -42,10 +36,8 @@ class CycleRecord:
 
 @dataclass(frozen=True)
 class DraftedBlock:
-    """What the drafter proposed this cycle, before verification. ``block_size``: B (0: no position left).
-
-    ``confidences`` [D] / ``entropies`` [D]: top-1 probability / entropy (nats) of each draft, D = B - 1 (fewer at
-    the context limit), float16-rounded so live and replay agree; empty at B = 1."""
+    """The drafter's block before verification (``block_size`` 0: no position left): ``confidences`` and
+    ``entropies`` [B - 1] of each draft, float16-rounded so live and replay agree (empty at B = 1)."""
 
     block_size: int
     confidences: tuple[float, ...] = ()
@@ -99,9 +91,8 @@ class Plan:
         return replace(self, length=length, reads_block=reads_block)
 
     def cycle_length(self, state: DecodeState, size: int, drafted: Callable[[], DraftedBlock]) -> int | None:
-        """The one cycle decision after B: the verify length L of a cycle of ``size`` (``None``: the whole block),
-        calling ``drafted()`` for the drafted block only where the plan reads one (live, replay and transformers'
-        loop alike)."""
+        """L of a cycle of ``size`` (``None``: the whole block), calling ``drafted()`` only where the plan reads the
+        drafted block."""
         if self.length is None or size == 1:
             return None
         block = drafted() if self.reads_block else DraftedBlock(check_block_size(size))
@@ -211,10 +202,7 @@ def commit_tokens(new_tokens: list[int], stops: set[int], room: int) -> tuple[li
 
 
 def run(source: CycleSource, plan: Plan) -> list[CycleRecord]:
-    """Drive ``source`` to the end with ``plan``; the cycles it ran.
-
-    A step that commits nothing (the context ran out before the cycle) ends the decode and is left out.
-    """
+    """Drive ``source`` to the end with ``plan``; the cycles it ran (a step that commits nothing ends it)."""
     cycles: list[CycleRecord] = []
     while not source.done:
         cycle = run_cycle(source, plan)

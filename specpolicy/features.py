@@ -1,7 +1,4 @@
-"""Prefill feature extractors: from the target's raw last-token logits to policy inputs.
-
-Every extractor maps logits [n, V] (and prompt lengths [n]) to float32 features [n, d].
-"""
+"""Prefill feature extractors: logits [n, V] (and prompt lengths [n]) -> float32 policy inputs [n, d]."""
 
 from __future__ import annotations
 
@@ -14,9 +11,8 @@ TOP_K = 8
 
 
 def to_numpy(value: Any) -> np.ndarray:
-    """The one crossing from tensors to numpy (no torch import): ``value`` as a host array. Tensors are
-    detached and moved to the CPU (floating ones become float32, so bfloat16 converts); arrays and sequences
-    pass through ``np.asarray``."""
+    """The one crossing from tensors to numpy (no torch import): ``value`` as a host array (floating tensors as
+    float32, so bfloat16 converts)."""
     if hasattr(value, "detach"):
         tensor = value.detach().cpu()
         return (tensor.float() if tensor.is_floating_point() else tensor).numpy()

@@ -1,6 +1,5 @@
-"""The one way specpolicy writes: to a temporary sibling renamed into place once complete, so a reader or a
-rerun after a kill or a full disk sees the old version or the new, never half; a failed write removes what it
-started and raises an ``OSError`` naming the path. No torch."""
+"""The one way specpolicy writes: to a temporary sibling renamed into place once complete, so a kill or a full
+disk leaves the old version or the new, never half; a failed write raises an ``OSError`` naming the path."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The policy contract: map what is known after prefill to a :class:`~specpolicy.cycles.Plan`.
-
-:meth:`Policy.plan` is the one decision hook; :meth:`Policy.select` (per prompt) and :meth:`Policy.step`
-(per cycle) are sugar that follow an overridden ``plan``; oracles read the sweep's :class:`Answers`."""
+"""The policy contract: map what is known after prefill to a :class:`~specpolicy.cycles.Plan` (:meth:`Policy.plan`;
+``select`` and ``step`` follow an overridden ``plan``)."""
 
 from __future__ import annotations
 
@@ -24,9 +22,8 @@ __all__ = ["DEFAULT_CANDIDATES", "TRAINING_BLOCK_SIZE", "Answers", "DecodeState"
 
 @dataclass
 class PromptObservation:
-    """What a per-prompt policy may read after prefill: ``logits`` float32 [V] (the target's last token),
-    ``costs`` (this machine's cost table, or ``None``), ``concurrency`` (requests served together). Nothing
-    from the future: what a sweep measured reaches oracles only, as :class:`Answers`."""
+    """What a per-prompt policy may read after prefill: ``logits`` float32 [V], ``costs`` (this machine's table or
+    ``None``), ``concurrency``; what a sweep measured reaches oracles only, as :class:`Answers`."""
 
     logits: np.ndarray
     prompt_length: int
@@ -37,9 +34,8 @@ class PromptObservation:
 
 @dataclass(frozen=True)
 class Answers:
-    """What a sweep measured for one prompt, for oracles only: ``taus`` per block size, ``table`` (the
-    :class:`~specpolicy.replay.table.ReplayTable`, ``None`` for live or imported sweeps) and measured
-    ``seconds_per_token`` (live sweeps)."""
+    """What a sweep measured for one prompt, for oracles only: ``taus``, the replay ``table`` (``None`` for live or
+    imported sweeps) and measured ``seconds_per_token`` (live sweeps)."""
 
     taus: Mapping[int, float]
     table: Any = None
@@ -60,9 +56,8 @@ class Answers:
         return candidates[oracle_label([self.taus[b] for b in candidates], candidates, self.training_block_size)]
 
     def fastest(self, candidates: Sequence[int], costs: Any = None) -> int:
-        """The per-prompt time oracle, the one rule every caller uses: the fewest measured seconds in a live
-        sweep, else the fewest modelled seconds over the replay priced with ``costs`` (a
-        :class:`~specpolicy.costs.CostTable`), else the highest tau."""
+        """The per-prompt time oracle, the one rule: the fewest measured seconds (live sweeps), else the fewest
+        modelled seconds under ``costs``, else the highest tau."""
         if self.seconds_per_token:
             return self.fastest_measured(candidates)
         if costs is not None and self.table is not None:
@@ -194,9 +189,8 @@ class LearnedPolicy(Policy):
         return CostTable.from_json(table) if table else None
 
     def fastest_choices(self, cycles_per_token: np.ndarray, tables: Sequence[CostTable | None]) -> list[int]:
-        """Block sizes from predicted cycles per token [n, C] of :attr:`candidates`: per prompt, the fewest
-        expected seconds per token under its table; without one, under :attr:`validated_with`, and for a
-        policy validated with none, every cycle priced alike (the fewest cycles: a GPU at batch 1 in the limit)."""
+        """Block sizes from predicted cycles per token [n, C]: per prompt the fewest expected seconds under its
+        table (or :attr:`validated_with`; validated with none: every cycle alike)."""
         offered = self.allowed or self.candidates
         columns = _columns(self.candidates, offered)
         chosen = []
@@ -221,10 +215,9 @@ class LearnedPolicy(Policy):
 
 @dataclass
 class TrainingSet:
-    """Per-prompt features and labels for learned policies: ``logits`` float32 [n, V] ([n, 0] for traces),
-    ``prompt_lengths``, ``labels``, ``prompt_ids`` [n]; ``taus``, ``values`` (higher is better; default
-    ``taus``), ``cycles_per_token`` (default ``1 / taus``) float [n, C]; ``episodes`` (replay tables for
-    per-cycle learners) and ``costs`` (the table time is priced with)."""
+    """Per-prompt features and labels for learned policies: ``logits`` [n, V] ([n, 0] for traces),
+    ``prompt_lengths``, ``labels``, ``prompt_ids`` [n]; ``taus``, ``values``, ``cycles_per_token`` [n, C];
+    ``episodes`` (replay tables) and ``costs``."""
 
     logits: np.ndarray
     prompt_lengths: np.ndarray

@@ -1,6 +1,5 @@
-"""Plugin manager, entry-point loading and the policy registry. Built-ins register through the project's own
-entry points, as a third party's do; ``SPECPOLICY_LOAD_PLUGINS=a,b`` limits which load; a plugin that fails to
-import is reported and skipped."""
+"""Plugin manager, entry-point loading and the policy registry: built-ins register through entry points as a
+third party's do; ``SPECPOLICY_LOAD_PLUGINS=a,b`` limits them; a plugin that fails is reported and skipped."""
 
 from __future__ import annotations
 

@@ -30,9 +30,8 @@ class DecodeState:
         return cls(prefill_logits, int(prompt_length), int(prompt_length), 0, 1)
 
     def advance(self, cycle: Any, generated: int) -> None:
-        """The one update after a cycle (live, replay, transformers' loop): the cycle's record when it
-        committed tokens (``cycle``: a :class:`~specpolicy.cycles.CycleRecord`), the tokens output so far
-        (``generated``, the prefill token included) and the anchor that follows them."""
+        """The one update after a cycle (live, replay, transformers' loop): the ``cycle`` record if it committed
+        tokens, the tokens output so far (``generated``) and the anchor after them."""
         if cycle.committed:  # record()'s appends, inline: replay advances millions of times
             self.block_size_history.append(cycle.block_size)
             self.accepted_history.append(cycle.accepted)

@@ -1,6 +1,5 @@
-"""``specpolicy bench gpu-check``: the shipped pair on an accelerator against the CPU float32 reference, on
-held-out prompts: float32 outputs and acceptance equal to the CPU's, bfloat16 reported beside them, replay equal
-to live on the device, plain AR and B = 16 speed. A few minutes on one GPU."""
+"""``specpolicy bench gpu-check``: the shipped pair on an accelerator against the CPU float32 reference (float32
+equal, bfloat16 reported, replay equal to live, AR and B = 16 speed), a few minutes on one GPU."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""``specpolicy compare --policies fixed16,blockpilot,oracle``: the main job. Pooled speedup over plain AR is the
-headline, with speed vs a baseline (paired 95% bootstrap), tokens/s, p10/median, tau and the share of the
-oracle's gain; replay prices exact cycles with a cost table (modelled), live decodes in rotated order
-(measured)."""
+"""``specpolicy compare``, the main job: pooled speedup over plain AR, speed vs a baseline with paired 95%
+intervals, tau and oracle-gain shares, by replay (modelled) or live decoding (measured)."""
 
 from __future__ import annotations
 

@@ -96,10 +96,8 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
 
 
 def headline_costs(store, options: CompareOptions):
-    """The table the main job prices with when the one its sweep measured is flagged: that table is dropped from
-    the cache (the next run measures again), the user is told, and the shipped pair's quiet table prices this
-    run; another pair's flagged table is used for this run only. (table, its label), or ``None``: the sweep's
-    table is fine."""
+    """(table, label) the main job prices with when its sweep's measured table is flagged (dropped from the cache,
+    the user told, the shipped quiet table used for the shipped pair), or ``None`` when that table is fine."""
     from specpolicy.costs import CostTable
     from specpolicy.models.sources import ZOO_NAMES
     from specpolicy.zoo import ZOO_DIR

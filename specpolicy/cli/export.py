@@ -27,8 +27,7 @@ def export(
                                              "the sweep, whatever the policy, and print it beside the policy's"),
 ) -> None:
     """Simulate POLICY serving at each concurrency, then export the vLLM and SGLang configurations that run it
-    as closely as each engine can (vLLM: one drafted block, a verify length per batch size; SGLang: one block
-    size), each priced by simulating exactly what is exported."""
+    as closely as each engine can, each priced by simulating exactly what is exported."""
     from specpolicy.cli.sweep import parse_candidates
     from specpolicy.evaluation.export import export_for_engines
     from specpolicy.registry import get_registry

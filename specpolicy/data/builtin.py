@@ -81,9 +81,8 @@ def humaneval_prompts() -> list[Prompt]:
 
 
 def sample(prompts: list[Prompt], max_samples: int | None, seed: int = 0, seen: Iterable[str] = ()) -> list[Prompt]:
-    """A seeded shuffle cut to ``max_samples`` (all prompts, unshuffled, when ``None``). Prompts labelled
-    with groups are drawn from every group in turn, so a sample covers each group alike. A repeated input
-    is drawn once, and an input in ``seen`` (another split's) never (:func:`~specpolicy.data.splits.distinct`)."""
+    """A seeded shuffle cut to ``max_samples`` (``None``: all, unshuffled), drawing from every group in turn; each
+    input once, none of ``seen`` (another split's; :func:`~specpolicy.data.splits.distinct`)."""
     if max_samples is None or max_samples >= len(prompts):
         return distinct(prompts, seen)
     order = list(range(len(prompts)))

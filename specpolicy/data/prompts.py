@@ -10,9 +10,8 @@ from transformers import PreTrainedTokenizerBase
 
 @dataclass(frozen=True)
 class Prompt:
-    """One prompt: chat ``messages`` ending with a user turn; ``category`` / ``group`` for ``compare --by``;
-    ``own_answers``: earlier user turns are answered by the target first (:func:`with_own_answers`);
-    ``conversation``: its chat (default: its id), never split apart (:mod:`specpolicy.data.splits`)."""
+    """One prompt: chat ``messages`` ending with a user turn, ``category`` / ``group`` (``compare --by``),
+    ``own_answers`` (earlier turns answered by the target first), ``conversation`` (never split apart)."""
 
     id: str
     messages: tuple[tuple[str, str], ...]

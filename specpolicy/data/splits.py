@@ -1,6 +1,5 @@
-"""The one split rule: prompts sharing a conversation or a normalised text (:func:`normalise_text`) are never on
-two sides. :func:`distinct` keeps one prompt per input; :func:`validation_ids` splits a store into train and
-validation by conversation and input (the store, the environments and ``train`` use it)."""
+"""The one split rule: prompts sharing a conversation or a normalised text are never on two sides
+(:func:`distinct`, :func:`validation_ids`)."""
 
 from __future__ import annotations
 
@@ -52,9 +51,8 @@ def _bucket(name: str, seed: int) -> float:
 
 
 def validation_ids(keys: Sequence[SplitKey], share: float = VALIDATION_SHARE, seed: int = 0) -> set[str]:
-    """The prompt ids on the validation side: prompts linked by a conversation or an input form one group
-    (union-find), and a group goes to validation when a hash of its smallest conversation key falls below
-    ``share``. Deterministic; a group never straddles the two sides."""
+    """The validation side's prompt ids: groups linked by conversation or input (union-find) go to validation when
+    a hash of their smallest conversation key falls below ``share``."""
     parent: dict[str, str] = {}
 
     def root(node: str) -> str:

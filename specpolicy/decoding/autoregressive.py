@@ -55,9 +55,8 @@ def plain_decode(
 
 
 def own_answer(decoder: SpeculativeDecoder) -> Callable[[list[int]], list[int]]:
-    """The target's own answer to a conversation (prompt ids -> output ids), as multi-turn prompts continue
-    after it: a plain decode at the decoder's settings (seed 0), remembered per conversation. At T = 0 it
-    is exactly what every speculative decode of that conversation emits."""
+    """The target's own answer to a conversation (prompt ids -> output ids), a plain decode remembered per
+    conversation, that multi-turn prompts continue after (at T = 0, what every speculative decode emits)."""
     answers: dict[tuple[int, ...], list[int]] = {}
 
     def answer(prompt_ids: list[int]) -> list[int]:

@@ -1,6 +1,5 @@
-"""The speculative decoding loop: prefill, then draft -> verify -> commit cycles, B (and optionally L) from a
-:class:`~specpolicy.cycles.Plan`; B = 1 is plain decoding through the same code. Lossless: greedy at T = 0; at
-T > 0 uniforms indexed by absolute position, so argmax drafts give the same output at every block size."""
+"""The speculative decoding loop: prefill, then cycles planned by a :class:`~specpolicy.cycles.Plan`, lossless at
+every block size (greedy at T = 0; positional uniforms at T > 0); B = 1 is plain decoding."""
 
 from __future__ import annotations
 
@@ -33,9 +32,8 @@ def _stop_ids(model: PreTrainedModel) -> list[int]:
 
 
 class SpeculativeDecoder:
-    """Lossless speculative decoding of a Hugging Face causal LM with a DFlash drafter (batch size 1):
-    ``temperature`` 0 = greedy, ``top_k`` / ``top_p`` filter at T > 0, ``draft_sampling`` verifies sampled drafts
-    by ``min(1, p/q)`` (default: argmax drafts, exact match), ``record_confidences`` keeps every block's."""
+    """Lossless speculative decoding of a causal LM with a DFlash drafter (batch size 1): ``temperature`` 0 is
+    greedy; ``draft_sampling`` verifies sampled drafts by ``min(1, p/q)`` (default: argmax, exact match)."""
 
     def __init__(
         self,

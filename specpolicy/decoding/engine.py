@@ -23,9 +23,8 @@ def observe(state: DecodeState, prompt_id: str = "", costs: CostTable | None = N
 
 
 def check_live(policies: Sequence[Policy]) -> None:
-    """Refuse, naming them, policies that plan from a sweep's measurements (oracles): they cannot decode live.
-    The entry points that build policies by name (compare, generate, transformers' generate) run it once, before
-    any model loads; the engines need not, as an oracle's own plan refuses to run without a sweep."""
+    """Refuse, naming them, policies that plan from a sweep's measurements (oracles), before any model loads: they
+    cannot decode live."""
     oracles = [policy.name for policy in policies if policy.needs_sweep]
     if oracles:
         raise ValueError(f"{', '.join(oracles)} reads a sweep store and cannot decode live; use --mode replay, or a "

@@ -72,7 +72,6 @@ def draft_confidences(draft_logits: torch.Tensor, draft: torch.Tensor) -> tuple[
 
 
 def round_confidences(probabilities: torch.Tensor) -> torch.Tensor:
-    """Probabilities (or entropies) rounded to float16 precision (kept as float32): a batched replay pass and a live
-    pass differ in the last float32 bits, and rounding makes both hand a verify rule the same number
-    (stores keep them as float16 too)."""
+    """Values rounded to float16 precision (kept as float32), so a batched replay pass and a live pass, which differ
+    in the last float32 bits, hand a verify rule the same number."""
     return probabilities.to(torch.float16).float()

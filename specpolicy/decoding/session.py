@@ -1,6 +1,5 @@
-"""One prompt's speculative decode, one cycle per :meth:`DecodeSession.step` (or ``draft`` + ``verify``).
-``prefill_seconds`` covers the prefill forward; ``decode_seconds`` the rest, including time a caller spends
-choosing block sizes between cycles, as in deployment."""
+"""One prompt's speculative decode, a cycle per :meth:`DecodeSession.step`; ``decode_seconds`` counts the time a
+caller spends choosing between cycles, as in deployment."""
 
 from __future__ import annotations
 
@@ -50,9 +49,8 @@ class DecoderParts(Protocol):
 
 def prefill(decoder: DecoderParts, ids: torch.Tensor, uniforms: PositionalUniforms | None,
             hidden_states: bool = True) -> tuple[object, torch.Tensor, tuple | None, int, float]:
-    """1. The target reads the prompt ``ids`` [s] into a new cache and emits the first output token ->
-    (cache, last logits [V] float32, hidden states (only with ``hidden_states``), first token, seconds); shared by
-    speculative and plain decoding."""
+    """1. Prefill ``ids`` [s] into a new cache -> (cache, last logits [V] float32, hidden states if asked, the first
+    token, seconds); shared by speculative and plain decoding."""
     decoder.sync()
     t0 = time.perf_counter()
     cache = new_cache(decoder.target)
@@ -114,10 +112,8 @@ class DecodeSession:
 
     @torch.inference_mode()
     def step(self, block_size: int, length: int | None = None) -> CycleRecord:
-        """2-6. One cycle of ``block_size`` (:meth:`draft`, then :meth:`verify` of ``length`` tokens, default
-        the block). Near the context limit the cycle keeps B and verifies the positions left
-        (:func:`~specpolicy.cycles.context_cap`); with none left it commits nothing and ends with
-        ``stop_reason == "context"``."""
+        """2-6. One cycle of ``block_size`` verifying ``length`` tokens (default the block); at the context limit
+        it verifies the positions left (:func:`~specpolicy.cycles.context_cap`), with none, it ends the decode."""
         block = self._draft_block(block_size, record=False)
         return self.verify(length if block.block_size else None)
 

@@ -42,10 +42,8 @@ def speculative_sampling_verify(
     accept_uniforms: torch.Tensor,
     resample_uniforms: torch.Tensor,
 ) -> VerifyResult:
-    """Speculative sampling of drafts ``draft`` [b, n] sampled from ``draft_probs`` q [b, n, V]: accept draft i
-    with probability min(1, p_i / q_i) (``accept_uniforms`` [b, n]); resample the first rejection from max(0, p - q),
-    else the bonus from p_n (``resample_uniforms`` [b, n + 1]). Emits exactly the target's distribution p
-    (``target_probs`` [b, n + 1, V])."""
+    """Speculative sampling of ``draft`` [b, n] from ``draft_probs`` q [b, n, V] against ``target_probs`` p [b, n + 1,
+    V]: accept with min(1, p/q), resample a rejection from max(0, p - q), else the bonus from p_n."""
     n = draft.shape[-1]
     p_draft = target_probs[..., :n, :].gather(-1, draft.unsqueeze(-1)).squeeze(-1)
     q_draft = draft_probs.gather(-1, draft.unsqueeze(-1)).squeeze(-1)

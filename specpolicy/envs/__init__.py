@@ -1,6 +1,5 @@
-"""Gymnasium environments for block-size policy learning: ``specpolicy/BlockSize-v0`` (a step per prompt),
-``BlockSizeStep-v0`` (a step per cycle), ``DraftVerifyStep-v0`` (B, then L after the drafts); registered on
-``import specpolicy``."""
+"""Gymnasium environments: ``specpolicy/BlockSize-v0`` (a step per prompt), ``BlockSizeStep-v0`` (per cycle),
+``DraftVerifyStep-v0`` (B, then L), registered on ``import specpolicy``."""
 
 from __future__ import annotations
 

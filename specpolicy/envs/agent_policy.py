@@ -1,10 +1,7 @@
-"""Run an agent trained on a specpolicy environment (any callable from observation to action index: an SB3
-model's ``predict``, a LinUCB, a rule) as a policy: :class:`AgentSpec` says which environment, and
-:class:`AgentPolicy` rebuilds its observations from any decode, so it runs wherever policies run
-(``agent:FOLDER`` once saved with :func:`~specpolicy.envs.agent_store.save_agent`)::
+"""Run an agent trained on a specpolicy environment (any callable from observation to action index) as a policy
+wherever policies run: :class:`AgentSpec` names the environment, :class:`AgentPolicy` rebuilds its observations::
 
-    spec = AgentSpec.of_env(env)
-    policy = AgentPolicy(lambda obs: model.predict(obs, deterministic=True)[0], spec)
+    policy = AgentPolicy(lambda obs: model.predict(obs, deterministic=True)[0], AgentSpec.of_env(env))
 """
 
 from __future__ import annotations
@@ -49,9 +46,8 @@ def specpolicy_env(env: object) -> object:
 
 @dataclass(frozen=True)
 class AgentSpec:
-    """What an agent was trained on: ``granularity`` ``prompt`` / ``cycle`` / ``draft_verify`` (the env),
-    ``candidates`` (its action indices), ``features`` (per-prompt env), ``budget`` (the step envs'
-    max_new_tokens) and ``observation_size``."""
+    """What an agent was trained on: ``granularity`` (``prompt``, ``cycle``, ``draft_verify``), ``candidates``,
+    ``features``, ``budget`` (max_new_tokens) and ``observation_size``."""
 
     granularity: str
     candidates: tuple[int, ...]

@@ -1,6 +1,5 @@
-"""Save a trained agent with what it was trained on (``agent.json`` beside ``model.zip`` for SB3, or LinUCB's
-``linucb.npz`` + ``linucb.json``, and ``normalisation.npz`` under ``VecNormalize``); load it as the policy
-``agent:FOLDER``. SB3 unpickles parts of its zip: load agents from sources you trust."""
+"""Save a trained agent (SB3 or LinUCB) with what it was trained on; load it as the policy ``agent:FOLDER``. SB3
+unpickles parts of its zip: load agents from sources you trust."""
 
 from __future__ import annotations
 

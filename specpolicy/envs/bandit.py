@@ -1,13 +1,5 @@
-"""A contextual-bandit agent for ``BlockSize-v0``: disjoint LinUCB over standardised prefill features, learning
-from bandit feedback on the training split and deployed as a :class:`~specpolicy.policy.Policy`::
-
-    env = BlockSizeVectorEnv(num_envs=32, features="compact", reward="seconds")   # the train split
-    agent = LinUCB.for_env(env, alpha=0.2)
-    agent.learn(env, steps=600)
-    policy = agent.policy()
-
-Per cycle: :meth:`LinUCB.learn_cycles` on ``BlockSizeStep-v0``, deployed with :meth:`LinUCB.cycle_policy`.
-"""
+"""A contextual-bandit agent for ``BlockSize-v0``: disjoint LinUCB over standardised prefill features, deployed
+as a :class:`~specpolicy.policy.Policy` (``agent = LinUCB.for_env(env); agent.learn(env, steps); agent.policy()``)."""
 
 from __future__ import annotations
 
@@ -66,9 +58,8 @@ class LinUCB:
                 self.b[arm] += reward * row
 
     def learn_cycles(self, env: BlockSizeStepEnv, episodes: int, seed: int = 0) -> int:
-        """Per-cycle learning on ``BlockSizeStep-v0`` with ``reward="time"`` (tokens per modelled second of
-        the cycle, scaled to tokens per AR step): a myopic reward a bandit can maximise cycle by cycle.
-        Returns the steps taken."""
+        """Per-cycle learning on ``BlockSizeStep-v0`` with ``reward="time"`` (myopic, so a bandit can maximise it
+        cycle by cycle); returns the steps taken."""
         if env.reward != "time":
             raise ValueError("per-cycle bandit learning needs BlockSizeStep-v0 with reward='time'")
         scale, steps = env.source.latency.ar_seconds, 0

@@ -17,11 +17,8 @@ from specpolicy.envs.sources import open_source
 
 
 class BlockSizeEnv(gym.Env):
-    """Observation: a prompt's prefill ``features`` (logits, normalised, softmax or compact); action: a candidate
-    index; reward (:mod:`~specpolicy.envs.rewards`): ``tau`` (default), ``cost``, ``time`` or ``seconds``.
-    ``backend``: ``replay`` (a sweep store; default the zoo's training sweep, ``split="test"`` its held-out
-    prompts) or ``live`` (decodes with the models; wall-clock rewards).
-    """
+    """Observation: a prompt's prefill ``features``; action: a candidate index; reward: ``tau``, ``cost``, ``time``
+    or ``seconds``; ``backend`` ``replay`` (a sweep store, by default the zoo's) or ``live``."""
 
     metadata: ClassVar[dict] = {"render_modes": []}
 

@@ -1,11 +1,5 @@
-"""``specpolicy/BlockSizeStep-v0``: one step per decoding cycle, the action picks that cycle's block size, on
-exact replay or (``backend="live"``) a live decode.
-
-Observation (float32 [20]): share of the budget used, cycles / 64, the last three accepted lengths and the last
-block size (/ largest candidate), the mean accepted length and the 13 compact prefill features. Reward:
-``seconds`` (minus the cycle's modelled AR steps: the return ranks by decode time), ``tokens``, ``time``
-(tokens per modelled second) or ``saved`` (tokens minus the cycle's cost in AR steps).
-"""
+"""``specpolicy/BlockSizeStep-v0``: a step per decoding cycle, the action its block size, on replay or live
+(observation float32 [20]; reward ``seconds``, ``tokens``, ``time`` or ``saved``)."""
 
 from __future__ import annotations
 

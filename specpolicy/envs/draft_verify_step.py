@@ -1,9 +1,5 @@
-"""``specpolicy/DraftVerifyStep-v0``: each cycle in two steps, B (the drafter drafts), then L after seeing the
-block's confidences (B = 1 ends in its draft step). Actions index ``candidates`` (L = min(candidates[a], B);
-``action_masks()`` marks L <= B). Observation (float32 [22 + 2 (Bmax - 1)]): the step environment's [20], the
-phase, B / Bmax, the block's confidences and running products (zero-padded). Rewards split the cycle's time
-between the steps (``seconds``, ``saved``) or come at the verify step (``tokens``, ``time``).
-"""
+"""``specpolicy/DraftVerifyStep-v0``: each cycle in two steps, B, then L after the block's confidences (actions
+index ``candidates``, ``action_masks()`` marks L <= B); observation float32 [22 + 2 (Bmax - 1)]."""
 
 from __future__ import annotations
 
@@ -22,10 +18,8 @@ DRAFT, VERIFY = 0, 1
 
 def draft_verify_observation(state: DecodeState, candidates: tuple[int, ...], budget: int, prefill: np.ndarray,
                              block: DraftedBlock | None = None) -> np.ndarray:
-    """The observation [22 + 2 (Bmax - 1)] before choosing B (``block`` None) or L (``block``: the drafted block).
-
-    This is also what a trained agent reads live (the state and block are those of any decode).
-    """
+    """The observation [22 + 2 (Bmax - 1)] before choosing B (``block`` None) or L (the drafted ``block``), as a
+    trained agent also reads it live."""
     top = max(candidates)
     confidences, running, head = np.zeros(top - 1, np.float32), np.zeros(top - 1, np.float32), [DRAFT, 0.0]
     if block is not None:

@@ -22,9 +22,8 @@ if TYPE_CHECKING:
 
 
 class LiveSource:
-    """The live source: prompts from ``dataset`` decoded by the target and drafter (loaded unless ``pair``
-    is given); episodes observe ``features`` of the prefill, and a prompt's ``outcome`` is ``reward``
-    measured on a fresh decode."""
+    """The live source: prompts of ``dataset`` decoded by the pair (loaded unless ``pair`` is given); a prompt's
+    ``outcome`` is ``reward`` measured on a fresh decode."""
 
     kind = "live"
     latency = None  # rewards are measured, not priced

@@ -13,10 +13,8 @@ __all__ = ["Episode", "open_source"]
 
 def open_source(backend: str, sweep: str | Path | None = None, split: str | None = None, live: dict | None = None,
                 features: str = "logits", reward: str = "tau", cost_weight: float = COST_WEIGHT):
-    """The source of ``backend`` (checked by :func:`~specpolicy.envs.rewards.check_reward` first):
-    ``replay`` reads ``sweep`` (default: the zoo's shipped sweep of ``split``); ``live`` decodes the prompts
-    of ``live`` (keywords of :class:`~specpolicy.envs.live.LiveSource`). ``features``, ``reward`` and
-    ``cost_weight`` are what :meth:`Episode.observation` and a per-prompt outcome report."""
+    """The source of ``backend`` (after :func:`~specpolicy.envs.rewards.check_reward`): ``replay`` reads ``sweep``
+    (default: the zoo's sweep of ``split``), ``live`` decodes with :class:`~specpolicy.envs.live.LiveSource`."""
     if backend == "live":  # loads the model stack only when asked for
         from specpolicy.envs.live import LiveSource
 

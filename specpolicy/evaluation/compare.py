@@ -303,9 +303,8 @@ def compare_sweep(sweep: str | Path, policies: Sequence[str], *, costs: Sequence
                   candidates: Sequence[int] | None = None, split: str | None = None, by: str | None = None,
                   baseline: str = COMPARE_BASELINE, oracle: str = COMPARE_ORACLE, concurrency: Sequence[int] = (1,),
                   batch_costs: str | Path | None = None) -> list[ComparisonRow]:
-    """``specpolicy compare --sweep`` from Python: ``costs`` price replay (several: by context);
-    ``batch_costs`` and ``concurrency`` serve the prompts together; ``by`` adds rows per category, group or
-    context bucket. A flagged cost table is reported with :func:`warnings.warn`."""
+    """``specpolicy compare --sweep`` from Python (``costs`` by context, ``batch_costs`` and ``concurrency`` to
+    serve, ``by`` for rows per label); a flagged cost table is reported with :func:`warnings.warn`."""
     options = CompareOptions(list(policies), sweep=Path(sweep), costs=tuple(map(Path, costs)),
                              candidates=list(candidates) if candidates else None, split=split, by=by,
                              baseline=baseline, oracle=oracle, concurrency=tuple(concurrency),

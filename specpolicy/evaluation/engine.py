@@ -1,6 +1,5 @@
 """Policies deployed into llama.cpp's server and measured there beside replay's prediction (no torch): a
-per-prompt B routes the request to that server, ``llamacpp-pmin`` names its flags, per-cycle policies are
-refused; each setting decodes each prompt once, in rotated order, timed by the server."""
+per-prompt B routes each request to that server; per-cycle policies are refused."""
 
 from __future__ import annotations
 

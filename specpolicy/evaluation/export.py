@@ -1,6 +1,5 @@
-"""The engine configurations ``specpolicy export`` writes: a policy served at every concurrency, and the vLLM
-and SGLang configurations that run it as closely as each engine can, each priced by simulating exactly what the
-engine runs (modelled; numpy only)."""
+"""The configurations ``specpolicy export`` writes: a policy served at every concurrency and the vLLM and SGLang
+configurations closest to it, each priced by simulating exactly what the engine runs (numpy only)."""
 
 from __future__ import annotations
 
@@ -43,10 +42,8 @@ class _Pricer:
 
 def export_for_engines(built: Policy, store: SweepStore, costs: BatchCostTable, batches: Sequence[int], drafter: str,
                        on_batch: Callable[[str], object] | None = None, fastest: bool = False) -> dict:
-    """``built`` served at every concurrency, and the closest vLLM and SGLang configurations
-    (:func:`~specpolicy.replay.export.closest_configs`), each priced; with ``fastest``, also the fastest static
-    configurations for the store, whatever the policy (:func:`~specpolicy.replay.export.choose_vllm`,
-    :func:`~specpolicy.replay.export.choose_sglang`). The document ``specpolicy export`` writes."""
+    """The document ``specpolicy export`` writes: ``built`` served at every concurrency and its closest vLLM and
+    SGLang configurations, each priced; with ``fastest``, the fastest static ones for the store too."""
     check_policies([built], store)  # before reading the store
     pricer = _Pricer(store, costs)
     dynamic = {batch: pricer.served(built, batch) for batch in batches}

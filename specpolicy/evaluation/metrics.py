@@ -1,6 +1,5 @@
-"""Results of policies on prompts, and the figures a comparison reports (no torch): the pooled speedup over
-plain AR (total tokens / total time) is the headline, with median and p10 per prompt, paired ratios with
-paired bootstrap intervals, and tau as a diagnostic."""
+"""Results of policies on prompts and the figures a comparison reports (no torch): pooled speedup over plain AR
+as the headline, per-prompt median and p10, paired ratios with bootstrap intervals, tau as a diagnostic."""
 
 from __future__ import annotations
 
@@ -112,9 +111,8 @@ class SummaryRow:
 
 def paired_interval(columns: Sequence[np.ndarray], statistic: Callable[..., np.ndarray],
                     n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> tuple[float, float]:
-    """95% percentile interval of ``statistic(*columns, axis=-1)`` over prompts resampled together: the
-    resamples of ``scipy.stats.bootstrap(paired=True, method="percentile", random_state=seed)`` (a test holds
-    the two together), without importing ``scipy.stats`` (1 s)."""
+    """95% percentile interval of ``statistic(*columns, axis=-1)`` over prompts resampled together, the resamples
+    of ``scipy.stats.bootstrap(paired=True, method="percentile")`` (tested) without importing it (1 s)."""
     data = [np.asarray(c, dtype=np.float64) for c in columns]
     n = len(data[0])
     if n < 2 or any(not np.all(np.isfinite(c)) for c in data):

@@ -17,9 +17,8 @@ from specpolicy.sweep.store import SweepStore
 
 def check_candidates(policy: Policy, available: Sequence[int], confidences: Sequence[int] | None = None,
                      given: bool = False, imported: bool = False) -> None:
-    """Fail, naming both sides, when ``policy`` can choose a block size the sweep did not record (``given``: that
-    ``--candidates`` did not give; ``imported``: an imported recording, which no sweep extends), or reads drafter
-    confidences it did not record (``confidences``: the sweep's; ``None`` skips that check)."""
+    """Fail, naming both sides, when ``policy`` can choose a block size the sweep (or ``--candidates``, ``given``)
+    lacks, or reads drafter confidences it did not record (``confidences``; ``None`` skips that check)."""
     wanted = policy.choices()
     missing = sorted(wanted - set(available))
     if missing and given:
@@ -38,9 +37,8 @@ def check_candidates(policy: Policy, available: Sequence[int], confidences: Sequ
 
 
 def check_policies(policies: Sequence[Policy], store: SweepStore, candidates: Sequence[int] | None = None) -> None:
-    """Everything a stored sweep must hold for ``policies``, checked once before any work: the prefill logits
-    of the policies that read them, their block sizes among ``candidates`` (default: the store's), the
-    drafter confidences they read, and the vocabulary of their logits."""
+    """Everything a stored sweep must hold for ``policies`` (prefill logits, block sizes, confidences, vocabulary),
+    checked once before any work."""
     width = store.feature_width()
     unfed = [p.name for p in policies if width is None and p.vocabulary() is not None]
     if unfed:
@@ -67,9 +65,8 @@ def evaluate_replay(
     costs: CostTable | Sequence[CostTable] | None = None,
     candidates: Sequence[int] | None = None,
 ) -> list[PolicyResults]:
-    """Evaluate policies on every valid record of ``store`` by exact replay (or stored taus). ``costs``: the
-    table(s) time is priced with (default: the store's; several: by each prompt's context,
-    :func:`~specpolicy.costs.nearest_context`); ``candidates``: the oracle label's range (default: the store's)."""
+    """Evaluate policies on every valid record of ``store`` by exact replay (or stored taus); ``costs``: the
+    table(s) time is priced with (default: the store's; several: by context); ``candidates``: the oracle's range."""
     check_policies(policies, store)
     costs = costs if costs is not None else store.latency()
     tables = [costs] if costs is None or isinstance(costs, CostTable) else list(costs)

@@ -36,10 +36,8 @@ class StoredPrompts:
 def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: BatchCostTable, concurrency: int,
                      on_served: Callable[[Policy, ServingResult], object] | None = None,
                      prompts: StoredPrompts | None = None) -> list[PolicyResults]:
-    """Every policy serving the store's prompts at ``concurrency``
-    (:func:`~specpolicy.replay.serving.simulate_serving`), against plain AR served through the same simulation
-    (its tail of partly filled steps too); policies price with ``costs.at_concurrency``; ``on_served(policy,
-    result)`` sees each simulation."""
+    """Every policy serving the store's prompts at ``concurrency``, against plain AR served through the same
+    simulation (tail included); ``on_served(policy, result)`` sees each simulation."""
     check_policies(policies, store)
     prompts = prompts or StoredPrompts.load(store)
     priced = costs.at_concurrency(concurrency, store.candidates)

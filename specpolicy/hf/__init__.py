@@ -1,6 +1,5 @@
-"""specpolicy policies inside transformers' own DFlash ``generate()`` (>= 5.15): :func:`generate` /
-:func:`attach`, and the checkpoint bridges :func:`to_transformers_assistant` /
-:func:`from_transformers_assistant`."""
+"""specpolicy policies inside transformers' DFlash ``generate()`` (>= 5.15), and checkpoint bridges to its
+assistant."""
 
 from specpolicy.hf.api import Attachment, HFGeneration, as_assistant, attach, generate, resolve_policy
 from specpolicy.hf.bridge import from_transformers_assistant, to_transformers_assistant

@@ -90,9 +90,8 @@ class Attachment:
 
 def attach(model: PreTrainedModel, policy: PolicyLike, *, costs: CostTable | str | Path | None = None,
            candidates: Sequence[int] | None = None, prompt_id: str = "hf") -> Attachment:
-    """Make ``model.generate(..., assistant_model=A, speculation_type="dflash")`` pick B with ``policy``.
-    ``costs``: a :class:`~specpolicy.costs.CostTable` or its file, for cost-aware policies; ``prompt_id``: the
-    observation's prompt name (default ``"hf"``)."""
+    """Make ``model.generate(..., speculation_type="dflash")`` pick B with ``policy``; ``costs``: a
+    :class:`~specpolicy.costs.CostTable` or its file; ``prompt_id``: the observation's name (default ``"hf"``)."""
     return Attachment(model, policy, costs=costs, candidates=candidates, prompt_id=prompt_id)
 
 
@@ -146,8 +145,7 @@ def generate(model: PreTrainedModel, drafter: PreTrainedModel | DFlashDrafter | 
              policy: PolicyLike = "blockpilot-guard", *, costs: CostTable | str | Path | None = None,
              candidates: Sequence[int] | None = None, prompt_id: str = "hf", **generate_kwargs: Any) -> HFGeneration:
     """``model.generate(**generate_kwargs, assistant_model=drafter, speculation_type="dflash")`` with every
-    cycle's B chosen by ``policy``; ``drafter``: transformers' assistant or a z-lab drafter (converted per call:
-    :func:`~specpolicy.hf.to_transformers_assistant` once to reuse). Other arguments as in :func:`attach`."""
+    cycle's B chosen by ``policy`` (a z-lab ``drafter`` is converted per call); other arguments as :func:`attach`."""
     assistant = as_assistant(drafter)
     check_pair(model, assistant)
     with attach(model, policy, costs=costs, candidates=candidates, prompt_id=prompt_id) as run:

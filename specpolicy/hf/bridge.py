@@ -1,7 +1,5 @@
-"""Checkpoint bridges between specpolicy's (z-lab's) DFlash drafter and transformers' (>= 5.15)
-``MuseGlimmerAssistantModel``: the same layer math under other names (``fc`` -> ``encoder.fc``, ``hidden_norm``
--> ``encoder.output_norm_enc``, ``dflash_config.*`` at the top level, full attention through ``layer_types``).
-Anything without a counterpart (attention biases, a sliding window shorter than the context) is refused."""
+"""Checkpoint bridges between the z-lab DFlash drafter and transformers' ``MuseGlimmerAssistantModel`` (the same
+layer math, renamed); anything without a counterpart (attention biases, short sliding windows) is refused."""
 
 from __future__ import annotations
 
@@ -60,9 +58,8 @@ def assistant_config(drafter: DFlashDrafter):
 
 
 def to_transformers_assistant(drafter: DFlashDrafter | str | Path) -> PreTrainedModel:
-    """A specpolicy/z-lab DFlash drafter (object or checkpoint folder) as transformers'
-    ``MuseGlimmerAssistantModel``, same dtype and device, ready for
-    ``generate(..., assistant_model=..., speculation_type="dflash")``."""
+    """A z-lab DFlash drafter (object or folder) as transformers' ``MuseGlimmerAssistantModel``, same dtype and
+    device."""
     require_dflash_support()
     from transformers import MuseGlimmerAssistantModel
 

@@ -1,8 +1,5 @@
-"""A specpolicy plan inside transformers' own DFlash ``generate()`` loop: the only module on transformers'
-private API. A subclass of ``DFlashTokenCandidateGenerator`` is swapped in through the model's
-``_get_candidate_generator`` (removed on detach): ``get_candidates`` reads the accepted tokens' hidden states,
-asks the plan for B (and L) and drafts; ``update_candidate_strategy`` records the cycle. The block is cropped
-from the drafter's cache by its own size, so B may change every cycle (transformers 5.15 and 5.24)."""
+"""A specpolicy plan inside transformers' DFlash ``generate()``, the only module on its private API: a
+``DFlashTokenCandidateGenerator`` subclass swapped in through ``_get_candidate_generator`` (5.15 and 5.24)."""
 
 from __future__ import annotations
 
@@ -133,10 +130,8 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
 
 def install(model: PreTrainedModel, plans: PlanFactory, on_generator: Callable[[PolicyCandidateGenerator], None],
             max_positions: int | None = None) -> Callable[[], None]:
-    """Make ``model.generate(..., speculation_type="dflash")`` use :class:`PolicyCandidateGenerator`.
-
-    Other generation modes keep transformers' own generators. Returns the function that undoes it.
-    """
+    """Make ``model.generate(..., speculation_type="dflash")`` use :class:`PolicyCandidateGenerator` (other modes
+    keep transformers' own); returns the function that undoes it."""
     if getattr(model.__dict__.get("_get_candidate_generator"), "specpolicy", False):
         raise ValueError("a specpolicy policy is already attached to this model; detach it first (leave its `with "
                          "hf.attach(...)` block or call .detach()), then attach the next one")

@@ -1,7 +1,4 @@
-"""Targets, the DFlash drafter, and loading of both (local folders, hub ids, the built-in zoo).
-
-Names load their module on first use: ``specpolicy.models.sources`` (where a model is, its fingerprint and
-vocabulary) stays torch-free."""
+"""Targets, the DFlash drafter and their loading; names load on first use (``sources`` stays torch-free)."""
 
 from __future__ import annotations
 

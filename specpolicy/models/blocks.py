@@ -26,9 +26,8 @@ def draft_mixed_blocks(
     anchors: torch.Tensor,
     sizes: torch.Tensor,
 ) -> torch.Tensor:
-    """Drafter hidden states of blocks [anchor, mask * (sizes[n] - 1)] at ``anchors`` [N] with ``sizes`` [N], in
-    one forward over the drafter's context ``cache`` of ``input_ids`` [S] (left as it was) -> [N, max(sizes), H];
-    row k < sizes[n] of block n predicts the token at anchors[n] + k (the rest is zero)."""
+    """Drafter hidden states [N, max(sizes), H] of blocks [anchor, mask...] at ``anchors`` [N] of ``sizes`` [N], in
+    one forward over the context ``cache`` of ``input_ids`` [S]; row k of block n predicts anchors[n] + k."""
     device = input_ids.device
     seq = len(cache)
     block_of_row = torch.repeat_interleave(torch.arange(len(sizes), device=device), sizes)  # [R]

@@ -1,7 +1,5 @@
-"""The DFlash block-diffusion drafter, weight-compatible with the published z-lab checkpoints: Qwen3-style
-layers borrowing the target's embeddings and LM head; context features (selected target layers through ``fc``
-and ``hidden_norm``) enter every layer's k/v before the block's; the block attends to all context and to
-itself bidirectionally, with RoPE positions shared with the target."""
+"""The DFlash block-diffusion drafter, weight-compatible with the z-lab checkpoints: Qwen3-style layers that read
+the target's projected features through their k/v and attend to the block bidirectionally."""
 
 from __future__ import annotations
 
@@ -140,9 +138,8 @@ def _drafter_config(config_file: Path) -> Qwen3Config:
 
 
 class DFlashDrafter(nn.Module):
-    """DFlash drafter. ``config`` is a Qwen3 config plus ``block_size``, ``num_target_layers`` and
-    ``dflash_config = {"mask_token_id": int, "target_layer_ids": [...]}``.
-    """
+    """DFlash drafter: a Qwen3 ``config`` plus ``block_size``, ``num_target_layers`` and ``dflash_config``
+    (``mask_token_id``, ``target_layer_ids``)."""
 
     def __init__(self, config: Qwen3Config) -> None:
         super().__init__()
@@ -185,13 +182,9 @@ class DFlashDrafter(nn.Module):
         cache: DrafterCache | None = None,
         attention_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Denoise one block in a single pass -> the block's final hidden states [b, n, H] (logits: the target's
-        LM head).
-
-        ``block_embeddings`` [b, n, H]: [anchor, mask, ...]; ``context_features`` [b, c, L*H]: target features
-        not yet in ``cache`` (extended in place: crop it to the block start after the call);
-        ``position_ids`` [b, c + n]; ``attention_mask`` bool [b or 1, 1, n, cache + c + n] (training only).
-        """
+        """Denoise one block in one pass -> its hidden states [b, n, H]: ``block_embeddings`` [b, n, H],
+        ``context_features`` [b, c, L*H] not yet in ``cache`` (extended: crop it after), ``position_ids`` [b, c + n],
+        ``attention_mask`` bool [b or 1, 1, n, cache + c + n] (training only)."""
         context = self.hidden_norm(self.fc(context_features))
         cos, sin = self.rotary_emb(block_embeddings, position_ids)
         hidden = block_embeddings

@@ -43,9 +43,8 @@ def resolve_source(name: str, kind: str) -> str:
 
 
 def target_vocab_size(name: str) -> int | None:
-    """The target's vocabulary (its logits width) from its config alone, before any weights load (a local
-    ``config.json`` is read as JSON; a hub id's through transformers); ``None`` when the config cannot be read
-    without loading (the load reports why)."""
+    """The target's vocabulary from its config alone, before any weights load (``None`` when the config cannot be
+    read without loading)."""
     try:
         source = resolve_source(name, "target")
         if Path(source, "config.json").is_file():

@@ -1,10 +1,6 @@
-"""BlockPilot (reference §1): an MLP on the target's last-token logits predicting, per candidate block size,
-what ``predicts`` names: ``cycles_per_token`` (default, portable: cycles per committed token, which the
-observation's cost table turns into the fastest choice, :meth:`CostTable.fastest`) or ``label`` (the paper's
-classifier scores). Linear(V -> h) + ReLU + dropout 0.2, ``depth - 1`` residual blocks, Linear(h -> C), over
-standardised inputs (raw / normalised / softmax). Deciding is numpy only (safetensors weights); training
-(:mod:`~specpolicy.plugins.blockpilot_fit`) runs the same network in torch.
-"""
+"""BlockPilot (reference §1): an MLP on the target's last-token logits predicting per candidate ``predicts``:
+``cycles_per_token`` (default, portable: the observation's cost table picks the fastest) or ``label`` (the
+paper's classifier). Deciding is numpy only; training (:mod:`~specpolicy.plugins.blockpilot_fit`) is torch."""
 
 from __future__ import annotations
 
@@ -32,9 +28,8 @@ SETTINGS_NAME = "blockpilot.json"
 
 @dataclass
 class BlockPilotSettings:
-    """Shape, input and output meaning of the predictor (saved next to the weights). ``predicts``: what the
-    heads estimate (older files: ``label``); ``metadata["validated_with"]``: the cost table early stopping
-    priced with, the fallback when an observation carries none."""
+    """Shape, input and output meaning of the predictor (saved beside the weights); ``metadata["validated_with"]``:
+    the table early stopping priced with, the fallback when an observation carries none."""
 
     vocab_size: int
     candidates: list[int] = field(default_factory=lambda: list(DEFAULT_CANDIDATES))
@@ -55,9 +50,8 @@ class BlockPilotSettings:
 
 
 def weight_shapes(settings: BlockPilotSettings) -> dict[str, tuple[int, ...]]:
-    """The network's arrays by name (torch's ``state_dict`` names, as saved) and their shapes: input
-    standardisation ``shift``/``scale`` [V], ``input`` Linear(V -> h), ``blocks.{i}`` Linear(h -> h), ``output``
-    Linear(h -> C)."""
+    """The network's arrays by (torch) name and shape: ``shift``/``scale`` [V], ``input`` Linear(V -> h),
+    ``blocks.{i}`` Linear(h -> h), ``output`` Linear(h -> C)."""
     v, h, c = settings.vocab_size, settings.hidden, len(settings.candidates)
     layers = {"input": (h, v), **{f"blocks.{i}": (h, h) for i in range(settings.depth - 1)}, "output": (c, h)}
     return {"shift": (v,), "scale": (v,), **{name: shape for layer, (rows, cols) in layers.items()
@@ -66,9 +60,8 @@ def weight_shapes(settings: BlockPilotSettings) -> dict[str, tuple[int, ...]]:
 
 
 def initial_weights(settings: BlockPilotSettings, seed: int = 0) -> dict[str, np.ndarray]:
-    """Fresh weights with the distribution of torch's ``nn.Linear`` default (uniform within 1/sqrt(fan_in)),
-    drawn by numpy; identity standardisation. ``specpolicy train`` draws them with torch instead
-    (:func:`~specpolicy.plugins.blockpilot_fit.torch_initial_weights`), as every earlier release did."""
+    """Fresh weights drawn by numpy as torch's ``nn.Linear`` draws them, identity standardisation (``specpolicy
+    train`` draws with torch: :func:`~specpolicy.plugins.blockpilot_fit.torch_initial_weights`)."""
     rng, shapes = np.random.default_rng(seed), weight_shapes(settings)
     weights = {}
     for name, shape in shapes.items():
@@ -178,8 +171,7 @@ class BlockPilotPolicy(LearnedPolicy):
 
     @classmethod
     def load(cls, path: str | Path, candidates: Sequence[int] | None = None) -> BlockPilotPolicy:
-        """Load a saved predictor, acting over the classes it was trained on (``candidates`` is not needed: a
-        sweep that lacks one of them is refused by the evaluation); a missing or damaged file fails with its
+        """Load a saved predictor over the classes it was trained on; a missing or damaged file fails with its
         name and the fix."""
         folder = Path(path)
         settings_file, weights_file = folder / SETTINGS_NAME, folder / WEIGHTS_NAME
@@ -209,9 +201,8 @@ class BlockPilotPolicy(LearnedPolicy):
 
 
 def default_predictor_path(variant: str = "blockpilot") -> Path:
-    """A BlockPilot predictor shipped with the tiny zoo: ``blockpilot`` (cycles per token over the whole
-    range, priced with the machine's table: the default) or ``blockpilot-paper`` (the paper's protocol:
-    tau labels over 14..18)."""
+    """A BlockPilot predictor shipped with the zoo: ``blockpilot`` (cycles per token, the default) or
+    ``blockpilot-paper`` (the paper's tau labels over 14..18)."""
     from specpolicy.zoo import ZOO_DIR
 
     return ZOO_DIR / variant

@@ -1,9 +1,5 @@
-"""Training BlockPilot: AdamW over minibatches, early stopping on a validation split (reads top to bottom).
-
-Objectives: ``cycles`` (default, portable: MSE of cycles per token; early stopping keeps the epoch fastest
-under the validation table, recorded as ``validated_with``), ``cross_entropy`` (the paper's labels) and
-``expected_value`` (softmax-weighted value of the candidates; old name ``expected_tau``).
-"""
+"""Training BlockPilot: AdamW, early stopping on a validation split (reads top to bottom); objectives ``cycles``
+(default, portable), ``cross_entropy`` (the paper's labels) and ``expected_value``."""
 
 from __future__ import annotations
 
@@ -98,9 +94,8 @@ def validation_score(policy, objective: str, dataset: TrainingSet) -> float:
 def fit(policy, dataset: TrainingSet, validation: TrainingSet | None = None, epochs: int = BLOCKPILOT_EPOCHS,
         lr: float = BLOCKPILOT_LR, batch_size: int = BLOCKPILOT_BATCH_SIZE, patience: int = PATIENCE, seed: int = 0,
         objective: str | None = None, weight_decay: float = BLOCKPILOT_WEIGHT_DECAY) -> dict:
-    """Train ``policy`` (a :class:`~specpolicy.plugins.blockpilot.BlockPilotPolicy`) in place; the best
-    validation epoch is kept. ``objective`` defaults to what its heads predict (``cycles`` for cycles per
-    token, else ``cross_entropy``). Returns a summary with the per-epoch history."""
+    """Train ``policy`` in place, keeping the best validation epoch; ``objective`` defaults to what its heads
+    predict. Returns a summary with the per-epoch history."""
     if objective is None:
         objective = BLOCKPILOT_OBJECTIVE if policy.settings.predicts == "cycles_per_token" else "cross_entropy"
     if objective not in OBJECTIVES:

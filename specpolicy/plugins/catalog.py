@@ -1,6 +1,5 @@
-"""The built-in policy families, declared without importing them: each ``specpolicy`` entry point names a
-pluggy plugin here whose ``register_policies`` gives factories as ``"module:function"`` strings, imported when
-a family is first built, so listing policies or building ``fixed16`` loads neither torch nor scikit-learn."""
+"""The built-in policy families, declared without importing them: factories are ``"module:function"`` strings,
+so listing policies or building ``fixed16`` loads neither torch nor scikit-learn."""
 
 from __future__ import annotations
 

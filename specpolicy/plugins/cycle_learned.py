@@ -1,14 +1,5 @@
-"""A learned per-cycle policy: predicts each block size's tokens for the next cycle, priced with the table.
-
-Portable, as BlockPilot is: what it learns does not depend on a machine. From features of the
-cycles so far, one small MLP (an output per block size, evaluated in numpy: a few microseconds per
-cycle) predicts the tokens the next cycle would commit at every candidate, read exactly from the
-replay tables of a sweep; the policy picks the most tokens per second under the observation's cost
-table (:meth:`~specpolicy.policy.LearnedPolicy.fastest_choices`: the one it was validated with when
-there is none). Rounds of DAgger roll the current policy out on the training prompts and add the
-states it visits, so it learns where its own choices lead. Predictors saved before (regrets against
-the per-cycle time oracle under one table) still load and act as they did.
-"""
+"""A learned per-cycle policy (``cycle``): an MLP predicts from the cycles so far the tokens each candidate would
+commit next, priced with the observation's cost table; trained by DAgger rounds on replay tables."""
 
 from __future__ import annotations
 

@@ -42,9 +42,8 @@ def snap(size: int, candidates: Sequence[int]) -> int:
 
 def ar_wait(state: DecodeState, failed: Callable[[int, int], bool], first_wait: int = FIRST_WAIT,
             scale: float = 1.0) -> int | None:
-    """Plain AR cycles still owed after failed speculation (``None``: speculate). After the n-th failed
-    speculative cycle since the last good one the wait is ``first_wait * 2**(n-1)`` AR cycles (at most
-    :data:`MAX_WAIT`) times ``scale``, rounded up."""
+    """Plain AR cycles still owed after failed speculation (``None``: speculate): after the n-th failed cycle,
+    ``first_wait * 2**(n-1)`` (at most :data:`MAX_WAIT`) times ``scale``, rounded up."""
     sizes, accepted = state.block_size_history, state.accepted_history
     i = len(sizes) - 1
     while i >= 0 and sizes[i] == 1:
@@ -105,9 +104,8 @@ class GrowShrinkPolicy(Policy):
 
 def acceptance_rate(state: DecodeState, prior: float = ACCEPTANCE_PRIOR, prior_weight: float = ACCEPTANCE_PRIOR_WEIGHT,
                     decay: float = ACCEPTANCE_DECAY) -> float:
-    """Per-draft acceptance of a geometric model over the speculative cycles so far: ``a`` accepted of L
-    shows ``a`` successes in ``a + 1`` trials (in ``L - 1`` when all passed), older cycles weigh ``decay`` less
-    each. The decayed sums live on the state and grow with its history: O(1) per decision."""
+    """Per-draft acceptance of a geometric model over the speculative cycles so far (older cycles weigh ``decay``
+    less each), its sums kept on the state and updated per cycle."""
     key, accepted_history = f"_acceptance_{decay}", state.accepted_history
     successes, trials, seen = state.__dict__.get(key, (0.0, 0.0, 0))
     if seen != len(accepted_history):  # cycles added since the last call (or another history: start again)

@@ -75,9 +75,8 @@ def _ranges(text: str) -> list[list[int]]:
 
 
 def engine_args(family: str, arg: str | None, settings: type) -> object:
-    """``settings`` (a dataclass of the engine's parameters and defaults) from ``"name=value,name=value"``;
-    an unknown or repeated name, a value that does not parse and one below the engine's least are refused, naming the
-    family's parameters."""
+    """``settings`` (the engine's parameters and defaults) from ``"name=value,..."``; unknown, repeated,
+    unparsable or out-of-range values refused, naming the family's parameters."""
     known = {f.name: f for f in fields(settings)}
     given: dict[str, object] = {}
     for item in filter(None, (arg or "").split(",")):

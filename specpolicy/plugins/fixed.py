@@ -40,9 +40,8 @@ class RandomPolicy(Policy):
 
 
 class ChoicesPolicy(Policy):
-    """The block size a file names for each prompt id (``{"gsm8k:0": 16, ...}``): another predictor's choices,
-    such as the BlockPilot authors' ``1.json`` as ``import-blockpilot`` saves it. It knows only the prompts the
-    file names, so, like an oracle, it runs in replay (on a sweep of those prompts)."""
+    """The block size a file names per prompt id (``{"gsm8k:0": 16}``, e.g. ``import-blockpilot``'s
+    ``authors_choices.json``); it knows only those prompts, so it runs in replay."""
 
     needs_sweep = True
 

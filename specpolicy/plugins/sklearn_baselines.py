@@ -1,7 +1,5 @@
-"""scikit-learn baselines on compact prefill features (:func:`specpolicy.features.compact`) plus 16 principal
-components of the logits, standardised: ``forest``, ``knn`` and ``gboost`` regress cycles per token (priced
-with the observation's cost table, as BlockPilot); ``logreg`` classifies the training labels. Saved with skops
-(no pickle), loaded with scikit-learn/numpy types and this project's feature functions only."""
+"""scikit-learn baselines on compact prefill features plus 16 principal components of the logits: ``forest``,
+``knn`` and ``gboost`` regress cycles per token, ``logreg`` classifies; saved with skops (no pickle)."""
 
 from __future__ import annotations
 

@@ -26,9 +26,8 @@ class _NoTorch:
 
 
 def skops_io() -> ModuleType:
-    """``skops.io``, imported without torch: its import walks every scikit-learn module, and
-    ``sklearn.externals.array_api_compat.torch`` imports torch where it is installed (6-8 s), which no
-    scikit-learn model here needs. Once torch is loaded anyway, a plain import."""
+    """``skops.io`` imported without torch (sklearn's array-API module imports it where installed, 6-8 s, and no
+    model here needs it); a plain import once torch is loaded."""
     if "skops.io" in sys.modules or "torch" in sys.modules:
         return importlib.import_module("skops.io")
     blocker = _NoTorch()
@@ -91,9 +90,8 @@ def save_model(folder: str | Path, model: object, settings_name: str, settings: 
 
 def load_model(folder: str | Path, settings_name: str, what: str, train_command: str, weights_only: bool = False
                ) -> tuple[object, dict]:
-    """(model, settings) saved by :func:`save_model`: :class:`MLPWeights` where the folder holds weights, else the
-    skops model through :func:`safe_load`; a missing file (the weights, with ``weights_only``) names itself and
-    ``train_command``, a damaged one says so. ``what``: the policy, for messages."""
+    """(model, settings) saved by :func:`save_model` (weights or a skops model); a missing file names itself and
+    ``train_command``, a damaged one says so."""
     import json
 
     folder = Path(folder)

@@ -1,11 +1,6 @@
-"""Verify-length policies: draft B, let the target check the first L <= B tokens.
-
-- ``threshold`` (``threshold:0.5``, ``threshold16``): the largest B, verify while the running product of
-  confidences stays >= the threshold (0.3).
-- ``marginal`` (``marginal16``): LibraSpec-style, the L with the most expected tokens per modelled second.
-- ``adaptive-verify``: ``adaptive``'s B, then ``marginal``'s L.
-- ``oracle-verify``: per cycle, the (B, L) with the fewest modelled seconds by exact DP (an upper bound).
-"""
+"""Verify-length policies: draft B, verify the first L <= B: ``threshold`` (running confidence >= 0.3),
+``marginal`` (the most expected tokens per modelled second), ``adaptive-verify`` (``adaptive``'s B, then
+``marginal``'s L) and ``oracle-verify`` (the exact (B, L) upper bound)."""
 
 from __future__ import annotations
 

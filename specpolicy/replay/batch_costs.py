@@ -1,6 +1,5 @@
-"""Batch-aware cost tables (``specpolicy bench batch-latency``; no torch): per batch size b, the seconds of a
-target pass over b sequences of n tokens and of a drafter pass over b blocks of n; ragged steps interpolate along
-total tokens. :meth:`BatchCostTable.at_concurrency` gives the per-request :class:`~specpolicy.costs.CostTable`."""
+"""Batch-aware cost tables (no torch): per batch size b, a target pass over b x n tokens and a drafter pass over
+b blocks of n; :meth:`BatchCostTable.at_concurrency` gives the per-request :class:`~specpolicy.costs.CostTable`."""
 
 from __future__ import annotations
 
@@ -108,10 +107,8 @@ class BatchCostTable(TableFile):
         return self.draft_cost([b for b, _ in actions]) + self.verify_cost([v for _, v in actions])
 
     def at_concurrency(self, concurrency: int, block_sizes: Sequence[int]) -> CostTable:
-        """Per-request costs when ``concurrency`` requests step together: a cycle of B costs (draft of c blocks
-        of B + verify of c x B) / c. A plain step beside drafting requests also shares their drafter pass (they
-        draft the smallest B where it pays at :data:`~specpolicy.defaults.ACCEPTANCE_PRIOR`); ``ar_seconds`` is
-        the share of a step of c plain AR requests, the speedups' baseline."""
+        """Per-request costs at ``concurrency`` c: a cycle of B costs (draft of c blocks + verify of c x B) / c; a
+        plain step beside drafting requests shares their drafter pass; ``ar_seconds``: a c-request AR step / c."""
         c = int(concurrency)
         sizes = sorted(set(block_sizes) | {1})
         draft = {b: self.draft_cost([b] * c) for b in sizes}  # one batched pass of each size, priced once

@@ -1,15 +1,6 @@
-"""Engine configurations, priced as the engines run them (no torch; read from their source, late 2026).
-
-- **vLLM** ``method: dflash`` drafts ``1 + num_speculative_tokens`` every step (``v1/spec_decode/dflash.py``):
-  B = N + 1. ``num_speculative_tokens_per_batch_size`` (inclusive ``[start, end, K]`` ranges,
-  ``config/speculative.py``) sets the drafts verified per batch size, clamped to N
-  (``dynamic/utils.py:build_dynamic_sd_schedule_lookup``): L = min(K, N) + 1.
-- **SGLang** ``--speculative-algorithm DFLASH``: one static ``--speculative-num-draft-tokens`` B
-  (``arg_groups/speculative_hook.py``); B = 1 is speculation off.
-
-:class:`VllmConfig` / :class:`SglangConfig` give the plan each engine runs at a concurrency; as policies they
-are ``vllm-config:FILE`` and ``sglang-config:FILE``.
-"""
+"""Engine configurations, priced as the engines run them (no torch; read from their source): vLLM ``dflash``
+drafts B = N + 1 every step and verifies K + 1 per batch size (``num_speculative_tokens_per_batch_size``, K
+clamped to N); SGLang ``DFLASH`` runs one static B (1: speculation off)."""
 
 from __future__ import annotations
 
@@ -44,9 +35,8 @@ def vllm_schedule(drafts_by_batch: Mapping[int, int]) -> list[list[int]]:
 
 
 def vllm_lookup(num_speculative_tokens: int, ranges: list[list[int]]) -> dict[int, int]:
-    """vLLM's dense table ``{batch size: K}`` from the ranges, every K clamped to ``num_speculative_tokens``
-    (as ``build_dynamic_sd_schedule_lookup`` does); a schedule vLLM refuses at start-up
-    (``validate_and_normalize_dynamic_sd_schedule``, vllm/v1/spec_decode/dynamic/utils.py @14b450c) is refused."""
+    """vLLM's dense ``{batch size: K}`` from the ranges, K clamped to ``num_speculative_tokens``; a schedule vLLM
+    refuses at start-up (``validate_and_normalize_dynamic_sd_schedule`` @14b450c) is refused."""
     name = "num_speculative_tokens_per_batch_size"
     if any(not isinstance(entry, (list, tuple)) or len(entry) != 3 for entry in ranges):
         raise ValueError(f"{name} entries must be 3-item [start, end, K] (the 5-item form with context ranges is "
@@ -207,10 +197,8 @@ def choose_sglang(sizes: Sequence[int], batches: Sequence[int], throughput: Thro
 
 
 def choose_vllm(sizes: Sequence[int], batches: Sequence[int], throughput: Throughput, model: str = "") -> VllmConfig:
-    """The fastest static vLLM configuration for a store (whatever the policy; ``export --fastest``).
-    vLLM drafts one block every step: the block (among ``sizes`` > 1) with the most throughput summed over
-    ``batches`` when verified whole; then at each batch size the verify length (among ``sizes`` up to the
-    block) with the most throughput, each simulated as vLLM runs it."""
+    """The fastest static vLLM configuration for a store (``export --fastest``): the block with the most summed
+    throughput verified whole, then per batch size the fastest verify length, each simulated as vLLM runs it."""
     drafted = [size for size in sizes if size > 1]
     if not drafted:
         raise ValueError(f"vLLM's DFlash drafts at least 2 tokens; the sweep's sizes {list(sizes)} have none above 1")

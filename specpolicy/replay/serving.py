@@ -1,9 +1,5 @@
-"""A serving simulation (modelled, no torch): ``concurrency`` slots each run one request's replay; every step
-each active request runs one cycle of its plan and the step costs one batched drafter pass plus one batched
-target pass (:meth:`~specpolicy.replay.batch_costs.BatchCostTable.step_seconds`); a finished slot takes the
-next request (continuous batching). A step's seconds are shared equally by its requests, so pooled ratios are
-throughput ratios; the paired bootstrap holds each request's share fixed (stated with the numbers).
-"""
+"""A serving simulation (modelled, no torch): ``concurrency`` slots each run a request's replay, a step costs one
+batched drafter and one batched target pass shared equally by its requests, finished slots refill."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The table exact replay is read from: every candidate's accepted drafts at every reachable anchor. Built by
-:func:`specpolicy.sweep.replay.build_replay` from one live decode (or imported), read without torch;
-:meth:`ReplayTable.session` replays a decode one cycle at a time as live decoding's CycleSource does."""
+"""The table exact replay reads: every candidate's accepted drafts at every reachable anchor, built from one live
+decode (or imported) and read without torch."""
 
 from __future__ import annotations
 
@@ -163,10 +162,8 @@ class ReplayTable:
 
     def fastest_fixed(self, costs: CostTable, candidates: Sequence[int] | None = None,
                       training_block_size: int = TRAINING_BLOCK_SIZE) -> int:
-        """The per-prompt time oracle: the candidate with the fewest modelled seconds as a fixed block size.
-
-        Ties go to the candidate nearest ``training_block_size``, then the smaller.
-        """
+        """The per-prompt time oracle: the candidate with the fewest modelled seconds as a fixed block size (ties:
+        nearest ``training_block_size``, then the smaller)."""
         sizes = tuple(self.candidates if candidates is None else candidates)
         seconds = self.fixed_seconds(costs, sizes)
         return sizes[oracle_label([-seconds[b] for b in sizes], sizes, training_block_size)]
@@ -198,9 +195,8 @@ class ReplayTable:
 
     def _outcomes(self, columns: Sequence[int], lengths: Sequence[int] | None = None
                   ) -> tuple[np.ndarray, np.ndarray]:
-        """Where a cycle of each of ``columns`` verifying ``lengths`` (default: whole blocks) leads from every
-        anchor: the next anchor's offset [n, A] (clipped to n) and whether the decode ends there [n, A], by
-        :func:`commit_length` over arrays (what :meth:`cycle` computes one cell at a time)."""
+        """Where a cycle of each of ``columns`` verifying ``lengths`` leads from every anchor: next offsets [n, A]
+        and whether the decode ends [n, A], :func:`commit_length` over arrays."""
         p, n = self.prompt_length, self.accepted.shape[0]
         accepted = self.accepted[:, columns].astype(np.int64)
         reachable = self.accepted[:, 0] >= 0
@@ -220,9 +216,8 @@ class ReplayTable:
 
     def oracle_plan(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,
                     training_block_size: int = TRAINING_BLOCK_SIZE, verify_lengths: bool = False) -> Plan:
-        """The schedule with the fewest modelled seconds (:meth:`cost_to_go`) as a plan by anchor: a true
-        upper bound for any per-cycle policy over ``candidates`` (default: the table's), whole blocks or
-        (B, L) with ``verify_lengths``. It reads no drafted block, so it runs on any replay of this prompt."""
+        """The :meth:`cost_to_go` optimum as a plan by anchor: an upper bound for any per-cycle policy over
+        ``candidates`` (whole blocks, or (B, L) with ``verify_lengths``)."""
         _, q, actions = self.cost_to_go(costs, candidates, training_block_size, verify_lengths)
         best, p = np.argmin(q, axis=1), self.prompt_length  # the first minimum: the preferred action
 

@@ -1,6 +1,5 @@
-"""Measure a :class:`~specpolicy.replay.batch_costs.BatchCostTable`: per batch size b and length n, a target
-pass over b x n new tokens after a shared context and a drafter pass over b blocks of n, in interleaved
-shuffled rounds with medians kept (as :func:`~specpolicy.sweep.latency.measure_costs`)."""
+"""Measure a :class:`~specpolicy.replay.batch_costs.BatchCostTable`: target and drafter passes per batch size b
+and length n, in interleaved shuffled rounds, medians kept."""
 
 from __future__ import annotations
 

@@ -19,9 +19,8 @@ BLOCKPILOT_FOLDER = re.compile(r"(?P<dataset>.+)_(?P<seed>\d+)T(?P<temperature>[
 
 def import_blockpilot(folder: str | Path, out: str | Path, candidates: Sequence[int] | None = PAPER_CANDIDATES
                       ) -> tuple[SweepStore, dict[str, int]]:
-    """Read the BlockPilot authors' ``{dataset}_{seed}T{temperature}/{B}.json`` (prompt index -> mean tau) into
-    a store without features. ``candidates``: the sizes kept (default 14..18; ``None``: all), each covering the
-    same prompts; ``1.json`` holds their predictor's choices (returned by id, saved as ``authors_choices.json``)."""
+    """Read the BlockPilot authors' ``{dataset}_{seed}T{temperature}/{B}.json`` (index -> mean tau) into a store
+    without features; ``1.json`` (their predictor's choices) is saved as ``authors_choices.json``."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is {'a file' if folder.exists() else 'missing'}; pass the authors' folder "
@@ -94,9 +93,8 @@ SPECDECODE_DRAFTERS = ("eagle", "ngram")
 
 @dataclass(frozen=True)
 class TraceImport:
-    """What an import read: decodes kept, the longest accepted run, the requests whose token array belongs to
-    another run than the acceptance array (SpecDecode-Bench; the acceptance array alone decides), those skipped,
-    and what replay is exact for."""
+    """What an import read: decodes kept, the longest accepted run, SpecDecode-Bench requests whose token array is
+    another run's, those skipped, and what replay is exact for."""
 
     store: SweepStore
     requests: int
