@@ -1,18 +1,13 @@
-"""Comparison as a library (no torch, no CLI): checked options and the runs of a stored sweep as named rows::
+"""Comparison as a library (no torch, no CLI): checked :class:`CompareOptions` and a stored sweep's runs as named
+rows, what ``specpolicy compare`` prints::
 
-    from specpolicy.evaluation.compare import compare_sweep
-
-    rows = compare_sweep("runs/traces/gsm8k", ["fixed16", "oracle", "oracle-step", "adaptive"],
-                         costs=["specpolicy/zoo/measured/cast-h100-sxm-llama-3.1-8b-context-1024.json"])
-    for r in rows:
+    for r in compare_sweep("runs/traces/gsm8k", ["fixed8", "adaptive", "oracle-step"], costs=["table.json"]):
         print(r.row.policy, f"{r.row.speedup:.2f}x", r.row.vs_baseline_ci95)
-
-``specpolicy compare`` builds the same :class:`CompareOptions` and adds the runs that need models.
 """
 
 from __future__ import annotations
 
-import os
+import functools
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
@@ -35,14 +30,14 @@ from specpolicy.defaults import (
     MAX_NEW_TOKENS,
 )
 from specpolicy.evaluation.metrics import PolicyResults, SummaryRow, split_by, summarize
+from specpolicy.evaluation.report import check_plot_path
 from specpolicy.policy import Policy
 
 BY = ("category", "group", "context")
-"""the prompt labels ``by`` reports per (a sweep record's, or a prompt's from its dataset; ``context``: the
-bucket of a stored prompt's length, :func:`~specpolicy.costs.context_bucket`)"""
+"""the prompt labels ``by`` reports per (``context``: a stored prompt's length bucket)"""
 SWEEP_SETTINGS = ("datasets", "temperature", "max_samples", "max_new_tokens", "seed", "target", "drafter", "device",
                   "dtype")
-"""what a fresh sweep is made with: a stored sweep has its own, so giving them beside ``sweep`` is refused"""
+"""what a fresh sweep is made with (refused beside ``sweep``, which has its own)"""
 
 
 class Mode(str, Enum):
@@ -139,19 +134,6 @@ class CompareOptions:
                              "--batch-costs FILE (from `specpolicy bench batch-latency --out FILE`)")
 
 
-def check_plot_path(plot: Path) -> None:
-    """A --plot path must be a PNG file in a folder that exists or can be made."""
-    if plot.is_dir() or plot.suffix.lower() != ".png":
-        example = plot / "compare.png" if plot.is_dir() else plot.with_suffix(".png")
-        raise ValueError(f"--plot {plot} must be a .png file path (e.g. {example})")
-    try:
-        plot.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ValueError(f"--plot {plot}: cannot create its folder ({error.strerror}); pass a writable path") from None
-    if not os.access(plot.parent, os.W_OK):
-        raise ValueError(f"--plot {plot}: {plot.parent} is not writable; pass a writable path")
-
-
 class Run(NamedTuple):
     """One dataset's results: at a concurrency when served (``None``: one request at a time)."""
 
@@ -174,14 +156,14 @@ class ComparisonRow:
                 **({by: self.label} if by else {}), **self.row.to_dict()}
 
 
-def warn(message: str) -> None:
-    warnings.warn(message, UserWarning, stacklevel=3)
+warn = functools.partial(warnings.warn, category=UserWarning, stacklevel=3)
+"""how the library reports a flagged cost table (the command line prints it instead)"""
 
 
 def price_tables(options: CompareOptions, on_warning: Callable[[str], object] = warn
                  ) -> CostTable | list[CostTable] | None:
-    """The ``costs`` tables loaded (one, several by context, or ``None``: the sweep's own), each flagged one
-    reported; two at one context length are refused (which would price a prompt would depend on their order)."""
+    """The ``costs`` tables (one, several by context, or ``None``: the sweep's own), flagged ones reported; two at
+    one context length are refused (their order would decide the price)."""
     tables = [CostTable.load(path) for path in options.costs]
     contexts = [t.context_length for t in tables]
     twice = sorted({c for c in contexts if contexts.count(c) > 1})
@@ -218,8 +200,7 @@ def chosen_candidates(options: CompareOptions, store: object | None) -> list[int
 
 
 class Prepared(NamedTuple):
-    """A comparison's inputs, checked: the cost tables (``None``: the sweep's own), the stored sweep (``None``:
-    none given), the block sizes compared and the policies built over them."""
+    """A comparison's checked inputs: tables (``None``: the sweep's own), the stored sweep, sizes and policies."""
 
     costs: CostTable | list[CostTable] | None
     store: object | None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -137,3 +138,16 @@ def plot_speedup_map(cells: dict[tuple[str, str, int], float], path: str | Path,
         axis.set_xlabel("concurrency", fontsize=9)
     fig.suptitle(title, fontsize=11)
     return save_figure(fig, path)
+
+
+def check_plot_path(plot: Path) -> None:
+    """A --plot path must be a PNG file in a folder that exists or can be made."""
+    if plot.is_dir() or plot.suffix.lower() != ".png":
+        example = plot / "compare.png" if plot.is_dir() else plot.with_suffix(".png")
+        raise ValueError(f"--plot {plot} must be a .png file path (e.g. {example})")
+    try:
+        plot.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"--plot {plot}: cannot create its folder ({error.strerror}); pass a writable path") from None
+    if not os.access(plot.parent, os.W_OK):
+        raise ValueError(f"--plot {plot}: {plot.parent} is not writable; pass a writable path")
