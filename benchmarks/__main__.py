@@ -60,7 +60,7 @@ def decode(
     if target == "random":
         import torch
 
-        from specpolicy.models.testing import make_pair
+        from zoo_build.random_models import make_pair
 
         model, draft = make_pair(vocab=4096, hidden=256, layers=6)
         ids = [torch.randint(5, 4000, (64,)).tolist() for _ in range(prompts)]

@@ -13,8 +13,8 @@ import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
-from specpolicy.models.testing import make_pair
 from tests.fixtures.prebuilt import PROMPTS, STORE_SETTINGS, copy_store, copy_test_zoo, load_trained_pair
+from zoo_build.random_models import make_pair
 
 STORE_CANDIDATES = tuple(STORE_SETTINGS["replay"]["candidates"])  # the replay store's
 

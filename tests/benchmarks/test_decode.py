@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from benchmarks.decode import bench_decode
-from specpolicy.models.testing import make_pair
+from zoo_build.random_models import make_pair
 
 
 @pytest.mark.parametrize("temperature", [0.0, pytest.param(1.0, marks=pytest.mark.slow)])

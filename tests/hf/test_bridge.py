@@ -9,8 +9,8 @@ import torch
 
 from specpolicy.models.dflash import DFlashDrafter
 from specpolicy.models.sources import zoo_path
-from specpolicy.models.testing import make_drafter, make_target
 from tests.models.test_dflash import published_keys
+from zoo_build.random_models import make_drafter, make_target
 
 transformers = pytest.importorskip("transformers")
 if not hasattr(transformers, "MuseGlimmerAssistantModel"):

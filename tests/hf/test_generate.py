@@ -161,7 +161,7 @@ def test_a_specpolicy_drafter_folder_is_converted_on_the_fly(pair, held_out):
 def test_oracles_and_foreign_vocabularies_are_refused_before_generating(pair):
     with pytest.raises(ValueError, match="cannot decode live"):
         hf.attach(pair.target, "oracle")
-    from specpolicy.models.testing import make_target
+    from zoo_build.random_models import make_target
 
     with pytest.raises(ValueError, match="vocabulary"):
         hf.attach(make_target(), "blockpilot")
@@ -205,7 +205,7 @@ def test_an_rl_agent_policy_runs_inside_generate(pair, assistant, costs, held_ou
 
 def test_a_drafter_made_for_another_target_is_refused_naming_the_mismatch(assistant):
     """Reported: mismatched models gave a raw AttributeError or IndexError from inside generate()."""
-    from specpolicy.models.testing import make_target
+    from zoo_build.random_models import make_target
 
     for other, what in ((make_target(vocab=4096, hidden=256, layers=2), "layers"),
                         (make_target(vocab=4096, hidden=64, layers=6), "hidden size"),

@@ -6,8 +6,8 @@ import torch
 
 from specpolicy.models.blocks import draft_mixed_blocks
 from specpolicy.models.target import new_cache, target_forward
-from specpolicy.models.testing import make_pair
 from zoo_build.drafter_loss import draft_anchor_blocks
+from zoo_build.random_models import make_pair
 
 
 def _sequence(length: int, seed: int):

@@ -11,7 +11,7 @@ from specpolicy.models.dflash import DFlashDrafter
 from specpolicy.models.dflash_config import default_target_layer_ids
 from specpolicy.models.loading import check_compatible, load_drafter
 from specpolicy.models.target import new_cache, target_forward
-from specpolicy.models.testing import make_drafter, make_target
+from zoo_build.random_models import make_drafter, make_target
 
 PUBLISHED_TOP = {"fc.weight", "hidden_norm.weight", "norm.weight"}
 PUBLISHED_LAYER = [

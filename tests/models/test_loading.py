@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from specpolicy.models.sources import weights_fingerprint
-from specpolicy.models.testing import make_target
+from zoo_build.random_models import make_target
 
 
 def test_weights_fingerprint_changes_with_the_weights(tmp_path):

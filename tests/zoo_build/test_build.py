@@ -9,8 +9,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
-from specpolicy.models.testing import make_target
 from zoo_build.build import store_weights_as
+from zoo_build.random_models import make_target
 
 
 def test_store_weights_as_bf16_loads_back_as_the_rounded_float32_weights(tmp_path):
@@ -28,8 +28,8 @@ def test_store_weights_as_bf16_loads_back_as_the_rounded_float32_weights(tmp_pat
 
 def test_publish_swaps_a_finished_run_in_and_refuses_an_unfinished_one(tmp_path):
     """Training used to copy into the installed package itself, removing the old zoo first."""
-    from specpolicy.models.testing import make_pair
     from zoo_build.build import publish
+    from zoo_build.random_models import make_pair
 
     installed_target, installed_drafter = tmp_path / "pkg" / "target", tmp_path / "pkg" / "drafter"
     with pytest.raises(FileNotFoundError, match="nothing to publish"):
@@ -51,8 +51,8 @@ def test_a_publish_interrupted_at_any_rename_completes_when_rerun_or_loaded(tmp_
     (or, between the two swaps, a new target beside the old drafter)."""
     from pathlib import Path
 
-    from specpolicy.models.testing import make_pair
     from zoo_build.build import finish_publish, publish
+    from zoo_build.random_models import make_pair
 
     target, drafter = make_pair()
     target.save_pretrained(str(tmp_path / "run" / "target"))

@@ -1,4 +1,4 @@
-"""Tiny random models (fp32, CPU) for tests, docs and `python -m benchmarks decode --target random`."""
+"""Tiny random models (fp32, CPU) for tests and `benchmarks decode --target random`; maintainers' tooling."""
 
 from __future__ import annotations
 
