@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+Folded = TypeVar("Folded")
 
 
 @dataclass
@@ -39,6 +42,20 @@ class DecodeState:
         self.generated = int(generated)
         self.position = self.prompt_length + self.generated - 1
         self.cycle = len(self.block_size_history)
+
+    def fold(self, key: str, initial: Folded, update: Callable[[Folded, int], Folded]) -> Folded:
+        """``update(value, i)`` folded over the finished cycles i, kept on the state under ``key`` and carried on
+        from the cycles added since the last call (from ``initial`` again if the histories were replaced): the one
+        way per-cycle rules read a long history in O(1) per decision."""
+        value, seen = self.__dict__.get(key, (initial, 0))
+        done = len(self.accepted_history)
+        if seen != done:
+            if seen > done:
+                value, seen = initial, 0
+            for i in range(seen, done):
+                value = update(value, i)
+            self.__dict__[key] = (value, done)
+        return value
 
     def record(self, block_size: int, accepted: int, verify_length: int | None = None) -> None:
         """Append one finished cycle to the histories."""

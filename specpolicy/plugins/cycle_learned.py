@@ -39,17 +39,13 @@ def cycle_features(state: DecodeState) -> np.ndarray:
 
 
 def _last_cycles(state: DecodeState) -> tuple[int, int]:
-    """(index of the last speculative cycle, of the last with >= 2 accepted drafts; -1: none), kept on the state
-    and updated with the cycles added since the last call (a decision costs O(1), as acceptance_rate's)."""
-    sizes, accepted = state.block_size_history, state.accepted_history
-    speculative, good, seen = state.__dict__.get("_last_cycles", (-1, -1, 0))
-    if seen > len(sizes):  # another history than the one read: start again
-        speculative, good, seen = -1, -1, 0
-    for i in range(seen, len(sizes)):
-        if sizes[i] != 1:
-            speculative, good = i, i if accepted[i] >= 2 else good
-    state.__dict__["_last_cycles"] = (speculative, good, len(sizes))
-    return speculative, good
+    """(index of the last speculative cycle, of the last with >= 2 accepted drafts; -1: none), a fold on the state."""
+    def update(last: tuple[int, int], i: int) -> tuple[int, int]:
+        if state.block_size_history[i] == 1:
+            return last
+        return i, i if state.accepted_history[i] >= 2 else last[1]
+
+    return state.fold("_last_cycles", (-1, -1), update)
 
 
 class CycleLearnedPolicy(LearnedPolicy):

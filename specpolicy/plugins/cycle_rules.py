@@ -106,18 +106,16 @@ def acceptance_rate(state: DecodeState, prior: float = ACCEPTANCE_PRIOR, prior_w
                     decay: float = ACCEPTANCE_DECAY) -> float:
     """Per-draft acceptance of a geometric model over the speculative cycles so far (older cycles weigh ``decay``
     less each), its sums kept on the state and updated per cycle."""
-    key, accepted_history = f"_acceptance_{decay}", state.accepted_history
-    successes, trials, seen = state.__dict__.get(key, (0.0, 0.0, 0))
-    if seen != len(accepted_history):  # cycles added since the last call (or another history: start again)
-        lengths = state.verify_history if len(state.verify_history) == len(state.block_size_history) \
-            else state.block_size_history
-        if seen > len(accepted_history):
-            successes, trials, seen = 0.0, 0.0, 0
-        for size, accepted in zip(lengths[seen:], accepted_history[seen:]):
-            if size != 1:
-                successes = accepted + decay * successes
-                trials = accepted + (accepted < size - 1) + decay * trials
-        state.__dict__[key] = (successes, trials, len(accepted_history))
+    lengths = state.verify_history if len(state.verify_history) == len(state.block_size_history) \
+        else state.block_size_history
+
+    def update(sums: tuple[float, float], i: int) -> tuple[float, float]:
+        size, accepted = lengths[i], state.accepted_history[i]
+        if size == 1:
+            return sums
+        return accepted + decay * sums[0], accepted + (accepted < size - 1) + decay * sums[1]
+
+    successes, trials = state.fold(f"_acceptance_{decay}", (0.0, 0.0), update)
     return min((prior * prior_weight + successes) / (prior_weight + trials), 0.999)
 
 

@@ -79,14 +79,14 @@ class VllmConfig:
         """(B, L) vLLM runs at ``concurrency``: draft B = N + 1, verify L = K + 1."""
         return self.num_speculative_tokens + 1, self.verified(concurrency) + 1
 
-    def plan(self, concurrency: int = 1) -> Plan:
-        """vLLM's plan: K from the requests each step schedules (``state.batch``, as vLLM keys its schedule);
-        ``concurrency`` only names the per-prompt shape (:meth:`shape`)."""
+    def plan(self) -> Plan:
+        """vLLM's plan: a block of N + 1, K from the requests each step schedules (``state.batch``, as vLLM keys
+        its schedule)."""
+        plan = Plan.fixed(self.num_speculative_tokens + 1)
         if not self.per_batch:
-            return Plan.fixed(self.num_speculative_tokens + 1)
-        fixed = Plan.fixed(*self.shape(concurrency))
-        return fixed.with_length(lambda state, drafted: min(self.verified(state.batch) + 1, drafted.block_size),
-                                 reads_block=False)
+            return plan
+        return plan.with_length(lambda state, drafted: min(self.verified(state.batch) + 1, drafted.block_size),
+                                reads_block=False)
 
     def to_json(self) -> dict:
         """The ``speculative_config``; without a schedule the key is left out (vLLM refuses an empty one)."""
@@ -120,8 +120,8 @@ class SglangConfig:
         """(B, L) SGLang runs at any concurrency: its one block, verified whole."""
         return check_block_size(self.block_size), self.block_size
 
-    def plan(self, concurrency: int = 1) -> Plan:
-        return Plan.fixed(*self.shape(concurrency))
+    def plan(self) -> Plan:
+        return Plan.fixed(*self.shape())
 
     def args(self) -> list[str]:
         """The launch flags (none for B = 1: run without speculation)."""
@@ -217,13 +217,13 @@ class EngineConfigPolicy(Policy):
         self.config = config
 
     def choices(self) -> set[int]:
-        return {self.config.plan(1).block_size}
+        return {self.config.plan().block_size}
 
     def select(self, observation: PromptObservation) -> int:
-        return self.config.plan(observation.concurrency).block_size
+        return self.config.plan().block_size
 
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
-        return self.config.plan(observation.concurrency)
+        return self.config.plan()
 
 
 def _loaded(engine: str, arg: str | None, candidates: Sequence[int]) -> EngineConfigPolicy:

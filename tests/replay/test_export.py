@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from specpolicy.cli import app
+from specpolicy.cycles import DraftedBlock
 from specpolicy.replay.export import SglangConfig, VllmConfig, vllm_lookup, vllm_schedule
+from specpolicy.state import DecodeState
 
 
 @pytest.mark.parametrize(("drafts", "ranges"), [
@@ -68,7 +71,9 @@ SCHEDULE = [[1, 2, 7], [3, 8, 0]]
 def test_vllm_runs_a_fixed_block_and_a_verify_length_per_batch_size(config, concurrency, shape):
     parsed = VllmConfig.from_json(config)
     assert parsed.shape(concurrency) == shape
-    assert parsed.plan(concurrency).block_size == shape[0]
+    plan, state = parsed.plan(), DecodeState.after_prefill(np.zeros(0, np.float32), 2)
+    state.batch = concurrency  # a step scheduling that many requests
+    assert (plan.block_size, plan.verify_length(state, DraftedBlock(shape[0]))) == shape
 
 
 # python/sglang/srt/arg_groups/speculative_hook.py, _handle_dflash: --speculative-num-draft-tokens is the block size
