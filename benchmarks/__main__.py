@@ -251,7 +251,7 @@ def traces(
     per-cycle policy, on held-out requests."""
     from benchmarks.traces import DATASETS, LLAMA_H100, bench_traces, verdict_lines
     from specpolicy.costs import CostTable
-    from specpolicy.sweep.importers import SPECDECODE_DRAFTERS
+    from specpolicy.sweep.traces import SPECDECODE_DRAFTERS
     from specpolicy.zoo import MEASURED_DIR
 
     if drafter not in SPECDECODE_DRAFTERS:

@@ -17,8 +17,8 @@ from specpolicy.costs import CostTable
 from specpolicy.evaluation.metrics import SummaryRow, summarize
 from specpolicy.evaluation.replay import evaluate_replay
 from specpolicy.registry import create_policy
-from specpolicy.sweep.importers import import_specdecode
 from specpolicy.sweep.store import SweepStore
+from specpolicy.sweep.traces import import_specdecode
 from specpolicy.training.train import TrainArgs
 from specpolicy.training.train import main as train
 

@@ -26,6 +26,7 @@ from specpolicy.defaults import (
     SWEEP_MAX_SAMPLES,
 )
 from specpolicy.sweep.settings import Executor, SweepMode
+from specpolicy.sweep.traces import ProfileDraw
 
 
 def parse_candidates(text: str, option: str = "--candidates", block_sizes: bool = True) -> list[int]:
@@ -128,20 +129,23 @@ def import_blockpilot(
 
 
 def import_traces(
-    file: Path = typer.Argument(..., help="SpecDecode-Bench's per-position trace (data/llama3.1-8B/combined_gsm8k."
-                                "jsonl) or a Spec-Bench answer file (told apart by the first line)"),
+    file: Path = typer.Argument(..., help="a trace: SpecDecode-Bench's per-position JSONL, Spec-Bench answers, vLLM "
+                                "responses or a speculation_profile.json (told apart by the first object)"),
     out: Path = typer.Option(..., help="sweep store to create (rerun to resume)"),
     drafter: str = typer.Option("eagle", help="SpecDecode-Bench: whose acceptance to import, eagle (EAGLE-3) or ngram"),
-    candidates: str = typer.Option(None, help="block sizes replay may run (SpecDecode-Bench: up to the longest "
-                                   "recorded run + 1, default 1-16; Spec-Bench answers: the one block the run "
-                                   "drafted, default its longest step)"),
+    candidates: str = typer.Option(None, help="block sizes replay may run (default: every one the trace covers; a "
+                                   "per-step record covers the one block its run drafted)"),
     dataset: str = typer.Option(None, help="dataset name of the prompts (default: from the file name)"),
+    requests: int = typer.Option(ProfileDraw.requests, min=1, help="speculation profile: decodes to draw"),
+    tokens: int = typer.Option(ProfileDraw.tokens, min=2, help="speculation profile: tokens per decode"),
+    seed: int = typer.Option(ProfileDraw.seed, help="speculation profile: seed of the draw"),
 ) -> None:
-    """Import a real model's acceptance traces (SpecDecode-Bench's per-position JSONL, or Spec-Bench answers'
-    per-step accept lengths) into a sweep store, saying what replay is exact for (docs: importing traces)."""
-    from specpolicy.sweep.importers import import_traces as import_file
+    """Import a real model's acceptance traces into a sweep store, saying what replay is exact for (docs: importing
+    traces)."""
+    from specpolicy.sweep.traces import import_traces as import_file
 
-    result = import_file(file, out, drafter, parse_candidates(candidates) if candidates else None, dataset)
+    result = import_file(file, out, drafter, parse_candidates(candidates) if candidates else None, dataset,
+                         ProfileDraw(requests, tokens, seed))
     stderr.print(f"imported {result.requests} decodes into {out}; replay is exact for {result.exact_for} (the "
                  f"longest accepted run is {result.longest_drafts} drafts)", soft_wrap=True)
     if result.other_run_tokens:

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from specpolicy.cli import app
-from specpolicy.sweep.importers import import_specdecode
 from specpolicy.sweep.store import SweepStore
+from specpolicy.sweep.traces import import_specdecode, import_traces
 
 RNG = np.random.default_rng(0)
 
@@ -144,7 +144,7 @@ def answers(tmp_path):
 
 def test_spec_bench_answers_replay_exactly_the_recorded_steps(answers, tmp_path):
     from specpolicy.registry import create_policy
-    from specpolicy.sweep.importers import import_traces
+    from specpolicy.sweep.traces import import_traces
 
     file, rows = answers
     result = import_traces(file, tmp_path / "store")
@@ -174,7 +174,7 @@ def test_spec_bench_answers_replay_exactly_the_recorded_steps(answers, tmp_path)
     ({"accept_lengths": "3,1"}, "accept_lengths must be a list"),
 ])
 def test_a_damaged_answer_is_refused_in_one_line(tmp_path, damage, message):
-    from specpolicy.sweep.importers import import_traces
+    from specpolicy.sweep.traces import import_traces
 
     file = _write(tmp_path / "a.jsonl", [_answer(1, "qa", [[2, 3]]), _answer(2, "qa", [[3, 1], [1, 4]], **damage)])
     with pytest.raises(ValueError, match=message):
@@ -196,3 +196,120 @@ def test_a_policy_past_an_imported_recording_gets_a_hint_that_works(trace, tmp_p
     with pytest.raises(ValueError, match=r"missing \[16, 20, 24, 32\]\); the imported recording covers no others") as e:
         compare_sweep(tmp_path / "store", ["fixed4", "cycle"])
     assert "specpolicy sweep" not in str(e.value)
+
+
+# vLLM responses from a server started with --per-request-spec-decode-metrics detailed (docs/features/spec_decode:
+# "Per-Request Acceptance Metrics"): metrics.speculative_decoding carries per-step accepted and drafted counts
+def _response(rid, accepted, drafted=None, k=3, **damage):
+    drafted = [k] * len(accepted) if drafted is None else drafted
+    metrics = {"mean_acceptance_length": 1 + sum(accepted) / max(len(accepted), 1), "num_spec_steps": len(accepted),
+               "num_accepted_draft_tokens": sum(accepted), "num_draft_tokens": sum(drafted), "num_spec_tokens": k,
+               "per_step_accepted": accepted, "per_step_drafted": drafted} | damage
+    return {"id": rid, "object": "chat.completion", "choices": [{"index": 0}],
+            "metrics": {"speculative_decoding": metrics}}
+
+
+@pytest.fixture
+def responses(tmp_path):
+    rows = [_response("a", [3, 0, 2, 1, 3]), _response("b", [0, 0, 1], drafted=[3, 0, 2]), _response("c", [2, 3])]
+    rows.append({"id": "n2", "choices": [{}, {}], "metrics": {"speculative_decoding": None}})
+    return _write(tmp_path / "vllm-run.jsonl", rows), rows
+
+
+def test_vllm_responses_replay_exactly_the_recorded_steps(responses, tmp_path):
+    file, rows = responses
+    result = import_traces(file, tmp_path / "store")
+    assert result.requests == 3 and result.skipped == {"n2": "no speculative decoding metrics (n > 1, or nothing "
+                                                             "drafted)"}
+    assert "at B = 4 only" in result.exact_for and "2 of 10 steps drafted fewer than 3" in result.exact_for
+    store = SweepStore.load(tmp_path / "store")
+    assert store.candidates == (4,)
+    for row in rows[:3]:
+        accepted = row["metrics"]["speculative_decoding"]["per_step_accepted"]
+        record = next(r for r in store.records() if r.prompt_id == f"vllm-run:{row['id']}")
+        assert [c.accepted for c in record.table().simulate(4)] == accepted
+        assert record.taus[4] == pytest.approx(row["metrics"]["speculative_decoding"]["mean_acceptance_length"])
+    cli = CliRunner().invoke(app, ["import-traces", str(file), "--out", str(tmp_path / "cli")])
+    assert cli.exit_code == 0 and "imported 3 decodes" in cli.output and "skipped request n2" in cli.output
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    ({"per_step_accepted": None}, "must be lists of integers >= 0"),
+    ({"per_step_drafted": [3, 3]}, "differ in length"),
+    ({"per_step_accepted": [1, -1, 0]}, "must be lists of integers >= 0"),
+    ({"per_step_drafted": [3, 1, 3]}, "accepted more than it drafted"),
+    ({"per_step_drafted": [3, 4, 3]}, "drafted more than num_spec_tokens"),
+    ({"num_spec_steps": 4}, "num_spec_steps is not the number of steps"),
+    ({"num_accepted_draft_tokens": 9}, "does not add up to num_accepted_draft_tokens"),
+    ({"num_spec_tokens": 0}, "num_spec_tokens must be an integer >= 1"),
+])
+def test_a_damaged_vllm_response_is_refused_in_one_line(tmp_path, damage, message):
+    file = _write(tmp_path / "v.jsonl", [_response("a", [1, 2]), _response("b", [3, 2, 0], **damage)])
+    with pytest.raises(ValueError, match=f"line 2 \\(request b\\): .*{message}"):
+        import_traces(file, tmp_path / "store")
+    assert not (tmp_path / "store").exists()
+
+
+def test_vllm_files_that_cannot_replay_are_refused_with_the_fix(tmp_path):
+    summary = _response("a", [1, 2])
+    for key in ("per_step_accepted", "per_step_drafted"):
+        del summary["metrics"]["speculative_decoding"][key]
+    cases = [([summary], "summary metrics only.*--per-request-spec-decode-metrics detailed"),
+             ([_response("a", [1]), _response("b", [4, 0], k=5)], r"num_spec_tokens \[3, 5\] are mixed"),
+             ([{"id": "a", "choices": [], "metrics": {"speculative_decoding": None}}], "no response carries")]
+    for n, (rows, message) in enumerate(cases):
+        with pytest.raises(ValueError, match=message):
+            import_traces(_write(tmp_path / f"{n}.jsonl", rows), tmp_path / f"store{n}")
+    with pytest.raises(ValueError, match="a block of 4; pass --candidates 4"):
+        import_traces(_write(tmp_path / "k.jsonl", [_response("a", [1])]), tmp_path / "s", candidates=[8])
+
+
+# Model-Optimizer's speculation_profile.json (examples/specdec_bench/specdec_bench/speculation_profile.py, schema 1.0)
+def _profile(path, rates=(0.8, 0.5, 0.25), model="chain_analytic", **fields):
+    marginal = np.cumprod(rates).tolist()
+    body = {"schema_version": "1.0", "measured": True, "method": "eagle3", "num_speculative_tokens": len(rates),
+            "verification_method": "longest_prefix", "conditional_accept_rates": list(rates),
+            "marginal_accept_rates": marginal, "mean_accept_length": 1 + sum(marginal),
+            "accept_length_model": model} | fields
+    path.write_text(json.dumps(body, indent=2))
+    return path
+
+
+def test_a_profile_draws_decodes_with_its_rates_and_seed(tmp_path):
+    from specpolicy.sweep.traces import ProfileDraw
+
+    file = _profile(tmp_path / "speculation_profile.json")
+    draw = ProfileDraw(requests=50, tokens=400, seed=3)
+    result = import_traces(file, tmp_path / "store", draw=draw)
+    assert result.requests == 50 and "seed 3" in result.exact_for and "noise" in result.exact_for
+    store = SweepStore.load(tmp_path / "store")
+    assert store.candidates == (1, 2, 3, 4) and store.meta["seed"] == 3
+    drafts = np.concatenate([r.table().accepted[:, -1] for r in store.records()])  # 20,000 positions
+    for j, marginal in enumerate([0.8, 0.4, 0.1], 1):  # P(at least j drafts accepted), within 5 standard errors
+        assert abs(np.mean(drafts >= j) - marginal) < 5 * np.sqrt(marginal * (1 - marginal) / drafts.size)
+    taus = [r.taus[4] for r in store.records()]
+    assert abs(np.mean(taus) - 2.3) < 0.05  # the profile's mean accept length, 1 + sum of marginals
+    again = import_traces(file, tmp_path / "again", draw=draw).store
+    other = import_traces(file, tmp_path / "other", draw=ProfileDraw(50, 400, seed=4)).store
+    first = [r.replay.accepted for r in store.records()]
+    assert first == [r.replay.accepted for r in again.records()] != [r.replay.accepted for r in other.records()]
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"measured": False}, "unmeasured stub"),
+    ({"verification_method": "block"}, "verification_method 'block'"),
+    ({"conditional_accept_rates": [0.8, 0.5]}, "must hold num_speculative_tokens rates"),
+    ({"conditional_accept_rates": [0.8, 1.5, 0.2]}, r"rates in \[0, 1\]"),
+    ({"num_speculative_tokens": "3"}, "must be an integer"),
+])
+def test_a_profile_that_cannot_be_drawn_is_refused_in_one_line(tmp_path, fields, message):
+    with pytest.raises(ValueError, match=message):
+        import_traces(_profile(tmp_path / "p.json", **fields), tmp_path / "store")
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_block_drafters_profile_covers_its_one_block(tmp_path):
+    file = _profile(tmp_path / "p.json", rates=(0.9,) * 7, model="measured_per_k", method="dflash")
+    assert import_traces(file, tmp_path / "store").store.candidates == (8,)
+    with pytest.raises(ValueError, match="dflash drafter's profile at K = 7 covers the block 8 only"):
+        import_traces(file, tmp_path / "s2", candidates=[4, 8])
