@@ -62,7 +62,8 @@ def import_traces(file: str | Path, out: str | Path, drafter: str = "eagle", can
     first = first_object(file)
     if "conditional_accept_rates" in first:
         return importread_profile(file, out, candidates, dataset, draw)
-    per_step = import_vllm if "metrics" in first else import_spec_bench if "choices" in first else None
+    per_step = import_spec_bench if "question_id" in first else import_vllm if {"metrics", "choices"} & set(first) \
+        else None
     if per_step is None:
         return import_specdecode(file, out, drafter, candidates, dataset)
     if candidates is not None and len(candidates) != 1:

@@ -256,7 +256,9 @@ def test_vllm_files_that_cannot_replay_are_refused_with_the_fix(tmp_path):
         del summary["metrics"]["speculative_decoding"][key]
     cases = [([summary], "summary metrics only.*--per-request-spec-decode-metrics detailed"),
              ([_response("a", [1]), _response("b", [4, 0], k=5)], r"num_spec_tokens \[3, 5\] are mixed"),
-             ([{"id": "a", "choices": [], "metrics": {"speculative_decoding": None}}], "no response carries")]
+             ([{"id": "a", "choices": [], "metrics": {"speculative_decoding": None}}], "no response carries"),
+             ([{"id": "a", "object": "chat.completion", "choices": []}], "no 'metrics' field: not a vLLM response.*"
+              "--per-request-spec-decode-metrics detailed")]
     for n, (rows, message) in enumerate(cases):
         with pytest.raises(ValueError, match=message):
             import_traces(_write(tmp_path / f"{n}.jsonl", rows), tmp_path / f"store{n}")
