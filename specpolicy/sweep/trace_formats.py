@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -60,8 +61,19 @@ def spec_bench_answer(file: Path, line_number: int, line: bytes) -> tuple[str, s
     return question, body.get("category"), turns
 
 
-def vllm_response(file: Path, line_number: int, line: bytes) -> tuple[str, int, list[tuple[int, int]] | None]:
-    """(id, K, (accepted, drafted) per step; None without metrics) of one response; a ValueError naming the line."""
+@dataclass(frozen=True)
+class VllmRequest:
+    """One vLLM response's record: K (0 without metrics), (accepted, drafted) per step (``None`` without metrics)
+    and ``usage.completion_tokens`` (``None`` if not saved), which cuts a last step that ran past the output."""
+
+    id: str
+    k: int
+    steps: list[tuple[int, int]] | None
+    tokens: int | None = None
+
+
+def vllm_response(file: Path, line_number: int, line: bytes) -> VllmRequest:
+    """One response's :class:`VllmRequest`; a ValueError naming the line and the problem otherwise."""
     body, where = json_line(file, line_number, line)
     try:
         request, metrics = str(body["id"]), body["metrics"]["speculative_decoding"]
@@ -69,7 +81,7 @@ def vllm_response(file: Path, line_number: int, line: bytes) -> tuple[str, int, 
         raise ValueError(f"{where} has no {missing} field: not a vLLM response with metrics.speculative_decoding "
                          "(start the server with --per-request-spec-decode-metrics detailed)") from None
     if metrics is None:
-        return request, 0, None
+        return VllmRequest(request, 0, None)
     where = f"{where} (request {request})"
     if not isinstance(metrics, dict) or "per_step_accepted" not in metrics:
         raise ValueError(f"{where} has summary metrics only, no per_step_accepted; start the server with "
@@ -85,9 +97,11 @@ def vllm_response(file: Path, line_number: int, line: bytes) -> tuple[str, int, 
                if metrics.get("num_spec_steps", len(accepted)) != len(accepted) else
                "per_step_accepted does not add up to num_accepted_draft_tokens"
                if metrics.get("num_accepted_draft_tokens", sum(accepted)) != sum(accepted) else None)
-    if problem:
-        raise ValueError(f"{where}: {problem}; the response is damaged")
-    return request, k, list(zip(accepted, drafted))
+    tokens = (body.get("usage") or {}).get("completion_tokens")
+    if problem or not (tokens is None or (type(tokens) is int and tokens >= 1)):
+        raise ValueError(f"{where}: {problem or 'usage.completion_tokens must be an integer >= 1'}; the response is "
+                         "damaged")
+    return VllmRequest(request, k, list(zip(accepted, drafted)), tokens)
 
 
 def read_profile(file: Path) -> tuple[dict, int, np.ndarray]:
@@ -126,14 +140,15 @@ def chain_record(prompt_id: str, index: int, drafts: list[int], sizes: Sequence[
 
 
 def per_step_record(index: int, prompt_id: str, lengths: list[int], category: str | None, group: str,
-                     conversation: str, size: int) -> SweepRecord:
+                     conversation: str, size: int, tokens: int | None = None) -> SweepRecord:
     """A decode whose steps committed ``lengths`` tokens: the prefill's token, then a step at every anchor the
-    recorded run reached (accepted drafts there; -1, unreached, elsewhere), at the one block size ``size``."""
+    recorded run reached (accepted drafts there; -1, unreached, elsewhere), at the one block size ``size``; an
+    output of ``tokens`` (fewer than the steps committed: the engine cut the last step) ends the replay there."""
     accepted, anchor = [-1] * (1 + sum(lengths)), 0
     for committed in lengths:
         accepted[anchor], anchor = committed - 1, anchor + committed
     entry = ReplayEntry(candidates=(size,), accepted=[[a] for a in accepted], sequence=[], output_length=len(accepted),
-                        stop_token_ids=(), budget=len(accepted), chain=True)
+                        stop_token_ids=(), budget=min(tokens or len(accepted), len(accepted)), chain=True)
     return SweepRecord(version=RECORD_VERSION, prompt_id=prompt_id, index=index, prompt_sha256=prompt_digest([]),
                        taus=entry.table(0).taus(), output_length=len(accepted), replay=entry, category=category,
                        group=group, conversation=conversation, training_block_size=size)

@@ -61,7 +61,7 @@ def import_traces(file: str | Path, out: str | Path, drafter: str = "eagle", can
                              "speculation_profile.json")
     first = first_object(file)
     if "conditional_accept_rates" in first:
-        return importread_profile(file, out, candidates, dataset, draw)
+        return import_profile(file, out, candidates, dataset, draw)
     per_step = import_spec_bench if "question_id" in first else import_vllm if {"metrics", "choices"} & set(first) \
         else None
     if per_step is None:
@@ -140,7 +140,7 @@ def import_vllm(file: str | Path, out: str | Path, block_size: int | None = None
     file = trace_file(file, "a JSONL of vLLM responses carrying metrics.speculative_decoding")
     dataset = dataset or file.stem
     responses = [vllm_response(file, n, line) for n, line in enumerate(file.open("rb"), 1) if line.strip()]
-    drafts = {k for _, k, _ in responses if k}
+    drafts = {r.k for r in responses if r.k}
     if len(drafts) != 1:
         raise ValueError(f"{file}: " + (f"runs of num_spec_tokens {sorted(drafts)} are mixed; import one run a file"
                                         if drafts else "no response carries speculative decoding metrics"))
@@ -148,20 +148,17 @@ def import_vllm(file: str | Path, out: str | Path, block_size: int | None = None
     if block_size not in (None, k + 1):
         raise ValueError(f"{file}: the run drafted num_spec_tokens = {k}, a block of {k + 1}; pass --candidates "
                          f"{k + 1} or leave it out")
-    skipped = {request: "no speculative decoding metrics (n > 1, or nothing drafted)" for request, _, steps
-               in responses if not steps}
+    skipped = {r.id: "no speculative decoding metrics (n > 1, or nothing drafted)" for r in responses if not r.steps}
     store = _fill(out, _meta(file, dataset, "vllm-per-request", [k + 1], training_block_size=k + 1), (
-        per_step_record(index, f"{dataset}:{request}", [a + 1 for a, _ in steps], None, dataset,
-                         f"{dataset}:{request}", size=k + 1) for index, (request, _, steps) in enumerate(responses)
-        if steps))
-    drafted = [d for _, _, steps in responses for _, d in steps or ()]
-    longest = max(a for _, _, steps in responses for a, _ in steps or [(0, 0)])
-    return TraceImport(store, len(responses) - len(skipped), longest, [], skipped,
-                       f"the recorded decode at B = {k + 1} only (per-step records; {sum(d < k for d in drafted)} of "
-                       f"{len(drafted)} steps drafted fewer than {k} and replay as recorded)")
+        per_step_record(index, f"{dataset}:{r.id}", [a + 1 for a, _ in r.steps], None, dataset, f"{dataset}:{r.id}",
+                        size=k + 1, tokens=r.tokens) for index, r in enumerate(responses) if r.steps))
+    steps = [step for r in responses for step in r.steps or ()]
+    return TraceImport(store, len(responses) - len(skipped), max((a for a, _ in steps), default=0), [], skipped,
+                       f"the recorded decode at B = {k + 1} only (per-step records; {sum(d < k for _, d in steps)} "
+                       f"of {len(steps)} steps drafted fewer than {k} and replay as recorded)")
 
 
-def importread_profile(file: str | Path, out: str | Path, candidates: Sequence[int] | None = None,
+def import_profile(file: str | Path, out: str | Path, candidates: Sequence[int] | None = None,
                    dataset: str | None = None, draw: ProfileDraw = ProfileDraw()) -> TraceImport:
     """Draw decodes from Model-Optimizer's ``speculation_profile.json`` (``conditional_accept_rates``: P(draft i + 1
     accepted | the first i were), measured at ``num_speculative_tokens`` K): at every position independently, drafts

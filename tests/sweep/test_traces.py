@@ -315,3 +315,28 @@ def test_a_block_drafters_profile_covers_its_one_block(tmp_path):
     assert import_traces(file, tmp_path / "store").store.candidates == (8,)
     with pytest.raises(ValueError, match="dflash drafter's profile at K = 7 covers the block 8 only"):
         import_traces(file, tmp_path / "s2", candidates=[4, 8])
+
+
+def test_a_vllm_run_replays_as_the_per_position_trace_it_came_from(trace, tmp_path):
+    """The same decode through two importers: a per-position trace, and the per-step metrics vLLM reports for a
+    fixed K = 7 run over it (the authors' simulator rule; the last step cut at the output by usage)."""
+    from specpolicy.evaluation.compare import compare_sweep
+
+    file, rows = trace
+    responses = []
+    for row in rows:
+        lengths, generated, steps = row["acc_eagle"]["acc_len"], 1, []
+        while generated < len(lengths):
+            steps.append(min(lengths[generated - 1], 8) - 1)
+            generated += steps[-1] + 1
+        if steps:
+            responses.append(_response(row["id"], steps, k=7) | {"usage": {"completion_tokens": len(lengths)}})
+    vllm = _write(tmp_path / "toy-k7.jsonl", responses)
+    import_specdecode(file, tmp_path / "positions", candidates=[8])
+    import_traces(vllm, tmp_path / "steps", dataset="toy")
+    costs = ["specpolicy/zoo/measured/cast-h100-sxm-llama-3.1-8b-context-1024.json"]
+    positions, steps = (compare_sweep(tmp_path / s, ["fixed8"], costs=costs)[0].row for s in ("positions", "steps"))
+    assert steps.speedup == pytest.approx(positions.speedup, rel=1e-9) and steps.tau == pytest.approx(positions.tau)
+    uncut = _write(tmp_path / "uncut.jsonl", [{k: v for k, v in r.items() if k != "usage"} for r in responses])
+    import_traces(uncut, tmp_path / "uncut", dataset="toy")
+    assert compare_sweep(tmp_path / "uncut", ["fixed8"], costs=costs)[0].row.speedup != pytest.approx(positions.speedup)
