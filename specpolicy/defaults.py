@@ -132,6 +132,8 @@ LLAMACPP_P_MIN = 0.0
 """llama.cpp's ``--spec-draft-p-min`` default (``common/common.h``; 0: no drafted block is cut)"""
 ENGINE_CALIBRATION_PROMPTS = 8
 """prompts ``compare --engine`` decodes at every block size to measure the engine's own cost table"""
+PROFILE_DRAW = (200, 256)
+"""decodes, and tokens per decode, ``import-traces`` draws from a speculation profile"""
 
 
 def cache_dir() -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specpolicy.defaults import MAX_BLOCK_SIZE, TRAINING_BLOCK_SIZE
+from specpolicy.defaults import MAX_BLOCK_SIZE, PROFILE_DRAW, TRAINING_BLOCK_SIZE
 from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
 from specpolicy.sweep.trace_formats import (
@@ -47,8 +47,8 @@ class TraceImport:
 class ProfileDraw:
     """How many decodes of how many tokens are drawn from a speculation profile, and the seed of the draw."""
 
-    requests: int = 200
-    tokens: int = 256
+    requests: int = PROFILE_DRAW[0]
+    tokens: int = PROFILE_DRAW[1]
     seed: int = 0
 
 
