@@ -51,18 +51,13 @@ def import_blockpilot(folder: str | Path, out: str | Path, candidates: Sequence[
             "dataset_sha256": digest,  # a changed or other folder of the same name is refused, never mixed in
             "candidates": kept, "mode": "imported", "max_new_tokens": None, "target": None,
             "drafter": None, "source": str(folder), "training_block_size": TRAINING_BLOCK_SIZE}
-    store = SweepStore.open(out, meta)
-    done = store.done_ids()
-    for index in sorted(prompts, key=int):
-        prompt_id = f"{match['dataset']}:{index}"
-        if prompt_id not in done:
-            store.append(SweepRecord(version=RECORD_VERSION, prompt_id=prompt_id, index=int(index),
-                                     taus={b: taus[b][index] for b in kept}))
+    store = SweepStore.fill(out, meta, (SweepRecord(version=RECORD_VERSION, prompt_id=f"{match['dataset']}:{index}",
+                                                    index=int(index), taus={b: taus[b][index] for b in kept})
+                                        for index in sorted(prompts, key=int)))
     choices = {f"{match['dataset']}:{k}": int(v) for k, v in _taus(folder / "1.json").items()} \
         if (folder / "1.json").exists() else {}
     if choices:
         write_text(store.path / "authors_choices.json", json.dumps(choices, indent=1))
-    store.close()
     return store, choices
 
 

@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,6 +103,17 @@ class SweepStore:
             raise StoreLockedError(f"another process is writing to {self.path}; wait for it to finish or pass "
                                    "another --out folder") from None
         self._lock = handle
+
+    @classmethod
+    def fill(cls, path: str | Path, meta: dict, records: Iterable[SweepRecord]) -> SweepStore:
+        """Open (or resume) the store at ``path`` and append the records it does not hold yet (imports)."""
+        store = cls.open(path, meta)
+        done = store.done_ids()
+        for record in records:
+            if record.prompt_id not in done:
+                store.append(record)
+        store.close()
+        return store
 
     def close(self) -> None:
         """Release the write lock (also released when the process ends)."""

@@ -5,14 +5,13 @@ metrics) and per-position acceptance profiles (Model-Optimizer's ``speculation_p
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from specpolicy.defaults import MAX_BLOCK_SIZE, PROFILE_DRAW, TRAINING_BLOCK_SIZE
-from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
 from specpolicy.sweep.trace_formats import (
     chain_record,
@@ -94,7 +93,7 @@ def import_specdecode(file: str | Path, out: str | Path, drafter: str = "eagle",
     longest = max((max(a, default=1) for _, _, _, a in requests), default=1) - 1
     sizes = _chain_sizes(file, longest, candidates, "the longest accepted run is")
     skipped = {r: "the prefill's token is the whole output: nothing to draft" for r, _, _, a in requests if len(a) < 2}
-    store = _fill(out, _meta(file, dataset, "specdecode-bench", sizes, drafter=drafter), (
+    store = SweepStore.fill(out, _meta(file, dataset, "specdecode-bench", sizes, drafter=drafter), (
         chain_record(f"{dataset}:{request}", index, [a - 1 for a in lengths], sizes, prompt, dataset)
         for index, (request, prompt, _, lengths) in enumerate(requests) if request not in skipped))
     other = [r for r, _, tokens, lengths in requests if r not in skipped and len(tokens) != len(lengths)]
@@ -125,7 +124,7 @@ def import_spec_bench(file: str | Path, out: str | Path, block_size: int | None 
                 SPEC_BENCH_GROUPS.get(category or "", "multi-turn"), f"{dataset}:{question}")
                for question, category, turns in answers for turn, lengths in enumerate(turns, 1)]
     skipped = {decode[0]: "no step recorded: nothing to replay" for decode in decodes if not decode[1]}
-    store = _fill(out, _meta(file, dataset, "spec-bench-answers", [size], training_block_size=size), (
+    store = SweepStore.fill(out, _meta(file, dataset, "spec-bench-answers", [size], training_block_size=size), (
         per_step_record(index, *decode, size=size) for index, decode in enumerate(decodes) if decode[1]))
     return TraceImport(store, len(decodes) - len(skipped), longest - 1, [], skipped,
                        f"the recorded decode at B = {size} only (per-step records: other blocks visit other positions)")
@@ -149,7 +148,7 @@ def import_vllm(file: str | Path, out: str | Path, block_size: int | None = None
         raise ValueError(f"{file}: the run drafted num_spec_tokens = {k}, a block of {k + 1}; pass --candidates "
                          f"{k + 1} or leave it out")
     skipped = {r.id: "no speculative decoding metrics (n > 1, or nothing drafted)" for r in responses if not r.steps}
-    store = _fill(out, _meta(file, dataset, "vllm-per-request", [k + 1], training_block_size=k + 1), (
+    store = SweepStore.fill(out, _meta(file, dataset, "vllm-per-request", [k + 1], training_block_size=k + 1), (
         per_step_record(index, f"{dataset}:{r.id}", [a + 1 for a, _ in r.steps], None, dataset, f"{dataset}:{r.id}",
                         size=k + 1, tokens=r.tokens) for index, r in enumerate(responses) if r.steps))
     steps = [step for r in responses for step in r.steps or ()]
@@ -170,16 +169,18 @@ def import_profile(file: str | Path, out: str | Path, candidates: Sequence[int] 
     chain = profile.get("accept_length_model") == "chain_analytic"
     covered = tuple(range(1, k + 2)) if chain else (k + 1,)
     if candidates is not None and not set(candidates) <= set(covered):
-        raise ValueError(f"{file}: the profile covers block sizes {covered[0]}..{covered[-1]}" if chain else
-                         f"{file}: a {profile.get('method') or 'block'} drafter's profile at K = {k} covers the block "
-                         f"{k + 1} only; pass --candidates {k + 1} or leave it out")
+        what, span = ("chain", f"blocks 1..{k + 1}") if chain else \
+            (f"{profile.get('method') or 'block'} drafter's", f"block {k + 1} only")
+        raise ValueError(f"{file}: a {what} profile at K = {k} covers {span}; pass --candidates within it or leave "
+                         "it out")
     sizes = covered if candidates is None else tuple(sorted(candidates))
     dataset = dataset or file.parent.name or file.stem
     rng = np.random.default_rng(draw.seed)
-    store = _fill(out, _meta(file, dataset, "speculation-profile", sizes, seed=draw.seed, requests=draw.requests,
-                             tokens=draw.tokens), (
+    meta = _meta(file, dataset, "speculation-profile", sizes, seed=draw.seed, requests=draw.requests,
+                 tokens=draw.tokens)
+    store = SweepStore.fill(out, meta, (
         chain_record(f"{dataset}:{r}", r, np.cumprod(rng.random((draw.tokens, k)) < rates, 1).sum(1).tolist(), sizes,
-                      [], dataset) for r in range(draw.requests)))
+                     [], dataset) for r in range(draw.requests)))
     return TraceImport(store, draw.requests, k, [], {}, f"block sizes {sizes[0]}..{sizes[-1]} as drawn from the "
                        f"profile (seed {draw.seed}, {draw.requests} decodes of {draw.tokens} tokens; positions drawn "
                        "independently: oracle gains over fixed sizes are the draw's noise)")
@@ -200,14 +201,3 @@ def _meta(file: Path, dataset: str, form: str, sizes: Sequence[int], **more: obj
     return {"dataset": dataset, "mode": "imported", "source": str(file), "format": form,
             "dataset_sha256": hashlib.sha256(file.read_bytes()).hexdigest()[:16], "candidates": list(sizes),
             "target": None, "max_new_tokens": None, "training_block_size": TRAINING_BLOCK_SIZE} | more
-
-
-def _fill(out: str | Path, meta: dict, records: Iterable[SweepRecord]) -> SweepStore:
-    """Open (or resume) the store at ``out`` and append the records it does not hold yet."""
-    store = SweepStore.open(out, meta)
-    done = store.done_ids()
-    for record in records:
-        if record.prompt_id not in done:
-            store.append(record)
-    store.close()
-    return store

@@ -313,7 +313,9 @@ def test_a_profile_that_cannot_be_drawn_is_refused_in_one_line(tmp_path, fields,
 def test_a_block_drafters_profile_covers_its_one_block(tmp_path):
     file = _profile(tmp_path / "p.json", rates=(0.9,) * 7, model="measured_per_k", method="dflash")
     assert import_traces(file, tmp_path / "store").store.candidates == (8,)
-    with pytest.raises(ValueError, match="dflash drafter's profile at K = 7 covers the block 8 only"):
+    with pytest.raises(ValueError, match="a chain profile at K = 3 covers blocks 1..4"):
+        import_traces(_profile(tmp_path / "chain.json"), tmp_path / "s3", candidates=[2, 8])
+    with pytest.raises(ValueError, match="dflash drafter's profile at K = 7 covers block 8 only; pass --candidates"):
         import_traces(file, tmp_path / "s2", candidates=[4, 8])
 
 
