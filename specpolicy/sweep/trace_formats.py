@@ -15,7 +15,7 @@ from specpolicy.sweep.records import RECORD_VERSION, ReplayEntry, SweepRecord, p
 
 
 def specdecode_request(file: Path, line_number: int, line: bytes, drafter: str
-                        ) -> tuple[str, list[int], list[int], list[int]]:
+                       ) -> tuple[str, list[int], list[int], list[int]]:
     """(id, prompt ids, generated ids, acceptance lengths) of one line; a ValueError naming the line otherwise."""
     body, where = json_line(file, line_number, line)
     try:

@@ -91,7 +91,13 @@ def import_specdecode(file: str | Path, out: str | Path, drafter: str = "eagle",
         raise ValueError(f"{file} repeats request ids ({sorted({i for i in ids if ids.count(i) > 1})[:3]}); "
                          "pass one trace file per dataset")
     longest = max((max(a, default=1) for _, _, _, a in requests), default=1) - 1
-    sizes = _chain_sizes(file, longest, candidates, "the longest accepted run is")
+    candidates = range(1, min(TRAINING_BLOCK_SIZE, longest + 1) + 1) if candidates is None else candidates
+    too_long = [b for b in candidates if b - 1 > longest]
+    if too_long:
+        raise ValueError(f"{file}: the longest accepted run is {longest} drafts, so blocks {too_long} cannot be "
+                         f"replayed exactly (their drafts past {longest} were never recorded); pass --candidates "
+                         f"1-{longest + 1} or fewer")
+    sizes = tuple(sorted(candidates))
     skipped = {r: "the prefill's token is the whole output: nothing to draft" for r, _, _, a in requests if len(a) < 2}
     store = SweepStore.fill(out, _meta(file, dataset, "specdecode-bench", sizes, drafter=drafter), (
         chain_record(f"{dataset}:{request}", index, [a - 1 for a in lengths], sizes, prompt, dataset)
@@ -184,16 +190,6 @@ def import_profile(file: str | Path, out: str | Path, candidates: Sequence[int] 
     return TraceImport(store, draw.requests, k, [], {}, f"block sizes {sizes[0]}..{sizes[-1]} as drawn from the "
                        f"profile (seed {draw.seed}, {draw.requests} decodes of {draw.tokens} tokens; positions drawn "
                        "independently: oracle gains over fixed sizes are the draw's noise)")
-
-
-def _chain_sizes(file: Path, longest: int, candidates: Sequence[int] | None, what: str) -> tuple[int, ...]:
-    """The block sizes a chain trace whose longest accepted run is ``longest`` drafts replays exactly."""
-    candidates = range(1, min(TRAINING_BLOCK_SIZE, longest + 1) + 1) if candidates is None else candidates
-    too_long = [b for b in candidates if b - 1 > longest]
-    if too_long:
-        raise ValueError(f"{file}: {what} {longest} drafts, so blocks {too_long} cannot be replayed exactly (their "
-                         f"drafts past {longest} were never recorded); pass --candidates 1-{longest + 1} or fewer")
-    return tuple(sorted(candidates))
 
 
 def _meta(file: Path, dataset: str, form: str, sizes: Sequence[int], **more: object) -> dict:
