@@ -128,8 +128,8 @@ def engine(
     from specpolicy.sweep.store import SweepStore
     from specpolicy.zoo import ZOO_DIR
 
+    store = SweepStore.load(sweep or ZOO_DIR / "sweeps" / "sharegpt")  # the input first, then the engine
     binary = find_server(server)
-    store = SweepStore.load(sweep or ZOO_DIR / "sweeps" / "sharegpt")
     with progress_bar("benchmarks engine", prompts) as update:
         result = bench_fidelity(binary, gguf_pair("tiny", "tiny"), store, prompts, threads, on_progress=update)
     emit([{"metric": k, "value": v} for k, v in result.rows()], fmt, title="python -m benchmarks engine")
