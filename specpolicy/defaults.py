@@ -134,6 +134,10 @@ ENGINE_CALIBRATION_PROMPTS = 8
 """prompts ``compare --engine`` decodes at every block size to measure the engine's own cost table"""
 PROFILE_DRAW = (200, 256)
 """decodes, and tokens per decode, ``import-traces`` draws from a speculation profile"""
+MAX_RECORDED_RUN = 65_536
+"""the most tokens an imported trace may say one draft committed (no engine drafts more; larger is damage)"""
+MAX_DRAWN_POSITIONS = 10_000_000
+"""the most positions (decodes x tokens) one draw from a speculation profile holds (about 1 GB of records)"""
 
 
 def cache_dir() -> Path:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 MATCHING_KEYS = ("candidates", "temperature", "max_new_tokens", "seed", "target", "drafter", "dataset", "mode",
-                 "max_prompt_tokens", "dtype", "device", "reference_block_size")
+                 "max_prompt_tokens", "dtype", "device", "reference_block_size", "requests", "tokens")
 """settings that change results: a resume must match every one the store holds"""
 NEW_MATCHING_KEYS = ("dataset_sha256",)
 """identity added later: compared when the store holds it (older stores lack it)"""

@@ -106,14 +106,24 @@ class SweepStore:
 
     @classmethod
     def fill(cls, path: str | Path, meta: dict, records: Iterable[SweepRecord]) -> SweepStore:
-        """Open (or resume) the store at ``path`` and append the records it does not hold yet (imports)."""
-        store = cls.open(path, meta)
-        done = store.done_ids()
-        for record in records:
-            if record.prompt_id not in done:
+        """The store of an import at ``path``: every record is built (the importer's checks run) and the ids are
+        checked unique before anything is written; then the store is written whole into a temporary sibling and
+        renamed into place, so a refused, interrupted or failed import leaves nothing a retry trips on. A store of
+        the same import that already holds every record is kept; one with other settings is refused."""
+        records, path = list(records), Path(path)
+        ids = [r.prompt_id for r in records]
+        repeated = sorted({i for i in ids if ids.count(i) > 1}) if len(set(ids)) < len(ids) else []
+        if repeated:
+            raise ValueError(f"{meta.get('source', path)}: more than one decode is named {', '.join(repeated[:3])}"
+                             f"{' ...' if len(repeated) > 3 else ''} (repeated ids, or ids another turn's name "
+                             "takes); pass a file holding one record per id, one run per file")
+        check_resumable(path, {"schema": SCHEMA, **meta})
+        if (path / "meta.json").exists() and set(ids) <= cls.load(path).done_ids():
+            return cls.load(path)
+        with atomic_path(path, "meta.json") as tmp, cls.open(tmp, meta) as store:
+            for record in records:
                 store.append(record)
-        store.close()
-        return store
+        return cls.load(path)
 
     def close(self) -> None:
         """Release the write lock (also released when the process ends)."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specpolicy.defaults import MAX_BLOCK_SIZE
+from specpolicy.defaults import MAX_BLOCK_SIZE, MAX_RECORDED_RUN
 from specpolicy.sweep.records import RECORD_VERSION, ReplayEntry, SweepRecord, prompt_digest
 
 
@@ -25,10 +25,11 @@ def specdecode_request(file: Path, line_number: int, line: bytes, drafter: str
     except (KeyError, TypeError) as missing:
         raise ValueError(f"{where} has no {missing} field: not a SpecDecode-Bench trace with acc_{drafter}.acc_len "
                          "(docs: importing traces)") from None
-    for name, values, least in (("prompt_token_ids", prompt, 0), ("generated_token_ids", tokens, 0),
-                                (f"acc_{drafter}.acc_len", lengths, 1)):
-        if not counts(values, least):
-            why = " (tokens committed per draft: its accepted drafts + the target's own)" if least else ""
+    for name, values, least, most in (("prompt_token_ids", prompt, 0, None), ("generated_token_ids", tokens, 0, None),
+                                      (f"acc_{drafter}.acc_len", lengths, 1, MAX_RECORDED_RUN)):
+        if not counts(values, least, most):
+            why = (f" and <= {most:,} (tokens committed per draft: its accepted drafts + the target's own)"
+                   if most else "")
             raise ValueError(f"{where} (request {request}): {name} must be a list of integers >= {least}{why}")
     return request, prompt, tokens, lengths
 
@@ -87,7 +88,8 @@ def vllm_response(file: Path, line_number: int, line: bytes) -> VllmRequest:
         raise ValueError(f"{where} has summary metrics only, no per_step_accepted; start the server with "
                          "--per-request-spec-decode-metrics detailed")
     accepted, drafted, k = metrics["per_step_accepted"], metrics.get("per_step_drafted"), metrics.get("num_spec_tokens")
-    problem = ("num_spec_tokens must be an integer >= 1" if not (type(k) is int and k >= 1) else
+    problem = (f"num_spec_tokens must be an integer in 1..{MAX_BLOCK_SIZE - 1}"
+               if not (type(k) is int and 1 <= k < MAX_BLOCK_SIZE) else
                "per_step_accepted and per_step_drafted must be lists of integers >= 0"
                if not (counts(accepted, 0) and counts(drafted, 0)) else
                "per_step_accepted and per_step_drafted differ in length" if len(accepted) != len(drafted) else
@@ -166,8 +168,14 @@ def json_line(file: Path, line_number: int, line: bytes) -> tuple[dict, str]:
     return body, where
 
 
-def counts(values: object, least: int) -> bool:
-    return isinstance(values, list) and all(type(v) is int and v >= least for v in values)
+def jsonl_lines(file: Path) -> list[tuple[int, bytes]]:
+    """(line number, line) of every non-blank line of a JSONL file (read whole, the file closed)."""
+    return [(n, line) for n, line in enumerate(file.read_bytes().splitlines(), 1) if line.strip()]
+
+
+def counts(values: object, least: int, most: int | None = None) -> bool:
+    """Whether ``values`` is a list of integers in ``least``..``most`` (no upper bound without ``most``)."""
+    return isinstance(values, list) and all(type(v) is int and least <= v <= (most or v) for v in values)
 
 
 def first_object(file: Path) -> dict:

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from specpolicy.defaults import MAX_BLOCK_SIZE, PROFILE_DRAW, TRAINING_BLOCK_SIZE
+from specpolicy.defaults import MAX_BLOCK_SIZE, MAX_DRAWN_POSITIONS, PROFILE_DRAW, TRAINING_BLOCK_SIZE
 from specpolicy.sweep.store import SweepStore
 from specpolicy.sweep.trace_formats import (
     chain_record,
     first_object,
+    jsonl_lines,
     per_step_record,
     read_profile,
     spec_bench_answer,
@@ -82,14 +83,9 @@ def import_specdecode(file: str | Path, out: str | Path, drafter: str = "eagle",
         raise ValueError(f"unknown drafter {drafter!r}; the traces record {', '.join(SPECDECODE_DRAFTERS)}")
     file = trace_file(file, "a SpecDecode-Bench file such as data/llama3.1-8B/combined_gsm8k.jsonl")
     dataset = dataset or file.stem.removeprefix("combined_")
-    requests = [specdecode_request(file, n, line, drafter) for n, line in enumerate(file.open("rb"), 1)
-                if line.strip()]
+    requests = [specdecode_request(file, n, line, drafter) for n, line in jsonl_lines(file)]
     if not requests:
         raise ValueError(f"{file} holds no requests; pass a SpecDecode-Bench trace file (one JSON object a line)")
-    ids = [r[0] for r in requests]
-    if len(set(ids)) < len(ids):
-        raise ValueError(f"{file} repeats request ids ({sorted({i for i in ids if ids.count(i) > 1})[:3]}); "
-                         "pass one trace file per dataset")
     longest = max((max(a, default=1) for _, _, _, a in requests), default=1) - 1
     candidates = range(1, min(TRAINING_BLOCK_SIZE, longest + 1) + 1) if candidates is None else candidates
     too_long = [b for b in candidates if b - 1 > longest]
@@ -118,7 +114,7 @@ def import_spec_bench(file: str | Path, out: str | Path, block_size: int | None 
     from specpolicy.data.builtin import SPEC_BENCH_GROUPS
 
     dataset = dataset or file.stem
-    answers = [spec_bench_answer(file, n, line) for n, line in enumerate(file.open("rb"), 1) if line.strip()]
+    answers = [spec_bench_answer(file, n, line) for n, line in jsonl_lines(file)]
     if not answers:
         raise ValueError(f"{file} holds no answers; pass a Spec-Bench answer file (one JSON object a line)")
     longest = max(max(turn, default=1) for _, _, turns in answers for turn in turns)
@@ -144,7 +140,7 @@ def import_vllm(file: str | Path, out: str | Path, block_size: int | None = None
     that drafted fewer than K (an n-gram lookup without a match, dynamic SD) replay as recorded and are counted."""
     file = trace_file(file, "a JSONL of vLLM responses carrying metrics.speculative_decoding")
     dataset = dataset or file.stem
-    responses = [vllm_response(file, n, line) for n, line in enumerate(file.open("rb"), 1) if line.strip()]
+    responses = [vllm_response(file, n, line) for n, line in jsonl_lines(file)]
     drafts = {r.k for r in responses if r.k}
     if len(drafts) != 1:
         raise ValueError(f"{file}: " + (f"runs of num_spec_tokens {sorted(drafts)} are mixed; import one run a file"
@@ -171,6 +167,9 @@ def import_profile(file: str | Path, out: str | Path, candidates: Sequence[int] 
     chain_analytic``) covers every block 1..K + 1, another (``measured_per_k``: DFlash, DSpark) the block K + 1 only.
     Positions are independent, so what per-prompt or per-step choice gains on a draw is the draw's noise."""
     file = trace_file(file, "a speculation_profile.json (Model-Optimizer's specdec_bench writes one)")
+    if draw.requests < 1 or draw.tokens < 2 or draw.requests * draw.tokens > MAX_DRAWN_POSITIONS:
+        raise ValueError(f"a draw of --requests {draw.requests} x --tokens {draw.tokens} positions is outside 1 x 2 .. "
+                         f"{MAX_DRAWN_POSITIONS:,} positions; pass fewer --tokens or --requests")
     profile, k, rates = read_profile(file)
     chain = profile.get("accept_length_model") == "chain_analytic"
     covered = tuple(range(1, k + 2)) if chain else (k + 1,)

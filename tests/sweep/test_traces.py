@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -80,7 +81,7 @@ def test_reimporting_resumes_and_a_changed_file_is_refused(trace, tmp_path):
     (lambda rows: rows[1]["acc_eagle"]["acc_len"].__setitem__(0, 2.5), "must be a list of integers"),
     (lambda rows: rows[0].pop("acc_eagle"), "line 1 has no 'acc_eagle' field"),
     (lambda rows: rows[0].pop("prompt_token_ids"), "no 'prompt_token_ids' field"),
-    (lambda rows: rows[4].__setitem__("id", "r0"), r"repeats request ids \(\['r0'\]\)"),
+    (lambda rows: rows[4].__setitem__("id", "r0"), "more than one decode is named damaged:r0"),
 ])
 def test_a_damaged_file_is_refused_in_one_line(trace, tmp_path, damage, message):
     _, rows = trace
@@ -241,7 +242,7 @@ def test_vllm_responses_replay_exactly_the_recorded_steps(responses, tmp_path):
     ({"per_step_drafted": [3, 4, 3]}, "drafted more than num_spec_tokens"),
     ({"num_spec_steps": 4}, "num_spec_steps is not the number of steps"),
     ({"num_accepted_draft_tokens": 9}, "does not add up to num_accepted_draft_tokens"),
-    ({"num_spec_tokens": 0}, "num_spec_tokens must be an integer >= 1"),
+    ({"num_spec_tokens": 0}, "num_spec_tokens must be an integer in 1..63"),
 ])
 def test_a_damaged_vllm_response_is_refused_in_one_line(tmp_path, damage, message):
     file = _write(tmp_path / "v.jsonl", [_response("a", [1, 2]), _response("b", [3, 2, 0], **damage)])
@@ -342,3 +343,67 @@ def test_a_vllm_run_replays_as_the_per_position_trace_it_came_from(trace, tmp_pa
     uncut = _write(tmp_path / "uncut.jsonl", [{k: v for k, v in r.items() if k != "usage"} for r in responses])
     import_traces(uncut, tmp_path / "uncut", dataset="toy")
     assert compare_sweep(tmp_path / "uncut", ["fixed8"], costs=costs)[0].row.speedup != pytest.approx(positions.speedup)
+
+
+# What a hostile user found (issue 54): imports that lost or mixed records
+def test_repeated_or_colliding_ids_are_refused_by_every_importer_naming_them(answers, responses, tmp_path):
+    answer_file, answer_rows = answers
+    twice = _write(tmp_path / "twice.jsonl", [*answer_rows, answer_rows[1]])
+    collide = _write(tmp_path / "collide.jsonl", [*answer_rows, _answer("81:2", "rag", [[2, 1]])])
+    vllm_file, vllm_rows = responses
+    vllm_twice = _write(tmp_path / "vtwice.jsonl", [*vllm_rows, vllm_rows[0]])
+    for n, (file, named) in enumerate([(twice, "twice:91"), (collide, "collide:81:2"), (vllm_twice, "vtwice:a")]):
+        with pytest.raises(ValueError, match=f"more than one decode.*{named}"):
+            import_traces(file, tmp_path / f"store{n}")
+        assert not (tmp_path / f"store{n}").exists()  # nothing a retry trips on
+
+
+def test_a_profile_reimported_with_other_draw_settings_is_refused_naming_the_flag(tmp_path):
+    from specpolicy.sweep.traces import ProfileDraw
+
+    file = _profile(tmp_path / "speculation_profile.json")
+    import_traces(file, tmp_path / "store", draw=ProfileDraw(requests=5, tokens=16))
+    for draw, flag in ((ProfileDraw(requests=8, tokens=16), "requests"), (ProfileDraw(5, 32), "tokens")):
+        with pytest.raises(ValueError, match=f"{flag}: stored"):
+            import_traces(file, tmp_path / "store", draw=draw)
+    store = SweepStore.load(tmp_path / "store")
+    assert len(list(store.records())) == 5 and store.meta["tokens"] == 16
+
+
+def test_a_refused_or_interrupted_import_leaves_nothing_a_retry_trips_on(answers, tmp_path, monkeypatch):
+    file, rows = answers
+    bad = _write(tmp_path / "bad.jsonl", [rows[0], _answer(91, "x", [[2, 6]], new_tokens=[99])])
+    with pytest.raises(ValueError, match="damaged"):
+        import_traces(bad, tmp_path / "store")
+    assert not (tmp_path / "store").exists()
+
+    def full_disk(self, record):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(SweepStore, "append", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        import_traces(file, tmp_path / "store")
+    assert not (tmp_path / "store").exists()
+    monkeypatch.undo()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no torn line left for the store's reader to warn about
+        assert len(list(import_traces(file, tmp_path / "store").store.records())) == 4
+
+
+@pytest.mark.parametrize(("rows", "message"), [
+    ([_response("a", [1, 2], k=100)], "num_spec_tokens must be an integer in 1..63"),
+])
+def test_impossible_counts_are_refused(tmp_path, rows, message):
+    with pytest.raises(ValueError, match=message):
+        import_traces(_write(tmp_path / "v.jsonl", rows), tmp_path / "store")
+
+
+def test_an_impossible_accepted_run_and_a_huge_draw_are_refused(trace, tmp_path):
+    from specpolicy.sweep.traces import ProfileDraw
+
+    _, rows = trace
+    rows[0]["acc_eagle"]["acc_len"][0] = 10**30
+    with pytest.raises(ValueError, match="line 1 .*acc_eagle.acc_len"):
+        import_specdecode(_write(tmp_path / "huge.jsonl", rows), tmp_path / "store")
+    with pytest.raises(ValueError, match="--tokens"):
+        import_traces(_profile(tmp_path / "p.json"), tmp_path / "p", draw=ProfileDraw(200, 200_000_000))
