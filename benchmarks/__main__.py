@@ -122,8 +122,8 @@ def engine(
 ) -> None:
     """llama.cpp against specpolicy on the same prompts: losslessness, outputs, accepted drafts per cycle."""
     from benchmarks.engine import bench_fidelity
-    from specpolicy.cli.engine import gguf_pair
     from specpolicy.cli.progress import progress_bar
+    from specpolicy.engines.build import gguf_pair
     from specpolicy.engines.llamacpp import find_server
     from specpolicy.sweep.store import SweepStore
     from specpolicy.zoo import ZOO_DIR

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import typer
 
-from specpolicy.cli.common import DrafterOption, TargetOption, fail, stderr
-from specpolicy.defaults import ENGINE_CALIBRATION_PROMPTS, LLAMACPP_BUILD_JOBS, cache_dir
+from specpolicy.cli.common import DrafterOption, TargetOption, stderr
+from specpolicy.defaults import ENGINE_CALIBRATION_PROMPTS, LLAMACPP_BUILD_JOBS
 
 app = typer.Typer(help="llama.cpp's llama-server as a DFlash engine: build it, convert the pair", no_args_is_help=True)
 
@@ -26,30 +26,17 @@ def convert(target: str = TargetOption, drafter: str = DrafterOption,
             out: Path = typer.Option(None, help="folder for target.gguf and drafter.gguf (default: the cache)"),
             ) -> None:
     """Write the pair as float32 GGUF files with llama.cpp's converter, saying what it had to change."""
-    folder = gguf_pair(target, drafter, out)
+    from specpolicy.engines.build import gguf_pair
+
+    folder = gguf_pair(target, drafter, out, report=lambda line: stderr.print(line, highlight=False))
     stderr.print(f"GGUF pair: {folder}", highlight=False)
-
-
-def gguf_pair(target: str, drafter: str, out: Path | None = None) -> Path:
-    """The folder holding the pair's GGUF files, converted once per pair of weights (keyed by their hashes)."""
-    from specpolicy.engines.build import convert_pair
-    from specpolicy.models.sources import resolve_source, weights_fingerprint
-
-    sources = [Path(resolve_source(target, "target")), Path(resolve_source(drafter, "drafter"))]
-    if not all(source.is_dir() for source in sources):
-        raise fail("the engine converts local model folders; download the hub model first and pass its folder")
-    prints = [weights_fingerprint(target, "target"), weights_fingerprint(drafter, "drafter")]
-    folder = out or cache_dir() / "gguf" / "-".join(prints)
-    if not (folder / "conversion.json").is_file():
-        for change in convert_pair(*sources, folder, report=stderr.print)["changes"]:
-            stderr.print(f"converted: {change}", highlight=False)
-    return folder
 
 
 def engine_results(store, policies, threads: int, server: str | None, target: str, drafter: str):
     """compare's engine run: the engine's cost table from a calibration on the store's first prompts, every prompt
     decoded in the engine, and replay's prediction beside it (stderr). Returns the measured results."""
     from specpolicy.cli.progress import progress_bar
+    from specpolicy.engines.build import gguf_pair
     from specpolicy.engines.llamacpp import ServerPool, find_server
     from specpolicy.evaluation.engine import engine_costs, engine_sizes, evaluate_engine, plan_settings, trained_block
     from specpolicy.evaluation.replay import evaluate_replay
@@ -58,7 +45,7 @@ def engine_results(store, policies, threads: int, server: str | None, target: st
     binary = find_server(server)  # before any conversion or server
     records = list(store.records())
     plan_settings(store, records[:1], policies, store.latency())  # a policy the engine cannot run is refused first
-    folder = gguf_pair(target, drafter)
+    folder = gguf_pair(target, drafter, report=lambda line: stderr.print(line, highlight=False))
     sizes = engine_sizes(store.candidates, trained_block(store))
     with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", threads) as pool:
         fixed = [get_registry().create(f"fixed{b}", sizes) for b in sizes]

@@ -62,8 +62,8 @@ def export(
 def _llamacpp(policy: str, engine: str, server: str | None) -> dict:
     """llama-server command lines that deploy ``policy`` with the shipped pair's GGUF files (``specpolicy engine
     convert`` writes other pairs')."""
-    from specpolicy.cli.engine import gguf_pair
     from specpolicy.defaults import DEFAULT_CANDIDATES, DEFAULT_THREADS, TRAINING_BLOCK_SIZE
+    from specpolicy.engines.build import gguf_pair
     from specpolicy.engines.llamacpp import deployment, find_server
     from specpolicy.evaluation.engine import deployable_settings, engine_sizes, for_engine
     from specpolicy.registry import get_registry

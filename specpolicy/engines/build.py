@@ -14,7 +14,7 @@ import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
-from specpolicy.defaults import LLAMACPP_BUILD_JOBS, LLAMACPP_VERSION
+from specpolicy.defaults import LLAMACPP_BUILD_JOBS, LLAMACPP_VERSION, cache_dir
 from specpolicy.engines.llamacpp import die_with_parent, engine_home
 from specpolicy.files import atomic_path, write_text
 
@@ -106,12 +106,44 @@ def _pre_tokenizer(model: Path) -> str:
     return ""
 
 
-def convert_pair(target: Path, drafter: Path, out: Path, report: Callable[[str], None] = print) -> dict:
-    """Write ``target.gguf`` and ``drafter.gguf`` (float32) into ``out`` with ``convert_hf_to_gguf.py`` and
-    ``conversion.json`` (an unknown pre-tokenizer that is exactly GPT-2's byte-level split is declared ``gpt-2``)."""
+def gguf_pair(target: str, drafter: str, out: Path | None = None, report: Callable[[str], None] = print) -> Path:
+    """The folder holding the pair's GGUF files: ``out`` or the cache's folder for this pair of weights, converted
+    when it does not hold a complete conversion of these inputs (:func:`converted`): another pair's, an older
+    llama.cpp's, a deleted or truncated GGUF file are converted again, replacing them."""
+    from specpolicy.models.sources import resolve_source, weights_fingerprint
+
+    sources = [Path(resolve_source(target, "target")), Path(resolve_source(drafter, "drafter"))]
+    if not all(source.is_dir() for source in sources):
+        raise ValueError("the engine converts local model folders; download the hub model first and pass its folder")
+    inputs = {"target": weights_fingerprint(target, "target"), "drafter": weights_fingerprint(drafter, "drafter"),
+              "llama_cpp": LLAMACPP_VERSION}
+    folder = out or cache_dir() / "gguf" / f"{inputs['target']}-{inputs['drafter']}"
+    if not converted(folder, inputs):
+        for change in convert_pair(*sources, folder, inputs, report)["changes"]:
+            report(f"converted: {change}")
+    return folder
+
+
+def converted(folder: Path, inputs: dict) -> bool:
+    """Whether ``folder`` holds a complete conversion of ``inputs`` (the weights' fingerprints, llama.cpp's version):
+    its ``conversion.json`` names them and every GGUF file it lists has the size it had when written."""
+    try:
+        document = json.loads((folder / "conversion.json").read_text())
+        files = document["files"]
+        return document.get("inputs") == inputs and all((folder / name).stat().st_size == size
+                                                        for name, size in files.items())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+
+
+def convert_pair(target: Path, drafter: Path, out: Path, inputs: dict, report: Callable[[str], None] = print) -> dict:
+    """Write ``target.gguf`` and ``drafter.gguf`` (float32) into ``out`` with ``convert_hf_to_gguf.py``, then
+    ``conversion.json`` (``inputs``, the files' sizes, what was changed; an unknown pre-tokenizer that is exactly
+    GPT-2's byte-level split is declared ``gpt-2``), last, so a kill leaves no conversion that looks complete."""
     tree = llama_source(report)
     declared = _pre_tokenizer(target)
     out.mkdir(parents=True, exist_ok=True)
+    (out / "conversion.json").unlink(missing_ok=True)
     notes = []
     for name, model, extra in (("target", target, []), ("drafter", drafter, ["--target-model-dir", str(target)])):
         log = out / f"convert-{name}.log"
@@ -124,6 +156,7 @@ def convert_pair(target: Path, drafter: Path, out: Path, report: Callable[[str],
                          "tokenizer's own: byte-level with GPT-2's regex)")
         report(f"wrote {out / (name + '.gguf')}")
     document = {"llama_cpp": LLAMACPP_VERSION, "target": str(target), "drafter": str(drafter), "outtype": "f32",
+                "inputs": inputs, "files": {n: (out / n).stat().st_size for n in ("target.gguf", "drafter.gguf")},
                 "changes": notes or ["none: llama.cpp's converter ran unchanged"]}
     write_text(out / "conversion.json", json.dumps(document, indent=2) + "\n")
     return document

@@ -174,3 +174,32 @@ def test_only_gpt2s_own_byte_level_split_is_declared_gpt2(tmp_path):
 def test_a_reply_counts_cycles_after_the_prefills_token():
     assert (Reply((5, 6, 7, 8), 6, 2, 0.1).cycles, Reply((5, 6, 7, 8), 6, 2, 0.1).tau) == (1, 3.0)
     assert (Reply((), 0, 0, 0.0).tau, Reply((7,), 0, 0, 0.0).cycles) == (0.0, 0)  # a stop token first: no cycle
+
+
+def test_a_conversion_is_identified_by_its_inputs_and_a_stale_or_damaged_one_is_redone(test_zoo, tmp_path,
+                                                                                      monkeypatch):
+    """``engine convert --out DIR`` holding another pair's conversion, or a deleted or truncated GGUF file, is
+    converted again (issue 54: it returned the old files)."""
+    from specpolicy.engines import build
+
+    runs = []
+
+    def converter(command, log, cwd=None):
+        runs.append(command[5])  # the model folder converted
+        log.write_text("")
+        Path(command[command.index("--outfile") + 1]).write_bytes(b"GGUF" + command[5].encode())
+
+    monkeypatch.setattr(build, "llama_source", lambda report: tmp_path)
+    monkeypatch.setattr(build, "_run", converter)
+    out = tmp_path / "out"
+    build.gguf_pair("tiny", "tiny", out, report=lambda line: None)
+    build.gguf_pair("tiny", "tiny", out, report=lambda line: None)
+    assert len(runs) == 2  # target and drafter once: the second call found them complete
+    target, drafter = (str(p) for p in test_zoo)
+    build.gguf_pair(target, drafter, out, report=lambda line: None)
+    assert runs[2:] == [target, drafter] and (out / "target.gguf").read_bytes().endswith(target.encode())
+    (out / "drafter.gguf").write_bytes(b"GG")  # truncated
+    build.gguf_pair(target, drafter, out, report=lambda line: None)
+    (out / "target.gguf").unlink()
+    build.gguf_pair(target, drafter, out, report=lambda line: None)
+    assert len(runs) == 8

@@ -31,7 +31,7 @@ def engine() -> tuple[Path, Path]:
         binary = find_server()
     except ValueError as error:
         pytest.skip(f"engine tier skipped: {error}")
-    from specpolicy.cli.engine import gguf_pair
+    from specpolicy.engines.build import gguf_pair
 
     return binary, gguf_pair("tiny", "tiny")
 
