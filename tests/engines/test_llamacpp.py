@@ -65,6 +65,23 @@ def test_the_binary_is_found_by_flag_variable_path_or_cache_and_missing_says_how
         find_server()
 
 
+def test_a_server_in_the_current_folder_is_found_as_a_shell_finds_it_and_kept_absolute(tmp_path, monkeypatch,
+                                                                                      fake_binary):
+    """``--server ./llama-server``, ``--server llama-server`` and the variable set to a bare name (issue 54: "no such
+    file or folder" though the file existed); export writes the absolute path."""
+    monkeypatch.chdir(fake_binary.parent)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    for given in (f"./{fake_binary.name}", fake_binary.name):
+        assert find_server(given) == fake_binary.absolute()
+        monkeypatch.setenv(SERVER_ENV, given)
+        assert find_server() == fake_binary.absolute()
+    server = Server.start(find_server(f"./{fake_binary.name}"), tmp_path / "t.gguf", tmp_path / "d.gguf", Setting(16), 1)
+    try:
+        assert server.complete([5, 6], 4).tokens and Path(server.command[0]).is_absolute()
+    finally:
+        server.stop()
+
+
 def test_a_pool_starts_one_server_per_setting_with_pinned_threads_and_stops_them_all(fake_binary, tmp_path):
     with ServerPool(fake_binary, tmp_path / "target.gguf", tmp_path / "drafter.gguf", threads=1) as pool:
         reply = pool[Setting(16)].complete([5, 6], 4)
