@@ -154,6 +154,16 @@ def check_candidate_set(candidates: Iterable[object], what: str = "candidates") 
     return tuple(sorted(sizes))
 
 
+def check_counts(values: object, what: str) -> tuple[int, ...]:
+    """``values`` as sorted distinct integers >= 1 (concurrencies, batch sizes), or a ValueError naming ``what``:
+    the one check of a set of counts (the library and the command line)."""
+    items = list(values) if isinstance(values, list | tuple | range) else None
+    if not items or any(isinstance(v, bool) or not hasattr(v, "__index__") or v < 1 for v in items) or \
+            len(set(items)) != len(items):
+        raise ValueError(f"{what} must be distinct counts >= 1, such as [1, 4, 16], got {values!r}")
+    return tuple(sorted(int(v) for v in items))
+
+
 def check_verify_length(verify_length: object, block_size: int, cap: bool = False) -> int:
     """``verify_length`` as an int in 1..``block_size`` (``None``: the whole block; with ``cap`` a longer
     length is cut to the block), or a ValueError naming both: the one check of a verify length L."""

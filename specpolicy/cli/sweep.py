@@ -19,7 +19,7 @@ from specpolicy.cli.common import (
     settings_from,
     stderr,
 )
-from specpolicy.cycles import check_candidate_set
+from specpolicy.cycles import check_candidate_set, check_counts
 from specpolicy.defaults import (
     MAX_PROMPT_TOKENS,
     SHIPPED_SWEEP_CANDIDATES,
@@ -43,12 +43,8 @@ def parse_candidates(text: str, option: str = "--candidates", block_sizes: bool 
     if not values and "-" in text:
         raise typer.BadParameter(f"{option} {text} runs backwards; write the smaller end first, e.g. "
                                  f"{'-'.join(text.split('-')[::-1])}")
-    if not block_sizes:  # batch sizes: any distinct positive counts
-        if not values or min(values) < 1 or len(set(values)) != len(values):
-            raise typer.BadParameter(f"{option} must be distinct sizes >= 1, got {text!r}")
-        return sorted(values)
     try:
-        return list(check_candidate_set(values, option))
+        return list(check_candidate_set(values, option) if block_sizes else check_counts(values, option))
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
 

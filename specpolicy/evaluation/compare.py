@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from specpolicy.costs import CostTable, context_bucket
-from specpolicy.cycles import check_temperature
+from specpolicy.cycles import check_candidate_set, check_counts, check_temperature
 from specpolicy.defaults import (
     COMPARE_BASELINE,
     COMPARE_DATASET,
@@ -86,6 +86,12 @@ class CompareOptions:
     def validate(self) -> None:
         """Fail on options that cannot work together, before anything loads."""
         check_temperature(self.temperature, "--temperature")
+        if isinstance(self.policies, str) or not self.policies or not all(isinstance(n, str) for n in self.policies):
+            raise ValueError(f"policies must be a list of policy names such as ['fixed16', 'blockpilot'], got "
+                             f"{self.policies!r}")
+        self.concurrency = check_counts(self.concurrency, "concurrency")
+        if self.candidates is not None:
+            self.candidates = list(check_candidate_set(self.candidates, "candidates"))
         twice = sorted({name for name in self.policies if self.policies.count(name) > 1})
         if twice:
             raise ValueError(f"--policies names {', '.join(twice)} twice; name each policy once")
@@ -286,9 +292,11 @@ def compare_sweep(sweep: str | Path, policies: Sequence[str], *, costs: Sequence
                   batch_costs: str | Path | None = None) -> list[ComparisonRow]:
     """``specpolicy compare --sweep`` from Python (``costs`` by context, ``batch_costs`` and ``concurrency`` to
     serve, ``by`` for rows per label); a flagged cost table is reported with :func:`warnings.warn`."""
-    options = CompareOptions(list(policies), sweep=Path(sweep), costs=tuple(map(Path, costs)),
-                             candidates=list(candidates) if candidates else None, split=split, by=by,
-                             baseline=baseline, oracle=oracle, concurrency=tuple(concurrency),
+    if not isinstance(sweep, str | Path):
+        raise ValueError(f"sweep must be a sweep store's folder (a str or Path), got {sweep!r}")
+    options = CompareOptions(policies, sweep=Path(sweep), costs=tuple(map(Path, costs)),
+                             candidates=candidates, split=split, by=by,
+                             baseline=baseline, oracle=oracle, concurrency=concurrency,
                              batch_costs=Path(batch_costs) if batch_costs else None)
     options.validate()
     labels = check_labels({options.sweep.name: stored_labels(sweep, by)}, by) if by else {}

@@ -75,7 +75,8 @@ def test_a_server_in_the_current_folder_is_found_as_a_shell_finds_it_and_kept_ab
         assert find_server(given) == fake_binary.absolute()
         monkeypatch.setenv(SERVER_ENV, given)
         assert find_server() == fake_binary.absolute()
-    server = Server.start(find_server(f"./{fake_binary.name}"), tmp_path / "t.gguf", tmp_path / "d.gguf", Setting(16), 1)
+    binary = find_server(f"./{fake_binary.name}")
+    server = Server.start(binary, tmp_path / "t.gguf", tmp_path / "d.gguf", Setting(16), 1)
     try:
         assert server.complete([5, 6], 4).tokens and Path(server.command[0]).is_absolute()
     finally:

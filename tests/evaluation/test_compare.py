@@ -111,3 +111,22 @@ def test_a_flagged_cost_table_is_warned_of(replay_store, tmp_path):
             compare_sweep(store, ["fixed16", "fixed4"])
         said = [str(w.message) for w in caught if "cost table" in str(w.message)]
         assert bool(said) == (name == "noisy") and all("noisy" in line and "bench latency" in line for line in said)
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({"concurrency": 4}, "concurrency must be distinct counts >= 1"),
+    ({"concurrency": []}, "concurrency must be distinct counts >= 1"),
+    ({"concurrency": [0]}, "concurrency must be distinct counts >= 1"),
+    ({"concurrency": [2.5]}, "concurrency must be distinct counts >= 1"),
+    ({"concurrency": [4, 4]}, "concurrency must be distinct counts >= 1"),
+    ({"policies": "fixed8,fixed4"}, "policies must be a list of policy names"),
+    ({"policies": []}, "policies must be a list of policy names"),
+    ({"policies": [object()]}, "policies must be a list of policy names"),
+    ({"sweep": None}, "sweep must be a sweep store's folder"),
+    ({"candidates": [4, 4]}, "candidates must name distinct block sizes"),
+])
+def test_the_librarys_arguments_are_checked_as_the_command_checks_them(replay_store, arguments, message):
+    """Issue 54: TypeError, max() of an empty sequence, ZeroDivisionError, a string read letter by letter."""
+    given = {"sweep": replay_store.path, "policies": ["fixed16"]} | arguments
+    with pytest.raises(ValueError, match=message):
+        compare_sweep(given.pop("sweep"), given.pop("policies"), **given)
