@@ -16,14 +16,16 @@ from specpolicy.sweep.store import SweepStore
 
 
 def check_candidates(policy: Policy, available: Sequence[int], confidences: Sequence[int] | None = None,
-                     given: bool = False, imported: bool = False) -> None:
-    """Fail, naming both sides, when ``policy`` can choose a block size the sweep (or ``--candidates``, ``given``)
-    lacks, or reads drafter confidences it did not record (``confidences``; ``None`` skips that check)."""
+                     given: bool = False, imported: bool = False, stored: Sequence[int] = ()) -> None:
+    """Fail, naming both sides and a fix that works, when ``policy`` can choose a block size the sweep (or
+    ``--candidates``, ``given``; ``stored``: the sweep's own sizes) lacks, or reads drafter confidences it did not
+    record (``confidences``; ``None`` skips that check)."""
     wanted = policy.choices()
     missing = sorted(wanted - set(available))
-    if missing and given:
+    if missing and (given or set(missing) <= set(stored)):
+        held = " (the sweep holds them)" if set(missing) <= set(stored) else ""
         raise ValueError(f"policy {policy.name!r} chooses among {sorted(wanted)} but --candidates gives "
-                         f"{sorted(available)} (missing {missing}); add them to --candidates")
+                         f"{sorted(available)} (missing {missing}); add them to --candidates{held}")
     fix = "the imported recording covers no others: compare policies over its block sizes (fixedN, adaptive, " \
         "oracle-step)" if imported else \
         f"sweep them too (specpolicy sweep --candidates {','.join(map(str, sorted({*available, *missing})))})"
@@ -32,8 +34,11 @@ def check_candidates(policy: Policy, available: Sequence[int], confidences: Sequ
                          f"{sorted(available)} (missing {missing}); {fix}")
     unread = sorted(policy.confidence_sizes() - set(confidences or [])) if confidences is not None else []
     if unread:
+        fix = ("an imported recording holds no drafter confidences: compare policies that read none (fixedN, "
+               "adaptive, oracle-step)") if imported else \
+            f"sweep with --verify-lengths --confidences {','.join(map(str, unread))}"
         raise ValueError(f"policy {policy.name!r} reads the drafter's confidences at B = {unread}, which the sweep did "
-                         f"not record; sweep with --verify-lengths --confidences {','.join(map(str, unread))}")
+                         f"not record; {fix}")
 
 
 def check_policies(policies: Sequence[Policy], store: SweepStore, candidates: Sequence[int] | None = None) -> None:
@@ -47,7 +52,8 @@ def check_policies(policies: Sequence[Policy], store: SweepStore, candidates: Se
                          "such as adaptive (the default's per-cycle guard), oracle-step or fixedN")
     for policy in policies:
         check_candidates(policy, store.candidates if candidates is None else candidates,
-                         store.meta.get("confidence_sizes", []), imported=store.meta.get("mode") == "imported")
+                         store.meta.get("confidence_sizes", []), imported=store.meta.get("mode") == "imported",
+                         stored=store.candidates)
     check_vocabulary(policies, width, f"the sweep {store.path}")
 
 

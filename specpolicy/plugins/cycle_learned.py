@@ -11,7 +11,7 @@ import numpy as np
 from specpolicy.costs import CostTable
 from specpolicy.defaults import DAGGER_ROUNDS, TRAINING_BLOCK_SIZE
 from specpolicy.plugins import skops_io
-from specpolicy.plugins.cycle_rules import acceptance_rate
+from specpolicy.plugins.cycle_rules import acceptance_rate, snap
 from specpolicy.policy import LearnedPolicy, PromptObservation, TrainingSet
 from specpolicy.state import DecodeState
 
@@ -57,7 +57,7 @@ class CycleLearnedPolicy(LearnedPolicy):
     def __init__(self, candidates: Sequence[int], model: object | None = None, start: int = TRAINING_BLOCK_SIZE,
                  predicts: str = "committed", validated_with: CostTable | None = None) -> None:
         super().__init__(candidates)
-        self.model, self.start, self.predicts = model, start, predicts
+        self.model, self.start, self.predicts = model, snap(start, self.candidates), predicts
         self.validated_with = validated_with
 
     def outputs(self, features: np.ndarray) -> np.ndarray:

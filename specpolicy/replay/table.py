@@ -95,7 +95,8 @@ class ReplayTable:
         return self._cycles[key]
 
     def _cycle(self, position: int, produced: int, size: int, length: int | None) -> tuple[CycleRecord, int, int, bool]:
-        accepted = int(self.accepted[position - self.prompt_length, self._column(size)])
+        # plain decoding (B = 1) drafts nothing, so every table replays it, recorded column or not
+        accepted = 0 if size == 1 else int(self.accepted[position - self.prompt_length, self._column(size)])
         if accepted < 0:
             raise ValueError(f"anchor {position} was not replayed: no schedule of {list(self.candidates)} reaches it "
                              "(schedules with verify lengths need a sweep with --verify-lengths)")
@@ -280,5 +281,6 @@ class ReplaySession:
         if type(block_size) is int and block_size in self.table.candidates:  # the common case, checked already
             return block_size
         size = check_block_size(block_size)
-        self.table._column(size)
+        if size != 1:  # plain decoding: replayed by every table (ReplayTable._cycle)
+            self.table._column(size)
         return size

@@ -24,8 +24,8 @@ def candidate_values(store: SweepStore, records: list[SweepRecord], candidates: 
     costs = costs if costs is not None else store.latency()
     if costs is None or any(r.replay is None for r in records):
         raise ValueError(f"label 'time' needs a replay sweep with a cost table; {store.path} has "
-                         + ("no latency.json" if costs is None else "records without replay tables")
-                         + " (use --label tau, or sweep with `specpolicy sweep --mode replay`)")
+                         + ("no latency.json (pass --costs FILE, or use --label tau)" if costs is None else
+                            "records without replay tables (use --label tau)"))
     values = np.empty((len(records), len(candidates)))
     for i, table in enumerate(r.table() for r in records):
         seconds = table.fixed_seconds(costs, candidates)

@@ -407,3 +407,38 @@ def test_an_impossible_accepted_run_and_a_huge_draw_are_refused(trace, tmp_path)
         import_specdecode(_write(tmp_path / "huge.jsonl", rows), tmp_path / "store")
     with pytest.raises(ValueError, match="--tokens"):
         import_traces(_profile(tmp_path / "p.json"), tmp_path / "p", draw=ProfileDraw(200, 200_000_000))
+
+
+def test_every_hint_on_an_imported_store_names_a_fix_that_works_there(answers, tmp_path):
+    """Issue 54: no --costs was told to sweep; confidences to sweep with --verify-lengths; train cycle could not
+    train on a recording to 13; serving a per-step store failed on B = 1; a --candidates subset was told to sweep."""
+    from specpolicy.zoo import MEASURED_DIR
+
+    rows = [_request(f"r{i}", int(RNG.integers(30, 90))) for i in range(40)]
+    trace = _write(tmp_path / "combined_toy.jsonl", rows)
+    table = str(MEASURED_DIR / "cast-h100-sxm-llama-3.1-8b-context-1024.json")
+    runner, store = CliRunner(), str(tmp_path / "store")
+    assert runner.invoke(app, ["import-traces", str(trace), "--out", store]).exit_code == 0
+    no_costs = runner.invoke(app, ["compare", "--sweep", store, "--policies", "fixed4,fixed8"])
+    assert no_costs.exit_code == 0 and "pass --costs FILE" in " ".join(no_costs.output.split())
+    assert "sweep --mode replay" not in no_costs.output
+    unread = runner.invoke(app, ["compare", "--sweep", store, "--policies", "fixed4,threshold", "--costs", table])
+    assert unread.exit_code == 2 and "compare policies that read none" in unread.output
+    subset = runner.invoke(app, ["compare", "--sweep", store, "--policies", "fixed4,fixed12", "--costs", table,
+                                 "--candidates", "1,2,4,8"])
+    assert subset.exit_code == 2 and "add them to --candidates (the sweep holds them)" in subset.output
+    trained = runner.invoke(app, ["train", "cycle", "--sweep", store, "--out", str(tmp_path / "cycle"), "--costs",
+                                  table])
+    assert trained.exit_code == 0, trained.output
+    untimed = runner.invoke(app, ["train", "logreg", "--sweep", store, "--out", str(tmp_path / "lr")])
+    assert untimed.exit_code == 2 and "pass --costs FILE" in untimed.output
+
+    answer_file, _ = answers
+    per_step = str(tmp_path / "answers")
+    assert runner.invoke(app, ["import-traces", str(answer_file), "--out", per_step]).exit_code == 0
+    from tests.replay.test_serving import linear_table
+
+    linear_table(batches=(1, 2)).save(tmp_path / "batch.json")
+    served = runner.invoke(app, ["compare", "--sweep", per_step, "--policies", "fixed7", "--baseline", "fixed7",
+                                 "--concurrency", "1,2", "--batch-costs", str(tmp_path / "batch.json")])
+    assert served.exit_code == 0, served.output
