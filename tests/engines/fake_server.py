@@ -4,12 +4,14 @@ the real binary: each reply's tokens count up from the prompt's last id, and tim
 from __future__ import annotations
 
 import json
+import os
 import sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 ARGS = sys.argv[1:]
 PORT = int(ARGS[ARGS.index("--port") + 1])
 N_MAX = int(ARGS[ARGS.index("--spec-draft-n-max") + 1]) if "--spec-draft-n-max" in ARGS else 0
+PATCHED = "--spec-draft-n-max" in ARGS and os.environ.get("FAKE_PATCHED") == "1"
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -30,10 +32,14 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         tokens = [request["prompt"][-1] + 1 + i for i in range(request["n_predict"])]
-        accepted = len(tokens) // 2 if N_MAX else 0  # half the tokens ride on accepted drafts
-        timings = {"predicted_ms": 2.0 * (len(tokens) - accepted) * (1 + N_MAX / 30), "predicted_n": len(tokens)}
-        if N_MAX:
-            timings |= {"draft_n": N_MAX * len(tokens) // 2, "draft_n_accepted": accepted}
+        n_max = min(N_MAX, request.get("speculative.n_max", N_MAX))  # a patched server's per-request block
+        accepted = len(tokens) // 2 if n_max else 0  # half the tokens ride on accepted drafts
+        timings = {"predicted_ms": 2.0 * (len(tokens) - accepted) * (1 + n_max / 30), "predicted_n": len(tokens)}
+        if n_max:
+            timings |= {"draft_n": n_max * len(tokens) // 2, "draft_n_accepted": accepted}
+        if n_max and PATCHED:  # a step accepting one draft per two tokens
+            timings["spec_steps"] = [{"drafted": n_max, "verified": n_max, "accepted": 1, "p": [0.5] * n_max}
+                                     for _ in range(accepted)]
         self._send({"tokens": tokens, "timings": timings})
 
 
