@@ -123,23 +123,6 @@ def test_ctrl_c_inside_the_pool_stops_every_server(fake_binary, tmp_path):
     assert all(process.poll() is not None for process in processes)
 
 
-def test_a_patched_server_takes_every_setting_per_request_on_one_server(fake_binary, tmp_path, monkeypatch):
-    """A binary built with the patch set (its llama-server.json names the patch): one DFlash server, each request
-    carrying its own n_max and p_min, and the steps it records in the reply; plain decoding keeps its own server."""
-    from specpolicy.engines.llamacpp import patch_digest, patched
-
-    assert not patched(fake_binary)
-    (tmp_path / "llama-server.json").write_text(json.dumps({"patch": patch_digest()}))
-    monkeypatch.setenv("FAKE_PATCHED", "1")
-    assert patched(fake_binary)
-    with ServerPool(fake_binary, tmp_path / "target.gguf", tmp_path / "drafter.gguf", threads=1) as pool:
-        four, sixteen = pool[Setting(4)].complete([5, 6], 4), pool[Setting(16, 0.5)].complete([5, 6], 4)
-        assert (four.drafted, sixteen.drafted) == (6, 30)  # the request's block, not the server's
-        assert four.steps[0].drafted == 3 and four.steps[0].probabilities == (0.5, 0.5, 0.5)
-        assert pool[Setting(1)].complete([5], 3).tokens == (6, 7, 8)
-        assert len(pool.servers) == 2 and "--spec-draft-n-max 63" in " ".join(pool[Setting(8)].server.command)
-
-
 def test_servers_die_with_the_process_that_started_them_even_under_kill_9(fake_binary, tmp_path):
     program = (f"import sys, time\nfrom pathlib import Path\nfrom specpolicy.engines.llamacpp import ServerPool, "
                f"Setting\npool = ServerPool(Path({str(fake_binary)!r}), Path('t'), Path('d'), 1)\n"
