@@ -81,9 +81,10 @@ def test_the_engines_drafts_and_accepted_drafts_per_cycle_equal_replay_as_the_bu
     agreeing = 0
     for record in list(SweepStore.load(SHIPPED).records())[:prompts]:
         with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", 1) as pool:
-            server = pool[setting]
+            route = pool[setting]
+            server = getattr(route, "server", route)  # a patched binary: the one DFlash server behind the setting
             warmed = len(server.log_text())  # the warm-up request's cycles come first
-            reply = server.complete(list(record.replay.sequence[:record.prompt_length]), record.replay.budget)
+            reply = route.complete(list(record.replay.sequence[:record.prompt_length]), record.replay.budget)
             log = server.log_text()[warmed:]
         engine_cycles = [tuple(map(int, pair)) for pair in re.findall(r"accepted\s+(\d+)/\s*(\d+) draft", log)]
         replayed, left = [], record.output_length - 1
@@ -100,6 +101,39 @@ def test_the_engines_drafts_and_accepted_drafts_per_cycle_equal_replay_as_the_bu
         else:  # a draft token differs: the same block, another accepted count
             assert engine_cycles[parted][1] == replayed[parted][1], (record.prompt_id, parted)
     assert agreeing >= prompts // 2
+
+
+def test_a_patched_server_takes_each_requests_block_and_returns_every_step(engine):
+    """The patch set, checked by what the engine does, not by its request schema: the drafted counts move with each
+    request's n_max on one server, a request's p_min cuts where the recorded probability falls below it, the step
+    records add up to the server's own counts, and every output equals plain decoding's."""
+    from specpolicy.engines.llamacpp import patched
+
+    binary, folder = engine
+    if not patched(binary):
+        pytest.skip("a stock llama-server (built without specpolicy's patch set): per-request settings are compiled "
+                    "out; `specpolicy engine build` builds the patched one")
+    records = list(SweepStore.load(SHIPPED).records())[:3]
+    with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", 1) as pool:
+        for record in records:
+            prompt, budget = list(record.replay.sequence[:record.prompt_length]), record.replay.budget
+            replies = {s: pool[s].complete(prompt, budget) for s in (Setting(1), Setting(4), Setting(16),
+                                                                      Setting(16, 0.9))}
+            assert len(pool.servers) == 2  # plain decoding's, and one DFlash server for every setting
+            assert all(r.tokens == replies[Setting(1)].tokens for r in replies.values()), record.prompt_id
+            assert replies[Setting(4)].drafted < replies[Setting(16)].drafted
+            for setting, reply in replies.items():
+                if setting.block_size == 1:
+                    assert reply.steps == () and reply.drafted == 0
+                    continue
+                assert max(s.drafted for s in reply.steps) == setting.block_size - 1
+                assert (sum(s.verified for s in reply.steps), sum(s.accepted for s in reply.steps)) == (
+                    reply.drafted, reply.accepted)
+                for step in reply.steps:
+                    assert len(step.probabilities) == step.drafted and step.accepted <= step.verified <= step.drafted
+                    assert all(0.0 <= p <= 1.0 for p in step.probabilities)
+                    kept, first_cut = step.probabilities[:step.verified], step.probabilities[step.verified:][:1]
+                    assert all(p >= setting.p_min for p in kept) and all(p < setting.p_min for p in first_cut)
 
 
 def test_compare_in_the_engine_runs_end_to_end_and_leaves_no_server(engine, tmp_path):
