@@ -4,7 +4,7 @@ environments follow, the :class:`Plan` a policy decides, and :func:`run`, the lo
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from specpolicy.defaults import MAX_BLOCK_SIZE, MAX_TEMPERATURE
@@ -52,6 +52,42 @@ class _Always:
 
     def __call__(self, state: DecodeState) -> int:
         return self.size
+
+
+@dataclass(frozen=True)
+class CostAwareBlocks:
+    """The cost-aware block rule as a value (``adaptive``'s, and the default's guard): its choices, the cost table
+    it prices with and its parameters, beside ``choose``, the Python rule that runs it; an engine that knows the
+    rule (a patched llama-server) runs :meth:`request` instead, so the two decide alike."""
+
+    blocks: tuple[int, ...]
+    """the speculative block sizes it chooses among (B > 1), ascending"""
+    seconds: tuple[tuple[int, float], ...]
+    """(B, modelled seconds of a cycle) of every B a cycle may have"""
+    ar_seconds: float
+    ar_allowed: bool
+    start: int
+    """the first cycle's B"""
+    seen_block: int
+    """> 0: a failed probe of this B counted before the first cycle (a start of B = 1)"""
+    prior: float
+    prior_weight: float
+    decay: float
+    first_wait: int
+    max_wait: int
+    wait_scale: float
+    choose: Callable[[DecodeState], int] = field(compare=False, repr=False, default=None)
+
+    def __call__(self, state: DecodeState) -> int:
+        return self.choose(state)
+
+    def request(self) -> dict:
+        """The rule as a patched llama-server's ``speculative.plan`` (engines/patches: server_spec_plan)."""
+        return {"blocks": list(self.blocks), "priced": [b for b, _ in self.seconds],
+                "seconds": [s for _, s in self.seconds], "ar_seconds": self.ar_seconds, "ar_allowed": self.ar_allowed,
+                "start": self.start, "seen_block": self.seen_block, "prior": self.prior,
+                "prior_weight": self.prior_weight, "decay": self.decay, "first_wait": self.first_wait,
+                "max_wait": self.max_wait, "wait_scale": self.wait_scale}
 
 
 @dataclass(frozen=True)

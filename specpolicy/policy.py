@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from specpolicy.costs import CostTable, uniform_costs
-from specpolicy.cycles import Plan, check_candidate_set
+from specpolicy.cycles import CostAwareBlocks, Plan, check_candidate_set
 from specpolicy.defaults import DEFAULT_CANDIDATES, TRAINING_BLOCK_SIZE
 from specpolicy.state import DecodeState
 
@@ -101,6 +101,8 @@ class Policy:
                                  f"{sorted(allowed)}; fix its plan, or add {size!r} to its candidates")
             return size
 
+        if isinstance(plan.block, CostAwareBlocks):  # the value stays readable by the engines
+            return replace(plan, block=replace(plan.block, choose=block))
         return replace(plan, block=block)
 
     def select(self, observation: PromptObservation) -> int:

@@ -37,14 +37,15 @@ def engine_results(store, policies, threads: int, server: str | None, target: st
     decoded in the engine, and replay's prediction beside it (stderr). Returns the measured results."""
     from specpolicy.cli.progress import progress_bar
     from specpolicy.engines.build import gguf_pair
-    from specpolicy.engines.llamacpp import ServerPool, find_server
+    from specpolicy.engines.llamacpp import ServerPool, find_server, patched
     from specpolicy.evaluation.engine import engine_costs, engine_sizes, evaluate_engine, plan_settings, trained_block
     from specpolicy.evaluation.replay import evaluate_replay
     from specpolicy.registry import get_registry
 
     binary = find_server(server)  # before any conversion or server
     records = list(store.records())
-    plan_settings(store, records[:1], policies, store.latency())  # a policy the engine cannot run is refused first
+    # a policy the engine cannot run is refused first
+    plan_settings(store, records[:1], policies, store.latency(), patched(binary))
     folder = gguf_pair(target, drafter, report=lambda line: stderr.print(line, highlight=False))
     sizes = engine_sizes(store.candidates, trained_block(store))
     with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", threads) as pool:

@@ -84,12 +84,15 @@ class Setting:
 
     block_size: int
     p_min: float = 0.0
+    plan: str = ""
+    """a per-step plan (JSON, a patched server's ``speculative.plan``) choosing B <= ``block_size`` every step"""
 
     @property
     def name(self) -> str:
         if self.block_size == 1:
             return "none"
-        return f"n_max={self.block_size - 1}" + (f",p_min={self.p_min:g}" if self.p_min else "")
+        return f"n_max={self.block_size - 1}" + (f",p_min={self.p_min:g}" if self.p_min else "") + \
+            (",plan" if self.plan else "")
 
     def flags(self) -> list[str]:
         """The command-line flags of this setting."""
@@ -106,9 +109,11 @@ one), each request's own ``speculative.n_max`` and ``p_min`` below it"""
 
 @dataclass(frozen=True)
 class Step:
-    """One drafting step a patched server recorded: drafts drafted (the block B - 1), sent to verify (L - 1) and
-    accepted, and the drafter's top-1 probability (over its top 10) at every drafted position [drafted]."""
+    """One step a patched server recorded: its B, drafts drafted (B - 1, fewer where the budget leaves less
+    room), sent to verify (L - 1) and accepted, and the drafter's top-1 probability (over its top 10) at every
+    drafted position [drafted]. Every drafting step; with a plan, its plain steps (B = 1) too."""
 
+    block: int
     drafted: int
     verified: int
     accepted: int
@@ -208,6 +213,8 @@ class Server:
                 "top_k": 1, "cache_prompt": False, "return_tokens": True, "seed": 0}
         if setting is not None:
             body |= {"speculative.n_max": setting.block_size - 1, "speculative.p_min": setting.p_min}
+            if setting.plan:
+                body["speculative.plan"] = json.loads(setting.plan)
         request = urllib.request.Request(f"{self.url}/completion", json.dumps(body).encode(),
                                          {"Content-Type": "application/json"})
         try:
@@ -216,8 +223,8 @@ class Server:
         except (urllib.error.URLError, OSError) as error:
             raise ValueError(f"llama-server at {self.url} failed a request ({error}):\n{self.log_tail()}") from None
         timings = answer.get("timings", {})
-        steps = tuple(Step(int(s["drafted"]), int(s["verified"]), int(s["accepted"]), tuple(map(float, s["p"])))
-                      for s in timings.get("spec_steps", ()))
+        steps = tuple(Step(int(s["block"]), int(s["drafted"]), int(s["verified"]), int(s["accepted"]),
+                           tuple(map(float, s["p"]))) for s in timings.get("spec_steps", ()))
         return Reply(tuple(answer.get("tokens", ())), int(timings.get("draft_n", 0)),
                      int(timings.get("draft_n_accepted", 0)), float(timings.get("predicted_ms", 0.0)) / 1000, steps)
 

@@ -1,12 +1,15 @@
 """Policies deployed into llama.cpp's server and measured there beside replay's prediction (no torch): a
-per-prompt B routes each request to that server; per-cycle policies are refused."""
+per-prompt B routes each request to its setting; a per-cycle policy whose rule is a value runs inside a patched
+server (engines/patches), other per-cycle policies are refused."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from specpolicy.costs import CostTable
+from specpolicy.cycles import CostAwareBlocks, Plan
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.engines.llamacpp import Reply, ServerPool, Setting
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
@@ -50,12 +53,19 @@ class EngineRun:
         return diverged[0] if diverged else None if len(ours) == len(theirs) else min(len(ours), len(theirs))
 
 
-def engine_setting(policy: Policy, plan_block_size: int | None, verifies: bool, largest: int) -> Setting:
+def engine_setting(policy: Policy, plan_block_size: int | None, verifies: bool, largest: int,
+                   plan: Plan | None = None) -> Setting:
     """The server setting a policy's plan for one prompt runs as in llama.cpp (``largest``: the drafter's trained
-    block, past which llama.cpp clamps)."""
+    block, past which llama.cpp clamps); ``plan``, given where the server is patched: a per-step plan whose block
+    rule is a value the server runs (:class:`~specpolicy.cycles.CostAwareBlocks`) runs there as it is."""
     own = getattr(policy, "llamacpp", None)
     if own is not None:
         return own
+    if plan is not None and isinstance(plan.block, CostAwareBlocks) and plan.length is None:
+        if max(plan.block.blocks) > largest:
+            raise ValueError(f"{policy.name} chooses blocks up to {max(plan.block.blocks)}, past the drafter's "
+                             f"trained block {largest}; pass --candidates up to {largest}")
+        return Setting(largest, plan=json.dumps(plan.block.request(), sort_keys=True))
     if plan_block_size is None or verifies:
         raise ValueError(f"{policy.name} decides per cycle or sets verify lengths; llama.cpp takes its speculation "
                          "settings per server (per-request settings are compiled out in this version), so it cannot be "
@@ -83,8 +93,9 @@ def deployable_settings(policy: Policy, largest: int) -> list[Setting]:
 
 
 def plan_settings(store: SweepStore, records: Sequence[SweepRecord], policies: Sequence[Policy],
-                  costs: CostTable | None) -> list[list[Setting]]:
-    """[prompt][policy] settings, every plan made and checked before any server starts."""
+                  costs: CostTable | None, per_request: bool = False) -> list[list[Setting]]:
+    """[prompt][policy] settings, every plan made and checked before any server starts (``per_request``: a
+    patched server, which runs per-step plans whose rule is a value)."""
     largest = trained_block(store)
     settings = []
     for record in records:
@@ -92,8 +103,8 @@ def plan_settings(store: SweepStore, records: Sequence[SweepRecord], policies: S
         answers = Answers(record.taus, record.table() if record.replay is not None else None,
                           record.training_block_size)
         plans = [policy.checked_plan(observation, answers) for policy in policies]
-        settings.append([engine_setting(policy, plan.block_size, plan.length is not None, largest)
-                         for policy, plan in zip(policies, plans)])
+        settings.append([engine_setting(policy, plan.block_size, plan.length is not None, largest,
+                                        plan if per_request else None) for policy, plan in zip(policies, plans)])
     return settings
 
 
@@ -104,7 +115,7 @@ def evaluate_engine(pool: ServerPool, store: SweepStore, policies: Sequence[Poli
     records = list(records if records is not None else store.records())
     if not records or any(r.replay is None for r in records):
         raise ValueError(f"{store.path} holds no replay records (prompt tokens); pass a replay sweep")
-    settings = plan_settings(store, records, policies, costs)
+    settings = plan_settings(store, records, policies, costs, pool.per_request)
     run = EngineRun([PolicyResults(p.name, "measured") for p in policies])
     for n, (record, chosen) in enumerate(zip(records, settings)):
         prompt = list(record.replay.sequence[:record.prompt_length])
@@ -118,8 +129,9 @@ def evaluate_engine(pool: ServerPool, store: SweepStore, policies: Sequence[Poli
         for result, setting in zip(run.results, chosen):
             reply = run.replies[record.prompt_id, setting]
             ar_seconds = plain.seconds * len(reply.tokens) / max(1, len(plain.tokens))
-            result.prompts.append(PromptResult(record.prompt_id, [setting.block_size] * reply.cycles, reply.tau,
-                                               len(reply.tokens), reply.seconds, ar_seconds))
+            sizes = [s.block for s in reply.steps] if setting.plan else [setting.block_size] * reply.cycles
+            result.prompts.append(PromptResult(record.prompt_id, sizes, reply.tau, len(reply.tokens), reply.seconds,
+                                               ar_seconds))
         if on_progress:
             on_progress(n + 1, len(records))
     return run
@@ -130,7 +142,7 @@ def engine_costs(run: EngineRun, threads: int, machine: str = "") -> CostTable:
     decoded without a p_min cut (draft and verify together, priced as verify), and per plain step."""
     cycles: dict[int, list[float]] = {}
     for (_, setting), reply in run.replies.items():
-        if setting.p_min == 0 and setting.block_size > 1:
+        if setting.p_min == 0 and setting.block_size > 1 and not setting.plan:
             totals = cycles.setdefault(setting.block_size, [0.0, 0.0])
             totals[0], totals[1] = totals[0] + reply.seconds, totals[1] + reply.cycles
     plain = [reply for (_, setting), reply in run.replies.items() if setting == PLAIN]

@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from specpolicy.costs import CostTable, expected_tokens
+from specpolicy.cycles import CostAwareBlocks
 from specpolicy.defaults import ACCEPTANCE_DECAY, ACCEPTANCE_PRIOR, ACCEPTANCE_PRIOR_WEIGHT
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Plan, Policy, PromptObservation
 from specpolicy.state import DecodeState
@@ -144,6 +145,19 @@ class AdaptivePolicy(Policy):
     def select(self, observation: PromptObservation) -> int:
         return self.start
 
+    def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
+        return Plan(self.rule(observation, self.start, 0, lambda state: self.step(state, observation)))
+
+    def rule(self, observation: PromptObservation, start: int, seen_block: int,
+             choose: Callable[[DecodeState], int]) -> CostAwareBlocks:
+        """This rule as a value (priced with the observation's table), ``choose`` running it in Python."""
+        costs = required_costs(self, observation)
+        self.best_size(0.5, costs)  # prices the candidates and the wait's scale once per table
+        sizes = sorted({*self._priced[1], start, seen_block} - {0, 1})
+        return CostAwareBlocks(tuple(self._priced[1]), tuple((b, costs.cycle_seconds(b)) for b in sizes),
+                               costs.cycle_seconds(1), 1 in self.candidates, start, seen_block, self.prior,
+                               ACCEPTANCE_PRIOR_WEIGHT, self.decay, self.first_wait, MAX_WAIT, self._priced[2], choose)
+
     def best_size(self, alpha: float, costs: CostTable) -> int:
         """The speculative candidate (B > 1) with the most expected tokens per cycle second."""
         if self._priced[0] is not costs:  # one table per prompt: price the candidates (and the wait) once
@@ -224,7 +238,7 @@ class GuardedPolicy(Policy):
             seen.position, seen.cycle, seen.generated = state.position, state.cycle, state.generated
             return guard.step(seen, observation)
 
-        return Plan(choose)
+        return Plan(guard.rule(observation, start, guard.start if start == 1 else 0, choose))
 
 
 def probe_policy(arg: str | None, candidates: Sequence[int]) -> ProbePolicy:

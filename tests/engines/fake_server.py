@@ -38,7 +38,8 @@ class Handler(BaseHTTPRequestHandler):
         if n_max:
             timings |= {"draft_n": n_max * len(tokens) // 2, "draft_n_accepted": accepted}
         if n_max and PATCHED:  # a step accepting one draft per two tokens
-            timings["spec_steps"] = [{"drafted": n_max, "verified": n_max, "accepted": 1, "p": [0.5] * n_max}
+            timings["spec_steps"] = [{"block": n_max + 1, "drafted": n_max, "verified": n_max, "accepted": 1,
+                                      "p": [0.5] * n_max}
                                      for _ in range(accepted)]
         self._send({"tokens": tokens, "timings": timings})
 
