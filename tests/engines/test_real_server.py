@@ -136,6 +136,39 @@ def test_a_patched_server_takes_each_requests_block_and_returns_every_step(engin
                     assert all(p >= setting.p_min for p in kept) and all(p < setting.p_min for p in first_cut)
 
 
+@pytest.mark.parametrize("policy", ["adaptive", "blockpilot-guard"])
+def test_a_per_step_plan_runs_inside_a_patched_server_deciding_as_replay(engine, policy):
+    """The cost-aware rule as a value, sent with each request: the engine picks every step's B itself, and its
+    decisions equal replay's cycle for cycle (priced with the same table) until the decode's last plain step,
+    which the server does not record; every output equals plain decoding's."""
+    from specpolicy.engines.llamacpp import patched
+    from specpolicy.evaluation.engine import PLAIN, engine_setting
+    from specpolicy.evaluation.replay import prompt_observation
+    from specpolicy.registry import create_policy
+
+    binary, folder = engine
+    if not patched(binary):
+        pytest.skip("a stock llama-server (built without specpolicy's patch set) runs no per-step plan")
+    store = SweepStore.load(SHIPPED)
+    chosen = create_policy(policy, [b for b in store.candidates if b <= 16])
+    agreeing = total = 0
+    with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", 1) as pool:
+        for record in list(store.records())[:4]:
+            plan = chosen.checked_plan(prompt_observation(store, record, store.latency()))
+            setting = engine_setting(chosen, plan.block_size, False, 16, plan)
+            assert setting.plan and len(pool.servers) <= 2
+            prompt, budget = list(record.replay.sequence[:record.prompt_length]), record.replay.budget
+            reply = pool[setting].complete(prompt, budget)
+            assert reply.tokens == pool[PLAIN].complete(prompt, budget).tokens, record.prompt_id
+            engine_sizes = [s.block for s in reply.steps]
+            replayed = [c.block_size for c in record.table().simulate(plan, store.features(record))]
+            assert len(replayed) - 1 <= len(engine_sizes) <= len(replayed)
+            agreeing += next((i for i, (a, b) in enumerate(zip(engine_sizes, replayed)) if a != b),
+                             len(engine_sizes))
+            total += len(replayed)
+    assert agreeing >= 0.95 * total
+
+
 def test_compare_in_the_engine_runs_end_to_end_and_leaves_no_server(engine, tmp_path):
     store = subset_store(tmp_path / "held-out", 6)
     before = _servers_running()
