@@ -105,6 +105,11 @@ class Policy:
             return replace(plan, block=replace(plan.block, choose=block))
         return replace(plan, block=block)
 
+    def restrict(self, offered: Sequence[int]) -> Policy:
+        """This policy choosing only among ``offered`` where its choices are learned (an engine that cannot run the
+        others); a rule over its candidates is itself."""
+        return self
+
     def select(self, observation: PromptObservation) -> int:
         """The block size for this prompt; a per-cycle policy's first (from its ``step``, or its ``plan``)."""
         first = DecodeState.after_prefill(observation.logits, observation.prompt_length)

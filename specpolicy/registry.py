@@ -107,6 +107,10 @@ class PolicyRegistry:
             policy = family.build(arg, tuple(candidates))
         except ValueError as error:  # name the policy the bad argument came from (``fixed0``)
             raise ValueError(f"policy {name!r}: {error}") if name not in str(error) else error from None
+        if not isinstance(policy, Policy):
+            raise ValueError(f"policy {name!r}: the factory registered for {family.name!r} returned "
+                             f"{type(policy).__name__}, not a Policy; fix the plugin that registers it "
+                             f"({family.distribution or 'unknown distribution'})")
         policy.name = name
         return policy
 

@@ -19,3 +19,14 @@ class Episode:
     observation: np.ndarray
     index: int | None = None
     ids: list[int] | None = None
+
+
+def prompt_index(rng: np.random.Generator, index: object, count: int) -> int:
+    """The prompt an episode decodes: ``index`` (``reset(options={"prompt_index": i})``) checked to lie in
+    0..``count`` - 1, or a random one when it is ``None``."""
+    if index is None:
+        return int(rng.integers(count))
+    if isinstance(index, bool) or not hasattr(index, "__index__") or not 0 <= int(index) < count:
+        raise ValueError(f"options['prompt_index'] must be an integer in 0..{count - 1} (the source's prompts), "
+                         f"got {index!r}")
+    return int(index)

@@ -13,7 +13,7 @@ from specpolicy.data.registry import load_prompts
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.decoding.autoregressive import own_answer
 from specpolicy.defaults import COST_WEIGHT, DEFAULT_CANDIDATES, ENV_MAX_NEW_TOKENS, ENV_MAX_SAMPLES, MAX_PROMPT_TOKENS
-from specpolicy.envs.episode import Episode
+from specpolicy.envs.episode import Episode, prompt_index
 from specpolicy.envs.replay_data import prompt_features
 from specpolicy.features import to_numpy
 
@@ -50,7 +50,7 @@ class LiveSource:
 
     def episode(self, rng: np.random.Generator, index: int | None = None) -> Episode:
         """Prefill prompt ``index`` (default: a random one) in a fresh decode session."""
-        prompt = self.prompts[int(rng.integers(len(self.prompts))) if index is None else int(index)]
+        prompt = self.prompts[prompt_index(rng, index, len(self.prompts))]
         ids = encode_prompt(self.pair.tokenizer, prompt, MAX_PROMPT_TOKENS, self.answer)
         session = self.decoder.start(ids)
         logits = to_numpy(session.state.prefill_logits)[None]

@@ -10,7 +10,7 @@ import numpy as np
 
 from specpolicy.costs import CostTable
 from specpolicy.defaults import COST_WEIGHT
-from specpolicy.envs.episode import Episode
+from specpolicy.envs.episode import Episode, prompt_index
 from specpolicy.envs.rewards import check_reward
 from specpolicy.features import get_extractor
 from specpolicy.replay.table import ReplayTable
@@ -110,7 +110,7 @@ class ReplayData:
 
     def episode(self, rng: np.random.Generator, index: int | None = None) -> Episode:
         """Prompt ``index`` (default: a random one) as a replay session (``None`` for a live-mode store)."""
-        index = int(rng.integers(len(self.prompt_ids))) if index is None else int(index)
+        index = prompt_index(rng, index, len(self.prompt_ids))
         table = self.tables[index]
         session, budget = (None, self.budget) if table is None else (table.session(), table.budget)
         return Episode(session, self.prompt_ids[index], budget, self.observations[index], index)

@@ -14,7 +14,7 @@ from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.engines.llamacpp import Reply, ServerPool, Setting
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
 from specpolicy.evaluation.replay import prompt_observation
-from specpolicy.policy import Answers, LearnedPolicy, Policy
+from specpolicy.policy import Answers, Policy
 from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
 
@@ -78,9 +78,9 @@ def engine_setting(policy: Policy, plan_block_size: int | None, verifies: bool, 
 
 
 def for_engine(policy: Policy, sizes: Sequence[int]) -> Policy:
-    """``policy`` choosing among the block sizes the engine runs (a learned one over its trained classes in
-    ``sizes``: :meth:`~specpolicy.policy.LearnedPolicy.restrict`)."""
-    return policy.restrict(sizes) if isinstance(policy, LearnedPolicy) else policy
+    """``policy`` choosing among the block sizes the engine runs (a learned one, or one with a learned start, over
+    its trained classes in ``sizes``: ``restrict``)."""
+    return policy.restrict(sizes)
 
 
 def deployable_settings(policy: Policy, largest: int) -> list[Setting]:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from specpolicy.costs import CostTable, expected_tokens
 from specpolicy.cycles import CostAwareBlocks
 from specpolicy.defaults import ACCEPTANCE_DECAY, ACCEPTANCE_PRIOR, ACCEPTANCE_PRIOR_WEIGHT
-from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Plan, Policy, PromptObservation
+from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, LearnedPolicy, Plan, Policy, PromptObservation
 from specpolicy.state import DecodeState
 
 FAIL_BELOW = 2
@@ -212,6 +212,12 @@ class GuardedPolicy(Policy):
     def choices(self) -> set[int]:
         return set(self.candidates) | self.start_policy.choices()
 
+    def restrict(self, offered: Sequence[int]) -> GuardedPolicy:
+        """A learned start policy chooses only among ``offered`` (an engine that cannot run the others)."""
+        if isinstance(self.start_policy, LearnedPolicy):
+            self.start_policy.restrict(offered)
+        return self
+
     def select(self, observation: PromptObservation) -> int:
         return self.start_policy.select(observation)
 
@@ -220,7 +226,7 @@ class GuardedPolicy(Policy):
 
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
         """The start policy's B first; then the guard, which reads a failed probe before a start of B = 1."""
-        start = self.start_policy.select(observation)
+        start = snap(self.start_policy.select(observation), self.candidates)  # an engine's sizes may be fewer
         guard = AdaptivePolicy(self.candidates, start=max(start, 2))
         guard.name = self.name
         # a start of B = 1: the guard sees a failed probe before the first cycle, then every cycle after it

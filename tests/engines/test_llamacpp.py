@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from specpolicy.engines.build import _pre_tokenizer
@@ -239,3 +240,28 @@ def test_a_conversion_is_identified_by_its_inputs_and_a_stale_or_damaged_one_is_
     (out / "target.gguf").unlink()
     build.gguf_pair(target, drafter, out, report=lambda line: None)
     assert len(runs) == 8
+
+
+def test_a_cost_aware_rule_is_a_value_a_patched_server_runs_and_a_stock_one_refuses(replay_store):
+    """adaptive's plan (and the default's guard) carries its choices, cost table and parameters as a value; the
+    patched engine gets it as the request's plan, a stock one refuses the policy naming why."""
+    from specpolicy.cycles import CostAwareBlocks
+    from specpolicy.evaluation.engine import engine_setting
+    from specpolicy.evaluation.replay import prompt_observation
+    from specpolicy.registry import create_policy
+    from specpolicy.state import DecodeState
+
+    record = next(replay_store.records())
+    costs = replay_store.latency()
+    policy = create_policy("adaptive", [1, 2, 4, 8])
+    plan = policy.checked_plan(prompt_observation(replay_store, record, costs))
+    rule = plan.block
+    assert isinstance(rule, CostAwareBlocks) and rule.blocks == (2, 4, 8) and rule.ar_allowed
+    request = rule.request()
+    assert request["start"] == 8 and request["ar_seconds"] == costs.cycle_seconds(1)
+    assert dict(zip(request["priced"], request["seconds"])) == {b: costs.cycle_seconds(b) for b in (2, 4, 8)}
+    assert rule(DecodeState.after_prefill(np.zeros(0, np.float32), record.prompt_length)) == 8
+    setting = engine_setting(policy, plan.block_size, False, 16, plan)
+    assert json.loads(setting.plan) == request and setting.block_size == 16
+    with pytest.raises(ValueError, match="decides per cycle"):
+        engine_setting(policy, plan.block_size, False, 16)

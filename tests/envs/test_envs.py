@@ -86,6 +86,15 @@ def test_invalid_actions_fail_clearly(sweep):
         env.step(9)
 
 
+@pytest.mark.parametrize("env_id", ["specpolicy/BlockSize-v0", "specpolicy/BlockSizeStep-v0"])
+@pytest.mark.parametrize("bad", [99, -1, 2.5, "0", True])
+def test_a_prompt_index_outside_the_prompts_fails_clearly(sweep, env_id, bad):
+    """Issue 54: prompt_index=99 raised IndexError from inside the source."""
+    env = gym.make(env_id, sweep=sweep).unwrapped
+    with pytest.raises(ValueError, match=r"options\['prompt_index'\] must be an integer in 0\.\."):
+        env.reset(seed=0, options={"prompt_index": bad})
+
+
 def test_vector_env_same_step_autoreset(sweep):
     envs = gym.make_vec("specpolicy/BlockSize-v0", num_envs=16, vectorization_mode="vector_entry_point", sweep=sweep)
     obs, _ = envs.reset(seed=0)

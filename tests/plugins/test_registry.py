@@ -221,3 +221,20 @@ def test_the_removed_per_step_keyword_names_its_replacement_and_unknown_policy_s
         registry = build_registry()
     with pytest.raises(ValueError, match=r"unknown policy 'oldstyle'.*plugin 'old' failed to load: register\(per_"):
         registry.create("oldstyle")
+
+
+@pytest.mark.parametrize("returned", [4, None])
+def test_a_factory_that_returns_no_policy_is_named_not_a_traceback(install, returned):
+    """Issue 54: a factory returning an int or None failed deep inside with an AttributeError."""
+    def broken(module):
+        @hookimpl
+        def register_policies(register):
+            register("broken", lambda arg, candidates: returned)
+
+        module.register_policies = register_policies
+
+    install("broken-policies", {"broken": _plugin_module("broken_policies", broken)})
+    registry = build_registry()
+    with pytest.raises(ValueError, match=f"policy 'broken': the factory registered for 'broken' returned "
+                                         f"{type(returned).__name__}, not a Policy; fix the plugin"):
+        registry.create("broken")
