@@ -123,8 +123,7 @@ def engine(
     """llama.cpp against specpolicy on the same prompts: losslessness, outputs, accepted drafts per cycle."""
     from benchmarks.engine import bench_fidelity
     from specpolicy.cli.progress import progress_bar
-    from specpolicy.engines.build import gguf_pair
-    from specpolicy.engines.llamacpp import find_server
+    from specpolicy.engines.build import find_server, gguf_pair
     from specpolicy.sweep.store import SweepStore
     from specpolicy.zoo import ZOO_DIR
 

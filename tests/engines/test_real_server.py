@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from specpolicy.cli import app
 from specpolicy.cycles import Plan
-from specpolicy.engines.llamacpp import ServerPool, Setting, find_server
+from specpolicy.engines.build import find_server
+from specpolicy.engines.llamacpp import ServerPool, Setting
 from specpolicy.sweep.store import SweepStore
 from specpolicy.zoo import ZOO_DIR
 from tests.engines.test_llamacpp import _gone
@@ -107,7 +108,7 @@ def test_a_patched_server_takes_each_requests_block_and_returns_every_step(engin
     """The patch set, checked by what the engine does, not by its request schema: the drafted counts move with each
     request's n_max on one server, a request's p_min cuts where the recorded probability falls below it, the step
     records add up to the server's own counts, and every output equals plain decoding's."""
-    from specpolicy.engines.llamacpp import patched
+    from specpolicy.engines.build import patched
 
     binary, folder = engine
     if not patched(binary):
@@ -141,7 +142,7 @@ def test_a_per_step_plan_runs_inside_a_patched_server_deciding_as_replay(engine,
     """The cost-aware rule as a value, sent with each request: the engine picks every step's B itself, and its
     decisions equal replay's cycle for cycle (priced with the same table) until the decode's last plain step,
     which the server does not record; every output equals plain decoding's."""
-    from specpolicy.engines.llamacpp import patched
+    from specpolicy.engines.build import patched
     from specpolicy.evaluation.engine import PLAIN, engine_setting
     from specpolicy.evaluation.replay import prompt_observation
     from specpolicy.registry import create_policy

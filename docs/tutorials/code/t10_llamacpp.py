@@ -2,8 +2,8 @@
 
 from common import SAMPLES, WORKDIR
 
-from specpolicy.engines.build import convert_pair
-from specpolicy.engines.llamacpp import ServerPool, Setting, find_server
+from specpolicy.engines.build import convert_pair, find_server
+from specpolicy.engines.llamacpp import ServerPool, Setting
 from specpolicy.evaluation.engine import PLAIN, engine_costs, evaluate_engine, for_engine
 from specpolicy.evaluation.metrics import summarize
 from specpolicy.evaluation.replay import prompt_observation
