@@ -38,9 +38,8 @@ def engine_results(store, policies, threads: int, server: str | None, target: st
     from specpolicy.cli.progress import progress_bar
     from specpolicy.engines.build import find_server, gguf_pair, patched
     from specpolicy.engines.llamacpp import ServerPool
-    from specpolicy.evaluation.engine import engine_costs, engine_sizes, evaluate_engine, plan_settings, trained_block
+    from specpolicy.evaluation.engine import calibrate, engine_sizes, evaluate_engine, plan_settings, trained_block
     from specpolicy.evaluation.replay import evaluate_replay
-    from specpolicy.registry import get_registry
 
     binary = find_server(server)  # before any conversion or server
     records = list(store.records())
@@ -49,11 +48,8 @@ def engine_results(store, policies, threads: int, server: str | None, target: st
     folder = gguf_pair(target, drafter, report=lambda line: stderr.print(line, highlight=False))
     sizes = engine_sizes(store.candidates, trained_block(store))
     with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", threads) as pool:
-        fixed = [get_registry().create(f"fixed{b}", sizes) for b in sizes]
         with progress_bar("engine costs", ENGINE_CALIBRATION_PROMPTS) as update:
-            calibration = evaluate_engine(pool, store, fixed, records=records[:ENGINE_CALIBRATION_PROMPTS],
-                                          on_progress=update)
-        costs = engine_costs(calibration, threads)
+            costs = calibrate(pool, store, records[:ENGINE_CALIBRATION_PROMPTS], threads, update)
         with progress_bar(f"llama.cpp {store.path.name}", len(records)) as update:
             run = evaluate_engine(pool, store, policies, costs=costs, records=records, on_progress=update)
     modelled = evaluate_replay(store, policies, costs=costs, candidates=sizes)

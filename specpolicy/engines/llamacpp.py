@@ -38,13 +38,15 @@ class Setting:
 
     block_size: int
     p_min: float = 0.0
+    feeds_drafter: bool = False
+    """B = 1 on a patched DFlash server: a plain step that still feeds the drafter (what a plan's B = 1 costs)"""
     plan: str = ""
     """a per-step plan (JSON, a patched server's ``speculative.plan``) choosing B <= ``block_size`` every step"""
 
     @property
     def name(self) -> str:
         if self.block_size == 1:
-            return "none"
+            return "none" + (",feeds drafter" if self.feeds_drafter else "")
         return f"n_max={self.block_size - 1}" + (f",p_min={self.p_min:g}" if self.p_min else "") + \
             (",plan" if self.plan else "")
 
@@ -208,7 +210,7 @@ class ServerPool(contextlib.AbstractContextManager):
         self.per_request = patched(binary)
 
     def __getitem__(self, setting: Setting) -> Server | PerRequest:
-        if self.per_request and setting.block_size > 1:
+        if self.per_request and (setting.block_size > 1 or setting.feeds_drafter):
             return PerRequest(self._server(SHARED), setting)
         return self._server(setting)
 
@@ -239,10 +241,10 @@ class PerRequest:
 def deployment(settings: list[Setting], binary: Path, target: Path, drafter: Path, threads: int, per_prompt: str
                ) -> dict:
     """What ``export --engine llamacpp`` writes: the server command lines (ports from 8081 up: a server per setting
-    for a stock binary; for a patched one, one DFlash server and plain decoding's own) and, where there are several
+    for a stock binary; for a patched one, one DFlash server) and, where there are several
     settings, the rule that routes each request (``per_prompt``: the policy's name) and what each request carries."""
     per_request = patched(binary)
-    started = sorted({SHARED if per_request and s.block_size > 1 else s for s in settings})
+    started = [SHARED] if per_request else sorted(settings)
     ports = range(FIRST_PORT, FIRST_PORT + len(started))
     servers = [{"setting": s.name, "block_size": s.block_size, "p_min": s.p_min, "url": f"http://127.0.0.1:{port}",
                 "command": server_command(binary, target, drafter, s, threads, port)}
@@ -250,10 +252,10 @@ def deployment(settings: list[Setting], binary: Path, target: Path, drafter: Pat
     chooser = f"specpolicy.registry.create_policy({per_prompt!r}).select(observation)"
     routing = ("every request to the one server" if len(settings) == 1 else
                f"per request, after the target's prefill: the setting {per_prompt} selects ({chooser}); "
-               + ("B = 1 goes to the plain server, any other B to the DFlash server with the request fields below"
+               + ("every B is a request to the one DFlash server with the fields below (B = 1: n_max 0)"
                   if per_request else f"a stock llama.cpp {LLAMACPP_VERSION} takes no per-request speculation "
                   "settings, so a setting is a server"))
     requests = [{"setting": s.name, "speculative.n_max": s.block_size - 1, "speculative.p_min": s.p_min}
-                for s in sorted(settings) if s.block_size > 1] if per_request else []
+                for s in sorted(settings)] if per_request else []
     return {"engine": "llama.cpp llama-server", "version": LLAMACPP_VERSION, "patched": per_request,
             "servers": servers, "routing": routing, **({"requests": requests} if requests else {})}

@@ -19,6 +19,7 @@ from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
 
 PLAIN = Setting(1)
+FED = Setting(1, feeds_drafter=True)
 
 
 def engine_sizes(candidates: Sequence[int], largest: int = TRAINING_BLOCK_SIZE) -> list[int]:
@@ -67,10 +68,10 @@ def engine_setting(policy: Policy, plan_block_size: int | None, verifies: bool, 
                              f"trained block {largest}; pass --candidates up to {largest}")
         return Setting(largest, plan=json.dumps(plan.block.request(), sort_keys=True))
     if plan_block_size is None or verifies:
-        raise ValueError(f"{policy.name} decides per cycle or sets verify lengths; llama.cpp takes its speculation "
-                         "settings per server (per-request settings are compiled out in this version), so it cannot be "
-                         "driven from outside the engine: compare it in replay, or run llama.cpp's own rule "
-                         "llamacpp-pmin:n_max=N,p_min=P")
+        raise ValueError(f"{policy.name} decides per cycle or sets verify lengths with a rule llama.cpp cannot run: "
+                         "a server built by `specpolicy engine build` (patched) runs the cost-aware rule per step "
+                         "(adaptive, blockpilot-guard), a stock one takes its settings per server; compare it in "
+                         "replay, or run llama.cpp's own rule llamacpp-pmin:n_max=N,p_min=P")
     if plan_block_size > largest:
         raise ValueError(f"{policy.name} chose block size {plan_block_size}, past the drafter's trained block "
                          f"{largest}, which llama.cpp clamps to {largest}; pass --candidates up to {largest}")
@@ -103,8 +104,10 @@ def plan_settings(store: SweepStore, records: Sequence[SweepRecord], policies: S
         answers = Answers(record.taus, record.table() if record.replay is not None else None,
                           record.training_block_size)
         plans = [policy.checked_plan(observation, answers) for policy in policies]
-        settings.append([engine_setting(policy, plan.block_size, plan.length is not None, largest,
-                                        plan if per_request else None) for policy, plan in zip(policies, plans)])
+        chosen = [engine_setting(policy, plan.block_size, plan.length is not None, largest,
+                                 plan if per_request else None) for policy, plan in zip(policies, plans)]
+        # one server serves every policy: a patched pool's B = 1 is a plain step on the DFlash server
+        settings.append([FED if per_request and setting == PLAIN else setting for setting in chosen])
     return settings
 
 
@@ -137,16 +140,37 @@ def evaluate_engine(pool: ServerPool, store: SweepStore, policies: Sequence[Poli
     return run
 
 
+def calibrate(pool: ServerPool, store: SweepStore, records: Sequence[SweepRecord], threads: int,
+              on_progress: Callable[[int, int], None] | None = None) -> CostTable:
+    """The engine's own cost table from its timings on ``records`` (:func:`engine_costs`): every block size it
+    runs, plain decoding, and on a patched server a plain step that still feeds the drafter."""
+    from specpolicy.registry import create_policy
+
+    sizes = engine_sizes(store.candidates, trained_block(store))
+    run = evaluate_engine(pool, store, [create_policy(f"fixed{b}", sizes) for b in sizes], records=records,
+                          on_progress=on_progress)
+    if pool.per_request:
+        for record in records:
+            prompt, budget = list(record.replay.sequence[:record.prompt_length]), record.replay.budget
+            run.replies[record.prompt_id, FED] = pool[FED].complete(prompt, budget or record.output_length)
+    return engine_costs(run, threads)
+
+
 def engine_costs(run: EngineRun, threads: int, machine: str = "") -> CostTable:
     """The engine's own cost table from its timings in ``run``: seconds per target pass at each block size the run
-    decoded without a p_min cut (draft and verify together, priced as verify), and per plain step."""
+    decoded without a p_min cut (draft and verify together, priced as verify), per plain step (the baseline) and,
+    where the run has them, per plain step on the DFlash server (a B = 1 cycle of a per-step plan: the drafter
+    still takes every token; 15% dearer here), else the plain step."""
     cycles: dict[int, list[float]] = {}
     for (_, setting), reply in run.replies.items():
         if setting.p_min == 0 and setting.block_size > 1 and not setting.plan:
             totals = cycles.setdefault(setting.block_size, [0.0, 0.0])
             totals[0], totals[1] = totals[0] + reply.seconds, totals[1] + reply.cycles
-    plain = [reply for (_, setting), reply in run.replies.items() if setting == PLAIN]
-    ar = sum(r.seconds for r in plain) / sum(r.cycles for r in plain)
-    verify = {1: ar, **{b: seconds / count for b, (seconds, count) in cycles.items()}}
+    def per_step(setting: Setting) -> float | None:
+        replies = [reply for (_, s), reply in run.replies.items() if s == setting]
+        return sum(r.seconds for r in replies) / sum(r.cycles for r in replies) if replies else None
+
+    ar = per_step(PLAIN)
+    verify = {1: per_step(FED) or ar, **{b: seconds / count for b, (seconds, count) in cycles.items()}}
     return CostTable({b: 0.0 for b in verify}, verify, ar, threads=threads, dtype="float32", device="cpu",
                      machine=machine or "llama.cpp llama-server (measured from its own timings)")
