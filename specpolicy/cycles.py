@@ -54,6 +54,34 @@ class _Always:
         return self.size
 
 
+def confident_prefix(confidences: Sequence[float], threshold: float, running: bool = True) -> int:
+    """L = 1 + the drafts whose running product of confidences stays >= ``threshold``; with ``running=False``,
+    1 + the drafts before the first below it (llama.cpp's p_min).
+
+    >>> confident_prefix([0.9, 0.8, 0.2, 0.9], 0.5), confident_prefix([0.9, 0.8, 0.6, 0.9], 0.7, running=False)
+    (3, 3)
+    """
+    product, length = 1.0, 1
+    for confidence in confidences:
+        product = product * confidence if running else confidence
+        if product < threshold:
+            break
+        length += 1
+    return length
+
+
+@dataclass(frozen=True)
+class ConfidentPrefix:
+    """A verify rule as a value: verify the drafts while their confidence (``running``: the running product) stays
+    >= ``threshold``; ``running=False`` is llama.cpp's p_min, which its server runs from a flag or a request."""
+
+    threshold: float
+    running: bool = True
+
+    def __call__(self, state: DecodeState, drafted: DraftedBlock) -> int:
+        return confident_prefix(drafted.confidences, self.threshold, self.running)
+
+
 @dataclass(frozen=True)
 class CostAwareBlocks:
     """The cost-aware block rule as a value (``adaptive``'s, and the default's guard): its choices, the cost table

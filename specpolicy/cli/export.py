@@ -16,8 +16,9 @@ def export(
     policy: str = typer.Argument(..., help="a policy name, e.g. adaptive-verify or blockpilot-guard"),
     sweep: Path = typer.Option(None, help="a replay sweep store the policy is simulated on (vLLM and SGLang)"),
     batch_costs: Path = typer.Option(None, help="batch cost table (`specpolicy bench batch-latency --out FILE`)"),
-    engine: str = typer.Option(None, help="llamacpp: llama-server command lines instead (a server per block size "
-                                          "the policy routes to, and the routing rule)"),
+    engine: str = typer.Option(None, help="llamacpp: llama-server command lines instead (one patched server and "
+                                          "each setting's request fields, or a stock server per setting, and the "
+                                          "routing rule)"),
     server: str = ServerOption,
     batch_sizes: str = typer.Option("1-8", help="concurrencies to export a size for, e.g. 1-8"),
     drafter: str = typer.Option(None, help="the drafter's path or hub id on the serving machine, written into the "

@@ -8,13 +8,15 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from specpolicy.costs import CostTable
-from specpolicy.cycles import CostAwareBlocks, Plan
+from specpolicy.cycles import ConfidentPrefix, CostAwareBlocks, Plan
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.engines.llamacpp import Reply, ServerPool, Setting
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
 from specpolicy.evaluation.replay import prompt_observation
-from specpolicy.policy import Answers, Policy
+from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
 
@@ -54,28 +56,28 @@ class EngineRun:
         return diverged[0] if diverged else None if len(ours) == len(theirs) else min(len(ours), len(theirs))
 
 
-def engine_setting(policy: Policy, plan_block_size: int | None, verifies: bool, largest: int,
-                   plan: Plan | None = None) -> Setting:
-    """The server setting a policy's plan for one prompt runs as in llama.cpp (``largest``: the drafter's trained
-    block, past which llama.cpp clamps); ``plan``, given where the server is patched: a per-step plan whose block
-    rule is a value the server runs (:class:`~specpolicy.cycles.CostAwareBlocks`) runs there as it is."""
-    own = getattr(policy, "llamacpp", None)
-    if own is not None:
-        return own
-    if plan is not None and isinstance(plan.block, CostAwareBlocks) and plan.length is None:
-        if max(plan.block.blocks) > largest:
-            raise ValueError(f"{policy.name} chooses blocks up to {max(plan.block.blocks)}, past the drafter's "
-                             f"trained block {largest}; pass --candidates up to {largest}")
-        return Setting(largest, plan=json.dumps(plan.block.request(), sort_keys=True))
-    if plan_block_size is None or verifies:
+def engine_setting(policy: Policy, plan: Plan | None, largest: int, per_request: bool = False) -> Setting:
+    """The setting ``plan`` (a policy's for one prompt; ``None``: one no prompt fixes) runs as in llama.cpp, matched
+    on its values: a fixed block (B <= ``largest``, the drafter's trained block, past which llama.cpp clamps),
+    verified whole or up to the first draft below p (llama.cpp's p_min); on a patched server (``per_request``)
+    the cost-aware block rule (:class:`~specpolicy.cycles.CostAwareBlocks`), which the server runs per step."""
+    rule = plan.block if plan is not None else None
+    verify = plan.length if plan is not None else None
+    if per_request and isinstance(rule, CostAwareBlocks) and verify is None:
+        if max(rule.blocks) > largest:
+            raise ValueError(f"{policy.name} chooses blocks up to {max(rule.blocks)}, past the drafter's trained "
+                             f"block {largest}; pass --candidates up to {largest}")
+        return Setting(largest, plan=json.dumps(rule.request(), sort_keys=True))
+    p_min = verify.threshold if isinstance(verify, ConfidentPrefix) and not verify.running else None
+    if plan is None or plan.block_size is None or (verify is not None and p_min is None):
         raise ValueError(f"{policy.name} decides per cycle or sets verify lengths with a rule llama.cpp cannot run: "
                          "a server built by `specpolicy engine build` (patched) runs the cost-aware rule per step "
                          "(adaptive, blockpilot-guard), a stock one takes its settings per server; compare it in "
                          "replay, or run llama.cpp's own rule llamacpp-pmin:n_max=N,p_min=P")
-    if plan_block_size > largest:
-        raise ValueError(f"{policy.name} chose block size {plan_block_size}, past the drafter's trained block "
+    if plan.block_size > largest:
+        raise ValueError(f"{policy.name} chose block size {plan.block_size}, past the drafter's trained block "
                          f"{largest}, which llama.cpp clamps to {largest}; pass --candidates up to {largest}")
-    return Setting(plan_block_size)
+    return Setting(plan.block_size, p_min or 0.0)
 
 
 def for_engine(policy: Policy, sizes: Sequence[int]) -> Policy:
@@ -89,8 +91,11 @@ def deployable_settings(policy: Policy, largest: int) -> list[Setting]:
     the engine cannot run is refused as :func:`engine_setting` refuses it."""
     if policy.needs_sweep:
         raise ValueError(f"{policy.name} plans from a sweep's measurements (an upper bound): nothing to deploy")
-    per_cycle = policy.per_step or type(policy).plan is not Policy.plan
-    return sorted({engine_setting(policy, None if per_cycle else b, False, largest) for b in policy.choices()})
+    if not (policy.per_step or type(policy).plan is not Policy.plan):  # per prompt: any of its choices
+        return sorted({engine_setting(policy, Plan.fixed(b), largest) for b in policy.choices()})
+    if policy.vocabulary() is None and not policy.per_step:  # a plan no prompt changes (llamacpp-pmin's)
+        return [engine_setting(policy, policy.plan(PromptObservation(np.zeros(0, np.float32), 0)), largest)]
+    return [engine_setting(policy, None, largest)]
 
 
 def plan_settings(store: SweepStore, records: Sequence[SweepRecord], policies: Sequence[Policy],
@@ -104,8 +109,7 @@ def plan_settings(store: SweepStore, records: Sequence[SweepRecord], policies: S
         answers = Answers(record.taus, record.table() if record.replay is not None else None,
                           record.training_block_size)
         plans = [policy.checked_plan(observation, answers) for policy in policies]
-        chosen = [engine_setting(policy, plan.block_size, plan.length is not None, largest,
-                                 plan if per_request else None) for policy, plan in zip(policies, plans)]
+        chosen = [engine_setting(policy, plan, largest, per_request) for policy, plan in zip(policies, plans)]
         # one server serves every policy: a patched pool's B = 1 is a plain step on the DFlash server
         settings.append([FED if per_request and setting == PLAIN else setting for setting in chosen])
     return settings

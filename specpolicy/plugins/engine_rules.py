@@ -25,7 +25,6 @@ from dataclasses import dataclass, field, fields
 
 from specpolicy.cycles import Plan
 from specpolicy.defaults import ENGINE_DRAFTS, LLAMACPP_N_MAX, LLAMACPP_P_MIN
-from specpolicy.engines.llamacpp import Setting
 from specpolicy.plugins.verify_rules import MarginalPolicy, ThresholdPolicy
 from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.replay.export import EngineConfigPolicy, VllmConfig, vllm_lookup
@@ -187,6 +186,4 @@ class LlamacppPmin:
 
 def llamacpp_pmin_policy(arg: str | None, candidates: Sequence[int]) -> ThresholdPolicy:
     args = engine_args("llamacpp-pmin", arg, LlamacppPmin)
-    policy = ThresholdPolicy(candidates, args.n_max + 1, args.p_min, running=False)
-    policy.llamacpp = Setting(args.n_max + 1, args.p_min)  # the server flags it runs as in the engine
-    return policy
+    return ThresholdPolicy(candidates, args.n_max + 1, args.p_min, running=False)

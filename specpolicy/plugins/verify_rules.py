@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specpolicy.costs import CostTable
-from specpolicy.cycles import DraftedBlock, Plan
+from specpolicy.cycles import ConfidentPrefix, DraftedBlock, Plan
 from specpolicy.plugins.cycle_rules import AdaptivePolicy, required_costs, start_block_size
 from specpolicy.policy import Answers, Policy, PromptObservation
 
@@ -57,8 +57,7 @@ class ThresholdPolicy(Policy):
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
         if self.threshold == 0:  # nothing is ever cut: whole blocks, no confidences read
             return super().plan(observation)
-        return super().plan(observation).with_length(
-            lambda state, drafted: confident_prefix(drafted.confidences, self.threshold, self.running))
+        return super().plan(observation).with_length(ConfidentPrefix(self.threshold, self.running))
 
 
 def marginal_length(costs: CostTable):
@@ -122,19 +121,3 @@ def adaptive_verify_policy(arg: str | None, candidates: Sequence[int]) -> Adapti
 
 def verify_oracle(arg: str | None, candidates: Sequence[int]) -> VerifyOraclePolicy:
     return VerifyOraclePolicy(candidates)
-
-
-def confident_prefix(confidences: Sequence[float], threshold: float, running: bool = True) -> int:
-    """L = 1 + the drafts whose running product of confidences stays >= ``threshold``; with ``running=False``,
-    1 + the drafts before the first below it (llama.cpp's p_min).
-
-    >>> confident_prefix([0.9, 0.8, 0.2, 0.9], 0.5), confident_prefix([0.9, 0.8, 0.6, 0.9], 0.7, running=False)
-    (3, 3)
-    """
-    product, length = 1.0, 1
-    for confidence in confidences:
-        product = product * confidence if running else confidence
-        if product < threshold:
-            break
-        length += 1
-    return length

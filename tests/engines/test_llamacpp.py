@@ -261,7 +261,7 @@ def test_a_cost_aware_rule_is_a_value_a_patched_server_runs_and_a_stock_one_refu
     assert request["start"] == 8 and request["ar_seconds"] == costs.cycle_seconds(1)
     assert dict(zip(request["priced"], request["seconds"])) == {b: costs.cycle_seconds(b) for b in (2, 4, 8)}
     assert rule(DecodeState.after_prefill(np.zeros(0, np.float32), record.prompt_length)) == 8
-    setting = engine_setting(policy, plan.block_size, False, 16, plan)
+    setting = engine_setting(policy, plan, 16, per_request=True)
     assert json.loads(setting.plan) == request and setting.block_size == 16
     with pytest.raises(ValueError, match="decides per cycle"):
-        engine_setting(policy, plan.block_size, False, 16)
+        engine_setting(policy, plan, 16)

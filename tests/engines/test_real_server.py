@@ -156,7 +156,7 @@ def test_a_per_step_plan_runs_inside_a_patched_server_deciding_as_replay(engine,
     with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", 1) as pool:
         for record in list(store.records())[:4]:
             plan = chosen.checked_plan(prompt_observation(store, record, store.latency()))
-            setting = engine_setting(chosen, plan.block_size, False, 16, plan)
+            setting = engine_setting(chosen, plan, 16, per_request=True)
             assert setting.plan and len(pool.servers) <= 2
             prompt, budget = list(record.replay.sequence[:record.prompt_length]), record.replay.budget
             reply = pool[setting].complete(prompt, budget)

@@ -137,12 +137,14 @@ def test_llamacpp_pmin_defaults_are_the_servers():
     """llama.cpp 11434's defaults (common/common.h): n_max 3, p_min 0, so a block of 4 verified whole, with no
     confidences read; in the engine it runs as those flags."""
     from specpolicy.engines.llamacpp import Setting
+    from specpolicy.evaluation.engine import deployable_settings
 
     policy = create_policy("llamacpp-pmin", CANDIDATES)
-    assert (policy.choices(), policy.confidence_sizes(), policy.llamacpp) == ({4}, set(), Setting(4, 0.0))
+    assert (policy.choices(), policy.confidence_sizes(), deployable_settings(policy, 16)) == ({4}, set(), [Setting(4)])
     assert _run(policy, _table(3)) == [(4, 4, 3, 4), (4, 4, 3, 4)]
-    assert policy.llamacpp.flags()[-6:] == ["--spec-draft-n-max", "3", "--spec-draft-n-min", "0", "--spec-draft-p-min",
-                                            "0"]
+    assert Setting(4).flags()[-6:] == ["--spec-draft-n-max", "3", "--spec-draft-n-min", "0", "--spec-draft-p-min", "0"]
+    cut = create_policy("llamacpp-pmin:p_min=0.5,n_max=7", CANDIDATES)  # its verify rule is a value the engine maps
+    assert deployable_settings(cut, 16) == [Setting(8, 0.5)]
 
 
 @pytest.mark.parametrize("name", ["oracle:x=1", "oracle-step:3", "oracle-tau16"])

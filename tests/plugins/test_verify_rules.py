@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from specpolicy.costs import uniform_costs
+from specpolicy.cycles import confident_prefix
 from specpolicy.decoding import SpeculativeDecoder
-from specpolicy.plugins.verify_rules import confident_prefix, most_tokens_per_second
+from specpolicy.plugins.verify_rules import most_tokens_per_second
 from specpolicy.policy import Answers, PromptObservation
 from specpolicy.registry import get_registry
 from specpolicy.sweep.replay import build_replay

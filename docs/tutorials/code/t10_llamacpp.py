@@ -34,7 +34,7 @@ with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", threads
     record = records[0]
     plan = default.checked_plan(prompt_observation(store, record, costs))
     prompt = list(record.replay.sequence[: record.prompt_length])
-    reply = pool[engine_setting(default, None, False, 16, plan)].complete(prompt, 64)
+    reply = pool[engine_setting(default, plan, 16, per_request=True)].complete(prompt, 64)
     print("the engine's steps, B:", [step.block for step in reply.steps][:24])
     print("replay's cycles,    B:", [c.block_size for c in record.table().simulate(plan, store.features(record))][:24])
     print("same tokens as plain decoding:", reply.tokens == pool[PLAIN].complete(prompt, 64).tokens)
