@@ -57,6 +57,8 @@ def export(
                      "machine")
     document = export_for_engines(get_registry().create(policy, store.candidates), store, costs, batches, drafter,
                                   on_batch=stderr.print, fastest=fastest)
+    if "note" in document:
+        stderr.print(f"note: {document['note']}", highlight=False)
     _write(document, out)
 
 

@@ -59,6 +59,9 @@ def export_for_engines(built: Policy, store: SweepStore, costs: BatchCostTable, 
     document = {"policy": built.name, "per_batch_size": rows,
                 "vllm_speculative_config": vllm.to_json() if vllm is not None else None,
                 "sglang_args": sglang.args(), "semantics": SEMANTICS}
+    if built.needs_sweep:
+        document["note"] = (f"{built.name} plans from this sweep's measurements (an upper bound): the configurations "
+                            "are the closest to what it chose on these prompts, not a policy a server can run")
     if fastest:
         document["fastest_static"] = {"vllm_speculative_config": configs["fastest_vllm"].to_json(),
                                       "sglang_args": configs["fastest_sglang"].args(),

@@ -74,11 +74,12 @@ def test_the_engines_drafts_and_accepted_drafts_per_cycle_equal_replay_as_the_bu
     tokens, until two float32 implementations break a near-tie of the drafter differently (seen once in 8 prompts
     at B = 4: a draft whose top-1 probability was 0.029), where the cycles part at an accepted count, never at a
     drafted one; the server's counts are the sums of its cycles (``llamacpp-pmin``: llama.cpp's defaults, B = 4)."""
+    from specpolicy.evaluation.engine import deployable_settings
     from specpolicy.registry import create_policy
 
     monkeypatch.setenv("LLAMA_TRACE", "1")  # the server logs "accepted A/D draft tokens" per cycle
     binary, folder = engine
-    setting = Setting(16) if policy == "fixed16" else create_policy(policy, [1, 4]).llamacpp
+    (setting,) = deployable_settings(create_policy(policy, [1, 4, 16]), 16)
     agreeing = 0
     for record in list(SweepStore.load(SHIPPED).records())[:prompts]:
         with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", 1) as pool:

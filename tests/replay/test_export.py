@@ -210,3 +210,11 @@ def test_reading_back_an_empty_schedule_is_refused_as_vllm_refuses_it():
     with pytest.raises(ValueError, match=r"is \[\].*leave the key out"):
         VllmConfig.from_json(config)
     assert VllmConfig.from_json({"method": "dflash", "num_speculative_tokens": 15}).shape(8) == (16, 16)
+
+
+def test_an_oracles_export_says_it_is_no_deployable_policy(replay_store, tmp_path):
+    """Issue 54: an oracle's export read like any policy's: it plans from the sweep's measurements."""
+    for name in ("oracle", "oracle-step"):
+        document = _export(replay_store, tmp_path, name)
+        assert "upper bound" in document["note"] and "not a policy a server can run" in document["note"]
+    assert "note" not in _export(replay_store, tmp_path, "fixed16")
