@@ -4,6 +4,7 @@ server (engines/patches), other per-cycle policies are refused."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -93,9 +94,16 @@ def deployable_settings(policy: Policy, largest: int) -> list[Setting]:
         raise ValueError(f"{policy.name} plans from a sweep's measurements (an upper bound): nothing to deploy")
     if not (policy.per_step or type(policy).plan is not Policy.plan):  # per prompt: any of its choices
         return sorted({engine_setting(policy, Plan.fixed(b), largest) for b in policy.choices()})
-    if policy.vocabulary() is None and not policy.per_step:  # a plan no prompt changes (llamacpp-pmin's)
-        return [engine_setting(policy, policy.plan(PromptObservation(np.zeros(0, np.float32), 0)), largest)]
-    return [engine_setting(policy, None, largest)]
+    plan = None
+    if policy.vocabulary() is None and not policy.per_step:  # a plan no prompt changes (llamacpp-pmin's), if any
+        with contextlib.suppress(ValueError):  # one that reads the machine's cost table has none without it
+            plan = policy.plan(PromptObservation(np.zeros(0, np.float32), 0))
+    if plan is None:
+        raise ValueError(f"{policy.name} plans each prompt or step from what it reads at run time (the prompt, the "
+                         "engine's cost table): there is no fixed setting to export; run it in the engine with "
+                         "`specpolicy compare --engine llamacpp` (a patched server runs the cost-aware rule per "
+                         "step), or export a per-prompt policy")
+    return [engine_setting(policy, plan, largest)]
 
 
 def plan_settings(store: SweepStore, records: Sequence[SweepRecord], policies: Sequence[Policy],

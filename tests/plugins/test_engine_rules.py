@@ -152,3 +152,15 @@ def test_an_oracle_given_an_argument_refuses_it(name):
     """Reported: ``oracle:x=1`` ran and ignored its argument."""
     with pytest.raises(ValueError, match="an oracle takes no argument"):
         create_policy(name, CANDIDATES)
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("adaptive", "no fixed setting to export; run it in the engine"),
+    ("marginal16", "no fixed setting to export"),  # it read as a missing cost table
+    ("threshold", "decides per cycle or sets verify lengths with a rule llama.cpp cannot run"),
+])
+def test_what_cannot_be_exported_to_llamacpp_says_why(name, message):
+    from specpolicy.evaluation.engine import deployable_settings
+
+    with pytest.raises(ValueError, match=message):
+        deployable_settings(create_policy(name, [1, 4, 8, 16]), 16)
