@@ -173,16 +173,12 @@ def engine_costs(run: EngineRun, threads: int, machine: str = "") -> CostTable:
     decoded without a p_min cut (draft and verify together, priced as verify), per plain step (the baseline) and,
     where the run has them, per plain step on the DFlash server (a B = 1 cycle of a per-step plan: the drafter
     still takes every token; 15% dearer here), else the plain step."""
-    cycles: dict[int, list[float]] = {}
-    for (_, setting), reply in run.replies.items():
-        if setting.p_min == 0 and setting.block_size > 1 and not setting.plan:
-            totals = cycles.setdefault(setting.block_size, [0.0, 0.0])
-            totals[0], totals[1] = totals[0] + reply.seconds, totals[1] + reply.cycles
     def per_step(setting: Setting) -> float | None:
         replies = [reply for (_, s), reply in run.replies.items() if s == setting]
         return sum(r.seconds for r in replies) / sum(r.cycles for r in replies) if replies else None
 
     ar = per_step(PLAIN)
-    verify = {1: per_step(FED) or ar, **{b: seconds / count for b, (seconds, count) in cycles.items()}}
+    whole = sorted({s.block_size for _, s in run.replies if s.block_size > 1 and s == Setting(s.block_size)})
+    verify = {1: per_step(FED) or ar, **{b: per_step(Setting(b)) for b in whole}}
     return CostTable({b: 0.0 for b in verify}, verify, ar, threads=threads, dtype="float32", device="cpu",
                      machine=machine or "llama.cpp llama-server (measured from its own timings)")

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from specpolicy.costs import CostTable, expected_tokens
 from specpolicy.cycles import CostAwareBlocks
 from specpolicy.defaults import ACCEPTANCE_DECAY, ACCEPTANCE_PRIOR, ACCEPTANCE_PRIOR_WEIGHT
-from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, LearnedPolicy, Plan, Policy, PromptObservation
+from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Plan, Policy, PromptObservation
 from specpolicy.state import DecodeState
 
 FAIL_BELOW = 2
@@ -152,22 +152,27 @@ class AdaptivePolicy(Policy):
              choose: Callable[[DecodeState], int]) -> CostAwareBlocks:
         """This rule as a value (priced with the observation's table), ``choose`` running it in Python."""
         costs = required_costs(self, observation)
-        self.best_size(0.5, costs)  # prices the candidates and the wait's scale once per table
-        sizes = sorted({*self._priced[1], start, seen_block} - {0, 1})
-        return CostAwareBlocks(tuple(self._priced[1]), tuple((b, costs.cycle_seconds(b)) for b in sizes),
+        _, seconds, wait_scale, _ = self._prices(costs)
+        sizes = sorted({*seconds, start, seen_block} - {0, 1})
+        return CostAwareBlocks(tuple(seconds), tuple((b, costs.cycle_seconds(b)) for b in sizes),
                                costs.cycle_seconds(1), 1 in self.candidates, start, seen_block, self.prior,
-                               ACCEPTANCE_PRIOR_WEIGHT, self.decay, self.first_wait, MAX_WAIT, self._priced[2], choose)
+                               ACCEPTANCE_PRIOR_WEIGHT, self.decay, self.first_wait, MAX_WAIT, wait_scale, choose)
 
-    def best_size(self, alpha: float, costs: CostTable) -> int:
-        """The speculative candidate (B > 1) with the most expected tokens per cycle second."""
-        if self._priced[0] is not costs:  # one table per prompt: price the candidates (and the wait) once
+    def _prices(self, costs: CostTable) -> tuple:
+        """(the table, seconds by speculative B, the AR wait's scale, (B, seconds) by ascending B), priced once per
+        table (one table per prompt)."""
+        if self._priced[0] is not costs:
             drafted = [b for b in self.candidates if b > 1] or list(self.candidates)
             seconds = {b: costs.cycle_seconds(b) for b in drafted}
             reference = seconds.get(TRAINING_BLOCK_SIZE, seconds[max(seconds)])
             wait_scale = min(1.0, (reference / costs.cycle_seconds(1) - 1) / self.full_wait_cost)
             self._priced = (costs, seconds, wait_scale, sorted(seconds.items()))
+        return self._priced
+
+    def best_size(self, alpha: float, costs: CostTable) -> int:
+        """The speculative candidate (B > 1) with the most expected tokens per cycle second."""
         best, most = 0, -1.0
-        for size, seconds in self._priced[3]:  # ascending B: a tie keeps the smaller block
+        for size, seconds in self._prices(costs)[3]:  # ascending B: a tie keeps the smaller block
             rate = expected_tokens(alpha, size) / seconds
             if rate > most:
                 best, most = size, rate
@@ -214,8 +219,7 @@ class GuardedPolicy(Policy):
 
     def restrict(self, offered: Sequence[int]) -> GuardedPolicy:
         """A learned start policy chooses only among ``offered`` (an engine that cannot run the others)."""
-        if isinstance(self.start_policy, LearnedPolicy):
-            self.start_policy.restrict(offered)
+        self.start_policy.restrict(offered)
         return self
 
     def select(self, observation: PromptObservation) -> int:

@@ -9,6 +9,7 @@ no finished prompt and a rerun duplicates none; a torn or invalid line is report
 
 from __future__ import annotations
 
+import collections
 import fcntl
 import hashlib
 import json
@@ -111,15 +112,16 @@ class SweepStore:
         renamed into place, so a refused, interrupted or failed import leaves nothing a retry trips on. A store of
         the same import that already holds every record is kept; one with other settings is refused."""
         records, path = list(records), Path(path)
-        ids = [r.prompt_id for r in records]
-        repeated = sorted({i for i in ids if ids.count(i) > 1}) if len(set(ids)) < len(ids) else []
+        ids = collections.Counter(r.prompt_id for r in records)
+        repeated = sorted(i for i, count in ids.items() if count > 1)
         if repeated:
             raise ValueError(f"{meta.get('source', path)}: more than one decode is named {', '.join(repeated[:3])}"
                              f"{' ...' if len(repeated) > 3 else ''} (repeated ids, or ids another turn's name "
                              "takes); pass a file holding one record per id, one run per file")
         check_resumable(path, {"schema": SCHEMA, **meta})
-        if (path / "meta.json").exists() and set(ids) <= cls.load(path).done_ids():
-            return cls.load(path)
+        existing = cls.load(path) if (path / "meta.json").exists() else None
+        if existing is not None and set(ids) <= existing.done_ids():
+            return existing
         with atomic_path(path, "meta.json") as tmp, cls.open(tmp, meta) as store:
             for record in records:
                 store.append(record)
