@@ -33,10 +33,17 @@ class TableFile:
 
     @classmethod
     def load(cls: type[Table], path: str | Path) -> Table:
+        """Read ``path``, or the table of that name shipped in ``specpolicy/zoo/measured`` (with or without
+        ``.json``), so the docs' commands work from any folder."""
+        from specpolicy.zoo import MEASURED_DIR
+
         file, remeasure = Path(path), f"remeasure it with `specpolicy {cls.MEASURE} --out FILE`"
+        shipped = [MEASURED_DIR / name for name in (file.name, f"{file.name}.json") if file.parent == Path(".")]
+        file = file if file.is_file() else next((f for f in shipped if f.is_file()), file)
         if not file.is_file():
             raise FileNotFoundError(f"{cls.WHAT} {file} does not exist; measure one with "
-                                    f"`specpolicy {cls.MEASURE} --out {file}`")
+                                    f"`specpolicy {cls.MEASURE} --out {file}`, or name a table shipped in "
+                                    f"{MEASURED_DIR} (such as cast-h100-sxm-llama-3.1-8b-context-1024)")
         try:
             data = json.loads(file.read_text(encoding="utf-8"))
             if not isinstance(data, dict):
@@ -59,7 +66,8 @@ class TableFile:
 class CostTable(TableFile):
     """Seconds of one cycle per block size, and of one plain autoregressive step: ``draft_seconds[B]`` (0 at
     B = 1), ``verify_seconds[B]`` (with hidden states), ``ar_seconds`` (without: every speedup's baseline),
-    ``spread[B]`` (relative IQR of repeats), ``source`` (provenance of a table not measured here)."""
+    ``spread[B]`` (relative IQR of repeats), ``source`` (provenance of a table not measured here), ``drafter``: how
+    its drafter drafts (:data:`~specpolicy.defaults.DRAFTER_KINDS`; empty: a block drafter, as measured here)."""
 
     draft_seconds: Mapping[int, float]
     verify_seconds: Mapping[int, float]
@@ -73,6 +81,7 @@ class CostTable(TableFile):
     spread: Mapping[int, float] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     source: str = ""
+    drafter: str = ""
 
     def __post_init__(self) -> None:
         """Every table, however made (measured, loaded, per concurrency), holds positive finite
@@ -199,7 +208,7 @@ class CostTable(TableFile):
         return cls(by_size("draft_seconds"), verify, float(ar), data.get("threads"), data.get("dtype", ""),
                    data.get("device", ""), data.get("machine", ""), int(data.get("context_length", 0)),
                    int(data.get("repeats", 0)), by_size("spread"), tuple(data.get("warnings", ())),
-                   data.get("source", ""))
+                   data.get("source", ""), data.get("drafter", ""))
 
 
 def nearest_context(tables: Sequence[CostTable], context: int) -> CostTable:

@@ -95,6 +95,13 @@ BATCH_LATENCY_CONTEXT = 128
 """tokens already cached per sequence when batched passes are timed"""
 BATCH_LATENCY_REPEATS = 7
 """interleaved repeats per (batch, length) point of a batch cost table"""
+DRAFTER_KINDS = {"block": "one pass drafts the whole block (DFlash)",
+                 "chain": "one pass per drafted position (EAGLE, MTP, a draft model)"}
+"""how a cost table's drafter spends, and how a trace's drafts were made (``chain``: a shorter draft is a prefix)"""
+SERVING_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+"""requests per step a serving cost table prices"""
+SERVING_LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+"""tokens per request (verify lengths, block sizes) a serving cost table prices"""
 CHECK_VOCAB = 64
 """logits width of the random observations ``check_policy`` makes"""
 CHECK_OBSERVATIONS = 8

@@ -95,5 +95,27 @@ def measured() -> None:
         typer.echo(f"measured cost table written to {path}")
 
 
+SERVING_TABLES = {"models": {"meta-llama/Meta-Llama-3.1-8B": "llama-3.1-8b", "Qwen/Qwen3-8B": "qwen3-8b"},
+                  "gpus": ("h100_sxm", "h200_sxm"), "engines": ("vllm", "sglang"), "drafters": ("dflash", "eagle3"),
+                  "contexts": (1024, 8192)}
+"""the serving cost tables shipped in specpolicy/zoo/measured (aiconfigurator's measured operators)"""
+
+
+@app.command("serving")
+def serving() -> None:
+    """Write the shipped serving cost tables (needs `pip install 'specpolicy[aiconfigurator]'`)."""
+    from itertools import product
+
+    from specpolicy.bench.serving_costs import serving_costs
+    from specpolicy.zoo import MEASURED_DIR
+
+    grid = SERVING_TABLES
+    for (model, short), gpu, engine, drafter, context in product(grid["models"].items(), grid["gpus"],
+                                                                  grid["engines"], grid["drafters"], grid["contexts"]):
+        path = MEASURED_DIR / f"aic-{gpu.replace('_', '-')}-{engine}-{short}-{drafter}-context-{context}.json"
+        serving_costs(model, gpu, engine, drafter, context).save(path)
+        typer.echo(f"serving cost table written to {path}")
+
+
 if __name__ == "__main__":
     app()

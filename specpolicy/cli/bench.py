@@ -1,4 +1,4 @@
-"""``specpolicy bench latency|batch-latency|gpu-check``: this machine's cost tables and an accelerator's check
+"""``specpolicy bench latency|batch-latency|serving-costs|gpu-check``: cost tables and an accelerator's check
 (numbers, never test assertions; the project's own benchmarks run from a checkout: ``python -m benchmarks``)."""
 
 from __future__ import annotations
@@ -138,3 +138,36 @@ def batch_latency(
     if out is not None:
         table.save(out)
         stderr.print(f"batch cost table saved to {out}")
+
+
+@app.command("serving-costs")
+def serving_costs(
+    model: str = typer.Option(..., help="target as aiconfigurator names it, e.g. Qwen/Qwen3-8B"),
+    gpu: str = typer.Option(..., help="aiconfigurator system, e.g. h100_sxm, h200_sxm, b200_sxm"),
+    engine: str = typer.Option("vllm", help="serving engine whose measured operators price it: vllm, sglang, trtllm"),
+    drafter: str = typer.Option("dflash", help="priced as it drafts: dflash (a pass per block), eagle3 (a pass per "
+                                               "drafted position)"),
+    context: int = typer.Option(1024, min=1, help="tokens already in each request's cache"),
+    version: str = typer.Option(None, help="engine version of the operator data (default: aiconfigurator's)"),
+    out: Path = typer.Option(..., help="save the batch cost table as JSON (for --batch-costs, or --costs at "
+                                       "batch one)"),
+) -> None:
+    """A GPU's serving cost table from aiconfigurator's measured operators (modelled; no GPU needed)."""
+    from specpolicy.bench.serving_costs import DRAFTERS
+    from specpolicy.bench.serving_costs import serving_costs as build
+
+    if drafter not in DRAFTERS:
+        raise fail(f"unknown --drafter {drafter!r}; choose one of {', '.join(DRAFTERS)}")
+    if out.is_dir():
+        raise fail(f"--out {out} is a folder; pass a file path such as {out / 'serving-costs.json'}")
+    try:
+        import aiconfigurator_core  # noqa: F401
+    except ImportError:
+        raise fail("serving-costs needs aiconfigurator: pip install 'specpolicy[aiconfigurator]' (the shipped "
+                   "tables in specpolicy/zoo/measured need nothing)") from None
+    try:
+        table = build(model, gpu, engine, drafter, context, version=version)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    table.save(out)
+    stderr.print(f"serving cost table saved to {out} ({table.source})")

@@ -27,6 +27,7 @@ from specpolicy.defaults import (
     DEFAULT_DTYPE,
     DEFAULT_MODEL,
     DEFAULT_THREADS,
+    DRAFTER_KINDS,
     MAX_NEW_TOKENS,
 )
 from specpolicy.evaluation.metrics import PolicyResults, SummaryRow, split_by, summarize
@@ -222,11 +223,29 @@ def prepare(options: CompareOptions, on_warning: Callable[[str], object] = warn)
 
     costs = price_tables(options, on_warning)
     store = SweepStore.load(options.sweep, split=options.split) if options.sweep is not None else None
+    for table in [costs] if isinstance(costs, CostTable) else costs or []:
+        for line in drafter_mismatch(store, table):
+            on_warning(line)
     chosen = chosen_candidates(options, store)
     built = build_policies(options, chosen)
     if store is not None:
         check_policies(built, store, chosen)
     return Prepared(costs, store, chosen, built)
+
+
+def drafter_mismatch(store: object | None, table: CostTable | object) -> list[str]:
+    """A line when ``table`` prices another kind of drafter than the one ``store`` recorded (a chain drafter's
+    trace priced as one DFlash pass per block, or the reverse): the verdict would be the pricing's."""
+    record = next(iter(store.records()), None) if store is not None else None
+    if record is None or record.replay is None:
+        return []
+    recorded, priced = "chain" if record.replay.chain else "block", getattr(table, "drafter", "") or "block"
+    if recorded == priced:
+        return []
+    return [f"the sweep {store.path} records a {recorded} drafter ({DRAFTER_KINDS[recorded]}) but the cost table "
+            f"prices a {priced} drafter ({DRAFTER_KINDS[priced]}), so the drafter's cost is not what it spends: "
+            f"pass a {recorded} drafter's table (`specpolicy bench serving-costs --drafter "
+            f"{'eagle3' if recorded == 'chain' else 'dflash'}`; shipped: specpolicy/zoo/measured/aic-*)"]
 
 
 def stored_runs(options: CompareOptions, on_warning: Callable[[str], object] = warn) -> Iterator[Run]:
@@ -240,7 +259,7 @@ def stored_runs(options: CompareOptions, on_warning: Callable[[str], object] = w
         from specpolicy.replay.batch_costs import BatchCostTable
 
         batch = BatchCostTable.load(options.batch_costs)
-        for line in batch.flag_warnings(options.batch_costs):
+        for line in [*batch.flag_warnings(options.batch_costs), *drafter_mismatch(store, batch)]:
             on_warning(line)
         prompts = StoredPrompts.load(store)
         for concurrency in options.concurrency:

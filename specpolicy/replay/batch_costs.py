@@ -39,6 +39,10 @@ class BatchCostTable(TableFile):
     context_length: int = 0
     spread: Mapping[int, Mapping[int, float]] = field(default_factory=dict)
     """``spread[b][n]``: relative interquartile range of the target pass's repeats (empty: not measured)"""
+    source: str = ""
+    """provenance of a table not measured here (where its numbers come from, versions, licence)"""
+    drafter: str = ""
+    """how its drafter drafts (:data:`~specpolicy.defaults.DRAFTER_KINDS`; empty: a block drafter)"""
 
     def check(self, max_spread: float = MAX_LATENCY_SPREAD) -> list[str]:
         """Problems that make the table untrustworthy, as :meth:`CostTable.check` finds them: a time that is not
@@ -121,7 +125,7 @@ class BatchCostTable(TableFile):
             verify_seconds={b: (verify[b] if b > 1 else beside_others) / c for b in sizes},
             ar_seconds=verify[1] / c,
             threads=self.threads, dtype=self.dtype, machine=f"{self.machine}, batch of {c}",
-            context_length=self.context_length,
+            context_length=self.context_length, source=self.source, drafter=self.drafter,
         )
 
     def to_json(self) -> dict:
@@ -130,7 +134,8 @@ class BatchCostTable(TableFile):
 
         return {"kind": "batch", "verify": table(self.verify), "draft": table(self.draft),
                 "spread": table(self.spread), "threads": self.threads, "machine": self.machine, "dtype": self.dtype,
-                "context_length": self.context_length, "warnings": self.check()}
+                "context_length": self.context_length, "source": self.source, "drafter": self.drafter,
+                "warnings": self.check()}
 
     @classmethod
     def from_json(cls, data: Mapping) -> BatchCostTable:
@@ -141,4 +146,4 @@ class BatchCostTable(TableFile):
             raise ValueError("not a batch cost table (measure one with `specpolicy bench batch-latency --out FILE`)")
         return cls(table("verify"), table("draft"), data.get("threads"), data.get("machine", ""),
                    data.get("dtype", ""), int(data.get("context_length", 0)),
-                   table("spread") if "spread" in data else {})
+                   table("spread") if "spread" in data else {}, data.get("source", ""), data.get("drafter", ""))
