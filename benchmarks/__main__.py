@@ -245,13 +245,15 @@ def traces(
     folder: Path = typer.Argument(..., help="SpecDecode-Bench's data/llama3.1-8B folder (combined_{dataset}.jsonl)"),
     work: Path = typer.Option(Path("runs/traces"), help="imported stores and trained policies (reused on rerun)"),
     drafter: str = typer.Option("eagle", help="eagle or ngram (n-gram drafting priced at 0)"),
+    costs: str = typer.Option("aic-h100-sxm-vllm-llama-3.1-8b-eagle3-context-1024",
+                              help="serving cost table (a file, or a table shipped in specpolicy/zoo/measured)"),
+    concurrency: str = typer.Option("1,16,64", help="requests served at once"),
 ) -> None:
-    """Real traces priced with CAST's measured H100 table of Llama-3.1-8B: fixed K, oracles, rules, a learned
-    per-cycle policy, on held-out requests."""
-    from benchmarks.traces import DATASETS, LLAMA_H100, bench_traces, verdict_lines
-    from specpolicy.costs import CostTable
+    """Real traces served with a measured serving table of Llama-3.1-8B, its EAGLE-3 drafter priced per drafted
+    position: fixed K, oracles, rules, a learned per-cycle policy, on held-out requests."""
+    from benchmarks.traces import DATASETS, bench_traces, verdict_lines
+    from specpolicy.replay.batch_costs import BatchCostTable
     from specpolicy.sweep.traces import SPECDECODE_DRAFTERS
-    from specpolicy.zoo import MEASURED_DIR
 
     if drafter not in SPECDECODE_DRAFTERS:
         raise fail(f"--drafter {drafter} is not a drafter the traces record; use {' or '.join(SPECDECODE_DRAFTERS)}")
@@ -259,12 +261,13 @@ def traces(
     if missing:
         raise fail(f"{folder} lacks {', '.join(missing)}; pass SpecDecode-Bench's data/llama3.1-8B folder")
 
-    verdicts = bench_traces(folder, work, CostTable.load(MEASURED_DIR / LLAMA_H100), drafter,
+    concurrencies = tuple(int(c) for c in concurrency.split(","))
+    verdicts = bench_traces(folder, work, BatchCostTable.load(costs), drafter, concurrencies,
                             on_dataset=lambda name: stderr.print(f"traces: {name}"))
     typer.echo("\n".join(verdict_lines(verdicts)))
     for v in verdicts:
-        stderr.print(f"{v.dataset}: " + ", ".join(f"{name} {row.speedup:.3f}x" for name, row in v.rows.items()),
-                     soft_wrap=True)
+        speeds = ", ".join(f"{name} {row.speedup:.3f}x" for name, row in v.rows.items())
+        stderr.print(f"{v.dataset} at {v.concurrency}: {speeds}", soft_wrap=True)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
-"""Verdicts on real models' data: SpecDecode-Bench's Llama-3.1-8B-Instruct acceptance traces, priced with CAST's
-measured H100 table of the same model (batch one, modelled time).
+"""Verdicts on real models' data: SpecDecode-Bench's Llama-3.1-8B-Instruct acceptance traces (EAGLE-3 chain
+drafts), served at each concurrency with a serving cost table of the same model whose drafter is priced as it
+drafts (shipped: aiconfigurator's measured H100 operators under vLLM, an EAGLE-3 head per drafted position).
 
-Per dataset, on the held-out side of the store's split (by request): every fixed K, the best of them (chosen on the
-held-out requests themselves: the hardest baseline), the per-prompt and per-step oracles, the cost-aware rules and
-the engines' rules, and ``cycle`` trained on the other side. Ratios are paired against the best fixed K; gain
-shares are of the per-step oracle's gain over it.
+Per dataset and concurrency, on the held-out side of the store's split (by request): every fixed K, the best of
+them (chosen on the held-out requests themselves: the hardest baseline), the per-prompt and per-step oracles, the
+cost-aware rules and the engines' rules, and ``cycle`` trained on the other side (priced at batch one). Ratios are
+paired against the best fixed K; gain shares are of the per-step oracle's gain over it.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from specpolicy.costs import CostTable
 from specpolicy.evaluation.metrics import SummaryRow, summarize
-from specpolicy.evaluation.replay import evaluate_replay
+from specpolicy.evaluation.serving import StoredPrompts, evaluate_serving
 from specpolicy.registry import create_policy
+from specpolicy.replay.batch_costs import BatchCostTable
 from specpolicy.sweep.store import SweepStore
 from specpolicy.sweep.traces import import_specdecode
 from specpolicy.training.train import TrainArgs
@@ -24,30 +25,32 @@ from specpolicy.training.train import main as train
 
 DATASETS = ("gsm8k", "instructcoder", "sharegpt", "cnn")
 RULES = ("oracle", "oracle-step", "adaptive", "heuristic", "grow", "llamacpp-pmin", "vllm-dsd", "trtllm-schedule")
-LLAMA_H100 = "cast-h100-sxm-llama-3.1-8b-context-1024.json"
+LLAMA_H100 = "aic-h100-sxm-vllm-llama-3.1-8b-eagle3-context-1024"
 
 
 @dataclass
 class Verdict:
     dataset: str
     drafter: str
+    concurrency: int
     requests: int
     best_fixed: str
     rows: dict[str, SummaryRow]
 
 
-def priced_for(drafter: str, costs: CostTable) -> CostTable:
+def priced_for(drafter: str, costs: BatchCostTable) -> BatchCostTable:
     """The table a drafter's cycles are priced with: an n-gram lookup drafts for free (a what-if, said so)."""
     if drafter == "eagle":
         return costs
-    return replace(costs, draft_seconds={b: 0.0 for b in costs.draft_seconds},
+    return replace(costs, draft={b: {n: 0.0 for n in row} for b, row in costs.draft.items()},
                    source=costs.source + "; n-gram drafting priced at 0 (what-if)")
 
 
-def bench_traces(folder: Path, work: Path, costs: CostTable, drafter: str = "eagle",
-                 on_dataset: Callable[[str], object] | None = None) -> list[Verdict]:
+def bench_traces(folder: Path, work: Path, costs: BatchCostTable, drafter: str = "eagle",
+                 concurrencies: tuple[int, ...] = (1,), on_dataset: Callable[[str], object] | None = None
+                 ) -> list[Verdict]:
     """Import each ``combined_{dataset}.jsonl`` of ``folder`` into ``work``, train ``cycle`` on the train side and
-    compare on the validation side."""
+    serve the validation side at each of ``concurrencies``."""
     costs, verdicts = priced_for(drafter, costs), []
     for dataset in DATASETS:
         if on_dataset:
@@ -56,18 +59,19 @@ def bench_traces(folder: Path, work: Path, costs: CostTable, drafter: str = "eag
         imported = import_specdecode(folder / f"combined_{dataset}.jsonl", store_path, drafter)
         sizes = imported.store.candidates
         cycle_path = work / f"cycle-{dataset}-{drafter}"
-        costs_file = work / f"costs-{drafter}.json"
-        costs.save(costs_file)
+        costs_file = work / f"costs-{drafter}-{Path(costs.machine).name[:40].replace(' ', '-')}.json"
+        costs.at_concurrency(1, sizes).save(costs_file)
         if not cycle_path.exists():
             train(TrainArgs(policy="cycle", sweep=store_path, out=cycle_path, costs=costs_file))
         held = SweepStore.load(store_path, split="validation")
         names = [f"fixed{b}" for b in sizes if b > 1] + list(RULES) + [f"cycle:{cycle_path}"]
-        policies = [create_policy(name, sizes) for name in names]
-        results = evaluate_replay(held, policies, costs=costs)
-        speed = {r.policy: r.column("ar_seconds").sum() / r.column("seconds").sum() for r in results}
-        best = max((n for n in speed if n.startswith("fixed")), key=speed.get)
-        rows = {row.policy: row for row in summarize(results, baseline=best, oracle="oracle-step")}
-        verdicts.append(Verdict(dataset, drafter, len(results[0].prompts), best, rows))
+        policies, prompts = [create_policy(name, sizes) for name in names], StoredPrompts.load(held)
+        for concurrency in concurrencies:
+            results = evaluate_serving(held, policies, costs, concurrency, prompts=prompts)
+            speed = {r.policy: r.column("ar_seconds").sum() / r.column("seconds").sum() for r in results}
+            best = max((n for n in speed if n.startswith("fixed")), key=speed.get)
+            rows = {row.policy: row for row in summarize(results, baseline=best, oracle="oracle-step")}
+            verdicts.append(Verdict(dataset, drafter, concurrency, len(results[0].prompts), best, rows))
     return verdicts
 
 
@@ -80,12 +84,13 @@ def verdict_lines(verdicts: list[Verdict]) -> list[str]:
     def share(row: SummaryRow) -> str:
         return f"{100 * row.gain_share:.0f}%"
 
-    lines = ["| data | drafter | held-out requests | best fixed | its speedup | per-prompt oracle | per-step oracle | "
-             "adaptive (share) | cycle (share) |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| data | drafter | concurrency | held-out requests | best fixed | its speedup | per-prompt oracle | "
+             "per-step oracle | adaptive (share) | cycle (share) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for v in verdicts:
         r = v.rows
         cycle = next(row for name, row in r.items() if name.startswith("cycle"))
-        lines.append(f"| {v.dataset} | {v.drafter} | {v.requests} | {v.best_fixed} | {r[v.best_fixed].speedup:.2f}x | "
+        lines.append(f"| {v.dataset} | {v.drafter} | {v.concurrency} | {v.requests} | {v.best_fixed} "
+                     f"| {r[v.best_fixed].speedup:.2f}x | "
                      f"{ratio(r['oracle'])} | {ratio(r['oracle-step'])} | {ratio(r['adaptive'])} "
                      f"({share(r['adaptive'])}) | {ratio(cycle)} ({share(cycle)}) |")
     return lines

@@ -195,7 +195,14 @@ class CostTable(TableFile):
 
     @classmethod
     def from_json(cls, data: Mapping) -> CostTable:
-        """Read a table; tables written before ``ar_seconds`` existed use the B = 1 verify pass."""
+        """Read a table; tables written before ``ar_seconds`` existed use the B = 1 verify pass; a serving (batch)
+        table is read at batch one."""
+        if data.get("kind") == "batch":
+            from specpolicy.replay.batch_costs import BatchCostTable
+
+            batch = BatchCostTable.from_json(data)
+            return batch.at_concurrency(1, range(1, max(batch.verify[batch.batch_sizes[0]]) + 1))  # interpolated
+
         def by_size(key: str) -> dict[int, float]:
             return {int(b): float(s) for b, s in (data.get(key) or {}).items()}
 

@@ -126,6 +126,26 @@ def test_import_then_compare_and_train_from_the_command_line(trace, tmp_path):
     assert refused.exit_code != 0 and "does not record (imported traces)" in refused.output
 
 
+def test_a_chain_trace_is_priced_by_a_chain_drafters_table_found_by_name_from_any_folder(trace, tmp_path):
+    file, _ = trace
+    store = tmp_path / "runs" / "traces" / "gsm8k"  # the docs' command: the parent folders do not exist yet
+    result = CliRunner().invoke(app, ["import-traces", str(file), "--out", str(store), "--candidates", "1-13"])
+    assert result.exit_code == 0, result.output
+    policies = ["--policies", "fixed4,fixed8,oracle-step", "--format", "json"]
+    flat = CliRunner().invoke(app, ["compare", "--sweep", str(store), "--costs",
+                                    "cast-h100-sxm-llama-3.1-8b-context-1024", *policies])
+    assert flat.exit_code == 0, flat.output
+    assert "records a chain drafter" in " ".join(flat.stderr.split()) and "--drafter eagle3" in flat.stderr
+    chained = CliRunner().invoke(app, ["compare", "--sweep", str(store), "--costs",
+                                       "aic-h100-sxm-vllm-llama-3.1-8b-eagle3-context-1024.json", *policies])
+    assert chained.exit_code == 0, chained.output
+    assert "chain drafter" not in chained.stderr
+    flat_rows, chain_rows = ({r["policy"]: r for r in json.loads(run.stdout)} for run in (flat, chained))
+    # priced per drafted position, drafting 7 costs more than drafting 3, which one flat pass made equal
+    assert chain_rows["fixed8"]["speedup"] / chain_rows["fixed4"]["speedup"] < \
+        flat_rows["fixed8"]["speedup"] / flat_rows["fixed4"]["speedup"]
+
+
 # Spec-Bench answers (evaluation/eval.py of hemingkx/Spec-Bench): per answer, choices[0] holds new_tokens per turn and
 # accept_lengths per step over every turn, each the tokens that step committed (accepted drafts + 1)
 def _answer(qid, category, turns_steps, **damage):
