@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel
 
+from specpolicy.cycles import mean_acceptance
 from specpolicy.decoding import DecodeTrace, SpeculativeDecoder, plain_decode
 from specpolicy.defaults import MAX_NEW_TOKENS, TRAINING_BLOCK_SIZE
 from specpolicy.models.dflash import DFlashDrafter
@@ -78,8 +79,7 @@ def _seconds_per_cycle(traces: list[DecodeTrace]) -> float:
 
 
 def _tokens_per_cycle(traces: list[DecodeTrace]) -> float:
-    cycles = [c for t in traces for c in t.cycles]
-    return sum(c.acceptance_length for c in cycles) / max(1, len(cycles))
+    return mean_acceptance([c for t in traces for c in t.cycles])  # pooled over the traces' cycles
 
 
 @torch.inference_mode()

@@ -14,7 +14,7 @@ from typing import ClassVar, TypeVar
 
 import numpy as np
 
-from specpolicy.defaults import CONTEXT_BUCKETS, MAX_LATENCY_SPREAD
+from specpolicy.defaults import CONTEXT_BUCKETS, MAX_LATENCY_SPREAD, MEASURED_DIR
 from specpolicy.files import write_text
 
 Table = TypeVar("Table", bound="TableFile")
@@ -35,8 +35,6 @@ class TableFile:
     def load(cls: type[Table], path: str | Path) -> Table:
         """Read ``path``, or the table of that name shipped in ``specpolicy/zoo/measured`` (with or without
         ``.json``), so the docs' commands work from any folder."""
-        from specpolicy.zoo import MEASURED_DIR
-
         file, remeasure = Path(path), f"remeasure it with `specpolicy {cls.MEASURE} --out FILE`"
         shipped = [MEASURED_DIR / name for name in (file.name, f"{file.name}.json") if file.parent == Path(".")]
         file = file if file.is_file() else next((f for f in shipped if f.is_file()), file)
@@ -197,11 +195,15 @@ class CostTable(TableFile):
     def from_json(cls, data: Mapping) -> CostTable:
         """Read a table; tables written before ``ar_seconds`` existed use the B = 1 verify pass; a serving (batch)
         table is read at batch one."""
-        if data.get("kind") == "batch":
-            from specpolicy.replay.batch_costs import BatchCostTable
-
-            batch = BatchCostTable.from_json(data)
-            return batch.at_concurrency(1, range(1, max(batch.verify[batch.batch_sizes[0]]) + 1))  # interpolated
+        if data.get("kind") == "batch":  # a serving table's batch of one, at every B up to its longest
+            verify, draft = ({int(n): float(s) for n, s in data[key]["1"].items()} for key in ("verify", "draft"))
+            sizes = range(1, max(verify) + 1)
+            at = {name: np.interp(sizes, sorted(row), [row[n] for n in sorted(row)]) if row else np.zeros(len(sizes))
+                  for name, row in (("verify", verify), ("draft", draft))}
+            return cls({b: float(d) if b > 1 else 0.0 for b, d in zip(sizes, at["draft"])},
+                       {b: float(v) for b, v in zip(sizes, at["verify"])}, verify[1], machine=data.get("machine", ""),
+                       context_length=int(data.get("context_length", 0)), source=data.get("source", ""),
+                       drafter=data.get("drafter", ""))
 
         def by_size(key: str) -> dict[int, float]:
             return {int(b): float(s) for b, s in (data.get(key) or {}).items()}

@@ -7,9 +7,9 @@ model scaled by (layers + nextn) / layers over requests x (nextn + 1) tokens (``
 Divided by that factor, the step is the target alone verifying nextn + 1 tokens per request: ``verify[b][n]``.
 Its operators split into the decoder layers' and the head's (embedding, LM head), which price a drafter at its own
 shapes: a DFlash drafter (block) runs its layers and the target's LM head once over the block; an EAGLE-3 head
-(chain) runs one decoder layer and the LM head once per drafted position (the full vocabulary: an upper bound for
-heads with a reduced draft vocabulary). The DFlash ``fc`` projection of the context features is not priced
-(one hidden x hidden GEMM per block).
+(chain) runs one decoder layer and its own LM head over a 32,000-token draft vocabulary once per drafted position
+(that GEMM priced from aiconfigurator's measured GEMM table, ``evaluate_ops_json``). Not priced: the DFlash ``fc``
+projection of the context features (one hidden x hidden GEMM per block) and the EAGLE-3 layer's wider input.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from importlib import metadata, resources
 from specpolicy.defaults import SERVING_BATCHES, SERVING_LENGTHS
 from specpolicy.replay.batch_costs import BatchCostTable
 
-HEAD_OPS = ("generation_embedding", "generation_logits_gemm")
+EMBEDDING, LOGITS = "generation_embedding", "generation_logits_gemm"
 """aiconfigurator's operators outside the decoder layers (the rest of a step is its layers')"""
 
 
@@ -32,28 +32,33 @@ class Drafter:
     """``block`` or ``chain`` (:data:`~specpolicy.defaults.DRAFTER_KINDS`)"""
     layers: int
     about: str
+    vocabulary: int | None = None
+    """its own LM head's vocabulary (``None``: the target's head)"""
 
 
 DRAFTERS = {
     "dflash": Drafter("block", 5, "DFlash drafter: 5 decoder layers and the target's LM head, one pass per block"),
-    "eagle3": Drafter("chain", 1, "EAGLE-3 head: one decoder layer and the LM head per drafted position"),
+    "eagle3": Drafter("chain", 1, "EAGLE-3 head: one decoder layer and a 32,000-token LM head per drafted position",
+                      32_000),
 }
 
 
 @dataclass(frozen=True)
 class Step:
-    """One priced step of the target: its decoder layers' seconds and its head's (embedding + LM head)."""
+    """One priced step of the target: its decoder layers', embedding's and LM head's seconds."""
 
     layers: float
-    head: float
+    embedding: float
+    logits: float
 
-    def drafter(self, target_layers: int, drafter_layers: int) -> float:
-        """A drafter of ``drafter_layers`` such layers at the same shape, with the same head."""
-        return self.layers * drafter_layers / target_layers + self.head
+    def drafter(self, target_layers: int, drafter_layers: int, logits: float | None = None) -> float:
+        """A drafter of ``drafter_layers`` such layers at the same shape, with the target's LM head or ``logits``."""
+        return self.layers * drafter_layers / target_layers + self.embedding + (self.logits if logits is None
+                                                                               else logits)
 
 
-def model_layers(model: str) -> int:
-    """The decoder layers of ``model`` from the config aiconfigurator ships for it (ValueError: not shipped)."""
+def model_config(model: str) -> dict:
+    """The config aiconfigurator ships for ``model`` (ValueError naming what it ships when there is none)."""
     name = f"{model.replace('/', '--')}_config.json"
     file = resources.files("aiconfigurator_core") / "model_configs" / name
     if not file.is_file():
@@ -61,7 +66,7 @@ def model_layers(model: str) -> int:
                          for p in (resources.files("aiconfigurator_core") / "model_configs").iterdir()
                          if not p.name.endswith("_hf_quant_config.json"))
         raise ValueError(f"aiconfigurator has no config for model {model!r}; it ships {', '.join(shipped[:12])}, ...")
-    return int(json.loads(file.read_text())["num_hidden_layers"])
+    return json.loads(file.read_text())
 
 
 def serving_costs(model: str, gpu: str, engine: str, drafter: str, context: int,
@@ -72,12 +77,15 @@ def serving_costs(model: str, gpu: str, engine: str, drafter: str, context: int,
     :data:`DRAFTERS` priced as it drafts."""
     import logging
 
-    from aiconfigurator_core.sdk import EngineHandle
+    from aiconfigurator_core.sdk import EngineHandle, common
+    from aiconfigurator_core.sdk.engine import build_ops_json
+    from aiconfigurator_core.sdk.operations import GEMM
     from aiconfigurator_core.sdk.perf_database import get_latest_database_version
 
     if drafter not in DRAFTERS:
         raise ValueError(f"unknown drafter {drafter!r}; known: {', '.join(DRAFTERS)}")
-    spec, layers = DRAFTERS[drafter], model_layers(model)
+    spec, config = DRAFTERS[drafter], model_config(model)
+    layers = int(config["num_hidden_layers"])
     version = version or get_latest_database_version(gpu, engine)
     if version is None:
         raise ValueError(f"aiconfigurator has no {engine} data for {gpu}; see its systems/data folder")
@@ -87,18 +95,26 @@ def serving_costs(model: str, gpu: str, engine: str, drafter: str, context: int,
     def step(batch: int, tokens: int) -> Step:
         if tokens not in handles:
             handles[tokens] = EngineHandle.compile(model, gpu, engine, backend_version=version, nextn=tokens - 1)
-        ops = handles[tokens].decode_step_per_op(batch, context, 2)
+        ops = dict((op[0], op[1]) for op in handles[tokens].decode_step_per_op(batch, context, 2))
         scale = 1e-3 * layers / (layers + tokens - 1)  # ms -> s, and the MTP layers taken out
-        head = sum(op[1] for op in ops if op[0] in HEAD_OPS)
-        return Step((sum(op[1] for op in ops) - head) * scale, head * scale)
+        return Step((sum(ops.values()) - ops[EMBEDDING] - ops[LOGITS]) * scale, ops[EMBEDDING] * scale,
+                    ops[LOGITS] * scale)
+
+    def own_logits(batch: int) -> float | None:
+        """The drafter's own LM head over one token per request, from the measured GEMM table."""
+        if spec.vocabulary is None:
+            return None
+        gemm = GEMM(LOGITS, 1, spec.vocabulary, int(config["hidden_size"]), common.GEMMQuantMode.bfloat16)
+        ops = handles[1].evaluate_ops_json(build_ops_json([gemm]), is_context=False, batch_size=batch, s=context + 2)
+        return 1e-3 * sum(op[1] for op in ops)
 
     steps = {b: {n: step(b, n) for n in sorted({1, *lengths})} for b in batches}
-    verify = {b: {n: s.layers + s.head for n, s in row.items()} for b, row in steps.items()}
+    verify = {b: {n: s.layers + s.embedding + s.logits for n, s in row.items()} for b, row in steps.items()}
     if spec.kind == "block":
         draft = {b: {n: s.drafter(layers, spec.layers) for n, s in row.items() if n > 1} for b, row in steps.items()}
     else:
-        draft = {b: {n: (n - 1) * row[1].drafter(layers, spec.layers) for n in row if n > 1}
-                 for b, row in steps.items()}
+        heads = {b: row[1].drafter(layers, spec.layers, own_logits(b)) for b, row in steps.items()}
+        draft = {b: {n: (n - 1) * heads[b] for n in row if n > 1} for b, row in steps.items()}
     source = (f"aiconfigurator-core {metadata.version('aiconfigurator-core')} (Apache-2.0, NVIDIA), measured "
               f"operator data {gpu}/{engine} {version}, composed by its estimator (decode_step_per_op); target "
               f"{model} ({layers} layers), {spec.about}; the estimator's default precision for the model")

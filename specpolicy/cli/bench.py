@@ -28,6 +28,7 @@ from specpolicy.defaults import (
     LATENCY_CONTEXT,
     LATENCY_REPEATS,
     MAX_PROMPT_TOKENS,
+    SERVING_CONTEXT,
     SHIPPED_SWEEP_CANDIDATES,
     TRAINING_BLOCK_SIZE,
 )
@@ -147,7 +148,7 @@ def serving_costs(
     engine: str = typer.Option("vllm", help="serving engine whose measured operators price it: vllm, sglang, trtllm"),
     drafter: str = typer.Option("dflash", help="priced as it drafts: dflash (a pass per block), eagle3 (a pass per "
                                                "drafted position)"),
-    context: int = typer.Option(1024, min=1, help="tokens already in each request's cache"),
+    context: int = typer.Option(SERVING_CONTEXT, min=1, help="tokens already in each request's cache"),
     version: str = typer.Option(None, help="engine version of the operator data (default: aiconfigurator's)"),
     out: Path = typer.Option(..., help="save the batch cost table as JSON (for --batch-costs, or --costs at "
                                        "batch one)"),

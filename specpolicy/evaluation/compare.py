@@ -235,12 +235,13 @@ def prepare(options: CompareOptions, on_warning: Callable[[str], object] = warn)
 
 def drafter_mismatch(store: object | None, table: CostTable | object) -> list[str]:
     """A line when ``table`` prices another kind of drafter than the one ``store`` recorded (a chain drafter's
-    trace priced as one DFlash pass per block, or the reverse): the verdict would be the pricing's."""
-    record = next(iter(store.records()), None) if store is not None else None
-    if record is None or record.replay is None:
+    trace priced as one DFlash pass per block, or the reverse): the verdict would be the pricing's. A sweep of
+    specpolicy's own records a block drafter; an import says what it knows (``drafter_kind``)."""
+    if store is None:
         return []
-    recorded, priced = "chain" if record.replay.chain else "block", getattr(table, "drafter", "") or "block"
-    if recorded == priced:
+    recorded = store.meta.get("drafter_kind") if store.meta.get("mode") == "imported" else "block"
+    priced = getattr(table, "drafter", "") or "block"
+    if recorded is None or recorded == priced:
         return []
     return [f"the sweep {store.path} records a {recorded} drafter ({DRAFTER_KINDS[recorded]}) but the cost table "
             f"prices a {priced} drafter ({DRAFTER_KINDS[priced]}), so the drafter's cost is not what it spends: "

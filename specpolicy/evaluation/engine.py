@@ -146,7 +146,7 @@ def evaluate_engine(pool: ServerPool, store: SweepStore, policies: Sequence[Poli
             ar_seconds = plain.seconds * len(reply.tokens) / max(1, len(plain.tokens))
             sizes = [s.block for s in reply.steps] if setting.plan else [setting.block_size] * reply.cycles
             result.prompts.append(PromptResult(record.prompt_id, sizes, reply.tau, len(reply.tokens), reply.seconds,
-                                               ar_seconds))
+                                               ar_seconds, cycles=reply.cycles))
         if on_progress:
             on_progress(n + 1, len(records))
     return run

@@ -36,7 +36,8 @@ def evaluate_live(
             trace = traces[i]
             ar_seconds = ar.decode_seconds * trace.cycle_tokens / max(1, ar.cycle_tokens)
             result.prompts.append(PromptResult(prompt_id, [c.block_size for c in trace.cycles], trace.tau,
-                                               trace.cycle_tokens, trace.decode_seconds, ar_seconds))
+                                               trace.cycle_tokens, trace.decode_seconds, ar_seconds,
+                                               cycles=len(trace.cycles)))
         if on_progress:
             on_progress(n + 1, len(prompts))
     return results

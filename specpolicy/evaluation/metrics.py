@@ -25,6 +25,8 @@ class PromptResult:
     ar_seconds: float | None
     """seconds plain AR decoding takes for the same tokens (modelled or measured, like ``seconds``)"""
     oracle_block_size: int | None = None
+    cycles: int = 0
+    """cycles the decode ran (0: unknown, a stored per-prompt tau)"""
 
     @property
     def chosen(self) -> int:
@@ -51,6 +53,14 @@ class PolicyResults:
 
     def taus(self) -> np.ndarray:
         return self.column("tau")
+
+    def tau(self) -> float:
+        """tau pooled as the field pools it: committed tokens over cycles across every prompt; the mean of stored
+        per-prompt taus where the cycles are unknown (an imported store of taus)."""
+        cycles, taus = self.column("cycles"), self.taus()
+        if cycles.sum() > 0:
+            return float((taus * cycles).sum() / cycles.sum())
+        return float(taus.mean()) if len(taus) else float("nan")
 
     @property
     def timed(self) -> bool:
@@ -180,12 +190,12 @@ def _summary_row(result: PolicyResults, base: PolicyResults | None, orc: PolicyR
         tokens_per_s=float(tokens.sum() / seconds.sum()) if timed else nan,
         p10_speedup=float(np.nanpercentile(per_prompt, 10)) if timed else nan,
         median_speedup=float(np.nanmedian(per_prompt)) if timed else nan,
-        tau=float(result.taus().mean()), delta_tau=nan, gain_share=nan, gain_share_ci95=no_ci,
+        tau=result.tau(), delta_tau=nan, gain_share=nan, gain_share_ci95=no_ci,
         oracle_agreement=agreement, baseline=baseline, oracle=oracle,
     )
     if base is None:
         return row
-    row.delta_tau = float(result.taus().mean() - base.taus().mean())
+    row.delta_tau = result.tau() - base.tau()
     if not (timed and base.timed):
         return row
     paired = [tokens, seconds, base.column("tokens"), base.column("seconds")]

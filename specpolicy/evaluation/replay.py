@@ -112,7 +112,7 @@ def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, 
     timed = costs is not None and table is not None and bool(sizes)
     seconds = costs.cycles_seconds(cycles) if timed else 0.0
     ar_seconds = tokens * costs.ar_seconds if timed else None
-    return PromptResult(prompt_id, sizes, tau, tokens, seconds, ar_seconds, oracle)
+    return PromptResult(prompt_id, sizes, tau, tokens, seconds, ar_seconds, oracle, len(cycles) if table else 0)
 
 
 def _measured(policy: Policy, observation: PromptObservation, answers: Answers, record: SweepRecord,
@@ -126,4 +126,4 @@ def _measured(policy: Policy, observation: PromptObservation, answers: Answers, 
     run, ar = record.live[plan.block_size], record.live[1]
     ar_seconds = ar.decode_seconds * run.tokens / max(1, ar.tokens)
     return PromptResult(record.prompt_id, [plan.block_size], run.tau, run.tokens, run.decode_seconds, ar_seconds,
-                        oracle)
+                        oracle, len(run.cycles))

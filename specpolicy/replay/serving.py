@@ -21,15 +21,13 @@ class ServingResult:
     """wall seconds from a request's first step to its last"""
     total_seconds: float = 0.0
     steps: int = 0
-    acceptance: list[int] = field(default_factory=list)
-    """per request: the sum of accepted + 1 over its cycles"""
     cycles: list[int] = field(default_factory=list)
     records: list[CycleRecord] = field(default_factory=list)
     """every cycle run, in order"""
 
     def tau(self, request: int) -> float:
-        """Mean accepted + 1 of one request's cycles."""
-        return self.acceptance[request] / self.cycles[request] if self.cycles[request] else 0.0
+        """tau of one request: tokens committed per cycle (:func:`~specpolicy.cycles.mean_acceptance`)."""
+        return self.tokens[request] / self.cycles[request] if self.cycles[request] else 0.0
 
     @property
     def throughput(self) -> float:
@@ -57,7 +55,7 @@ def simulate_serving(tables: Sequence[ReplayTable], plans: Sequence[Callable[[],
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     n = len(tables)
-    result = ServingResult(tokens=[0] * n, seconds=[0.0] * n, latency=[0.0] * n, acceptance=[0] * n, cycles=[0] * n)
+    result = ServingResult(tokens=[0] * n, seconds=[0.0] * n, latency=[0.0] * n, cycles=[0] * n)
     queue, active, clock = list(range(len(tables))), [], 0.0
     while queue or active:
         while queue and len(active) < concurrency:
@@ -76,7 +74,6 @@ def simulate_serving(tables: Sequence[ReplayTable], plans: Sequence[Callable[[],
         for request, cycle in zip(active, cycles):
             result.tokens[request.index] += cycle.committed
             result.seconds[request.index] += step / len(active)
-            result.acceptance[request.index] += cycle.acceptance_length
             result.cycles[request.index] += 1
         for request in [r for r in active if r.session.done]:
             result.latency[request.index] = clock - request.started

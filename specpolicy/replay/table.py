@@ -126,9 +126,9 @@ class ReplayTable:
 
     def taus(self) -> dict[int, float]:
         """tau of every candidate as a fixed block size (:func:`~specpolicy.cycles.mean_acceptance` of the
-        cycles :meth:`simulate` runs, walked over :meth:`_outcomes`)."""
-        walks = self._fixed_walks(self.candidates)
-        return {b: accepted / cycles if cycles else 0.0 for b, (cycles, accepted) in zip(self.candidates, walks)}
+        cycles :meth:`simulate` runs: every schedule commits :meth:`tokens`, over its :meth:`fixed_cycles`)."""
+        cycles = self.fixed_cycles(self.candidates)
+        return {b: self.tokens() / n if n else 0.0 for b, n in zip(self.candidates, cycles)}
 
     def tokens(self) -> int:
         """Tokens every schedule commits after prefill (lossless: the same output whatever the sizes)."""
@@ -145,21 +145,16 @@ class ReplayTable:
         return dict(self._priced[1][sizes])
 
     def fixed_cycles(self, sizes: Sequence[int]) -> list[int]:
-        return [cycles for cycles, _ in self._fixed_walks(sizes)]  # as simulate() counts them, faster
-
-    def _fixed_walks(self, sizes: Sequence[int]) -> list[tuple[int, int]]:
-        """(cycles, summed accepted + 1) of each of ``sizes`` as a fixed block size, walked over
+        """Cycles of each of ``sizes`` as a fixed block size, as :meth:`simulate` counts them, walked over
         :meth:`_outcomes` without building the cycles."""
-        columns = [self._column(b) for b in sizes]
-        nxt, done = self._outcomes(columns)
-        accepted = np.minimum(self.accepted[:, columns], np.asarray(sizes) - 1).tolist()
-        nxt, done, walks, ended_at_prefill = nxt.tolist(), done.tolist(), [], self.start()[2]
+        nxt, done = self._outcomes([self._column(b) for b in sizes])
+        nxt, done, counts, ended_at_prefill = nxt.tolist(), done.tolist(), [], self.start()[2]
         for j in range(len(sizes)):
-            i, count, total, finished = 0, 0, 0, ended_at_prefill
+            i, count, finished = 0, 0, ended_at_prefill
             while not finished:
-                count, total, finished, i = count + 1, total + accepted[i][j] + 1, done[i][j], nxt[i][j]
-            walks.append((count, total))
-        return walks
+                count, finished, i = count + 1, done[i][j], nxt[i][j]
+            counts.append(count)
+        return counts
 
     def fastest_fixed(self, costs: CostTable, candidates: Sequence[int] | None = None,
                       training_block_size: int = TRAINING_BLOCK_SIZE) -> int:

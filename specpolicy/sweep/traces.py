@@ -95,7 +95,8 @@ def import_specdecode(file: str | Path, out: str | Path, drafter: str = "eagle",
                          f"1-{longest + 1} or fewer")
     sizes = tuple(sorted(candidates))
     skipped = {r: "the prefill's token is the whole output: nothing to draft" for r, _, _, a in requests if len(a) < 2}
-    store = SweepStore.fill(out, _meta(file, dataset, "specdecode-bench", sizes, drafter=drafter), (
+    store = SweepStore.fill(out, _meta(file, dataset, "specdecode-bench", sizes, drafter=drafter,
+                                             drafter_kind="chain"), (
         chain_record(f"{dataset}:{request}", index, [a - 1 for a in lengths], sizes, prompt, dataset)
         for index, (request, prompt, _, lengths) in enumerate(requests) if request not in skipped))
     other = [r for r, _, tokens, lengths in requests if r not in skipped and len(tokens) != len(lengths)]
@@ -182,7 +183,7 @@ def import_profile(file: str | Path, out: str | Path, candidates: Sequence[int] 
     dataset = dataset or file.parent.name or file.stem
     rng = np.random.default_rng(draw.seed)
     meta = _meta(file, dataset, "speculation-profile", sizes, seed=draw.seed, requests=draw.requests,
-                 tokens=draw.tokens)
+                 tokens=draw.tokens, drafter_kind="chain" if chain else "block")
     store = SweepStore.fill(out, meta, (
         chain_record(f"{dataset}:{r}", r, np.cumprod(rng.random((draw.tokens, k)) < rates, 1).sum(1).tolist(), sizes,
                      [], dataset) for r in range(draw.requests)))

@@ -6,9 +6,9 @@ import json
 import shutil
 from pathlib import Path
 
+from specpolicy.defaults import MEASURED_DIR as MEASURED_DIR  # the zoo's GPU tables (defined where --costs finds them)
+
 ZOO_DIR = Path(__file__).parent / "tiny"
-MEASURED_DIR = Path(__file__).parent / "measured"
-"""cost tables measured on real GPUs by others, with their sources and licence notices (``zoo_build.measured``)"""
 TARGET_DIR = ZOO_DIR / "target"
 DRAFTER_DIR = ZOO_DIR / "drafter"
 SHIPPED_DTYPE = "bfloat16"

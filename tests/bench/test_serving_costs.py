@@ -20,6 +20,11 @@ ESTIMATOR = '''
 LAYERS = {layers}
 
 
+class common:
+    class GEMMQuantMode:
+        bfloat16 = "bf16"
+
+
 class EngineHandle:
     """aiconfigurator's pricing of nextn: every op x (layers + nextn) / layers over requests x (nextn + 1) tokens"""
 
@@ -37,7 +42,19 @@ class EngineHandle:
                 ("generation_qkv_gemm", LAYERS * (1.0 + 0.01 * tokens) * scale, 0.0, "silicon"),
                 ("generation_attention", LAYERS * 0.002 * tokens * isl / 1024 * scale, 0.0, "silicon"),
                 ("generation_logits_gemm", (0.5 + 0.02 * tokens) * scale, 0.0, "silicon")]
+
+    def evaluate_ops_json(self, ops_json, *, is_context, batch_size, s):
+        (name, vocabulary, hidden), = ops_json
+        assert (name, hidden, is_context, self.nextn) == ("generation_logits_gemm", 64, False, 0)
+        return [(name, vocabulary * 1e-5 * (1 + 0.01 * batch_size), 0.0, "silicon")]
 '''
+MODULES = {
+    "engine": "def build_ops_json(ops):\n    return [(op.name, op.n, op.k) for op in ops]\n",
+    "operations": "class GEMM:\n    def __init__(self, name, scale, n, k, quant):\n"
+                  "        self.name, self.n, self.k = name, n, k\n",
+    "perf_database": "def get_latest_database_version(system, backend):\n"
+                     "    return '9.9' if system == 'gpu_x' else None\n",
+}
 
 
 @pytest.fixture
@@ -48,9 +65,10 @@ def estimator(tmp_path, monkeypatch):
     (package / "model_configs").mkdir()
     (package / "__init__.py").write_text("")
     (package / "sdk" / "__init__.py").write_text(textwrap.dedent(ESTIMATOR.format(layers=LAYERS)))
-    (package / "sdk" / "perf_database.py").write_text("def get_latest_database_version(system, backend):\n"
-                                                      "    return '9.9' if system == 'gpu_x' else None\n")
-    (package / "model_configs" / "Org--Model_config.json").write_text(json.dumps({"num_hidden_layers": LAYERS}))
+    for name, text in MODULES.items():
+        (package / "sdk" / f"{name}.py").write_text(text)
+    config = {"num_hidden_layers": LAYERS, "hidden_size": 64}
+    (package / "model_configs" / "Org--Model_config.json").write_text(json.dumps(config))
     info = tmp_path / "aiconfigurator_core-0.0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: aiconfigurator-core\nVersion: 0.0.1\n")
@@ -62,10 +80,10 @@ def estimator(tmp_path, monkeypatch):
         del sys.modules[name]  # the stand-in's modules; the real package (if any) is put back by monkeypatch
 
 
-def _ms(tokens: int, context: int) -> tuple[float, float]:
-    """(layers, head) milliseconds of the stand-in's target over ``tokens`` tokens."""
+def _ms(tokens: int, context: int) -> tuple[float, float, float]:
+    """(layers, embedding, LM head) milliseconds of the stand-in's target over ``tokens`` tokens."""
     layers = LAYERS * (1.0 + 0.01 * tokens) + LAYERS * 0.002 * tokens * context / 1024
-    return layers, 0.001 * tokens + 0.5 + 0.02 * tokens
+    return layers, 0.001 * tokens, 0.5 + 0.02 * tokens
 
 
 def test_the_target_verify_and_each_drafter_are_taken_apart_from_the_estimators_step(estimator):
@@ -73,12 +91,14 @@ def test_the_target_verify_and_each_drafter_are_taken_apart_from_the_estimators_
     chain = serving_costs("Org/Model", "gpu_x", "vllm", "eagle3", 2048, batches=(1, 8), lengths=(1, 4, 16))
     for b in (1, 8):
         for n in (1, 4, 16):
-            layers, head = _ms(b * n, 2048)
-            assert block.verify[b][n] == pytest.approx((layers + head) / 1e3, rel=1e-9)  # the MTP layers taken out
+            layers, embedding, logits = _ms(b * n, 2048)
+            assert block.verify[b][n] == pytest.approx((layers + embedding + logits) / 1e3, rel=1e-9)  # no MTP
             if n > 1:
-                assert block.draft[b][n] == pytest.approx((layers * 5 / LAYERS + head) / 1e3, rel=1e-9)
-                one_layer, one_head = _ms(b, 2048)
-                assert chain.draft[b][n] == pytest.approx((n - 1) * (one_layer / LAYERS + one_head) / 1e3, rel=1e-9)
+                assert block.draft[b][n] == pytest.approx((layers * 5 / LAYERS + embedding + logits) / 1e3, rel=1e-9)
+                one_layer, one_embedding, _ = _ms(b, 2048)
+                own_head = 32_000 * 1e-5 * (1 + 0.01 * b)  # EAGLE-3's draft vocabulary, from the GEMM table
+                per_draft = one_layer / LAYERS + one_embedding + own_head
+                assert chain.draft[b][n] == pytest.approx((n - 1) * per_draft / 1e3, rel=1e-9)
     assert (block.drafter, chain.drafter) == ("block", "chain") and block.context_length == 2048
     assert "aiconfigurator-core 0.0.1 (Apache-2.0, NVIDIA)" in block.source and "gpu_x/vllm 9.9" in block.source
 

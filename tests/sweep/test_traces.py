@@ -30,10 +30,11 @@ def _write(path, rows):
 
 
 def _independent(lengths, block_size):
-    """The authors' simulator by hand: the prefill gives token 1; a step at token k commits min(acc[k - 1], B)."""
+    """The authors' simulator by hand: the prefill gives token 1; a step at token k commits min(acc[k - 1], B),
+    the last cut at the output's end as engines cut it (tau: the tokens committed per step)."""
     generated, cycles, tau = 1, 0, 0
     while generated < len(lengths):
-        step = min(lengths[generated - 1], block_size)
+        step = min(lengths[generated - 1], block_size, len(lengths) - generated)
         generated, cycles, tau = generated + step, cycles + 1, tau + step
     return cycles, tau / cycles
 
