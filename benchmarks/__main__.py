@@ -270,5 +270,25 @@ def traces(
         stderr.print(f"{v.dataset} at {v.concurrency}: {speeds}", soft_wrap=True)
 
 
+@app.command("signals")
+def signals(
+    sweep: Path = typer.Option(Path("specpolicy/zoo/tiny/sweeps/sharegpt"), help="a replay sweep store"),
+    costs: Path = typer.Option(Path("tests/fixtures/costs-llamacpp-engine-cpu.json"), help="the table pricing it"),
+    blocks: str = typer.Option("8,12,16", help="blocks a gate may speculate with (each in the table)"),
+) -> None:
+    """What a signal read before drafting is worth: suffix-match gates, fitted on the training side, on held-out
+    prompts beside plain steps and the per-step oracle (modelled)."""
+    from benchmarks.signals import bench_signals
+    from specpolicy.costs import CostTable
+
+    table = CostTable.load(costs)
+    sizes = [int(b) for b in blocks.split(",")]
+    missing = [b for b in sizes if b not in table.verify_seconds]
+    if missing:
+        raise fail(f"--blocks {missing} are not in {costs} (it prices {list(table.block_sizes)})")
+    for name, value in bench_signals(str(sweep), table, sizes).items():
+        typer.echo(f"{name:64} {value:.3f}")
+
+
 if __name__ == "__main__":
     app()
