@@ -238,8 +238,6 @@ def hf_loop(
          f"{threads} thread(s), {dtype}")
 
 
-guard_all(app)
-
 @app.command("traces")
 def traces(
     folder: Path = typer.Argument(..., help="SpecDecode-Bench's data/llama3.1-8B folder (combined_{dataset}.jsonl)"),
@@ -252,6 +250,7 @@ def traces(
     """Real traces served with a measured serving table of Llama-3.1-8B, its EAGLE-3 drafter priced per drafted
     position: fixed K, oracles, rules, a learned per-cycle policy, on held-out requests."""
     from benchmarks.traces import DATASETS, bench_traces, verdict_lines
+    from specpolicy.cli.sweep import parse_candidates
     from specpolicy.replay.batch_costs import BatchCostTable
     from specpolicy.sweep.traces import SPECDECODE_DRAFTERS
 
@@ -260,9 +259,9 @@ def traces(
     missing = [f"combined_{name}.jsonl" for name in DATASETS if not (folder / f"combined_{name}.jsonl").is_file()]
     if missing:
         raise fail(f"{folder} lacks {', '.join(missing)}; pass SpecDecode-Bench's data/llama3.1-8B folder")
-
-    concurrencies = tuple(int(c) for c in concurrency.split(","))
-    verdicts = bench_traces(folder, work, BatchCostTable.load(costs), drafter, concurrencies,
+    concurrencies = tuple(parse_candidates(concurrency, "--concurrency", block_sizes=False))
+    table = BatchCostTable.load(costs)  # every input checked before the imports and the training
+    verdicts = bench_traces(folder, work, table, drafter, concurrencies,
                             on_dataset=lambda name: stderr.print(f"traces: {name}"))
     typer.echo("\n".join(verdict_lines(verdicts)))
     for v in verdicts:
@@ -279,16 +278,19 @@ def signals(
     """What a signal read before drafting is worth: suffix-match gates, fitted on the training side, on held-out
     prompts beside plain steps and the per-step oracle (modelled)."""
     from benchmarks.signals import bench_signals
+    from specpolicy.cli.sweep import parse_candidates
     from specpolicy.costs import CostTable
 
+    sizes = parse_candidates(blocks, "--blocks")
     table = CostTable.load(costs)
-    sizes = [int(b) for b in blocks.split(",")]
     missing = [b for b in sizes if b not in table.verify_seconds]
     if missing:
         raise fail(f"--blocks {missing} are not in {costs} (it prices {list(table.block_sizes)})")
     for name, value in bench_signals(str(sweep), table, sizes).items():
         typer.echo(f"{name:64} {value:.3f}")
 
+
+guard_all(app)  # after every command: each bad input becomes one line
 
 if __name__ == "__main__":
     app()

@@ -22,6 +22,8 @@ from importlib import metadata, resources
 from specpolicy.defaults import SERVING_BATCHES, SERVING_LENGTHS
 from specpolicy.replay.batch_costs import BatchCostTable
 
+SERVING_ENGINES = ("vllm", "sglang", "trtllm")
+"""the engines aiconfigurator measures operators under"""
 EMBEDDING, LOGITS = "generation_embedding", "generation_logits_gemm"
 """aiconfigurator's operators outside the decoder layers (the rest of a step is its layers')"""
 

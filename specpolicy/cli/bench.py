@@ -154,11 +154,13 @@ def serving_costs(
                                        "batch one)"),
 ) -> None:
     """A GPU's serving cost table from aiconfigurator's measured operators (modelled; no GPU needed)."""
-    from specpolicy.bench.serving_costs import DRAFTERS
+    from specpolicy.bench.serving_costs import DRAFTERS, SERVING_ENGINES
     from specpolicy.bench.serving_costs import serving_costs as build
 
     if drafter not in DRAFTERS:
         raise fail(f"unknown --drafter {drafter!r}; choose one of {', '.join(DRAFTERS)}")
+    if engine not in SERVING_ENGINES:
+        raise fail(f"unknown --engine {engine!r}; aiconfigurator measures {', '.join(SERVING_ENGINES)}")
     if out.is_dir():
         raise fail(f"--out {out} is a folder; pass a file path such as {out / 'serving-costs.json'}")
     try:

@@ -63,7 +63,7 @@ BAD = {
     "--target": ["MISSING", "EMPTY_DIR", "FILE"], "--drafter": ["MISSING", "EMPTY_DIR", "FILE"],
     "--policies": ["nope", "fixed0", "fixed99", "blockpilot:MISSING", "agent:MISSING"],
     "--policy": ["nope", "fixed0", "blockpilot:MISSING"], "--baseline": ["nope", "fixed99"], "--oracle": ["nope"],
-    "--plot": ["TXT", "EMPTY_DIR"], "--run-dir": ["FILE"],
+    "--plot": ["TXT", "EMPTY_DIR"], "--run-dir": ["FILE"], "--engine": ["nope"], "--blocks": ["0", "abc", "99"],
 }
 NOT_CHECKED = {  # (command, option): why its values are not the command's to refuse
     (("export",), "--drafter"): "a name written into the engines' configs; the serving machine resolves it",
@@ -91,8 +91,9 @@ def _base(command: tuple[str, ...], w: dict[str, str]) -> list[str]:
                       "--out", w["OUT"] + ".json"],
         ("import-blockpilot",): [w["BP"], "--out", w["OUT"]],
         ("import-traces",): [w["TRACE"], "--out", w["OUT"], "--candidates", "1-3"],
-        ("benchmarks", "traces"): [str(Path(w["TRACE"]).parent), "--work", w["OUT"]],
+        ("benchmarks", "traces"): [w["SPECDECODE"], "--work", w["OUT"]],
         ("convert",): [w["DRAFTER"], w["OUT"]],
+        ("bench", "serving-costs"): ["--model", "Qwen/Qwen3-8B", "--gpu", "h100_sxm", "--out", w["OUT"] + ".json"],
     }.get(command, [])
 
 
@@ -127,6 +128,9 @@ def world(test_zoo, replay_store, tmp_path_factory) -> dict[str, str]:
     (tmp / "prompts.txt").write_text("hello\nworld\n")
     (tmp / "trace.jsonl").write_text(json.dumps({"id": "a", "prompt_token_ids": [1, 2], "generated_token_ids": [3, 4],
                                                  "acc_eagle": {"acc_len": [3, 1]}, "acc_ngram": {"acc_len": [1, 1]}}))
+    (tmp / "specdecode").mkdir()
+    for name in ("gsm8k", "instructcoder", "sharegpt", "cnn"):
+        (tmp / "specdecode" / f"combined_{name}.jsonl").write_text((tmp / "trace.jsonl").read_text())
     (tmp / "bp").mkdir()
     (tmp / "bp" / "16.json").write_text(json.dumps({"0": 2.0}))
     from tests.replay.test_serving import linear_table
@@ -134,7 +138,7 @@ def world(test_zoo, replay_store, tmp_path_factory) -> dict[str, str]:
     linear_table(batches=(1, 2)).save(tmp / "batch.json")
     target, drafter = test_zoo
     return {"BATCH": str(tmp / "batch.json"), "STORE": str(replay_store.path), "TARGET": str(target),
-            "DRAFTER": str(drafter), "TRACE": str(tmp / "trace.jsonl"),
+            "DRAFTER": str(drafter), "TRACE": str(tmp / "trace.jsonl"), "SPECDECODE": str(tmp / "specdecode"),
             "PROMPTS": str(tmp / "prompts.txt"), "OUT": str(tmp / "out"), "BP": str(tmp / "bp"),
             "MISSING": str(tmp / "no" / "such" / "path"), "FILE": str(tmp / "file"), "EMPTY_DIR": str(tmp / "empty"),
             "EMPTY": str(tmp / "empty"), "GARBAGE": str(tmp / "garbage"), "NAN_TABLE": str(tmp / "nan"),
