@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from specpolicy.costs import CostTable, nearest_context
-from specpolicy.cycles import mean_acceptance
+from specpolicy.cycles import CycleRecord, mean_acceptance
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
 from specpolicy.policy import Answers, Policy, PromptObservation, check_vocabulary
 from specpolicy.sweep.records import SweepRecord
@@ -72,7 +72,9 @@ def evaluate_replay(
     candidates: Sequence[int] | None = None,
 ) -> list[PolicyResults]:
     """Evaluate policies on every valid record of ``store`` by exact replay (or stored taus); ``costs``: the
-    table(s) time is priced with (default: the store's; several: by context); ``candidates``: the oracle's range."""
+    table(s) time is priced with (default: the store's; several, measured at several contexts: each cycle at the
+    context it starts at, the policies deciding with the table of the prompt's length); ``candidates``: the
+    oracle's range."""
     check_policies(policies, store)
     costs = costs if costs is not None else store.latency()
     tables = [costs] if costs is None or isinstance(costs, CostTable) else list(costs)
@@ -91,15 +93,16 @@ def evaluate_replay(
         oracle = answers.fastest(candidates, costs)  # the per-prompt time oracle's rule (plugins/oracle.py too)
         for policy, result in zip(policies, results):
             result.prompts.append(_measured(policy, observation, answers, record, oracle) if live
-                                  else _replayed(policy, observation, answers, record.prompt_id, costs, oracle))
+                                  else _replayed(policy, observation, answers, record.prompt_id, tables, oracle))
         if on_progress:
             on_progress(done, len(records))
     return results
 
 
 def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, prompt_id: str,
-              costs: CostTable | None, oracle: int) -> PromptResult:
-    """One policy on one stored prompt: replayed cycles priced with ``costs``."""
+              tables: Sequence[CostTable | None], oracle: int) -> PromptResult:
+    """One policy on one stored prompt: replayed cycles, each priced with the table of ``tables`` nearest the
+    context it starts at (plain AR's tokens likewise)."""
     plan = policy.checked_plan(observation, answers)
     table = answers.table
     if table is not None:
@@ -109,10 +112,23 @@ def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, 
         sizes, tau, tokens = [plan.block_size], float(answers.taus[plan.block_size]), 0
     else:
         raise ValueError(f"per-cycle policy {policy.name!r} needs a replay sweep; the store has only taus")
-    timed = costs is not None and table is not None and bool(sizes)
-    seconds = costs.cycles_seconds(cycles) if timed else 0.0
-    ar_seconds = tokens * costs.ar_seconds if timed else None
+    timed = tables[0] is not None and table is not None and bool(sizes)
+    seconds, ar_seconds = _priced(cycles, tables, observation.prompt_length) if timed else (0.0, None)
     return PromptResult(prompt_id, sizes, tau, tokens, seconds, ar_seconds, oracle, len(cycles) if table else 0)
+
+
+def _priced(cycles: Sequence[CycleRecord], tables: Sequence[CostTable], prompt_length: int) -> tuple[float, float]:
+    """(modelled seconds of ``cycles``, of plain AR for their tokens): one table, or each cycle at its context."""
+    if len(tables) == 1:
+        return tables[0].cycles_seconds(cycles), sum(c.committed for c in cycles) * tables[0].ar_seconds
+    seconds = ar_seconds = 0.0
+    position = prompt_length
+    for cycle in cycles:
+        costs = nearest_context(tables, position)
+        seconds += costs.split_cycle_seconds(cycle.block_size, cycle.verify_length)
+        ar_seconds += cycle.committed * costs.ar_seconds
+        position += cycle.committed
+    return seconds, ar_seconds
 
 
 def _measured(policy: Policy, observation: PromptObservation, answers: Answers, record: SweepRecord,

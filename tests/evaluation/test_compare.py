@@ -130,3 +130,25 @@ def test_the_librarys_arguments_are_checked_as_the_command_checks_them(replay_st
     given = {"sweep": replay_store.path, "policies": ["fixed16"]} | arguments
     with pytest.raises(ValueError, match=message):
         compare_sweep(given.pop("sweep"), given.pop("policies"), **given)
+
+
+def test_tables_at_several_contexts_price_each_cycle_at_the_context_it_starts_at(replay_store):
+    """A decode that grows from a short context into a long one pays the long table's price from where it gets
+    there (it was priced whole at the prompt's length), plain AR's tokens likewise."""
+    from specpolicy.evaluation.replay import evaluate_replay
+    from specpolicy.registry import create_policy
+    from specpolicy.sweep.store import SweepStore
+
+    store = SweepStore.load(replay_store.path)
+    record = next(iter(store.records()))
+    middle = record.prompt_length + 8  # the two tables' contexts: the prompt's length, and 16 tokens past it
+    short = replace(uniform_costs(store.candidates, 0.01), context_length=record.prompt_length)
+    long = replace(uniform_costs(store.candidates, 1.0), context_length=record.prompt_length + 16)
+    (result,) = evaluate_replay(store, [create_policy("fixed4", store.candidates)], costs=[short, long])
+    cycles, position, seconds, plain = record.table().simulate(4), record.prompt_length, 0.0, 0.0
+    for cycle in cycles:
+        price = 0.01 if position < middle else 1.0  # nearer the short table's context, or the long one's
+        seconds, plain, position = seconds + price, plain + cycle.committed * price, position + cycle.committed
+    first = result.prompts[0]
+    assert first.prompt_id == record.prompt_id and position > middle  # the decode crosses into the long context
+    assert first.seconds == pytest.approx(seconds) and first.ar_seconds == pytest.approx(plain)
