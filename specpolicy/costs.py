@@ -36,7 +36,8 @@ class TableFile:
         """Read ``path``, or the table of that name shipped in ``specpolicy/zoo/measured`` (with or without
         ``.json``), so the docs' commands work from any folder."""
         file, remeasure = Path(path), f"remeasure it with `specpolicy {cls.MEASURE} --out FILE`"
-        shipped = [MEASURED_DIR / name for name in (file.name, f"{file.name}.json") if file.parent == Path(".")]
+        names = (file.name, f"{file.name}.json") if file.parent == Path(".") else ()
+        shipped = [MEASURED_DIR / name for name in names]
         file = file if file.is_file() else next((f for f in shipped if f.is_file()), file)
         if not file.is_file():
             raise FileNotFoundError(f"{cls.WHAT} {file} does not exist; measure one with "
@@ -64,8 +65,8 @@ class TableFile:
 class CostTable(TableFile):
     """Seconds of one cycle per block size, and of one plain autoregressive step: ``draft_seconds[B]`` (0 at
     B = 1), ``verify_seconds[B]`` (with hidden states), ``ar_seconds`` (without: every speedup's baseline),
-    ``spread[B]`` (relative IQR of repeats), ``source`` (provenance of a table not measured here), ``drafter``: how
-    its drafter drafts (:data:`~specpolicy.defaults.DRAFTER_KINDS`; empty: a block drafter, as measured here)."""
+    ``spread[B]`` (relative IQR of repeats), ``source`` (provenance of a table not measured here),
+    ``drafter``: how its drafter drafts (:data:`~specpolicy.defaults.DRAFTER_KINDS`; empty: block)."""
 
     draft_seconds: Mapping[int, float]
     verify_seconds: Mapping[int, float]
@@ -193,15 +194,19 @@ class CostTable(TableFile):
 
     @classmethod
     def from_json(cls, data: Mapping) -> CostTable:
-        """Read a table; tables written before ``ar_seconds`` existed use the B = 1 verify pass; a serving (batch)
-        table is read at batch one."""
+        """Read a table; tables written before ``ar_seconds`` existed use the B = 1 verify pass; a serving
+        (batch) table is read at batch one."""
         if data.get("kind") == "batch":  # a serving table's batch of one, at every B up to its longest
-            verify, draft = ({int(n): float(s) for n, s in data[key]["1"].items()} for key in ("verify", "draft"))
+            verify, draft = ({int(n): float(s) for n, s in data[key]["1"].items()}
+                             for key in ("verify", "draft"))
             sizes = range(1, max(verify) + 1)
-            at = {name: np.interp(sizes, sorted(row), [row[n] for n in sorted(row)]) if row else np.zeros(len(sizes))
-                  for name, row in (("verify", verify), ("draft", draft))}
-            return cls({b: float(d) if b > 1 else 0.0 for b, d in zip(sizes, at["draft"])},
-                       {b: float(v) for b, v in zip(sizes, at["verify"])}, verify[1], machine=data.get("machine", ""),
+
+            def along(row: dict[int, float]) -> list[float]:
+                points = sorted(row) or [1]  # a table without drafter passes: 0 at every size
+                return np.interp(sizes, points, [row.get(n, 0.0) for n in points]).tolist()
+
+            return cls({b: d if b > 1 else 0.0 for b, d in zip(sizes, along(draft))},
+                       dict(zip(sizes, along(verify))), verify[1], machine=data.get("machine", ""),
                        context_length=int(data.get("context_length", 0)), source=data.get("source", ""),
                        drafter=data.get("drafter", ""))
 

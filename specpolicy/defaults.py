@@ -96,13 +96,13 @@ BATCH_LATENCY_CONTEXT = 128
 BATCH_LATENCY_REPEATS = 7
 """interleaved repeats per (batch, length) point of a batch cost table"""
 MEASURED_DIR = Path(__file__).parent / "zoo" / "measured"
-"""cost tables measured on real GPUs by others, with their sources and licence notices (``zoo_build.measured``);
-``--costs NAME`` finds a table here by its name"""
+"""cost tables measured on real GPUs by others, with their sources and licence notices
+(``zoo_build.measured``); ``--costs NAME`` finds a table here by its name"""
 SERVING_CONTEXT = 1024
 """tokens in each request's cache a serving cost table prices by default"""
 DRAFTER_KINDS = {"block": "one pass drafts the whole block (DFlash)",
                  "chain": "one pass per drafted position (EAGLE, MTP, a draft model)"}
-"""how a cost table's drafter spends, and how a trace's drafts were made (``chain``: a shorter draft is a prefix)"""
+"""how a cost table's drafter spends, and how a trace's drafts were made (chain: a short draft is a prefix)"""
 SERVING_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 """requests per step a serving cost table prices"""
 SERVING_LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)

@@ -40,7 +40,7 @@ def atomic_path(path: str | Path, folder: str | None = None) -> Iterator[Path]:
     tmp = path.with_name(path.name + TMP_SUFFIX)
     _remove(tmp)  # a kill's leftover from an earlier try
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)  # an output's folders, as every writer made them before
+        path.parent.mkdir(parents=True, exist_ok=True)  # an output's folders, as every writer made them
         if folder:
             tmp.mkdir()
         yield tmp

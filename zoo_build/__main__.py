@@ -98,7 +98,9 @@ def measured() -> None:
 SERVING_TABLES = {"models": {"meta-llama/Meta-Llama-3.1-8B": "llama-3.1-8b", "Qwen/Qwen3-8B": "qwen3-8b"},
                   "gpus": ("h100_sxm", "h200_sxm"), "engines": ("vllm", "sglang"), "drafters": ("dflash", "eagle3"),
                   "contexts": (1024, 8192)}
-"""the serving cost tables shipped in specpolicy/zoo/measured (aiconfigurator's measured operators)"""
+"""the serving cost tables shipped in specpolicy/zoo/measured (aiconfigurator's measured operators), and the one
+checked against LLMServingSim's measured vLLM steps on an RTX PRO 6000"""
+RTX_CHECK = ("meta-llama/Meta-Llama-3.1-8B", "llama-3.1-8b", "rtx_pro_6000_server", "vllm", "dflash", 1024)
 
 
 @app.command("serving")
@@ -110,8 +112,8 @@ def serving() -> None:
     from specpolicy.zoo import MEASURED_DIR
 
     grid = SERVING_TABLES
-    for (model, short), gpu, engine, drafter, context in product(grid["models"].items(), grid["gpus"],
-                                                                  grid["engines"], grid["drafters"], grid["contexts"]):
+    tables = product(grid["models"].items(), grid["gpus"], grid["engines"], grid["drafters"], grid["contexts"])
+    for (model, short), gpu, engine, drafter, context in [*tables, (RTX_CHECK[:2], *RTX_CHECK[2:])]:
         path = MEASURED_DIR / f"aic-{gpu.replace('_', '-')}-{engine}-{short}-{drafter}-context-{context}.json"
         serving_costs(model, gpu, engine, drafter, context).save(path)
         typer.echo(f"serving cost table written to {path}")

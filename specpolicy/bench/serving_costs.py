@@ -1,15 +1,15 @@
-"""Serving cost tables of datacenter GPUs composed by NVIDIA's aiconfigurator from its measured operator tables
+"""Serving cost tables of datacenter GPUs composed by NVIDIA's aiconfigurator from its measured operators
 (``pip install 'specpolicy[aiconfigurator]'``; no GPU, no network). No roofline of ours: every number is its
 estimator's ``decode_step_per_op`` of one engine step.
 
-How a step is taken apart: aiconfigurator prices a decode step with ``nextn`` MTP drafts as every operator of the
-model scaled by (layers + nextn) / layers over requests x (nextn + 1) tokens (``models.helpers.mtp_scale_factor``).
+How a step is taken apart: aiconfigurator prices a decode step with ``nextn`` MTP drafts as every operator of
+the model scaled by (layers + nextn) / layers over requests x (nextn + 1) tokens (its ``mtp_scale_factor``).
 Divided by that factor, the step is the target alone verifying nextn + 1 tokens per request: ``verify[b][n]``.
-Its operators split into the decoder layers' and the head's (embedding, LM head), which price a drafter at its own
-shapes: a DFlash drafter (block) runs its layers and the target's LM head once over the block; an EAGLE-3 head
-(chain) runs one decoder layer and its own LM head over a 32,000-token draft vocabulary once per drafted position
-(that GEMM priced from aiconfigurator's measured GEMM table, ``evaluate_ops_json``). Not priced: the DFlash ``fc``
-projection of the context features (one hidden x hidden GEMM per block) and the EAGLE-3 layer's wider input.
+Its operators split into the decoder layers' and the head's (embedding, LM head), which price a drafter at its
+own shapes: a DFlash drafter (block) runs its layers and the target's LM head once over the block; an EAGLE-3
+head (chain) runs one decoder layer and its own LM head over a 32,000-token draft vocabulary once per drafted
+position (that GEMM from aiconfigurator's measured GEMM table, ``evaluate_ops_json``). Not priced: DFlash's
+``fc`` projection of the context features (a hidden x hidden GEMM per block), the EAGLE-3 layer's wider input.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ class Drafter:
 
 
 DRAFTERS = {
-    "dflash": Drafter("block", 5, "DFlash drafter: 5 decoder layers and the target's LM head, one pass per block"),
-    "eagle3": Drafter("chain", 1, "EAGLE-3 head: one decoder layer and a 32,000-token LM head per drafted position",
+    "dflash": Drafter("block", 5, "DFlash: 5 decoder layers and the target's LM head, one pass per block"),
+    "eagle3": Drafter("chain", 1, "EAGLE-3: a decoder layer and a 32,000-token LM head per drafted position",
                       32_000),
 }
 
@@ -54,7 +54,7 @@ class Step:
     logits: float
 
     def drafter(self, target_layers: int, drafter_layers: int, logits: float | None = None) -> float:
-        """A drafter of ``drafter_layers`` such layers at the same shape, with the target's LM head or ``logits``."""
+        """A drafter of ``drafter_layers`` such layers at this shape, with the target's head or ``logits``."""
         return self.layers * drafter_layers / target_layers + self.embedding + (self.logits if logits is None
                                                                                else logits)
 
@@ -67,15 +67,16 @@ def model_config(model: str) -> dict:
         shipped = sorted(p.name.removesuffix("_config.json").replace("--", "/")
                          for p in (resources.files("aiconfigurator_core") / "model_configs").iterdir()
                          if not p.name.endswith("_hf_quant_config.json"))
-        raise ValueError(f"aiconfigurator has no config for model {model!r}; it ships {', '.join(shipped[:12])}, ...")
+        raise ValueError(f"aiconfigurator has no config for model {model!r}; it ships "
+                         f"{', '.join(shipped[:12])}, ...")
     return json.loads(file.read_text())
 
 
 def serving_costs(model: str, gpu: str, engine: str, drafter: str, context: int,
                   batches: Sequence[int] = SERVING_BATCHES, lengths: Sequence[int] = SERVING_LENGTHS,
                   version: str | None = None) -> BatchCostTable:
-    """The :class:`BatchCostTable` of ``model`` on ``gpu`` (an aiconfigurator system such as ``h100_sxm``) under
-    ``engine`` (``vllm``, ``sglang``, ``trtllm``) at ``context`` cached tokens, with a ``drafter`` of
+    """The :class:`BatchCostTable` of ``model`` on ``gpu`` (an aiconfigurator system such as ``h100_sxm``)
+    under ``engine`` (``vllm``, ``sglang``, ``trtllm``) at ``context`` cached tokens, with a ``drafter`` of
     :data:`DRAFTERS` priced as it drafts."""
     import logging
 
@@ -96,7 +97,8 @@ def serving_costs(model: str, gpu: str, engine: str, drafter: str, context: int,
 
     def step(batch: int, tokens: int) -> Step:
         if tokens not in handles:
-            handles[tokens] = EngineHandle.compile(model, gpu, engine, backend_version=version, nextn=tokens - 1)
+            handles[tokens] = EngineHandle.compile(model, gpu, engine, backend_version=version,
+                                                   nextn=tokens - 1)
         ops = dict((op[0], op[1]) for op in handles[tokens].decode_step_per_op(batch, context, 2))
         scale = 1e-3 * layers / (layers + tokens - 1)  # ms -> s, and the MTP layers taken out
         return Step((sum(ops.values()) - ops[EMBEDDING] - ops[LOGITS]) * scale, ops[EMBEDDING] * scale,
@@ -107,18 +109,21 @@ def serving_costs(model: str, gpu: str, engine: str, drafter: str, context: int,
         if spec.vocabulary is None:
             return None
         gemm = GEMM(LOGITS, 1, spec.vocabulary, int(config["hidden_size"]), common.GEMMQuantMode.bfloat16)
-        ops = handles[1].evaluate_ops_json(build_ops_json([gemm]), is_context=False, batch_size=batch, s=context + 2)
+        ops = handles[1].evaluate_ops_json(build_ops_json([gemm]), is_context=False, batch_size=batch,
+                                           s=context + 2)
         return 1e-3 * sum(op[1] for op in ops)
 
     steps = {b: {n: step(b, n) for n in sorted({1, *lengths})} for b in batches}
     verify = {b: {n: s.layers + s.embedding + s.logits for n, s in row.items()} for b, row in steps.items()}
     if spec.kind == "block":
-        draft = {b: {n: s.drafter(layers, spec.layers) for n, s in row.items() if n > 1} for b, row in steps.items()}
+        draft = {b: {n: s.drafter(layers, spec.layers) for n, s in row.items() if n > 1}
+                 for b, row in steps.items()}
     else:
         heads = {b: row[1].drafter(layers, spec.layers, own_logits(b)) for b, row in steps.items()}
         draft = {b: {n: (n - 1) * heads[b] for n in row if n > 1} for b, row in steps.items()}
     source = (f"aiconfigurator-core {metadata.version('aiconfigurator-core')} (Apache-2.0, NVIDIA), measured "
-              f"operator data {gpu}/{engine} {version}, composed by its estimator (decode_step_per_op); target "
+              f"operator data {gpu}/{engine} {version}, composed by its estimator (decode_step_per_op); "
+              f"target "
               f"{model} ({layers} layers), {spec.about}; the estimator's default precision for the model")
-    return BatchCostTable(verify, draft, None, f"{gpu} under {engine} {version} (modelled from measured operators)",
-                          "bfloat16", context, {}, source, spec.kind)
+    machine = f"{gpu} under {engine} {version} (modelled from measured operators)"
+    return BatchCostTable(verify, draft, None, machine, "bfloat16", context, {}, source, spec.kind)

@@ -145,9 +145,9 @@ def batch_latency(
 def serving_costs(
     model: str = typer.Option(..., help="target as aiconfigurator names it, e.g. Qwen/Qwen3-8B"),
     gpu: str = typer.Option(..., help="aiconfigurator system, e.g. h100_sxm, h200_sxm, b200_sxm"),
-    engine: str = typer.Option("vllm", help="serving engine whose measured operators price it: vllm, sglang, trtllm"),
-    drafter: str = typer.Option("dflash", help="priced as it drafts: dflash (a pass per block), eagle3 (a pass per "
-                                               "drafted position)"),
+    engine: str = typer.Option("vllm", help="engine whose measured operators price it: vllm, sglang, trtllm"),
+    drafter: str = typer.Option("dflash", help="priced as it drafts: dflash (a pass per block), eagle3 "
+                                               "(a pass per drafted position)"),
     context: int = typer.Option(SERVING_CONTEXT, min=1, help="tokens already in each request's cache"),
     version: str = typer.Option(None, help="engine version of the operator data (default: aiconfigurator's)"),
     out: Path = typer.Option(..., help="save the batch cost table as JSON (for --batch-costs, or --costs at "
@@ -166,8 +166,8 @@ def serving_costs(
     try:
         import aiconfigurator_core  # noqa: F401
     except ImportError:
-        raise fail("serving-costs needs aiconfigurator: pip install 'specpolicy[aiconfigurator]' (the shipped "
-                   "tables in specpolicy/zoo/measured need nothing)") from None
+        raise fail("serving-costs needs aiconfigurator: pip install 'specpolicy[aiconfigurator]' (the "
+                   "shipped tables in specpolicy/zoo/measured need nothing)") from None
     try:
         table = build(model, gpu, engine, drafter, context, version=version)
     except ValueError as exc:

@@ -243,8 +243,9 @@ def drafter_mismatch(store: object | None, table: CostTable | object) -> list[st
     priced = getattr(table, "drafter", "") or "block"
     if recorded is None or recorded == priced:
         return []
-    return [f"the sweep {store.path} records a {recorded} drafter ({DRAFTER_KINDS[recorded]}) but the cost table "
-            f"prices a {priced} drafter ({DRAFTER_KINDS[priced]}), so the drafter's cost is not what it spends: "
+    return [f"the sweep {store.path} records a {recorded} drafter ({DRAFTER_KINDS[recorded]}) but the cost "
+            f"table prices a {priced} drafter ({DRAFTER_KINDS[priced]}), so the drafter's cost is not what "
+            "it spends: "
             f"pass a {recorded} drafter's table (`specpolicy bench serving-costs --drafter "
             f"{'eagle3' if recorded == 'chain' else 'dflash'}`; shipped: specpolicy/zoo/measured/aic-*)"]
 

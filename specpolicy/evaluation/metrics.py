@@ -55,8 +55,8 @@ class PolicyResults:
         return self.column("tau")
 
     def tau(self) -> float:
-        """tau pooled as the field pools it: committed tokens over cycles across every prompt; the mean of stored
-        per-prompt taus where the cycles are unknown (an imported store of taus)."""
+        """tau pooled as the field pools it: committed tokens over cycles across every prompt; the mean of
+        stored per-prompt taus where the cycles are unknown (an imported store of taus)."""
         cycles, taus = self.column("cycles"), self.taus()
         if cycles.sum() > 0:
             return float((taus * cycles).sum() / cycles.sum())

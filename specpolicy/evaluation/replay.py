@@ -72,9 +72,9 @@ def evaluate_replay(
     candidates: Sequence[int] | None = None,
 ) -> list[PolicyResults]:
     """Evaluate policies on every valid record of ``store`` by exact replay (or stored taus); ``costs``: the
-    table(s) time is priced with (default: the store's; several, measured at several contexts: each cycle at the
-    context it starts at, the policies deciding with the table of the prompt's length); ``candidates``: the
-    oracle's range."""
+    table(s) time is priced with (default: the store's; several, measured at several contexts: each cycle
+    at the context it starts at, the policies deciding with the table of the prompt's length); ``candidates``:
+    the oracle's range."""
     check_policies(policies, store)
     costs = costs if costs is not None else store.latency()
     tables = [costs] if costs is None or isinstance(costs, CostTable) else list(costs)
@@ -93,7 +93,8 @@ def evaluate_replay(
         oracle = answers.fastest(candidates, costs)  # the per-prompt time oracle's rule (plugins/oracle.py too)
         for policy, result in zip(policies, results):
             result.prompts.append(_measured(policy, observation, answers, record, oracle) if live
-                                  else _replayed(policy, observation, answers, record.prompt_id, tables, oracle))
+                                  else _replayed(policy, observation, answers, record.prompt_id, tables,
+                                                 oracle))
         if on_progress:
             on_progress(done, len(records))
     return results
@@ -114,11 +115,13 @@ def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, 
         raise ValueError(f"per-cycle policy {policy.name!r} needs a replay sweep; the store has only taus")
     timed = tables[0] is not None and table is not None and bool(sizes)
     seconds, ar_seconds = _priced(cycles, tables, observation.prompt_length) if timed else (0.0, None)
-    return PromptResult(prompt_id, sizes, tau, tokens, seconds, ar_seconds, oracle, len(cycles) if table else 0)
+    return PromptResult(prompt_id, sizes, tau, tokens, seconds, ar_seconds, oracle,
+                        len(cycles) if table else 0)
 
 
-def _priced(cycles: Sequence[CycleRecord], tables: Sequence[CostTable], prompt_length: int) -> tuple[float, float]:
-    """(modelled seconds of ``cycles``, of plain AR for their tokens): one table, or each cycle at its context."""
+def _priced(cycles: Sequence[CycleRecord], tables: Sequence[CostTable], prompt_length: int
+            ) -> tuple[float, float]:
+    """(modelled seconds of ``cycles``, of plain AR for their tokens): one table, or each at its context."""
     if len(tables) == 1:
         return tables[0].cycles_seconds(cycles), sum(c.committed for c in cycles) * tables[0].ar_seconds
     seconds = ar_seconds = 0.0

@@ -146,4 +146,5 @@ class BatchCostTable(TableFile):
             raise ValueError("not a batch cost table (measure one with `specpolicy bench batch-latency --out FILE`)")
         return cls(table("verify"), table("draft"), data.get("threads"), data.get("machine", ""),
                    data.get("dtype", ""), int(data.get("context_length", 0)),
-                   table("spread") if "spread" in data else {}, data.get("source", ""), data.get("drafter", ""))
+                   table("spread") if "spread" in data else {}, data.get("source", ""),
+                   data.get("drafter", ""))

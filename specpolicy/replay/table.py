@@ -126,7 +126,7 @@ class ReplayTable:
 
     def taus(self) -> dict[int, float]:
         """tau of every candidate as a fixed block size (:func:`~specpolicy.cycles.mean_acceptance` of the
-        cycles :meth:`simulate` runs: every schedule commits :meth:`tokens`, over its :meth:`fixed_cycles`)."""
+        cycles :meth:`simulate` runs: each schedule commits :meth:`tokens` in its :meth:`fixed_cycles`)."""
         cycles = self.fixed_cycles(self.candidates)
         return {b: self.tokens() / n if n else 0.0 for b, n in zip(self.candidates, cycles)}
 

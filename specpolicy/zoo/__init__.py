@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from specpolicy.defaults import MEASURED_DIR as MEASURED_DIR  # the zoo's GPU tables (defined where --costs finds them)
+from specpolicy.defaults import MEASURED_DIR as MEASURED_DIR  # GPU tables, defined where --costs finds them
 
 ZOO_DIR = Path(__file__).parent / "tiny"
 TARGET_DIR = ZOO_DIR / "target"
