@@ -252,7 +252,7 @@ def traces(
     from benchmarks.traces import DATASETS, bench_traces, verdict_lines
     from specpolicy.cli.sweep import parse_candidates
     from specpolicy.replay.batch_costs import BatchCostTable
-    from specpolicy.sweep.traces import SPECDECODE_DRAFTERS
+    from specpolicy.sweep.traces.specdecode import SPECDECODE_DRAFTERS
 
     if drafter not in SPECDECODE_DRAFTERS:
         raise fail(f"--drafter {drafter} is not a drafter the traces record; use {' or '.join(SPECDECODE_DRAFTERS)}")

@@ -19,7 +19,7 @@ from specpolicy.evaluation.serving import StoredPrompts, evaluate_serving
 from specpolicy.registry import create_policy
 from specpolicy.replay.batch_costs import BatchCostTable
 from specpolicy.sweep.store import SweepStore
-from specpolicy.sweep.traces import import_specdecode
+from specpolicy.sweep.traces.specdecode import import_specdecode
 from specpolicy.training.train import TrainArgs
 from specpolicy.training.train import main as train
 

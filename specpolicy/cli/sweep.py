@@ -26,7 +26,7 @@ from specpolicy.defaults import (
     SWEEP_MAX_SAMPLES,
 )
 from specpolicy.sweep.settings import Executor, SweepMode
-from specpolicy.sweep.traces import ProfileDraw
+from specpolicy.sweep.traces.profile import ProfileDraw
 
 
 def parse_candidates(text: str, option: str = "--candidates", block_sizes: bool = True) -> list[int]:
@@ -138,10 +138,11 @@ def import_traces(
 ) -> None:
     """Import a real model's acceptance traces into a sweep store, saying what replay is exact for (docs: importing
     traces)."""
+    from specpolicy.sweep.traces import TraceArgs
     from specpolicy.sweep.traces import import_traces as import_file
 
-    result = import_file(file, out, drafter, parse_candidates(candidates) if candidates else None, dataset,
-                         ProfileDraw(requests, tokens, seed))
+    result = import_file(file, out, TraceArgs(drafter, parse_candidates(candidates) if candidates else None, dataset,
+                                              ProfileDraw(requests, tokens, seed)))
     stderr.print(f"imported {result.requests} decodes into {out}; replay is exact for {result.exact_for} (the "
                  f"longest accepted run is {result.longest_drafts} drafts)", soft_wrap=True)
     if result.other_run_tokens:

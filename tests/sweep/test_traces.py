@@ -11,7 +11,9 @@ from typer.testing import CliRunner
 
 from specpolicy.cli import app
 from specpolicy.sweep.store import SweepStore
-from specpolicy.sweep.traces import import_specdecode, import_traces
+from specpolicy.sweep.traces import TraceArgs, import_traces
+from specpolicy.sweep.traces.profile import ProfileDraw
+from specpolicy.sweep.traces.specdecode import import_specdecode
 
 RNG = np.random.default_rng(0)
 
@@ -166,7 +168,6 @@ def answers(tmp_path):
 
 def test_spec_bench_answers_replay_exactly_the_recorded_steps(answers, tmp_path):
     from specpolicy.registry import create_policy
-    from specpolicy.sweep.traces import import_traces
 
     file, rows = answers
     result = import_traces(file, tmp_path / "store")
@@ -196,16 +197,17 @@ def test_spec_bench_answers_replay_exactly_the_recorded_steps(answers, tmp_path)
     ({"accept_lengths": "3,1"}, "accept_lengths must be a list"),
 ])
 def test_a_damaged_answer_is_refused_in_one_line(tmp_path, damage, message):
-    from specpolicy.sweep.traces import import_traces
 
     file = _write(tmp_path / "a.jsonl", [_answer(1, "qa", [[2, 3]]), _answer(2, "qa", [[3, 1], [1, 4]], **damage)])
     with pytest.raises(ValueError, match=message):
         import_traces(file, tmp_path / "store")
     assert not (tmp_path / "store").exists()
     with pytest.raises(ValueError, match="pass --candidates 7"):
-        import_traces(_write(tmp_path / "b.jsonl", [_answer(1, "qa", [[7, 1]])]), tmp_path / "s2", candidates=[4])
+        import_traces(_write(tmp_path / "b.jsonl", [_answer(1, "qa", [[7, 1]])]), tmp_path / "s2",
+                      TraceArgs(candidates=[4]))
     with pytest.raises(ValueError, match="the one block size it drafted"):
-        import_traces(_write(tmp_path / "c.jsonl", [_answer(1, "qa", [[7, 1]])]), tmp_path / "s3", candidates=[4, 8])
+        import_traces(_write(tmp_path / "c.jsonl", [_answer(1, "qa", [[7, 1]])]), tmp_path / "s3",
+                      TraceArgs(candidates=[4, 8]))
 
 
 def test_a_policy_past_an_imported_recording_gets_a_hint_that_works(trace, tmp_path):
@@ -285,7 +287,7 @@ def test_vllm_files_that_cannot_replay_are_refused_with_the_fix(tmp_path):
         with pytest.raises(ValueError, match=message):
             import_traces(_write(tmp_path / f"{n}.jsonl", rows), tmp_path / f"store{n}")
     with pytest.raises(ValueError, match="a block of 4; pass --candidates 4"):
-        import_traces(_write(tmp_path / "k.jsonl", [_response("a", [1])]), tmp_path / "s", candidates=[8])
+        import_traces(_write(tmp_path / "k.jsonl", [_response("a", [1])]), tmp_path / "s", TraceArgs(candidates=[8]))
 
 
 # Model-Optimizer's speculation_profile.json (examples/specdec_bench/specdec_bench/speculation_profile.py, schema 1.0)
@@ -300,11 +302,10 @@ def _profile(path, rates=(0.8, 0.5, 0.25), model="chain_analytic", **fields):
 
 
 def test_a_profile_draws_decodes_with_its_rates_and_seed(tmp_path):
-    from specpolicy.sweep.traces import ProfileDraw
 
     file = _profile(tmp_path / "speculation_profile.json")
     draw = ProfileDraw(requests=50, tokens=400, seed=3)
-    result = import_traces(file, tmp_path / "store", draw=draw)
+    result = import_traces(file, tmp_path / "store", TraceArgs(draw=draw))
     assert result.requests == 50 and "seed 3" in result.exact_for and "noise" in result.exact_for
     store = SweepStore.load(tmp_path / "store")
     assert store.candidates == (1, 2, 3, 4) and store.meta["seed"] == 3
@@ -313,8 +314,8 @@ def test_a_profile_draws_decodes_with_its_rates_and_seed(tmp_path):
         assert abs(np.mean(drafts >= j) - marginal) < 5 * np.sqrt(marginal * (1 - marginal) / drafts.size)
     taus = [r.taus[4] for r in store.records()]
     assert abs(np.mean(taus) - 2.3) < 0.05  # the profile's mean accept length, 1 + sum of marginals
-    again = import_traces(file, tmp_path / "again", draw=draw).store
-    other = import_traces(file, tmp_path / "other", draw=ProfileDraw(50, 400, seed=4)).store
+    again = import_traces(file, tmp_path / "again", TraceArgs(draw=draw)).store
+    other = import_traces(file, tmp_path / "other", TraceArgs(draw=ProfileDraw(50, 400, seed=4))).store
     first = [r.replay.accepted for r in store.records()]
     assert first == [r.replay.accepted for r in again.records()] != [r.replay.accepted for r in other.records()]
 
@@ -336,9 +337,9 @@ def test_a_block_drafters_profile_covers_its_one_block(tmp_path):
     file = _profile(tmp_path / "p.json", rates=(0.9,) * 7, model="measured_per_k", method="dflash")
     assert import_traces(file, tmp_path / "store").store.candidates == (8,)
     with pytest.raises(ValueError, match="a chain profile at K = 3 covers blocks 1..4"):
-        import_traces(_profile(tmp_path / "chain.json"), tmp_path / "s3", candidates=[2, 8])
+        import_traces(_profile(tmp_path / "chain.json"), tmp_path / "s3", TraceArgs(candidates=[2, 8]))
     with pytest.raises(ValueError, match="dflash drafter's profile at K = 7 covers block 8 only; pass --candidates"):
-        import_traces(file, tmp_path / "s2", candidates=[4, 8])
+        import_traces(file, tmp_path / "s2", TraceArgs(candidates=[4, 8]))
 
 
 def test_a_vllm_run_replays_as_the_per_position_trace_it_came_from(trace, tmp_path):
@@ -357,12 +358,12 @@ def test_a_vllm_run_replays_as_the_per_position_trace_it_came_from(trace, tmp_pa
             responses.append(_response(row["id"], steps, k=7) | {"usage": {"completion_tokens": len(lengths)}})
     vllm = _write(tmp_path / "toy-k7.jsonl", responses)
     import_specdecode(file, tmp_path / "positions", candidates=[8])
-    import_traces(vllm, tmp_path / "steps", dataset="toy")
+    import_traces(vllm, tmp_path / "steps", TraceArgs(dataset="toy"))
     costs = ["specpolicy/zoo/measured/cast-h100-sxm-llama-3.1-8b-context-1024.json"]
     positions, steps = (compare_sweep(tmp_path / s, ["fixed8"], costs=costs)[0].row for s in ("positions", "steps"))
     assert steps.speedup == pytest.approx(positions.speedup, rel=1e-9) and steps.tau == pytest.approx(positions.tau)
     uncut = _write(tmp_path / "uncut.jsonl", [{k: v for k, v in r.items() if k != "usage"} for r in responses])
-    import_traces(uncut, tmp_path / "uncut", dataset="toy")
+    import_traces(uncut, tmp_path / "uncut", TraceArgs(dataset="toy"))
     assert compare_sweep(tmp_path / "uncut", ["fixed8"], costs=costs)[0].row.speedup != pytest.approx(positions.speedup)
 
 
@@ -380,13 +381,12 @@ def test_repeated_or_colliding_ids_are_refused_by_every_importer_naming_them(ans
 
 
 def test_a_profile_reimported_with_other_draw_settings_is_refused_naming_the_flag(tmp_path):
-    from specpolicy.sweep.traces import ProfileDraw
 
     file = _profile(tmp_path / "speculation_profile.json")
-    import_traces(file, tmp_path / "store", draw=ProfileDraw(requests=5, tokens=16))
+    import_traces(file, tmp_path / "store", TraceArgs(draw=ProfileDraw(requests=5, tokens=16)))
     for draw, flag in ((ProfileDraw(requests=8, tokens=16), "requests"), (ProfileDraw(5, 32), "tokens")):
         with pytest.raises(ValueError, match=f"{flag}: stored"):
-            import_traces(file, tmp_path / "store", draw=draw)
+            import_traces(file, tmp_path / "store", TraceArgs(draw=draw))
     store = SweepStore.load(tmp_path / "store")
     assert len(list(store.records())) == 5 and store.meta["tokens"] == 16
 
@@ -420,14 +420,13 @@ def test_impossible_counts_are_refused(tmp_path, rows, message):
 
 
 def test_an_impossible_accepted_run_and_a_huge_draw_are_refused(trace, tmp_path):
-    from specpolicy.sweep.traces import ProfileDraw
 
     _, rows = trace
     rows[0]["acc_eagle"]["acc_len"][0] = 10**30
     with pytest.raises(ValueError, match="line 1 .*acc_eagle.acc_len"):
         import_specdecode(_write(tmp_path / "huge.jsonl", rows), tmp_path / "store")
     with pytest.raises(ValueError, match="--tokens"):
-        import_traces(_profile(tmp_path / "p.json"), tmp_path / "p", draw=ProfileDraw(200, 200_000_000))
+        import_traces(_profile(tmp_path / "p.json"), tmp_path / "p", TraceArgs(draw=ProfileDraw(200, 200_000_000)))
 
 
 def test_every_hint_on_an_imported_store_names_a_fix_that_works_there(answers, tmp_path):

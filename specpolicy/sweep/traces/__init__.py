@@ -1,0 +1,60 @@
+"""Importers of real models' acceptance traces into a sweep store, one module per format (its record type, its
+checks, its store writer), told apart by one rule: the first format of :data:`FORMATS` whose ``sniff`` accepts the
+file's first object. Each import says what replay is exact for."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specpolicy.sweep.traces import profile, spec_bench, specdecode, vllm
+from specpolicy.sweep.traces.common import TraceImport, first_object, trace_file
+from specpolicy.sweep.traces.profile import ProfileDraw
+
+
+@dataclass(frozen=True)
+class TraceArgs:
+    """What ``import-traces`` was given, for whichever format the file is."""
+
+    drafter: str = "eagle"
+    candidates: Sequence[int] | None = None
+    dataset: str | None = None
+    draw: ProfileDraw = field(default_factory=ProfileDraw)
+
+    def one_block(self, file: Path) -> int | None:
+        """The one block size a per-step record's run drafted (``None``: the run's own)."""
+        if self.candidates is not None and len(self.candidates) != 1:
+            raise ValueError(f"{file} holds per-step records of one run: pass the one block size it drafted as "
+                             f"--candidates N (default: the run's), not {list(self.candidates)}")
+        return self.candidates[0] if self.candidates else None
+
+
+@dataclass(frozen=True)
+class TraceFormat:
+    name: str
+    sniff: Callable[[dict], bool]
+    """whether a file whose first JSON object is this is of this format"""
+    load: Callable[[Path, Path, TraceArgs], TraceImport]
+
+
+FORMATS = (
+    TraceFormat(profile.FORMAT, lambda first: "conditional_accept_rates" in first,
+                lambda file, out, a: profile.import_profile(file, out, a.candidates, a.dataset, a.draw)),
+    TraceFormat(spec_bench.FORMAT, lambda first: "question_id" in first,
+                lambda file, out, a: spec_bench.import_spec_bench(file, out, a.one_block(file), a.dataset)),
+    TraceFormat(vllm.FORMAT, lambda first: bool({"metrics", "choices"} & set(first)),
+                lambda file, out, a: vllm.import_vllm(file, out, a.one_block(file), a.dataset)),
+    TraceFormat(specdecode.FORMAT, lambda first: True,  # the per-position JSONL: what is left
+                lambda file, out, a: specdecode.import_specdecode(file, out, a.drafter, a.candidates, a.dataset)),
+)
+"""every format ``import-traces`` reads, in the order their ``sniff`` is asked"""
+
+
+def import_traces(file: str | Path, out: str | Path, args: TraceArgs = TraceArgs()) -> TraceImport:
+    """A trace file of any format of :data:`FORMATS`, told apart by its first object."""
+    file = trace_file(file, "a SpecDecode-Bench trace, a Spec-Bench answer file, vLLM responses or a "
+                            "speculation_profile.json")
+    first = first_object(file)
+    form = next(f for f in FORMATS if f.sniff(first))
+    return form.load(file, Path(out), args)
