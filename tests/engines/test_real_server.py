@@ -141,8 +141,8 @@ def test_a_patched_server_takes_each_requests_block_and_returns_every_step(engin
 @pytest.mark.parametrize("policy", ["adaptive", "blockpilot-guard"])
 def test_a_per_step_plan_runs_inside_a_patched_server_deciding_as_replay(engine, policy):
     """The cost-aware rule as a value, sent with each request: the engine picks every step's B itself, and its
-    decisions equal replay's cycle for cycle (priced with the same table) until the decode's last plain step,
-    which the server does not record; every output equals plain decoding's."""
+    decisions equal replay's cycle for cycle (priced with the same table), the decode's last plain step recorded
+    too; every output equals plain decoding's."""
     from specpolicy.engines.build import patched
     from specpolicy.evaluation.engine import PLAIN, engine_setting
     from specpolicy.evaluation.replay import prompt_observation
@@ -164,7 +164,7 @@ def test_a_per_step_plan_runs_inside_a_patched_server_deciding_as_replay(engine,
             assert reply.tokens == pool[PLAIN].complete(prompt, budget).tokens, record.prompt_id
             engine_sizes = [s.block for s in reply.steps]
             replayed = [c.block_size for c in record.table().simulate(plan, store.features(record))]
-            assert len(replayed) - 1 <= len(engine_sizes) <= len(replayed)
+            assert len(engine_sizes) == len(replayed), (record.prompt_id, engine_sizes[-3:], replayed[-3:])
             agreeing += next((i for i, (a, b) in enumerate(zip(engine_sizes, replayed)) if a != b),
                              len(engine_sizes))
             total += len(replayed)
