@@ -16,17 +16,20 @@ from specpolicy.sweep.store import SweepStore
 
 
 def check_candidates(policy: Policy, available: Sequence[int], confidences: Sequence[int] | None = None,
-                     given: bool = False, imported: bool = False, stored: Sequence[int] = ()) -> None:
+                     given: bool = False, imported: bool = False, stored: Sequence[int] = (),
+                     recorded: int = 0) -> None:
     """Fail, naming both sides and a fix that works, when ``policy`` can choose a block size the sweep (or
-    ``--candidates``, ``given``; ``stored``: the sweep's own sizes) lacks, or reads drafter confidences it did not
-    record (``confidences``; ``None`` skips that check)."""
+    ``--candidates``, ``given``; ``stored``: the sweep's own sizes; ``recorded``: the largest an imported file
+    replays) lacks, or reads drafter confidences it did not record (``confidences``; ``None`` skips that check)."""
     wanted = policy.choices()
     missing = sorted(wanted - set(available))
     if missing and (given or set(missing) <= set(stored)):
         held = " (the sweep holds them)" if set(missing) <= set(stored) else ""
         raise ValueError(f"policy {policy.name!r} chooses among {sorted(wanted)} but --candidates gives "
                          f"{sorted(available)} (missing {missing}); add them to --candidates{held}")
-    fix = "the imported recording covers no others: compare policies over its block sizes (fixedN, adaptive, " \
+    fix = f"the file records more: import it again with --candidates 1-{recorded}" if \
+        imported and max(missing, default=0) <= recorded else \
+        "the imported recording covers no others: compare policies over its block sizes (fixedN, adaptive, " \
         "oracle-step)" if imported else \
         f"sweep them too (specpolicy sweep --candidates {','.join(map(str, sorted({*available, *missing})))})"
     if missing:
@@ -53,7 +56,7 @@ def check_policies(policies: Sequence[Policy], store: SweepStore, candidates: Se
     for policy in policies:
         check_candidates(policy, store.candidates if candidates is None else candidates,
                          store.meta.get("confidence_sizes", []), imported=store.meta.get("mode") == "imported",
-                         stored=store.candidates)
+                         stored=store.candidates, recorded=store.meta.get("recorded", 0))
     check_vocabulary(policies, width, f"the sweep {store.path}")
 
 

@@ -220,6 +220,10 @@ def test_a_policy_past_an_imported_recording_gets_a_hint_that_works(trace, tmp_p
     with pytest.raises(ValueError, match=r"missing \[16, 20, 24, 32\]\); the imported recording covers no others") as e:
         compare_sweep(tmp_path / "store", ["fixed4", "cycle"])
     assert "specpolicy sweep" not in str(e.value)
+    import_specdecode(file, tmp_path / "short", candidates=range(1, 5))  # the file records runs up to 13
+    with pytest.raises(ValueError, match=r"missing \[8\]\); the file records more: import it again with "
+                                         r"--candidates 1-13"):
+        compare_sweep(tmp_path / "short", ["fixed4", "fixed8"])
 
 
 # vLLM responses from a server started with --per-request-spec-decode-metrics detailed (docs/features/spec_decode:

@@ -78,7 +78,7 @@ def import_specdecode(file: str | Path, out: str | Path, drafter: str = "eagle",
     sizes = tuple(sorted(candidates))
     skipped = {r.id: "the prefill's token is the whole output: nothing to draft" for r in requests
                if len(r.lengths) < 2}
-    meta = store_meta(file, dataset, FORMAT, sizes, drafter=drafter, drafter_kind="chain")
+    meta = store_meta(file, dataset, FORMAT, sizes, drafter=drafter, drafter_kind="chain", recorded=longest + 1)
     store = SweepStore.fill(out, meta, (
         chain_record(f"{dataset}:{r.id}", index, [a - 1 for a in r.lengths], sizes, r.prompt, dataset)
         for index, r in enumerate(requests) if r.id not in skipped))
