@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from specpolicy.costs import CostTable
 from specpolicy.cycles import CycleRecord, Plan, check_block_size, mean_acceptance
-from specpolicy.hf.bridge import to_transformers_assistant
+from specpolicy.hf.bridge import check_assistant, to_transformers_assistant
 from specpolicy.hf.compat import require_dflash_support
 from specpolicy.models.dflash import DFlashDrafter
 from specpolicy.policy import Policy, check_vocabulary
@@ -126,7 +126,7 @@ def as_assistant(drafter: PreTrainedModel | DFlashDrafter | str | Path) -> PreTr
 def check_pair(model: PreTrainedModel, assistant: PreTrainedModel) -> None:
     """Refuse, naming the mismatch, a DFlash assistant made for another target (it reads the target's
     layers ``target_layer_ids`` of width ``hidden_size`` and drafts with the target's vocabulary)."""
-    target, drafted = model.config.get_text_config(), assistant.config
+    target, drafted = model.config.get_text_config(), check_assistant(assistant)
     layers = [int(i) for i in getattr(drafted, "target_layer_ids", None) or []]
     problems = []
     if layers and max(layers) >= target.num_hidden_layers:

@@ -4,7 +4,7 @@ layer math, renamed); anything without a counterpart (attention biases, short sl
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import Qwen3Config
@@ -73,6 +73,17 @@ def to_transformers_assistant(drafter: DFlashDrafter | str | Path) -> PreTrained
     return cast_keeping_rotary(assistant, reference.device, reference.dtype)
 
 
+def check_assistant(assistant: object) -> Any:
+    """The config of ``assistant`` if it is transformers' DFlash assistant; a ValueError naming what it is."""
+    config = getattr(assistant, "config", None)
+    if getattr(config, "model_type", "") != "muse_glimmer_assistant":
+        kind = getattr(config, "model_type", type(assistant).__name__)
+        raise ValueError(f"the assistant is not a DFlash drafter (model_type {kind!r}, not "
+                         "'muse_glimmer_assistant'); pass a DFlash drafter: transformers' assistant, a z-lab "
+                         "checkpoint or a specpolicy drafter")
+    return config
+
+
 def from_transformers_assistant(assistant: PreTrainedModel | str | Path, num_target_layers: int | None = None
                                 ) -> DFlashDrafter:
     """transformers' DFlash assistant (model or folder) as a specpolicy drafter; ``num_target_layers`` default:
@@ -82,10 +93,7 @@ def from_transformers_assistant(assistant: PreTrainedModel | str | Path, num_tar
         from transformers import MuseGlimmerAssistantModel
 
         assistant = MuseGlimmerAssistantModel.from_pretrained(str(assistant))
-    config = assistant.config
-    if getattr(config, "model_type", "") != "muse_glimmer_assistant":
-        raise ValueError(f"expected a transformers DFlash assistant (model_type 'muse_glimmer_assistant'), got "
-                         f"{getattr(config, 'model_type', type(assistant).__name__)!r}")
+    config = check_assistant(assistant)
     windowed = [i for i, kind in enumerate(config.layer_types) if kind != "full_attention"]
     if windowed and config.sliding_window < config.max_position_embeddings:
         raise ValueError(f"assistant layers {windowed} attend through a sliding window of {config.sliding_window} "

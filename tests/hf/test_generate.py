@@ -253,3 +253,12 @@ def test_a_bfloat16_target_with_a_float32_drafter(assistant, costs, held_out):
     result = hf.generate(target, assistant, "adaptive", costs=costs, input_ids=tensor,
                          attention_mask=torch.ones_like(tensor), do_sample=False, max_new_tokens=24)
     assert result.sequences.shape[1] > tensor.shape[1] and result.cycles
+
+
+def test_an_assistant_that_is_not_a_dflash_drafter_is_refused_naming_what_it_is(pair):
+    """Reported open since earlier audits: a plain causal LM as the assistant reached transformers' DFlash loop."""
+    target = pair.target
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with pytest.raises(ValueError, match="not a DFlash drafter .*model_type 'qwen3'.*pass a DFlash drafter"):
+        hf.generate(target, target, "fixed8", input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                    max_new_tokens=8)
