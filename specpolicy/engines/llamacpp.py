@@ -67,13 +67,16 @@ one), each request's own ``speculative.n_max`` and ``p_min`` below it"""
 class Step:
     """One step a patched server recorded: its B, drafts drafted (B - 1, fewer where the budget leaves less
     room), sent to verify (L - 1) and accepted, and the drafter's top-1 probability (over its top 10) at every
-    drafted position [drafted]. Every drafting step; with a plan, its plain steps (B = 1) too."""
+    drafted position [drafted]. Every drafting step; with a plan, its plain steps (B = 1) too. ``draft_seconds``:
+    the drafter's pass; ``seconds``: the whole step (0: a server built before the patch timed them)."""
 
     block: int
     drafted: int
     verified: int
     accepted: int
     probabilities: tuple[float, ...]
+    draft_seconds: float = 0.0
+    seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,8 @@ class Server:
             raise ValueError(f"llama-server at {self.url} failed a request ({error}):\n{self.log_tail()}") from None
         timings = answer.get("timings", {})
         steps = tuple(Step(int(s["block"]), int(s["drafted"]), int(s["verified"]), int(s["accepted"]),
-                           tuple(map(float, s["p"]))) for s in timings.get("spec_steps", ()))
+                           tuple(map(float, s["p"])), float(s.get("draft_ms", 0)) / 1e3,
+                           float(s.get("step_ms", 0)) / 1e3) for s in timings.get("spec_steps", ()))
         return Reply(tuple(answer.get("tokens", ())), int(timings.get("draft_n", 0)),
                      int(timings.get("draft_n_accepted", 0)), float(timings.get("predicted_ms", 0.0)) / 1000, steps)
 

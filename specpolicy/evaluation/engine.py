@@ -169,16 +169,25 @@ def calibrate(pool: ServerPool, store: SweepStore, records: Sequence[SweepRecord
 
 
 def engine_costs(run: EngineRun, threads: int, machine: str = "") -> CostTable:
-    """The engine's own cost table from its timings in ``run``: seconds per target pass at each block size the run
-    decoded without a p_min cut (draft and verify together, priced as verify), per plain step (the baseline) and,
-    where the run has them, per plain step on the DFlash server (a B = 1 cycle of a per-step plan: the drafter
-    still takes every token; 15% dearer here), else the plain step."""
+    """The engine's own cost table from its timings in ``run``: seconds per cycle at each block size the run decoded
+    without a p_min cut, the drafter's pass apart where a patched server timed it (so a cycle verifying fewer
+    than B is priced as the engine spends it), per plain step (the baseline) and, where the run has them, per
+    plain step on the DFlash server (a B = 1 cycle of a per-step plan: the drafter still takes every token; 15%
+    dearer here), else the plain step."""
+    def replies(setting: Setting) -> list:
+        return [reply for (_, s), reply in run.replies.items() if s == setting]
+
     def per_step(setting: Setting) -> float | None:
-        replies = [reply for (_, s), reply in run.replies.items() if s == setting]
-        return sum(r.seconds for r in replies) / sum(r.cycles for r in replies) if replies else None
+        chosen = replies(setting)
+        return sum(r.seconds for r in chosen) / sum(r.cycles for r in chosen) if chosen else None
+
+    def drafter(setting: Setting) -> float:
+        timed = [s.draft_seconds for r in replies(setting) for s in r.steps if s.seconds > 0]
+        return sum(timed) / len(timed) if timed else 0.0
 
     ar = per_step(PLAIN)
     whole = sorted({s.block_size for _, s in run.replies if s.block_size > 1 and s == Setting(s.block_size)})
-    verify = {1: per_step(FED) or ar, **{b: per_step(Setting(b)) for b in whole}}
-    return CostTable({b: 0.0 for b in verify}, verify, ar, threads=threads, dtype="float32", device="cpu",
+    draft = {1: 0.0, **{b: drafter(Setting(b)) for b in whole}}
+    verify = {1: per_step(FED) or ar, **{b: per_step(Setting(b)) - draft[b] for b in whole}}
+    return CostTable(draft, verify, ar, threads=threads, dtype="float32", device="cpu",
                      machine=machine or "llama.cpp llama-server (measured from its own timings)")

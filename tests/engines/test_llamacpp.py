@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from specpolicy.engines.build import SERVER_ENV, _pre_tokenizer, find_server
-from specpolicy.engines.llamacpp import Reply, Server, ServerPool, Setting
+from specpolicy.engines.llamacpp import Reply, Server, ServerPool, Setting, Step
 from specpolicy.evaluation.engine import PLAIN, EngineRun, engine_costs, evaluate_engine, plan_settings
 from specpolicy.registry import create_policy
 from specpolicy.sweep.store import SweepStore
@@ -198,6 +198,19 @@ def test_engine_costs_divide_the_servers_time_by_its_target_passes():
                          ("a", Setting(8, 0.5)): Reply((1, 2, 3, 4), 3, 3, 0.1)})
     costs = engine_costs(run, threads=2)
     assert costs.verify_seconds == {1: pytest.approx(0.4 / 3), 8: pytest.approx(0.3)} and costs.threads == 2
+    assert costs.draft_seconds == {1: 0.0, 8: 0.0}  # a server that timed no step: draft and verify together
+
+
+def test_a_patched_servers_step_timings_price_the_drafter_apart():
+    """Issue 55: the engine's table priced a cycle that verifies fewer than it drafted as a cycle of its verify
+    length, drafter and all; the patched server times each step's drafter pass, so the table holds it apart."""
+    step = Step(8, 7, 7, 2, (0.5,) * 7, draft_seconds=0.004, seconds=0.010)
+    run = EngineRun([], {("a", PLAIN): Reply((1, 2, 3, 4), 0, 0, 0.3),
+                         ("a", Setting(8)): Reply((1, 2, 3, 4, 5, 6, 7), 14, 4, 0.02, (step, step))})
+    costs = engine_costs(run, threads=1)
+    assert costs.draft_seconds[8] == pytest.approx(0.004) and costs.verify_seconds[8] == pytest.approx(0.006)
+    assert costs.cycle_seconds(8) == pytest.approx(0.01)  # the whole cycle as the server measured it
+    assert costs.split_cycle_seconds(8, 4) == pytest.approx(0.004 + costs.verify_cost(4))  # the drafter paid whole
 
 
 def test_only_gpt2s_own_byte_level_split_is_declared_gpt2(tmp_path):
