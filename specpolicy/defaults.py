@@ -143,6 +143,8 @@ LLAMACPP_N_MAX = 3
 LLAMACPP_P_MIN = 0.0
 """llama.cpp's ``--spec-draft-p-min`` default (``common/common.h``; 0: no drafted block is cut)"""
 ENGINE_CALIBRATION_PROMPTS = 8
+STOCK_SETTINGS = ((1, 2, 3, 5, 7, 11, 15), (0.0, 0.5, 0.75, 0.9))
+"""the stock llama.cpp flags searched for the fastest (``--spec-draft-n-max``, ``--spec-draft-p-min``)"""
 """prompts ``compare --engine`` decodes at every block size to measure the engine's own cost table"""
 PROFILE_DRAW = (200, 256)
 """decodes, and tokens per decode, ``import-traces`` draws from a speculation profile"""

@@ -38,7 +38,14 @@ def engine_results(store, policies, threads: int, server: str | None, target: st
     from specpolicy.cli.progress import progress_bar
     from specpolicy.engines.build import find_server, gguf_pair, patched
     from specpolicy.engines.llamacpp import ServerPool
-    from specpolicy.evaluation.engine import calibrate, engine_sizes, evaluate_engine, plan_settings, trained_block
+    from specpolicy.evaluation.engine import (
+        best_stock_setting,
+        calibrate,
+        engine_sizes,
+        evaluate_engine,
+        plan_settings,
+        trained_block,
+    )
     from specpolicy.evaluation.replay import evaluate_replay
 
     binary = find_server(server)  # before any conversion or server
@@ -54,6 +61,16 @@ def engine_results(store, policies, threads: int, server: str | None, target: st
             run = evaluate_engine(pool, store, policies, costs=costs, records=records, on_progress=update)
     modelled = evaluate_replay(store, policies, costs=costs, candidates=sizes)
     _report(run, modelled, len(records))
+    best = best_stock_setting(store, costs, sizes)
+    if best is None:
+        return run.results
+    stock, speed = best
+    n_max, p_min = (part.split("=")[1] for part in stock.split(":")[1].split(","))
+    stderr.print(f"the fastest stock llama.cpp setting for this pair here (replay on the engine's table): "
+                 f"--spec-draft-n-max {n_max} --spec-draft-p-min {p_min}, {speed:.2f}x plain decoding"
+                 + ("; no stock setting beats plain decoding: run without speculation, or the patched server with "
+                    "a per-step policy" if speed < 1 else "") + f"; confirm it with --policies {stock}",
+                 highlight=False, soft_wrap=True)
     return run.results
 
 

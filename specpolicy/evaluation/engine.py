@@ -13,10 +13,10 @@ import numpy as np
 
 from specpolicy.costs import CostTable
 from specpolicy.cycles import ConfidentPrefix, CostAwareBlocks, Plan
-from specpolicy.defaults import TRAINING_BLOCK_SIZE
+from specpolicy.defaults import STOCK_SETTINGS, TRAINING_BLOCK_SIZE
 from specpolicy.engines.llamacpp import Reply, ServerPool, Setting
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
-from specpolicy.evaluation.replay import prompt_observation
+from specpolicy.evaluation.replay import evaluate_replay, prompt_observation
 from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
@@ -166,6 +166,23 @@ def calibrate(pool: ServerPool, store: SweepStore, records: Sequence[SweepRecord
             prompt, budget = list(record.replay.sequence[:record.prompt_length]), record.replay.budget
             run.replies[record.prompt_id, FED] = pool[FED].complete(prompt, budget or record.output_length)
     return engine_costs(run, threads)
+
+
+def best_stock_setting(store: SweepStore, costs: CostTable, sizes: Sequence[int]) -> tuple[str, float] | None:
+    """The fastest stock llama.cpp flags for this pair and machine (:data:`STOCK_SETTINGS`), by replay priced with
+    the engine's own table: (the ``llamacpp-pmin`` policy that runs them, its speed over plain decoding); ``None``
+    where the store replays no stock block. A p_min above 0 where it recorded the drafter's confidences."""
+    from specpolicy.registry import create_policy
+
+    confident = set(store.meta.get("confidence_sizes", []))
+    names = [f"llamacpp-pmin:n_max={n},p_min={p}" for n in STOCK_SETTINGS[0] if n + 1 in sizes
+             for p in STOCK_SETTINGS[1] if p == 0 or n + 1 in confident]
+    if not names:
+        return None
+    results = evaluate_replay(store, [create_policy(name, sizes) for name in names], costs=costs, candidates=sizes)
+    speed = {r.policy: float(r.column("ar_seconds").sum() / r.column("seconds").sum()) for r in results}
+    best = max(speed, key=speed.get)
+    return best, speed[best]
 
 
 def engine_costs(run: EngineRun, threads: int, machine: str = "") -> CostTable:

@@ -278,3 +278,20 @@ def test_a_cost_aware_rule_is_a_value_a_patched_server_runs_and_a_stock_one_refu
     assert json.loads(setting.plan) == request and setting.block_size == 16
     with pytest.raises(ValueError, match="decides per cycle"):
         engine_setting(policy, plan, 16)
+
+
+def test_the_best_stock_setting_is_the_fastest_of_the_stock_flags_by_replay(verify_store):
+    """Issue 55: for an unpatched llama.cpp, the fastest --spec-draft-n-max / --spec-draft-p-min for the pair, by
+    replay priced with the engine's own table; p_min above 0 only where the sweep recorded confidences."""
+    from specpolicy.costs import CostTable
+    from specpolicy.evaluation.engine import best_stock_setting
+    from specpolicy.evaluation.replay import evaluate_replay
+
+    store = SweepStore.load(verify_store.path)
+    costs = CostTable.load("tests/fixtures/costs-llamacpp-engine-cpu.json")
+    best, speed = best_stock_setting(store, costs, [1, 2, 4, 8])
+    grid = [f"llamacpp-pmin:n_max={n},p_min={p}" for n in (1, 3, 7) for p in (0.0, 0.5, 0.75, 0.9)]
+    results = evaluate_replay(store, [create_policy(name, [1, 2, 4, 8]) for name in grid], costs=costs,
+                              candidates=[1, 2, 4, 8])
+    speeds = {r.policy: r.column("ar_seconds").sum() / r.column("seconds").sum() for r in results}
+    assert best in speeds and speed == pytest.approx(max(speeds.values()))
