@@ -8,15 +8,8 @@ from pathlib import Path
 
 from specpolicy.defaults import MAX_BLOCK_SIZE
 from specpolicy.sweep.store import SweepStore
-from specpolicy.sweep.traces.common import (
-    TraceImport,
-    counts,
-    json_line,
-    jsonl_lines,
-    per_step_record,
-    store_meta,
-    trace_file,
-)
+from specpolicy.sweep.traces import common
+from specpolicy.sweep.traces.common import TraceImport, per_step_record, store_meta
 
 FORMAT = "vllm-per-request"
 
@@ -34,7 +27,7 @@ class VllmRequest:
 
 def vllm_response(file: Path, line_number: int, line: bytes) -> VllmRequest:
     """One response's :class:`VllmRequest`; a ValueError naming the line and the problem otherwise."""
-    body, where = json_line(file, line_number, line)
+    body, where = common.json_line(file, line_number, line)
     try:
         request, metrics = str(body["id"]), body["metrics"]["speculative_decoding"]
     except (KeyError, TypeError) as missing:
@@ -50,7 +43,7 @@ def vllm_response(file: Path, line_number: int, line: bytes) -> VllmRequest:
     problem = (f"num_spec_tokens must be an integer in 1..{MAX_BLOCK_SIZE - 1}"
                if not (type(k) is int and 1 <= k < MAX_BLOCK_SIZE) else
                "per_step_accepted and per_step_drafted must be lists of integers >= 0"
-               if not (counts(accepted, 0) and counts(drafted, 0)) else
+               if not (common.counts(accepted, 0) and common.counts(drafted, 0)) else
                "per_step_accepted and per_step_drafted differ in length" if len(accepted) != len(drafted) else
                "a step accepted more than it drafted, or drafted more than num_spec_tokens"
                if any(not a <= d <= k for a, d in zip(accepted, drafted)) else
@@ -71,9 +64,9 @@ def import_vllm(file: str | Path, out: str | Path, block_size: int | None = None
     ``metrics.speculative_decoding`` holds ``per_step_accepted`` / ``per_step_drafted`` per step and
     ``num_spec_tokens`` K. As Spec-Bench answers, the recorded decode replays exactly at B = K + 1 only; steps
     that drafted fewer than K (an n-gram lookup without a match, dynamic SD) replay as recorded and are counted."""
-    file = trace_file(file, "a JSONL of vLLM responses carrying metrics.speculative_decoding")
+    file = common.trace_file(file, "a JSONL of vLLM responses carrying metrics.speculative_decoding")
     dataset = dataset or file.stem
-    responses = [vllm_response(file, n, line) for n, line in jsonl_lines(file)]
+    responses = [vllm_response(file, n, line) for n, line in common.jsonl_lines(file)]
     drafts = {r.k for r in responses if r.k}
     if len(drafts) != 1:
         raise ValueError(f"{file}: " + (f"runs of num_spec_tokens {sorted(drafts)} are mixed; import one run a file"
