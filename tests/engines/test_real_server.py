@@ -5,6 +5,7 @@ leave no server behind."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -217,14 +218,22 @@ def test_ctrl_c_during_an_engine_compare_leaves_no_server(engine, tmp_path):
     store = subset_store(tmp_path / "held-out", 6)
     command = [sys.executable, "-m", "specpolicy.cli", "compare", "--engine", "llamacpp", "--sweep", str(store.path),
                "--policies", "fixed16,llamacpp-pmin"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "stderr.txt"  # a file, not a pipe nobody reads while waiting (a full pipe blocks the writer)
+    with log.open("w") as errors:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors, text=True,
+                                   env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     deadline, servers = time.monotonic() + 120, []
     while time.monotonic() < deadline and not servers:
         found = subprocess.run(["pgrep", "-P", str(process.pid), "-f", "llama-server"], capture_output=True, text=True)
         servers = [int(pid) for pid in found.stdout.split()]
         time.sleep(0.1)
-    assert servers and process.poll() is None, process.stderr.read()
+    assert servers and process.poll() is None, log.read_text()
     process.send_signal(signal.SIGINT)
-    process.wait(30)
+    try:
+        process.wait(60)
+    except subprocess.TimeoutExpired:  # say where it hangs: faulthandler dumps every thread on SIGABRT
+        process.send_signal(signal.SIGABRT)
+        process.wait(10)
+        pytest.fail(f"the command did not end within 60 s of Ctrl-C:\n{log.read_text()[-4000:]}")
     assert process.returncode != 0
     assert all(_gone(pid) for pid in servers)
