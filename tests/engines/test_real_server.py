@@ -220,8 +220,11 @@ def test_ctrl_c_during_an_engine_compare_leaves_no_server(engine, tmp_path):
                "--policies", "fixed16,llamacpp-pmin"]
     log = tmp_path / "stderr.txt"  # a file, not a pipe nobody reads while waiting (a full pipe blocks the writer)
     with log.open("w") as errors:
+        # Ctrl-C as a terminal delivers it, however the suite was started (a shell's background job inherits
+        # SIGINT ignored, and Python then installs no KeyboardInterrupt: seen when CI ran as `(.ci/run &)`)
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors, text=True,
-                                   env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+                                   env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline, servers = time.monotonic() + 120, []
     while time.monotonic() < deadline and not servers:
         found = subprocess.run(["pgrep", "-P", str(process.pid), "-f", "llama-server"], capture_output=True, text=True)
