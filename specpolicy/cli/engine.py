@@ -68,8 +68,8 @@ def engine_results(store, policies, threads: int, server: str | None, target: st
     n_max, p_min = (part.split("=")[1] for part in stock.split(":")[1].split(","))
     stderr.print(f"the fastest stock llama.cpp setting for this pair here (replay on the engine's table): "
                  f"--spec-draft-n-max {n_max} --spec-draft-p-min {p_min}, {speed:.2f}x plain decoding"
-                 + ("; no stock setting beats plain decoding: run without speculation, or the patched server with "
-                    "a per-step policy" if speed < 1 else "") + f"; confirm it with --policies {stock}",
+                 + ("; no stock setting beats plain decoding: run without speculation, or the patched server "
+                    "with a per-step policy" if speed < 1 else "") + f"; confirm it with --policies {stock}",
                  highlight=False, soft_wrap=True)
     return run.results
 

@@ -141,8 +141,8 @@ def import_traces(
     from specpolicy.sweep.traces import TraceArgs
     from specpolicy.sweep.traces import import_traces as import_file
 
-    result = import_file(file, out, TraceArgs(drafter, parse_candidates(candidates) if candidates else None, dataset,
-                                              ProfileDraw(requests, tokens, seed)))
+    sizes = parse_candidates(candidates) if candidates else None
+    result = import_file(file, out, TraceArgs(drafter, sizes, dataset, ProfileDraw(requests, tokens, seed)))
     stderr.print(f"imported {result.requests} decodes into {out}; replay is exact for {result.exact_for} (the "
                  f"longest accepted run is {result.longest_drafts} drafts)", soft_wrap=True)
     if result.other_run_tokens:

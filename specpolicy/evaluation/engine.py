@@ -169,9 +169,10 @@ def calibrate(pool: ServerPool, store: SweepStore, records: Sequence[SweepRecord
 
 
 def best_stock_setting(store: SweepStore, costs: CostTable, sizes: Sequence[int]) -> tuple[str, float] | None:
-    """The fastest stock llama.cpp flags for this pair and machine (:data:`STOCK_SETTINGS`), by replay priced with
-    the engine's own table: (the ``llamacpp-pmin`` policy that runs them, its speed over plain decoding); ``None``
-    where the store replays no stock block. A p_min above 0 where it recorded the drafter's confidences."""
+    """The fastest stock llama.cpp flags for this pair and machine (:data:`STOCK_SETTINGS`), by replay priced
+    with the engine's own table: (the ``llamacpp-pmin`` policy that runs them, its speed over plain decoding);
+    ``None`` where the store replays no stock block. A p_min above 0 where it recorded the drafter's
+    confidences."""
     from specpolicy.registry import create_policy
 
     confident = set(store.meta.get("confidence_sizes", []))
@@ -179,18 +180,19 @@ def best_stock_setting(store: SweepStore, costs: CostTable, sizes: Sequence[int]
              for p in STOCK_SETTINGS[1] if p == 0 or n + 1 in confident]
     if not names:
         return None
-    results = evaluate_replay(store, [create_policy(name, sizes) for name in names], costs=costs, candidates=sizes)
+    policies = [create_policy(name, sizes) for name in names]
+    results = evaluate_replay(store, policies, costs=costs, candidates=sizes)
     speed = {r.policy: float(r.column("ar_seconds").sum() / r.column("seconds").sum()) for r in results}
     best = max(speed, key=speed.get)
     return best, speed[best]
 
 
 def engine_costs(run: EngineRun, threads: int, machine: str = "") -> CostTable:
-    """The engine's own cost table from its timings in ``run``: seconds per cycle at each block size the run decoded
-    without a p_min cut, the drafter's pass apart where a patched server timed it (so a cycle verifying fewer
-    than B is priced as the engine spends it), per plain step (the baseline) and, where the run has them, per
-    plain step on the DFlash server (a B = 1 cycle of a per-step plan: the drafter still takes every token; 15%
-    dearer here), else the plain step."""
+    """The engine's own cost table from its timings in ``run``: seconds per cycle at each block size the
+    run decoded without a p_min cut, the drafter's pass apart where a patched server timed it (so a cycle
+    verifying fewer than B is priced as the engine spends it), per plain step (the baseline) and, where the
+    run has them, per plain step on the DFlash server (a B = 1 cycle of a per-step plan: the drafter still
+    takes every token; 15% dearer here), else the plain step."""
     def replies(setting: Setting) -> list:
         return [reply for (_, s), reply in run.replies.items() if s == setting]
 

@@ -20,7 +20,7 @@ def check_candidates(policy: Policy, available: Sequence[int], confidences: Sequ
                      recorded: int = 0) -> None:
     """Fail, naming both sides and a fix that works, when ``policy`` can choose a block size the sweep (or
     ``--candidates``, ``given``; ``stored``: the sweep's own sizes; ``recorded``: the largest an imported file
-    replays) lacks, or reads drafter confidences it did not record (``confidences``; ``None`` skips that check)."""
+    replays) lacks, or reads drafter confidences it did not record (``confidences``; ``None``: unchecked)."""
     wanted = policy.choices()
     missing = sorted(wanted - set(available))
     if missing and (given or set(missing) <= set(stored)):
