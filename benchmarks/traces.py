@@ -68,7 +68,7 @@ def bench_traces(folder: Path, work: Path, costs: BatchCostTable, drafter: str =
         policies, prompts = [create_policy(name, sizes) for name in names], StoredPrompts.load(held)
         for concurrency in concurrencies:
             results = evaluate_serving(held, policies, costs, concurrency, prompts=prompts)
-            speed = {r.policy: r.column("ar_seconds").sum() / r.column("seconds").sum() for r in results}
+            speed = {r.policy: r.speedup() for r in results}
             best = max((n for n in speed if n.startswith("fixed")), key=speed.get)
             rows = {row.policy: row for row in summarize(results, baseline=best, oracle="oracle-step")}
             verdicts.append(Verdict(dataset, drafter, concurrency, len(results[0].prompts), best, rows))

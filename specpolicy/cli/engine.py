@@ -61,16 +61,15 @@ def engine_results(store, policies, threads: int, server: str | None, target: st
             run = evaluate_engine(pool, store, policies, costs=costs, records=records, on_progress=update)
     modelled = evaluate_replay(store, policies, costs=costs, candidates=sizes)
     _report(run, modelled, len(records))
-    best = best_stock_setting(store, costs, sizes)
-    if best is None:
+    stock = best_stock_setting(store, costs, sizes)
+    if stock is None:
         return run.results
-    stock, speed = best
-    n_max, p_min = (part.split("=")[1] for part in stock.split(":")[1].split(","))
+    losing = ("; no stock setting beats plain decoding: run without speculation, or the patched server "
+              "with a per-step policy") if stock.speed < 1 else ""
     stderr.print(f"the fastest stock llama.cpp setting for this pair here (replay on the engine's table): "
-                 f"--spec-draft-n-max {n_max} --spec-draft-p-min {p_min}, {speed:.2f}x plain decoding"
-                 + ("; no stock setting beats plain decoding: run without speculation, or the patched server "
-                    "with a per-step policy" if speed < 1 else "") + f"; confirm it with --policies {stock}",
-                 highlight=False, soft_wrap=True)
+                 f"--spec-draft-n-max {stock.n_max} --spec-draft-p-min {stock.p_min}, {stock.speed:.2f}x "
+                 f"plain decoding{losing}; confirm it with --policies {stock.policy}", highlight=False,
+                 soft_wrap=True)
     return run.results
 
 

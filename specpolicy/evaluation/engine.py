@@ -168,23 +168,35 @@ def calibrate(pool: ServerPool, store: SweepStore, records: Sequence[SweepRecord
     return engine_costs(run, threads)
 
 
-def best_stock_setting(store: SweepStore, costs: CostTable, sizes: Sequence[int]) -> tuple[str, float] | None:
+@dataclass(frozen=True)
+class StockSetting:
+    """llama.cpp's own flags (``--spec-draft-n-max``, ``--spec-draft-p-min``) and their modelled speed."""
+
+    n_max: int
+    p_min: float
+    speed: float = float("nan")
+
+    @property
+    def policy(self) -> str:
+        """The ``llamacpp-pmin`` policy that runs these flags (in replay, or per request in the engine)."""
+        return f"llamacpp-pmin:n_max={self.n_max},p_min={self.p_min}"
+
+
+def best_stock_setting(store: SweepStore, costs: CostTable, sizes: Sequence[int]) -> StockSetting | None:
     """The fastest stock llama.cpp flags for this pair and machine (:data:`STOCK_SETTINGS`), by replay priced
-    with the engine's own table: (the ``llamacpp-pmin`` policy that runs them, its speed over plain decoding);
-    ``None`` where the store replays no stock block. A p_min above 0 where it recorded the drafter's
-    confidences."""
+    with the engine's own table, with their speed over plain decoding; ``None`` where the store replays no
+    stock block. A p_min above 0 where it recorded the drafter's confidences."""
     from specpolicy.registry import create_policy
 
     confident = set(store.meta.get("confidence_sizes", []))
-    names = [f"llamacpp-pmin:n_max={n},p_min={p}" for n in STOCK_SETTINGS[0] if n + 1 in sizes
-             for p in STOCK_SETTINGS[1] if p == 0 or n + 1 in confident]
-    if not names:
+    grid = [StockSetting(n, p) for n in STOCK_SETTINGS[0] if n + 1 in sizes
+            for p in STOCK_SETTINGS[1] if p == 0 or n + 1 in confident]
+    if not grid:
         return None
-    policies = [create_policy(name, sizes) for name in names]
+    policies = [create_policy(s.policy, sizes) for s in grid]
     results = evaluate_replay(store, policies, costs=costs, candidates=sizes)
-    speed = {r.policy: float(r.column("ar_seconds").sum() / r.column("seconds").sum()) for r in results}
-    best = max(speed, key=speed.get)
-    return best, speed[best]
+    priced = [StockSetting(s.n_max, s.p_min, r.speedup()) for s, r in zip(grid, results)]
+    return max(priced, key=lambda s: s.speed)
 
 
 def engine_costs(run: EngineRun, threads: int, machine: str = "") -> CostTable:

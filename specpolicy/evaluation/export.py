@@ -31,7 +31,7 @@ class _Pricer:
         seen: list = []
         [result] = evaluate_serving(self.store, [policy], self.costs, batch, prompts=self.prompts,
                                     on_served=lambda _, run: seen.append(run))
-        return seen[0], float(result.column("ar_seconds").sum() / result.column("seconds").sum())
+        return seen[0], result.speedup()
 
     def engine(self, config: object, batch: int) -> tuple:
         key = (*config.shape(batch), batch)

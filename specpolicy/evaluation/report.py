@@ -27,7 +27,7 @@ def save_figure(fig, path: str | Path) -> Path:
 
 def _headline(result: PolicyResults, timed: bool) -> float:
     """Pooled speedup over plain AR, or mean tau when the run is untimed."""
-    return result.column("ar_seconds").sum() / result.column("seconds").sum() if timed else result.tau()
+    return result.speedup() if timed else result.tau()
 
 
 def _grouped_bars(axes, slots: int, series: Sequence[tuple[str, Sequence[float]]]) -> None:

@@ -289,9 +289,9 @@ def test_the_best_stock_setting_is_the_fastest_of_the_stock_flags_by_replay(veri
 
     store = SweepStore.load(verify_store.path)
     costs = CostTable.load("tests/fixtures/costs-llamacpp-engine-cpu.json")
-    best, speed = best_stock_setting(store, costs, [1, 2, 4, 8])
+    best = best_stock_setting(store, costs, [1, 2, 4, 8])
     grid = [f"llamacpp-pmin:n_max={n},p_min={p}" for n in (1, 3, 7) for p in (0.0, 0.5, 0.75, 0.9)]
     results = evaluate_replay(store, [create_policy(name, [1, 2, 4, 8]) for name in grid], costs=costs,
                               candidates=[1, 2, 4, 8])
     speeds = {r.policy: r.column("ar_seconds").sum() / r.column("seconds").sum() for r in results}
-    assert best in speeds and speed == pytest.approx(max(speeds.values()))
+    assert best.policy in speeds and best.speed == pytest.approx(max(speeds.values()))
