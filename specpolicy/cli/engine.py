@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from specpolicy.cli.common import DrafterOption, TargetOption, stderr
-from specpolicy.defaults import ENGINE_CALIBRATION_PROMPTS, LLAMACPP_BUILD_JOBS
+from specpolicy.defaults import LLAMACPP_BUILD_JOBS
 
 app = typer.Typer(help="llama.cpp's llama-server as a DFlash engine: build it, convert the pair", no_args_is_help=True)
 
@@ -33,44 +33,24 @@ def convert(target: str = TargetOption, drafter: str = DrafterOption,
 
 
 def engine_results(store, policies, threads: int, server: str | None, target: str, drafter: str):
-    """compare's engine run: the engine's cost table from a calibration on the store's first prompts, every prompt
-    decoded in the engine, and replay's prediction beside it (stderr). Returns the measured results."""
+    """compare's engine run (:func:`~specpolicy.evaluation.engine.compare_engine`), replay's prediction and the
+    fastest stock flags beside it on stderr. Returns the measured results."""
     from specpolicy.cli.progress import progress_bar
-    from specpolicy.engines.build import find_server, gguf_pair, patched
-    from specpolicy.engines.llamacpp import ServerPool
-    from specpolicy.evaluation.engine import (
-        best_stock_setting,
-        calibrate,
-        engine_sizes,
-        evaluate_engine,
-        plan_settings,
-        trained_block,
-    )
-    from specpolicy.evaluation.replay import evaluate_replay
+    from specpolicy.evaluation.engine import compare_engine
 
-    binary = find_server(server)  # before any conversion or server
-    records = list(store.records())
-    # a policy the engine cannot run is refused first
-    plan_settings(store, records[:1], policies, store.latency(), patched(binary))
-    folder = gguf_pair(target, drafter, report=lambda line: stderr.print(line, highlight=False))
-    sizes = engine_sizes(store.candidates, trained_block(store))
-    with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", threads) as pool:
-        with progress_bar("engine costs", ENGINE_CALIBRATION_PROMPTS) as update:
-            costs = calibrate(pool, store, records[:ENGINE_CALIBRATION_PROMPTS], threads, update)
-        with progress_bar(f"llama.cpp {store.path.name}", len(records)) as update:
-            run = evaluate_engine(pool, store, policies, costs=costs, records=records, on_progress=update)
-    modelled = evaluate_replay(store, policies, costs=costs, candidates=sizes)
-    _report(run, modelled, len(records))
-    stock = best_stock_setting(store, costs, sizes)
-    if stock is None:
-        return run.results
-    losing = ("; no stock setting beats plain decoding: run without speculation, or the patched server "
-              "with a per-step policy") if stock.speed < 1 else ""
-    stderr.print(f"the fastest stock llama.cpp setting for this pair here (replay on the engine's table): "
-                 f"--spec-draft-n-max {stock.n_max} --spec-draft-p-min {stock.p_min}, {stock.speed:.2f}x "
-                 f"plain decoding{losing}; confirm it with --policies {stock.policy}", highlight=False,
-                 soft_wrap=True)
-    return run.results
+    comparison = compare_engine(store, policies, threads=threads, server=server, target=target,
+                                drafter=drafter, progress=progress_bar,
+                                report=lambda line: stderr.print(line, highlight=False))
+    _report(comparison.run, comparison.modelled, len(comparison.run.recorded))
+    stock = comparison.stock
+    if stock is not None:
+        losing = ("; no stock setting beats plain decoding: run without speculation, or the patched server "
+                  "with a per-step policy") if stock.speed < 1 else ""
+        stderr.print(f"the fastest stock llama.cpp setting for this pair here (replay on the engine's table): "
+                     f"--spec-draft-n-max {stock.n_max} --spec-draft-p-min {stock.p_min}, {stock.speed:.2f}x "
+                     f"plain decoding{losing}; confirm it with --policies {stock.policy}", highlight=False,
+                     soft_wrap=True)
+    return comparison.run.results
 
 
 def _report(run, modelled, prompts: int) -> None:

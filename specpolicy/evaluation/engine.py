@@ -6,14 +6,21 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from specpolicy.costs import CostTable
 from specpolicy.cycles import ConfidentPrefix, CostAwareBlocks, Plan
-from specpolicy.defaults import STOCK_SETTINGS, TRAINING_BLOCK_SIZE
+from specpolicy.defaults import (
+    DEFAULT_MODEL,
+    ENGINE_CALIBRATION_PROMPTS,
+    STOCK_SETTINGS,
+    TRAINING_BLOCK_SIZE,
+)
 from specpolicy.engines.llamacpp import Reply, ServerPool, Setting
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
 from specpolicy.evaluation.replay import evaluate_replay, prompt_observation
@@ -222,3 +229,49 @@ def engine_costs(run: EngineRun, threads: int, machine: str = "") -> CostTable:
     verify = {1: per_step(FED) or ar, **{b: per_step(Setting(b)) - draft[b] for b in whole}}
     return CostTable(draft, verify, ar, threads=threads, dtype="float32", device="cpu",
                      machine=machine or "llama.cpp llama-server (measured from its own timings)")
+
+
+Progress = Callable[[str, int], AbstractContextManager[Callable[[int, int], None]]]
+"""``progress(description, total)``: a context giving ``update(done, total)`` (the CLI's ``progress_bar``)"""
+
+
+@contextlib.contextmanager
+def _quiet(description: str, total: int) -> Iterator[Callable[[int, int], None]]:
+    yield lambda done, total: None
+
+
+@dataclass(frozen=True)
+class EngineComparison:
+    """What :func:`compare_engine` measured in the engine, and replay's prediction of it under the engine's
+    table."""
+
+    run: EngineRun
+    modelled: list[PolicyResults]
+    """replay of the same prompts priced with :attr:`costs`"""
+    costs: CostTable
+    """the engine's own (split) table, calibrated on the first prompts"""
+    stock: StockSetting | None
+    """the fastest stock llama.cpp flags by replay on :attr:`costs` (``None``: the store replays no stock
+    block)"""
+
+
+def compare_engine(store: SweepStore, policies: Sequence[Policy], *, threads: int = 1,
+                   server: str | Path | None = None, target: str = DEFAULT_MODEL, drafter: str = DEFAULT_MODEL,
+                   progress: Progress = _quiet, report: Callable[[str], None] = print) -> EngineComparison:
+    """``specpolicy compare --engine llamacpp`` from Python: every policy checked against what the server
+    runs, the pair converted (cached), the engine's cost table calibrated on the store's first prompts, every prompt
+    decoded in one server pool beside plain decoding, and replay's prediction under that table."""
+    from specpolicy.engines.build import find_server, gguf_pair, patched
+
+    binary = find_server(server)  # before any conversion or server
+    records = list(store.records())
+    plan_settings(store, records[:1], policies, store.latency(), patched(binary))  # refused before any work
+    folder = gguf_pair(target, drafter, report=report)
+    sizes = engine_sizes(store.candidates, trained_block(store))
+    with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", threads) as pool:
+        with progress("engine costs", ENGINE_CALIBRATION_PROMPTS) as update:
+            costs = calibrate(pool, store, records[:ENGINE_CALIBRATION_PROMPTS], threads, update)
+        with progress(f"llama.cpp {store.path.name}", len(records)) as update:
+            run = evaluate_engine(pool, store, policies, costs=costs, records=records, on_progress=update)
+    modelled = evaluate_replay(store, policies, costs=costs, candidates=sizes)
+    return EngineComparison(run, modelled, costs, best_stock_setting(store, costs, sizes))

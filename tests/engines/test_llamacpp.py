@@ -295,3 +295,34 @@ def test_the_best_stock_setting_is_the_fastest_of_the_stock_flags_by_replay(veri
                               candidates=[1, 2, 4, 8])
     speeds = {r.policy: r.column("ar_seconds").sum() / r.column("seconds").sum() for r in results}
     assert best.policy in speeds and best.speed == pytest.approx(max(speeds.values()))
+
+
+def test_compare_engine_is_a_library_call_staging_calibration_run_and_replay(fake_binary, replay_store, tmp_path,
+                                                                               monkeypatch):
+    """Issue 55: the engine's orchestration is callable from Python (the CLI only prints it): the pair converted
+    once, the engine's table calibrated, every prompt run in one pool, replay priced with that table beside it."""
+    import contextlib
+
+    from specpolicy.evaluation import engine
+
+    converted = []
+    monkeypatch.setattr("specpolicy.engines.build.gguf_pair",
+                        lambda target, drafter, out=None, report=print: converted.append((target, drafter)) or tmp_path)
+    stages = []
+
+    @contextlib.contextmanager
+    def progress(description, total):
+        stages.append([description, total, 0])
+        yield lambda done, total: stages[-1].__setitem__(2, done)
+
+    policies = [create_policy(name, [1, 2, 4, 8]) for name in ("fixed8", "fixed2", "oracle")]
+    comparison = engine.compare_engine(replay_store, policies, server=fake_binary, progress=progress,
+                                       report=lambda line: None)
+    prompts = len(list(replay_store.records()))
+    assert converted == [("tiny", "tiny")]
+    assert stages == [["engine costs", 8, min(8, prompts)], [f"llama.cpp {replay_store.path.name}", prompts, prompts]]
+    assert [r.policy for r in comparison.run.results] == [r.policy for r in comparison.modelled] == \
+        ["fixed8", "fixed2", "oracle"]
+    assert all(len(r.prompts) == prompts for r in comparison.run.results + comparison.modelled)
+    assert comparison.costs.block_sizes == (1, 2, 4, 8) and comparison.modelled[0].timing == "modelled"
+    assert comparison.stock is not None and comparison.stock.n_max in (1, 3, 7)
