@@ -1,5 +1,5 @@
-"""specpolicy: learn and compare block-size policies for DFlash speculative decoding. Public names load on first
-use (``import specpolicy`` imports no torch); the Gymnasium IDs register when gymnasium is imported."""
+"""specpolicy: learn and compare block-size policies for DFlash speculative decoding. Public names load on
+first use (``import specpolicy`` imports no torch); the Gymnasium IDs register when gymnasium is imported."""
 
 from __future__ import annotations
 
@@ -11,15 +11,18 @@ __version__ = "0.1.0"
 
 _PUBLIC = {
     # the policy contract (no torch)
-    "Policy": "specpolicy.policy", "LearnedPolicy": "specpolicy.policy", "PromptObservation": "specpolicy.policy",
+    "Policy": "specpolicy.policy", "LearnedPolicy": "specpolicy.policy",
+           "PromptObservation": "specpolicy.policy",
     "Answers": "specpolicy.policy", "TrainingSet": "specpolicy.policy", "DecodeState": "specpolicy.state",
-    "hookimpl": "specpolicy.hookspecs", "check_policy": "specpolicy.checks", "get_registry": "specpolicy.registry",
+    "hookimpl": "specpolicy.hookspecs", "check_policy": "specpolicy.checks",
+           "get_registry": "specpolicy.registry",
     # cycles, costs and replay (no torch)
     "CycleRecord": "specpolicy.cycles", "Plan": "specpolicy.cycles", "run": "specpolicy.cycles",
     "CostTable": "specpolicy.costs", "ReplayTable": "specpolicy.replay.table",
     # decoding and models (torch)
     "SpeculativeDecoder": "specpolicy.decoding", "DecodeSession": "specpolicy.decoding",
-    "DecodeTrace": "specpolicy.decoding", "plain_decode": "specpolicy.decoding", "load_pair": "specpolicy.models",
+    "DecodeTrace": "specpolicy.decoding", "plain_decode": "specpolicy.decoding",
+           "load_pair": "specpolicy.models",
     # sweeps, evaluation and training
     "SweepSettings": "specpolicy.sweep.settings", "run_sweep": "specpolicy.sweep.run",
     "SweepStore": "specpolicy.sweep.store", "SweepRecord": "specpolicy.sweep.records",

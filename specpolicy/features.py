@@ -11,8 +11,8 @@ TOP_K = 8
 
 
 def to_numpy(value: Any) -> np.ndarray:
-    """The one crossing from tensors to numpy (no torch import): ``value`` as a host array (floating tensors as
-    float32, so bfloat16 converts)."""
+    """The one crossing from tensors to numpy (no torch import): ``value`` as a host array (floating tensors
+    as float32, so bfloat16 converts)."""
     if hasattr(value, "detach"):
         tensor = value.detach().cpu()
         return (tensor.float() if tensor.is_floating_point() else tensor).numpy()
@@ -42,7 +42,8 @@ def softmax_probs(logits: np.ndarray, prompt_lengths: np.ndarray | None = None) 
 
 
 def compact(logits: np.ndarray, prompt_lengths: np.ndarray | None = None) -> np.ndarray:
-    """Entropy, top-8 probabilities, top-1/top-2 margin, max logit, logsumexp and log prompt length: [n, 13]."""
+    """Entropy, top-8 probabilities, top-1/top-2 margin, max logit, logsumexp and log prompt length: [n,
+    13]."""
     logits = np.asarray(logits, dtype=np.float64)
     if logits.ndim == 1:
         logits = logits[None]
@@ -73,7 +74,8 @@ def get_extractor(name: str) -> Callable[[np.ndarray, np.ndarray | None], np.nda
 
 
 def with_lengths(logits: np.ndarray, prompt_lengths: np.ndarray) -> np.ndarray:
-    """Logits with the prompt length appended as a last column, [n, V + 1] (input of the sklearn baselines)."""
+    """Logits with the prompt length appended as a last column, [n, V + 1] (input of the sklearn
+    baselines)."""
     return np.concatenate([np.asarray(logits, dtype=np.float32),
                            np.asarray(prompt_lengths, dtype=np.float32).reshape(-1, 1)], axis=1)
 

@@ -19,8 +19,9 @@ def check_replaceable(path: str | Path, marker: str) -> Path:
     (holding ``marker``, replaced whole); otherwise a ValueError, raised before any work starts."""
     path = Path(path)
     if path.exists() and (not path.is_dir() or (any(path.iterdir()) and not (path / marker).exists())):
-        raise ValueError(f"{path} exists and is not an earlier output of this command (it has no {marker}); pass a "
-                         "new folder: an earlier output is replaced whole, other files are never mixed or removed")
+        raise ValueError(f"{path} exists and is not an earlier output of this command (it has no {marker}); "
+                         "pass a new folder: an earlier output is replaced whole, other files are never "
+                         "mixed or removed")
     return path
 
 
@@ -63,7 +64,8 @@ def write_text(path: str | Path, text: str) -> None:
 
 
 def _rename(tmp: Path, path: Path) -> None:
-    """``tmp`` over ``path``: one rename for a file; a folder's old version is moved aside first, then removed."""
+    """``tmp`` over ``path``: one rename for a file; a folder's old version is moved aside first, then
+    removed."""
     if not (tmp.is_dir() and path.is_dir()):
         os.replace(tmp, path)
         return
@@ -83,12 +85,14 @@ def _remove(path: Path) -> None:
 
 
 def _os_error(error: Exception, path: Path, tmp: Path) -> Exception:
-    """``error`` as an ``OSError`` naming ``path`` (never the temporary ``tmp``) when the system refused the write
-    (a full disk, a file-size limit), however the library that wrote reported it; any other error as it is."""
+    """``error`` as an ``OSError`` naming ``path`` (never the temporary ``tmp``) when the system refused the
+    write (a full disk, a file-size limit), however the library that wrote reported it; any other error as it
+    is."""
     if isinstance(error, OSError):
         named = str(error.filename or "")
         if named and not named.startswith(str(tmp)):
             return error
         return OSError(error.errno, error.strerror or str(error), str(path) + named[len(str(tmp)):])
-    code = re.search(r"(?:\bos error |\bcode: |\[Errno )(\d+)", str(error))  # Rust's io::Error (safetensors), Python's
+    # Rust's io::Error (safetensors), Python's
+    code = re.search(r"(?:\bos error |\bcode: |\[Errno )(\d+)", str(error))
     return OSError(int(code.group(1)), os.strerror(int(code.group(1))), str(path)) if code else error

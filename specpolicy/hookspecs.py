@@ -12,5 +12,6 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 @hookspec
 def register_policies(register) -> None:
-    """Add policy families: ``register(name, factory, aliases=(), description="", learned=False, untrained=None)``;
-    ``factory(arg, candidates)`` (or ``"module:function"``) gets what follows the name (``fixed16`` -> ``"16"``)."""
+    """Add policy families: ``register(name, factory, aliases=(), description="", learned=False,
+    untrained=None)``; ``factory(arg, candidates)`` (or ``"module:function"``) gets what follows the name
+    (``fixed16`` -> ``"16"``)."""

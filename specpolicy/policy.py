@@ -1,5 +1,5 @@
-"""The policy contract: map what is known after prefill to a :class:`~specpolicy.cycles.Plan` (:meth:`Policy.plan`;
-``select`` and ``step`` follow an overridden ``plan``)."""
+"""The policy contract: map what is known after prefill to a :class:`~specpolicy.cycles.Plan`
+(:meth:`Policy.plan`; ``select`` and ``step`` follow an overridden ``plan``)."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ from specpolicy.cycles import CostAwareBlocks, Plan, check_candidate_set
 from specpolicy.defaults import DEFAULT_CANDIDATES, TRAINING_BLOCK_SIZE
 from specpolicy.state import DecodeState
 
-__all__ = ["DEFAULT_CANDIDATES", "TRAINING_BLOCK_SIZE", "Answers", "DecodeState", "LearnedPolicy", "Plan", "Policy",
-           "PromptObservation", "TrainingSet", "oracle_label"]
+__all__ = ["DEFAULT_CANDIDATES", "TRAINING_BLOCK_SIZE", "Answers", "DecodeState", "LearnedPolicy", "Plan",
+           "Policy", "PromptObservation", "TrainingSet", "oracle_label"]
 
 
 @dataclass
 class PromptObservation:
-    """What a per-prompt policy may read after prefill: ``logits`` float32 [V], ``costs`` (this machine's table or
-    ``None``), ``concurrency``; what a sweep measured reaches oracles only, as :class:`Answers`."""
+    """What a per-prompt policy may read after prefill: ``logits`` float32 [V], ``costs`` (this machine's
+    table or ``None``), ``concurrency``; what a sweep measured reaches oracles only, as :class:`Answers`."""
 
     logits: np.ndarray
     prompt_length: int
@@ -34,8 +34,8 @@ class PromptObservation:
 
 @dataclass(frozen=True)
 class Answers:
-    """What a sweep measured for one prompt, for oracles only: ``taus``, the replay ``table`` (``None`` for live or
-    imported sweeps) and measured ``seconds_per_token`` (live sweeps)."""
+    """What a sweep measured for one prompt, for oracles only: ``taus``, the replay ``table`` (``None`` for
+    live or imported sweeps) and measured ``seconds_per_token`` (live sweeps)."""
 
     taus: Mapping[int, float]
     table: Any = None
@@ -43,7 +43,8 @@ class Answers:
     seconds_per_token: Mapping[int, float] | None = None
 
     def fastest_measured(self, candidates: Sequence[int]) -> int:
-        """The candidate with the fewest measured seconds per token (ties: nearest the training block size)."""
+        """The candidate with the fewest measured seconds per token (ties: nearest the training block
+        size)."""
         values = [-self.seconds_per_token[b] for b in candidates]
         return candidates[oracle_label(values, candidates, self.training_block_size)]
 
@@ -51,13 +52,14 @@ class Answers:
         """The candidate with the highest tau (BlockPilot's label; ties: nearest the training block size)."""
         missing = [b for b in candidates if b not in self.taus]
         if missing:
-            raise ValueError(f"the sweep has no tau for block sizes {missing}; sweep them or pass --candidates "
-                             f"{','.join(map(str, sorted(self.taus)))}")
-        return candidates[oracle_label([self.taus[b] for b in candidates], candidates, self.training_block_size)]
+            raise ValueError(f"the sweep has no tau for block sizes {missing}; sweep them or pass "
+                             f"--candidates {','.join(map(str, sorted(self.taus)))}")
+        return candidates[oracle_label([self.taus[b] for b in candidates], candidates,
+                                       self.training_block_size)]
 
     def fastest(self, candidates: Sequence[int], costs: Any = None) -> int:
-        """The per-prompt time oracle, the one rule: the fewest measured seconds (live sweeps), else the fewest
-        modelled seconds under ``costs``, else the highest tau."""
+        """The per-prompt time oracle, the one rule: the fewest measured seconds (live sweeps), else the
+        fewest modelled seconds under ``costs``, else the highest tau."""
         if self.seconds_per_token:
             return self.fastest_measured(candidates)
         if costs is not None and self.table is not None:
@@ -90,15 +92,16 @@ class Policy:
         return Plan(lambda state: self.step(state, observation))
 
     def checked_plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
-        """:meth:`plan` as every engine runs it (live, replay, serving, transformers' ``generate``): a block size
-        outside :meth:`choices` is refused, naming the policy, wherever the plan picks it."""
+        """:meth:`plan` as every engine runs it (live, replay, serving, transformers' ``generate``): a block
+        size outside :meth:`choices` is refused, naming the policy, wherever the plan picks it."""
         plan, allowed = self.plan(observation, answers), self.choices()
 
         def block(state: DecodeState) -> int:
             size = plan.block(state)
             if size not in allowed:
-                raise ValueError(f"policy {self.name!r} chose block size {size!r}, which is not among its choices "
-                                 f"{sorted(allowed)}; fix its plan, or add {size!r} to its candidates")
+                raise ValueError(f"policy {self.name!r} chose block size {size!r}, which is not among its "
+                                 f"choices {sorted(allowed)}; fix its plan, or add {size!r} to its "
+                                 "candidates")
             return size
 
         if isinstance(plan.block, CostAwareBlocks):  # the value stays readable by the engines
@@ -106,8 +109,8 @@ class Policy:
         return replace(plan, block=block)
 
     def restrict(self, offered: Sequence[int]) -> Policy:
-        """This policy choosing only among ``offered`` where its choices are learned (an engine that cannot run the
-        others); a rule over its candidates is itself."""
+        """This policy choosing only among ``offered`` where its choices are learned (an engine that cannot
+        run the others); a rule over its candidates is itself."""
         return self
 
     def select(self, observation: PromptObservation) -> int:
@@ -117,8 +120,8 @@ class Policy:
             return self.step(first, observation)
         if type(self).plan is not Policy.plan:
             return self.plan(observation).block(first)
-        raise NotImplementedError(f"{type(self).__name__} must define select (a per-prompt policy), step with "
-                                  "per_step = True (a per-cycle one) or plan")
+        raise NotImplementedError(f"{type(self).__name__} must define select (a per-prompt policy), step "
+                                  "with per_step = True (a per-cycle one) or plan")
 
     def step(self, state: DecodeState, observation: PromptObservation) -> int:
         """The next cycle's block size: an overridden ``plan``'s, else the per-prompt choice."""
@@ -131,11 +134,13 @@ class Policy:
         return set(self.candidates)
 
     def vocabulary(self) -> int | None:
-        """The logits width this policy reads (a learned policy's training vocabulary); ``None``: any target."""
+        """The logits width this policy reads (a learned policy's training vocabulary); ``None``: any
+        target."""
         return None
 
     def confidence_sizes(self) -> set[int]:
-        """Block sizes whose drafts' confidences this policy's verify lengths read (a sweep must record them)."""
+        """Block sizes whose drafts' confidences this policy's verify lengths read (a sweep must record
+        them)."""
         return set()
 
     # --- batch and stable-baselines3 interop ----------------------------------------------------------
@@ -170,7 +175,8 @@ class LearnedPolicy(Policy):
     training_options: tuple[str, ...] = ()
     """the ``specpolicy train`` options this family reads (e.g. ``epochs``); any other one given is refused"""
     validated_with: CostTable | None = None
-    """the table a portable policy's training validated its choices with: its fallback without observation costs"""
+    """the table a portable policy's training validated its choices with: its fallback without observation
+    costs"""
     allowed: tuple[int, ...] | None = None  # the trained classes it may choose (:meth:`restrict`); None: all
 
     def restrict(self, offered: Sequence[int]) -> LearnedPolicy:
@@ -187,7 +193,8 @@ class LearnedPolicy(Policy):
 
     def with_validated(self, settings: dict) -> dict:
         """``settings`` plus :attr:`validated_with` as JSON (read back by :meth:`validated_from`)."""
-        return settings | {"validated_with": self.validated_with.to_json() if self.validated_with is not None else None}
+        return settings | {"validated_with": self.validated_with.to_json() if self.validated_with is not None
+                           else None}
 
     @staticmethod
     def validated_from(settings: Mapping) -> CostTable | None:
@@ -196,18 +203,19 @@ class LearnedPolicy(Policy):
         return CostTable.from_json(table) if table else None
 
     def fastest_choices(self, cycles_per_token: np.ndarray, tables: Sequence[CostTable | None]) -> list[int]:
-        """Block sizes from predicted cycles per token [n, C]: per prompt the fewest expected seconds under its
-        table (or :attr:`validated_with`; validated with none: every cycle alike)."""
+        """Block sizes from predicted cycles per token [n, C]: per prompt the fewest expected seconds under
+        its table (or :attr:`validated_with`; validated with none: every cycle alike)."""
         offered = self.allowed or self.candidates
         columns = _columns(self.candidates, offered)
         chosen = []
         for row, table in zip(np.atleast_2d(cycles_per_token), tables, strict=True):
-            table = table or self.validated_with or uniform_costs(self.candidates)  # the fallback built only if read
+            # the fallback built only if read
+            table = table or self.validated_with or uniform_costs(self.candidates)
             chosen.append(offered[int(table.fastest(row[None, columns], offered)[0])])
         return chosen
 
-    def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0, **options: object
-            ) -> dict:
+    def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0,
+            **options: object ) -> dict:
         """Train on ``dataset`` (early stopping on ``validation``); ``options``: those of
         :attr:`training_options` that fit reads. Returns a summary (accuracies, epochs, ...)."""
         raise NotImplementedError
@@ -247,17 +255,20 @@ class TrainingSet:
         return len(self.labels)
 
     def prefill_features(self) -> np.ndarray:
-        """``logits``, for policies that learn from the prefill; a ValueError for a store that records none."""
+        """``logits``, for policies that learn from the prefill; a ValueError for a store that records
+        none."""
         if self.logits.shape[1] == 0:
-            raise ValueError("this policy learns from the prefill logits, which the sweep does not record (imported "
-                             "traces); train a per-cycle policy such as `cycle` on it, or sweep with specpolicy")
+            raise ValueError("this policy learns from the prefill logits, which the sweep does not record "
+                             "(imported traces); train a per-cycle policy such as `cycle` on it, or sweep "
+                             "with specpolicy")
         return self.logits
 
     def subset(self, index: np.ndarray) -> TrainingSet:
-        return TrainingSet(self.logits[index], self.prompt_lengths[index], self.labels[index], self.taus[index],
+        return TrainingSet(self.logits[index], self.prompt_lengths[index], self.labels[index],
+                           self.taus[index],
                            self.candidates, [self.prompt_ids[i] for i in index], self.values[index],
-                           [self.episodes[i] for i in index] if self.episodes is not None else None, self.costs,
-                           self.cycles_per_token[index])
+                           [self.episodes[i] for i in index] if self.episodes is not None else None,
+                           self.costs, self.cycles_per_token[index])
 
     def observations(self) -> list[PromptObservation]:
         return [PromptObservation(self.logits[i], int(self.prompt_lengths[i]), self.prompt_ids[i])
@@ -272,16 +283,18 @@ def check_vocabulary(policies: Sequence[Policy], vocab_size: int | None, source:
         wanted = policy.vocabulary()
         if wanted is not None and wanted != vocab_size:
             raise ValueError(
-                f"policy {policy.name!r} reads logits over a vocabulary of {wanted} but {source} has {vocab_size}; "
-                f"train one for it (`specpolicy sweep --target ...` then `specpolicy train blockpilot --sweep DIR "
-                f"--out FOLDER`) or use a vocabulary-independent policy such as fixed16, adaptive or probe")
+                f"policy {policy.name!r} reads logits over a vocabulary of {wanted} but {source} has "
+                f"{vocab_size}; train one for it (`specpolicy sweep --target ...` then `specpolicy train "
+                "blockpilot --sweep DIR --out FOLDER`) or use a vocabulary-independent policy such as "
+                "fixed16, adaptive or probe")
 
 
-def oracle_label(taus: Sequence[float], candidates: Sequence[int], training_block_size: int = TRAINING_BLOCK_SIZE
-                 ) -> int:
+def oracle_label(taus: Sequence[float], candidates: Sequence[int],
+                 training_block_size: int = TRAINING_BLOCK_SIZE ) -> int:
     """Index of the best candidate (highest tau; ties: nearest ``training_block_size``, then smaller)."""
     order = sorted(range(len(candidates)), key=lambda j: (-round(float(taus[j]), 9),
-                                                          abs(candidates[j] - training_block_size), candidates[j]))
+                                                          abs(candidates[j] - training_block_size),
+                                                          candidates[j]))
     return order[0]
 
 

@@ -18,7 +18,8 @@ from specpolicy import hookspecs
 from specpolicy.policy import DEFAULT_CANDIDATES, Policy
 
 PolicyFactory = Callable[[str | None, Sequence[int]], Policy]
-"""``factory(arg, candidates)``; a family may give it as a ``"module:function"`` string, imported on first use"""
+"""``factory(arg, candidates)``; a family may give it as a ``"module:function"`` string, imported on first
+use"""
 
 
 class PluginLoadWarning(UserWarning):
@@ -56,9 +57,9 @@ class PolicyFamily:
         try:
             return getattr(importlib.import_module(module), attribute)
         except (ImportError, AttributeError) as exc:
-            raise ValueError(f"policy family {self.name!r} (plugin {self.plugin!r}) points at {target!r}, which "
-                             f"cannot be loaded ({type(exc).__name__}: {exc}); reinstall "
-                             f"{self.distribution or 'the plugin'}") from exc
+            raise ValueError(f"policy family {self.name!r} (plugin {self.plugin!r}) points at "
+                             f"{target!r}, which cannot be loaded ({type(exc).__name__}: {exc}); "
+                             f"reinstall {self.distribution or 'the plugin'}") from exc
 
 
 @dataclass
@@ -71,8 +72,8 @@ class PolicyRegistry:
     def register(self, family: PolicyFamily) -> None:
         for name in (family.name, *family.aliases):
             if name in self.families and self.families[name].plugin != family.plugin:
-                raise ValueError(f"policy name {name!r} from plugin {family.plugin!r} is already registered by "
-                                 f"{self.families[name].plugin!r}")
+                raise ValueError(f"policy name {name!r} from plugin {family.plugin!r} is already registered "
+                                 f"by {self.families[name].plugin!r}")
             self.families[name] = family
 
     def unique(self) -> list[PolicyFamily]:
@@ -85,9 +86,11 @@ class PolicyRegistry:
         return out
 
     def parse(self, name: str) -> tuple[PolicyFamily, str | None]:
-        """``fixed16`` -> (fixed, "16"); ``blockpilot:PATH`` -> (blockpilot, "PATH"); ``oracle`` -> (oracle, None)."""
+        """``fixed16`` -> (fixed, "16"); ``blockpilot:PATH`` -> (blockpilot, "PATH"); ``oracle`` -> (oracle,
+        None)."""
         if not isinstance(name, str) or not name.strip():
-            raise ValueError(f"a policy name is a non-empty string such as 'fixed16' or 'blockpilot', got {name!r}")
+            raise ValueError("a policy name is a non-empty string such as 'fixed16' or 'blockpilot', got "
+                             f"{name!r}")
         head, _, path = name.strip().partition(":")
         if head in self.families:
             return self.families[head], (path or None)
@@ -97,7 +100,8 @@ class PolicyRegistry:
         known = sorted(self.families)
         close = difflib.get_close_matches(head, [*known, *(f"{k}16" for k in known)], n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
-        failed = "".join(f" (plugin {plugin!r} failed to load: {why})" for plugin, why in self.failures.items())
+        failed = "".join(f" (plugin {plugin!r} failed to load: {why})"
+                         for plugin, why in self.failures.items())
         raise ValueError(f"unknown policy {name!r}.{hint} Known policies: {', '.join(known)}{failed}")
 
     def create(self, name: str, candidates: Sequence[int] = DEFAULT_CANDIDATES) -> Policy:
@@ -174,8 +178,8 @@ def _collect(registry: PolicyRegistry, plugin: str, distribution: str, hook: Cal
     def register(name: str, factory: PolicyFactory | str, aliases: Sequence[str] = (), description: str = "",
                  learned: bool = False, untrained: Callable | None = None, **removed: object) -> None:
         if "per_step" in removed:
-            raise TypeError("register(per_step=...) was removed: set `per_step = True` on the policy class (or "
-                            "override `plan`), whose plan says per cycle or per prompt")
+            raise TypeError("register(per_step=...) was removed: set `per_step = True` on the policy class "
+                            "(or override `plan`), whose plan says per cycle or per prompt")
         if removed:
             raise TypeError(f"register() takes no {', '.join(map(repr, removed))}; see specpolicy.hookspecs")
         families.append(PolicyFamily(name, factory, tuple(aliases), description, learned, untrained,
@@ -191,8 +195,9 @@ def _collect(registry: PolicyRegistry, plugin: str, distribution: str, hook: Cal
         for name in (family.name, *family.aliases):
             owner = registry.families.get(name)
             if owner is not None and owner.plugin != plugin:
-                _fail(registry, plugin, f"it registers the policy name {name!r}, which plugin {owner.plugin!r} "
-                      f"({owner.distribution or 'local'}) already has; rename it in {distribution or plugin}")
+                _fail(registry, plugin, f"it registers the policy name {name!r}, which plugin "
+                                        f"{owner.plugin!r} ({owner.distribution or 'local'}) already has; "
+                                        f"rename it in {distribution or plugin}")
                 return
     for family in families:
         registry.register(family)
@@ -209,7 +214,8 @@ def blame_plugin(error: BaseException) -> PolicyFamily | None:
     packages: dict[str, PolicyFamily] = {}
     for family in _REGISTRY.unique():
         if family.distribution != BUILTIN_DISTRIBUTION:
-            module = family.factory.partition(":")[0] if isinstance(family.factory, str) else family.factory.__module__
+            module = family.factory.partition(":")[0] if isinstance(family.factory,
+                                                                    str) else family.factory.__module__
             packages.setdefault(module.split(".")[0], family)
     traceback, culprit = error.__traceback__, None
     while traceback is not None:  # the innermost plugin frame decides

@@ -33,8 +33,8 @@ class DecodeState:
         return cls(prefill_logits, int(prompt_length), int(prompt_length), 0, 1)
 
     def advance(self, cycle: Any, generated: int) -> None:
-        """The one update after a cycle (live, replay, transformers' loop): the ``cycle`` record if it committed
-        tokens, the tokens output so far (``generated``) and the anchor after them."""
+        """The one update after a cycle (live, replay, transformers' loop): the ``cycle`` record if it
+        committed tokens, the tokens output so far (``generated``) and the anchor after them."""
         if cycle.committed:  # record()'s appends, inline: replay advances millions of times
             self.block_size_history.append(cycle.block_size)
             self.accepted_history.append(cycle.accepted)
@@ -44,9 +44,9 @@ class DecodeState:
         self.cycle = len(self.block_size_history)
 
     def fold(self, key: str, initial: Folded, update: Callable[[Folded, int], Folded]) -> Folded:
-        """``update(value, i)`` folded over the finished cycles i, kept on the state under ``key`` and carried on
-        from the cycles added since the last call (from ``initial`` again if the histories were replaced): the one
-        way per-cycle rules read a long history in O(1) per decision."""
+        """``update(value, i)`` folded over the finished cycles i, kept on the state under ``key`` and carried
+        on from the cycles added since the last call (from ``initial`` again if the histories were replaced):
+        the one way per-cycle rules read a long history in O(1) per decision."""
         value, seen = self.__dict__.get(key, (initial, 0))
         done = len(self.accepted_history)
         if seen != done:

@@ -1,2 +1,3 @@
-"""What a user measures on their own machine: its cost tables, and an accelerator against the CPU (timings live
-here, never in test assertions; the project's own benchmarks are ``python -m benchmarks`` from a checkout)."""
+"""What a user measures on their own machine: its cost tables, and an accelerator against the CPU (timings
+live here, never in test assertions; the project's own benchmarks are ``python -m benchmarks`` from a
+checkout)."""

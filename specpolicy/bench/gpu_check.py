@@ -1,5 +1,5 @@
-"""``specpolicy bench gpu-check``: the shipped pair on an accelerator against the CPU float32 reference (float32
-equal, bfloat16 reported, replay equal to live, AR and B = 16 speed), a few minutes on one GPU."""
+"""``specpolicy bench gpu-check``: the shipped pair on an accelerator against the CPU float32 reference
+(float32 equal, bfloat16 reported, replay equal to live, AR and B = 16 speed), a few minutes on one GPU."""
 
 from __future__ import annotations
 
@@ -60,12 +60,14 @@ def _speed(decoder, ids: list[list[int]]) -> str:
     return f"AR {ar_rate:.0f} tok/s, B=16 {spec_rate:.0f} tok/s ({spec_rate / ar_rate:.2f}x, measured)"
 
 
-def gpu_check(device: str = "cuda", prompts: int = BENCH_PROMPTS, max_new_tokens: int = MAX_NEW_TOKENS) -> list[Check]:
+def gpu_check(device: str = "cuda", prompts: int = BENCH_PROMPTS,
+              max_new_tokens: int = MAX_NEW_TOKENS) -> list[Check]:
     """Run every check of the module docstring on ``device``; the CPU float32 decode is the reference."""
     from specpolicy.models import load_pair
 
     reference_pair = load_pair("tiny", "tiny", "float32", "cpu")
-    ids = encode_prompts(reference_pair.tokenizer, load_prompts("sharegpt", prompts, 0), max_tokens=MAX_PROMPT_TOKENS)
+    ids = encode_prompts(reference_pair.tokenizer, load_prompts("sharegpt", prompts, 0),
+                         max_tokens=MAX_PROMPT_TOKENS)
     _, reference = _decode_all(reference_pair, ids, max_new_tokens)
     checks = []
     fp32 = load_pair("tiny", "tiny", "float32", device)
@@ -76,7 +78,8 @@ def gpu_check(device: str = "cuda", prompts: int = BENCH_PROMPTS, max_new_tokens
     checks.append(Check(f"{device} float32 cycles = CPU", cycles == len(ids), f"{cycles}/{len(ids)} prompts; "
                         f"tau {_mean_tau(traces):.4f} vs {_mean_tau(reference):.4f}"))
     agree, total = _replay_agrees(decoder, ids[: max(1, prompts // 2)], max_new_tokens)
-    checks.append(Check(f"{device} replay = live", agree == total, f"{agree}/{total} cycles, B in {REPLAY_SIZES}"))
+    checks.append(Check(f"{device} replay = live", agree == total, f"{agree}/{total} cycles, B in "
+                                                                   f"{REPLAY_SIZES}"))
     checks.append(Check(f"{device} float32 speed", None, _speed(decoder, ids)))
     bf16 = load_pair("tiny", "tiny", "bfloat16", device)
     _, low = _decode_all(bf16, ids, max_new_tokens)

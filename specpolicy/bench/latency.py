@@ -25,8 +25,8 @@ class DecodeCheck:
 
 def check_against_decodes(decoder: SpeculativeDecoder, costs: CostTable, prompts: Sequence[list[int]],
                           block_size: int, seed: int = 0) -> list[DecodeCheck]:
-    """Decode ``prompts`` with plain AR and at ``block_size``; compare wall time with the modelled time (off by
-    more than about 10%: the table was measured under load, or decodes pay costs it does not see)."""
+    """Decode ``prompts`` with plain AR and at ``block_size``; compare wall time with the modelled time (off
+    by more than about 10%: the table was measured under load, or decodes pay costs it does not see)."""
     ar_measured = ar_modelled = spec_measured = spec_modelled = 0.0
     for ids in prompts:
         ar = plain_decode(decoder, ids, seed=seed)

@@ -21,7 +21,8 @@ app = typer.Typer(
 
 
 @app.callback()
-def options(debug: bool = typer.Option(False, "--debug", help="show the traceback of an error instead of one line")
+def options(debug: bool = typer.Option(False, "--debug", help="show the traceback of an error instead of "
+                                                              "one line")
             ) -> None:
     """Learn and compare block-size policies for DFlash speculative decoding."""
     DEBUG["on"] = DEBUG["on"] or debug

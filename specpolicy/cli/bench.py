@@ -1,5 +1,6 @@
 """``specpolicy bench latency|batch-latency|serving-costs|gpu-check``: cost tables and an accelerator's check
-(numbers, never test assertions; the project's own benchmarks run from a checkout: ``python -m benchmarks``)."""
+(numbers, never test assertions; the project's own benchmarks run from a checkout: ``python -m
+benchmarks``)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ def latency(
     context: int = typer.Option(LATENCY_CONTEXT, min=8, help="tokens already in the cache"),
     check_prompts: int = typer.Option(LATENCY_CHECK_PROMPTS, min=0,
                                       help="decode this many prompts to check modelled vs measured time"),
-    strict: bool = typer.Option(False, help="exit with an error (and write nothing) when the table is flagged"),
+    strict: bool = typer.Option(False, help="exit with an error (and write nothing) when the table is "
+                                            "flagged"),
     out: Path = typer.Option(None, help="save the table as JSON (e.g. for `compare --costs`)"),
     target: str = TargetOption,
     drafter: str = DrafterOption,
@@ -52,7 +54,8 @@ def latency(
     dtype: str = DtypeOption,
     fmt: OutputFormat = FormatOption,
 ) -> None:
-    """Measure this machine's cost table (draft, verify, AR step) robustly, flag noise, check it on decodes."""
+    """Measure this machine's cost table (draft, verify, AR step) robustly, flag noise, check it on
+    decodes."""
     from specpolicy.bench.latency import check_against_decodes, table_rows
     from specpolicy.cli.sweep import parse_candidates
     from specpolicy.data.prompts import encode_prompts
@@ -67,13 +70,16 @@ def latency(
     pin_threads(threads)
     pair = load_pair(target, drafter, dtype, device)
     decoder = SpeculativeDecoder(pair.target, pair.drafter)
-    stderr.print(f"measuring {len(sizes)} block sizes x {repeats} interleaved repeats at {threads} thread(s) ...")
+    stderr.print(f"measuring {len(sizes)} block sizes x {repeats} interleaved repeats at {threads} "
+                 "thread(s) ...")
     costs = measure_costs(decoder, sizes, context_length=context, repeats=repeats)
-    emit(table_rows(costs), fmt, title=f"cost table: {costs.machine}, {costs.threads} thread(s), {costs.dtype}")
+    emit(table_rows(costs), fmt, title=f"cost table: {costs.machine}, {costs.threads} thread(s), "
+                                       f"{costs.dtype}")
     for problem in costs.warnings:
         stderr.print(f"[yellow]warning:[/] {problem}")
     if check_prompts:
-        ids = encode_prompts(pair.tokenizer, load_prompts("sharegpt", check_prompts, 0), max_tokens=MAX_PROMPT_TOKENS)
+        ids = encode_prompts(pair.tokenizer, load_prompts("sharegpt", check_prompts, 0),
+                             max_tokens=MAX_PROMPT_TOKENS)
         for check in check_against_decodes(decoder, costs, ids, TRAINING_BLOCK_SIZE):
             stderr.print(f"{check.label}: measured {check.measured:.3f} s, modelled {check.modelled:.3f} s "
                          f"({check.error:+.1%})")
@@ -91,7 +97,8 @@ def gpu_check(
     max_new_tokens: int = MaxNewTokensOption,
     fmt: OutputFormat = FormatOption,
 ) -> None:
-    """The shipped pair on a GPU vs CPU float32: outputs, cycles, replay = live, bf16 drift, speed (no downloads)."""
+    """The shipped pair on a GPU vs CPU float32: outputs, cycles, replay = live, bf16 drift, speed (no
+    downloads)."""
     from specpolicy.bench.gpu_check import gpu_check as run_checks
     from specpolicy.models.loading import resolve_device
 
@@ -105,11 +112,13 @@ def gpu_check(
 @app.command("batch-latency")
 def batch_latency(
     batch_sizes: str = typer.Option("1-8", help="batch sizes, e.g. 1-8 or 1,2,4,8"),
-    lengths: str = typer.Option("1,2,4,8,16,32", help="tokens per sequence to time (verify lengths, block sizes)"),
+    lengths: str = typer.Option("1,2,4,8,16,32", help="tokens per sequence to time (verify lengths, block "
+                                                      "sizes)"),
     repeats: int = typer.Option(BATCH_LATENCY_REPEATS, min=3, help="interleaved repeats per point"),
     context: int = typer.Option(BATCH_LATENCY_CONTEXT, min=8, help="tokens already in each sequence's cache"),
     threads: int = ThreadsOption,
-    out: Path = typer.Option(None, help="save the table as JSON (for `compare --concurrency N --batch-costs FILE`)"),
+    out: Path = typer.Option(None, help="save the table as JSON (for `compare --concurrency N "
+                                        "--batch-costs FILE`)"),
     target: str = TargetOption,
     drafter: str = DrafterOption,
     device: str = DeviceOption,
@@ -129,10 +138,14 @@ def batch_latency(
         raise fail(f"--out {out} is a folder; pass a file path such as {out / 'batch-costs.json'}")
     pin_threads(threads)
     pair = load_pair(target, drafter, dtype, device)
-    stderr.print(f"timing {len(batches)} batch sizes x {len(sizes)} lengths x {repeats} repeats at {threads} thread(s)")
-    table = measure_batch_costs(SpeculativeDecoder(pair.target, pair.drafter), batches, sizes, context, repeats)
-    rows = [{"batch": str(b), **{f"verify {n}": f"{1e3 * table.verify[b][n]:.1f}" for n in sorted(table.verify[b])},
-             **{f"draft {n}": f"{1e3 * table.draft[b][n]:.1f}" for n in sorted(table.draft[b])}} for b in batches]
+    stderr.print(f"timing {len(batches)} batch sizes x {len(sizes)} lengths x {repeats} repeats at "
+                 f"{threads} thread(s)")
+    table = measure_batch_costs(SpeculativeDecoder(pair.target, pair.drafter), batches, sizes, context,
+                                repeats)
+    rows = [{"batch": str(b),
+             **{f"verify {n}": f"{1e3 * table.verify[b][n]:.1f}" for n in sorted(table.verify[b])},
+             **{f"draft {n}": f"{1e3 * table.draft[b][n]:.1f}" for n in sorted(table.draft[b])}}
+            for b in batches]
     emit(rows, fmt, title=f"ms per pass: {table.machine}, {table.threads} thread(s), {table.dtype}")
     for problem in table.check():
         stderr.print(f"[yellow]warning:[/] {problem}")

@@ -31,22 +31,28 @@ Settings = TypeVar("Settings")
 stderr = Console(stderr=True)
 stdout = Console()
 
-TargetOption = typer.Option(DEFAULT_MODEL, "--target", help="target: zoo name (tiny), local folder, or hub id")
-DrafterOption = typer.Option(DEFAULT_MODEL, "--drafter", help="DFlash drafter: zoo name (tiny), folder, or hub id")
+TargetOption = typer.Option(DEFAULT_MODEL, "--target", help="target: zoo name (tiny), local folder, or hub "
+                                                            "id")
+DrafterOption = typer.Option(DEFAULT_MODEL, "--drafter", help="DFlash drafter: zoo name (tiny), folder, or "
+                                                              "hub id")
 DeviceOption = typer.Option(DEFAULT_DEVICE, "--device", help="cpu, cuda, cuda:N or auto")
-DtypeOption = typer.Option(DEFAULT_DTYPE, "--dtype", help="auto (CUDA: bf16, CPU: fp32), float32, bfloat16, float16")
+DtypeOption = typer.Option(DEFAULT_DTYPE, "--dtype", help="auto (CUDA: bf16, CPU: fp32), float32, "
+                                                          "bfloat16, float16")
 ThreadsOption = typer.Option(
-    DEFAULT_THREADS, "--threads", min=1, help="torch CPU threads for everything timed (recorded with every timing)"
+    DEFAULT_THREADS, "--threads", min=1, help="torch CPU threads for everything timed (recorded with every "
+                                              "timing)"
 )
 MaxNewTokensOption = typer.Option(MAX_NEW_TOKENS, min=2, help="tokens generated per prompt")
 TemperatureOption = typer.Option(0.0, min=0.0, help="sampling temperature (0 = greedy)")
 SeedOption = typer.Option(0, help="seed of the prompt sample, sampling and training")
 DatasetOption = typer.Option("sharegpt", help="prompt set name or a .jsonl/.txt file")
 BenchPromptsOption = typer.Option(BENCH_PROMPTS, min=1, help="prompts (the first of a seeded sample)")
-ServerOption = typer.Option(None, "--server", help="the llama-server binary (default: $SPECPOLICY_LLAMA_SERVER, PATH, "
-                            "or the one `specpolicy engine build` cached)")
+ServerOption = typer.Option(None, "--server", help="the llama-server binary (default: "
+                                                   "$SPECPOLICY_LLAMA_SERVER, PATH, or the one `specpolicy "
+                                                   "engine build` cached)")
 DraftSamplingOption = typer.Option(
-    False, "--draft-sampling", help="sample drafts and verify them with speculative sampling (needs --temperature > 0)"
+    False, "--draft-sampling", help="sample drafts and verify them with speculative sampling (needs "
+                                    "--temperature > 0)"
 )
 
 
@@ -80,8 +86,9 @@ class OutputFormat(str, Enum):
     markdown = "markdown"
 
 
-FormatOption = typer.Option(OutputFormat.table, "--format", help="table, json, csv or markdown (tables fit 100 "
-                            "columns; the others carry every field)")
+FormatOption = typer.Option(OutputFormat.table, "--format", help="table, json, csv or markdown (tables fit "
+                                                                 "100 columns; the others carry every "
+                                                                 "field)")
 
 
 def fail(message: str) -> typer.Exit:
@@ -91,7 +98,8 @@ def fail(message: str) -> typer.Exit:
 
 
 def warn_line(line: str) -> None:
-    """A warning (such as a flagged cost table's, :meth:`~specpolicy.costs.TableFile.flag_warnings`) on stderr."""
+    """A warning (such as a flagged cost table's, :meth:`~specpolicy.costs.TableFile.flag_warnings`) on
+    stderr."""
     stderr.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True, highlight=False)
 
 
@@ -99,10 +107,12 @@ def check_draft_sampling(draft_sampling: bool, temperature: float) -> None:
     """Fail before loading anything on a non-finite temperature, or sampled drafts at T = 0."""
     check_temperature(temperature, "--temperature")
     if draft_sampling and temperature == 0:
-        raise fail("--draft-sampling needs --temperature > 0 (at T = 0 drafts are argmax); add e.g. --temperature 1")
+        raise fail("--draft-sampling needs --temperature > 0 (at T = 0 drafts are argmax); add e.g. "
+                   "--temperature 1")
 
 
-def emit(rows: list[dict], fmt: OutputFormat, title: str | None = None, table_columns: int | None = None) -> None:
+def emit(rows: list[dict], fmt: OutputFormat, title: str | None = None,
+         table_columns: int | None = None) -> None:
     """Write ``rows`` (same keys) to stdout as a table, JSON, CSV or Markdown; the table shows the first
     ``table_columns`` keys (default: all), the other formats every key."""
     if fmt is OutputFormat.json:

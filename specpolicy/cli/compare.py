@@ -34,32 +34,36 @@ from specpolicy.evaluation.compare import CompareOptions, ComparisonRow, Mode, R
 def compare(
     policies: str = typer.Option("fixed16,blockpilot,oracle", help="comma-separated policy names"),
     dataset: str = typer.Option(COMPARE_DATASET, help="prompt sets (comma-separated) or .jsonl/.txt files"),
-    mode: Mode = typer.Option(Mode.replay, help="replay (exact, modelled time) or live (decode, measured time)"),
+    mode: Mode = typer.Option(Mode.replay, help="replay (exact, modelled time) or live (decode, measured "
+                                                "time)"),
     sweep: Path = typer.Option(None, help="evaluate this existing sweep store instead of sweeping"),
     temperature: float = TemperatureOption,
-    candidates: str = typer.Option(None, help="block sizes (default: the sweep's, or 1,2,4,8,12,16,20,24,32); "
-                                              "with --sweep, any subset of the sweep's"),
+    candidates: str = typer.Option(None, help="block sizes (default: the sweep's, or "
+                                              "1,2,4,8,12,16,20,24,32); with --sweep, any subset of the "
+                                              "sweep's"),
     max_samples: int = typer.Option(COMPARE_SAMPLES, min=1, help="prompts per dataset (seeded shuffle)"),
     max_new_tokens: int = MaxNewTokensOption,
     seed: int = SeedOption,
-    baseline: str = typer.Option(COMPARE_BASELINE, help="policy the speed ratios and gain share are measured against"),
-    oracle: str = typer.Option(COMPARE_ORACLE, help="policy whose gain over the baseline the gain share divides by "
-                                              "(e.g. oracle-step, oracle-verify)"),
-    concurrency: str = typer.Option("1", help="simulate serving this many requests at once (with --sweep and "
-                                              "--batch-costs); a list such as 1,4,16,64 maps speed over them (--plot: "
-                                              "a heat map); 1: one prompt at a time"),
+    baseline: str = typer.Option(COMPARE_BASELINE, help="policy the speed ratios and gain share are "
+                                                        "measured against"),
+    oracle: str = typer.Option(COMPARE_ORACLE, help="policy whose gain over the baseline the gain share "
+                                                    "divides by (e.g. oracle-step, oracle-verify)"),
+    concurrency: str = typer.Option("1", help="simulate serving this many requests at once (with --sweep "
+                                              "and --batch-costs); a list such as 1,4,16,64 maps speed "
+                                              "over them (--plot: a heat map); 1: one prompt at a time"),
     batch_costs: Path = typer.Option(None, help="batch cost table for --concurrency (`specpolicy bench "
                                                 "batch-latency --out FILE`)"),
-    costs: str = typer.Option(None, help="price replay with this cost table (from `specpolicy bench latency`); "
-                                         "several (a.json,b.json) measured at different --context price each prompt "
-                                         "with the one nearest its length"),
-    by: str = typer.Option(None, help="a row per prompt category, group or context-length bucket (and one over "
-                                      "all): category, group, context"),
+    costs: str = typer.Option(None, help="price replay with this cost table (from `specpolicy bench "
+                                         "latency`); several (a.json,b.json) measured at different "
+                                         "--context price each prompt with the one nearest its length"),
+    by: str = typer.Option(None, help="a row per prompt category, group or context-length bucket (and one "
+                                      "over all): category, group, context"),
     split: str = typer.Option(None, help="evaluate one side of the --sweep store: train or validation (by "
                                          "conversation and input, as `specpolicy train` holds out)"),
     threads: int = ThreadsOption,
-    engine: str = typer.Option(None, help="run the policies in a serving engine and measure them there: llamacpp "
-                                          "(llama.cpp's llama-server, `specpolicy engine build`), beside replay"),
+    engine: str = typer.Option(None, help="run the policies in a serving engine and measure them there: "
+                                          "llamacpp (llama.cpp's llama-server, `specpolicy engine "
+                                          "build`), beside replay"),
     server: str = ServerOption,
     fmt: OutputFormat = FormatOption,
     plot: Path = typer.Option(None, help="save a PNG: speed per policy and chosen block sizes"),
@@ -68,7 +72,8 @@ def compare(
     device: str = DeviceOption,
     dtype: str = DtypeOption,
 ) -> None:
-    """Compare block-size policies: pooled speedup over AR, speed vs a baseline with paired CIs, tau, gain share."""
+    """Compare block-size policies: pooled speedup over AR, speed vs a baseline with paired CIs, tau, gain
+    share."""
     from specpolicy.evaluation.compare import comparison_rows
 
     names = policy_names(policies)
@@ -77,8 +82,10 @@ def compare(
     options = settings_from(CompareOptions, locals(), policies=names,
                             datasets=[d.strip() for d in dataset.split(",") if d.strip()],
                             candidates=parse_candidates(candidates) if candidates else None,
-                            concurrency=tuple(parse_candidates(concurrency, "--concurrency", block_sizes=False)),
-                            costs=tuple(Path(p.strip()) for p in costs.split(",") if p.strip()) if costs else ())
+                            concurrency=tuple(parse_candidates(concurrency, "--concurrency",
+                                                               block_sizes=False)),
+                            costs=tuple(Path(p.strip()) for p in costs.split(",") if p.strip()) if costs
+                            else ())
     options.validate()
     labels = _labels(options)
     runs = list(results_per_dataset(options))
@@ -102,8 +109,8 @@ def _labels(options: CompareOptions) -> dict[str, dict[str, str]]:
     return check_labels({name: prompt_labels(options, name) for name in sources}, options.by)
 
 
-def _report(options: CompareOptions, runs: list[Run], rows: list[ComparisonRow], labels: dict, fmt: OutputFormat
-            ) -> None:
+def _report(options: CompareOptions, runs: list[Run], rows: list[ComparisonRow], labels: dict,
+            fmt: OutputFormat ) -> None:
     """The table (stdout), its legend (stderr) and the plot."""
     timing = runs[0].results[0].timing if runs and runs[0].results else "none"
     many, mapped = len({run.dataset for run in runs}) > 1, len(options.concurrency) > 1
@@ -113,9 +120,9 @@ def _report(options: CompareOptions, runs: list[Run], rows: list[ComparisonRow],
     where = "llama.cpp" if options.engine else options.mode.value
     prompts = len(runs[0].results[0].prompts) if runs and runs[0].results else 0
     emit(_output_table(rows, fmt, options.by, many, mapped), fmt,
-         title=f"specpolicy compare: {where}, {'taus only' if timing == 'none' else timing + ' time'}{served}, "
-               f"T={options.temperature:g}, "
-               f"{options.threads} thread(s), {prompts} prompts")
+         title=f"specpolicy compare: {where}, "
+               f"{'taus only' if timing == 'none' else timing + ' time'}{served}, "
+               f"T={options.temperature:g}, {options.threads} thread(s), {prompts} prompts")
     if fmt is OutputFormat.table:
         stderr.print(_legend(timing, options.baseline, options.oracle, mapped, bool(options.by or many)))
     if options.plot is not None and mapped:
@@ -132,8 +139,8 @@ def _report(options: CompareOptions, runs: list[Run], rows: list[ComparisonRow],
 
 def _output_table(rows: list[ComparisonRow], fmt: OutputFormat, by: str | None, many: bool, mapped: bool
                   ) -> list[dict]:
-    """The rows as ``emit`` writes them: the concurrency grid, a table that fits 100 columns (a label or dataset
-    column leaves no room for tok/s and median), or every field (json, csv, markdown)."""
+    """The rows as ``emit`` writes them: the concurrency grid, a table that fits 100 columns (a label or
+    dataset column leaves no room for tok/s and median), or every field (json, csv, markdown)."""
     if fmt is OutputFormat.table and mapped:
         return _speedup_grid(rows, by)
     if fmt is OutputFormat.table:
@@ -146,13 +153,13 @@ def _output_table(rows: list[ComparisonRow], fmt: OutputFormat, by: str | None, 
 def _legend(timing: str, baseline: str, oracle: str, mapped: bool, narrow: bool) -> str:
     """What the table's columns mean (stderr, under the table)."""
     if timing == "none":
-        return ("the sweep records tau only (an imported store: no replay tables, no times), so no speed is shown; "
-                "tau: mean tokens per cycle; chose the best tau: prompts where the policy's block size had the "
-                "highest tau. Speed needs a cost table: pass --costs FILE (an imported trace: a measured GPU table "
-                "from specpolicy/zoo/measured/, docs: on real models' data)")
+        return ("the sweep records tau only (an imported store: no replay tables, no times), so no speed "
+                "is shown; tau: mean tokens per cycle; chose the best tau: prompts where the policy's "
+                "block size had the highest tau. Speed needs a cost table: pass --costs FILE (an imported "
+                "trace: a measured GPU table from specpolicy/zoo/measured/, docs: on real models' data)")
     if mapped:
-        return ("cells: pooled speedup over plain AR at each concurrency (modelled); '<' marks a cell slower than AR; "
-                "every figure and interval: --format csv")
+        return ("cells: pooled speedup over plain AR at each concurrency (modelled); '<' marks a cell "
+                "slower than AR; every figure and interval: --format csv")
     spread = "p10: per-prompt speedups' 10th percentile (tok/s, median: --format csv)" if narrow else \
         "p10/median: per-prompt speedups"
     return (f"speedup: pooled over plain AR, {timing}; vs {baseline}: pooled speed ratio, paired 95% CI; "
@@ -163,7 +170,8 @@ def _speedup_grid(rows: list[ComparisonRow], by: str | None) -> list[dict[str, s
     """The map as one compact table: a row per policy (and --by label), a column per concurrency."""
     grid: dict[tuple[str, str | None], dict[str, str]] = {}
     for r in rows:
-        cells = grid.setdefault((r.row.policy, r.label), {"policy": r.row.policy} | ({by: r.label} if by else {}))
+        cells = grid.setdefault((r.row.policy, r.label),
+                                {"policy": r.row.policy} | ({by: r.label} if by else {}))
         cells[f"c={r.concurrency}"] = f"{'<' if r.row.speedup < 1 else ''}{r.row.speedup:.2f}x"
     return list(grid.values())
 

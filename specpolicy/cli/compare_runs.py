@@ -1,5 +1,6 @@
 """The runs of ``specpolicy compare`` that need models or a server: a sweep of its own per dataset (cached by
-settings), live decoding, or a serving engine. Options and stored sweeps: :mod:`specpolicy.evaluation.compare`."""
+settings), live decoding, or a serving engine. Options and stored sweeps:
+:mod:`specpolicy.evaluation.compare`."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ def results_per_dataset(options: CompareOptions) -> Iterator[Run]:
         from specpolicy.policy import check_vocabulary
 
         check_vocabulary(built, target_vocab_size(options.target), f"target {options.target!r}")
-        if options.candidates is None:  # a fresh sweep or live decoding runs whatever sizes the policies choose
+        # a fresh sweep or live decoding runs whatever sizes the policies choose
+        if options.candidates is None:
             chosen = sorted({*chosen, *(b for policy in built for b in policy.choices())})
         for policy in built:
             check_candidates(policy, chosen, given=True)
@@ -50,7 +52,8 @@ def results_per_dataset(options: CompareOptions) -> Iterator[Run]:
             from specpolicy.cli.engine import engine_results
 
             yield Run(name, None, engine_results(store or _cached_sweep(name, options, chosen), built,
-                                                 options.threads, options.server, options.target, options.drafter))
+                                                 options.threads, options.server, options.target,
+                                                 options.drafter))
         else:
             yield Run(name, None, _run_dataset(name, options, built, chosen, costs))
 
@@ -96,8 +99,9 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
 
 
 def headline_costs(store, options: CompareOptions):
-    """(table, label) the main job prices with when its sweep's measured table is flagged (dropped from the cache,
-    the user told, the shipped quiet table used for the shipped pair), or ``None`` when that table is fine."""
+    """(table, label) the main job prices with when its sweep's measured table is flagged (dropped from the
+    cache, the user told, the shipped quiet table used for the shipped pair), or ``None`` when that table is
+    fine."""
     from specpolicy.costs import CostTable
     from specpolicy.models.sources import ZOO_NAMES
     from specpolicy.zoo import ZOO_DIR
@@ -143,16 +147,18 @@ def _cached_sweep(name: str, options: CompareOptions, candidates: list[int]):
     with progress_bar(f"sweep {Path(name).name}", len(prompts)) as update:
         try:
             store = run_sweep(settings, str(out), prompts, on_progress=update, wait=lambda path: stderr.print(
-                "waiting for another run sweeping into the same cache (it finishes the prompts this run needs)",
+                "waiting for another run sweeping into the same cache (it finishes the prompts this run "
+                "needs)",
                 highlight=False))
         except StoreUnusableError as error:
-            raise ValueError(f"{error}. That store is compare's cache, which takes no --out: delete {out} and rerun "
-                             "to sweep anew") from None
+            raise ValueError(f"{error}. That store is compare's cache, which takes no --out: "
+                             f"delete {out} and rerun to sweep anew") from None
     return store
 
 
 def _complete(out: Path, prompts):
-    """Compare's cached sweep at ``out`` when it holds every one of ``prompts`` and its cost table, else ``None``."""
+    """Compare's cached sweep at ``out`` when it holds every one of ``prompts`` and its cost table, else
+    ``None``."""
     from specpolicy.sweep.store import SweepStore
 
     if not (out / "meta.json").is_file() or not (out / "latency.json").is_file():

@@ -1,4 +1,5 @@
-"""``specpolicy convert SRC OUT``: a DFlash drafter checkpoint in the other layout (z-lab <-> transformers)."""
+"""``specpolicy convert SRC OUT``: a DFlash drafter checkpoint in the other layout (z-lab <->
+transformers)."""
 
 from __future__ import annotations
 
@@ -23,12 +24,13 @@ def _model_type(folder: Path) -> str:
         return "transformers"
     if "dflash_config" in raw:
         return "dflash"
-    raise fail(f"{folder} is neither a z-lab DFlash drafter (no dflash_config) nor a transformers DFlash assistant "
-               "(model_type muse_glimmer_assistant)")
+    raise fail(f"{folder} is neither a z-lab DFlash drafter (no dflash_config) nor a transformers DFlash "
+               "assistant (model_type muse_glimmer_assistant)")
 
 
 def convert(
-    source: Path = typer.Argument(..., help="a drafter folder: z-lab DFlash layout or transformers DFlash assistant"),
+    source: Path = typer.Argument(..., help="a drafter folder: z-lab DFlash layout or transformers DFlash "
+                                            "assistant"),
     out: Path = typer.Argument(..., help="folder to write the other layout into (must not exist)"),
     num_target_layers: int = typer.Option(None, min=1, help="the target's depth, recorded in a z-lab config "
                                           "(default: inferred from the assistant's target_layer_ids, refused "

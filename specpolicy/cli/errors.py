@@ -1,5 +1,6 @@
 """One error discipline for the command line: every failure one line on stderr (``--debug`` or
-``SPECPOLICY_DEBUG=1`` re-raises); library errors name the problem and the fix, anything else says it is a bug."""
+``SPECPOLICY_DEBUG=1`` re-raises); library errors name the problem and the fix, anything else says it is a
+bug."""
 
 from __future__ import annotations
 
@@ -17,32 +18,35 @@ from rich.markup import escape
 stderr = Console(stderr=True)
 DEBUG = {"on": os.environ.get("SPECPOLICY_DEBUG", "") not in ("", "0")}
 
-USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError, RuntimeError,
-               ImportError)
+USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError,
+               RuntimeError, ImportError)
 
 
 def explain(error: BaseException) -> str:
     """The one line a user sees for ``error``."""
     if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-        return (f"the disk is full ({error.filename or 'while writing'}); nothing half-written was kept: free space "
-                "and rerun (a sweep resumes where it stopped)")
+        return (f"the disk is full ({error.filename or 'while writing'}); nothing half-written was kept: "
+                "free space and rerun (a sweep resumes where it stopped)")
     if isinstance(error, PermissionError):
         return f"no permission to write or read {error.filename}; pick another path"
     if isinstance(error, (IsADirectoryError, NotADirectoryError)):
-        return f"{error.strerror}: {error.filename}; pass a file path where a file is expected, a folder otherwise"
+        return (f"{error.strerror}: {error.filename}; pass a file path where a file is expected, a folder "
+                "otherwise")
     if isinstance(error, FileNotFoundError) and error.filename:  # the OS's; ours carry a message, no filename
         return f"no such file or folder: {error.filename}"
     if isinstance(error, USER_ERRORS):
         return str(error) or type(error).__name__
     if isinstance(error, OSError) and error.strerror:  # the system refused a read or write: the user's to fix
-        return f"{error.strerror}: {error.filename or 'while reading or writing'}; check the path, its space and limits"
+        return (f"{error.strerror}: {error.filename or 'while reading or writing'}; check the path, its "
+                "space and limits")
     from specpolicy.registry import blame_plugin
 
     culprit = blame_plugin(error)
     if culprit is not None:
-        return (f"policy {culprit.name!r} of plugin {culprit.plugin!r} ({culprit.distribution or 'not installed'}) "
-                f"raised {type(error).__name__}: {error} in its own code; report it to that plugin's authors "
-                "(`specpolicy --debug ...` shows the traceback)")
+        return (f"policy {culprit.name!r} of plugin {culprit.plugin!r} "
+                f"({culprit.distribution or 'not installed'}) raised {type(error).__name__}: {error} in its "
+                "own code; report it to that plugin's authors (`specpolicy --debug ...` shows the "
+                "traceback)")
     return (f"unexpected {type(error).__name__}: {error}. This is a bug in specpolicy; rerun with "
             "`specpolicy --debug ...` and report the traceback")
 
@@ -63,7 +67,8 @@ def guarded(command: Callable) -> Callable:
         except KeyboardInterrupt:
             if DEBUG["on"]:
                 raise
-            stderr.print("[bold red]interrupted[/]: nothing finished is lost; rerun the same command to resume")
+            stderr.print("[bold red]interrupted[/]: nothing finished is lost; rerun the same command to "
+                         "resume")
             raise typer.Exit(code=130) from None
         except Exception as error:  # the one place every failure is turned into a message
             if DEBUG["on"]:

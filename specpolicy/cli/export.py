@@ -1,4 +1,5 @@
-"""``specpolicy export POLICY --sweep DIR --batch-costs FILE``: engine configurations priced as engines run them."""
+"""``specpolicy export POLICY --sweep DIR --batch-costs FILE``: engine configurations priced as engines run
+them."""
 
 from __future__ import annotations
 
@@ -14,18 +15,22 @@ from specpolicy.files import write_text
 
 def export(
     policy: str = typer.Argument(..., help="a policy name, e.g. adaptive-verify or blockpilot-guard"),
-    sweep: Path = typer.Option(None, help="a replay sweep store the policy is simulated on (vLLM and SGLang)"),
-    batch_costs: Path = typer.Option(None, help="batch cost table (`specpolicy bench batch-latency --out FILE`)"),
-    engine: str = typer.Option(None, help="llamacpp: llama-server command lines instead (one patched server and "
-                                          "each setting's request fields, or a stock server per setting, and the "
-                                          "routing rule)"),
+    sweep: Path = typer.Option(None, help="a replay sweep store the policy is simulated on (vLLM and "
+                                          "SGLang)"),
+    batch_costs: Path = typer.Option(None, help="batch cost table (`specpolicy bench batch-latency --out "
+                                                "FILE`)"),
+    engine: str = typer.Option(None, help="llamacpp: llama-server command lines instead (one patched "
+                                          "server and each setting's request fields, or a stock server "
+                                          "per setting, and the routing rule)"),
     server: str = ServerOption,
     batch_sizes: str = typer.Option("1-8", help="concurrencies to export a size for, e.g. 1-8"),
-    drafter: str = typer.Option(None, help="the drafter's path or hub id on the serving machine, written into the "
-                                           "configs (default: a marked placeholder naming the sweep's drafter)"),
+    drafter: str = typer.Option(None, help="the drafter's path or hub id on the serving machine, written "
+                                           "into the configs (default: a marked placeholder naming the "
+                                           "sweep's drafter)"),
     out: Path = typer.Option(None, help="write the JSON here instead of stdout"),
-    fastest: bool = typer.Option(False, help="also search the fastest static configuration of each engine for "
-                                             "the sweep, whatever the policy, and print it beside the policy's"),
+    fastest: bool = typer.Option(False, help="also search the fastest static configuration of each engine "
+                                             "for the sweep, whatever the policy, and print it beside the "
+                                             "policy's"),
 ) -> None:
     """Simulate POLICY serving at each concurrency, then export the vLLM and SGLang configurations that run it
     as closely as each engine can, each priced by simulating exactly what is exported."""
@@ -40,31 +45,32 @@ def export(
     if engine is not None:
         return _write(_llamacpp(policy, engine, server), out)
     if sweep is None or batch_costs is None:
-        raise fail("the vLLM and SGLang export simulates the policy serving: pass --sweep DIR and --batch-costs FILE "
-                   "(or --engine llamacpp for llama-server command lines)")
+        raise fail("the vLLM and SGLang export simulates the policy serving: pass --sweep DIR and "
+                   "--batch-costs FILE (or --engine llamacpp for llama-server command lines)")
     batches = parse_candidates(batch_sizes, "--batch-sizes", block_sizes=False)
     costs = BatchCostTable.load(batch_costs)
     for line in costs.flag_warnings(batch_costs):
         warn_line(line)
     if max(batches) > max(costs.batch_sizes):
-        raise fail(f"--batch-sizes go to {max(batches)} but {batch_costs} measured up to {max(costs.batch_sizes)}; "
-                   f"measure more with `specpolicy bench batch-latency --batch-sizes 1-{max(batches)}`")
+        raise fail(f"--batch-sizes go to {max(batches)} but {batch_costs} measured up to "
+                   f"{max(costs.batch_sizes)}; measure more with `specpolicy bench batch-latency "
+                   f"--batch-sizes 1-{max(batches)}`")
     store = SweepStore.load(sweep)
     if not drafter:
         swept = str(store.meta.get("models", {}).get("drafter") or store.meta.get("drafter", ""))
         drafter = f"<SET ME: the serving machine's path of {swept}>"
-        stderr.print(f"note: the configs name the drafter as {drafter!r}; pass --drafter PATH for the serving "
-                     "machine")
-    document = export_for_engines(get_registry().create(policy, store.candidates), store, costs, batches, drafter,
-                                  on_batch=stderr.print, fastest=fastest)
+        stderr.print(f"note: the configs name the drafter as {drafter!r}; pass --drafter PATH for the "
+                     "serving machine")
+    document = export_for_engines(get_registry().create(policy, store.candidates), store, costs, batches,
+                                  drafter, on_batch=stderr.print, fastest=fastest)
     if "note" in document:
         stderr.print(f"note: {document['note']}", highlight=False)
     _write(document, out)
 
 
 def _llamacpp(policy: str, engine: str, server: str | None) -> dict:
-    """llama-server command lines that deploy ``policy`` with the shipped pair's GGUF files (``specpolicy engine
-    convert`` writes other pairs')."""
+    """llama-server command lines that deploy ``policy`` with the shipped pair's GGUF files (``specpolicy
+    engine convert`` writes other pairs')."""
     from specpolicy.defaults import DEFAULT_CANDIDATES, DEFAULT_THREADS, TRAINING_BLOCK_SIZE
     from specpolicy.engines.build import find_server, gguf_pair
     from specpolicy.engines.llamacpp import deployment
@@ -74,9 +80,11 @@ def _llamacpp(policy: str, engine: str, server: str | None) -> dict:
     if engine != "llamacpp":
         raise fail(f"--engine {engine} is not an engine specpolicy exports to; use --engine llamacpp")
     sizes = engine_sizes(DEFAULT_CANDIDATES)
-    settings = deployable_settings(for_engine(get_registry().create(policy, sizes), sizes), TRAINING_BLOCK_SIZE)
+    settings = deployable_settings(for_engine(get_registry().create(policy, sizes), sizes),
+                                   TRAINING_BLOCK_SIZE)
     binary, folder = find_server(server), gguf_pair("tiny", "tiny")
-    return deployment(settings, binary, folder / "target.gguf", folder / "drafter.gguf", DEFAULT_THREADS, policy)
+    return deployment(settings, binary, folder / "target.gguf", folder / "drafter.gguf", DEFAULT_THREADS,
+                      policy)
 
 
 def _write(document: dict, out: Path | None) -> None:

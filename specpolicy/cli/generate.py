@@ -52,7 +52,8 @@ def generate(
     try:
         prompt.encode("utf-8")
     except UnicodeEncodeError:
-        raise fail("the prompt is not valid UTF-8 text (check the terminal's encoding); pass UTF-8 text") from None
+        raise fail("the prompt is not valid UTF-8 text (check the terminal's encoding); pass "
+                   "UTF-8 text") from None
     check_draft_sampling(draft_sampling, temperature)
     chosen = None if block_size is not None else get_registry().create(policy)
     if chosen is not None:
@@ -62,9 +63,10 @@ def generate(
     pin_threads(threads)
     pair = load_pair(target, drafter, dtype, device)
     ids = encode_prompt(pair.tokenizer, Prompt.single("cli", prompt))
-    decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=temperature, max_new_tokens=max_new_tokens,
-                                 draft_sampling=draft_sampling)
-    costs = cached_costs(decoder, chosen.candidates, pair.metadata(), stderr.print) if chosen is not None else None
+    decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=temperature,
+                                 max_new_tokens=max_new_tokens, draft_sampling=draft_sampling)
+    costs = cached_costs(decoder, chosen.candidates, pair.metadata(),
+                         stderr.print) if chosen is not None else None
     try:
         if chosen is None:
             trace = decoder.generate(ids, block_size, seed=seed)
@@ -72,8 +74,10 @@ def generate(
             trace = decode(decoder, ids, chosen, prompt_id="cli", costs=costs, seed=seed)
     except ValueError as exc:
         raise fail(str(exc)) from exc
-    stdout.print(pair.tokenizer.decode(trace.output_ids, skip_special_tokens=True), markup=False, highlight=False,
-                 soft_wrap=True)  # the text as decoded: no line breaks of the console's width in a file or pipe
+    stdout.print(pair.tokenizer.decode(trace.output_ids, skip_special_tokens=True), markup=False,
+                 highlight=False,
+                 # the text as decoded: no line breaks of the console's width in a file or pipe
+                 soft_wrap=True)
     sizes = sorted({c.block_size for c in trace.cycles})
     label = f"block size {sizes[0]}" if len(sizes) == 1 else f"block sizes {sizes}"
     source = "fixed" if chosen is None else chosen.name

@@ -7,13 +7,13 @@ from specpolicy.cli.common import FormatOption, OutputFormat, emit, stderr
 
 def policies(fmt: OutputFormat = FormatOption
              ) -> None:
-    """List policy families: name, aliases and description (--format json|csv|markdown adds learned, plugin and
-    distribution)."""
+    """List policy families: name, aliases and description (--format json|csv|markdown adds learned, plugin
+    and distribution)."""
     from specpolicy.registry import get_registry
 
     registry = get_registry()
-    rows = [{"name": f.name, "aliases": ",".join(f.aliases), "description": f.description, "learned": f.learned,
-             "plugin": f.plugin, "distribution": f.distribution}
+    rows = [{"name": f.name, "aliases": ",".join(f.aliases), "description": f.description,
+             "learned": f.learned, "plugin": f.plugin, "distribution": f.distribution}
             for f in registry.unique()]
     emit(rows, fmt, title=f"specpolicy policies ({len(rows)} families)", table_columns=3)
     for name, error in registry.failures.items():

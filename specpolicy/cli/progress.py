@@ -1,4 +1,5 @@
-"""Progress on stderr: a live rich bar on a terminal, a plain line per tenth of the work in a log or a pipe."""
+"""Progress on stderr: a live rich bar on a terminal, a plain line per tenth of the work in a log or a
+pipe."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from specpolicy.cli.common import stderr
 from specpolicy.defaults import PROGRESS_LOG_STEPS
@@ -14,7 +22,8 @@ from specpolicy.defaults import PROGRESS_LOG_STEPS
 
 @contextmanager
 def progress_bar(description: str, total: int | None = None) -> Iterator[Callable[..., None]]:
-    """Yield ``update(done, total)``; drawn as a bar on a terminal, else logged as ``description: done/total``."""
+    """Yield ``update(done, total)``; drawn as a bar on a terminal, else logged as ``description:
+    done/total``."""
     if not stderr.is_terminal:
         yield _logger(description, total)
         return

@@ -55,14 +55,16 @@ def sweep(
                                    help="block sizes, e.g. 1,2,4,8,16,32 or 14-18 (1 = no speculation)"),
     temperature: float = TemperatureOption,
     out: Path = typer.Option(..., help="sweep store folder (rerun the same command to resume)"),
-    mode: SweepMode = typer.Option(SweepMode.replay, help="replay (one decode + exact counterfactuals) or live "
-                                                          "(decode every B)"),
+    mode: SweepMode = typer.Option(SweepMode.replay, help="replay (one decode + exact counterfactuals) or "
+                                                          "live (decode every B)"),
     max_samples: int = typer.Option(SWEEP_MAX_SAMPLES, min=1, help="prompts (seeded shuffle)"),
     max_new_tokens: int = MaxNewTokensOption,
     max_prompt_tokens: int = typer.Option(MAX_PROMPT_TOKENS, min=1),
     seed: int = SeedOption,
-    verify_lengths: bool = typer.Option(False, "--verify-lengths", help="also replay the anchors schedules that "
-                                        "verify fewer tokens than they draft reach (for verify-length policies)"),
+    verify_lengths: bool = typer.Option(False, "--verify-lengths", help="also replay the anchors "
+                                                                        "schedules that verify fewer "
+                                                                        "tokens than they draft reach "
+                                                                        "(for verify-length policies)"),
     confidences: str = typer.Option("", help="block sizes whose drafts' confidences to record, e.g. 8,16,32 "
                                     "(what verify-length rules read)"),
     executor: Executor = typer.Option(Executor.local, help="local, or ray (shards prompts over Ray workers)"),
@@ -78,8 +80,10 @@ def sweep(
     from specpolicy.sweep.run import run_sweep
     from specpolicy.sweep.settings import SweepSettings
 
-    settings = settings_from(SweepSettings, locals(), candidates=parse_candidates(candidates), mode=mode.value,
-                             confidence_sizes=parse_candidates(confidences, "--confidences") if confidences else [])
+    settings = settings_from(SweepSettings, locals(), candidates=parse_candidates(candidates),
+                             mode=mode.value,
+                             confidence_sizes=parse_candidates(confidences, "--confidences") if confidences
+                             else [])
     settings.validate()
     check_resumable(out, settings.meta())
     prompts = load_prompts(dataset, max_samples, seed)
@@ -99,8 +103,8 @@ def sweep(
 def import_blockpilot(
     folder: Path = typer.Argument(..., help="a '{dataset}_{seed}T{temperature}' folder of '{B}.json' files"),
     out: Path = typer.Option(..., help="sweep store to create"),
-    candidates: str = typer.Option("14-18", help="block sizes to keep: the paper's 14-18 (its oracle's range), "
-                                                 "a list such as 4-32, or all"),
+    candidates: str = typer.Option("14-18", help="block sizes to keep: the paper's 14-18 (its oracle's "
+                                                 "range), a list such as 4-32, or all"),
 ) -> None:
     """Import the BlockPilot authors' per-prompt tau files into a sweep store (no features); ``1.json``, their
     predictor's choices, is kept beside it and compared with the best tau."""
@@ -119,35 +123,41 @@ def import_blockpilot(
         stderr.print(f"not imported (not a '{{B}}.json' of taus): {', '.join(ignored)}", soft_wrap=True)
     if choices:
         hits, total = agreement(store, choices)
-        stderr.print(f"the authors' choices (1.json, saved as {out}/authors_choices.json) have the best tau over "
-                     f"{label} (ties included) on {hits} of {total} prompts; evaluate them with --policies "
+        stderr.print(f"the authors' choices (1.json, saved as {out}/authors_choices.json) "
+                     f"have the best tau over {label} (ties included) on {hits} of {total} "
+                     "prompts; evaluate them with --policies "
                      f"choices:{out}/authors_choices.json", soft_wrap=True)
 
 
 def import_traces(
-    file: Path = typer.Argument(..., help="a trace: SpecDecode-Bench's per-position JSONL, Spec-Bench answers, vLLM "
-                                "responses or a speculation_profile.json (told apart by the first object)"),
+    file: Path = typer.Argument(..., help="a trace: SpecDecode-Bench's per-position JSONL, Spec-Bench "
+                                          "answers, vLLM responses or a speculation_profile.json (told "
+                                          "apart by the first object)"),
     out: Path = typer.Option(..., help="sweep store to create (rerun to resume)"),
-    drafter: str = typer.Option("eagle", help="SpecDecode-Bench: whose acceptance to import, eagle (EAGLE-3) or ngram"),
-    candidates: str = typer.Option(None, help="block sizes replay may run (default: every one the trace covers; a "
-                                   "per-step record covers the one block its run drafted)"),
+    drafter: str = typer.Option("eagle", help="SpecDecode-Bench: whose acceptance to import, eagle "
+                                              "(EAGLE-3) or ngram"),
+    candidates: str = typer.Option(None, help="block sizes replay may run (default: every one the trace "
+                                              "covers; a per-step record covers the one block its run "
+                                              "drafted)"),
     dataset: str = typer.Option(None, help="dataset name of the prompts (default: from the file name)"),
     requests: int = typer.Option(ProfileDraw.requests, min=1, help="speculation profile: decodes to draw"),
     tokens: int = typer.Option(ProfileDraw.tokens, min=2, help="speculation profile: tokens per decode"),
     seed: int = typer.Option(ProfileDraw.seed, help="speculation profile: seed of the draw"),
 ) -> None:
-    """Import a real model's acceptance traces into a sweep store, saying what replay is exact for (docs: importing
-    traces)."""
+    """Import a real model's acceptance traces into a sweep store, saying what replay is exact for (docs:
+    importing traces)."""
     from specpolicy.sweep.traces import TraceArgs
     from specpolicy.sweep.traces import import_traces as import_file
 
     sizes = parse_candidates(candidates) if candidates else None
     result = import_file(file, out, TraceArgs(drafter, sizes, dataset, ProfileDraw(requests, tokens, seed)))
-    stderr.print(f"imported {result.requests} decodes into {out}; replay is exact for {result.exact_for} (the "
-                 f"longest accepted run is {result.longest_drafts} drafts)", soft_wrap=True)
+    stderr.print(f"imported {result.requests} decodes into {out}; replay is exact for "
+                 f"{result.exact_for} (the longest accepted run is {result.longest_drafts} "
+                 "drafts)", soft_wrap=True)
     if result.other_run_tokens:
-        stderr.print(f"{len(result.other_run_tokens)} requests carry a token array from another run (its length "
-                     "differs from the acceptance array's); the acceptance array alone decides their replay",
+        stderr.print(f"{len(result.other_run_tokens)} requests carry a token array from another run (its "
+                     "length differs from the acceptance array's); the acceptance array alone decides "
+                     "their replay",
                      soft_wrap=True)
     for request, why in result.skipped.items():
         stderr.print(f"skipped request {request}: {why}", soft_wrap=True)

@@ -11,14 +11,15 @@ from specpolicy.cli.common import SeedOption, settings_from, stderr
 from specpolicy.training.train import TrainArgs
 
 _D = TrainArgs()  # every default comes from the one dataclass
-SCORES = {"cycles": "minus the modelled time per token of its validation choices, in plain AR steps (higher is "
-                    "better: -1 is plain AR's speed, -0.5 twice as fast)",
+SCORES = {"cycles": "minus the modelled time per token of its validation choices, in plain AR steps "
+                    "(higher is better: -1 is plain AR's speed, -0.5 twice as fast)",
           "cross_entropy": "its accuracy against the oracle's labels on the validation prompts",
           "expected_value": "the mean value of its validation choices (higher is better)"}
 
 
 def train(
-    policy: str = typer.Argument("blockpilot", help="learned policy: blockpilot, logreg, forest, knn, gboost"),
+    policy: str = typer.Argument("blockpilot", help="learned policy: blockpilot, logreg, forest, knn, "
+                                                    "gboost"),
     sweep: Path = typer.Option(..., help="sweep store of training prompts"),
     out: Path = typer.Option(..., help="output folder for the trained policy"),
     label: str = typer.Option(_D.label, help="time (fastest candidate by modelled time) or tau (argmax tau)"),
@@ -35,8 +36,10 @@ def train(
     weight_decay: float = typer.Option(_D.weight_decay, min=0.0, help="BlockPilot weight decay (AdamW)"),
     patience: int = typer.Option(_D.patience, min=1),
     validation_share: float = typer.Option(_D.validation_share, min=0.0, max=0.5,
-                                          help="share of the prompts held out for early stopping (at most half)"),
-    objective: str = typer.Option(_D.objective, help="BlockPilot: cycles (portable), cross_entropy, expected_value"),
+                                          help="share of the prompts held out for early stopping (at most "
+                                               "half)"),
+    objective: str = typer.Option(_D.objective, help="BlockPilot: cycles (portable), cross_entropy, "
+                                                     "expected_value"),
     shuffle_labels: bool = typer.Option(False, help="control: train on permuted labels"),
     seed: int = SeedOption,
 ) -> None:

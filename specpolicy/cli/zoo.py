@@ -1,4 +1,5 @@
-"""``specpolicy zoo info``: what the built-in tiny model pair ships (rebuilding it: ``python -m zoo_build``)."""
+"""``specpolicy zoo info``: what the built-in tiny model pair ships (rebuilding it: ``python -m
+zoo_build``)."""
 
 from __future__ import annotations
 

@@ -80,9 +80,10 @@ def humaneval_prompts() -> list[Prompt]:
     return prompts
 
 
-def sample(prompts: list[Prompt], max_samples: int | None, seed: int = 0, seen: Iterable[str] = ()) -> list[Prompt]:
-    """A seeded shuffle cut to ``max_samples`` (``None``: all, unshuffled), drawing from every group in turn; each
-    input once, none of ``seen`` (another split's; :func:`~specpolicy.data.splits.distinct`)."""
+def sample(prompts: list[Prompt], max_samples: int | None, seed: int = 0,
+           seen: Iterable[str] = ()) -> list[Prompt]:
+    """A seeded shuffle cut to ``max_samples`` (``None``: all, unshuffled), drawing from every group in turn;
+    each input once, none of ``seen`` (another split's; :func:`~specpolicy.data.splits.distinct`)."""
     if max_samples is None or max_samples >= len(prompts):
         return distinct(prompts, seen)
     order = list(range(len(prompts)))
@@ -90,5 +91,6 @@ def sample(prompts: list[Prompt], max_samples: int | None, seed: int = 0, seen: 
     by_group: dict[str, list[int]] = {}
     for i in order:
         by_group.setdefault(prompts[i].group, []).append(i)
-    rounds = itertools.zip_longest(*by_group.values())  # one of each group per round, groups in order of first draw
+    # one of each group per round, groups in order of first draw
+    rounds = itertools.zip_longest(*by_group.values())
     return distinct((prompts[i] for row in rounds for i in row if i is not None), seen)[:max_samples]

@@ -40,9 +40,12 @@ def _mt_bench(i: int, row: dict) -> Prompt:
 
 
 HUB_DATASETS: dict[str, HubDataset] = {
-    "gsm8k": HubDataset("openai/gsm8k", "test", _single("gsm8k", lambda r: r["question"] + MATH_SUFFIX), "main"),
-    "math500": HubDataset("HuggingFaceH4/MATH-500", "test", _single("math500", lambda r: r["problem"] + MATH_SUFFIX)),
-    "aime24": HubDataset("HuggingFaceH4/aime_2024", "train", _single("aime24", lambda r: r["problem"] + MATH_SUFFIX)),
+    "gsm8k": HubDataset("openai/gsm8k", "test", _single("gsm8k", lambda r: r["question"] + MATH_SUFFIX),
+                        "main"),
+    "math500": HubDataset("HuggingFaceH4/MATH-500", "test",
+                          _single("math500", lambda r: r["problem"] + MATH_SUFFIX)),
+    "aime24": HubDataset("HuggingFaceH4/aime_2024", "train",
+                         _single("aime24", lambda r: r["problem"] + MATH_SUFFIX)),
     "humaneval-hub": HubDataset("openai/openai_humaneval", "test",
                                 _single("humaneval", lambda r: code_request(r["prompt"]))),
     "mbpp": HubDataset("google-research-datasets/mbpp", "test",
@@ -71,8 +74,8 @@ def load_hub_prompts(name: str) -> list[Prompt]:
         import datasets
     except ImportError:
         raise RuntimeError(
-            f"dataset {name!r} is hub-backed and needs the `datasets` package: pip install 'specpolicy[hub]', "
-            "or use an offline set (sharegpt, humaneval) or a local JSONL/TXT file"
+            f"dataset {name!r} is hub-backed and needs the `datasets` package: pip install "
+            "'specpolicy[hub]', or use an offline set (sharegpt, humaneval) or a local JSONL/TXT file"
         ) from None
     try:
         rows = datasets.load_dataset(spec.repo, spec.config, split=spec.split)

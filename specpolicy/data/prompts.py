@@ -27,7 +27,8 @@ class Prompt:
             object.__setattr__(self, "group", self.category)
 
     @classmethod
-    def single(cls, id: str, text: str, category: str = "", group: str = "", conversation: str = "") -> Prompt:
+    def single(cls, id: str, text: str, category: str = "", group: str = "",
+               conversation: str = "") -> Prompt:
         return cls(id, (("user", text),), category, group, conversation=conversation)
 
 
@@ -39,7 +40,8 @@ def with_own_answers(prompt: Prompt, answer: Callable[[Prompt], str]) -> Prompt:
     messages: list[tuple[str, str]] = []
     for role, text in prompt.messages:
         if role == "user" and messages and messages[-1][0] == "user":
-            messages.append(("assistant", answer(replace(prompt, messages=tuple(messages), own_answers=False))))
+            messages.append(("assistant",
+                             answer(replace(prompt, messages=tuple(messages), own_answers=False))))
         messages.append((role, text))
     return replace(prompt, messages=tuple(messages), own_answers=False)
 
@@ -50,12 +52,13 @@ Answer = Callable[[list[int]], Sequence[int]]
 
 def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, max_tokens: int | None = None,
                   answer: Answer | None = None) -> list[int]:
-    """Token ids of ``prompt`` through the chat template (generation prompt, thinking off); ``max_tokens`` keeps
-    the last tokens; a prompt with ``own_answers`` needs ``answer``."""
+    """Token ids of ``prompt`` through the chat template (generation prompt, thinking off); ``max_tokens``
+    keeps the last tokens; a prompt with ``own_answers`` needs ``answer``."""
     if prompt.own_answers:
         if answer is None:
-            raise ValueError(f"prompt {prompt.id!r} continues a conversation after the target's own answers, which "
-                             "this command does not decode; sweep it (`specpolicy sweep`) or compare it")
+            raise ValueError(f"prompt {prompt.id!r} continues a conversation after the target's own "
+                             "answers, which this command does not decode; sweep it (`specpolicy sweep`) "
+                             "or compare it")
         prompt = with_own_answers(prompt, lambda earlier: tokenizer.decode(
             list(answer(encode_prompt(tokenizer, earlier, max_tokens))), skip_special_tokens=True))
     messages = [{"role": role, "content": text} for role, text in prompt.messages]
@@ -74,7 +77,7 @@ def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, max_tokens
     return list(ids)
 
 
-def encode_prompts(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[Prompt], max_tokens: int | None = None,
-                   answer: Answer | None = None) -> list[list[int]]:
+def encode_prompts(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[Prompt],
+                   max_tokens: int | None = None, answer: Answer | None = None) -> list[list[int]]:
     """:func:`encode_prompt` for each prompt."""
     return [encode_prompt(tokenizer, p, max_tokens, answer) for p in prompts]

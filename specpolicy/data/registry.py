@@ -55,10 +55,12 @@ def _messages(row: object, where: str) -> tuple[tuple[str, str], ...]:
         if not isinstance(messages, list) or not messages or not all(
                 isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
                 for m in messages):
-            raise ValueError(f"{where}: 'messages' must be a non-empty list of {{\"role\", \"content\"}} strings")
+            raise ValueError(f"{where}: 'messages' must be a non-empty list of {{\"role\", \"content\"}} "
+                             "strings")
         return tuple((m["role"], m["content"]) for m in messages)
     if not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
-        raise ValueError(f"{where} needs {need}" + (" (its 'prompt' is not a non-empty string)" if "prompt" in row
+        raise ValueError(f"{where} needs {need}" + (" (its 'prompt' is not a non-empty string)"
+                                                    if "prompt" in row
                                                      else ""))
     return (("user", row["prompt"]),)
 
@@ -72,8 +74,8 @@ def _labels(row: dict, where: str) -> tuple[str, str]:
 
 
 def load_local(path: Path) -> list[Prompt]:
-    """JSONL (``{"id"?, "prompt"}`` or ``{"id"?, "messages"}``, optional ``category`` / ``group``) or one prompt
-    per TXT line; ids unique; a line that breaks the format fails naming it."""
+    """JSONL (``{"id"?, "prompt"}`` or ``{"id"?, "messages"}``, optional ``category`` / ``group``) or one
+    prompt per TXT line; ids unique; a line that breaks the format fails naming it."""
     text = _read_text(path)
     if path.suffix == ".txt":
         return [Prompt.single(f"{path.stem}:{i}", line.strip()) for i, line in enumerate(text.splitlines())
@@ -90,7 +92,8 @@ def load_local(path: Path) -> list[Prompt]:
         messages = _messages(row, f"{path} line {i}")
         pid = str(row.get("id", f"{path.stem}:{i - 1}"))
         if pid in first_line:
-            raise ValueError(f"{path} line {i} repeats the id {pid!r} of line {first_line[pid]}; ids must be unique")
+            raise ValueError(f"{path} line {i} repeats the id {pid!r} of line {first_line[pid]}; ids must "
+                             "be unique")
         first_line[pid] = i
         prompts.append(Prompt(pid, messages, *_labels(row, f"{path} line {i}")))
     return prompts
@@ -116,7 +119,8 @@ def load_prompts(name: str, max_samples: int | None = None, seed: int = 0) -> li
             raise FileNotFoundError(f"prompt file {path} does not exist")
         prompts = load_local(path)
     else:
-        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(dataset_names())}, or a .jsonl/.txt file")
+        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(dataset_names())}, or a .jsonl/.txt "
+                         "file")
     if not prompts:
         raise ValueError(f"dataset {name!r} has no prompts")
     return sample(prompts, max_samples, seed, HELD_APART.get(name, set)())

@@ -51,8 +51,8 @@ def _bucket(name: str, seed: int) -> float:
 
 
 def validation_ids(keys: Sequence[SplitKey], share: float = VALIDATION_SHARE, seed: int = 0) -> set[str]:
-    """The validation side's prompt ids: groups linked by conversation or input (union-find) go to validation when
-    a hash of their smallest conversation key falls below ``share``."""
+    """The validation side's prompt ids: groups linked by conversation or input (union-find) go to validation
+    when a hash of their smallest conversation key falls below ``share``."""
     parent: dict[str, str] = {}
 
     def root(node: str) -> str:

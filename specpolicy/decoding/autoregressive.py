@@ -1,5 +1,6 @@
-"""Plain autoregressive decoding, the baseline every speedup divides by: transformers' ``generate``'s work (one
-step per token, no hidden states), with the speculative decoder's tokens (same positional uniforms at T > 0)."""
+"""Plain autoregressive decoding, the baseline every speedup divides by: transformers' ``generate``'s work
+(one step per token, no hidden states), with the speculative decoder's tokens (same positional uniforms at T >
+0)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from specpolicy.models.target import target_forward
 
 @torch.inference_mode()
 def plain_decode(
-    decoder: SpeculativeDecoder, prompt_ids: Sequence[int] | torch.Tensor, *, max_new_tokens: int | None = None,
+    decoder: SpeculativeDecoder, prompt_ids: Sequence[int] | torch.Tensor, *,
+                 max_new_tokens: int | None = None,
     seed: int = 0,
 ) -> DecodeTrace:
     """Decode ``prompt_ids`` [s] with the ``decoder``'s target alone; every cycle is one step (B = 1)."""
@@ -50,8 +52,8 @@ def plain_decode(
         output.extend(new_tokens)
         cycles.append(CycleRecord(1, 0, len(new_tokens), 0.0, time.perf_counter() - t_step))
     decoder.sync()
-    return DecodeTrace(ids.tolist(), output, cycles, prefill_seconds, time.perf_counter() - t_loop, stop_reason,
-                       prefill_logits.cpu())
+    return DecodeTrace(ids.tolist(), output, cycles, prefill_seconds, time.perf_counter() - t_loop,
+                       stop_reason, prefill_logits.cpu())
 
 
 def own_answer(decoder: SpeculativeDecoder) -> Callable[[list[int]], list[int]]:

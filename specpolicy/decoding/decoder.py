@@ -1,5 +1,5 @@
-"""The speculative decoding loop: prefill, then cycles planned by a :class:`~specpolicy.cycles.Plan`, lossless at
-every block size (greedy at T = 0; positional uniforms at T > 0); B = 1 is plain decoding."""
+"""The speculative decoding loop: prefill, then cycles planned by a :class:`~specpolicy.cycles.Plan`, lossless
+at every block size (greedy at T = 0; positional uniforms at T > 0); B = 1 is plain decoding."""
 
 from __future__ import annotations
 
@@ -75,7 +75,8 @@ class SpeculativeDecoder:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-    def target_tokens(self, logits: torch.Tensor, uniforms: PositionalUniforms, first_pos: int) -> torch.Tensor:
+    def target_tokens(self, logits: torch.Tensor, uniforms: PositionalUniforms,
+                      first_pos: int) -> torch.Tensor:
         """The target's token at each of ``logits``' positions ([s, V] -> [s]); first one is ``first_pos``."""
         if self.temperature == 0:
             return logits.argmax(dim=-1)
@@ -95,7 +96,8 @@ class SpeculativeDecoder:
             raise ValueError("empty prompt: pass at least one token id (apply the chat template first)")
         vocab = self.embed.num_embeddings
         if int(ids.min()) < 0 or int(ids.max()) >= vocab:
-            raise ValueError(f"prompt token ids must lie in [0, {vocab}); got {int(ids.min())}..{int(ids.max())}")
+            raise ValueError(f"prompt token ids must lie in [0, {vocab}); got "
+                             f"{int(ids.min())}..{int(ids.max())}")
         if self.max_positions is not None and ids.numel() >= self.max_positions:
             raise ValueError(
                 f"prompt of {ids.numel()} tokens does not fit the target's context of {self.max_positions} "
@@ -119,8 +121,8 @@ class SpeculativeDecoder:
         max_new_tokens: int | None = None,
         seed: int = 0,
     ) -> DecodeTrace:
-        """Decode ``prompt_ids`` [s] with ``plan`` (or a fixed B) until a stop token, the budget or the context;
-        a policy's plan needs the prefill: :func:`specpolicy.decoding.engine.decode`."""
+        """Decode ``prompt_ids`` [s] with ``plan`` (or a fixed B) until a stop token, the budget or the
+        context; a policy's plan needs the prefill: :func:`specpolicy.decoding.engine.decode`."""
         plan = plan if isinstance(plan, Plan) else Plan.fixed(plan)
         session = self.start(prompt_ids, max_new_tokens=max_new_tokens, seed=seed)
         run(session, plan)

@@ -23,17 +23,18 @@ def observe(state: DecodeState, prompt_id: str = "", costs: CostTable | None = N
 
 
 def check_live(policies: Sequence[Policy]) -> None:
-    """Refuse, naming them, policies that plan from a sweep's measurements (oracles), before any model loads: they
-    cannot decode live."""
+    """Refuse, naming them, policies that plan from a sweep's measurements (oracles), before any model loads:
+    they cannot decode live."""
     oracles = [policy.name for policy in policies if policy.needs_sweep]
     if oracles:
-        raise ValueError(f"{', '.join(oracles)} reads a sweep store and cannot decode live; use --mode replay, or a "
-                         "deployable policy such as blockpilot-guard, adaptive or fixed16")
+        raise ValueError(f"{', '.join(oracles)} reads a sweep store and cannot decode live; use --mode "
+                         "replay, or a deployable policy such as blockpilot-guard, adaptive or fixed16")
 
 
 def decode(decoder: SpeculativeDecoder, prompt_ids: Sequence[int], policy: Policy, *, prompt_id: str = "",
            costs: CostTable | None = None, max_new_tokens: int | None = None, seed: int = 0) -> DecodeTrace:
-    """Decode one prompt live with ``policy``: prefill, plan from the observation (timed, as deployed), run."""
+    """Decode one prompt live with ``policy``: prefill, plan from the observation (timed, as deployed),
+    run."""
     session = decoder.start(prompt_ids, max_new_tokens=max_new_tokens, seed=seed)
     if not session.done:
         run(session, policy.checked_plan(observe(session.state, prompt_id, costs)))

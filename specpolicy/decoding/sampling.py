@@ -6,7 +6,8 @@ from __future__ import annotations
 import torch
 
 
-def processed_probs(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
+def processed_probs(logits: torch.Tensor, temperature: float, top_k: int = 0,
+                    top_p: float = 1.0) -> torch.Tensor:
     """Probabilities [..., V] float32 of ``logits`` [..., V] after temperature (> 0), top-k (0: all) and top-p
     (1.0: all)."""
     if temperature <= 0:
@@ -26,8 +27,8 @@ def processed_probs(logits: torch.Tensor, temperature: float, top_k: int = 0, to
 
 
 def sample_with_uniforms(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
-    """Inverse-CDF sampling of ``probs`` [..., V] (unnormalised) with ``uniforms`` [...] in [0, 1) -> LongTensor
-    [...]; a zero-probability token is never returned."""
+    """Inverse-CDF sampling of ``probs`` [..., V] (unnormalised) with ``uniforms`` [...] in [0, 1) ->
+    LongTensor [...]; a zero-probability token is never returned."""
     cdf = torch.cumsum(probs.double(), dim=-1)
     target = (uniforms.double() * cdf[..., -1]).unsqueeze(-1)
     index = torch.searchsorted(cdf, target, right=True).squeeze(-1)
@@ -36,8 +37,9 @@ def sample_with_uniforms(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.T
 
 
 class PositionalUniforms:
-    """Uniforms in [0, 1) by (stream, absolute position), fixed by a seed (streams: 0 target samples, 1 acceptance,
-    2 residuals, 3 drafter), generated per ``BLOCK`` positions so none depends on how far a decode looks ahead."""
+    """Uniforms in [0, 1) by (stream, absolute position), fixed by a seed (streams: 0 target samples, 1
+    acceptance, 2 residuals, 3 drafter), generated per ``BLOCK`` positions so none depends on how far a decode
+    looks ahead."""
 
     BLOCK = 1024
 
@@ -51,7 +53,8 @@ class PositionalUniforms:
         if key not in self._blocks:
             block_seed = (self.seed * 1_000_003 + stream * 7_919 + index * 104_729) % (2**63)
             generator = torch.Generator().manual_seed(block_seed)
-            self._blocks[key] = torch.rand(self.BLOCK, generator=generator, dtype=torch.float64).to(self.device)
+            self._blocks[key] = torch.rand(self.BLOCK, generator=generator,
+                                           dtype=torch.float64).to(self.device)
         return self._blocks[key]
 
     def get(self, stream: int, start: int, count: int) -> torch.Tensor:
@@ -72,6 +75,6 @@ def draft_confidences(draft_logits: torch.Tensor, draft: torch.Tensor) -> tuple[
 
 
 def round_confidences(probabilities: torch.Tensor) -> torch.Tensor:
-    """Values rounded to float16 precision (kept as float32), so a batched replay pass and a live pass, which differ
-    in the last float32 bits, hand a verify rule the same number."""
+    """Values rounded to float16 precision (kept as float32), so a batched replay pass and a live pass, which
+    differ in the last float32 bits, hand a verify rule the same number."""
     return probabilities.to(torch.float16).float()

@@ -1,5 +1,5 @@
-"""One prompt's speculative decode, a cycle per :meth:`DecodeSession.step`; ``decode_seconds`` counts the time a
-caller spends choosing between cycles, as in deployment."""
+"""One prompt's speculative decode, a cycle per :meth:`DecodeSession.step`; ``decode_seconds`` counts the time
+a caller spends choosing between cycles, as in deployment."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ from specpolicy.state import DecodeState
 
 class DecoderParts(Protocol):
     """What a session uses of the :class:`~specpolicy.decoding.decoder.SpeculativeDecoder` that starts it: the
-    decoder builds sessions, and a session knows the decoder only by this shape (one arrow, decoder -> session)."""
+    decoder builds sessions, and a session knows the decoder only by this shape (one arrow, decoder ->
+    session)."""
 
     target: Any
     drafter: Any
@@ -42,15 +43,16 @@ class DecoderParts(Protocol):
     def budget(self, max_new_tokens: int | None) -> int: ...
     def check_prompt(self, prompt_ids: Sequence[int] | torch.Tensor) -> torch.Tensor: ...
     def target_tokens(self, logits: torch.Tensor, uniforms: Any, first_pos: int) -> torch.Tensor: ...
-    def draft_tokens(self, logits: torch.Tensor, uniforms: Any, first_pos: int) -> tuple[torch.Tensor, Any]: ...
-    def verify(self, draft: torch.Tensor, draft_probs: Any, logits: torch.Tensor, uniforms: Any, first_pos: int
-               ) -> Any: ...
+    def draft_tokens(self, logits: torch.Tensor, uniforms: Any, first_pos: int) -> tuple[torch.Tensor,
+                                                                                         Any]: ...
+    def verify(self, draft: torch.Tensor, draft_probs: Any, logits: torch.Tensor, uniforms: Any,
+               first_pos: int ) -> Any: ...
 
 
 def prefill(decoder: DecoderParts, ids: torch.Tensor, uniforms: PositionalUniforms | None,
             hidden_states: bool = True) -> tuple[object, torch.Tensor, tuple | None, int, float]:
-    """1. Prefill ``ids`` [s] into a new cache -> (cache, last logits [V] float32, hidden states if asked, the first
-    token, seconds); shared by speculative and plain decoding."""
+    """1. Prefill ``ids`` [s] into a new cache -> (cache, last logits [V] float32, hidden states if asked, the
+    first token, seconds); shared by speculative and plain decoding."""
     decoder.sync()
     t0 = time.perf_counter()
     cache = new_cache(decoder.target)
@@ -65,7 +67,8 @@ def prefill(decoder: DecoderParts, ids: torch.Tensor, uniforms: PositionalUnifor
 
 @dataclass
 class _Drafted:
-    """A drafted block waiting for :meth:`DecodeSession.verify`: drafts [B-1], their probs [B-1, V] (sampling)."""
+    """A drafted block waiting for :meth:`DecodeSession.verify`: drafts [B-1], their probs [B-1, V]
+    (sampling)."""
 
     requested: int
     size: int
@@ -98,10 +101,12 @@ class DecodeSession:
         decoder = self.decoder
         self.cache, logits, hidden, first, self.prefill_seconds = prefill(decoder, self.ids, self.uniforms)
         self.prefill_logits = logits
-        self.pending = [decoder.drafter.context_features(hidden)]  # context not yet drafted on: [1, c, L*H] each
+        # context not yet drafted on: [1, c, L*H] each
+        self.pending = [decoder.drafter.context_features(hidden)]
         self.drafter_cache = decoder.drafter.new_cache()
         self.output = [first]
-        self.stop_reason = "stop_token" if first in self.stops else ("max_new_tokens" if self.budget <= 1 else "")
+        self.stop_reason = "stop_token" if first in self.stops else ("max_new_tokens" if self.budget <= 1
+                                                                     else "")
         self.state = DecodeState.after_prefill(self.prefill_logits, self.ids.numel())
         self._t_loop = time.perf_counter()
         self._t_end = self._t_loop
@@ -112,8 +117,9 @@ class DecodeSession:
 
     @torch.inference_mode()
     def step(self, block_size: int, length: int | None = None) -> CycleRecord:
-        """2-6. One cycle of ``block_size`` verifying ``length`` tokens (default the block); at the context limit
-        it verifies the positions left (:func:`~specpolicy.cycles.context_cap`), with none, it ends the decode."""
+        """2-6. One cycle of ``block_size`` verifying ``length`` tokens (default the block); at the context
+        limit it verifies the positions left (:func:`~specpolicy.cycles.context_cap`), with none, it ends the
+        decode."""
         block = self._draft_block(block_size, record=False)
         return self.verify(length if block.block_size else None)
 

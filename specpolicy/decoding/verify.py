@@ -18,8 +18,8 @@ class VerifyResult(NamedTuple):
 
 
 def match_verify(draft: torch.Tensor, target_tokens: torch.Tensor) -> VerifyResult:
-    """Keep the longest prefix where ``draft`` [b, n] equals ``target_tokens`` [b, n + 1] (the target's samples:
-    lossless for any deterministic draft).
+    """Keep the longest prefix where ``draft`` [b, n] equals ``target_tokens`` [b, n + 1] (the target's
+    samples: lossless for any deterministic draft).
 
     >>> match_verify(torch.tensor([[5, 6, 7]]), torch.tensor([[5, 6, 9, 1]]))
     VerifyResult(accepted=tensor([2]), next_token=tensor([9]))
@@ -42,8 +42,9 @@ def speculative_sampling_verify(
     accept_uniforms: torch.Tensor,
     resample_uniforms: torch.Tensor,
 ) -> VerifyResult:
-    """Speculative sampling of ``draft`` [b, n] from ``draft_probs`` q [b, n, V] against ``target_probs`` p [b, n + 1,
-    V]: accept with min(1, p/q), resample a rejection from max(0, p - q), else the bonus from p_n."""
+    """Speculative sampling of ``draft`` [b, n] from ``draft_probs`` q [b, n, V] against ``target_probs`` p
+    [b, n + 1, V]: accept with min(1, p/q), resample a rejection from max(0, p - q), else the bonus from
+    p_n."""
     n = draft.shape[-1]
     p_draft = target_probs[..., :n, :].gather(-1, draft.unsqueeze(-1)).squeeze(-1)
     q_draft = draft_probs.gather(-1, draft.unsqueeze(-1)).squeeze(-1)

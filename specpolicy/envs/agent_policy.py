@@ -1,5 +1,6 @@
-"""Run an agent trained on a specpolicy environment (any callable from observation to action index) as a policy
-wherever policies run: :class:`AgentSpec` names the environment, :class:`AgentPolicy` rebuilds its observations::
+"""Run an agent trained on a specpolicy environment (any callable from observation to action index) as a
+policy wherever policies run: :class:`AgentSpec` names the environment, :class:`AgentPolicy` rebuilds its
+observations::
 
     policy = AgentPolicy(lambda obs: model.predict(obs, deterministic=True)[0], AgentSpec.of_env(env))
 """
@@ -28,7 +29,8 @@ def wrapper_chain(env: object) -> list[object]:
     wrappers), a DummyVecEnv's first ``envs``, specpolicy's SB3 vector env's ``env``, gymnasium's ``env``."""
     chain = [env]
     for _ in range(32):
-        inner = getattr(env, "venv", None) or (getattr(env, "envs", None) or [None])[0] or getattr(env, "env", None)
+        inner = getattr(env, "venv", None) or (getattr(env, "envs", None) or [None])[0] or getattr(env, "env",
+                                                                                                   None)
         if inner is None or inner is env:
             break
         chain.append(env := inner)
@@ -40,14 +42,15 @@ def specpolicy_env(env: object) -> object:
     for inner in wrapper_chain(env):
         if hasattr(inner, "source") and hasattr(inner, "candidates"):
             return inner
-    raise ValueError(f"{type(env).__name__} wraps no specpolicy environment; pass the environment the agent learned "
-                     "on (BlockSize-v0, BlockSizeStep-v0, DraftVerifyStep-v0 or their vector versions)")
+    raise ValueError(f"{type(env).__name__} wraps no specpolicy environment; pass the environment the agent "
+                     "learned on (BlockSize-v0, BlockSizeStep-v0, DraftVerifyStep-v0 or their vector "
+                     "versions)")
 
 
 @dataclass(frozen=True)
 class AgentSpec:
-    """What an agent was trained on: ``granularity`` (``prompt``, ``cycle``, ``draft_verify``), ``candidates``,
-    ``features``, ``budget`` (max_new_tokens) and ``observation_size``."""
+    """What an agent was trained on: ``granularity`` (``prompt``, ``cycle``, ``draft_verify``),
+    ``candidates``, ``features``, ``budget`` (max_new_tokens) and ``observation_size``."""
 
     granularity: str
     candidates: tuple[int, ...]
@@ -57,16 +60,19 @@ class AgentSpec:
 
     def __post_init__(self) -> None:
         if self.granularity not in GRANULARITIES:
-            raise ValueError(f"unknown agent granularity {self.granularity!r}; use one of {', '.join(GRANULARITIES)}")
+            raise ValueError(f"unknown agent granularity {self.granularity!r}; use one of "
+                             f"{', '.join(GRANULARITIES)}")
         if self.granularity != "prompt" and self.budget < 1:
-            raise ValueError(f"a per-cycle agent needs the decodes' token budget (budget >= 1), got {self.budget}")
+            raise ValueError("a per-cycle agent needs the decodes' token budget (budget >= 1), got "
+                             f"{self.budget}")
         get_extractor(self.features)  # an unknown feature name fails here, naming the known ones
         object.__setattr__(self, "candidates", tuple(int(c) for c in self.candidates))
 
     @classmethod
     def of_env(cls, env: object, budget: int | None = None) -> AgentSpec:
-        """The spec of an environment (or its wrapper): ``BlockSize-v0``, ``BlockSizeStep-v0``, ``DraftVerifyStep-v0``
-        or their vector versions. ``budget``: the step environments' token budget (default: their sweep's)."""
+        """The spec of an environment (or its wrapper): ``BlockSize-v0``, ``BlockSizeStep-v0``,
+        ``DraftVerifyStep-v0`` or their vector versions. ``budget``: the step environments' token budget
+        (default: their sweep's)."""
         env = specpolicy_env(env)
         size = int(np.prod(getattr(env, "single_observation_space", env.observation_space).shape))
         granularity = getattr(env, "granularity", "prompt")

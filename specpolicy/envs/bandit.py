@@ -1,5 +1,6 @@
-"""A contextual-bandit agent for ``BlockSize-v0``: disjoint LinUCB over standardised prefill features, deployed
-as a :class:`~specpolicy.policy.Policy` (``agent = LinUCB.for_env(env); agent.learn(env, steps); agent.policy()``)."""
+"""A contextual-bandit agent for ``BlockSize-v0``: disjoint LinUCB over standardised prefill features,
+deployed as a :class:`~specpolicy.policy.Policy` (``agent = LinUCB.for_env(env); agent.learn(env, steps);
+agent.policy()``)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ class LinUCB:
 
     def design(self, observations: np.ndarray) -> np.ndarray:
         """Standardised features plus a bias column: [n, d + 1]."""
-        return np.concatenate([(observations - self.mean) / self.scale, np.ones((len(observations), 1))], axis=1)
+        return np.concatenate([(observations - self.mean) / self.scale, np.ones((len(observations), 1))],
+                              axis=1)
 
     def scores(self, x: np.ndarray, explore: bool = True) -> np.ndarray:
         """Per-arm scores [n, arms] for design rows ``x`` [n, d + 1]."""
@@ -46,8 +48,10 @@ class LinUCB:
         return scores
 
     def learn(self, env: BlockSizeVectorEnv, steps: int, seed: int = 0) -> None:
-        """``steps`` vector steps of ``env.num_envs`` prompts each, updating on the reward of each tried arm."""
-        tokens = np.array([max(1, t.tokens()) if t is not None else 1 for t in env.source.tables], dtype=np.float64)
+        """``steps`` vector steps of ``env.num_envs`` prompts each, updating on the reward of each tried
+        arm."""
+        tokens = np.array([max(1, t.tokens()) if t is not None else 1 for t in env.source.tables],
+                          dtype=np.float64)
         obs, _ = env.reset(seed=seed)
         for _ in range(steps):
             prompts, x = env.prompt_indices().copy(), self.design(obs)
@@ -58,8 +62,8 @@ class LinUCB:
                 self.b[arm] += reward * row
 
     def learn_cycles(self, env: BlockSizeStepEnv, episodes: int, seed: int = 0) -> int:
-        """Per-cycle learning on ``BlockSizeStep-v0`` with ``reward="time"`` (myopic, so a bandit can maximise it
-        cycle by cycle); returns the steps taken."""
+        """Per-cycle learning on ``BlockSizeStep-v0`` with ``reward="time"`` (myopic, so a bandit can maximise
+        it cycle by cycle); returns the steps taken."""
         if env.reward != "time":
             raise ValueError("per-cycle bandit learning needs BlockSizeStep-v0 with reward='time'")
         scale, steps = env.source.latency.ar_seconds, 0

@@ -17,8 +17,8 @@ from specpolicy.envs.sources import open_source
 
 
 class BlockSizeEnv(gym.Env):
-    """Observation: a prompt's prefill ``features``; action: a candidate index; reward: ``tau``, ``cost``, ``time``
-    or ``seconds``; ``backend`` ``replay`` (a sweep store, by default the zoo's) or ``live``."""
+    """Observation: a prompt's prefill ``features``; action: a candidate index; reward: ``tau``, ``cost``,
+    ``time`` or ``seconds``; ``backend`` ``replay`` (a sweep store, by default the zoo's) or ``live``."""
 
     metadata: ClassVar[dict] = {"render_modes": []}
 
@@ -26,7 +26,8 @@ class BlockSizeEnv(gym.Env):
                  backend: str = "replay", cost_weight: float = COST_WEIGHT, render_mode: str | None = None,
                  live: dict | None = None, split: str | None = None) -> None:
         if render_mode is not None:
-            # a TypeError, as for an unsupported argument: stable-baselines3's make_vec_env then retries without it
+            # a TypeError, as for an unsupported argument: stable-baselines3's make_vec_env then retries
+            # without it
             raise TypeError("BlockSize-v0 has no render modes; pass render_mode=None")
         check_reward(reward, "prompt", backend)
         self.features = features

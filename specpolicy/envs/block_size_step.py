@@ -19,8 +19,10 @@ from specpolicy.state import DecodeState
 OBSERVATION_SIZE = 20
 
 
-def step_observation(state: DecodeState, candidates: tuple[int, ...], budget: int, prefill: np.ndarray) -> np.ndarray:
-    """The step environment's observation [20] of a decode ``state`` (also what a trained agent reads live)."""
+def step_observation(state: DecodeState, candidates: tuple[int, ...], budget: int,
+                     prefill: np.ndarray) -> np.ndarray:
+    """The step environment's observation [20] of a decode ``state`` (also what a trained agent reads
+    live)."""
     top = max(candidates)
     accepted, sizes = state.accepted_history, state.block_size_history
     history = ([0] * 3 + accepted)[-3:]
@@ -31,21 +33,24 @@ def step_observation(state: DecodeState, candidates: tuple[int, ...], budget: in
 
 
 class BlockSizeStepEnv(gym.Env):
-    """Per-cycle block-size control; ``session``: the episode's replay or live decode (its ``state`` is what the
-    observation encodes)."""
+    """Per-cycle block-size control; ``session``: the episode's replay or live decode (its ``state`` is what
+    the observation encodes)."""
 
     metadata: ClassVar[dict] = {"render_modes": []}
     granularity = "cycle"
 
-    def __init__(self, sweep: str | Path | None = None, reward: str = "tokens", render_mode: str | None = None,
+    def __init__(self, sweep: str | Path | None = None, reward: str = "tokens",
+                 render_mode: str | None = None,
                  backend: str = "replay", live: dict | None = None, split: str | None = None) -> None:
         if render_mode is not None:
-            # a TypeError, as for an unsupported argument: stable-baselines3's make_vec_env then retries without it
+            # a TypeError, as for an unsupported argument: stable-baselines3's make_vec_env then retries
+            # without it
             raise TypeError("BlockSizeStep-v0 has no render modes; pass render_mode=None")
         check_reward(reward, self.granularity, backend)
         self.reward = reward
         self.session = None
-        self.observation_space = spaces.Box(-OBSERVATION_BOUND, OBSERVATION_BOUND, (OBSERVATION_SIZE,), np.float32)
+        self.observation_space = spaces.Box(-OBSERVATION_BOUND, OBSERVATION_BOUND, (OBSERVATION_SIZE,),
+                                            np.float32)
         self.source = open_source(backend, sweep, split, live, features="compact")
         if self.source.kind == "replay" and any(t is None for t in self.source.tables):
             raise ValueError("BlockSizeStep-v0 needs a replay sweep (specpolicy sweep --mode replay)")

@@ -1,5 +1,5 @@
-"""``specpolicy/DraftVerifyStep-v0``: each cycle in two steps, B, then L after the block's confidences (actions
-index ``candidates``, ``action_masks()`` marks L <= B); observation float32 [22 + 2 (Bmax - 1)]."""
+"""``specpolicy/DraftVerifyStep-v0``: each cycle in two steps, B, then L after the block's confidences
+(actions index ``candidates``, ``action_masks()`` marks L <= B); observation float32 [22 + 2 (Bmax - 1)]."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from specpolicy.state import DecodeState
 DRAFT, VERIFY = 0, 1
 
 
-def draft_verify_observation(state: DecodeState, candidates: tuple[int, ...], budget: int, prefill: np.ndarray,
-                             block: DraftedBlock | None = None) -> np.ndarray:
-    """The observation [22 + 2 (Bmax - 1)] before choosing B (``block`` None) or L (the drafted ``block``), as a
-    trained agent also reads it live."""
+def draft_verify_observation(state: DecodeState, candidates: tuple[int, ...], budget: int,
+                             prefill: np.ndarray, block: DraftedBlock | None = None) -> np.ndarray:
+    """The observation [22 + 2 (Bmax - 1)] before choosing B (``block`` None) or L (the drafted ``block``), as
+    a trained agent also reads it live."""
     top = max(candidates)
     confidences, running, head = np.zeros(top - 1, np.float32), np.zeros(top - 1, np.float32), [DRAFT, 0.0]
     if block is not None:
@@ -51,15 +51,17 @@ class DraftVerifyStepEnv(BlockSizeStepEnv):
         recorded = all(set(drafted) <= set(t.confidences) for t in self.source.tables)
         if self.source.store.meta.get("verify_lengths") and recorded:
             return
-        raise ValueError("DraftVerifyStep-v0 needs a sweep with verify lengths and the drafter's confidences of "
-                         f"every block size: specpolicy sweep --verify-lengths --confidences "
+        raise ValueError("DraftVerifyStep-v0 needs a sweep with verify lengths and the drafter's "
+                         "confidences of every block size: specpolicy sweep --verify-lengths --confidences "
                          f"{','.join(map(str, drafted))} --out DIR, then sweep=DIR")
 
     def _observation(self) -> np.ndarray:
-        return draft_verify_observation(self.session.state, self.candidates, self._budget, self._prefill, self.block)
+        return draft_verify_observation(self.session.state, self.candidates, self._budget, self._prefill,
+                                        self.block)
 
     def action_masks(self) -> np.ndarray:
-        """bool [C]: every block size in the draft phase; the lengths up to the drafted B in the verify phase."""
+        """bool [C]: every block size in the draft phase; the lengths up to the drafted B in the verify
+        phase."""
         if self.block is None:
             return np.ones(len(self.candidates), dtype=bool)
         return np.asarray([b <= self.block.block_size for b in self.candidates])

@@ -27,6 +27,6 @@ def prompt_index(rng: np.random.Generator, index: object, count: int) -> int:
     if index is None:
         return int(rng.integers(count))
     if isinstance(index, bool) or not hasattr(index, "__index__") or not 0 <= int(index) < count:
-        raise ValueError(f"options['prompt_index'] must be an integer in 0..{count - 1} (the source's prompts), "
-                         f"got {index!r}")
+        raise ValueError(f"options['prompt_index'] must be an integer in 0..{count - 1} (the source's "
+                         f"prompts), got {index!r}")
     return int(index)

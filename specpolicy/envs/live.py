@@ -12,7 +12,13 @@ from specpolicy.data.prompts import encode_prompt
 from specpolicy.data.registry import load_prompts
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.decoding.autoregressive import own_answer
-from specpolicy.defaults import COST_WEIGHT, DEFAULT_CANDIDATES, ENV_MAX_NEW_TOKENS, ENV_MAX_SAMPLES, MAX_PROMPT_TOKENS
+from specpolicy.defaults import (
+    COST_WEIGHT,
+    DEFAULT_CANDIDATES,
+    ENV_MAX_NEW_TOKENS,
+    ENV_MAX_SAMPLES,
+    MAX_PROMPT_TOKENS,
+)
 from specpolicy.envs.episode import Episode, prompt_index
 from specpolicy.envs.replay_data import prompt_features
 from specpolicy.features import to_numpy
@@ -22,8 +28,8 @@ if TYPE_CHECKING:
 
 
 class LiveSource:
-    """The live source: prompts of ``dataset`` decoded by the pair (loaded unless ``pair`` is given); a prompt's
-    ``outcome`` is ``reward`` measured on a fresh decode."""
+    """The live source: prompts of ``dataset`` decoded by the pair (loaded unless ``pair`` is given); a
+    prompt's ``outcome`` is ``reward`` measured on a fresh decode."""
 
     kind = "live"
     latency = None  # rewards are measured, not priced
@@ -62,7 +68,8 @@ class LiveSource:
         agent's own time between reset and step never counts)."""
         size = self.candidates[action]
         trace = self.decoder.generate(episode.ids, size)
-        rewards = {"tau": trace.tau, "cost": trace.tau - self.cost_weight * (size - 1), "time": trace.tokens_per_second}
+        rewards = {"tau": trace.tau, "cost": trace.tau - self.cost_weight * (size - 1),
+                   "time": trace.tokens_per_second}
         return rewards[self.reward], {"block_size": size, "accepted": [c.accepted for c in trace.cycles],
                                       "tau": trace.tau, "decode_seconds": trace.decode_seconds,
                                       "prompt_id": episode.prompt_id}

@@ -36,11 +36,12 @@ def shipped_sweep(split: str = "train") -> SweepStore:
     from specpolicy.zoo import ZOO_DIR
 
     if split not in SHIPPED_SPLITS:
-        raise ValueError(f"unknown split {split!r}; the zoo ships {', '.join(SHIPPED_SPLITS)} (or pass sweep=DIR, "
-                         "e.g. a store from `specpolicy sweep --dataset sharegpt-validation`)")
+        raise ValueError(f"unknown split {split!r}; the zoo ships {', '.join(SHIPPED_SPLITS)} (or pass "
+                         "sweep=DIR, e.g. a store from `specpolicy sweep --dataset sharegpt-validation`)")
     path = ZOO_DIR / "sweeps" / SHIPPED_SPLITS[split]
     if not (path / "meta.json").exists():
-        raise FileNotFoundError(f"no shipped sweep at {path}; pass sweep=DIR (a store from `specpolicy sweep`)")
+        raise FileNotFoundError(f"no shipped sweep at {path}; pass sweep=DIR (a store from `specpolicy "
+                                "sweep`)")
     return SweepStore.load(path, split=None if split == "test" else split)
 
 

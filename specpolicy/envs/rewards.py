@@ -1,5 +1,5 @@
-"""The one reward vocabulary of the environments; each refuses a name its granularity and backend cannot compute
-before loading anything.
+"""The one reward vocabulary of the environments; each refuses a name its granularity and backend cannot
+compute before loading anything.
 
 >>> check_reward("time", "prompt", "replay")
 'time'
@@ -10,12 +10,12 @@ from __future__ import annotations
 REWARDS = {
     "tau": "the prompt's mean accepted length (per prompt)",
     "cost": "tau - cost_weight * (B - 1) (per prompt)",
-    "time": "tokens per second: of the prompt's decode (per prompt; modelled in replay, measured live) or of the "
-            "cycle, in tokens per AR step (per cycle, replay)",
+    "time": "tokens per second: of the prompt's decode (per prompt; modelled in replay, measured live) or "
+            "of the cycle, in tokens per AR step (per cycle, replay)",
     "seconds": "minus the modelled seconds in AR steps (replay): the return ranks policies by decode time",
     "tokens": "tokens committed by the cycle (per cycle)",
-    "saved": "tokens committed minus the cycle's modelled cost in AR steps (per cycle, replay): the return is "
-             "the AR steps the decode saved",
+    "saved": "tokens committed minus the cycle's modelled cost in AR steps (per cycle, replay): the return "
+             "is the AR steps the decode saved",
 }
 """reward name -> what it measures"""
 

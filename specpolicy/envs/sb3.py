@@ -1,8 +1,8 @@
 """The numpy-batched ``BlockSize-v0`` as a stable-baselines3 ``VecEnv``; every step ends every episode, so
 ``dones`` is all true and ``infos[i]["terminal_observation"]`` is the observation the action answered::
 
-    PPO("MlpPolicy", BlockSizeSB3VecEnv(num_envs=64, features="compact", reward="seconds"), n_steps=16).learn(50_000)
-"""
+    PPO("MlpPolicy", BlockSizeSB3VecEnv(num_envs=64, features="compact", reward="seconds"),
+    n_steps=16).learn(50_000) """
 
 from __future__ import annotations
 
@@ -52,7 +52,8 @@ class BlockSizeSB3VecEnv(VecEnv):
     def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
         setattr(self.env, attr_name, value)
 
-    def env_method(self, method_name: str, *method_args: Any, indices: Any = None, **method_kwargs: Any) -> list:
+    def env_method(self, method_name: str, *method_args: Any, indices: Any = None,
+                   **method_kwargs: Any) -> list:
         return [getattr(self.env, method_name)(*method_args, **method_kwargs)] * len(self._indices(indices))
 
     def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:

@@ -1,5 +1,6 @@
 """Where episodes come from, behind one interface: :class:`~specpolicy.envs.replay_data.ReplayData` or
-:class:`~specpolicy.envs.live.LiveSource` start an :class:`Episode` and price a prompt at one B (``outcome``)."""
+:class:`~specpolicy.envs.live.LiveSource` start an :class:`Episode` and price a prompt at one B
+(``outcome``)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from specpolicy.envs.episode import Episode
 __all__ = ["Episode", "open_source"]
 
 
-def open_source(backend: str, sweep: str | Path | None = None, split: str | None = None, live: dict | None = None,
+def open_source(backend: str, sweep: str | Path | None = None, split: str | None = None,
+                live: dict | None = None,
                 features: str = "logits", reward: str = "tau", cost_weight: float = COST_WEIGHT):
-    """The source of ``backend`` (after :func:`~specpolicy.envs.rewards.check_reward`): ``replay`` reads ``sweep``
-    (default: the zoo's sweep of ``split``), ``live`` decodes with :class:`~specpolicy.envs.live.LiveSource`."""
+    """The source of ``backend`` (after :func:`~specpolicy.envs.rewards.check_reward`): ``replay`` reads
+    ``sweep`` (default: the zoo's sweep of ``split``), ``live`` decodes with
+    :class:`~specpolicy.envs.live.LiveSource`."""
     if backend == "live":  # loads the model stack only when asked for
         from specpolicy.envs.live import LiveSource
 

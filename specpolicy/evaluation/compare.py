@@ -1,5 +1,5 @@
-"""Comparison as a library (no torch, no CLI): checked :class:`CompareOptions` and a stored sweep's runs as named
-rows, what ``specpolicy compare`` prints::
+"""Comparison as a library (no torch, no CLI): checked :class:`CompareOptions` and a stored sweep's runs as
+named rows, what ``specpolicy compare`` prints::
 
     for r in compare_sweep("runs/traces/gsm8k", ["fixed8", "adaptive", "oracle-step"], costs=["table.json"]):
         print(r.row.policy, f"{r.row.speedup:.2f}x", r.row.vs_baseline_ci95)
@@ -36,8 +36,8 @@ from specpolicy.policy import Policy
 
 BY = ("category", "group", "context")
 """the prompt labels ``by`` reports per (``context``: a stored prompt's length bucket)"""
-SWEEP_SETTINGS = ("datasets", "temperature", "max_samples", "max_new_tokens", "seed", "target", "drafter", "device",
-                  "dtype")
+SWEEP_SETTINGS = ("datasets", "temperature", "max_samples", "max_new_tokens", "seed", "target", "drafter",
+                  "device", "dtype")
 """what a fresh sweep is made with (refused beside ``sweep``, which has its own)"""
 
 
@@ -87,9 +87,10 @@ class CompareOptions:
     def validate(self) -> None:
         """Fail on options that cannot work together, before anything loads."""
         check_temperature(self.temperature, "--temperature")
-        if isinstance(self.policies, str) or not self.policies or not all(isinstance(n, str) for n in self.policies):
-            raise ValueError(f"policies must be a list of policy names such as ['fixed16', 'blockpilot'], got "
-                             f"{self.policies!r}")
+        if isinstance(self.policies,
+                      str) or not self.policies or not all(isinstance(n, str) for n in self.policies):
+            raise ValueError("policies must be a list of policy names such as ['fixed16', 'blockpilot'], "
+                             f"got {self.policies!r}")
         self.concurrency = check_counts(self.concurrency, "concurrency")
         if self.candidates is not None:
             self.candidates = list(check_candidate_set(self.candidates, "candidates"))
@@ -99,8 +100,8 @@ class CompareOptions:
         for option in ("baseline", "oracle"):
             name = getattr(self, option)
             if self.given(option) and name not in self.policies:  # the defaults may be left out of --policies
-                raise ValueError(f"--{option} {name} is not among --policies ({','.join(self.policies)}); add it "
-                                 "there, or name one of those")
+                raise ValueError(f"--{option} {name} is not among --policies ({','.join(self.policies)}); "
+                                 "add it there, or name one of those")
         self._validate_where()
         self._validate_costs()
         if self.plot is not None:
@@ -109,10 +110,11 @@ class CompareOptions:
     def _validate_where(self) -> None:
         """The engine, the labels and the stored sweep."""
         if self.engine not in (None, "llamacpp"):
-            raise ValueError(f"--engine {self.engine} is not an engine specpolicy drives; use --engine llamacpp")
+            raise ValueError(f"--engine {self.engine} is not an engine specpolicy drives; use --engine "
+                             "llamacpp")
         if self.engine and (self.mode is Mode.live or self.batch_costs is not None or self.costs):
-            raise ValueError("--engine measures the engine and prices replay with the engine's own cost table; drop "
-                             "--mode live, --costs and --batch-costs")
+            raise ValueError("--engine measures the engine and prices replay with the engine's own cost "
+                             "table; drop --mode live, --costs and --batch-costs")
         if self.by not in (None, *BY):
             raise ValueError(f"--by {self.by} is not a prompt label; use --by category, group or context")
         if self.by == "context" and self.sweep is None:
@@ -121,8 +123,9 @@ class CompareOptions:
             ignored = [{"datasets": "--dataset"}.get(name, f"--{name.replace('_', '-')}")
                        for name in SWEEP_SETTINGS if self.given(name)]
             if ignored:
-                raise ValueError(f"--sweep evaluates a stored sweep with its own prompts and settings; "
-                                 f"{', '.join(ignored)} would be ignored: drop them, or drop --sweep to sweep anew")
+                raise ValueError("--sweep evaluates a stored sweep with its own prompts and settings; "
+                                 f"{', '.join(ignored)} would be ignored: drop them, or drop --sweep to "
+                                 "sweep anew")
         elif self.split is not None:
             raise ValueError("--split picks one side of a --sweep store (train or validation, by "
                              "conversation and input, as `specpolicy train` splits it); pass --sweep DIR")
@@ -130,11 +133,12 @@ class CompareOptions:
     def _validate_costs(self) -> None:
         """The cost tables and the serving simulation."""
         if len(self.costs) > 1 and self.mode is Mode.live:
-            raise ValueError("several --costs tables price replay by each prompt's context; live decoding reads one "
-                             "table: pass one")
+            raise ValueError("several --costs tables price replay by each prompt's context; live decoding "
+                             "reads one table: pass one")
         if self.batch_costs is not None and self.costs:
-            raise ValueError("--costs prices one request at a time and serving prices every step with --batch-costs; "
-                             "drop --costs (the batch table gives each concurrency's per-request costs)")
+            raise ValueError("--costs prices one request at a time and serving prices every step with "
+                             "--batch-costs; drop --costs (the batch table gives each concurrency's "
+                             "per-request costs)")
         if (max(self.concurrency) > 1 or self.batch_costs is not None) and \
                 (self.sweep is None or self.batch_costs is None):
             raise ValueError("--concurrency N simulates serving from a stored sweep: pass --sweep DIR and "
@@ -151,7 +155,8 @@ class Run(NamedTuple):
 
 @dataclass(frozen=True)
 class ComparisonRow:
-    """A policy's summary on one dataset, at one concurrency, for one prompt label (``None``: every prompt)."""
+    """A policy's summary on one dataset, at one concurrency, for one prompt label (``None``: every
+    prompt)."""
 
     dataset: str
     concurrency: int | None
@@ -169,14 +174,14 @@ warn = functools.partial(warnings.warn, category=UserWarning, stacklevel=3)
 
 def price_tables(options: CompareOptions, on_warning: Callable[[str], object] = warn
                  ) -> CostTable | list[CostTable] | None:
-    """The ``costs`` tables (one, several by context, or ``None``: the sweep's own), flagged ones reported; two at
-    one context length are refused (their order would decide the price)."""
+    """The ``costs`` tables (one, several by context, or ``None``: the sweep's own), flagged ones reported;
+    two at one context length are refused (their order would decide the price)."""
     tables = [CostTable.load(path) for path in options.costs]
     contexts = [t.context_length for t in tables]
     twice = sorted({c for c in contexts if contexts.count(c) > 1})
     if len(tables) > 1 and twice:
-        raise ValueError(f"--costs gives {contexts.count(twice[0])} tables measured at context {twice[0]}; each table "
-                         "prices the prompts nearest its context: pass one per context length")
+        raise ValueError(f"--costs gives {contexts.count(twice[0])} tables measured at context {twice[0]}; "
+                         "each table prices the prompts nearest its context: pass one per context length")
     for table, path in zip(tables, options.costs):
         for line in table.flag_warnings(path):
             on_warning(line)
@@ -197,17 +202,20 @@ def build_policies(options: CompareOptions, candidates: Sequence[int]) -> list[P
 
 
 def chosen_candidates(options: CompareOptions, store: object | None) -> list[int]:
-    """The block sizes compared: ``candidates`` (a subset of a stored sweep's), else the sweep's or the default."""
+    """The block sizes compared: ``candidates`` (a subset of a stored sweep's), else the sweep's or the
+    default."""
     if store is None:
         return list(options.candidates or DEFAULT_CANDIDATES)
     extra = sorted(set(options.candidates or ()) - set(store.candidates))
     if extra:
-        raise ValueError(f"--candidates {extra} are not in the sweep's {list(store.candidates)}; pass a subset")
+        raise ValueError(f"--candidates {extra} are not in the sweep's {list(store.candidates)}; pass a "
+                         "subset")
     return list(options.candidates or store.candidates)
 
 
 class Prepared(NamedTuple):
-    """A comparison's checked inputs: tables (``None``: the sweep's own), the stored sweep, sizes and policies."""
+    """A comparison's checked inputs: tables (``None``: the sweep's own), the stored sweep, sizes and
+    policies."""
 
     costs: CostTable | list[CostTable] | None
     store: object | None
@@ -297,8 +305,8 @@ def check_labels(labels: dict[str, dict[str, str]], by: str) -> dict[str, dict[s
 
 def comparison_rows(runs: Sequence[Run], labels: dict[str, dict[str, str]], options: CompareOptions
                     ) -> list[ComparisonRow]:
-    """Every run summarised (against ``baseline``, with shares of ``oracle``'s gain), per ``by`` label and over
-    every prompt when ``by`` is set (``labels``: dataset -> prompt id -> label)."""
+    """Every run summarised (against ``baseline``, with shares of ``oracle``'s gain), per ``by`` label and
+    over every prompt when ``by`` is set (``labels``: dataset -> prompt id -> label)."""
     rows = []
     for run in runs:
         parts = split_by(run.results, labels[run.dataset]) if options.by else [(None, run.results)]
@@ -309,10 +317,11 @@ def comparison_rows(runs: Sequence[Run], labels: dict[str, dict[str, str]], opti
 
 def compare_sweep(sweep: str | Path, policies: Sequence[str], *, costs: Sequence[str | Path] = (),
                   candidates: Sequence[int] | None = None, split: str | None = None, by: str | None = None,
-                  baseline: str = COMPARE_BASELINE, oracle: str = COMPARE_ORACLE, concurrency: Sequence[int] = (1,),
+                  baseline: str = COMPARE_BASELINE, oracle: str = COMPARE_ORACLE,
+                  concurrency: Sequence[int] = (1,),
                   batch_costs: str | Path | None = None) -> list[ComparisonRow]:
-    """``specpolicy compare --sweep`` from Python (``costs`` by context, ``batch_costs`` and ``concurrency`` to
-    serve, ``by`` for rows per label); a flagged cost table is reported with :func:`warnings.warn`."""
+    """``specpolicy compare --sweep`` from Python (``costs`` by context, ``batch_costs`` and ``concurrency``
+    to serve, ``by`` for rows per label); a flagged cost table is reported with :func:`warnings.warn`."""
     if not isinstance(sweep, str | Path):
         raise ValueError(f"sweep must be a sweep store's folder (a str or Path), got {sweep!r}")
     options = CompareOptions(policies, sweep=Path(sweep), costs=tuple(map(Path, costs)),

@@ -1,6 +1,6 @@
 """Policies deployed into llama.cpp's server and measured there beside replay's prediction (no torch): a
-per-prompt B routes each request to its setting; a per-cycle policy whose rule is a value runs inside a patched
-server (engines/patches), other per-cycle policies are refused."""
+per-prompt B routes each request to its setting; a per-cycle policy whose rule is a value runs inside a
+patched server (engines/patches), other per-cycle policies are refused."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ FED = Setting(1, feeds_drafter=True)
 
 
 def engine_sizes(candidates: Sequence[int], largest: int = TRAINING_BLOCK_SIZE) -> list[int]:
-    """The block sizes among ``candidates`` llama.cpp runs with a drafter trained at block ``largest`` (past it,
-    llama.cpp clamps n_max)."""
+    """The block sizes among ``candidates`` llama.cpp runs with a drafter trained at block ``largest`` (past
+    it, llama.cpp clamps n_max)."""
     return sorted(b for b in candidates if b <= largest)
 
 
@@ -55,7 +55,8 @@ class EngineRun:
 
     def lossless_failures(self) -> list[tuple[str, Setting]]:
         """(prompt, setting) whose greedy output differs from the same server's plain decoding."""
-        return [(pid, s) for (pid, s), reply in self.replies.items() if reply.tokens != self.replies[pid, PLAIN].tokens]
+        return [(pid, s) for (pid, s), reply in self.replies.items()
+                if reply.tokens != self.replies[pid, PLAIN].tokens]
 
     def first_difference(self, prompt_id: str) -> int | None:
         """Where the engine's plain output first differs from specpolicy's recorded one (``None``: equal)."""
@@ -65,51 +66,56 @@ class EngineRun:
 
 
 def engine_setting(policy: Policy, plan: Plan | None, largest: int, per_request: bool = False) -> Setting:
-    """The setting ``plan`` (a policy's for one prompt; ``None``: one no prompt fixes) runs as in llama.cpp, matched
-    on its values: a fixed block (B <= ``largest``, the drafter's trained block, past which llama.cpp clamps),
-    verified whole or up to the first draft below p (llama.cpp's p_min); on a patched server (``per_request``)
-    the cost-aware block rule (:class:`~specpolicy.cycles.CostAwareBlocks`), which the server runs per step."""
+    """The setting ``plan`` (a policy's for one prompt; ``None``: one no prompt fixes) runs as in llama.cpp,
+    matched on its values: a fixed block (B <= ``largest``, the drafter's trained block, past which llama.cpp
+    clamps), verified whole or up to the first draft below p (llama.cpp's p_min); on a patched server
+    (``per_request``) the cost-aware block rule (:class:`~specpolicy.cycles.CostAwareBlocks`), which the
+    server runs per step."""
     rule = plan.block if plan is not None else None
     verify = plan.length if plan is not None else None
     if per_request and isinstance(rule, CostAwareBlocks) and verify is None:
         if max(rule.blocks) > largest:
-            raise ValueError(f"{policy.name} chooses blocks up to {max(rule.blocks)}, past the drafter's trained "
-                             f"block {largest}; pass --candidates up to {largest}")
+            raise ValueError(f"{policy.name} chooses blocks up to {max(rule.blocks)}, past the drafter's "
+                             f"trained block {largest}; pass --candidates up to {largest}")
         return Setting(largest, plan=json.dumps(rule.request(), sort_keys=True))
     p_min = verify.threshold if isinstance(verify, ConfidentPrefix) and not verify.running else None
     if plan is None or plan.block_size is None or (verify is not None and p_min is None):
-        raise ValueError(f"{policy.name} decides per cycle or sets verify lengths with a rule llama.cpp cannot run: "
-                         "a server built by `specpolicy engine build` (patched) runs the cost-aware rule per step "
-                         "(adaptive, blockpilot-guard), a stock one takes its settings per server; compare it in "
-                         "replay, or run llama.cpp's own rule llamacpp-pmin:n_max=N,p_min=P")
+        raise ValueError(f"{policy.name} decides per cycle or sets verify lengths with a rule llama.cpp "
+                         "cannot run: a server built by `specpolicy engine build` (patched) runs the "
+                         "cost-aware rule per step (adaptive, blockpilot-guard), a stock one takes its "
+                         "settings per server; compare it in replay, or run llama.cpp's own rule "
+                         "llamacpp-pmin:n_max=N,p_min=P")
     if plan.block_size > largest:
-        raise ValueError(f"{policy.name} chose block size {plan.block_size}, past the drafter's trained block "
-                         f"{largest}, which llama.cpp clamps to {largest}; pass --candidates up to {largest}")
+        raise ValueError(f"{policy.name} chose block size {plan.block_size}, past the drafter's trained "
+                         f"block {largest}, which llama.cpp clamps to {largest}; pass --candidates up to "
+                         f"{largest}")
     return Setting(plan.block_size, p_min or 0.0)
 
 
 def for_engine(policy: Policy, sizes: Sequence[int]) -> Policy:
-    """``policy`` choosing among the block sizes the engine runs (a learned one, or one with a learned start, over
-    its trained classes in ``sizes``: ``restrict``)."""
+    """``policy`` choosing among the block sizes the engine runs (a learned one, or one with a learned start,
+    over its trained classes in ``sizes``: ``restrict``)."""
     return policy.restrict(sizes)
 
 
 def deployable_settings(policy: Policy, largest: int) -> list[Setting]:
-    """Every server setting ``policy`` can route a request to (what ``export --engine llamacpp`` starts); a policy
-    the engine cannot run is refused as :func:`engine_setting` refuses it."""
+    """Every server setting ``policy`` can route a request to (what ``export --engine llamacpp`` starts); a
+    policy the engine cannot run is refused as :func:`engine_setting` refuses it."""
     if policy.needs_sweep:
-        raise ValueError(f"{policy.name} plans from a sweep's measurements (an upper bound): nothing to deploy")
+        raise ValueError(f"{policy.name} plans from a sweep's measurements (an upper bound): nothing to "
+                         "deploy")
     if not (policy.per_step or type(policy).plan is not Policy.plan):  # per prompt: any of its choices
         return sorted({engine_setting(policy, Plan.fixed(b), largest) for b in policy.choices()})
     plan = None
-    if policy.vocabulary() is None and not policy.per_step:  # a plan no prompt changes (llamacpp-pmin's), if any
+    # a plan no prompt changes (llamacpp-pmin's), if any
+    if policy.vocabulary() is None and not policy.per_step:
         with contextlib.suppress(ValueError):  # one that reads the machine's cost table has none without it
             plan = policy.plan(PromptObservation(np.zeros(0, np.float32), 0))
     if plan is None:
-        raise ValueError(f"{policy.name} plans each prompt or step from what it reads at run time (the prompt, the "
-                         "engine's cost table): there is no fixed setting to export; run it in the engine with "
-                         "`specpolicy compare --engine llamacpp` (a patched server runs the cost-aware rule per "
-                         "step), or export a per-prompt policy")
+        raise ValueError(f"{policy.name} plans each prompt or step from what it reads at run time (the "
+                         "prompt, the engine's cost table): there is no fixed setting to export; run it in "
+                         "the engine with `specpolicy compare --engine llamacpp` (a patched server runs "
+                         "the cost-aware rule per step), or export a per-prompt policy")
     return [engine_setting(policy, plan, largest)]
 
 
@@ -130,10 +136,11 @@ def plan_settings(store: SweepStore, records: Sequence[SweepRecord], policies: S
     return settings
 
 
-def evaluate_engine(pool: ServerPool, store: SweepStore, policies: Sequence[Policy], *, costs: CostTable | None = None,
-                    records: Sequence[SweepRecord] | None = None,
+def evaluate_engine(pool: ServerPool, store: SweepStore, policies: Sequence[Policy], *,
+                    costs: CostTable | None = None, records: Sequence[SweepRecord] | None = None,
                     on_progress: Callable[[int, int], None] | None = None) -> EngineRun:
-    """Decode every stored prompt in the engine with plain decoding and each policy's setting (rotating order)."""
+    """Decode every stored prompt in the engine with plain decoding and each policy's setting (rotating
+    order)."""
     records = list(records if records is not None else store.records())
     if not records or any(r.replay is None for r in records):
         raise ValueError(f"{store.path} holds no replay records (prompt tokens); pass a replay sweep")
@@ -142,7 +149,8 @@ def evaluate_engine(pool: ServerPool, store: SweepStore, policies: Sequence[Poli
     for n, (record, chosen) in enumerate(zip(records, settings)):
         prompt = list(record.replay.sequence[:record.prompt_length])
         budget = record.replay.budget or record.output_length
-        run.recorded[record.prompt_id] = tuple(record.replay.sequence[record.prompt_length:][:record.output_length])
+        output = record.replay.sequence[record.prompt_length:][:record.output_length]
+        run.recorded[record.prompt_id] = tuple(output)
         order = sorted({PLAIN, *chosen})
         shift = n % len(order)
         for setting in order[shift:] + order[:shift]:
@@ -152,8 +160,8 @@ def evaluate_engine(pool: ServerPool, store: SweepStore, policies: Sequence[Poli
             reply = run.replies[record.prompt_id, setting]
             ar_seconds = plain.seconds * len(reply.tokens) / max(1, len(plain.tokens))
             sizes = [s.block for s in reply.steps] if setting.plan else [setting.block_size] * reply.cycles
-            result.prompts.append(PromptResult(record.prompt_id, sizes, reply.tau, len(reply.tokens), reply.seconds,
-                                               ar_seconds, cycles=reply.cycles))
+            result.prompts.append(PromptResult(record.prompt_id, sizes, reply.tau, len(reply.tokens),
+                                               reply.seconds, ar_seconds, cycles=reply.cycles))
         if on_progress:
             on_progress(n + 1, len(records))
     return run
@@ -256,11 +264,12 @@ class EngineComparison:
 
 
 def compare_engine(store: SweepStore, policies: Sequence[Policy], *, threads: int = 1,
-                   server: str | Path | None = None, target: str = DEFAULT_MODEL, drafter: str = DEFAULT_MODEL,
+                   server: str | Path | None = None, target: str = DEFAULT_MODEL,
+                   drafter: str = DEFAULT_MODEL,
                    progress: Progress = _quiet, report: Callable[[str], None] = print) -> EngineComparison:
     """``specpolicy compare --engine llamacpp`` from Python: every policy checked against what the server
-    runs, the pair converted (cached), the engine's cost table calibrated on the store's first prompts, every prompt
-    decoded in one server pool beside plain decoding, and replay's prediction under that table."""
+    runs, the pair converted (cached), the engine's cost table calibrated on the store's first prompts, every
+    prompt decoded in one server pool beside plain decoding, and replay's prediction under that table."""
     from specpolicy.engines.build import find_server, gguf_pair, patched
 
     binary = find_server(server)  # before any conversion or server

@@ -1,5 +1,5 @@
-"""The configurations ``specpolicy export`` writes: a policy served at every concurrency and the vLLM and SGLang
-configurations closest to it, each priced by simulating exactly what the engine runs (numpy only)."""
+"""The configurations ``specpolicy export`` writes: a policy served at every concurrency and the vLLM and
+SGLang configurations closest to it, each priced by simulating exactly what the engine runs (numpy only)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from specpolicy.replay.batch_costs import BatchCostTable
 from specpolicy.replay.export import EngineConfigPolicy, choose_sglang, choose_vllm, closest_configs
 from specpolicy.sweep.store import SweepStore
 
-SEMANTICS = ("the configurations run the policy as closely as each engine can: SGLang one block size (the policy's "
-             "most run; no flags: speculation off), vLLM one drafted block of num_speculative_tokens + 1 (the "
-             "policy's most run B > 1; null: the policy never drafts) verifying K + 1 per batch size (the L it "
-             "verifies most there). Each engine's columns price exactly that configuration; read one back with "
-             "--policies vllm-config:FILE or sglang-config:FILE.")
+SEMANTICS = ("the configurations run the policy as closely as each engine can: SGLang one block size (the "
+             "policy's most run; no flags: speculation off), vLLM one drafted block of "
+             "num_speculative_tokens + 1 (the policy's most run B > 1; null: the policy never drafts) "
+             "verifying K + 1 per batch size (the L it verifies most there). Each engine's columns price "
+             "exactly that configuration; read one back with --policies vllm-config:FILE or "
+             "sglang-config:FILE.")
 
 
 class _Pricer:
@@ -40,10 +41,11 @@ class _Pricer:
         return self.priced[key]
 
 
-def export_for_engines(built: Policy, store: SweepStore, costs: BatchCostTable, batches: Sequence[int], drafter: str,
+def export_for_engines(built: Policy, store: SweepStore, costs: BatchCostTable, batches: Sequence[int],
+                       drafter: str,
                        on_batch: Callable[[str], object] | None = None, fastest: bool = False) -> dict:
-    """The document ``specpolicy export`` writes: ``built`` served at every concurrency and its closest vLLM and
-    SGLang configurations, each priced; with ``fastest``, the fastest static ones for the store too."""
+    """The document ``specpolicy export`` writes: ``built`` served at every concurrency and its closest vLLM
+    and SGLang configurations, each priced; with ``fastest``, the fastest static ones for the store too."""
     check_policies([built], store)  # before reading the store
     pricer = _Pricer(store, costs)
     dynamic = {batch: pricer.served(built, batch) for batch in batches}
@@ -60,8 +62,9 @@ def export_for_engines(built: Policy, store: SweepStore, costs: BatchCostTable, 
                 "vllm_speculative_config": vllm.to_json() if vllm is not None else None,
                 "sglang_args": sglang.args(), "semantics": SEMANTICS}
     if built.needs_sweep:
-        document["note"] = (f"{built.name} plans from this sweep's measurements (an upper bound): the configurations "
-                            "are the closest to what it chose on these prompts, not a policy a server can run")
+        document["note"] = (f"{built.name} plans from this sweep's measurements (an upper bound): the "
+                            "configurations are the closest to what it chose on these prompts, not a "
+                            "policy a server can run")
     if fastest:
         document["fastest_static"] = {"vllm_speculative_config": configs["fastest_vllm"].to_json(),
                                       "sglang_args": configs["fastest_sglang"].args(),
@@ -78,7 +81,8 @@ def _batch_row(policy: str, batch: int, dynamic: tuple, configs: dict, pricer: _
     for name, config in configs.items():
         if config is not None:
             run, speedup = pricer.engine(config, batch)
-            row |= {f"{name}_tokens_per_s": round(run.throughput, 1), f"{name}_speedup_over_ar": round(speedup, 3)}
+            row |= {f"{name}_tokens_per_s": round(run.throughput, 1),
+                    f"{name}_speedup_over_ar": round(speedup, 3)}
     if configs["vllm"] is not None:
         row["vllm_verified_drafts"] = configs["vllm"].verified(batch)
     if on_batch is not None:

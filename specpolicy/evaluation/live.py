@@ -19,8 +19,8 @@ def evaluate_live(
     on_progress: Callable[[int, int], None] | None = None,
     costs: CostTable | None = None,
 ) -> list[PolicyResults]:
-    """Decode every prompt with plain AR and every policy, order rotated per prompt; speedups divide by plain AR
-    of the same prompt. ``costs``: the table cost-aware policies read."""
+    """Decode every prompt with plain AR and every policy, order rotated per prompt; speedups divide by plain
+    AR of the same prompt. ``costs``: the table cost-aware policies read."""
     results = [PolicyResults(p.name, "measured") for p in policies]
     for n, (prompt_id, ids) in enumerate(prompts):
         runners = [None, *range(len(policies))]  # None = plain AR
@@ -30,7 +30,8 @@ def evaluate_live(
             if which is None:
                 traces[which] = plain_decode(decoder, ids, seed=seed)
             else:
-                traces[which] = decode(decoder, ids, policies[which], prompt_id=prompt_id, costs=costs, seed=seed)
+                traces[which] = decode(decoder, ids, policies[which], prompt_id=prompt_id, costs=costs,
+                                       seed=seed)
         ar = traces[None]
         for i, result in enumerate(results):
             trace = traces[i]

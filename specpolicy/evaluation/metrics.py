@@ -1,5 +1,5 @@
-"""Results of policies on prompts and the figures a comparison reports (no torch): pooled speedup over plain AR
-as the headline, per-prompt median and p10, paired ratios with bootstrap intervals, tau as a diagnostic."""
+"""Results of policies on prompts and the figures a comparison reports (no torch): pooled speedup over plain
+AR as the headline, per-prompt median and p10, paired ratios with bootstrap intervals, tau as a diagnostic."""
 
 from __future__ import annotations
 
@@ -113,20 +113,23 @@ class SummaryRow:
             return f"{value:.{digits}f}{suffix}" if np.isfinite(value) else "-"
 
         if self.timing == "none":  # a store of taus only (imported): no time, so no speed
-            return {"policy": self.policy, "tau": num(self.tau, 2), f"tau - {self.baseline}'s": num(self.delta_tau, 2),
+            return {"policy": self.policy, "tau": num(self.tau, 2),
+                    f"tau - {self.baseline}'s": num(self.delta_tau, 2),
                     "chose the best tau": num(100 * self.oracle_agreement, 0, "%")}
         low, high = self.vs_baseline_ci95
         return {"policy": self.policy, "speedup": num(self.speedup, 2, "x"),
                 f"vs {self.baseline}": num(self.vs_baseline, 2, "x"),
                 "95% CI": f"{low:.2f}-{high:.2f}" if np.isfinite(low) else "-",
                 "tok/s": num(self.tokens_per_s, 0), "p10": num(self.p10_speedup, 2),
-                "median": num(self.median_speedup, 2), "tau": num(self.tau, 2), "gain": num(self.gain_share, 2)}
+                "median": num(self.median_speedup, 2), "tau": num(self.tau, 2),
+                "gain": num(self.gain_share, 2)}
 
 
 def paired_interval(columns: Sequence[np.ndarray], statistic: Callable[..., np.ndarray],
                     n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> tuple[float, float]:
-    """95% percentile interval of ``statistic(*columns, axis=-1)`` over prompts resampled together, the resamples
-    of ``scipy.stats.bootstrap(paired=True, method="percentile")`` (tested) without importing it (1 s)."""
+    """95% percentile interval of ``statistic(*columns, axis=-1)`` over prompts resampled together, the
+    resamples of ``scipy.stats.bootstrap(paired=True, method="percentile")`` (tested) without importing it (1
+    s)."""
     data = [np.asarray(c, dtype=np.float64) for c in columns]
     n = len(data[0])
     if n < 2 or any(not np.all(np.isfinite(c)) for c in data):
@@ -149,7 +152,8 @@ def speed_ratio(tokens_a, seconds_a, tokens_b, seconds_b, axis: int = -1) -> np.
 
 
 def _gain_share(tok_p, sec_p, tok_b, sec_b, tok_o, sec_o, axis: int = -1) -> np.ndarray:
-    speed_p, speed_b, speed_o = _ratio(tok_p, sec_p, axis), _ratio(tok_b, sec_b, axis), _ratio(tok_o, sec_o, axis)
+    speed_p, speed_b, speed_o = _ratio(tok_p, sec_p, axis), _ratio(tok_b, sec_b, axis), _ratio(tok_o, sec_o,
+                                                                                               axis)
     gap = speed_o - speed_b
     return np.where(gap > 0, (speed_p - speed_b) / np.where(gap > 0, gap, 1.0), np.nan)
 
@@ -158,20 +162,24 @@ OVERALL = "all"
 """the label of the row over every prompt in a per-category report"""
 
 
-def split_by(results: Sequence[PolicyResults], labels: Mapping[str, str]) -> list[tuple[str, list[PolicyResults]]]:
+def split_by(results: Sequence[PolicyResults],
+             labels: Mapping[str, str]) -> list[tuple[str, list[PolicyResults]]]:
     """The same policies' results per label (a prompt's category or group, from ``labels`` by prompt id;
     unlabelled prompts under ``-``), labels sorted, then :data:`OVERALL` over every prompt."""
     named = {p.prompt_id: labels.get(p.prompt_id) or "-" for r in results for p in r.prompts}
     parts = []
     for label in sorted(set(named.values()), key=label_order):
-        parts.append((label, [PolicyResults(r.policy, r.timing, [p for p in r.prompts if named[p.prompt_id] == label])
+        parts.append((label,
+                      [PolicyResults(r.policy, r.timing,
+                                     [p for p in r.prompts if named[p.prompt_id] == label])
                               for r in results]))
     return [*parts, (OVERALL, list(results))]
 
 
 def summarize(results: Sequence[PolicyResults], baseline: str = "fixed16", oracle: str = "oracle",
               n_bootstrap: int = BOOTSTRAP_RESAMPLES) -> list[SummaryRow]:
-    """One row per policy: pooled speedup over AR, speed vs ``baseline`` and the share of ``oracle``'s gain."""
+    """One row per policy: pooled speedup over AR, speed vs ``baseline`` and the share of ``oracle``'s
+    gain."""
     by_name = {r.policy: r for r in results}
     base, orc = by_name.get(baseline), by_name.get(oracle)
     return [_summary_row(result, base, orc, baseline, oracle, n_bootstrap) for result in results]
@@ -218,8 +226,9 @@ def cycle_rows(cycles: Sequence[CycleRecord]) -> list[tuple[int, int, int, int]]
     return [(c.block_size, c.verify_length, c.accepted, c.committed) for c in cycles]
 
 def cycles_agree(live: Sequence[CycleRecord], replayed: Sequence[CycleRecord]) -> tuple[int, int, int | None]:
-    """(cycles whose :func:`cycle_rows` are equal, cycles compared = the longer decode's, the first that differs
-    or ``None``): the one rule every benchmark judges by (replay and live, devices, the two loops)."""
+    """(cycles whose :func:`cycle_rows` are equal, cycles compared = the longer decode's, the first that
+    differs or ``None``): the one rule every benchmark judges by (replay and live, devices, the two loops)."""
     a, b = cycle_rows(live), cycle_rows(replayed)
-    first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
+    first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y),
+                 None if len(a) == len(b) else min(len(a), len(b)))
     return sum(x == y for x, y in zip(a, b)), max(len(a), len(b)), first

@@ -1,5 +1,6 @@
-"""Off-policy evaluation of block-size policies from logged bandit data (action, propensity, reward per prompt):
-IPS, self-normalised IPS and doubly robust values of a deterministic policy, with bootstrap 95% intervals."""
+"""Off-policy evaluation of block-size policies from logged bandit data (action, propensity, reward per
+prompt): IPS, self-normalised IPS and doubly robust values of a deterministic policy, with bootstrap 95%
+intervals."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ class BanditLog:
     num_actions: int
 
 
-def epsilon_greedy_log(observations: np.ndarray, rewards: np.ndarray, base_actions: np.ndarray, epsilon: float,
-                       seed: int = 0) -> BanditLog:
+def epsilon_greedy_log(observations: np.ndarray, rewards: np.ndarray, base_actions: np.ndarray,
+                       epsilon: float, seed: int = 0) -> BanditLog:
     """Log one interaction per row of ``observations`` [n, d]: ``base_actions`` [n] with prob 1 - eps + eps/K,
     any other with eps/K; ``rewards`` [n, K]: what every action would get."""
     rng = np.random.default_rng(seed)
@@ -73,8 +74,8 @@ def _subset(log: BanditLog, rows: np.ndarray) -> BanditLog:
 
 def estimate(log: BanditLog, target_actions: np.ndarray, n_bootstrap: int = OPE_BOOTSTRAP_RESAMPLES,
              seed: int = 0) -> dict:
-    """Each estimator's value and percentile-bootstrap 95% interval over logged rows (``scipy.stats.bootstrap``):
-    ``{name: (value, low, high)}``."""
+    """Each estimator's value and percentile-bootstrap 95% interval over logged rows
+    (``scipy.stats.bootstrap``): ``{name: (value, low, high)}``."""
     from scipy import stats
 
     rows = np.arange(len(log.actions))

@@ -40,27 +40,31 @@ def check_candidates(policy: Policy, available: Sequence[int], confidences: Sequ
         fix = ("an imported recording holds no drafter confidences: compare policies that read none (fixedN, "
                "adaptive, oracle-step)") if imported else \
             f"sweep with --verify-lengths --confidences {','.join(map(str, unread))}"
-        raise ValueError(f"policy {policy.name!r} reads the drafter's confidences at B = {unread}, which the sweep did "
-                         f"not record; {fix}")
+        raise ValueError(f"policy {policy.name!r} reads the drafter's confidences at B = {unread}, which "
+                         f"the sweep did not record; {fix}")
 
 
-def check_policies(policies: Sequence[Policy], store: SweepStore, candidates: Sequence[int] | None = None) -> None:
-    """Everything a stored sweep must hold for ``policies`` (prefill logits, block sizes, confidences, vocabulary),
-    checked once before any work."""
+def check_policies(policies: Sequence[Policy], store: SweepStore,
+                   candidates: Sequence[int] | None = None) -> None:
+    """Everything a stored sweep must hold for ``policies`` (prefill logits, block sizes, confidences,
+    vocabulary), checked once before any work."""
     width = store.feature_width()
     unfed = [p.name for p in policies if width is None and p.vocabulary() is not None]
     if unfed:
-        raise ValueError(f"{', '.join(unfed)} read{'s' if len(unfed) == 1 else ''} the prefill logits, which the sweep "
-                         f"{store.path} does not record (an imported store); compare policies that read the cycles, "
-                         "such as adaptive (the default's per-cycle guard), oracle-step or fixedN")
+        raise ValueError(f"{', '.join(unfed)} read{'s' if len(unfed) == 1 else ''} the prefill logits, "
+                         f"which the sweep {store.path} does not record (an imported store); compare "
+                         "policies that read the cycles, such as adaptive (the default's per-cycle guard), "
+                         "oracle-step or fixedN")
     for policy in policies:
         check_candidates(policy, store.candidates if candidates is None else candidates,
-                         store.meta.get("confidence_sizes", []), imported=store.meta.get("mode") == "imported",
+                         store.meta.get("confidence_sizes", []),
+                         imported=store.meta.get("mode") == "imported",
                          stored=store.candidates, recorded=store.meta.get("recorded", 0))
     check_vocabulary(policies, width, f"the sweep {store.path}")
 
 
-def prompt_observation(store: SweepStore, record: SweepRecord, costs: CostTable | None = None) -> PromptObservation:
+def prompt_observation(store: SweepStore, record: SweepRecord,
+                       costs: CostTable | None = None) -> PromptObservation:
     """What a policy reads for a stored prompt: its prefill logits (as the sweep kept them), and ``costs``."""
     logits = store.features(record) if record.features else np.zeros(0, dtype=np.float32)
     return PromptObservation(logits, record.prompt_length, record.prompt_id, costs)
@@ -83,7 +87,8 @@ def evaluate_replay(
     tables = [costs] if costs is None or isinstance(costs, CostTable) else list(costs)
     candidates = tuple(candidates or store.candidates)
     live = store.meta.get("mode") == "live"  # a live sweep measured every fixed size: its own times
-    results = [PolicyResults(p.name, "measured" if live else "modelled" if costs else "none") for p in policies]
+    results = [PolicyResults(p.name, "measured" if live else "modelled" if costs else "none")
+               for p in policies]
     records = list(store.records())
     if not records:
         raise ValueError(f"sweep store {store.path} has no valid records; run or resume the sweep first")
@@ -93,7 +98,8 @@ def evaluate_replay(
         table = record.table() if record.replay is not None else None
         measured = {b: r.decode_seconds / max(1, r.tokens) for b, r in record.live.items()} if live else None
         answers = Answers(record.taus, table, record.training_block_size, measured)
-        oracle = answers.fastest(candidates, costs)  # the per-prompt time oracle's rule (plugins/oracle.py too)
+        # the per-prompt time oracle's rule (plugins/oracle.py too)
+        oracle = answers.fastest(candidates, costs)
         for policy, result in zip(policies, results):
             result.prompts.append(_measured(policy, observation, answers, record, oracle) if live
                                   else _replayed(policy, observation, answers, record.prompt_id, tables,
@@ -111,7 +117,8 @@ def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, 
     table = answers.table
     if table is not None:
         cycles = table.simulate(plan, observation.logits if observation.logits.size else None)
-        sizes, tau, tokens = [c.block_size for c in cycles], mean_acceptance(cycles), sum(c.committed for c in cycles)
+        sizes, tau, tokens = [c.block_size for c in cycles], mean_acceptance(cycles), sum(c.committed
+                                                                                          for c in cycles)
     elif plan.block_size is not None and plan.length is None:
         sizes, tau, tokens = [plan.block_size], float(answers.taus[plan.block_size]), 0
     else:
@@ -143,9 +150,9 @@ def _measured(policy: Policy, observation: PromptObservation, answers: Answers, 
     is the B = 1 decode's (through the speculative loop), scaled to the same tokens."""
     plan = policy.plan(observation, answers)
     if plan.block_size is None or plan.length is not None:
-        raise ValueError(f"policy {policy.name!r} decides per cycle or sets verify lengths; a live sweep measured "
-                         "fixed block sizes only: sweep with --mode replay for it")
+        raise ValueError(f"policy {policy.name!r} decides per cycle or sets verify lengths; a live sweep "
+                         "measured fixed block sizes only: sweep with --mode replay for it")
     run, ar = record.live[plan.block_size], record.live[1]
     ar_seconds = ar.decode_seconds * run.tokens / max(1, ar.tokens)
-    return PromptResult(record.prompt_id, [plan.block_size], run.tau, run.tokens, run.decode_seconds, ar_seconds,
-                        oracle, len(run.cycles))
+    return PromptResult(record.prompt_id, [plan.block_size], run.tau, run.tokens, run.decode_seconds,
+                        ar_seconds, oracle, len(run.cycles))

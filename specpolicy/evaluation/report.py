@@ -105,8 +105,9 @@ def plot_by_label(parts: Sequence[tuple[str, Sequence[PolicyResults]]], path: st
 
 
 def plot_speedup_map(cells: dict[tuple[str, str, int], float], path: str | Path, title: str = "") -> Path:
-    """Save a heat map per policy of pooled speedup over plain AR, prompt groups (rows) x concurrency (columns),
-    from ``cells`` {(policy, group, concurrency): speedup}; a cell below AR is printed in red with a ``<``."""
+    """Save a heat map per policy of pooled speedup over plain AR, prompt groups (rows) x concurrency
+    (columns), from ``cells`` {(policy, group, concurrency): speedup}; a cell below AR is printed in red with
+    a ``<``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -121,7 +122,8 @@ def plot_speedup_map(cells: dict[tuple[str, str, int], float], path: str | Path,
     rows = -(-len(policies) // columns)
     fig, axes = plt.subplots(rows, columns, figsize=(2.2 + 1.0 * len(concurrencies) * columns,
                                                      (1.4 + 0.4 * len(groups)) * rows), squeeze=False)
-    values = np.array([[[cells.get((p, g, c), np.nan) for c in concurrencies] for g in groups] for p in policies])
+    values = np.array([[[cells.get((p, g, c), np.nan) for c in concurrencies] for g in groups]
+                       for p in policies])
     finite = values[np.isfinite(values)]
     norm = TwoSlopeNorm(1.0, min(finite.min(), 0.99), max(finite.max(), 1.01)) if finite.size else None
     for axis in axes.flat[len(policies):]:
@@ -130,8 +132,8 @@ def plot_speedup_map(cells: dict[tuple[str, str, int], float], path: str | Path,
         axis.imshow(grid, cmap="RdYlGn", norm=norm, aspect="auto")
         for (i, j), value in np.ndenumerate(grid):
             if np.isfinite(value):
-                axis.text(j, i, f"{'<' if value < 1 else ''}{value:.2f}", ha="center", va="center", fontsize=9,
-                          color="white" if value < 0.5 else "darkred" if value < 1 else "black")
+                axis.text(j, i, f"{'<' if value < 1 else ''}{value:.2f}", ha="center", va="center",
+                          fontsize=9, color="white" if value < 0.5 else "darkred" if value < 1 else "black")
         axis.set_title(policy if len(policy) <= 40 else policy[:39] + "…", fontsize=10)
         axis.set_xticks(range(len(concurrencies)), [str(c) for c in concurrencies], fontsize=9)
         axis.set_yticks(range(len(groups)), groups if k % columns == 0 else [], fontsize=9)
@@ -148,6 +150,7 @@ def check_plot_path(plot: Path) -> None:
     try:
         plot.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise ValueError(f"--plot {plot}: cannot create its folder ({error.strerror}); pass a writable path") from None
+        raise ValueError(f"--plot {plot}: cannot create its folder ({error.strerror}); pass a "
+                         "writable path") from None
     if not os.access(plot.parent, os.W_OK):
         raise ValueError(f"--plot {plot}: {plot.parent} is not writable; pass a writable path")

@@ -43,14 +43,16 @@ def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: Batch
     priced = costs.at_concurrency(concurrency, store.candidates)
     observations = [replace(o, costs=priced, concurrency=concurrency) for o in prompts.observations]
     answers = [Answers(r.taus, t, r.training_block_size) for r, t in zip(prompts.records, prompts.tables)]
-    plain = simulate_serving(prompts.tables, [lambda: Plan.fixed(1)] * len(prompts.tables), costs, concurrency)
+    plain = simulate_serving(prompts.tables, [lambda: Plan.fixed(1)] * len(prompts.tables), costs,
+                             concurrency)
     results = []
     for policy in policies:
         plans = [lambda o=o, a=a, p=policy: p.checked_plan(o, a) for o, a in zip(observations, answers)]
         served = simulate_serving(prompts.tables, plans, costs, concurrency)
         if on_served is not None:
             on_served(policy, served)
-        result = PolicyResults(policy.name, f"modelled{', synthetic costs' if 'synthetic' in costs.machine else ''}, "
+        result = PolicyResults(policy.name,
+                               f"modelled{', synthetic costs' if 'synthetic' in costs.machine else ''}, "
                                             f"concurrency {concurrency}")
         for i, record in enumerate(prompts.records):
             result.prompts.append(PromptResult(record.prompt_id, [], served.tau(i), served.tokens[i],

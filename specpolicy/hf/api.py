@@ -57,7 +57,8 @@ class Attachment:
     """A policy attached to a transformers model's DFlash ``generate()`` (``cycles``: the latest call's);
     :meth:`detach` or leaving the ``with`` block restores transformers' generator."""
 
-    def __init__(self, model: PreTrainedModel, policy: PolicyLike, *, costs: CostTable | str | Path | None = None,
+    def __init__(self, model: PreTrainedModel, policy: PolicyLike, *,
+                 costs: CostTable | str | Path | None = None,
                  candidates: Sequence[int] | None = None, prompt_id: str = "hf") -> None:
         require_dflash_support()
         from specpolicy.hf.generator import install
@@ -91,7 +92,8 @@ class Attachment:
 def attach(model: PreTrainedModel, policy: PolicyLike, *, costs: CostTable | str | Path | None = None,
            candidates: Sequence[int] | None = None, prompt_id: str = "hf") -> Attachment:
     """Make ``model.generate(..., speculation_type="dflash")`` pick B with ``policy``; ``costs``: a
-    :class:`~specpolicy.costs.CostTable` or its file; ``prompt_id``: the observation's name (default ``"hf"``)."""
+    :class:`~specpolicy.costs.CostTable` or its file; ``prompt_id``: the observation's name (default
+    ``"hf"``)."""
     return Attachment(model, policy, costs=costs, candidates=candidates, prompt_id=prompt_id)
 
 
@@ -117,7 +119,8 @@ class HFGeneration:
 
 
 def as_assistant(drafter: PreTrainedModel | DFlashDrafter | str | Path) -> PreTrainedModel:
-    """transformers' DFlash assistant for ``drafter``: itself, or a specpolicy drafter / checkpoint converted."""
+    """transformers' DFlash assistant for ``drafter``: itself, or a specpolicy drafter / checkpoint
+    converted."""
     if isinstance(drafter, (DFlashDrafter, str, Path)):
         return to_transformers_assistant(drafter)
     return drafter
@@ -130,22 +133,25 @@ def check_pair(model: PreTrainedModel, assistant: PreTrainedModel) -> None:
     layers = [int(i) for i in getattr(drafted, "target_layer_ids", None) or []]
     problems = []
     if layers and max(layers) >= target.num_hidden_layers:
-        problems.append(f"it reads target layers {layers}, but this model has {target.num_hidden_layers} layers")
+        problems.append(f"it reads target layers {layers}, but this model has {target.num_hidden_layers} "
+                        "layers")
     if getattr(drafted, "hidden_size", target.hidden_size) != target.hidden_size:
         problems.append(f"its hidden size is {drafted.hidden_size}, this model's {target.hidden_size}")
     mask = getattr(drafted, "mask_token_id", None)
     if mask is not None and mask >= target.vocab_size:
         problems.append(f"its mask token {mask} lies outside this model's vocabulary of {target.vocab_size}")
     if problems:
-        raise ValueError(f"the DFlash drafter was made for another target: {'; '.join(problems)}; pass the drafter "
-                         "trained for this model")
+        raise ValueError(f"the DFlash drafter was made for another target: {'; '.join(problems)}; pass the "
+                         "drafter trained for this model")
 
 
 def generate(model: PreTrainedModel, drafter: PreTrainedModel | DFlashDrafter | str | Path,
              policy: PolicyLike = "blockpilot-guard", *, costs: CostTable | str | Path | None = None,
-             candidates: Sequence[int] | None = None, prompt_id: str = "hf", **generate_kwargs: Any) -> HFGeneration:
+             candidates: Sequence[int] | None = None, prompt_id: str = "hf",
+             **generate_kwargs: Any) -> HFGeneration:
     """``model.generate(**generate_kwargs, assistant_model=drafter, speculation_type="dflash")`` with every
-    cycle's B chosen by ``policy`` (a z-lab ``drafter`` is converted per call); other arguments as :func:`attach`."""
+    cycle's B chosen by ``policy`` (a z-lab ``drafter`` is converted per call); other arguments as
+    :func:`attach`."""
     assistant = as_assistant(drafter)
     check_pair(model, assistant)
     with attach(model, policy, costs=costs, candidates=candidates, prompt_id=prompt_id) as run:

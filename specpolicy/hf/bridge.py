@@ -1,5 +1,6 @@
-"""Checkpoint bridges between the z-lab DFlash drafter and transformers' ``MuseGlimmerAssistantModel`` (the same
-layer math, renamed); anything without a counterpart (attention biases, short sliding windows) is refused."""
+"""Checkpoint bridges between the z-lab DFlash drafter and transformers' ``MuseGlimmerAssistantModel`` (the
+same layer math, renamed); anything without a counterpart (attention biases, short sliding windows) is
+refused."""
 
 from __future__ import annotations
 
@@ -37,10 +38,11 @@ def assistant_config(drafter: DFlashDrafter):
 
     config = drafter.config
     if getattr(config, "attention_bias", False):
-        raise ValueError("this drafter's attention projections have biases; transformers' DFlash assistant has "
-                         "none, so it cannot be converted")
+        raise ValueError("this drafter's attention projections have biases; transformers' DFlash assistant "
+                         "has none, so it cannot be converted")
     if getattr(config, "use_sliding_window", False):
-        raise ValueError("this drafter uses a sliding window; specpolicy converts full-attention drafters only")
+        raise ValueError("this drafter uses a sliding window; specpolicy converts full-attention drafters "
+                         "only")
     fields = {name: getattr(config, name) for name in SHARED_FIELDS}
     fields["head_dim"] = fields["head_dim"] or config.hidden_size // config.num_attention_heads
     return MuseGlimmerAssistantConfig(
@@ -58,8 +60,8 @@ def assistant_config(drafter: DFlashDrafter):
 
 
 def to_transformers_assistant(drafter: DFlashDrafter | str | Path) -> PreTrainedModel:
-    """A z-lab DFlash drafter (object or folder) as transformers' ``MuseGlimmerAssistantModel``, same dtype and
-    device."""
+    """A z-lab DFlash drafter (object or folder) as transformers' ``MuseGlimmerAssistantModel``, same dtype
+    and device."""
     require_dflash_support()
     from transformers import MuseGlimmerAssistantModel
 
@@ -86,8 +88,9 @@ def check_assistant(assistant: object) -> Any:
 
 def from_transformers_assistant(assistant: PreTrainedModel | str | Path, num_target_layers: int | None = None
                                 ) -> DFlashDrafter:
-    """transformers' DFlash assistant (model or folder) as a specpolicy drafter; ``num_target_layers`` default:
-    the depth whose default layer choice gives the assistant's ``target_layer_ids`` (asked for when none does)."""
+    """transformers' DFlash assistant (model or folder) as a specpolicy drafter; ``num_target_layers``
+    default: the depth whose default layer choice gives the assistant's ``target_layer_ids`` (asked for when
+    none does)."""
     require_dflash_support()
     if isinstance(assistant, (str, Path)):
         from transformers import MuseGlimmerAssistantModel
@@ -96,9 +99,10 @@ def from_transformers_assistant(assistant: PreTrainedModel | str | Path, num_tar
     config = check_assistant(assistant)
     windowed = [i for i, kind in enumerate(config.layer_types) if kind != "full_attention"]
     if windowed and config.sliding_window < config.max_position_embeddings:
-        raise ValueError(f"assistant layers {windowed} attend through a sliding window of {config.sliding_window} "
-                         f"tokens, shorter than its context ({config.max_position_embeddings}); specpolicy's drafter "
-                         "attends to the whole context, so the two would draft differently")
+        raise ValueError(f"assistant layers {windowed} attend through a sliding window of "
+                         f"{config.sliding_window} tokens, shorter than its context "
+                         f"({config.max_position_embeddings}); specpolicy's drafter attends to the whole "
+                         "context, so the two would draft differently")
     qwen = Qwen3Config(
         **{name: getattr(config, name) for name in SHARED_FIELDS},
         rope_parameters=_rope_parameters(config),
@@ -125,8 +129,9 @@ def _load_exactly(module: torch.nn.Module, state: dict[str, torch.Tensor], sourc
                 if "rotary_emb" not in key or key in state}
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
-    wrong = sorted(key for key in set(expected) & set(state) if tuple(expected[key]) != tuple(state[key].shape))
+    wrong = sorted(key for key in set(expected) & set(state)
+                   if tuple(expected[key]) != tuple(state[key].shape))
     if missing or unexpected or wrong:
-        raise ValueError(f"{source}'s weights do not map onto {type(module).__name__}: missing {missing[:6]}, "
-                         f"unexpected {unexpected[:6]}, shapes differ at {wrong[:6]}")
+        raise ValueError(f"{source}'s weights do not map onto {type(module).__name__}: missing "
+                         f"{missing[:6]}, unexpected {unexpected[:6]}, shapes differ at {wrong[:6]}")
     module.load_state_dict(state, strict=False)

@@ -25,7 +25,8 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
     """DFlash candidates with B chosen before every cycle by a plan; ``cycles`` (this call's records) and
     ``state`` (what the plan read last; ``None`` before prefill)."""
 
-    def __init__(self, *args: Any, plans: PlanFactory, max_positions: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, plans: PlanFactory, max_positions: int | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.device = self.assistant_model.device  # set by transformers >= 5.16 too, not by 5.15
         self.make_plan = plans
@@ -41,26 +42,30 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
     def get_candidates(self, input_ids: torch.LongTensor, model_kwargs: dict[str, Any], model_outputs: Any,
                        is_first_iteration: bool, n_last_matches: int, **kwargs: Any
                        ) -> tuple[torch.LongTensor, torch.Tensor | None]:
-        """input_ids [1, s] (anchor last) -> (input_ids + candidates [1, s + B - 1], their logits [1, B - 1, V])."""
+        """input_ids [1, s] (anchor last) -> (input_ids + candidates [1, s + B - 1], their logits [1, B - 1,
+        V])."""
         if is_first_iteration:  # transformers runs the prefill forward before any draft
             return input_ids, None
         self._read_context(input_ids, model_outputs, n_last_matches)
         start = input_ids.shape[1] - 1  # the anchor's position
         self.size = check_block_size(self.plan.block(self.state))  # the policy's B, kept in the record
-        size = max(1, context_cap(self.size, start, self.max_positions))  # what the context lets the target verify
+        # what the context lets the target verify
+        size = max(1, context_cap(self.size, start, self.max_positions))
         self.length, self.candidates = size, input_ids.new_empty(0)
         if size == 1:
             return input_ids, None
         logits = self._draft(input_ids, model_kwargs, start, size)
         candidate_ids = self._pick(input_ids, logits)
-        length = self.plan.cycle_length(self.state, self.size, lambda: DraftedBlock(  # the policy's B, the drafts
+        # the policy's B, the drafts
+        length = self.plan.cycle_length(self.state, self.size, lambda: DraftedBlock(
             self.size, *map(tuple, draft_confidences(logits[0], candidate_ids[0, input_ids.shape[1]:]))))
         if length is not None:  # the second knob: the target checks only the first L - 1 drafts
             self.length = min(length, size)
             keep = input_ids.shape[1] + self.length - 1
             candidate_ids, logits = candidate_ids[:, :keep], logits[:, : self.length - 1]
         self.candidates = candidate_ids[0, input_ids.shape[1]:]
-        return candidate_ids, logits if self.length > 1 else None  # L = 1: a plain step, as transformers runs one
+        # L = 1: a plain step, as transformers runs one
+        return candidate_ids, logits if self.length > 1 else None
 
     def _read_context(self, input_ids: torch.Tensor, model_outputs: Any, n_last_matches: int) -> None:
         """Queue the target features of the tokens it just accepted (all the prompt after prefill)."""
@@ -77,7 +82,8 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
         self.pending.append(torch.cat([hidden[i + 1][:, :kept] for i in self.target_layer_ids], dim=-1)
                             .to(self.device))
 
-    def _draft(self, input_ids: torch.Tensor, model_kwargs: dict[str, Any], start: int, size: int) -> torch.Tensor:
+    def _draft(self, input_ids: torch.Tensor, model_kwargs: dict[str, Any], start: int,
+               size: int) -> torch.Tensor:
         """One drafter pass over [anchor, mask * (B - 1)]; the drafts' logits [1, B - 1, V]."""
         if self.drafted:
             self.cache.crop(-self.drafted)  # the previous block's own keys/values never persist
@@ -94,10 +100,12 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
         dtype = self.assistant_model.dtype  # the drafter runs in its own dtype, whatever the target's
         outputs = self.assistant_model(
             noise_embeds=embed(noise_ids).to(self.device, dtype), context_hidden_states=context.to(dtype),
-            position_ids=positions, attention_mask=mask, **{cache_kwarg(type(self.assistant_model)): self.cache},
+            position_ids=positions, attention_mask=mask,
+                                       **{cache_kwarg(type(self.assistant_model)): self.cache},
         )
         head = self.main_model_output_embeddings
-        return head(outputs.last_hidden_state[:, 1:].to(head.weight.device, head.weight.dtype)).to(input_ids.device)
+        return head(outputs.last_hidden_state[:, 1:].to(head.weight.device,
+                                                        head.weight.dtype)).to(input_ids.device)
 
     def _pick(self, input_ids: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
         """The candidates transformers' own generator would pick: argmax, or samples after the processors."""
@@ -114,7 +122,8 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
             ids = torch.cat([ids, token], dim=-1)
         return ids
 
-    def update_candidate_strategy(self, input_ids: torch.LongTensor, scores: torch.Tensor, num_matches: int) -> None:
+    def update_candidate_strategy(self, input_ids: torch.LongTensor, scores: torch.Tensor,
+                                  num_matches: int) -> None:
         """Record the cycle: drafts that matched the target (``scores`` [1, B, V]) and tokens committed."""
         if self.state is None:  # the prefill step, not a cycle
             return
@@ -128,13 +137,14 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
         self.state.advance(cycle, input_ids.shape[1] - self.state.prompt_length)
 
 
-def install(model: PreTrainedModel, plans: PlanFactory, on_generator: Callable[[PolicyCandidateGenerator], None],
+def install(model: PreTrainedModel, plans: PlanFactory,
+            on_generator: Callable[[PolicyCandidateGenerator], None],
             max_positions: int | None = None) -> Callable[[], None]:
-    """Make ``model.generate(..., speculation_type="dflash")`` use :class:`PolicyCandidateGenerator` (other modes
-    keep transformers' own); returns the function that undoes it."""
+    """Make ``model.generate(..., speculation_type="dflash")`` use :class:`PolicyCandidateGenerator` (other
+    modes keep transformers' own); returns the function that undoes it."""
     if getattr(model.__dict__.get("_get_candidate_generator"), "specpolicy", False):
-        raise ValueError("a specpolicy policy is already attached to this model; detach it first (leave its `with "
-                         "hf.attach(...)` block or call .detach()), then attach the next one")
+        raise ValueError("a specpolicy policy is already attached to this model; detach it first (leave "
+                         "its `with hf.attach(...)` block or call .detach()), then attach the next one")
     original = model._get_candidate_generator
 
     def candidate_generator(**kwargs: Any) -> Any:

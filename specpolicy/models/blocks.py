@@ -26,8 +26,9 @@ def draft_mixed_blocks(
     anchors: torch.Tensor,
     sizes: torch.Tensor,
 ) -> torch.Tensor:
-    """Drafter hidden states [N, max(sizes), H] of blocks [anchor, mask...] at ``anchors`` [N] of ``sizes`` [N], in
-    one forward over the context ``cache`` of ``input_ids`` [S]; row k of block n predicts anchors[n] + k."""
+    """Drafter hidden states [N, max(sizes), H] of blocks [anchor, mask...] at ``anchors`` [N] of ``sizes``
+    [N], in one forward over the context ``cache`` of ``input_ids`` [S]; row k of block n predicts anchors[n]
+    + k."""
     device = input_ids.device
     seq = len(cache)
     block_of_row = torch.repeat_interleave(torch.arange(len(sizes), device=device), sizes)  # [R]
@@ -38,7 +39,8 @@ def draft_mixed_blocks(
     mask = block_mask(row_anchor.unsqueeze(0), block_of_row, seq)  # [1, 1, R, S + R]
     embeddings = target.get_input_embeddings()(ids).unsqueeze(0)  # [1, R, H]
     no_context = embeddings.new_zeros(1, 0, drafter.fc.in_features)
-    hidden = drafter(embeddings, no_context, (row_anchor + offset).unsqueeze(0), cache, attention_mask=mask)[0]
+    hidden = drafter(embeddings, no_context, (row_anchor + offset).unsqueeze(0), cache,
+                     attention_mask=mask)[0]
     cache.crop(seq)
     out = hidden.new_zeros(len(sizes), int(sizes.max()), hidden.shape[-1])
     out[block_of_row, offset] = hidden

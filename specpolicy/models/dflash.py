@@ -1,5 +1,5 @@
-"""The DFlash block-diffusion drafter, weight-compatible with the z-lab checkpoints: Qwen3-style layers that read
-the target's projected features through their k/v and attend to the block bidirectionally."""
+"""The DFlash block-diffusion drafter, weight-compatible with the z-lab checkpoints: Qwen3-style layers that
+read the target's projected features through their k/v and attend to the block bidirectionally."""
 
 from __future__ import annotations
 
@@ -74,8 +74,10 @@ class DFlashAttention(nn.Module):
         self.q_norm = Qwen3RMSNorm(self.head_dim, eps=config.rms_norm_eps)
         self.k_norm = Qwen3RMSNorm(self.head_dim, eps=config.rms_norm_eps)
 
-    def keys_values(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rotated keys and values of ``x`` [b, s, H] at cos/sin [b, s, head_dim]: each [b, kv_heads, s, head_dim]."""
+    def keys_values(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor,
+                                                                                          torch.Tensor]:
+        """Rotated keys and values of ``x`` [b, s, H] at cos/sin [b, s, head_dim]: each [b, kv_heads, s,
+        head_dim]."""
         b, s, _ = x.shape
         k = self.k_norm(self.k_proj(x).view(b, s, self.num_kv_heads, self.head_dim)).transpose(1, 2)
         v = self.v_proj(x).view(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)
@@ -117,7 +119,8 @@ class DFlashDecoderLayer(nn.Module):
         self.post_attention_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
 
     def forward(self, hidden, context, cos, sin, cache, attention_mask=None) -> torch.Tensor:
-        hidden = hidden + self.self_attn(self.input_layernorm(hidden), context, cos, sin, cache, attention_mask)
+        hidden = hidden + self.self_attn(self.input_layernorm(hidden), context, cos, sin, cache,
+                                         attention_mask)
         return hidden + self.mlp(self.post_attention_layernorm(hidden))
 
 
@@ -129,8 +132,9 @@ def _drafter_config(config_file: Path) -> Qwen3Config:
         raise ValueError(f"{config_file} is not readable JSON ({error})") from None
     missing = [k for k in DFLASH_KEYS if k not in raw]
     if missing:
-        raise ValueError(f"{config_file.parent} is not a DFlash drafter (its config.json lacks {', '.join(missing)}); "
-                         "--drafter must name a drafter folder (a target folder goes to --target)")
+        raise ValueError(f"{config_file.parent} is not a DFlash drafter (its config.json lacks "
+                         f"{', '.join(missing)}); --drafter must name a drafter folder (a target folder "
+                         "goes to --target)")
     try:
         return Qwen3Config.from_dict(raw)
     except Exception as error:  # transformers validates configs with its own error types
@@ -149,7 +153,8 @@ class DFlashDrafter(nn.Module):
                 int(config.num_target_layers), int(config.num_hidden_layers)
             )
         if "mask_token_id" not in dflash:
-            raise ValueError("drafter config lacks dflash_config.mask_token_id; add the target's mask token id")
+            raise ValueError("drafter config lacks dflash_config.mask_token_id; add the target's mask "
+                             "token id")
         config.dflash_config = dflash
         self.config = config
         self.target_layer_ids: list[int] = [int(i) for i in dflash["target_layer_ids"]]
@@ -183,8 +188,8 @@ class DFlashDrafter(nn.Module):
         attention_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Denoise one block in one pass -> its hidden states [b, n, H]: ``block_embeddings`` [b, n, H],
-        ``context_features`` [b, c, L*H] not yet in ``cache`` (extended: crop it after), ``position_ids`` [b, c + n],
-        ``attention_mask`` bool [b or 1, 1, n, cache + c + n] (training only)."""
+        ``context_features`` [b, c, L*H] not yet in ``cache`` (extended: crop it after), ``position_ids`` [b,
+        c + n], ``attention_mask`` bool [b or 1, 1, n, cache + c + n] (training only)."""
         context = self.hidden_norm(self.fc(context_features))
         cos, sin = self.rotary_emb(block_embeddings, position_ids)
         hidden = block_embeddings
@@ -192,7 +197,8 @@ class DFlashDrafter(nn.Module):
             hidden = layer(hidden, context, cos, sin, cache, attention_mask)
         return self.norm(hidden)
 
-    def cache_context(self, context_features: torch.Tensor, position_ids: torch.Tensor, cache: DrafterCache) -> None:
+    def cache_context(self, context_features: torch.Tensor, position_ids: torch.Tensor,
+                      cache: DrafterCache) -> None:
         """Append context keys/values to ``cache`` without drafting: ``context_features`` [b, c, L*H] at
         ``position_ids`` [b, c]."""
         context = self.hidden_norm(self.fc(context_features))

@@ -16,19 +16,20 @@ def legacy_rope_fields(rope_parameters: dict | None) -> dict:
     rope = dict(rope_parameters)
     theta = rope.pop("rope_theta", None)
     scaled = rope.get("rope_type", "default") != "default"
-    return {**({"rope_theta": float(theta)} if theta is not None else {}), "rope_scaling": rope if scaled else None}
+    return {**({"rope_theta": float(theta)} if theta is not None else {}),
+            "rope_scaling": rope if scaled else None}
 
 
 def infer_target_layers(target_layer_ids: list[int], num_draft_layers: int) -> int:
-    """The target depth L whose default layer choice (:func:`default_target_layer_ids`) is ``target_layer_ids``;
-    a ValueError asking for it when no single L gives them."""
+    """The target depth L whose default layer choice (:func:`default_target_layer_ids`) is
+    ``target_layer_ids``; a ValueError asking for it when no single L gives them."""
     ids = [int(i) for i in target_layer_ids]
     depths = [n for n in range(max(ids) + 1, max(ids) + 2 * len(ids) + 8)
               if default_target_layer_ids(n, num_draft_layers) == ids]
     if len(depths) != 1:
-        raise ValueError(f"cannot tell the target's depth from target_layer_ids {ids} (the default layer choice "
-                         f"gives them for {depths or 'no'} depths); pass --num-target-layers N (the target "
-                         "config's num_hidden_layers)")
+        raise ValueError(f"cannot tell the target's depth from target_layer_ids {ids} (the default layer "
+                         f"choice gives them for {depths or 'no'} depths); pass --num-target-layers N (the "
+                         "target config's num_hidden_layers)")
     return depths[0]
 
 

@@ -60,8 +60,9 @@ def load_target(
         )
         tokenizer = AutoTokenizer.from_pretrained(source)
     except OSError as error:  # transformers' "not found / cannot connect" errors
-        raise ValueError(f"cannot load target {name!r}: not the zoo's 'tiny', not a local folder, and not a hub "
-                         f"model this machine can reach or has cached ({str(error).splitlines()[0][:160]})") from None
+        raise ValueError(f"cannot load target {name!r}: not the zoo's 'tiny', not a local folder, "
+                         "and not a hub model this machine can reach or has cached "
+                         f"({str(error).splitlines()[0][:160]})") from None
     return model.to(device).eval(), tokenizer
 
 
@@ -85,8 +86,8 @@ def check_compatible(drafter: DFlashDrafter, target: PreTrainedModel) -> None:
     depth = t_config.num_hidden_layers
     beyond = [i for i in drafter.target_layer_ids if not 0 <= i < depth]
     if beyond:
-        problems.append(f"target layer ids: drafter reads {drafter.target_layer_ids}, target has {depth} layers "
-                        f"(0..{depth - 1}); {beyond} out of range")
+        problems.append(f"target layer ids: drafter reads {drafter.target_layer_ids}, target has {depth} "
+                        f"layers (0..{depth - 1}); {beyond} out of range")
     if problems:
         raise ValueError("drafter does not fit the target: " + "; ".join(problems))
 
@@ -119,18 +120,22 @@ class ModelPair:
 
     def metadata(self) -> dict:
         """Identifiers of this pair for saved artifacts."""
-        return {"target": self.target_id, "drafter": self.drafter_id, "dtype": self.dtype, "device": self.device,
-                "target_revision": getattr(self.target.config, "_commit_hash", None),
-                "target_fingerprint": self.target_fingerprint, "drafter_fingerprint": self.drafter_fingerprint}
+        return {"target": self.target_id, "drafter": self.drafter_id, "dtype": self.dtype,
+                "device": self.device, "target_revision": getattr(self.target.config, "_commit_hash", None),
+                "target_fingerprint": self.target_fingerprint,
+                "drafter_fingerprint": self.drafter_fingerprint}
 
 
-def load_pair(target: str = "tiny", drafter: str = "tiny", dtype: str = "auto", device: str = "cpu") -> ModelPair:
+def load_pair(target: str = "tiny", drafter: str = "tiny", dtype: str = "auto",
+              device: str = "cpu") -> ModelPair:
     """Load a target and its drafter; ``tiny`` is the built-in zoo."""
     device = resolve_device(device)
-    for name, kind in ((target, "target"), (drafter, "drafter")):  # a bad drafter is named before the target loads
+    # a bad drafter is named before the target loads
+    for name, kind in ((target, "target"), (drafter, "drafter")):
         resolve_source(name, kind)
     model, tokenizer = load_target(target, dtype, device)
     draft = load_drafter(drafter, model, dtype, device)
-    return ModelPair(model, tokenizer, draft, target, drafter, str(resolve_dtype(dtype, device)).replace("torch.", ""),
+    return ModelPair(model, tokenizer, draft, target, drafter,
+                     str(resolve_dtype(dtype, device)).replace("torch.", ""),
                      device, target_fingerprint=weights_fingerprint(target, "target"),
                      drafter_fingerprint=weights_fingerprint(drafter, "drafter"))

@@ -33,18 +33,19 @@ def resolve_source(name: str, kind: str) -> str:
     if path.exists():
         if not (path / "config.json").is_file():
             what = "a file" if path.is_file() else "a folder without config.json"
-            raise FileNotFoundError(f"{kind} {name!r} is {what}; pass a model folder (config.json and safetensors "
-                                    f"weights), a zoo name ({', '.join(ZOO_NAMES)}) or a hub id owner/name")
+            raise FileNotFoundError(f"{kind} {name!r} is {what}; pass a model folder (config.json and "
+                                    f"safetensors weights), a zoo name ({', '.join(ZOO_NAMES)}) or a hub id "
+                                    "owner/name")
         return str(path)
     if name.count("/") != 1 or name.startswith((".", "/")):
-        raise FileNotFoundError(f"{kind} {name!r} is neither a zoo name ({', '.join(ZOO_NAMES)}), a local folder, "
-                                "nor a hub id of the form owner/name")
+        raise FileNotFoundError(f"{kind} {name!r} is neither a zoo name ({', '.join(ZOO_NAMES)}), a local "
+                                "folder, nor a hub id of the form owner/name")
     return name
 
 
 def target_vocab_size(name: str) -> int | None:
-    """The target's vocabulary from its config alone, before any weights load (``None`` when the config cannot be
-    read without loading)."""
+    """The target's vocabulary from its config alone, before any weights load (``None`` when the config cannot
+    be read without loading)."""
     try:
         source = resolve_source(name, "target")
         if Path(source, "config.json").is_file():

@@ -1,4 +1,5 @@
-"""Thin adapter over a Hugging Face causal LM: forward with a KV cache, cache cropping (transformers 4.x and 5.x)."""
+"""Thin adapter over a Hugging Face causal LM: forward with a KV cache, cache cropping (transformers 4.x and
+5.x)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def target_forward(
     hidden_states: bool = True,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
     """Run the target on ``input_ids`` / ``position_ids`` [b, s], extending ``cache`` -> logits [b, s or
-    logits_to_keep, V] and, with ``hidden_states``, every layer's [b, s, H] (index 0: embeddings), else ``None``."""
+    logits_to_keep, V] and, with ``hidden_states``, every layer's [b, s, H] (index 0: embeddings), else
+    ``None``."""
     kwargs = {cache_kwarg(type(model)): cache}
     out = model(
         input_ids=input_ids,

@@ -28,8 +28,9 @@ SETTINGS_NAME = "blockpilot.json"
 
 @dataclass
 class BlockPilotSettings:
-    """Shape, input and output meaning of the predictor (saved beside the weights); ``metadata["validated_with"]``:
-    the table early stopping priced with, the fallback when an observation carries none."""
+    """Shape, input and output meaning of the predictor (saved beside the weights);
+    ``metadata["validated_with"]``: the table early stopping priced with, the fallback when an observation
+    carries none."""
 
     vocab_size: int
     candidates: list[int] = field(default_factory=lambda: list(DEFAULT_CANDIDATES))
@@ -60,8 +61,9 @@ def weight_shapes(settings: BlockPilotSettings) -> dict[str, tuple[int, ...]]:
 
 
 def initial_weights(settings: BlockPilotSettings, seed: int = 0) -> dict[str, np.ndarray]:
-    """Fresh weights drawn by numpy as torch's ``nn.Linear`` draws them, identity standardisation (``specpolicy
-    train`` draws with torch: :func:`~specpolicy.plugins.blockpilot_fit.torch_initial_weights`)."""
+    """Fresh weights drawn by numpy as torch's ``nn.Linear`` draws them, identity standardisation
+    (``specpolicy train`` draws with torch:
+    :func:`~specpolicy.plugins.blockpilot_fit.torch_initial_weights`)."""
     rng, shapes = np.random.default_rng(seed), weight_shapes(settings)
     weights = {}
     for name, shape in shapes.items():
@@ -89,8 +91,8 @@ def forward(weights: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
 class BlockPilotPolicy(LearnedPolicy):
     """The BlockPilot predictor as a per-prompt policy."""
 
-    training_options = ("hidden", "depth", "dropout", "preprocess", "epochs", "lr", "batch_size", "weight_decay",
-                        "patience", "objective")
+    training_options = ("hidden", "depth", "dropout", "preprocess", "epochs", "lr", "batch_size",
+                        "weight_decay", "patience", "objective")
 
     def __init__(self, settings: BlockPilotSettings) -> None:
         settings.validate()
@@ -110,8 +112,8 @@ class BlockPilotPolicy(LearnedPolicy):
         if logits.ndim == 1:
             logits = logits[None]
         if logits.shape[-1] != self.settings.vocab_size:
-            raise ValueError(f"BlockPilot was trained on a vocabulary of {self.settings.vocab_size} logits but got "
-                             f"{logits.shape[-1]}; use a predictor trained for this target")
+            raise ValueError(f"BlockPilot was trained on a vocabulary of {self.settings.vocab_size} logits "
+                             f"but got {logits.shape[-1]}; use a predictor trained for this target")
         return np.asarray(get_extractor(self.settings.preprocess)(logits), dtype=np.float32)
 
     def scores(self, logits: np.ndarray) -> np.ndarray:
@@ -134,9 +136,10 @@ class BlockPilotPolicy(LearnedPolicy):
         scores = self.scores(np.stack([o.logits for o in observations]))
         return self.choose(scores, [o.costs for o in observations])
 
-    def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0, **options: object
-            ) -> dict:
-        """AdamW with early stopping on ``validation`` (see :func:`~specpolicy.plugins.blockpilot_fit.fit`)."""
+    def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0,
+            **options: object ) -> dict:
+        """AdamW with early stopping on ``validation`` (see
+        :func:`~specpolicy.plugins.blockpilot_fit.fit`)."""
         from specpolicy.plugins.blockpilot_fit import fit
 
         return fit(self, dataset, validation, seed=seed, **options)
@@ -165,7 +168,8 @@ class BlockPilotPolicy(LearnedPolicy):
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
         metadata = self.with_validated(self.settings.metadata)
-        write_text(folder / SETTINGS_NAME, json.dumps(asdict(self.settings) | {"metadata": metadata}, indent=2))
+        write_text(folder / SETTINGS_NAME,
+                   json.dumps(asdict(self.settings) | {"metadata": metadata}, indent=2))
         with atomic_path(folder / WEIGHTS_NAME) as tmp:
             save_file({k: np.ascontiguousarray(v) for k, v in self.weights.items()}, str(tmp))
 
@@ -189,13 +193,14 @@ class BlockPilotPolicy(LearnedPolicy):
             raise ValueError(f"BlockPilot predictor in {folder} is corrupted ({type(exc).__name__}: {exc}); "
                              "retrain it or restore the files") from None
         check_finite(state, weights_file)
-        policy = cls(settings)  # over the classes it was trained on, whatever ``candidates`` (a sweep check follows)
+        # over the classes it was trained on, whatever ``candidates`` (a sweep check follows)
+        policy = cls(settings)
         for name in ("shift", "scale"):  # predictors saved before inputs were standardised read them raw
             state.setdefault(name, policy.weights[name])
         shapes, needed = {name: tuple(array.shape) for name, array in state.items()}, weight_shapes(settings)
         if shapes != needed:
-            raise ValueError(f"BlockPilot weights in {folder} do not match its settings: the file holds {shapes}, "
-                             f"the settings need {needed}")
+            raise ValueError(f"BlockPilot weights in {folder} do not match its settings: the file holds "
+                             f"{shapes}, the settings need {needed}")
         policy.weights = {name: array.astype(np.float32) for name, array in state.items()}
         return policy
 

@@ -1,5 +1,5 @@
-"""Training BlockPilot: AdamW, early stopping on a validation split (reads top to bottom); objectives ``cycles``
-(default, portable), ``cross_entropy`` (the paper's labels) and ``expected_value``."""
+"""Training BlockPilot: AdamW, early stopping on a validation split (reads top to bottom); objectives
+``cycles`` (default, portable), ``cross_entropy`` (the paper's labels) and ``expected_value``."""
 
 from __future__ import annotations
 
@@ -22,15 +22,16 @@ OBJECTIVES = ("cycles", "cross_entropy", "expected_value", "expected_tau")
 
 
 class BlockPilotNet(nn.Module):
-    """features [n, V] -> candidate outputs [n, C] (inputs standardised by the ``shift``/``scale`` buffers): the
-    torch twin of :func:`~specpolicy.plugins.blockpilot.forward`, with dropout, for training."""
+    """features [n, V] -> candidate outputs [n, C] (inputs standardised by the ``shift``/``scale`` buffers):
+    the torch twin of :func:`~specpolicy.plugins.blockpilot.forward`, with dropout, for training."""
 
     def __init__(self, settings) -> None:
         super().__init__()
         self.register_buffer("shift", torch.zeros(settings.vocab_size))
         self.register_buffer("scale", torch.ones(settings.vocab_size))
         self.input = nn.Linear(settings.vocab_size, settings.hidden)
-        self.blocks = nn.ModuleList(nn.Linear(settings.hidden, settings.hidden) for _ in range(settings.depth - 1))
+        self.blocks = nn.ModuleList(nn.Linear(settings.hidden, settings.hidden)
+                                    for _ in range(settings.depth - 1))
         self.output = nn.Linear(settings.hidden, len(settings.candidates))
         self.dropout = nn.Dropout(settings.dropout)
 
@@ -92,12 +93,13 @@ def validation_score(policy, objective: str, dataset: TrainingSet) -> float:
 
 
 def fit(policy, dataset: TrainingSet, validation: TrainingSet | None = None, epochs: int = BLOCKPILOT_EPOCHS,
-        lr: float = BLOCKPILOT_LR, batch_size: int = BLOCKPILOT_BATCH_SIZE, patience: int = PATIENCE, seed: int = 0,
-        objective: str | None = None, weight_decay: float = BLOCKPILOT_WEIGHT_DECAY) -> dict:
+        lr: float = BLOCKPILOT_LR, batch_size: int = BLOCKPILOT_BATCH_SIZE, patience: int = PATIENCE,
+        seed: int = 0, objective: str | None = None, weight_decay: float = BLOCKPILOT_WEIGHT_DECAY) -> dict:
     """Train ``policy`` in place, keeping the best validation epoch; ``objective`` defaults to what its heads
     predict. Returns a summary with the per-epoch history."""
     if objective is None:
-        objective = BLOCKPILOT_OBJECTIVE if policy.settings.predicts == "cycles_per_token" else "cross_entropy"
+        by_cycles = policy.settings.predicts == "cycles_per_token"
+        objective = BLOCKPILOT_OBJECTIVE if by_cycles else "cross_entropy"
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}")
     predicts = "cycles_per_token" if objective == "cycles" else "label"
@@ -140,10 +142,11 @@ def fit(policy, dataset: TrainingSet, validation: TrainingSet | None = None, epo
         elif epoch - best[2] >= patience:
             break
     policy.weights = best[1]
-    summary = {"objective": objective, "predicts": predicts, "best_epoch": best[2], "validation_score": best[0],
-               "epochs_run": len(history), "history": history}
+    summary = {"objective": objective, "predicts": predicts, "best_epoch": best[2],
+               "validation_score": best[0], "epochs_run": len(history), "history": history}
     if predicts == "label":
-        summary |= {"validation_accuracy": policy.accuracy(checked), "train_accuracy": policy.accuracy(dataset)}
+        summary |= {"validation_accuracy": policy.accuracy(checked),
+                    "train_accuracy": policy.accuracy(dataset)}
     if checked.costs is not None:
         policy.validated_with = checked.costs
         summary["validated_with"] = checked.costs.to_json()

@@ -13,19 +13,21 @@ SKLEARN_KINDS = {"logreg": "logistic regression", "forest": "random forest", "kn
 
 FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
     "fixed": [
-        ("fixed", "fixed:fixed_policy", {"aliases": ("dflash",), "description": "always block size N (fixed16 = "
-                                                                                  "DFlash(16))"}),
-        ("random", "fixed:random_policy", {"description": "uniform over the candidates, per prompt (randomN: seed N)"}),
-        ("choices", "fixed:choices_policy", {"description": "per prompt, the block size a JSON file names for "
-                                                            "its id (choices:FILE, e.g. authors_choices.json)"}),
+        ("fixed", "fixed:fixed_policy", {"aliases": ("dflash",), "description": "always block size N "
+                                                                                "(fixed16 = DFlash(16))"}),
+        ("random", "fixed:random_policy", {"description": "uniform over the candidates, per prompt "
+                                                          "(randomN: seed N)"}),
+        ("choices", "fixed:choices_policy", {"description": "per prompt, the block size a JSON file "
+                                                            "names for its id (choices:FILE, e.g. "
+                                                            "authors_choices.json)"}),
     ],
     "heuristic": [("heuristic", "heuristic:heuristic_policy",
                    {"description": "per cycle: +2 after a fully accepted block, -1 otherwise"})],
     "cycle_rules": [
         ("probe", "cycle_rules:probe_policy", {"description": "per cycle: speculate at N (16); after < 2 "
-                                                                          "accepted, plain AR for 16, 32, 64 cycles"}),
+                                                              "accepted, plain AR for 16, 32, 64 cycles"}),
         ("grow", "cycle_rules:grow_policy", {"description": "per cycle: next larger B after a full "
-                                                                        "accept, shrink to fit after a poor block"}),
+                                                            "accept, shrink to fit after a poor block"}),
         ("adaptive", "cycle_rules:adaptive_policy", {"description": "per cycle, cost-aware: most "
                                                      "expected tokens/s under the machine's cost table"}),
     ],
@@ -34,8 +36,8 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
         "description": "per cycle, learned: imitates the per-cycle time oracle (DAgger) on cycle history "
                        "(cycle:PATH for a trained one)"})],
     "oracle": [
-        ("oracle", "oracle:time_oracle", {"description": "per prompt, the fastest candidate by modelled time (an "
-                                                         "upper bound, not deployable)"}),
+        ("oracle", "oracle:time_oracle", {"description": "per prompt, the fastest candidate by modelled "
+                                                         "time (an upper bound, not deployable)"}),
         ("oracle-tau", "oracle:tau_oracle", {"description": "per prompt, the candidate with the highest tau "
                                                             "(BlockPilot's label; not deployable)"}),
         ("oracle-step", "oracle:step_oracle", {"description": "per cycle, the fewest modelled "
@@ -44,8 +46,9 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
     "blockpilot": [
         ("blockpilot", "blockpilot:blockpilot_policy", {
             **LEARNED, "untrained": "blockpilot:untrained_blockpilot",
-            "description": "BlockPilot MLP on the last-token logits (the shipped one reads their softmax), trained "
-                           "for speed over the whole range (blockpilot:PATH for a trained one)"}),
+            "description": "BlockPilot MLP on the last-token logits (the shipped one reads their "
+                           "softmax), trained for speed over the whole range (blockpilot:PATH for a "
+                           "trained one)"}),
         ("blockpilot-paper", "blockpilot:blockpilot_paper_policy", {
             **LEARNED, "untrained": "blockpilot:untrained_blockpilot",
             "description": "the paper's BlockPilot: tau labels over 14..18 (blockpilot-paper:PATH)"}),
@@ -54,13 +57,18 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
                                        "(the default)"}),
     ],
     "sklearn": [(kind, f"sklearn_baselines:{kind}_policy", {
-        **LEARNED, "description": f"scikit-learn {text} on compact features + PCA of the logits ({kind}:PATH)"})
+        **LEARNED, "description": f"scikit-learn {text} on compact features + PCA of the logits "
+                                  f"({kind}:PATH)"})
         for kind, text in SKLEARN_KINDS.items()],
     "verify": [
-        ("threshold", "verify_rules:threshold_policy", {"description": "draft the largest B (or thresholdN); verify "
-                                                        "while the running drafter confidence >= 0.3 (threshold:P)"}),
-        ("marginal", "verify_rules:marginal_policy", {"description": "draft the largest B (or marginalN); verify the "
-                                                      "L with the most expected tokens per modelled second"}),
+        ("threshold", "verify_rules:threshold_policy", {"description": "draft the largest B (or "
+                                                                       "thresholdN); verify while the "
+                                                                       "running drafter confidence >= "
+                                                                       "0.3 (threshold:P)"}),
+        ("marginal", "verify_rules:marginal_policy", {"description": "draft the largest B (or "
+                                                                     "marginalN); verify the L with the "
+                                                                     "most expected tokens per modelled "
+                                                                     "second"}),
         ("adaptive-verify", "verify_rules:adaptive_verify_policy", {
             "description": "adaptive's block size per cycle, then marginal's verify length"}),
         ("oracle-verify", "verify_rules:verify_oracle", {
@@ -72,14 +80,16 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
          {"description": "an exported vLLM speculative_config, run as vLLM runs it (vllm-config:FILE)"}),
         ("sglang-config", "specpolicy.replay.export:sglang_config_policy",
          {"description": "exported SGLang DFlash flags, run as SGLang runs them (sglang-config:FILE)"}),
-        ("vllm-dsd", "engine_rules:vllm_dsd_policy", {"description": "vLLM dynamic SD: a block of N + 1, K verified "
-                                                      "per batch size (vllm-dsd:num_speculative_tokens=15,...)"}),
+        ("vllm-dsd", "engine_rules:vllm_dsd_policy", {
+            "description": "vLLM dynamic SD: a block of N + 1, K verified per batch size "
+                           "(vllm-dsd:num_speculative_tokens=15,...)"}),
         ("vllm-adaptive", "engine_rules:vllm_adaptive_policy", {
-            "description": "vLLM's adaptive-verification budget on a DFlash block (vLLM runs it for DSpark only): "
-                           "draft N + 1, verify the prefix with the most expected tokens per modelled second"}),
+            "description": "vLLM's adaptive-verification budget on a DFlash block (vLLM runs it for "
+                           "DSpark only): draft N + 1, verify the prefix with the most expected tokens "
+                           "per modelled second"}),
         ("trtllm-schedule", "engine_rules:trtllm_schedule_policy", {
-            "description": "TensorRT-LLM: draft length per batch size, speculation off for good below an acceptance "
-                           "rate (trtllm-schedule:draft_len_schedule=4:4/8:2,...)"}),
+            "description": "TensorRT-LLM: draft length per batch size, speculation off for good below an "
+                           "acceptance rate (trtllm-schedule:draft_len_schedule=4:4/8:2,...)"}),
         ("llamacpp-pmin", "engine_rules:llamacpp_pmin_policy", {
             "description": "llama.cpp's server: draft n_max + 1, verify up to the first draft below p_min "
                            "(llamacpp-pmin:n_max=3,p_min=0, its defaults)"}),

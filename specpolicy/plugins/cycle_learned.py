@@ -1,5 +1,5 @@
-"""A learned per-cycle policy (``cycle``): an MLP predicts from the cycles so far the tokens each candidate would
-commit next, priced with the observation's cost table; trained by DAgger rounds on replay tables."""
+"""A learned per-cycle policy (``cycle``): an MLP predicts from the cycles so far the tokens each candidate
+would commit next, priced with the observation's cost table; trained by DAgger rounds on replay tables."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ SETTINGS_NAME = "cycle_policy.json"
 
 def cycle_features(state: DecodeState) -> np.ndarray:
     """Features of the cycles so far, float32 [4 * HISTORY + 6]: per recent cycle (newest first, zero-padded)
-    accepted share, full-accept flag, B / 32, B = 1 flag; then acceptance at three decays, the trailing AR run,
-    cycles since the last good speculative cycle and the cycle count (all / 16)."""
+    accepted share, full-accept flag, B / 32, B = 1 flag; then acceptance at three decays, the trailing AR
+    run, cycles since the last good speculative cycle and the cycle count (all / 16)."""
     sizes, accepted = state.block_size_history, state.accepted_history
     rows = []
     for k in range(1, HISTORY + 1):
@@ -39,7 +39,8 @@ def cycle_features(state: DecodeState) -> np.ndarray:
 
 
 def _last_cycles(state: DecodeState) -> tuple[int, int]:
-    """(index of the last speculative cycle, of the last with >= 2 accepted drafts; -1: none), a fold on the state."""
+    """(index of the last speculative cycle, of the last with >= 2 accepted drafts; -1: none), a fold on the
+    state."""
     def update(last: tuple[int, int], i: int) -> tuple[int, int]:
         if state.block_size_history[i] == 1:
             return last
@@ -54,7 +55,8 @@ class CycleLearnedPolicy(LearnedPolicy):
 
     per_step = True
 
-    def __init__(self, candidates: Sequence[int], model: object | None = None, start: int = TRAINING_BLOCK_SIZE,
+    def __init__(self, candidates: Sequence[int], model: object | None = None,
+                 start: int = TRAINING_BLOCK_SIZE,
                  predicts: str = "committed", validated_with: CostTable | None = None) -> None:
         super().__init__(candidates)
         self.model, self.start, self.predicts = model, snap(start, self.candidates), predicts
@@ -73,7 +75,8 @@ class CycleLearnedPolicy(LearnedPolicy):
         if not state.block_size_history:
             return self.start
         if self.model is None:
-            raise ValueError("this cycle policy is untrained; `specpolicy train cycle --sweep DIR --out FOLDER`")
+            raise ValueError("this cycle policy is untrained; `specpolicy train cycle --sweep DIR --out "
+                             "FOLDER`")
         out = self.outputs(cycle_features(state)[None])[0]
         if self.predicts == "regret":
             return self.candidates[int(np.argmin(out))]
@@ -89,7 +92,8 @@ class CycleLearnedPolicy(LearnedPolicy):
         while not session.done:
             state = session.state
             if state.block_size_history:
-                committed = [table.cycle(session.position, state.generated, b)[0].committed for b in self.candidates]
+                committed = [table.cycle(session.position, state.generated, b)[0].committed
+                             for b in self.candidates]
                 samples.append((cycle_features(state), np.asarray(committed, np.float32)))
             if use_policy:
                 size = self.step(state, observation)
@@ -105,8 +109,8 @@ class CycleLearnedPolicy(LearnedPolicy):
         from sklearn.neural_network import MLPRegressor
 
         if not dataset.episodes or dataset.costs is None:
-            raise ValueError("the cycle policy trains on replay tables with a cost table; train it from a replay "
-                             "sweep with latency.json (specpolicy sweep --mode replay)")
+            raise ValueError("the cycle policy trains on replay tables with a cost table; train it from a "
+                             "replay sweep with latency.json (specpolicy sweep --mode replay)")
         self.predicts, self.validated_with = "committed", dataset.costs
         tables = [t for t in dataset.episodes if t is not None]
         xs, ys, history = [], [], []
@@ -125,13 +129,15 @@ class CycleLearnedPolicy(LearnedPolicy):
 
     def save(self, path: str | Path) -> None:
         skops_io.save_model(path, self.model, SETTINGS_NAME, self.with_validated(
-            {"candidates": list(self.candidates), "start": self.start, "history": HISTORY, "predicts": self.predicts}),
+            {"candidates": list(self.candidates), "start": self.start, "history": HISTORY,
+             "predicts": self.predicts}),
             weights_only=True)
 
     @classmethod
     def load(cls, path: str | Path, candidates: Sequence[int] | None = None) -> CycleLearnedPolicy:
         model, settings = skops_io.load_model(path, SETTINGS_NAME, "cycle policy",
-                                              "specpolicy train cycle --sweep DIR --out FOLDER", weights_only=True)
+                                              "specpolicy train cycle --sweep DIR --out FOLDER",
+                                              weights_only=True)
         return cls(settings["candidates"], model, settings["start"], settings.get("predicts", "regret"),
                    cls.validated_from(settings))
 
@@ -144,5 +150,6 @@ def cycle_policy(arg: str | None, candidates: Sequence[int]) -> CycleLearnedPoli
     return CycleLearnedPolicy.load(ZOO_DIR / "cycle", candidates)
 
 
-def untrained_cycle_policy(candidates: Sequence[int], dataset: TrainingSet, options: dict) -> CycleLearnedPolicy:
+def untrained_cycle_policy(candidates: Sequence[int], dataset: TrainingSet,
+                           options: dict) -> CycleLearnedPolicy:
     return CycleLearnedPolicy(candidates)

@@ -5,9 +5,9 @@
 - ``grow``: as the MLX DFlash ports: a fully accepted block moves to the next larger candidate, a block
   accepted to less than half shrinks to fit.
 - ``adaptive``: cost-aware: the block size with the most expected tokens per second under the cost table, from
-  a geometric acceptance model of this decode's recent cycles; a cycle slower than an AR step starts a back-off
-  of plain AR cycles where the model expects AR to win (shorter on flat tables, :data:`FULL_WAIT_COST`).
-"""
+  a geometric acceptance model of this decode's recent cycles; a cycle slower than an AR step starts a
+  back-off of plain AR cycles where the model expects AR to win (shorter on flat tables,
+  :data:`FULL_WAIT_COST`). """
 
 from __future__ import annotations
 
@@ -26,14 +26,16 @@ FIRST_WAIT = 16
 """plain AR cycles after the first failed probe (doubling after each further failure)"""
 MAX_WAIT = 64
 ADAPTIVE_FIRST_WAIT = 4
-"""``adaptive``'s first wait: chosen on the zoo's training sweep (4: 1.43x fixed16 there; 8: 1.41x; 16: 1.38x)"""
+"""``adaptive``'s first wait: chosen on the zoo's training sweep (4: 1.43x fixed16 there; 8: 1.41x; 16:
+1.38x)"""
 FULL_WAIT_COST = 1.3
-"""``adaptive`` waits in full where a cycle of the training block size costs at least this many AR steps beyond
-the one a cycle always makes (the CPU tables: 1.3 to 1.5), and proportionally less on flatter tables (a GPU at
-batch 1: 0.2), where a failed probe costs little. Chosen on the zoo's training sweep, training side (vs fixed16,
-this rule / a full wait everywhere): H200 synthetic c = 1 1.002 / 0.960, c = 16 0.999 / 0.960, the CPU, GPU-shaped
-and c = 64 tables unchanged; 1.0 lost 0.006 at c = 1, 1.5 lost 0.007 on the shipped table. Scaling by the failed
-cycle's own cost instead did better at c = 16-64 but lost 1.7-2.6% on CPU tables beyond the training sweep."""
+"""``adaptive`` waits in full where a cycle of the training block size costs at least this many AR steps
+beyond the one a cycle always makes (the CPU tables: 1.3 to 1.5), and proportionally less on flatter tables (a
+GPU at batch 1: 0.2), where a failed probe costs little. Chosen on the zoo's training sweep, training side (vs
+fixed16, this rule / a full wait everywhere): H200 synthetic c = 1 1.002 / 0.960, c = 16 0.999 / 0.960, the
+CPU, GPU-shaped and c = 64 tables unchanged; 1.0 lost 0.006 at c = 1, 1.5 lost 0.007 on the shipped table.
+Scaling by the failed cycle's own cost instead did better at c = 16-64 but lost 1.7-2.6% on CPU tables beyond
+the training sweep."""
 
 
 def snap(size: int, candidates: Sequence[int]) -> int:
@@ -75,7 +77,8 @@ class ProbePolicy(Policy):
     def __init__(self, candidates: Sequence[int], start: int = TRAINING_BLOCK_SIZE) -> None:
         super().__init__(candidates)
         if 1 not in self.candidates:
-            raise ValueError(f"probe falls back to B = 1; add 1 to the candidates (got {list(self.candidates)})")
+            raise ValueError("probe falls back to B = 1; add 1 to the candidates (got "
+                             f"{list(self.candidates)})")
         self.start = snap(start, [c for c in self.candidates if c > 1] or self.candidates)
 
     def step(self, state: DecodeState, observation: PromptObservation) -> int:
@@ -103,10 +106,10 @@ class GrowShrinkPolicy(Policy):
         return last
 
 
-def acceptance_rate(state: DecodeState, prior: float = ACCEPTANCE_PRIOR, prior_weight: float = ACCEPTANCE_PRIOR_WEIGHT,
-                    decay: float = ACCEPTANCE_DECAY) -> float:
-    """Per-draft acceptance of a geometric model over the speculative cycles so far (older cycles weigh ``decay``
-    less each), its sums kept on the state and updated per cycle."""
+def acceptance_rate(state: DecodeState, prior: float = ACCEPTANCE_PRIOR,
+                    prior_weight: float = ACCEPTANCE_PRIOR_WEIGHT, decay: float = ACCEPTANCE_DECAY) -> float:
+    """Per-draft acceptance of a geometric model over the speculative cycles so far (older cycles weigh
+    ``decay`` less each), its sums kept on the state and updated per cycle."""
     lengths = state.verify_history if len(state.verify_history) == len(state.block_size_history) \
         else state.block_size_history
 
@@ -123,8 +126,9 @@ def acceptance_rate(state: DecodeState, prior: float = ACCEPTANCE_PRIOR, prior_w
 def required_costs(policy: Policy, observation: PromptObservation) -> CostTable:
     """The observation's cost table, or a ValueError naming the cost-aware ``policy`` and where to get one."""
     if observation.costs is None:
-        raise ValueError(f"{policy.name} is cost-aware and needs the machine's cost table; evaluate it from a sweep "
-                         "with latency.json or live (compare measures one), or pass costs in the observation")
+        raise ValueError(f"{policy.name} is cost-aware and needs the machine's cost table; evaluate it from "
+                         "a sweep with latency.json or live (compare measures one), or pass costs in the "
+                         "observation")
     return observation.costs
 
 
@@ -133,12 +137,14 @@ class AdaptivePolicy(Policy):
 
     per_step = True
 
-    def __init__(self, candidates: Sequence[int], start: int = TRAINING_BLOCK_SIZE, prior: float = ACCEPTANCE_PRIOR,
+    def __init__(self, candidates: Sequence[int], start: int = TRAINING_BLOCK_SIZE,
+                 prior: float = ACCEPTANCE_PRIOR,
                  decay: float = ACCEPTANCE_DECAY, first_wait: int = ADAPTIVE_FIRST_WAIT,
                  full_wait_cost: float = FULL_WAIT_COST) -> None:
         super().__init__(candidates)
         self.start = snap(start, self.candidates)
-        self.prior, self.decay, self.first_wait, self.full_wait_cost = prior, decay, first_wait, full_wait_cost
+        self.prior, self.decay = prior, decay
+        self.first_wait, self.full_wait_cost = first_wait, full_wait_cost
         self._priced: tuple = (None, {}, 1.0, [])
         """(the table priced, seconds by speculative B, the AR wait's scale, (B, seconds) by ascending B)"""
 
@@ -156,11 +162,12 @@ class AdaptivePolicy(Policy):
         sizes = sorted({*seconds, start, seen_block} - {0, 1})
         return CostAwareBlocks(tuple(seconds), tuple((b, costs.cycle_seconds(b)) for b in sizes),
                                costs.cycle_seconds(1), 1 in self.candidates, start, seen_block, self.prior,
-                               ACCEPTANCE_PRIOR_WEIGHT, self.decay, self.first_wait, MAX_WAIT, wait_scale, choose)
+                               ACCEPTANCE_PRIOR_WEIGHT, self.decay, self.first_wait, MAX_WAIT, wait_scale,
+                               choose)
 
     def _prices(self, costs: CostTable) -> tuple:
-        """(the table, seconds by speculative B, the AR wait's scale, (B, seconds) by ascending B), priced once per
-        table (one table per prompt)."""
+        """(the table, seconds by speculative B, the AR wait's scale, (B, seconds) by ascending B), priced
+        once per table (one table per prompt)."""
         if self._priced[0] is not costs:
             drafted = [b for b in self.candidates if b > 1] or list(self.candidates)
             seconds = {b: costs.cycle_seconds(b) for b in drafted}
@@ -190,7 +197,8 @@ class AdaptivePolicy(Policy):
             """``tokens`` from a cycle of ``size`` come at least as fast as from AR steps."""
             return tokens / (seconds[size] if size in seconds else costs.cycle_seconds(size)) >= ar_rate
 
-        failed = 1 in self.candidates and ar_wait(state, lambda size, accepted: not beats_ar(accepted + 1, size),
+        failed = 1 in self.candidates and ar_wait(state, lambda size,
+                                                  accepted: not beats_ar(accepted + 1, size),
                                                   self.first_wait, self._priced[2]) is not None
         if failed and not beats_ar(expected_tokens(alpha, best), best):
             return 1  # a failed cycle, and the acceptance model expects AR to be faster: back off
@@ -234,7 +242,8 @@ class GuardedPolicy(Policy):
         guard = AdaptivePolicy(self.candidates, start=max(start, 2))
         guard.name = self.name
         # a start of B = 1: the guard sees a failed probe before the first cycle, then every cycle after it
-        seen = DecodeState(observation.logits, observation.prompt_length, 0, 0, 1, [0], [guard.start], [guard.start])
+        seen = DecodeState(observation.logits, observation.prompt_length, 0, 0, 1, [0], [guard.start],
+                           [guard.start])
 
         def choose(state: DecodeState) -> int:
             if not state.block_size_history:

@@ -5,16 +5,15 @@
   inclusive ``start-end:K`` range (``vllm/config/speculative.py``, ``dynamic/utils.py``); = ``vllm-config``.
 - ``trtllm-schedule``: ``draft_len_schedule`` gives a batch size the draft length of the first key at or above
   it, 0 past the last (``_torch/speculative/utils.py`` @3e906a0); speculation is off for good once the mean
-  accepted drafts of ``acceptance_rate_window_size`` finished requests fall below ``acceptance_rate_threshold``
-  (``speculation_gate.py`` @42ffc26), over the prompts one policy object serves.
+  accepted drafts of ``acceptance_rate_window_size`` finished requests fall below
+  ``acceptance_rate_threshold`` (``speculation_gate.py`` @42ffc26), over the prompts one policy object serves.
 - ``vllm-adaptive``: vLLM's adaptive-verification budget (``adaptive_verification.py`` @057929c) on a DFlash
   block of N + 1: ``marginal``'s rule, per request. vLLM runs it for DSpark only and budgets from the previous
   block's confidences, so this is an upper bound of what a deployment could run.
 - ``llamacpp-pmin``: llama.cpp's server (11434.0.0, ``common/speculative.cpp``): a block of ``n_max + 1``
-  (default 3) verified up to the first draft below ``p_min`` (default 0). llama.cpp renormalises top-1 over its
-  top 10 logits, which is never smaller, so replay cuts no later than the engine; ``compare --engine llamacpp``
-  runs it as ``--spec-draft-n-max`` / ``--spec-draft-p-min``.
-"""
+  (default 3) verified up to the first draft below ``p_min`` (default 0). llama.cpp renormalises top-1 over
+  its top 10 logits, which is never smaller, so replay cuts no later than the engine; ``compare --engine
+  llamacpp`` runs it as ``--spec-draft-n-max`` / ``--spec-draft-p-min``. """
 
 from __future__ import annotations
 
@@ -32,7 +31,8 @@ from specpolicy.state import DecodeState
 
 MINIMUM = {"n_max": 1, "num_speculative_tokens": 1, "max_draft_len": 1, "acceptance_rate_window_size": 0,
            "acceptance_rate_threshold": 0.0}
-"""the least value of each engine parameter the engines accept (p_min is checked as a probability by its policy)"""
+"""the least value of each engine parameter the engines accept (p_min is checked as a probability by its
+policy)"""
 
 
 def _whole(text: str) -> int:
@@ -109,7 +109,8 @@ class VllmDsd:
 def vllm_dsd_policy(arg: str | None, candidates: Sequence[int]) -> EngineConfigPolicy:
     args = engine_args("vllm-dsd", arg, VllmDsd)
     n = args.num_speculative_tokens
-    return EngineConfigPolicy(VllmConfig(n, vllm_lookup(n, args.num_speculative_tokens_per_batch_size)), candidates)
+    return EngineConfigPolicy(VllmConfig(n, vllm_lookup(n, args.num_speculative_tokens_per_batch_size)),
+                              candidates)
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,8 @@ class VllmAdaptive:
 
 
 def vllm_adaptive_policy(arg: str | None, candidates: Sequence[int]) -> MarginalPolicy:
-    return MarginalPolicy(candidates, engine_args("vllm-adaptive", arg, VllmAdaptive).num_speculative_tokens + 1)
+    return MarginalPolicy(candidates,
+                          engine_args("vllm-adaptive", arg, VllmAdaptive).num_speculative_tokens + 1)
 
 
 @dataclass(frozen=True)
@@ -165,11 +167,13 @@ class TrtllmSchedulePolicy(Policy):
         return size
 
     def _record_completed(self) -> None:
-        """The gate's update for every request served since the last one (``SpeculationGate.record_avg_decoded``)."""
+        """The gate's update for every request served since the last one
+        (``SpeculationGate.record_avg_decoded``)."""
         window, threshold = self.settings.acceptance_rate_window_size, self.settings.acceptance_rate_threshold
         for state in self.served:
             if window > 0 and not self.disabled and state.accepted_history:
-                self.window = [*self.window, sum(state.accepted_history) / len(state.accepted_history)][-window:]
+                self.window = [*self.window,
+                               sum(state.accepted_history) / len(state.accepted_history)][-window:]
                 self.disabled = len(self.window) == window and sum(self.window) / window < threshold
         self.served = []
 

@@ -51,7 +51,8 @@ class ChoicesPolicy(Policy):
             sizes = json.loads(path.read_text(encoding="utf-8"))
             self.sizes = {str(k): check_block_size(v) for k, v in sizes.items()}
         except FileNotFoundError:
-            raise FileNotFoundError(f"choices file {path} is missing; pass a JSON object of prompt id -> block size"
+            raise FileNotFoundError(f"choices file {path} is missing; pass a JSON object of prompt id -> "
+                                    "block size"
                                     ) from None
         except (UnicodeDecodeError, json.JSONDecodeError, AttributeError, TypeError, ValueError) as error:
             raise ValueError(f"{path} is not a JSON object of prompt id -> block size ({error})") from None
@@ -62,8 +63,8 @@ class ChoicesPolicy(Policy):
 
     def select(self, observation: PromptObservation) -> int:
         if observation.prompt_id not in self.sizes:
-            raise ValueError(f"{self.path} names no block size for prompt {observation.prompt_id!r}; it covers "
-                             f"{len(self.sizes)} other prompts")
+            raise ValueError(f"{self.path} names no block size for prompt {observation.prompt_id!r}; it "
+                             f"covers {len(self.sizes)} other prompts")
         return self.sizes[observation.prompt_id]
 
 

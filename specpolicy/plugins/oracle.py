@@ -1,6 +1,7 @@
-"""Oracles from a sweep (upper bounds, not deployable): ``oracle`` (per prompt, the fewest modelled or measured
-seconds; the highest tau without a cost table), ``oracle-tau`` (per prompt, the highest tau: BlockPilot's label)
-and ``oracle-step`` (per cycle, the fewest modelled seconds by exact dynamic programming)."""
+"""Oracles from a sweep (upper bounds, not deployable): ``oracle`` (per prompt, the fewest modelled or
+measured seconds; the highest tau without a cost table), ``oracle-tau`` (per prompt, the highest tau:
+BlockPilot's label) and ``oracle-step`` (per cycle, the fewest modelled seconds by exact dynamic
+programming)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ class TauOraclePolicy(Policy):
         self.training_block_size = training_block_size
 
     def select(self, observation: PromptObservation) -> int:
-        raise ValueError(f"{self.name} reads the sweep store; evaluate it with --mode replay (or --sweep DIR)")
+        raise ValueError(f"{self.name} reads the sweep store; evaluate it with --mode replay (or --sweep "
+                         "DIR)")
 
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
         if answers is None:

@@ -40,7 +40,8 @@ def make_model(kind: str, n_samples: int, seed: int = 0) -> Pipeline:
     components = max(1, min(16, n_samples - 1))
     features = FeatureUnion([
         ("compact", FunctionTransformer(compact_from_augmented)),
-        ("pca", make_pipeline(FunctionTransformer(logits_from_augmented), PCA(components, random_state=seed))),
+        ("pca",
+         make_pipeline(FunctionTransformer(logits_from_augmented), PCA(components, random_state=seed))),
     ])
     return Pipeline([("features", features), ("scale", StandardScaler()), ("classifier", KINDS[kind](seed))])
 
@@ -65,15 +66,17 @@ class SklearnPolicy(LearnedPolicy):
         fitted = getattr(self.model, "n_features_in_", None)  # the logits plus the prompt-length column
         return None if fitted is None else int(fitted) - 1
 
-    def choose(self, logits: np.ndarray, lengths: np.ndarray, tables: Sequence[CostTable | None]) -> np.ndarray:
+    def choose(self, logits: np.ndarray, lengths: np.ndarray,
+               tables: Sequence[CostTable | None]) -> np.ndarray:
         """Candidate indices [n] for logits [n, V] and prompt lengths [n]."""
         if self.model is None:
-            raise ValueError(f"{self.kind} is not trained; run `specpolicy train {self.kind} --sweep DIR --out PATH` "
-                             f"and use {self.kind}:PATH")
+            raise ValueError(f"{self.kind} is not trained; run `specpolicy train {self.kind} --sweep DIR "
+                             f"--out PATH` and use {self.kind}:PATH")
         predicted = np.asarray(self.model.predict(with_lengths(logits, lengths)))
         if self.predicts == "label":
             return predicted.astype(np.int64)
-        return np.array([self.candidates.index(b) for b in self.fastest_choices(predicted, tables)], dtype=np.int64)
+        return np.array([self.candidates.index(b) for b in self.fastest_choices(predicted, tables)],
+                        dtype=np.int64)
 
     def select(self, observation: PromptObservation) -> int:
         return self.select_batch([observation])[0]
@@ -86,12 +89,13 @@ class SklearnPolicy(LearnedPolicy):
     def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0) -> dict:
         """Fit the pipeline to the labels (``logreg``) or to the cycles per token (the regressors)."""
         if tuple(dataset.candidates) != self.candidates:
-            raise ValueError(f"training set candidates {list(dataset.candidates)} differ from {list(self.candidates)}")
+            raise ValueError(f"training set candidates {list(dataset.candidates)} differ from "
+                             f"{list(self.candidates)}")
         dataset.prefill_features()
         if self.predicts == "label" and len(np.unique(dataset.labels)) < 2:
             only = dataset.candidates[int(dataset.labels[0])]
-            raise ValueError(f"every training prompt has the same label (block size {only}); fixed{only} does the "
-                             "same without training, or sweep more varied prompts")
+            raise ValueError(f"every training prompt has the same label (block size {only}); fixed{only} "
+                             "does the same without training, or sweep more varied prompts")
         targets = dataset.labels if self.predicts == "label" else dataset.cycles_per_token
         self.model = make_model(self.kind, len(dataset), seed)
         self.model.fit(with_lengths(dataset.logits, dataset.prompt_lengths), targets)
@@ -117,9 +121,9 @@ class SklearnPolicy(LearnedPolicy):
                                               "specpolicy train KIND --sweep DIR --out FOLDER")
         policy = cls(settings["kind"], settings["candidates"], model, cls.validated_from(settings))
         if settings.get("predicts", "label") != policy.predicts:
-            raise ValueError(f"the {settings['kind']} policy in {path} was saved as a classifier before it became a "
-                             f"regressor of cycles per token; retrain it with `specpolicy train {settings['kind']} "
-                             f"--sweep DIR --out {path}`")
+            raise ValueError(f"the {settings['kind']} policy in {path} was saved as a classifier before it "
+                             "became a regressor of cycles per token; retrain it with `specpolicy train "
+                             f"{settings['kind']} --sweep DIR --out {path}`")
         return policy
 
 

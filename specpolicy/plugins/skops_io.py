@@ -26,8 +26,8 @@ class _NoTorch:
 
 
 def skops_io() -> ModuleType:
-    """``skops.io`` imported without torch (sklearn's array-API module imports it where installed, 6-8 s, and no
-    model here needs it); a plain import once torch is loaded."""
+    """``skops.io`` imported without torch (sklearn's array-API module imports it where installed, 6-8 s, and
+    no model here needs it); a plain import once torch is loaded."""
     if "skops.io" in sys.modules or "torch" in sys.modules:
         return importlib.import_module("skops.io")
     blocker = _NoTorch()
@@ -37,14 +37,17 @@ def skops_io() -> ModuleType:
     finally:
         sys.meta_path.remove(blocker)
         for name in [m for m in sys.modules if m.startswith("sklearn.externals.array_api_compat.torch")]:
-            del sys.modules[name]  # half-imported under the blocker: a later array-API lookup imports it afresh
+            # half-imported under the blocker: a later array-API lookup imports it afresh
+            del sys.modules[name]
 
 
 def safe_load(file: str | Path) -> object:
-    """Load a skops file whose types are all scikit-learn, numpy, scipy or this project's feature functions."""
+    """Load a skops file whose types are all scikit-learn, numpy, scipy or this project's feature
+    functions."""
     sio, file = skops_io(), Path(file)
     if not file.exists():
-        raise FileNotFoundError(f"{file} is missing; train the policy with `specpolicy train ... --out {file.parent}`")
+        raise FileNotFoundError(f"{file} is missing; train the policy with `specpolicy train ... --out "
+                                f"{file.parent}`")
     try:
         untrusted = sio.get_untrusted_types(file=file)
     except Exception as exc:
@@ -61,15 +64,15 @@ WEIGHTS_NAME = "model.safetensors"
 
 @dataclass
 class MLPWeights:
-    """A scikit-learn MLP's layers as arrays, ``coefs_`` [in, out] and ``intercepts_`` [out] per layer: all a policy
-    that runs the network in numpy reads, loaded without scikit-learn (importing skops takes 4 s)."""
+    """A scikit-learn MLP's layers as arrays, ``coefs_`` [in, out] and ``intercepts_`` [out] per layer: all a
+    policy that runs the network in numpy reads, loaded without scikit-learn (importing skops takes 4 s)."""
 
     coefs_: list[np.ndarray]
     intercepts_: list[np.ndarray]
 
 
-def save_model(folder: str | Path, model: object, settings_name: str, settings: dict, weights_only: bool = False
-               ) -> None:
+def save_model(folder: str | Path, model: object, settings_name: str, settings: dict,
+               weights_only: bool = False ) -> None:
     """A learned policy's folder: the scikit-learn ``model`` (``model.skops``; with ``weights_only``, an MLP's
     layers in ``model.safetensors``) and its ``settings`` (JSON)."""
     import json
@@ -88,17 +91,18 @@ def save_model(folder: str | Path, model: object, settings_name: str, settings: 
     write_text(folder / settings_name, json.dumps(settings))
 
 
-def load_model(folder: str | Path, settings_name: str, what: str, train_command: str, weights_only: bool = False
-               ) -> tuple[object, dict]:
-    """(model, settings) saved by :func:`save_model` (weights or a skops model); a missing file names itself and
-    ``train_command``, a damaged one says so."""
+def load_model(folder: str | Path, settings_name: str, what: str, train_command: str,
+               weights_only: bool = False ) -> tuple[object, dict]:
+    """(model, settings) saved by :func:`save_model` (weights or a skops model); a missing file names itself
+    and ``train_command``, a damaged one says so."""
     import json
 
     folder = Path(folder)
     saved_weights = (folder / WEIGHTS_NAME).exists() or (weights_only and not (folder / MODEL_NAME).exists())
     for name in (WEIGHTS_NAME if saved_weights else MODEL_NAME, settings_name):
         if not (folder / name).exists():
-            raise FileNotFoundError(f"{what} file {folder / name} is missing; train one with `{train_command}`")
+            raise FileNotFoundError(f"{what} file {folder / name} is missing; train one with "
+                                    f"`{train_command}`")
     try:
         settings = json.loads((folder / settings_name).read_text())
         weights = _read_weights(folder / WEIGHTS_NAME) if saved_weights else None

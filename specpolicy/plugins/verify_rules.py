@@ -30,7 +30,8 @@ def most_tokens_per_second(confidences: Sequence[float], block_size: int, costs:
 def _largest(candidates: Sequence[int], arg: str | None) -> int:
     if arg is not None:
         if not arg.isdigit() or int(arg) not in candidates:
-            raise ValueError(f"the argument is the drafted block size, one of {list(candidates)}; got {arg!r}")
+            raise ValueError(f"the argument is the drafted block size, one of {list(candidates)}; got "
+                             f"{arg!r}")
         return int(arg)
     return max(candidates)
 
@@ -92,12 +93,14 @@ class VerifyOraclePolicy(Policy):
     per_step = True
 
     def select(self, observation: PromptObservation) -> int:
-        raise ValueError(f"{self.name} reads the sweep store; evaluate it with --mode replay (or --sweep DIR)")
+        raise ValueError(f"{self.name} reads the sweep store; evaluate it with --mode replay (or --sweep "
+                         "DIR)")
 
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
         """(B, L) by anchor position, from the DP over this prompt's replay (L by position: no block read)."""
         if answers is None or answers.table is None or observation.costs is None:
-            raise ValueError(f"{self.name} needs a replay sweep with --verify-lengths and a cost table (--mode replay)")
+            raise ValueError(f"{self.name} needs a replay sweep with --verify-lengths and a cost table "
+                             "(--mode replay)")
         return answers.table.oracle_plan(observation.costs, self.candidates, verify_lengths=True)
 
 
@@ -106,8 +109,8 @@ def threshold_policy(arg: str | None, candidates: Sequence[int]) -> ThresholdPol
         try:
             return ThresholdPolicy(candidates, max(candidates), float(arg))
         except ValueError:
-            raise ValueError(f"threshold's argument is a probability (threshold:0.5) or a block size (threshold16); "
-                             f"got {arg!r}") from None
+            raise ValueError("threshold's argument is a probability (threshold:0.5) or a block "
+                             f"size (threshold16); got {arg!r}") from None
     return ThresholdPolicy(candidates, _largest(candidates, arg))
 
 

@@ -1,5 +1,6 @@
-"""Batch-aware cost tables (no torch): per batch size b, a target pass over b x n tokens and a drafter pass over
-b blocks of n; :meth:`BatchCostTable.at_concurrency` gives the per-request :class:`~specpolicy.costs.CostTable`."""
+"""Batch-aware cost tables (no torch): per batch size b, a target pass over b x n tokens and a drafter pass
+over b blocks of n; :meth:`BatchCostTable.at_concurrency` gives the per-request
+:class:`~specpolicy.costs.CostTable`."""
 
 from __future__ import annotations
 
@@ -45,8 +46,9 @@ class BatchCostTable(TableFile):
     """how its drafter drafts (:data:`~specpolicy.defaults.DRAFTER_KINDS`; empty: a block drafter)"""
 
     def check(self, max_spread: float = MAX_LATENCY_SPREAD) -> list[str]:
-        """Problems that make the table untrustworthy, as :meth:`CostTable.check` finds them: a time that is not
-        a positive finite number, noisy repeats, or a pass that costs less with more tokens or more sequences."""
+        """Problems that make the table untrustworthy, as :meth:`CostTable.check` finds them: a time that is
+        not a positive finite number, noisy repeats, or a pass that costs less with more tokens or more
+        sequences."""
         points = [(name, b, n, s) for name, rows in (("verify", self.verify), ("draft", self.draft))
                   for b, row in rows.items() for n, s in row.items()]
         bad = [f"{name}[{b}][{n}] = {s}" for name, b, n, s in points if not (math.isfinite(s) and s > 0)]
@@ -62,7 +64,8 @@ class BatchCostTable(TableFile):
         return problems
 
     def _falling(self, max_spread: float) -> list[str]:
-        """Target passes that cost less with more tokens per sequence, or with more sequences (beyond noise)."""
+        """Target passes that cost less with more tokens per sequence, or with more sequences (beyond
+        noise)."""
         falling = []
         for b, row in self.verify.items():
             tolerance = 1 + max(max(self.spread.get(b, {}).values(), default=0.0), 0.05)
@@ -83,8 +86,8 @@ class BatchCostTable(TableFile):
     def _along_batch(self, table: Mapping[int, Mapping[int, float]], batch: int, total: int) -> float:
         sizes = self.batch_sizes
         if batch > sizes[-1]:
-            raise ValueError(f"the batch cost table measured batch sizes up to {sizes[-1]}, not {batch}; remeasure "
-                             f"with `specpolicy bench batch-latency --batch-sizes 1-{batch}`")
+            raise ValueError(f"the batch cost table measured batch sizes up to {sizes[-1]}, not {batch}; "
+                             f"remeasure with `specpolicy bench batch-latency --batch-sizes 1-{batch}`")
         below = max(b for b in sizes if b <= batch)
         above = min(b for b in sizes if b >= batch)
 
@@ -111,13 +114,15 @@ class BatchCostTable(TableFile):
         return self.draft_cost([b for b, _ in actions]) + self.verify_cost([v for _, v in actions])
 
     def at_concurrency(self, concurrency: int, block_sizes: Sequence[int]) -> CostTable:
-        """Per-request costs at ``concurrency`` c: a cycle of B costs (draft of c blocks + verify of c x B) / c; a
-        plain step beside drafting requests shares their drafter pass; ``ar_seconds``: a c-request AR step / c."""
+        """Per-request costs at ``concurrency`` c: a cycle of B costs (draft of c blocks + verify of c x B) /
+        c; a plain step beside drafting requests shares their drafter pass; ``ar_seconds``: a c-request AR
+        step / c."""
         c = int(concurrency)
         sizes = sorted(set(block_sizes) | {1})
         draft = {b: self.draft_cost([b] * c) for b in sizes}  # one batched pass of each size, priced once
         verify = {b: self.verify_cost([b] * c) for b in sizes}
-        drafts = any(expected_tokens(ACCEPTANCE_PRIOR, b) * verify[1] >= draft[b] + verify[b] for b in sizes[1:])
+        drafts = any(expected_tokens(ACCEPTANCE_PRIOR, b) * verify[1] >= draft[b] + verify[b]
+                     for b in sizes[1:])
         others = [(sizes[1], sizes[1]) if drafts else (1, 1)] * (c - 1)
         beside_others = self.step_seconds([*others, (1, 1)])
         return CostTable(
@@ -133,7 +138,8 @@ class BatchCostTable(TableFile):
             return {str(b): {str(n): s for n, s in row.items()} for b, row in rows.items()}
 
         return {"kind": "batch", "verify": table(self.verify), "draft": table(self.draft),
-                "spread": table(self.spread), "threads": self.threads, "machine": self.machine, "dtype": self.dtype,
+                "spread": table(self.spread), "threads": self.threads, "machine": self.machine,
+                "dtype": self.dtype,
                 "context_length": self.context_length, "source": self.source, "drafter": self.drafter,
                 "warnings": self.check()}
 
@@ -143,7 +149,8 @@ class BatchCostTable(TableFile):
             return {int(b): {int(n): float(s) for n, s in row.items()} for b, row in data[key].items()}
 
         if data.get("kind") != "batch":
-            raise ValueError("not a batch cost table (measure one with `specpolicy bench batch-latency --out FILE`)")
+            raise ValueError("not a batch cost table (measure one with `specpolicy bench batch-latency "
+                             "--out FILE`)")
         return cls(table("verify"), table("draft"), data.get("threads"), data.get("machine", ""),
                    data.get("dtype", ""), int(data.get("context_length", 0)),
                    table("spread") if "spread" in data else {}, data.get("source", ""),

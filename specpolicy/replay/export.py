@@ -35,12 +35,12 @@ def vllm_schedule(drafts_by_batch: Mapping[int, int]) -> list[list[int]]:
 
 
 def vllm_lookup(num_speculative_tokens: int, ranges: list[list[int]]) -> dict[int, int]:
-    """vLLM's dense ``{batch size: K}`` from the ranges, K clamped to ``num_speculative_tokens``; a schedule vLLM
-    refuses at start-up (``validate_and_normalize_dynamic_sd_schedule`` @14b450c) is refused."""
+    """vLLM's dense ``{batch size: K}`` from the ranges, K clamped to ``num_speculative_tokens``; a schedule
+    vLLM refuses at start-up (``validate_and_normalize_dynamic_sd_schedule`` @14b450c) is refused."""
     name = "num_speculative_tokens_per_batch_size"
     if any(not isinstance(entry, (list, tuple)) or len(entry) != 3 for entry in ranges):
-        raise ValueError(f"{name} entries must be 3-item [start, end, K] (the 5-item form with context ranges is "
-                         "not modelled here)")
+        raise ValueError(f"{name} entries must be 3-item [start, end, K] (the 5-item form with context "
+                         "ranges is not modelled here)")
     dense: dict[int, int] = {}
     previous_end = 0
     for start, end, k in sorted(ranges):
@@ -49,7 +49,8 @@ def vllm_lookup(num_speculative_tokens: int, ranges: list[list[int]]) -> dict[in
         if start <= previous_end:
             raise ValueError(f"{name} ranges overlap at batch size {start}; vLLM refuses overlapping ranges")
         if previous_end == 0 and start != 1:
-            raise ValueError(f"{name} must start at batch size 1 (its first range starts at {start}), as vLLM requires")
+            raise ValueError(f"{name} must start at batch size 1 (its first range starts at {start}), as "
+                             "vLLM requires")
         previous_end = end
         dense.update({batch: min(num_speculative_tokens, k) for batch in range(start, end + 1)})
     return dense
@@ -66,7 +67,8 @@ class VllmConfig:
 
     def __post_init__(self) -> None:
         if self.num_speculative_tokens < 1:
-            raise ValueError(f"num_speculative_tokens must be >= 1 for DFlash, got {self.num_speculative_tokens}")
+            raise ValueError("num_speculative_tokens must be >= 1 for DFlash, got "
+                             f"{self.num_speculative_tokens}")
         clamped = {int(b): min(self.num_speculative_tokens, int(k)) for b, k in self.per_batch.items()}
         object.__setattr__(self, "per_batch", clamped)
 
@@ -80,31 +82,35 @@ class VllmConfig:
         return self.num_speculative_tokens + 1, self.verified(concurrency) + 1
 
     def plan(self) -> Plan:
-        """vLLM's plan: a block of N + 1, K from the requests each step schedules (``state.batch``, as vLLM keys
-        its schedule)."""
+        """vLLM's plan: a block of N + 1, K from the requests each step schedules (``state.batch``, as vLLM
+        keys its schedule)."""
         plan = Plan.fixed(self.num_speculative_tokens + 1)
         if not self.per_batch:
             return plan
-        return plan.with_length(lambda state, drafted: min(self.verified(state.batch) + 1, drafted.block_size),
+        return plan.with_length(lambda state,
+                                drafted: min(self.verified(state.batch) + 1, drafted.block_size),
                                 reads_block=False)
 
     def to_json(self) -> dict:
         """The ``speculative_config``; without a schedule the key is left out (vLLM refuses an empty one)."""
-        config = {"method": "dflash", "model": self.model, "num_speculative_tokens": self.num_speculative_tokens}
+        config = {"method": "dflash", "model": self.model,
+                  "num_speculative_tokens": self.num_speculative_tokens}
         return config | ({"num_speculative_tokens_per_batch_size": vllm_schedule(self.per_batch)}
                          if self.per_batch else {})
 
     @classmethod
     def from_json(cls, config: Mapping) -> VllmConfig:
-        """A ``speculative_config`` dict as vLLM reads it (its schedule clamped to ``num_speculative_tokens``)."""
+        """A ``speculative_config`` dict as vLLM reads it (its schedule clamped to
+        ``num_speculative_tokens``)."""
         if config.get("method") != "dflash":
-            raise ValueError(f"expected a DFlash speculative_config (method 'dflash'), got {config.get('method')!r}")
+            raise ValueError("expected a DFlash speculative_config (method 'dflash'), got "
+                             f"{config.get('method')!r}")
         n = config["num_speculative_tokens"]
         if isinstance(n, bool) or not isinstance(n, int):
             raise ValueError(f"num_speculative_tokens must be a whole number, got {n!r}")
         if config.get("num_speculative_tokens_per_batch_size", None) == []:
-            raise ValueError("num_speculative_tokens_per_batch_size is [], which vLLM refuses; leave the key out for "
-                             "the same K at every batch size")
+            raise ValueError("num_speculative_tokens_per_batch_size is [], which vLLM refuses; leave the "
+                             "key out for the same K at every batch size")
         return cls(n, vllm_lookup(n, config.get("num_speculative_tokens_per_batch_size") or []),
                    str(config.get("model", "")))
 
@@ -137,22 +143,26 @@ class SglangConfig:
             return cls(1)
         flags = dict(zip(args[::2], args[1::2]))
         if flags.get("--speculative-algorithm") != "DFLASH":
-            raise ValueError(f"expected --speculative-algorithm DFLASH, got {flags.get('--speculative-algorithm')!r}")
+            raise ValueError("expected --speculative-algorithm DFLASH, got "
+                             f"{flags.get('--speculative-algorithm')!r}")
         size = flags.get("--speculative-num-draft-tokens", flags.get("--speculative-dflash-block-size"))
         return cls(int(size), flags.get("--speculative-draft-model-path", ""))
 
 
 def load_engine_config(path: str | Path, engine: str) -> VllmConfig | SglangConfig:
-    """An ``export`` document, or a bare vLLM ``speculative_config`` JSON, read as ``engine`` (vllm or sglang)."""
+    """An ``export`` document, or a bare vLLM ``speculative_config`` JSON, read as ``engine`` (vllm or
+    sglang)."""
     file = Path(path).expanduser()
     if not file.is_file():
-        raise FileNotFoundError(f"no engine config at {file}; write one with `specpolicy export POLICY --sweep DIR "
-                                f"--batch-costs FILE --out {file}`")
+        raise FileNotFoundError(f"no engine config at {file}; write one with `specpolicy export POLICY "
+                                f"--sweep DIR --batch-costs FILE --out {file}`")
     try:
         document = json.loads(file.read_text())
-        if engine == "vllm" and isinstance(document, dict) and document.get("vllm_speculative_config", {}) is None:
-            raise ValueError(f"{file} holds no vLLM configuration: the exported policy never drafts (vLLM's DFlash "
-                             "drafts at least 2 tokens); read it as sglang-config:FILE (speculation off)")
+        if engine == "vllm" and isinstance(document, dict) and document.get("vllm_speculative_config",
+                                                                            {}) is None:
+            raise ValueError(f"{file} holds no vLLM configuration: the exported policy never drafts (vLLM's "
+                             "DFlash drafts at least 2 tokens); read it as sglang-config:FILE (speculation "
+                             "off)")
         if engine == "vllm":
             return VllmConfig.from_json(document.get("vllm_speculative_config", document))
         return SglangConfig.from_args(document["sglang_args"])
@@ -196,21 +206,26 @@ def choose_sglang(sizes: Sequence[int], batches: Sequence[int], throughput: Thro
                key=lambda config: sum(throughput(config, batch) for batch in batches))
 
 
-def choose_vllm(sizes: Sequence[int], batches: Sequence[int], throughput: Throughput, model: str = "") -> VllmConfig:
-    """The fastest static vLLM configuration for a store (``export --fastest``): the block with the most summed
-    throughput verified whole, then per batch size the fastest verify length, each simulated as vLLM runs it."""
+def choose_vllm(sizes: Sequence[int], batches: Sequence[int], throughput: Throughput,
+                model: str = "") -> VllmConfig:
+    """The fastest static vLLM configuration for a store (``export --fastest``): the block with the most
+    summed throughput verified whole, then per batch size the fastest verify length, each simulated as vLLM
+    runs it."""
     drafted = [size for size in sizes if size > 1]
     if not drafted:
-        raise ValueError(f"vLLM's DFlash drafts at least 2 tokens; the sweep's sizes {list(sizes)} have none above 1")
+        raise ValueError(f"vLLM's DFlash drafts at least 2 tokens; the sweep's sizes {list(sizes)} have "
+                         "none above 1")
     block = choose_sglang(drafted, batches, throughput).block_size
     options = sorted({min(size, block) - 1 for size in sizes})
-    best = {batch: max(options, key=lambda k, b=batch: (throughput(VllmConfig(block - 1, {b: k}, model), b), k))
+    best = {batch: max(options, key=lambda k,
+                       b=batch: (throughput(VllmConfig(block - 1, {b: k}, model), b), k))
             for batch in batches}
     return VllmConfig(block - 1, best, model)
 
 
 class EngineConfigPolicy(Policy):
-    """An engine's static configuration: the block it drafts and the length it verifies at each concurrency."""
+    """An engine's static configuration: the block it drafts and the length it verifies at each
+    concurrency."""
 
     def __init__(self, config: VllmConfig | SglangConfig, candidates: Sequence[int]) -> None:
         super().__init__(candidates)
@@ -228,8 +243,8 @@ class EngineConfigPolicy(Policy):
 
 def _loaded(engine: str, arg: str | None, candidates: Sequence[int]) -> EngineConfigPolicy:
     if not arg:
-        raise ValueError(f"{engine}-config needs a file: {engine}-config:FILE (from `specpolicy export POLICY --sweep "
-                         "DIR --batch-costs FILE --out FILE`)")
+        raise ValueError(f"{engine}-config needs a file: {engine}-config:FILE (from `specpolicy export "
+                         "POLICY --sweep DIR --batch-costs FILE --out FILE`)")
     return EngineConfigPolicy(load_engine_config(arg, engine), candidates)
 
 

@@ -1,5 +1,5 @@
-"""A serving simulation (modelled, no torch): ``concurrency`` slots each run a request's replay, a step costs one
-batched drafter and one batched target pass shared equally by its requests, finished slots refill."""
+"""A serving simulation (modelled, no torch): ``concurrency`` slots each run a request's replay, a step costs
+one batched drafter and one batched target pass shared equally by its requests, finished slots refill."""
 
 from __future__ import annotations
 
@@ -49,9 +49,10 @@ class _Active:
     started: float
 
 
-def simulate_serving(tables: Sequence[ReplayTable], plans: Sequence[Callable[[], Plan]], costs: BatchCostTable,
-                     concurrency: int) -> ServingResult:
-    """Serve ``tables`` in order through ``concurrency`` slots; ``plans[i]()`` makes request i's :class:`Plan`."""
+def simulate_serving(tables: Sequence[ReplayTable], plans: Sequence[Callable[[], Plan]],
+                     costs: BatchCostTable, concurrency: int) -> ServingResult:
+    """Serve ``tables`` in order through ``concurrency`` slots; ``plans[i]()`` makes request i's
+    :class:`Plan`."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     n = len(tables)

@@ -1,5 +1,5 @@
-"""The table exact replay reads: every candidate's accepted drafts at every reachable anchor, built from one live
-decode (or imported) and read without torch."""
+"""The table exact replay reads: every candidate's accepted drafts at every reachable anchor, built from one
+live decode (or imported) and read without torch."""
 
 from __future__ import annotations
 
@@ -47,23 +47,28 @@ class ReplayTable:
     budget: int
     confidences: dict[int, np.ndarray] = field(default_factory=dict)
     entropies: dict[int, np.ndarray] = field(default_factory=dict)
-    _fixed: dict[int, tuple[CycleRecord, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _fixed: dict[int, tuple[CycleRecord, ...]] = field(default_factory=dict, init=False, repr=False,
+                                                       compare=False)
     """the cycles of each fixed block size, replayed once (the table is read-only once built)"""
-    _cycles: dict[tuple[int, int, int, int | None], tuple] = field(default_factory=dict, init=False, repr=False,
-                                                                   compare=False)
-    """every cycle computed, by (anchor, produced, B, L): policies, oracles and the DP revisit the same cells"""
+    _cycles: dict[tuple[int, int, int, int | None], tuple] = field(default_factory=dict, init=False,
+                                                                   repr=False, compare=False)
+    """every cycle computed, by (anchor, produced, B, L): policies, oracles and the DP revisit the same
+    cells"""
     _priced: tuple[CostTable | None, dict] = field(default_factory=lambda: (None, {}), init=False, repr=False,
                                                    compare=False)
-    """(the cost table last priced with, its fixed seconds by candidate set): evaluation and oracles ask alike"""
+    """(the cost table last priced with, its fixed seconds by candidate set): evaluation and oracles ask
+    alike"""
 
     def drafted_block(self, position: int, block_size: int) -> DraftedBlock:
-        """The block a live ``draft(block_size)`` returns at ``position``: the drafter's confidences [B - 1] and
-        entropies [B - 1] as recorded."""
-        entropies = self._block_row(self.entropies, "entropies", position, block_size) if self.entropies else []
+        """The block a live ``draft(block_size)`` returns at ``position``: the drafter's confidences [B - 1]
+        and entropies [B - 1] as recorded."""
+        entropies = self._block_row(self.entropies, "entropies", position,
+                                    block_size) if self.entropies else []
         confidences = self._block_row(self.confidences, "confidences", position, block_size)
         return DraftedBlock(block_size, tuple(confidences), tuple(entropies))
 
-    def _block_row(self, rows: dict[int, np.ndarray], what: str, position: int, block_size: int) -> list[float]:
+    def _block_row(self, rows: dict[int, np.ndarray], what: str, position: int,
+                   block_size: int) -> list[float]:
         if block_size == 1:
             return []
         if block_size not in rows:
@@ -76,7 +81,8 @@ class ReplayTable:
 
     def _column(self, block_size: int) -> int:
         if block_size not in self.candidates:
-            raise ValueError(f"block size {block_size} is not among this replay's candidates {list(self.candidates)}")
+            raise ValueError(f"block size {block_size} is not among this replay's candidates "
+                             f"{list(self.candidates)}")
         return self.candidates.index(block_size)
 
     def start(self) -> tuple[int, int, bool]:
@@ -94,18 +100,19 @@ class ReplayTable:
             self._cycles[key] = self._cycle(position, produced, size, length)
         return self._cycles[key]
 
-    def _cycle(self, position: int, produced: int, size: int, length: int | None) -> tuple[CycleRecord, int, int, bool]:
+    def _cycle(self, position: int, produced: int, size: int, length: int | None) -> tuple[CycleRecord, int,
+                                                                                           int, bool]:
         # plain decoding (B = 1) drafts nothing, so every table replays it, recorded column or not
         accepted = 0 if size == 1 else int(self.accepted[position - self.prompt_length, self._column(size)])
         if accepted < 0:
-            raise ValueError(f"anchor {position} was not replayed: no schedule of {list(self.candidates)} reaches it "
-                             "(schedules with verify lengths need a sweep with --verify-lengths)")
+            raise ValueError(f"anchor {position} was not replayed: no schedule of {list(self.candidates)} "
+                             "reaches it (schedules with verify lengths need a sweep with --verify-lengths)")
         length = size if length is None else min(length, size)
         accepted = min(accepted, length - 1)
         # the real output ends every schedule (a decode cut by the context limit ends before the budget)
         room = min(self.budget, self.output_length) - produced
-        new, reason = commit_tokens(self.sequence[position + 1 : position + accepted + 2], set(self.stop_token_ids),
-                                    room)
+        new, reason = commit_tokens(self.sequence[position + 1 : position + accepted + 2],
+                                    set(self.stop_token_ids), room)
         cycle = CycleRecord(size, accepted, len(new), verified=length if length < size else 0)
         return cycle, position + accepted + 1, produced + len(new), bool(reason)
 
@@ -141,7 +148,8 @@ class ReplayTable:
         if self._priced[0] is not costs:
             self._priced = (costs, {})
         if sizes not in self._priced[1]:
-            self._priced[1][sizes] = {b: n * costs.cycle_seconds(b) for b, n in zip(sizes, self.fixed_cycles(sizes))}
+            self._priced[1][sizes] = {b: n * costs.cycle_seconds(b)
+                                      for b, n in zip(sizes, self.fixed_cycles(sizes))}
         return dict(self._priced[1][sizes])
 
     def fixed_cycles(self, sizes: Sequence[int]) -> list[int]:
@@ -158,8 +166,8 @@ class ReplayTable:
 
     def fastest_fixed(self, costs: CostTable, candidates: Sequence[int] | None = None,
                       training_block_size: int = TRAINING_BLOCK_SIZE) -> int:
-        """The per-prompt time oracle: the candidate with the fewest modelled seconds as a fixed block size (ties:
-        nearest ``training_block_size``, then the smaller)."""
+        """The per-prompt time oracle: the candidate with the fewest modelled seconds as a fixed block size
+        (ties: nearest ``training_block_size``, then the smaller)."""
         sizes = tuple(self.candidates if candidates is None else candidates)
         seconds = self.fixed_seconds(costs, sizes)
         return sizes[oracle_label([-seconds[b] for b in sizes], sizes, training_block_size)]
@@ -191,8 +199,8 @@ class ReplayTable:
 
     def _outcomes(self, columns: Sequence[int], lengths: Sequence[int] | None = None
                   ) -> tuple[np.ndarray, np.ndarray]:
-        """Where a cycle of each of ``columns`` verifying ``lengths`` leads from every anchor: next offsets [n, A]
-        and whether the decode ends [n, A], :func:`commit_length` over arrays."""
+        """Where a cycle of each of ``columns`` verifying ``lengths`` leads from every anchor: next offsets
+        [n, A] and whether the decode ends [n, A], :func:`commit_length` over arrays."""
         p, n = self.prompt_length, self.accepted.shape[0]
         accepted = self.accepted[:, columns].astype(np.int64)
         reachable = self.accepted[:, 0] >= 0
@@ -207,7 +215,8 @@ class ReplayTable:
         first = p + np.arange(n) + 1  # the first committed token's index, per anchor
         offered = np.minimum(accepted + 1, (len(sequence) - first)[:, None])
         room = (min(self.budget, self.output_length) - np.arange(n) - 1)[:, None]
-        _, reason = commit_length(offered, (next_stop[np.minimum(first, len(sequence))] - first)[:, None], room)
+        _, reason = commit_length(offered, (next_stop[np.minimum(first, len(sequence))] - first)[:, None],
+                                  room)
         return np.minimum(np.arange(n)[:, None] + accepted + 1, n), reason != 0
 
     def oracle_plan(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,
@@ -220,17 +229,19 @@ class ReplayTable:
         def action(state: DecodeState) -> Action:
             i = state.position - p
             if not np.isfinite(q[i, best[i]]):
-                raise ValueError(f"anchor {state.position} was not replayed; the oracle needs a sweep that reaches "
-                                 "it (--verify-lengths for (B, L) schedules)")
+                raise ValueError(f"anchor {state.position} was not replayed; the oracle needs a sweep that "
+                                 "reaches it (--verify-lengths for (B, L) schedules)")
             return actions[best[i]]
 
         if not verify_lengths:
             return Plan(lambda state: action(state)[0])
-        return Plan(lambda state: action(state)[0], lambda state, drafted: action(state)[1], reads_block=False)
+        return Plan(lambda state: action(state)[0], lambda state, drafted: action(state)[1],
+                    reads_block=False)
 
 
 class ReplaySession:
-    """A replayed decode, one cycle per :meth:`step` (the :class:`~specpolicy.cycles.CycleSource` protocol)."""
+    """A replayed decode, one cycle per :meth:`step` (the :class:`~specpolicy.cycles.CycleSource`
+    protocol)."""
 
     def __init__(self, table: ReplayTable, prefill_logits: Any = None) -> None:
         self.table = table
@@ -260,8 +271,8 @@ class ReplaySession:
             raise RuntimeError("no drafted block to verify: call draft(block_size) first")
         size, self._drafted = self._drafted, None
         length = check_verify_length(length, size, cap=True)
-        cycle, self.position, produced, self.done = self.table.cycle(self.position, self.state.generated, size,
-                                                                     length)
+        cycle, self.position, produced, self.done = self.table.cycle(self.position, self.state.generated,
+                                                                     size, length)
         self.cycles.append(cycle)
         # the state's anchor follows the output, as live decoding's does (a cut last cycle ends short of it)
         self.state.advance(cycle, produced)
@@ -273,7 +284,8 @@ class ReplaySession:
             raise RuntimeError("the replayed decode has ended; start a new session")
         if self._drafted is not None:
             raise RuntimeError("a drafted block is waiting: call verify(length) before drafting another")
-        if type(block_size) is int and block_size in self.table.candidates:  # the common case, checked already
+        # the common case, checked already
+        if type(block_size) is int and block_size in self.table.candidates:
             return block_size
         size = check_block_size(block_size)
         if size != 1:  # plain decoding: replayed by every table (ReplayTable._cycle)

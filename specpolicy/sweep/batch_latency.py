@@ -1,5 +1,5 @@
-"""Measure a :class:`~specpolicy.replay.batch_costs.BatchCostTable`: target and drafter passes per batch size b
-and length n, in interleaved shuffled rounds, medians kept."""
+"""Measure a :class:`~specpolicy.replay.batch_costs.BatchCostTable`: target and drafter passes per batch size
+b and length n, in interleaved shuffled rounds, medians kept."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from specpolicy.sweep.latency import _timer, machine_name, quartile_spread
 
 
 def _batch_passes(decoder: SpeculativeDecoder, batch: int, context: int, longest: int, seed: int):
-    """(verify(n), draft(n)) for ``batch`` sequences after ``context`` random tokens, each restoring its cache."""
+    """(verify(n), draft(n)) for ``batch`` sequences after ``context`` random tokens, each restoring its
+    cache."""
     target, drafter, device = decoder.target, decoder.drafter, decoder.device
     vocab = target.get_input_embeddings().num_embeddings
     row = torch.randint(0, vocab, (1, context + longest), generator=torch.Generator().manual_seed(seed))
@@ -28,7 +29,8 @@ def _batch_passes(decoder: SpeculativeDecoder, batch: int, context: int, longest
     features = drafter.context_features(hidden)
     drafter_cache = drafter.new_cache()
     cached = context - 4
-    drafter.cache_context(features[:, :cached], torch.arange(cached, device=device).expand(batch, -1), drafter_cache)
+    drafter.cache_context(features[:, :cached], torch.arange(cached, device=device).expand(batch, -1),
+                          drafter_cache)
     embed, lm_head = target.get_input_embeddings(), target.get_output_embeddings()
 
     def verify(n: int) -> None:
@@ -67,6 +69,7 @@ def measure_batch_costs(decoder: SpeculativeDecoder, batch_sizes: Sequence[int],
         verify={b: {n: statistics.median(t[1:]) for n, t in row.items()} for b, row in verify_t.items()},
         draft={b: {n: statistics.median(t[1:]) for n, t in row.items()} for b, row in draft_t.items()},
         threads=torch.get_num_threads(), machine=machine_name(decoder.device),
-        dtype=str(next(decoder.target.parameters()).dtype).removeprefix("torch."), context_length=context_length,
+        dtype=str(next(decoder.target.parameters()).dtype).removeprefix("torch."),
+                          context_length=context_length,
         spread={b: {n: quartile_spread(t[1:]) for n, t in row.items()} for b, row in verify_t.items()},
     )

@@ -1,5 +1,5 @@
-"""Importer of the BlockPilot authors' published per-prompt results into a sweep store (real models' acceptance
-traces: :mod:`specpolicy.sweep.traces`)."""
+"""Importer of the BlockPilot authors' published per-prompt results into a sweep store (real models'
+acceptance traces: :mod:`specpolicy.sweep.traces`)."""
 
 from __future__ import annotations
 
@@ -19,12 +19,13 @@ BLOCKPILOT_FOLDER = re.compile(r"(?P<dataset>.+)_(?P<seed>\d+)T(?P<temperature>[
 
 def import_blockpilot(folder: str | Path, out: str | Path, candidates: Sequence[int] | None = PAPER_CANDIDATES
                       ) -> tuple[SweepStore, dict[str, int]]:
-    """Read the BlockPilot authors' ``{dataset}_{seed}T{temperature}/{B}.json`` (index -> mean tau) into a store
-    without features; ``1.json`` (their predictor's choices) is saved as ``authors_choices.json``."""
+    """Read the BlockPilot authors' ``{dataset}_{seed}T{temperature}/{B}.json`` (index -> mean tau) into a
+    store without features; ``1.json`` (their predictor's choices) is saved as ``authors_choices.json``."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise FileNotFoundError(f"{folder} is {'a file' if folder.exists() else 'missing'}; pass the authors' folder "
-                                "{dataset}_{seed}T{temperature} that holds their {B}.json files")
+        raise FileNotFoundError(f"{folder} is {'a file' if folder.exists() else 'missing'}; pass the "
+                                "authors' folder {dataset}_{seed}T{temperature} that holds their "
+                                "{B}.json files")
     match = BLOCKPILOT_FOLDER.match(folder.name)
     if match is None:
         raise ValueError(f"folder {str(folder)!r}: its name {folder.name!r} does not look like the authors' "
@@ -32,8 +33,8 @@ def import_blockpilot(folder: str | Path, out: str | Path, candidates: Sequence[
     available = {int(f.stem): f for f in folder.glob("*.json") if f.stem.isdigit() and f.stem != "1"}
     beyond = sorted(size for size in available if size > MAX_BLOCK_SIZE)
     if beyond:
-        raise ValueError(f"{folder} has {', '.join(f'{b}.json' for b in beyond)}: block sizes above {MAX_BLOCK_SIZE}, "
-                         "which no DFlash engine runs; remove them or check the folder")
+        raise ValueError(f"{folder} has {', '.join(f'{b}.json' for b in beyond)}: block sizes above "
+                         f"{MAX_BLOCK_SIZE}, which no DFlash engine runs; remove them or check the folder")
     if not available:
         raise FileNotFoundError(f"no '{{B}}.json' files in {folder}")
     kept = sorted(available) if candidates is None else sorted(set(candidates) & set(available))
@@ -46,12 +47,15 @@ def import_blockpilot(folder: str | Path, out: str | Path, candidates: Sequence[
         if set(values) != prompts:
             raise ValueError(f"{folder / f'{size}.json'} covers other prompts than the other block sizes")
     files = [available[size] for size in kept] + [f for f in [folder / "1.json"] if f.exists()]
-    digest = hashlib.sha256(b"".join(f.name.encode() + b"\0" + f.read_bytes() for f in files)).hexdigest()[:16]
-    meta = {"dataset": match["dataset"], "seed": int(match["seed"]), "temperature": float(match["temperature"]),
+    digest = hashlib.sha256(b"".join(f.name.encode() + b"\0" + f.read_bytes()
+                                     for f in files)).hexdigest()[:16]
+    meta = {"dataset": match["dataset"], "seed": int(match["seed"]),
+            "temperature": float(match["temperature"]),
             "dataset_sha256": digest,  # a changed or other folder of the same name is refused, never mixed in
             "candidates": kept, "mode": "imported", "max_new_tokens": None, "target": None,
             "drafter": None, "source": str(folder), "training_block_size": TRAINING_BLOCK_SIZE}
-    store = SweepStore.fill(out, meta, (SweepRecord(version=RECORD_VERSION, prompt_id=f"{match['dataset']}:{index}",
+    store = SweepStore.fill(out, meta,
+                            (SweepRecord(version=RECORD_VERSION, prompt_id=f"{match['dataset']}:{index}",
                                                     index=int(index), taus={b: taus[b][index] for b in kept})
                                         for index in sorted(prompts, key=int)))
     choices = {f"{match['dataset']}:{k}": int(v) for k, v in _taus(folder / "1.json").items()} \
@@ -75,7 +79,8 @@ def _taus(file: Path) -> dict[str, float]:
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"{file} is not JSON ({error})") from None
     if not isinstance(body, dict):
-        raise ValueError(f"{file} holds a JSON {type(body).__name__}; expected an object mapping prompt index to tau")
+        raise ValueError(f"{file} holds a JSON {type(body).__name__}; expected an object mapping prompt "
+                         "index to tau")
     try:
         return {str(k): float(v) for k, v in body.items()}
     except (TypeError, ValueError):

@@ -37,7 +37,8 @@ def machine_name(device: torch.device) -> str:
     model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            model = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), model)
+            model = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")),
+                         model)
     except OSError:
         pass
     return f"{model} ({os.cpu_count()} cores)"
@@ -66,21 +67,23 @@ def _passes(decoder: SpeculativeDecoder, context_length: int, longest: int, seed
     random tokens, each cropping its cache back so it can be timed again."""
     target, drafter, device = decoder.target, decoder.drafter, decoder.device
     vocab = target.get_input_embeddings().num_embeddings
-    ids = torch.randint(0, vocab, (1, context_length + longest), generator=torch.Generator().manual_seed(seed))
+    ids = torch.randint(0, vocab, (1, context_length + longest),
+                        generator=torch.Generator().manual_seed(seed))
     ids = ids.to(device)
     cache = new_cache(target)
-    _, hidden = target_forward(target, ids[:, :context_length], torch.arange(context_length, device=device)[None],
-                               cache, logits_to_keep=1)
+    _, hidden = target_forward(target, ids[:, :context_length],
+                               torch.arange(context_length, device=device)[None], cache, logits_to_keep=1)
     features = drafter.context_features(hidden)
     drafter_cache = drafter.new_cache()
-    cached = context_length - 4  # the drafter cache holds all but the last few context positions, as in decoding
+    # the drafter cache holds all but the last few context positions, as in decoding
+    cached = context_length - 4
     drafter.cache_context(features[:, :cached], torch.arange(cached, device=device)[None], drafter_cache)
     embed, lm_head = target.get_input_embeddings(), target.get_output_embeddings()
 
     def verify(size: int, hidden_states: bool = True) -> None:
         positions = torch.arange(context_length, context_length + size, device=device)[None]
-        target_forward(target, ids[:, context_length : context_length + size], positions, cache, logits_to_keep=0 if
-                       hidden_states else 1, hidden_states=hidden_states)
+        target_forward(target, ids[:, context_length : context_length + size], positions, cache,
+                       logits_to_keep=0 if hidden_states else 1, hidden_states=hidden_states)
         crop_cache(cache, context_length)
 
     def draft(size: int) -> None:
@@ -100,8 +103,9 @@ def measure_costs(
     repeats: int = LATENCY_REPEATS,
     seed: int = 0,
 ) -> CostTable:
-    """Median seconds of a drafter pass, a verify pass and a plain AR step per block size, over shuffled rounds
-    (the first dropped), with the thread count, dtype, device, machine and :meth:`CostTable.check`'s warnings."""
+    """Median seconds of a drafter pass, a verify pass and a plain AR step per block size, over shuffled
+    rounds (the first dropped), with the thread count, dtype, device, machine and :meth:`CostTable.check`'s
+    warnings."""
     if repeats < 4:
         raise ValueError(f"a cost table needs at least 4 repeats for its spread, got {repeats}")
     sizes = sorted({int(b) for b in block_sizes} | {1})
@@ -120,7 +124,8 @@ def measure_costs(
                 continue
             verify_t[size].append(timed(lambda s=size: verify(s)))
             draft_t[size].append(timed(lambda s=size: draft(s)) if size > 1 else 0.0)
-    ar, verify_t, draft_t = ar[1:], {b: t[1:] for b, t in verify_t.items()}, {b: t[1:] for b, t in draft_t.items()}
+    ar, verify_t, draft_t = ar[1:], {b: t[1:] for b, t in verify_t.items()}, {b: t[1:]
+                                                                              for b, t in draft_t.items()}
     cycle_t = {b: [d + v for d, v in zip(draft_t[b], verify_t[b])] for b in sizes}
     table = CostTable(
         draft_seconds={b: statistics.median(draft_t[b]) for b in sizes},
@@ -149,7 +154,8 @@ def cached_costs(decoder: SpeculativeDecoder, block_sizes: Iterable[int], models
     if file.exists():
         return CostTable.load(file)
     say = report or (lambda line: None)
-    say(f"measuring this machine's cost table ({len(sizes)} block sizes, {torch.get_num_threads()} thread(s))")
+    say(f"measuring this machine's cost table ({len(sizes)} block sizes, {torch.get_num_threads()} "
+        "thread(s))")
     costs = measure_costs(decoder, sizes)
     if costs.warnings:
         for line in costs.flag_warnings("measured now"):

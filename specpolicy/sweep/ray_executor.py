@@ -16,7 +16,8 @@ def _require_ray():
     try:
         import ray
     except ImportError:
-        raise RuntimeError("--executor ray needs Ray: pip install 'specpolicy[ray]' (or pip install ray)") from None
+        raise RuntimeError("--executor ray needs Ray: pip install 'specpolicy[ray]' (or pip "
+                           "install ray)") from None
     return ray
 
 

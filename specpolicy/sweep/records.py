@@ -1,6 +1,6 @@
 """Typed, versioned sweep records (no torch). Version 2 adds ``prompt_sha256`` and keys features by id and
-content (version 1 reads unchanged); ``conversation`` and ``text_key`` group the split. A record is validated on
-read: a tau outside [1, B], a mis-shaped replay table or an unknown field makes the line malformed."""
+content (version 1 reads unchanged); ``conversation`` and ``text_key`` group the split. A record is validated
+on read: a tau outside [1, B], a mis-shaped replay table or an unknown field makes the line malformed."""
 
 from __future__ import annotations
 
@@ -38,17 +38,20 @@ class ReplayEntry(_Record):
     confidences: dict[int, str] = {}
     """block size -> the drafter's confidences [output_length, B - 1], float16 (NaN: not drafted), base64"""
     entropies: dict[int, str] = {}
-    """block size -> the entropies (nats) of the drafter's distributions, as ``confidences`` (absent before 0.2)"""
+    """block size -> the entropies (nats) of the drafter's distributions, as ``confidences`` (absent before
+    0.2)"""
     chain: bool | None = None
     """True for a chain drafter's trace (EAGLE, n-gram, MTP: a shorter draft is a prefix of a longer one):
     ``accepted`` holds one column, the drafts accepted at the longest candidate, and a block of B accepts
-    min(that, B - 1); ``sequence`` may be empty (no stop token is read: the recorded length ends the decode)"""
+    min(that, B - 1); ``sequence`` may be empty (no stop token is read: the recorded length ends the
+    decode)"""
 
     @model_validator(mode="after")
     def _shape(self) -> ReplayEntry:
         width = 1 if self.chain else len(self.candidates)
         if any(len(row) != width for row in self.accepted):
-            raise ValueError(f"replay.accepted rows must hold one entry{'' if self.chain else ' per candidate'}")
+            raise ValueError("replay.accepted rows must hold one "
+                             f"entry{'' if self.chain else ' per candidate'}")
         if len(self.accepted) != self.output_length:
             raise ValueError("replay.accepted must hold one row per output token")
         return self
@@ -56,7 +59,8 @@ class ReplayEntry(_Record):
     @classmethod
     def from_table(cls, table: ReplayTable) -> ReplayEntry:
         return cls(candidates=table.candidates, accepted=table.accepted.tolist(), sequence=table.sequence,
-                   output_length=table.output_length, stop_token_ids=table.stop_token_ids, budget=table.budget,
+                   output_length=table.output_length, stop_token_ids=table.stop_token_ids,
+                   budget=table.budget,
                    confidences=_encode_rows(table.confidences), entropies=_encode_rows(table.entropies))
 
     def table(self, prompt_length: int) -> ReplayTable:
@@ -74,7 +78,8 @@ class ReplayEntry(_Record):
         """block size -> float32 [output_length, B - 1] from the stored float16 base64."""
         import numpy as np
 
-        return {b: np.frombuffer(base64.b64decode(v), dtype="<f2").astype(np.float32).reshape(self.output_length, b - 1)
+        return {b: np.frombuffer(base64.b64decode(v),
+                                 dtype="<f2").astype(np.float32).reshape(self.output_length, b - 1)
                 for b, v in encoded.items()}
 
 
@@ -125,7 +130,8 @@ class SweepRecord(_Record):
     """the prompt's category and task group, for per-category reports (``compare --by``)"""
     group: str | None = None
     conversation: str | None = None
-    """the prompt's conversation and input (:mod:`specpolicy.data.splits`); absent before 0.2: the id stands in"""
+    """the prompt's conversation and input (:mod:`specpolicy.data.splits`); absent before 0.2: the id stands
+    in"""
     text_key: str | None = None
 
     @model_validator(mode="after")
@@ -146,7 +152,8 @@ class SweepRecord(_Record):
 
     def tau(self, block_size: int) -> float:
         """tau of ``block_size``; a ValueError naming what the sweep holds when it was not swept."""
-        if block_size not in self.taus and self.live and block_size in self.live:  # live stores before 2026-12
+        # live stores before 2026-12
+        if block_size not in self.taus and self.live and block_size in self.live:
             return self.live[block_size].tau
         if block_size not in self.taus:
             raise ValueError(f"the sweep has no tau for block size {block_size}; it holds "
@@ -159,8 +166,8 @@ class SweepRecord(_Record):
     def table(self) -> ReplayTable:
         """The replay table; a ValueError when the record has none (a live or imported sweep)."""
         if self.replay is None:
-            raise ValueError(f"record {self.prompt_id} has no replay table; per-cycle policies and modelled time "
-                             "need a replay sweep (specpolicy sweep --mode replay)")
+            raise ValueError(f"record {self.prompt_id} has no replay table; per-cycle policies and modelled "
+                             "time need a replay sweep (specpolicy sweep --mode replay)")
         return self.replay.table(self.prompt_length)
 
     def to_json(self) -> dict:

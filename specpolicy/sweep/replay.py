@@ -56,8 +56,8 @@ def _accepted_at_reachable_anchors(
     candidates: tuple[int, ...], rows_per_pass: int, verify_lengths: bool = False,
     confidence_sizes: tuple[int, ...] = (),
 ) -> tuple[np.ndarray, dict[int, np.ndarray], dict[int, np.ndarray]]:
-    """accepted [n_anchor, C] (int16; -1 where unreached) and confidences / entropies [n_anchor, B - 1] of each
-    size in ``confidence_sizes``, from ``ids`` [S] and the drafter's ``context`` [1, S, L*H]; with
+    """accepted [n_anchor, C] (int16; -1 where unreached) and confidences / entropies [n_anchor, B - 1] of
+    each size in ``confidence_sizes``, from ``ids`` [S] and the drafter's ``context`` [1, S, L*H]; with
     ``verify_lengths``, the anchors after every shorter verify too."""
     device = ids.device
     cache = decoder.drafter.new_cache()
@@ -106,9 +106,9 @@ def build_replay(
     verify_lengths: bool = False,
     confidence_sizes: Sequence[int] = (),
 ) -> tuple[ReplayTable, DecodeTrace]:
-    """Decode once at ``reference_block_size`` (argmax drafts) and tabulate every candidate's accepted lengths ->
-    (table, the real trace of that decode). ``rows_per_pass``: drafter rows per forward; ``verify_lengths`` and
-    ``confidence_sizes`` as in :func:`_accepted_at_reachable_anchors`."""
+    """Decode once at ``reference_block_size`` (argmax drafts) and tabulate every candidate's accepted lengths
+    -> (table, the real trace of that decode). ``rows_per_pass``: drafter rows per forward; ``verify_lengths``
+    and ``confidence_sizes`` as in :func:`_accepted_at_reachable_anchors`."""
     if decoder.draft_sampling:
         raise ValueError("exact replay needs argmax drafts; build the decoder with draft_sampling=False")
     candidates = check_candidate_set(candidates)
@@ -135,7 +135,8 @@ def build_replay(
     context = decoder.drafter.context_features(hidden)
     # 4. Argmax drafts at every reachable anchor for every candidate; accepted = matching prefix length.
     accepted, confidences, entropies = _accepted_at_reachable_anchors(
-        decoder, ids[0], context, p, len(output), candidates, rows_per_pass, verify_lengths, tuple(confidence_sizes))
-    table = ReplayTable(p, len(output), candidates, accepted, sequence, tuple(decoder.stop_token_ids), max_new_tokens,
-                        confidences, entropies)
+        decoder, ids[0], context, p, len(output), candidates, rows_per_pass, verify_lengths,
+                                                                      tuple(confidence_sizes))
+    table = ReplayTable(p, len(output), candidates, accepted, sequence, tuple(decoder.stop_token_ids),
+                        max_new_tokens, confidences, entropies)
     return table, trace

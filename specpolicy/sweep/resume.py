@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-MATCHING_KEYS = ("candidates", "temperature", "max_new_tokens", "seed", "target", "drafter", "dataset", "mode",
-                 "max_prompt_tokens", "dtype", "device", "reference_block_size", "requests", "tokens")
+MATCHING_KEYS = ("candidates", "temperature", "max_new_tokens", "seed", "target", "drafter", "dataset",
+                 "mode", "max_prompt_tokens", "dtype", "device", "reference_block_size", "requests", "tokens")
 """settings that change results: a resume must match every one the store holds"""
 NEW_MATCHING_KEYS = ("dataset_sha256",)
 """identity added later: compared when the store holds it (older stores lack it)"""
@@ -20,8 +20,8 @@ def settings_diffs(existing: dict, meta: dict) -> list[str]:
     keys = [*MATCHING_KEYS, *(k for k in NEW_MATCHING_KEYS if k in existing)]
     diffs = [f"{k}: stored {existing.get(k)!r} vs requested {meta.get(k)!r}" for k in keys
              if k in meta and existing.get(k) != meta.get(k)]
-    diffs += [f"{k}: stored {existing.get(k, v)!r} vs requested {meta.get(k, v)!r}" for k, v in VERIFY_KEYS.items()
-              if existing.get(k, v) != meta.get(k, v)]
+    diffs += [f"{k}: stored {existing.get(k, v)!r} vs requested {meta.get(k, v)!r}"
+              for k, v in VERIFY_KEYS.items() if existing.get(k, v) != meta.get(k, v)]
     stored_models, models = existing.get("models", {}), meta.get("models")
     if models is not None:
         diffs += [f"{k}: stored {stored_models.get(k)} vs loaded {models.get(k)}"
@@ -36,7 +36,8 @@ class StoreUnusableError(ValueError):
 
 
 BEFORE_META = {".lock", "features", "meta.tmp", "meta.json.tmp"}
-"""what :meth:`~specpolicy.sweep.store.SweepStore.open` writes before meta.json (a kill in between leaves only these)"""
+"""what :meth:`~specpolicy.sweep.store.SweepStore.open` writes before meta.json (a kill in between leaves only
+these)"""
 
 
 def check_resumable(path: str | Path, meta: dict) -> None:
@@ -51,8 +52,8 @@ def check_resumable(path: str | Path, meta: dict) -> None:
     meta_file = path / "meta.json"
     if not meta_file.exists():
         if path.is_dir() and any(p.name not in BEFORE_META for p in path.iterdir()):
-            raise StoreUnusableError(f"{path} is a non-empty folder without meta.json; pass a new or empty --out "
-                                     "folder")
+            raise StoreUnusableError(f"{path} is a non-empty folder without meta.json; pass a new or empty "
+                                     "--out folder")
         return  # new, empty, or a store killed before its meta.json was written: nothing recorded yet
     try:
         existing = json.loads(meta_file.read_text(encoding="utf-8"))

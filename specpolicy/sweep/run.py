@@ -15,7 +15,14 @@ from specpolicy.data.splits import text_key
 from specpolicy.decoding import DecodeTrace, SpeculativeDecoder
 from specpolicy.decoding.autoregressive import own_answer
 from specpolicy.sweep.latency import measure_costs, pin_threads
-from specpolicy.sweep.records import RECORD_VERSION, LiveRun, ReferenceRun, ReplayEntry, SweepRecord, prompt_digest
+from specpolicy.sweep.records import (
+    RECORD_VERSION,
+    LiveRun,
+    ReferenceRun,
+    ReplayEntry,
+    SweepRecord,
+    prompt_digest,
+)
 from specpolicy.sweep.replay import build_replay
 from specpolicy.sweep.resume import StoreUnusableError, check_resumable
 from specpolicy.sweep.settings import SweepSettings
@@ -31,22 +38,25 @@ def sweep_prompt(decoder: SpeculativeDecoder, prompt: Prompt, index: int, settin
                  tokenizer, answer: Answer | None = None) -> tuple[SweepRecord, object]:
     """One prompt's record (and its prefill logits [V]) under ``settings``; a multi-turn prompt's earlier
     turns are answered by the target first (:func:`~specpolicy.decoding.autoregressive.own_answer`)."""
-    ids = encode_prompt(tokenizer, prompt, settings.prompt_tokens(decoder.max_positions), answer or own_answer(decoder))
+    ids = encode_prompt(tokenizer, prompt, settings.prompt_tokens(decoder.max_positions),
+                        answer or own_answer(decoder))
     candidates = sorted(settings.candidates)
-    fields: dict = {"version": RECORD_VERSION, "prompt_id": prompt.id, "index": index, "prompt_length": len(ids),
+    fields: dict = {"version": RECORD_VERSION, "prompt_id": prompt.id, "index": index,
+                    "prompt_length": len(ids),
                     "prompt_sha256": prompt_digest(ids), "training_block_size": decoder.drafter.block_size,
                     "category": prompt.category or None, "group": prompt.group or None,
                     "conversation": prompt.conversation, "text_key": text_key(prompt.messages)}
     try:
         if settings.mode == "replay":
             table, trace = build_replay(decoder, ids, candidates, max_new_tokens=settings.max_new_tokens,
-                                        seed=settings.seed, reference_block_size=settings.reference_block_size,
+                                        seed=settings.seed,
+                                        reference_block_size=settings.reference_block_size,
                                         verify_lengths=settings.verify_lengths,
                                         confidence_sizes=settings.confidence_sizes)
             fields["taus"] = table.taus()
             fields["replay"] = ReplayEntry.from_table(table)
-            fields["reference"] = ReferenceRun(block_size=settings.reference_block_size, cycles=_cycles(trace),
-                                               prefill_seconds=trace.prefill_seconds,
+            fields["reference"] = ReferenceRun(block_size=settings.reference_block_size,
+                                               cycles=_cycles(trace), prefill_seconds=trace.prefill_seconds,
                                                decode_seconds=trace.decode_seconds)
         else:
             live, trace = {}, None
@@ -84,9 +94,11 @@ def _check_unchanged(store: SweepStore, prompts: Sequence[Prompt], tokenizer, ma
     stale = [p.id for p in prompts if recorded.get(p.id)
              and recorded[p.id] != prompt_digest(encode_prompt(tokenizer, p, max_prompt_tokens, answer))]
     if stale:
-        names = ", ".join(repr(s) for s in stale[:5]) + (f" and {len(stale) - 5} more" if len(stale) > 5 else "")
-        raise StoreUnusableError(f"prompt {names} changed since it was swept into {store.path} (its tokens no longer "
-                                 "match the stored record); sweep into a new --out folder, or restore the prompt text")
+        names = ", ".join(repr(s) for s in stale[:5]) + (f" and {len(stale) - 5} more" if len(stale) > 5
+                                                         else "")
+        raise StoreUnusableError(f"prompt {names} changed since it was swept into {store.path} (its tokens "
+                                 "no longer match the stored record); sweep into a new --out folder, or "
+                                 "restore the prompt text")
     return set(recorded)
 
 
@@ -106,8 +118,9 @@ def _measured_table(decoder: SpeculativeDecoder, sizes: Sequence[int], where: Pa
     if costs.warnings:
         costs = min(costs, measure_costs(decoder, sizes, seed=1), key=lambda table: len(table.warnings))
     if costs.warnings:
-        warnings.warn(f"the cost table of {where} measured flagged twice ({'; '.join(costs.warnings)}); it is kept "
-                      "with its warnings, and modelled times priced with it can be off: measure on a quiet machine "
+        warnings.warn(f"the cost table of {where} measured flagged twice "
+                      f"({'; '.join(costs.warnings)}); it is kept with its warnings, and "
+                      "modelled times priced with it can be off: measure on a quiet machine "
                       "(`specpolicy bench latency --out FILE`, then --costs FILE)", stacklevel=3)
     return costs
 
@@ -120,8 +133,8 @@ def run_sweep(
     on_progress: Callable[[int, int], None] | None = None,
     wait: Callable[[Path], None] | None = None,
 ) -> SweepStore:
-    """Sweep ``prompts`` into the store at ``out``; finished prompts are skipped (resume). ``wait``: block while
-    another process writes there (told the path) instead of failing."""
+    """Sweep ``prompts`` into the store at ``out``; finished prompts are skipped (resume). ``wait``: block
+    while another process writes there (told the path) instead of failing."""
     settings.validate()
     _check_prompts(prompts)
     meta = settings.meta()
@@ -140,7 +153,8 @@ def run_sweep(
         if _damaged_or_missing_latency(store):
             store.write_latency(_measured_table(decoder, settings.candidates, store.path))
         answer = own_answer(decoder)  # multi-turn prompts: the target's earlier answers, decoded once
-        done = _check_unchanged(store, prompts, pair.tokenizer, settings.prompt_tokens(decoder.max_positions), answer)
+        done = _check_unchanged(store, prompts, pair.tokenizer, settings.prompt_tokens(decoder.max_positions),
+                                answer)
         todo = [(i, p) for i, p in enumerate(prompts) if p.id not in done]
         finished = len(prompts) - len(todo)
         if on_progress:

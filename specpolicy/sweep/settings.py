@@ -68,21 +68,21 @@ class SweepSettings:
             raise ValueError("max_new_tokens must be >= 2")
         missing = sorted(set(self.confidence_sizes) - set(self.candidates))
         if missing:
-            raise ValueError(f"--confidences {missing} are not among the candidates {sorted(self.candidates)}; "
-                             "record confidences of swept block sizes only")
+            raise ValueError(f"--confidences {missing} are not among the candidates "
+                             f"{sorted(self.candidates)}; record confidences of swept block sizes only")
         if (self.verify_lengths or self.confidence_sizes) and self.mode != "replay":
             raise ValueError("--verify-lengths and --confidences need --mode replay")
 
     def prompt_tokens(self, max_positions: int | None) -> int:
-        """The most prompt tokens a sweep keeps (the last ones): ``max_prompt_tokens``, less where the target's
-        context must also hold the output and the largest block verification reads past it."""
+        """The most prompt tokens a sweep keeps (the last ones): ``max_prompt_tokens``, less where the
+        target's context must also hold the output and the largest block verification reads past it."""
         if max_positions is None:
             return self.max_prompt_tokens
         room = max_positions - self.max_new_tokens - max(self.candidates) - 1
         if room < 1:
-            raise ValueError(f"--max-new-tokens {self.max_new_tokens} and block size {max(self.candidates)} leave no "
-                             f"room for a prompt in the target's context of {max_positions} positions; lower "
-                             "--max-new-tokens")
+            raise ValueError(f"--max-new-tokens {self.max_new_tokens} and block size {max(self.candidates)} "
+                             f"leave no room for a prompt in the target's context of {max_positions} "
+                             "positions; lower --max-new-tokens")
         return min(self.max_prompt_tokens, room)
 
     def meta(self) -> dict:

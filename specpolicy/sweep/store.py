@@ -61,7 +61,8 @@ class SweepStore:
 
     def __init__(self, path: Path, meta: dict, split: str | None = None) -> None:
         if split is not None and split not in SIDES:
-            raise ValueError(f"unknown split {split!r}; a store splits into {', '.join(SIDES)} (or pass no split)")
+            raise ValueError(f"unknown split {split!r}; a store splits into {', '.join(SIDES)} (or pass no "
+                             "split)")
         self.path = Path(path)
         self.meta = meta
         self.split = split
@@ -74,8 +75,8 @@ class SweepStore:
     def open(cls, path: str | Path, meta: dict, wait: Callable[[Path], None] | None = None) -> SweepStore:
         """Create ``path`` with ``meta``, or resume it when its settings match ``meta``; holds its write lock.
 
-        Another writer makes it fail (:class:`StoreLockedError`), or, with ``wait``, say so (``wait(path)``) and
-        block until that writer is done."""
+        Another writer makes it fail (:class:`StoreLockedError`), or, with ``wait``, say so (``wait(path)``)
+        and block until that writer is done."""
         path = Path(path)
         meta = {"schema": SCHEMA, **meta}
         check_resumable(path, meta)
@@ -101,23 +102,25 @@ class SweepStore:
                 self._lock = handle
                 return
             handle.close()
-            raise StoreLockedError(f"another process is writing to {self.path}; wait for it to finish or pass "
-                                   "another --out folder") from None
+            raise StoreLockedError(f"another process is writing to {self.path}; wait for it to "
+                                   "finish or pass another --out folder") from None
         self._lock = handle
 
     @classmethod
     def fill(cls, path: str | Path, meta: dict, records: Iterable[SweepRecord]) -> SweepStore:
-        """The store of an import at ``path``: every record is built (the importer's checks run) and the ids are
-        checked unique before anything is written; then the store is written whole into a temporary sibling and
-        renamed into place, so a refused, interrupted or failed import leaves nothing a retry trips on. A store of
-        the same import that already holds every record is kept; one with other settings is refused."""
+        """The store of an import at ``path``: every record is built (the importer's checks run) and the ids
+        are checked unique before anything is written; then the store is written whole into a temporary
+        sibling and renamed into place, so a refused, interrupted or failed import leaves nothing a retry
+        trips on. A store of the same import that already holds every record is kept; one with other settings
+        is refused."""
         records, path = list(records), Path(path)
         ids = collections.Counter(r.prompt_id for r in records)
         repeated = sorted(i for i, count in ids.items() if count > 1)
         if repeated:
-            raise ValueError(f"{meta.get('source', path)}: more than one decode is named {', '.join(repeated[:3])}"
-                             f"{' ...' if len(repeated) > 3 else ''} (repeated ids, or ids another turn's name "
-                             "takes); pass a file holding one record per id, one run per file")
+            raise ValueError(f"{meta.get('source', path)}: more than one decode is named "
+                             f"{', '.join(repeated[:3])}{' ...' if len(repeated) > 3 else ''} (repeated "
+                             "ids, or ids another turn's name takes); pass a file holding one record per "
+                             "id, one run per file")
         check_resumable(path, {"schema": SCHEMA, **meta})
         existing = cls.load(path) if (path / "meta.json").exists() else None
         if existing is not None and set(ids) <= existing.done_ids():
@@ -145,12 +148,13 @@ class SweepStore:
         path = Path(path)
         meta_file = path / "meta.json"
         if not meta_file.exists():
-            raise FileNotFoundError(f"{path} is not a sweep store (no meta.json); run `specpolicy sweep --out {path}`")
+            raise FileNotFoundError(f"{path} is not a sweep store (no meta.json); run `specpolicy sweep "
+                                    f"--out {path}`")
         try:
             meta = json.loads(meta_file.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ValueError(f"{meta_file} is damaged ({error}); it holds the sweep's settings, so restore it from a "
-                             f"copy, or sweep into a new --out folder") from None
+            raise ValueError(f"{meta_file} is damaged ({error}); it holds the sweep's settings, "
+                             "so restore it from a copy, or sweep into a new --out folder") from None
         if not isinstance(meta, dict) or not str(meta.get("schema", "")).startswith("specpolicy.sweep/"):
             schema = meta.get("schema") if isinstance(meta, dict) else meta
             raise ValueError(f"{meta_file} has unknown schema {schema!r}; it is not a specpolicy sweep store")
@@ -192,8 +196,8 @@ class SweepStore:
         try:
             return CostTable.load(file) if file.exists() else None
         except ValueError as error:
-            raise ValueError(f"{error}; or resume the sweep (the same `specpolicy sweep` command), which measures "
-                             f"it again, or price with --costs FILE") from None
+            raise ValueError(f"{error}; or resume the sweep (the same `specpolicy sweep` "
+                             "command), which measures it again, or price with --costs FILE") from None
 
     # --- reading ------------------------------------------------------------------------------------
 
@@ -215,7 +219,8 @@ class SweepStore:
             first = error.errors()[0]
             return None, f"invalid record ({'.'.join(map(str, first['loc']))}: {first['msg']})"
         if record.features is not None and not self._features_intact(record):
-            return None, f"its features file {record.features} is missing or damaged (a resume sweeps the prompt again)"
+            return None, (f"its features file {record.features} is missing or damaged (a resume sweeps the "
+                          "prompt again)")
         return record, None
 
     def _features_intact(self, record: SweepRecord) -> bool:
@@ -223,8 +228,8 @@ class SweepStore:
         return file.exists() and hashlib.sha256(file.read_bytes()).hexdigest() == record.features_sha256
 
     def records(self) -> Iterator[SweepRecord]:
-        """Valid records in file order (of the store's ``split`` side, if set); bad ones are reported (warning +
-        ``self.report``) and skipped."""
+        """Valid records in file order (of the store's ``split`` side, if set); bad ones are reported (warning
+        + ``self.report``) and skipped."""
         if self.split is None:
             yield from self._all_records()
             return
@@ -280,10 +285,12 @@ class SweepStore:
             self._feature_width = None if record is None else int(self.features(record).shape[-1])
         return self._feature_width
 
-    def tau_matrix(self, records: Sequence[SweepRecord], candidates: Sequence[int] | None = None) -> np.ndarray:
+    def tau_matrix(self, records: Sequence[SweepRecord],
+                   candidates: Sequence[int] | None = None) -> np.ndarray:
         """tau of every candidate (default: the store's) for ``records``: float64 [n, C]."""
         sizes = self.candidates if candidates is None else candidates
-        return np.array([r.tau_row(sizes) for r in records], dtype=np.float64).reshape(len(records), len(sizes))
+        return np.array([r.tau_row(sizes) for r in records], dtype=np.float64).reshape(len(records),
+                                                                                       len(sizes))
 
     def feature_matrix(self, records: Sequence[SweepRecord]) -> np.ndarray:
         """Features of ``records`` stacked: float32 [n, V]; [n, 0] for a store that records none (imported

@@ -37,13 +37,15 @@ def candidate_values(store: SweepStore, records: list[SweepRecord], candidates: 
 def training_set(store: SweepStore, label: str = "time", candidates: Sequence[int] | None = None,
                  costs: CostTable | None = None, records: Sequence[SweepRecord] | None = None) -> TrainingSet:
     """Features, per-candidate values and oracle labels of every valid record: ``label`` ``time`` (default) or
-    ``tau``; ``candidates`` a subset of the store's; ``costs`` another machine's table; ``records`` if read."""
+    ``tau``; ``candidates`` a subset of the store's; ``costs`` another machine's table; ``records`` if
+    read."""
     if label not in LABELS:
         raise ValueError(f"unknown label {label!r}; use one of {', '.join(LABELS)}")
     candidates = tuple(sorted(candidates)) if candidates else store.candidates
     missing = sorted(set(candidates) - set(store.candidates))
     if missing:
-        raise ValueError(f"block sizes {missing} are not in the sweep's {list(store.candidates)}; pass a subset")
+        raise ValueError(f"block sizes {missing} are not in the sweep's {list(store.candidates)}; pass a "
+                         "subset")
     training = int(store.meta.get("training_block_size", TRAINING_BLOCK_SIZE))
     records = list(store.records()) if records is None else list(records)
     if not records:
@@ -61,7 +63,8 @@ def training_set(store: SweepStore, label: str = "time", candidates: Sequence[in
         values=values,
         episodes=tables,
         costs=costs if costs is not None else store.latency(),
-        cycles_per_token=None if None in tables else np.array([cycles_per_token(t, candidates) for t in tables]),
+        cycles_per_token=None if None in tables
+                       else np.array([cycles_per_token(t, candidates) for t in tables]),
     )
 
 

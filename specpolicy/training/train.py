@@ -100,7 +100,8 @@ def family_options(args: TrainArgs, policy: LearnedPolicy) -> dict:
 
 
 def build_policy(args: TrainArgs, data: TrainingSet) -> LearnedPolicy:
-    """A fresh, untrained policy of ``args.policy`` over the training set's candidates (the family builds it)."""
+    """A fresh, untrained policy of ``args.policy`` over the training set's candidates (the family builds
+    it)."""
     from specpolicy.registry import get_registry
 
     family, _ = get_registry().parse(args.policy)
@@ -128,7 +129,8 @@ def main(args: TrainArgs) -> dict:
     training_block_size = int(store.meta.get("training_block_size", TRAINING_BLOCK_SIZE))
     if args.window is not None:
         data = restrict(data, args.window, training_block_size)
-    if args.shuffle_labels:  # break the link between features and outcomes (every per-prompt outcome together)
+    # break the link between features and outcomes (every per-prompt outcome together)
+    if args.shuffle_labels:
         order = np.random.default_rng(args.seed).permutation(len(data))
         data.labels, data.taus, data.values = data.labels[order], data.taus[order], data.values[order]
         data.cycles_per_token = data.cycles_per_token[order]
@@ -147,7 +149,8 @@ def main(args: TrainArgs) -> dict:
         "majority_class_validation_accuracy": (
             float((validation.labels == majority).mean()) if len(validation) else None
         ),
-        "seconds": round(time.time() - start, 2), "sweep": str(args.sweep), "sweep_models": store.meta.get("models"),
+        "seconds": round(time.time() - start, 2), "sweep": str(args.sweep),
+                    "sweep_models": store.meta.get("models"),
         "labels_priced_with": (costs or store.latency()).to_json()
         if args.label == "time" and summary.get("predicts", "label") == "label" else None,
     })

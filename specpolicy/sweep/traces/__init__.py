@@ -1,6 +1,6 @@
 """Importers of real models' acceptance traces into a sweep store, one module per format (its record type, its
-checks, its store writer), told apart by one rule: the first format of :data:`FORMATS` whose ``sniff`` accepts the
-file's first object. Each import says what replay is exact for."""
+checks, its store writer), told apart by one rule: the first format of :data:`FORMATS` whose ``sniff`` accepts
+the file's first object. Each import says what replay is exact for."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ class TraceArgs:
     def one_block(self, file: Path) -> int | None:
         """The one block size a per-step record's run drafted (``None``: the run's own)."""
         if self.candidates is not None and len(self.candidates) != 1:
-            raise ValueError(f"{file} holds per-step records of one run: pass the one block size it drafted as "
-                             f"--candidates N (default: the run's), not {list(self.candidates)}")
+            raise ValueError(f"{file} holds per-step records of one run: pass the one block size it drafted "
+                             f"as --candidates N (default: the run's), not {list(self.candidates)}")
         return self.candidates[0] if self.candidates else None
 
 
@@ -46,7 +46,8 @@ FORMATS = (
     TraceFormat(vllm.FORMAT, lambda first: bool({"metrics", "choices"} & set(first)),
                 lambda file, out, a: vllm.import_vllm(file, out, a.one_block(file), a.dataset)),
     TraceFormat(specdecode.FORMAT, lambda first: True,  # the per-position JSONL: what is left
-                lambda file, out, a: specdecode.import_specdecode(file, out, a.drafter, a.candidates, a.dataset)),
+                lambda file, out,
+                a: specdecode.import_specdecode(file, out, a.drafter, a.candidates, a.dataset)),
 )
 """every format ``import-traces`` reads, in the order their ``sniff`` is asked"""
 

@@ -1,6 +1,6 @@
-"""What every trace format shares: the import's report, the store's meta, the replay records a chain trace or a
-per-step record becomes, and reading a trace file one checked line at a time (a ValueError naming the file, line
-and problem otherwise)."""
+"""What every trace format shares: the import's report, the store's meta, the replay records a chain trace or
+a per-step record becomes, and reading a trace file one checked line at a time (a ValueError naming the file,
+line and problem otherwise)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from specpolicy.sweep.store import SweepStore
 
 @dataclass(frozen=True)
 class TraceImport:
-    """What an import read: decodes kept, the longest accepted run, SpecDecode-Bench requests whose token array is
-    another run's, those skipped, and what replay is exact for."""
+    """What an import read: decodes kept, the longest accepted run, SpecDecode-Bench requests whose token
+    array is another run's, those skipped, and what replay is exact for."""
 
     store: SweepStore
     requests: int
@@ -30,7 +30,8 @@ class TraceImport:
 
 
 def store_meta(file: Path, dataset: str, form: str, sizes: Sequence[int], **more: object) -> dict:
-    """An imported store's meta: the file's digest (another file of the same name is refused, never mixed in)."""
+    """An imported store's meta: the file's digest (another file of the same name is refused, never mixed
+    in)."""
     return {"dataset": dataset, "mode": "imported", "source": str(file), "format": form,
             "dataset_sha256": hashlib.sha256(file.read_bytes()).hexdigest()[:16], "candidates": list(sizes),
             "target": None, "max_new_tokens": None, "training_block_size": TRAINING_BLOCK_SIZE} | more
@@ -39,7 +40,8 @@ def store_meta(file: Path, dataset: str, form: str, sizes: Sequence[int], **more
 def chain_record(prompt_id: str, index: int, drafts: list[int], sizes: Sequence[int], prompt: list[int],
                   category: str) -> SweepRecord:
     """A chain drafter's decode whose draft at position i would have ``drafts[i]`` drafts accepted."""
-    entry = ReplayEntry(candidates=tuple(sizes), accepted=[[min(a, sizes[-1] - 1)] for a in drafts], sequence=[],
+    entry = ReplayEntry(candidates=tuple(sizes), accepted=[[min(a, sizes[-1] - 1)] for a in drafts],
+                        sequence=[],
                         output_length=len(drafts), stop_token_ids=(), budget=len(drafts), chain=True)
     return SweepRecord(version=RECORD_VERSION, prompt_id=prompt_id, index=index, prompt_length=len(prompt),
                        prompt_sha256=prompt_digest(prompt), taus=entry.table(len(prompt)).taus(),
@@ -50,15 +52,18 @@ def per_step_record(index: int, prompt_id: str, lengths: list[int], category: st
                      conversation: str, size: int, tokens: int | None = None) -> SweepRecord:
     """A decode whose steps committed ``lengths`` tokens: the prefill's token, then a step at every anchor the
     recorded run reached (accepted drafts there; -1, unreached, elsewhere), at the one block size ``size``; an
-    output of ``tokens`` (fewer than the steps committed: the engine cut the last step) ends the replay there."""
+    output of ``tokens`` (fewer than the steps committed: the engine cut the last step) ends the replay
+    there."""
     accepted, anchor = [-1] * (1 + sum(lengths)), 0
     for committed in lengths:
         accepted[anchor], anchor = committed - 1, anchor + committed
-    entry = ReplayEntry(candidates=(size,), accepted=[[a] for a in accepted], sequence=[], output_length=len(accepted),
+    entry = ReplayEntry(candidates=(size,), accepted=[[a] for a in accepted], sequence=[],
+                        output_length=len(accepted),
                         stop_token_ids=(), budget=min(tokens or len(accepted), len(accepted)), chain=True)
-    return SweepRecord(version=RECORD_VERSION, prompt_id=prompt_id, index=index, prompt_sha256=prompt_digest([]),
-                       taus=entry.table(0).taus(), output_length=len(accepted), replay=entry, category=category,
-                       group=group, conversation=conversation, training_block_size=size)
+    return SweepRecord(version=RECORD_VERSION, prompt_id=prompt_id, index=index,
+                       prompt_sha256=prompt_digest([]),
+                       taus=entry.table(0).taus(), output_length=len(accepted), replay=entry,
+                       category=category, group=group, conversation=conversation, training_block_size=size)
 
 
 def json_line(file: Path, line_number: int, line: bytes) -> tuple[dict, str]:
@@ -84,7 +89,8 @@ def counts(values: object, least: int, most: int | None = None) -> bool:
 
 
 def first_object(file: Path) -> dict:
-    """The first JSON object of a JSONL file, or the whole file's (a pretty-printed profile); {} if neither."""
+    """The first JSON object of a JSONL file, or the whole file's (a pretty-printed profile); {} if
+    neither."""
     with file.open("rb") as lines:
         first = next((line for line in lines if line.strip()), b"")
     for text in (first, file.read_bytes()):

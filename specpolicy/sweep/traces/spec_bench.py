@@ -1,5 +1,6 @@
 """Spec-Bench answers (``evaluation/eval.py`` of hemingkx/Spec-Bench): per answer, ``choices[0]`` holds
-``new_tokens`` per turn and ``accept_lengths`` per step; the recorded decode replays exactly at its one block."""
+``new_tokens`` per turn and ``accept_lengths`` per step; the recorded decode replays exactly at its one
+block."""
 
 from __future__ import annotations
 
@@ -31,15 +32,15 @@ class SpecBenchAnswer:
 
 
 def spec_bench_answer(file: Path, line_number: int, line: bytes) -> SpecBenchAnswer:
-    """One answer's :class:`SpecBenchAnswer`; a ValueError naming the line otherwise. Steps split into turns by
-    ``new_tokens`` (a turn's steps commit exactly its new tokens)."""
+    """One answer's :class:`SpecBenchAnswer`; a ValueError naming the line otherwise. Steps split into turns
+    by ``new_tokens`` (a turn's steps commit exactly its new tokens)."""
     body, where = json_line(file, line_number, line)
     try:
         question, choice = str(body["question_id"]), body["choices"][0]
         steps, per_turn = choice["accept_lengths"], choice["new_tokens"]
     except (KeyError, TypeError, IndexError) as missing:
-        raise ValueError(f"{where} has no {missing} field: not a Spec-Bench answer with choices[0].accept_lengths "
-                         "and new_tokens (docs: importing traces)") from None
+        raise ValueError(f"{where} has no {missing} field: not a Spec-Bench answer with "
+                         "choices[0].accept_lengths and new_tokens (docs: importing traces)") from None
     for name, values, least in (("accept_lengths", steps, 1), ("new_tokens", per_turn, 0)):
         if not counts(values, least):
             raise ValueError(f"{where} (question {question}): {name} must be a list of integers >= {least}")
@@ -53,18 +54,20 @@ def spec_bench_answer(file: Path, line_number: int, line: bytes) -> SpecBenchAns
         turns.append(steps[start:end])
         start = end
     if start != len(steps) or len(turns) != len(per_turn):
-        raise ValueError(f"{where} (question {question}): its accept_lengths ({sum(steps)} tokens in {len(steps)} "
-                         f"steps) do not split into its turns' new_tokens {per_turn}; the answer is damaged")
+        raise ValueError(f"{where} (question {question}): its accept_lengths ({sum(steps)} tokens in "
+                         f"{len(steps)} steps) do not split into its turns' new_tokens {per_turn}; the "
+                         "answer is damaged")
     return SpecBenchAnswer(question, body.get("category"), turns)
 
 
 def import_spec_bench(file: str | Path, out: str | Path, block_size: int | None = None,
                       dataset: str | None = None) -> TraceImport:
-    """Read Spec-Bench answers (JSONL: ``question_id``, ``category``, ``choices[0]`` with ``new_tokens`` per turn
-    and ``accept_lengths`` per step, each the tokens that step committed) into replay tables of the recorded
-    decode, a prompt per turn (``ID``, ``ID:2``, one conversation). Each step replays exactly at the one block
-    size the run drafted (``block_size``, at least its longest step; default that): another block size would
-    visit other positions, which a per-step record never saw, so the store holds that one candidate."""
+    """Read Spec-Bench answers (JSONL: ``question_id``, ``category``, ``choices[0]`` with ``new_tokens`` per
+    turn and ``accept_lengths`` per step, each the tokens that step committed) into replay tables of the
+    recorded decode, a prompt per turn (``ID``, ``ID:2``, one conversation). Each step replays exactly at the
+    one block size the run drafted (``block_size``, at least its longest step; default that): another block
+    size would visit other positions, which a per-step record never saw, so the store holds that one
+    candidate."""
     file = trace_file(file, "a Spec-Bench answer file such as data/spec_bench/model_answer/MODEL.jsonl")
     from specpolicy.data.builtin import SPEC_BENCH_GROUPS
 
@@ -76,7 +79,8 @@ def import_spec_bench(file: str | Path, out: str | Path, block_size: int | None 
     size = longest if block_size is None else int(block_size)
     if not longest <= size <= MAX_BLOCK_SIZE:
         raise ValueError(f"{file}: a step committed {longest} tokens, so the run drafted blocks of at least "
-                         f"{longest}; pass --candidates {longest} (or the run's larger block, up to {MAX_BLOCK_SIZE})")
+                         f"{longest}; pass --candidates {longest} (or the run's larger block, up to "
+                         f"{MAX_BLOCK_SIZE})")
     decodes = [(f"{dataset}:{a.question}" + (f":{turn}" if turn > 1 else ""), lengths, a.category,
                 SPEC_BENCH_GROUPS.get(a.category or "", "multi-turn"), f"{dataset}:{a.question}")
                for a in answers for turn, lengths in enumerate(a.turns, 1)]
@@ -84,4 +88,5 @@ def import_spec_bench(file: str | Path, out: str | Path, block_size: int | None 
     store = SweepStore.fill(out, store_meta(file, dataset, FORMAT, [size], training_block_size=size), (
         per_step_record(index, *decode, size=size) for index, decode in enumerate(decodes) if decode[1]))
     return TraceImport(store, len(decodes) - len(skipped), longest - 1, [], skipped,
-                       f"the recorded decode at B = {size} only (per-step records: other blocks visit other positions)")
+                       f"the recorded decode at B = {size} only (per-step records: other blocks visit other "
+                       "positions)")

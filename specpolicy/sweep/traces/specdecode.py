@@ -1,6 +1,6 @@
-"""SpecDecode-Bench's per-position JSONL: for every generated position, the tokens a chain drafter's draft started
-there would commit (``acc_eagle``: EAGLE-3, ``acc_ngram``: n-gram lookup); every block size up to the longest
-recorded run replays exactly."""
+"""SpecDecode-Bench's per-position JSONL: for every generated position, the tokens a chain drafter's draft
+started there would commit (``acc_eagle``: EAGLE-3, ``acc_ngram``: n-gram lookup); every block size up to the
+longest recorded run replays exactly."""
 
 from __future__ import annotations
 
@@ -22,12 +22,14 @@ from specpolicy.sweep.traces.common import (
 
 FORMAT = "specdecode-bench"
 SPECDECODE_DRAFTERS = ("eagle", "ngram")
-"""the chain drafters a SpecDecode-Bench trace records (``acc_eagle``: EAGLE-3, ``acc_ngram``: n-gram lookup)"""
+"""the chain drafters a SpecDecode-Bench trace records (``acc_eagle``: EAGLE-3, ``acc_ngram``: n-gram
+lookup)"""
 
 
 @dataclass(frozen=True)
 class SpecDecodeRequest:
-    """One request: its id, prompt and generated token ids, and the tokens a draft at each position commits."""
+    """One request: its id, prompt and generated token ids, and the tokens a draft at each position
+    commits."""
 
     id: str
     prompt: list[int]
@@ -43,14 +45,16 @@ def specdecode_request(file: Path, line_number: int, line: bytes, drafter: str) 
         prompt, tokens = body["prompt_token_ids"], body.get("generated_token_ids", [])
         lengths = body[f"acc_{drafter}"]["acc_len"]
     except (KeyError, TypeError) as missing:
-        raise ValueError(f"{where} has no {missing} field: not a SpecDecode-Bench trace with acc_{drafter}.acc_len "
-                         "(docs: importing traces)") from None
-    for name, values, least, most in (("prompt_token_ids", prompt, 0, None), ("generated_token_ids", tokens, 0, None),
+        raise ValueError(f"{where} has no {missing} field: not a SpecDecode-Bench trace with "
+                         f"acc_{drafter}.acc_len (docs: importing traces)") from None
+    for name, values, least, most in (("prompt_token_ids", prompt, 0, None),
+                                      ("generated_token_ids", tokens, 0, None),
                                       (f"acc_{drafter}.acc_len", lengths, 1, MAX_RECORDED_RUN)):
         if not counts(values, least, most):
             why = (f" and <= {most:,} (tokens committed per draft: its accepted drafts + the target's own)"
                    if most else "")
-            raise ValueError(f"{where} (request {request}): {name} must be a list of integers >= {least}{why}")
+            raise ValueError(f"{where} (request {request}): {name} must be a list of integers >= "
+                             f"{least}{why}")
     return SpecDecodeRequest(request, prompt, tokens, lengths)
 
 
@@ -67,21 +71,24 @@ def import_specdecode(file: str | Path, out: str | Path, drafter: str = "eagle",
     dataset = dataset or file.stem.removeprefix("combined_")
     requests = [specdecode_request(file, n, line, drafter) for n, line in jsonl_lines(file)]
     if not requests:
-        raise ValueError(f"{file} holds no requests; pass a SpecDecode-Bench trace file (one JSON object a line)")
+        raise ValueError(f"{file} holds no requests; pass a SpecDecode-Bench trace file (one JSON object a "
+                         "line)")
     longest = max((max(r.lengths, default=1) for r in requests), default=1) - 1
     candidates = range(1, min(TRAINING_BLOCK_SIZE, longest + 1) + 1) if candidates is None else candidates
     too_long = [b for b in candidates if b - 1 > longest]
     if too_long:
-        raise ValueError(f"{file}: the longest accepted run is {longest} drafts, so blocks {too_long} cannot be "
-                         f"replayed exactly (their drafts past {longest} were never recorded); pass --candidates "
-                         f"1-{longest + 1} or fewer")
+        raise ValueError(f"{file}: the longest accepted run is {longest} drafts, so blocks {too_long} "
+                         f"cannot be replayed exactly (their drafts past {longest} were never recorded); "
+                         f"pass --candidates 1-{longest + 1} or fewer")
     sizes = tuple(sorted(candidates))
     skipped = {r.id: "the prefill's token is the whole output: nothing to draft" for r in requests
                if len(r.lengths) < 2}
-    meta = store_meta(file, dataset, FORMAT, sizes, drafter=drafter, drafter_kind="chain", recorded=longest + 1)
+    meta = store_meta(file, dataset, FORMAT, sizes, drafter=drafter, drafter_kind="chain",
+                      recorded=longest + 1)
     store = SweepStore.fill(out, meta, (
         chain_record(f"{dataset}:{r.id}", index, [a - 1 for a in r.lengths], sizes, r.prompt, dataset)
         for index, r in enumerate(requests) if r.id not in skipped))
     other = [r.id for r in requests if r.id not in skipped and len(r.tokens) != len(r.lengths)]
     return TraceImport(store, len(requests) - len(skipped), longest, other, skipped,
-                       f"block sizes {sizes[0]}..{sizes[-1]} (chain drafts: a prefix of the longest at each B)")
+                       f"block sizes {sizes[0]}..{sizes[-1]} (chain drafts: a prefix of the longest at each "
+                       "B)")

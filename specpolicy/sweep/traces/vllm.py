@@ -1,5 +1,5 @@
-"""vLLM responses from a server started with ``--per-request-spec-decode-metrics detailed``: per step, the drafts
-accepted and drafted; the recorded decode replays exactly at B = K + 1."""
+"""vLLM responses from a server started with ``--per-request-spec-decode-metrics detailed``: per step, the
+drafts accepted and drafted; the recorded decode replays exactly at B = K + 1."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ FORMAT = "vllm-per-request"
 
 @dataclass(frozen=True)
 class VllmRequest:
-    """One vLLM response's record: K (0 without metrics), (accepted, drafted) per step (``None`` without metrics)
-    and ``usage.completion_tokens`` (``None`` if not saved), which cuts a last step that ran past the output."""
+    """One vLLM response's record: K (0 without metrics), (accepted, drafted) per step (``None`` without
+    metrics) and ``usage.completion_tokens`` (``None`` if not saved), which cuts a last step that ran past the
+    output."""
 
     id: str
     k: int
@@ -31,15 +32,17 @@ def vllm_response(file: Path, line_number: int, line: bytes) -> VllmRequest:
     try:
         request, metrics = str(body["id"]), body["metrics"]["speculative_decoding"]
     except (KeyError, TypeError) as missing:
-        raise ValueError(f"{where} has no {missing} field: not a vLLM response with metrics.speculative_decoding "
-                         "(start the server with --per-request-spec-decode-metrics detailed)") from None
+        raise ValueError(f"{where} has no {missing} field: not a vLLM response with "
+                         "metrics.speculative_decoding (start the server with "
+                         "--per-request-spec-decode-metrics detailed)") from None
     if metrics is None:
         return VllmRequest(request, 0, None)
     where = f"{where} (request {request})"
     if not isinstance(metrics, dict) or "per_step_accepted" not in metrics:
         raise ValueError(f"{where} has summary metrics only, no per_step_accepted; start the server with "
                          "--per-request-spec-decode-metrics detailed")
-    accepted, drafted, k = metrics["per_step_accepted"], metrics.get("per_step_drafted"), metrics.get("num_spec_tokens")
+    accepted, drafted = metrics["per_step_accepted"], metrics.get("per_step_drafted")
+    k = metrics.get("num_spec_tokens")
     problem = (f"num_spec_tokens must be an integer in 1..{MAX_BLOCK_SIZE - 1}"
                if not (type(k) is int and 1 <= k < MAX_BLOCK_SIZE) else
                "per_step_accepted and per_step_drafted must be lists of integers >= 0"
@@ -53,8 +56,8 @@ def vllm_response(file: Path, line_number: int, line: bytes) -> VllmRequest:
                if metrics.get("num_accepted_draft_tokens", sum(accepted)) != sum(accepted) else None)
     tokens = (body.get("usage") or {}).get("completion_tokens")
     if problem or not (tokens is None or (type(tokens) is int and tokens >= 1)):
-        raise ValueError(f"{where}: {problem or 'usage.completion_tokens must be an integer >= 1'}; the response is "
-                         "damaged")
+        raise ValueError(f"{where}: {problem or 'usage.completion_tokens must be an integer >= 1'}; the "
+                         "response is damaged")
     return VllmRequest(request, k, list(zip(accepted, drafted)), tokens)
 
 
@@ -63,23 +66,29 @@ def import_vllm(file: str | Path, out: str | Path, block_size: int | None = None
     """Read vLLM responses (JSONL, from a server started with ``--per-request-spec-decode-metrics detailed``):
     ``metrics.speculative_decoding`` holds ``per_step_accepted`` / ``per_step_drafted`` per step and
     ``num_spec_tokens`` K. As Spec-Bench answers, the recorded decode replays exactly at B = K + 1 only; steps
-    that drafted fewer than K (an n-gram lookup without a match, dynamic SD) replay as recorded and are counted."""
+    that drafted fewer than K (an n-gram lookup without a match, dynamic SD) replay as recorded and are
+    counted."""
     file = common.trace_file(file, "a JSONL of vLLM responses carrying metrics.speculative_decoding")
     dataset = dataset or file.stem
     responses = [vllm_response(file, n, line) for n, line in common.jsonl_lines(file)]
     drafts = {r.k for r in responses if r.k}
     if len(drafts) != 1:
-        raise ValueError(f"{file}: " + (f"runs of num_spec_tokens {sorted(drafts)} are mixed; import one run a file"
+        raise ValueError(f"{file}: " + (f"runs of num_spec_tokens {sorted(drafts)} are mixed; import one run "
+                                        "a file"
                                         if drafts else "no response carries speculative decoding metrics"))
     k = drafts.pop()
     if block_size not in (None, k + 1):
-        raise ValueError(f"{file}: the run drafted num_spec_tokens = {k}, a block of {k + 1}; pass --candidates "
-                         f"{k + 1} or leave it out")
-    skipped = {r.id: "no speculative decoding metrics (n > 1, or nothing drafted)" for r in responses if not r.steps}
+        raise ValueError(f"{file}: the run drafted num_spec_tokens = {k}, a block of {k + 1}; pass "
+                         f"--candidates {k + 1} or leave it out")
+    skipped = {r.id: "no speculative decoding metrics (n > 1, or nothing drafted)" for r in responses
+               if not r.steps}
     store = SweepStore.fill(out, store_meta(file, dataset, FORMAT, [k + 1], training_block_size=k + 1), (
-        per_step_record(index, f"{dataset}:{r.id}", [a + 1 for a, _ in r.steps], None, dataset, f"{dataset}:{r.id}",
+        per_step_record(index, f"{dataset}:{r.id}", [a + 1 for a, _ in r.steps], None, dataset,
+                        f"{dataset}:{r.id}",
                         size=k + 1, tokens=r.tokens) for index, r in enumerate(responses) if r.steps))
     steps = [step for r in responses for step in r.steps or ()]
-    return TraceImport(store, len(responses) - len(skipped), max((a for a, _ in steps), default=0), [], skipped,
-                       f"the recorded decode at B = {k + 1} only (per-step records; {sum(d < k for _, d in steps)} "
-                       f"of {len(steps)} steps drafted fewer than {k} and replay as recorded)")
+    return TraceImport(store, len(responses) - len(skipped), max((a for a, _ in steps), default=0), [],
+                       skipped,
+                       f"the recorded decode at B = {k + 1} only (per-step records; "
+                       f"{sum(d < k for _, d in steps)} of {len(steps)} steps drafted fewer than {k} and "
+                       "replay as recorded)")
