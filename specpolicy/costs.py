@@ -116,6 +116,13 @@ class CostTable(TableFile):
             seconds = self._prices[int(block_size)]
         return seconds
 
+    def fixed_cycle_seconds(self, block_size: int) -> float:
+        """Seconds of a cycle of a decode at ``block_size`` every cycle: B = 1 is plain decoding
+        (:attr:`ar_seconds`: no drafter runs), any other B :meth:`cycle_seconds` (where a per-cycle rule
+        steps plainly between drafts, its B = 1 cycle is :meth:`cycle_seconds` (1): a drafter's engine may
+        spend more on it)."""
+        return self.ar_seconds if block_size == 1 else self.cycle_seconds(block_size)
+
     def _require(self, block_sizes: Iterable[int]) -> None:
         missing = [str(b) for b in block_sizes if b not in self.verify_seconds]
         if missing:
@@ -152,13 +159,16 @@ class CostTable(TableFile):
         """Modelled seconds of :class:`~specpolicy.cycles.CycleRecord` s (each priced at its B and L)."""
         return sum(self.split_cycle_seconds(c.block_size, c.verify_length) for c in cycles)
 
-    def fastest(self, cycles_per_token: np.ndarray, candidates: Sequence[int]) -> np.ndarray:
+    def fastest(self, cycles_per_token: np.ndarray, candidates: Sequence[int], per_cycle: bool = False
+                ) -> np.ndarray:
         """Per prompt, the candidate index with the fewest expected seconds per token: ``cycles_per_token``
-        float [n, C] x a cycle's seconds. Ties go to the larger block. Returns int64 [n]."""
-        key = tuple(candidates)
+        float [n, C] x a cycle's seconds (a decode's at that B, :meth:`fixed_cycle_seconds`; ``per_cycle``:
+        one cycle's among others, :meth:`cycle_seconds`). Ties go to the larger block. Returns int64 [n]."""
+        key = (tuple(candidates), per_cycle)
         if key not in self._prices:
             self._require(candidates)
-            self._prices[key] = np.array([self._prices[b] for b in candidates])
+            price = self.cycle_seconds if per_cycle else self.fixed_cycle_seconds
+            self._prices[key] = np.array([price(b) for b in candidates])
         seconds = np.atleast_2d(cycles_per_token) * self._prices[key]
         flipped = seconds[:, ::-1]  # argmin returns the first minimum: read from the largest block down
         return (len(candidates) - 1 - flipped.argmin(axis=1)).astype(np.int64)

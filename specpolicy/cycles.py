@@ -108,6 +108,7 @@ class CostAwareBlocks:
     first_wait: int
     max_wait: int
     wait_scale: float
+    optimism: float
     choose: Callable[[DecodeState], int] = field(compare=False, repr=False, default=None)
 
     def __call__(self, state: DecodeState) -> int:
@@ -120,7 +121,8 @@ class CostAwareBlocks:
                 "ar_allowed": self.ar_allowed,
                 "start": self.start, "seen_block": self.seen_block, "prior": self.prior,
                 "prior_weight": self.prior_weight, "decay": self.decay, "first_wait": self.first_wait,
-                "max_wait": self.max_wait, "wait_scale": self.wait_scale}
+                "max_wait": self.max_wait, "wait_scale": self.wait_scale,
+                "optimism": self.optimism}
 
 
 @dataclass(frozen=True)

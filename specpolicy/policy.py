@@ -203,15 +203,16 @@ class LearnedPolicy(Policy):
         return CostTable.from_json(table) if table else None
 
     def fastest_choices(self, cycles_per_token: np.ndarray, tables: Sequence[CostTable | None]) -> list[int]:
-        """Block sizes from predicted cycles per token [n, C]: per prompt the fewest expected seconds under
-        its table (or :attr:`validated_with`; validated with none: every cycle alike)."""
+        """Block sizes from predicted cycles per token [n, C]: per prompt (per cycle, for a :attr:`per_step`
+        policy) the fewest expected seconds under its table (or :attr:`validated_with`; validated with none:
+        every cycle alike)."""
         offered = self.allowed or self.candidates
         columns = _columns(self.candidates, offered)
         chosen = []
         for row, table in zip(np.atleast_2d(cycles_per_token), tables, strict=True):
             # the fallback built only if read
             table = table or self.validated_with or uniform_costs(self.candidates)
-            chosen.append(offered[int(table.fastest(row[None, columns], offered)[0])])
+            chosen.append(offered[int(table.fastest(row[None, columns], offered, self.per_step)[0])])
         return chosen
 
     def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0,

@@ -150,3 +150,30 @@ def test_both_table_classes_load_fail_and_flag_alike(tmp_path, what):
         (tmp_path / name).write_text(text)
         with pytest.raises(ValueError, match=f"{name}.*(not a {what}|needs)"):
             cls.load(tmp_path / name)
+
+
+def test_a_fixed_plan_of_b_1_is_plain_decoding_priced_at_the_plain_step():
+    """A table whose plain step between drafts costs more than plain decoding (llama.cpp's DFlash server: 8%
+    more) priced ``fixed1`` at 0.99x-0.93x of plain decoding, which it is: a decode at B = 1 every cycle runs no
+    drafter and costs ar_seconds; a per-cycle rule's B = 1 cycle between drafts keeps the table's price."""
+    import numpy as np
+
+    table = CostTable({1: 0.0, 4: 1.0}, {1: 1.1, 4: 3.0}, 1.0)
+    assert table.fixed_cycle_seconds(1) == 1.0 and table.cycle_seconds(1) == 1.1
+    assert table.fixed_cycle_seconds(4) == table.cycle_seconds(4) == 4.0
+    cycles_per_token = np.array([[1.0, 0.26]])  # B = 4: 1.04 s a token; plain decoding 1.0, a plain step 1.1
+    assert table.fastest(cycles_per_token, [1, 4])[0] == 0  # a prompt: plain decoding is faster
+    assert table.fastest(cycles_per_token, [1, 4], per_cycle=True)[0] == 1  # a cycle among drafts: B = 4
+
+
+def test_plain_decoding_is_exactly_1x_and_the_oracles_bound_it(replay_store):
+    """Under llama.cpp's engine table (plain steps on its DFlash server 8% dearer), ``fixed1`` is 1.00x, and
+    both oracles are at least plain decoding (the per-cycle one may decode plainly)."""
+    from specpolicy.evaluation.compare import compare_sweep
+
+    rows = {r.row.policy: r.row for r in compare_sweep(
+        replay_store.path, ["fixed1", "fixed4", "oracle", "oracle-step"], candidates=[1, 2, 4, 8],
+        costs=["tests/fixtures/costs-llamacpp-engine-cpu.json"])}
+    assert rows["fixed1"].speedup == pytest.approx(1.0)
+    assert rows["oracle-step"].speedup >= rows["oracle"].speedup - 1e-9 >= rows["fixed1"].speedup - 2e-9
+    assert rows["oracle"].speedup >= rows["fixed4"].speedup - 1e-9

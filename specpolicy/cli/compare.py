@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from specpolicy.cli.common import (
+    BatchCostsOption,
     DeviceOption,
     DrafterOption,
     DtypeOption,
@@ -51,8 +52,7 @@ def compare(
     concurrency: str = typer.Option("1", help="simulate serving this many requests at once (with --sweep "
                                               "and --batch-costs); a list such as 1,4,16,64 maps speed "
                                               "over them (--plot: a heat map); 1: one prompt at a time"),
-    batch_costs: Path = typer.Option(None, help="batch cost table for --concurrency (`specpolicy bench "
-                                                "batch-latency --out FILE`)"),
+    batch_costs: Path = BatchCostsOption,
     costs: str = typer.Option(None, help="price replay with this cost table (from `specpolicy bench "
                                          "latency`); several (a.json,b.json) measured at different "
                                          "--context price each prompt with the one nearest its length"),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from specpolicy.cli.common import ServerOption, fail, stderr, warn_line
+from specpolicy.cli.common import BatchCostsOption, ServerOption, fail, stderr, warn_line
 from specpolicy.files import write_text
 
 
@@ -17,8 +17,7 @@ def export(
     policy: str = typer.Argument(..., help="a policy name, e.g. adaptive-verify or blockpilot-guard"),
     sweep: Path = typer.Option(None, help="a replay sweep store the policy is simulated on (vLLM and "
                                           "SGLang)"),
-    batch_costs: Path = typer.Option(None, help="batch cost table (`specpolicy bench batch-latency --out "
-                                                "FILE`)"),
+    batch_costs: Path = BatchCostsOption,
     engine: str = typer.Option(None, help="llamacpp: llama-server command lines instead (one patched "
                                           "server and each setting's request fields, or a stock server "
                                           "per setting, and the routing rule)"),

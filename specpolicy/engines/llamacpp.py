@@ -260,22 +260,25 @@ class PerRequest:
 def deployment(settings: list[Setting], binary: Path, target: Path, drafter: Path, threads: int,
                per_prompt: str ) -> dict:
     """What ``export --engine llamacpp`` writes: the server command lines (ports from 8081 up: a server per
-    setting for a stock binary; for a patched one, one DFlash server) and, where there are several settings,
-    the rule that routes each request (``per_prompt``: the policy's name) and what each request carries."""
+    setting for a stock binary; for a patched one, one DFlash server, and plain decoding's where a prompt may
+    be decoded plainly) and, where there are several settings, the rule that routes each request
+    (``per_prompt``: the policy's name) and what each request carries."""
     per_request = patched(binary)
-    started = [SHARED] if per_request else sorted(settings)
+    plain = Setting(1)
+    started = [plain] * (plain in settings) + [SHARED] if per_request else sorted(settings)
     ports = range(FIRST_PORT, FIRST_PORT + len(started))
     servers = [{"setting": s.name, "block_size": s.block_size, "p_min": s.p_min,
                 "url": f"http://127.0.0.1:{port}",
                 "command": server_command(binary, target, drafter, s, threads, port)}
                for port, s in zip(ports, started)]
     chooser = f"specpolicy.registry.create_policy({per_prompt!r}).select(observation)"
+    how = ("B = 1 to plain decoding's server, every other B a request to the one DFlash server with the "
+           "fields below" if per_request else f"a stock llama.cpp {LLAMACPP_VERSION} takes no per-request "
+                                             "speculation settings, so a setting is a server")
     routing = ("every request to the one server" if len(settings) == 1 else
                f"per request, after the target's prefill: the setting {per_prompt} selects ({chooser}); "
-               + ("every B is a request to the one DFlash server with the fields below (B = 1: n_max 0)"
-                  if per_request else f"a stock llama.cpp {LLAMACPP_VERSION} takes no per-request "
-                                      "speculation settings, so a setting is a server"))
+               f"{how}")
     requests = [{"setting": s.name, "speculative.n_max": s.block_size - 1, "speculative.p_min": s.p_min}
-                for s in sorted(settings)] if per_request else []
+                for s in sorted(settings) if s != plain] if per_request else []
     return {"engine": "llama.cpp llama-server", "version": LLAMACPP_VERSION, "patched": per_request,
             "servers": servers, "routing": routing, **({"requests": requests} if requests else {})}

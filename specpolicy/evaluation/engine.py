@@ -122,7 +122,9 @@ def deployable_settings(policy: Policy, largest: int) -> list[Setting]:
 def plan_settings(store: SweepStore, records: Sequence[SweepRecord], policies: Sequence[Policy],
                   costs: CostTable | None, per_request: bool = False) -> list[list[Setting]]:
     """[prompt][policy] settings, every plan made and checked before any server starts (``per_request``: a
-    patched server, which runs per-step plans whose rule is a value)."""
+    patched server, which runs per-step plans whose rule is a value). One DFlash server serves every
+    speculative plan; a prompt a policy decodes plainly goes to plain decoding's server (no drafter runs:
+    replay prices it at the table's plain step, :meth:`~specpolicy.costs.CostTable.fixed_cycle_seconds`)."""
     largest = trained_block(store)
     settings = []
     for record in records:
@@ -130,9 +132,8 @@ def plan_settings(store: SweepStore, records: Sequence[SweepRecord], policies: S
         answers = Answers(record.taus, record.table() if record.replay is not None else None,
                           record.training_block_size)
         plans = [policy.checked_plan(observation, answers) for policy in policies]
-        chosen = [engine_setting(policy, plan, largest, per_request) for policy, plan in zip(policies, plans)]
-        # one server serves every policy: a patched pool's B = 1 is a plain step on the DFlash server
-        settings.append([FED if per_request and setting == PLAIN else setting for setting in chosen])
+        settings.append([engine_setting(policy, plan, largest, per_request)
+                         for policy, plan in zip(policies, plans)])
     return settings
 
 

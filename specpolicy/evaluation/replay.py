@@ -125,6 +125,8 @@ def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, 
         raise ValueError(f"per-cycle policy {policy.name!r} needs a replay sweep; the store has only taus")
     timed = tables[0] is not None and table is not None and bool(sizes)
     seconds, ar_seconds = _priced(cycles, tables, observation.prompt_length) if timed else (0.0, None)
+    if timed and plan.block_size == 1 and plan.length is None:
+        seconds = ar_seconds  # a fixed plan of B = 1 is plain decoding (CostTable.fixed_cycle_seconds)
     return PromptResult(prompt_id, sizes, tau, tokens, seconds, ar_seconds, oracle,
                         len(cycles) if table else 0)
 

@@ -87,7 +87,7 @@ def validation_score(policy, objective: str, dataset: TrainingSet) -> float:
             error = policy.scores(dataset.logits) - dataset.cycles_per_token
             return -float((error ** 2).mean())
         chosen = policy.chosen_indices(dataset)
-        seconds = np.array([dataset.costs.cycle_seconds(policy.candidates[j]) for j in chosen])
+        seconds = np.array([dataset.costs.fixed_cycle_seconds(policy.candidates[j]) for j in chosen])
         return -float((dataset.cycles_per_token[rows, chosen] * seconds).mean() / dataset.costs.ar_seconds)
     return policy.accuracy(dataset) if objective == "cross_entropy" else policy.mean_value(dataset)
 

@@ -7,7 +7,8 @@
 - ``adaptive``: cost-aware: the block size with the most expected tokens per second under the cost table, from
   a geometric acceptance model of this decode's recent cycles; a cycle slower than an AR step starts a
   back-off of plain AR cycles where the model expects AR to win (shorter on flat tables,
-  :data:`FULL_WAIT_COST`). """
+  :data:`FULL_WAIT_COST`), and no probe where even an optimistic acceptance would not pay
+  (:data:`PROBE_OPTIMISM`). """
 
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ MAX_WAIT = 64
 ADAPTIVE_FIRST_WAIT = 4
 """``adaptive``'s first wait: chosen on the zoo's training sweep (4: 1.43x fixed16 there; 8: 1.41x; 16:
 1.38x)"""
+PROBE_OPTIMISM = 0.25
+"""``adaptive`` speculates only where some block would beat AR at an optimistic acceptance (the estimated
+rejection rate scaled by this): where a cycle costs many plain steps (llama.cpp's DFlash on this CPU: a B = 16
+cycle 7.3), probes that cannot pay are not made. Chosen on the zoo's training sweep (ShareGPT, 480 prompts):
+0.25 and 0.5 leave the shipped CPU table's speedups as they were (the default 1.287x, adaptive 1.292x); on the
+llama.cpp engine's table 0.25 makes the default plain decoding where BlockPilot starts plain (0.1: it still
+probes, 0.96x a plain step on the DFlash server) and costs ``adaptive`` 0.5% (0.5: 2.6%)."""
 FULL_WAIT_COST = 1.3
 """``adaptive`` waits in full where a cycle of the training block size costs at least this many AR steps
 beyond the one a cycle always makes (the CPU tables: 1.3 to 1.5), and proportionally less on flatter tables (a
@@ -163,7 +171,7 @@ class AdaptivePolicy(Policy):
         return CostAwareBlocks(tuple(seconds), tuple((b, costs.cycle_seconds(b)) for b in sizes),
                                costs.cycle_seconds(1), 1 in self.candidates, start, seen_block, self.prior,
                                ACCEPTANCE_PRIOR_WEIGHT, self.decay, self.first_wait, MAX_WAIT, wait_scale,
-                               choose)
+                               PROBE_OPTIMISM, choose)
 
     def _prices(self, costs: CostTable) -> tuple:
         """(the table, seconds by speculative B, the AR wait's scale, (B, seconds) by ascending B), priced
@@ -197,12 +205,22 @@ class AdaptivePolicy(Policy):
             """``tokens`` from a cycle of ``size`` come at least as fast as from AR steps."""
             return tokens / (seconds[size] if size in seconds else costs.cycle_seconds(size)) >= ar_rate
 
-        failed = 1 in self.candidates and ar_wait(state, lambda size,
-                                                  accepted: not beats_ar(accepted + 1, size),
-                                                  self.first_wait, self._priced[2]) is not None
+        failed = 1 in self.candidates and ar_wait(
+            state, lambda size, accepted: not beats_ar(accepted + 1, size), self.first_wait,
+            self._priced[2]) is not None
         if failed and not beats_ar(expected_tokens(alpha, best), best):
             return 1  # a failed cycle, and the acceptance model expects AR to be faster: back off
+        if 1 in self.candidates and not self.probe_pays(alpha, costs):
+            return 1  # not even an optimistic acceptance would make a block pay: no probe
         return best
+
+    def probe_pays(self, alpha: float, costs: CostTable) -> bool:
+        """Whether some block beats AR at an optimistic acceptance (the rejection rate ``1 - alpha`` scaled by
+        :data:`PROBE_OPTIMISM`); plain steps leave ``alpha`` as it is, so where this is false a decode that
+        steps plainly never speculates again."""
+        optimistic = 1 - (1 - alpha) * PROBE_OPTIMISM
+        best = self.best_size(optimistic, costs)
+        return expected_tokens(optimistic, best) / costs.cycle_seconds(best) >= 1 / costs.cycle_seconds(1)
 
 
 def start_block_size(arg: str | None) -> int:
@@ -214,7 +232,7 @@ def start_block_size(arg: str | None) -> int:
 
 class GuardedPolicy(Policy):
     """A per-prompt policy picks the start, the ``adaptive`` rule guards every cycle after (a start of B = 1
-    begins as after a failed probe)."""
+    begins as after a failed probe; where the guard would then never probe, the prompt is plain decoding)."""
 
     per_step = True
 
@@ -244,6 +262,10 @@ class GuardedPolicy(Policy):
         # a start of B = 1: the guard sees a failed probe before the first cycle, then every cycle after it
         seen = DecodeState(observation.logits, observation.prompt_length, 0, 0, 1, [0], [guard.start],
                            [guard.start])
+        if start == 1 and 1 in self.candidates:
+            costs = required_costs(self, observation)
+            if not guard.probe_pays(acceptance_rate(seen, guard.prior, decay=guard.decay), costs):
+                return Plan.fixed(1)  # the guard would never probe: the prompt is plain decoding
 
         def choose(state: DecodeState) -> int:
             if not state.block_size_history:

@@ -148,7 +148,7 @@ class ReplayTable:
         if self._priced[0] is not costs:
             self._priced = (costs, {})
         if sizes not in self._priced[1]:
-            self._priced[1][sizes] = {b: n * costs.cycle_seconds(b)
+            self._priced[1][sizes] = {b: n * costs.fixed_cycle_seconds(b)
                                       for b, n in zip(sizes, self.fixed_cycles(sizes))}
         return dict(self._priced[1][sizes])
 
@@ -222,8 +222,13 @@ class ReplayTable:
     def oracle_plan(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,
                     training_block_size: int = TRAINING_BLOCK_SIZE, verify_lengths: bool = False) -> Plan:
         """The :meth:`cost_to_go` optimum as a plan by anchor: an upper bound for any per-cycle policy over
-        ``candidates`` (whole blocks, or (B, L) with ``verify_lengths``)."""
-        _, q, actions = self.cost_to_go(costs, candidates, training_block_size, verify_lengths)
+        ``candidates`` (whole blocks, or (B, L) with ``verify_lengths``), or plain decoding where that is
+        faster (a decode of plain steps between drafts pays :meth:`CostTable.cycle_seconds` (1) a step, plain
+        decoding :attr:`~CostTable.ar_seconds`)."""
+        value, q, actions = self.cost_to_go(costs, candidates, training_block_size, verify_lengths)
+        sizes = self.candidates if candidates is None else candidates
+        if costs is not None and 1 in sizes and len(value) and self.fixed_seconds(costs, [1])[1] < value[0]:
+            return Plan.fixed(1)
         best, p = np.argmin(q, axis=1), self.prompt_length  # the first minimum: the preferred action
 
         def action(state: DecodeState) -> Action:

@@ -272,6 +272,9 @@ def test_a_cost_aware_rule_is_a_value_a_patched_server_runs_and_a_stock_one_refu
     assert isinstance(rule, CostAwareBlocks) and rule.blocks == (2, 4, 8) and rule.ar_allowed
     request = rule.request()
     assert request["start"] == 8 and request["ar_seconds"] == costs.cycle_seconds(1)
+    from specpolicy.plugins.cycle_rules import PROBE_OPTIMISM
+
+    assert request["optimism"] == PROBE_OPTIMISM  # the patched server gates its probes as replay does
     assert dict(zip(request["priced"], request["seconds"])) == {b: costs.cycle_seconds(b) for b in (2, 4, 8)}
     assert rule(DecodeState.after_prefill(np.zeros(0, np.float32), record.prompt_length)) == 8
     setting = engine_setting(policy, plan, 16, per_request=True)
@@ -326,3 +329,12 @@ def test_compare_engine_is_a_library_call_staging_calibration_run_and_replay(fak
     assert all(len(r.prompts) == prompts for r in comparison.run.results + comparison.modelled)
     assert comparison.costs.block_sizes == (1, 2, 4, 8) and comparison.modelled[0].timing == "modelled"
     assert comparison.stock is not None and comparison.stock.n_max in (1, 3, 7)
+
+
+def test_a_prompt_decoded_plainly_goes_to_plain_decodings_server_on_a_patched_pool(replay_store):
+    """One DFlash server serves every speculative plan; a prompt a policy decodes plainly is plain decoding's
+    (its own server, no drafter run), as replay prices it (CostTable.fixed_cycle_seconds)."""
+    records = list(replay_store.records())[:2]
+    policies = [create_policy(name, [1, 2, 4, 8]) for name in ("fixed1", "fixed4")]
+    settings = plan_settings(replay_store, records, policies, replay_store.latency(), per_request=True)
+    assert settings == [[PLAIN, Setting(4)]] * 2

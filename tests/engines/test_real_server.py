@@ -139,11 +139,14 @@ def test_a_patched_server_takes_each_requests_block_and_returns_every_step(engin
                     assert all(p >= setting.p_min for p in kept) and all(p < setting.p_min for p in first_cut)
 
 
-@pytest.mark.parametrize("policy", ["adaptive", "blockpilot-guard"])
-def test_a_per_step_plan_runs_inside_a_patched_server_deciding_as_replay(engine, policy):
+@pytest.mark.parametrize(("policy", "table"), [("adaptive", None), ("blockpilot-guard", None),
+                                               ("adaptive", "tests/fixtures/costs-llamacpp-engine-cpu.json")])
+def test_a_per_step_plan_runs_inside_a_patched_server_deciding_as_replay(engine, policy, table):
     """The cost-aware rule as a value, sent with each request: the engine picks every step's B itself, and its
-    decisions equal replay's cycle for cycle (priced with the same table), the decode's last plain step recorded
-    too; every output equals plain decoding's."""
+    decisions equal replay's cycle for cycle (priced with the same table: the shipped one, and the engine's own,
+    under which its probes are gated), the decode's last plain step recorded too; every output equals plain
+    decoding's."""
+    from specpolicy.costs import CostTable
     from specpolicy.engines.build import patched
     from specpolicy.evaluation.engine import PLAIN, engine_setting
     from specpolicy.evaluation.replay import prompt_observation
@@ -153,11 +156,12 @@ def test_a_per_step_plan_runs_inside_a_patched_server_deciding_as_replay(engine,
     if not patched(binary):
         pytest.skip("a stock llama-server (built without specpolicy's patch set) runs no per-step plan")
     store = SweepStore.load(SHIPPED)
-    chosen = create_policy(policy, [b for b in store.candidates if b <= 16])
+    sizes = [b for b in store.candidates if b <= 16] if table is None else [1, 2, 4, 8, 12, 16]
+    chosen, costs = create_policy(policy, sizes), CostTable.load(table) if table else store.latency()
     agreeing = total = 0
     with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", 1) as pool:
         for record in list(store.records())[:4]:
-            plan = chosen.checked_plan(prompt_observation(store, record, store.latency()))
+            plan = chosen.checked_plan(prompt_observation(store, record, costs))
             setting = engine_setting(chosen, plan, 16, per_request=True)
             assert setting.plan and len(pool.servers) <= 2
             prompt, budget = list(record.replay.sequence[:record.prompt_length]), record.replay.budget

@@ -134,3 +134,23 @@ def test_guarded_policy_starts_where_the_per_prompt_policy_says():
     assert run(GuardedPolicy(FixedPolicy(8, WIDE), WIDE), [15, 15])[0] == 8
     ar_start = run(GuardedPolicy(FixedPolicy(1, WIDE), WIDE), [15] * 20)
     assert ar_start[:4] == [1] * 4 and ar_start[4] > 1  # B = 1 start: AR first (the adaptive wait), then a probe
+
+
+ENGINE_CPU = CostTable.load("tests/fixtures/costs-llamacpp-engine-cpu.json")
+"""llama.cpp's DFlash server with the shipped pair on this CPU: a B = 16 cycle costs 7.3 plain steps"""
+
+
+def test_no_probe_where_no_block_would_pay_even_at_an_optimistic_acceptance():
+    """Issue 55: in llama.cpp's DFlash on this CPU the guard of a prompt BlockPilot starts plain still probed
+    (each probe 5-7 plain steps' worth) and the default ran at 0.86x plain decoding there. Where no block pays
+    at an optimistic acceptance, such a prompt is plain decoding (a fixed plan of B = 1), and ``adaptive``
+    stops probing after a failed cycle; under COSTS both probe as before."""
+    sizes = (1, 2, 4, 8, 12, 16)
+    engine = PromptObservation(np.zeros(4, np.float32), 4, costs=ENGINE_CPU)
+    assert GuardedPolicy(FixedPolicy(1, sizes), sizes).plan(engine).block_size == 1
+    assert GuardedPolicy(FixedPolicy(16, sizes), sizes).plan(engine).block_size is None  # starts speculating
+    hard = run(AdaptivePolicy(sizes), [0] * 40, engine)
+    assert hard[0] == 16 and set(hard[1:]) == {1}
+    assert run(AdaptivePolicy(sizes), [0] * 40)[1:].count(1) < 39  # COSTS: it probes again
+    assert GuardedPolicy(FixedPolicy(1, WIDE), WIDE).plan(PromptObservation(
+        np.zeros(4, np.float32), 4, costs=COSTS)).block_size is None

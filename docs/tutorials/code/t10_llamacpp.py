@@ -28,19 +28,21 @@ with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", threads
     print("llama.cpp, ms per cycle:", {b: round(costs.cycle_seconds(b) * 1000, 2) for b in sizes},
           f"plain server {costs.ar_seconds * 1000:.2f}")
 
-    # 4. The default policy's plan for one prompt is a value the engine runs itself: BlockPilot's start, then
-    #    the cost-aware guard choosing every step's B (1: a plain step), priced with the engine's table.
-    default = for_engine(create_policy("blockpilot-guard", sizes), sizes)
+    # 4. A per-step policy's plan for one prompt is a value the engine runs itself: the cost-aware rule
+    #    (`adaptive`, the default's guard) choosing every step's B (1: a plain step), priced with the engine's
+    #    table. (The default itself decodes a prompt plainly where BlockPilot starts it plainly and no block could
+    #    pay under this table: plain decoding's server, no drafter.)
+    rule = create_policy("adaptive", sizes)
     record = records[0]
-    plan = default.checked_plan(prompt_observation(store, record, costs))
+    plan = rule.checked_plan(prompt_observation(store, record, costs))
     prompt = list(record.replay.sequence[: record.prompt_length])
-    reply = pool[engine_setting(default, plan, 16, per_request=True)].complete(prompt, 64)
+    reply = pool[engine_setting(rule, plan, 16, per_request=True)].complete(prompt, 64)
     print("the engine's steps, B:", [step.block for step in reply.steps][:24])
     print("replay's cycles,    B:", [c.block_size for c in record.table().simulate(plan, store.features(record))][:24])
     print("same tokens as plain decoding:", reply.tokens == pool[PLAIN].complete(prompt, 64).tokens)
 
     # 5. Measured side by side, order rotating per prompt: each policy over the engine's own plain decoding.
-    names = ["fixed16", "fixed4", "blockpilot", "blockpilot-guard", "llamacpp-pmin"]
+    names = ["fixed16", "fixed4", "blockpilot", "adaptive", "blockpilot-guard", "llamacpp-pmin"]
     policies = [for_engine(create_policy(name, sizes), sizes) for name in names]
     run = evaluate_engine(pool, store, policies, costs=costs, records=records)
 
