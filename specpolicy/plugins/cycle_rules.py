@@ -208,9 +208,10 @@ class AdaptivePolicy(Policy):
         failed = 1 in self.candidates and ar_wait(
             state, lambda size, accepted: not beats_ar(accepted + 1, size), self.first_wait,
             self._priced[2]) is not None
-        if failed and not beats_ar(expected_tokens(alpha, best), best):
+        pays = beats_ar(expected_tokens(alpha, best), best)  # then it pays at any higher acceptance too
+        if failed and not pays:
             return 1  # a failed cycle, and the acceptance model expects AR to be faster: back off
-        if 1 in self.candidates and not self.probe_pays(alpha, costs):
+        if 1 in self.candidates and not pays and not self.probe_pays(alpha, costs):
             return 1  # not even an optimistic acceptance would make a block pay: no probe
         return best
 
