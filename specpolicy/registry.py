@@ -214,8 +214,8 @@ def blame_plugin(error: BaseException) -> PolicyFamily | None:
     packages: dict[str, PolicyFamily] = {}
     for family in _REGISTRY.unique():
         if family.distribution != BUILTIN_DISTRIBUTION:
-            module = family.factory.partition(":")[0] if isinstance(family.factory,
-                                                                    str) else family.factory.__module__
+            factory = family.factory
+            module = factory.partition(":")[0] if isinstance(factory, str) else factory.__module__
             packages.setdefault(module.split(".")[0], family)
     traceback, culprit = error.__traceback__, None
     while traceback is not None:  # the innermost plugin frame decides

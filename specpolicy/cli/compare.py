@@ -82,8 +82,8 @@ def compare(
     options = settings_from(CompareOptions, locals(), policies=names,
                             datasets=[d.strip() for d in dataset.split(",") if d.strip()],
                             candidates=parse_candidates(candidates) if candidates else None,
-                            concurrency=tuple(parse_candidates(concurrency, "--concurrency",
-                                                               block_sizes=False)),
+                            concurrency=tuple(
+                                parse_candidates(concurrency, "--concurrency", block_sizes=False)),
                             costs=tuple(Path(p.strip()) for p in costs.split(",") if p.strip()) if costs
                             else ())
     options.validate()

@@ -51,9 +51,9 @@ def results_per_dataset(options: CompareOptions) -> Iterator[Run]:
         if options.engine:
             from specpolicy.cli.engine import engine_results
 
-            yield Run(name, None, engine_results(store or _cached_sweep(name, options, chosen), built,
-                                                 options.threads, options.server, options.target,
-                                                 options.drafter))
+            sweep = store or _cached_sweep(name, options, chosen)
+            yield Run(name, None, engine_results(sweep, built, options.threads, options.server,
+                                                 options.target, options.drafter))
         else:
             yield Run(name, None, _run_dataset(name, options, built, chosen, costs))
 

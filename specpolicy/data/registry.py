@@ -59,9 +59,8 @@ def _messages(row: object, where: str) -> tuple[tuple[str, str], ...]:
                              "strings")
         return tuple((m["role"], m["content"]) for m in messages)
     if not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
-        raise ValueError(f"{where} needs {need}" + (" (its 'prompt' is not a non-empty string)"
-                                                    if "prompt" in row
-                                                     else ""))
+        why = " (its 'prompt' is not a non-empty string)" if "prompt" in row else ""
+        raise ValueError(f"{where} needs {need}{why}")
     return (("user", row["prompt"]),)
 
 

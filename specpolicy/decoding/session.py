@@ -43,8 +43,8 @@ class DecoderParts(Protocol):
     def budget(self, max_new_tokens: int | None) -> int: ...
     def check_prompt(self, prompt_ids: Sequence[int] | torch.Tensor) -> torch.Tensor: ...
     def target_tokens(self, logits: torch.Tensor, uniforms: Any, first_pos: int) -> torch.Tensor: ...
-    def draft_tokens(self, logits: torch.Tensor, uniforms: Any, first_pos: int) -> tuple[torch.Tensor,
-                                                                                         Any]: ...
+    def draft_tokens(self, logits: torch.Tensor, uniforms: Any,
+                     first_pos: int) -> tuple[torch.Tensor, Any]: ...
     def verify(self, draft: torch.Tensor, draft_probs: Any, logits: torch.Tensor, uniforms: Any,
                first_pos: int ) -> Any: ...
 
@@ -105,8 +105,8 @@ class DecodeSession:
         self.pending = [decoder.drafter.context_features(hidden)]
         self.drafter_cache = decoder.drafter.new_cache()
         self.output = [first]
-        self.stop_reason = "stop_token" if first in self.stops else ("max_new_tokens" if self.budget <= 1
-                                                                     else "")
+        self.stop_reason = ("stop_token" if first in self.stops
+                            else "max_new_tokens" if self.budget <= 1 else "")
         self.state = DecodeState.after_prefill(self.prefill_logits, self.ids.numel())
         self._t_loop = time.perf_counter()
         self._t_end = self._t_loop

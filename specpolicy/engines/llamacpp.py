@@ -163,8 +163,8 @@ class Server:
             if self.process.poll() is not None:
                 raise ValueError(f"llama-server exited with code {self.process.returncode} while starting "
                                  f"({' '.join(self.command)}):\n{self.log_tail()}")
-            with contextlib.suppress(OSError), urllib.request.urlopen(f"{self.url}/health",
-                                                                      timeout=2) as response:
+            health = f"{self.url}/health"
+            with contextlib.suppress(OSError), urllib.request.urlopen(health, timeout=2) as response:
                 if response.status == 200:
                     return
             time.sleep(0.1)

@@ -29,8 +29,8 @@ def wrapper_chain(env: object) -> list[object]:
     wrappers), a DummyVecEnv's first ``envs``, specpolicy's SB3 vector env's ``env``, gymnasium's ``env``."""
     chain = [env]
     for _ in range(32):
-        inner = getattr(env, "venv", None) or (getattr(env, "envs", None) or [None])[0] or getattr(env, "env",
-                                                                                                   None)
+        inner = (getattr(env, "venv", None) or (getattr(env, "envs", None) or [None])[0]
+                 or getattr(env, "env", None))
         if inner is None or inner is env:
             break
         chain.append(env := inner)

@@ -82,8 +82,8 @@ def load_agent(path: str | Path, name: str = "agent") -> AgentPolicy:
         model = _load_sb3(folder, saved, spec)
         _check_shapes(model, spec, str(folder / SPEC_NAME))
         normalise = _normaliser(folder, saved.get("normalisation"), spec.observation_size)
-        return AgentPolicy(lambda observation: int(model.predict(normalise(observation),
-                                                                 deterministic=True)[0]),
+        return AgentPolicy(
+            lambda observation: int(model.predict(normalise(observation), deterministic=True)[0]),
                            spec, name)
     raise ValueError(f"{folder / SPEC_NAME} names an unknown agent format {saved.get('format')!r}; "
                      "known: sb3, linucb")

@@ -152,8 +152,8 @@ def speed_ratio(tokens_a, seconds_a, tokens_b, seconds_b, axis: int = -1) -> np.
 
 
 def _gain_share(tok_p, sec_p, tok_b, sec_b, tok_o, sec_o, axis: int = -1) -> np.ndarray:
-    speed_p, speed_b, speed_o = _ratio(tok_p, sec_p, axis), _ratio(tok_b, sec_b, axis), _ratio(tok_o, sec_o,
-                                                                                               axis)
+    speed_p, speed_b = _ratio(tok_p, sec_p, axis), _ratio(tok_b, sec_b, axis)
+    speed_o = _ratio(tok_o, sec_o, axis)
     gap = speed_o - speed_b
     return np.where(gap > 0, (speed_p - speed_b) / np.where(gap > 0, gap, 1.0), np.nan)
 

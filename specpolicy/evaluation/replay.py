@@ -117,8 +117,8 @@ def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, 
     table = answers.table
     if table is not None:
         cycles = table.simulate(plan, observation.logits if observation.logits.size else None)
-        sizes, tau, tokens = [c.block_size for c in cycles], mean_acceptance(cycles), sum(c.committed
-                                                                                          for c in cycles)
+        sizes, tau = [c.block_size for c in cycles], mean_acceptance(cycles)
+        tokens = sum(c.committed for c in cycles)
     elif plan.block_size is not None and plan.length is None:
         sizes, tau, tokens = [plan.block_size], float(answers.taus[plan.block_size]), 0
     else:

@@ -74,8 +74,8 @@ class DFlashAttention(nn.Module):
         self.q_norm = Qwen3RMSNorm(self.head_dim, eps=config.rms_norm_eps)
         self.k_norm = Qwen3RMSNorm(self.head_dim, eps=config.rms_norm_eps)
 
-    def keys_values(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor,
-                                                                                          torch.Tensor]:
+    def keys_values(self, x: torch.Tensor, cos: torch.Tensor,
+                    sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotated keys and values of ``x`` [b, s, H] at cos/sin [b, s, head_dim]: each [b, kv_heads, s,
         head_dim]."""
         b, s, _ = x.shape

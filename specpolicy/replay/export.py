@@ -158,8 +158,8 @@ def load_engine_config(path: str | Path, engine: str) -> VllmConfig | SglangConf
                                 f"--sweep DIR --batch-costs FILE --out {file}`")
     try:
         document = json.loads(file.read_text())
-        if engine == "vllm" and isinstance(document, dict) and document.get("vllm_speculative_config",
-                                                                            {}) is None:
+        if (engine == "vllm" and isinstance(document, dict)
+                and document.get("vllm_speculative_config", {}) is None):
             raise ValueError(f"{file} holds no vLLM configuration: the exported policy never drafts (vLLM's "
                              "DFlash drafts at least 2 tokens); read it as sglang-config:FILE (speculation "
                              "off)")

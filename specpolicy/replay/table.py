@@ -100,8 +100,8 @@ class ReplayTable:
             self._cycles[key] = self._cycle(position, produced, size, length)
         return self._cycles[key]
 
-    def _cycle(self, position: int, produced: int, size: int, length: int | None) -> tuple[CycleRecord, int,
-                                                                                           int, bool]:
+    def _cycle(self, position: int, produced: int, size: int,
+               length: int | None) -> tuple[CycleRecord, int, int, bool]:
         # plain decoding (B = 1) drafts nothing, so every table replays it, recorded column or not
         accepted = 0 if size == 1 else int(self.accepted[position - self.prompt_length, self._column(size)])
         if accepted < 0:

@@ -124,8 +124,8 @@ def measure_costs(
                 continue
             verify_t[size].append(timed(lambda s=size: verify(s)))
             draft_t[size].append(timed(lambda s=size: draft(s)) if size > 1 else 0.0)
-    ar, verify_t, draft_t = ar[1:], {b: t[1:] for b, t in verify_t.items()}, {b: t[1:]
-                                                                              for b, t in draft_t.items()}
+    ar, verify_t = ar[1:], {b: t[1:] for b, t in verify_t.items()}
+    draft_t = {b: t[1:] for b, t in draft_t.items()}
     cycle_t = {b: [d + v for d, v in zip(draft_t[b], verify_t[b])] for b in sizes}
     table = CostTable(
         draft_seconds={b: statistics.median(draft_t[b]) for b in sizes},

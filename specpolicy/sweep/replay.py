@@ -136,7 +136,7 @@ def build_replay(
     # 4. Argmax drafts at every reachable anchor for every candidate; accepted = matching prefix length.
     accepted, confidences, entropies = _accepted_at_reachable_anchors(
         decoder, ids[0], context, p, len(output), candidates, rows_per_pass, verify_lengths,
-                                                                      tuple(confidence_sizes))
+        tuple(confidence_sizes))
     table = ReplayTable(p, len(output), candidates, accepted, sequence, tuple(decoder.stop_token_ids),
                         max_new_tokens, confidences, entropies)
     return table, trace

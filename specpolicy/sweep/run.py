@@ -94,8 +94,8 @@ def _check_unchanged(store: SweepStore, prompts: Sequence[Prompt], tokenizer, ma
     stale = [p.id for p in prompts if recorded.get(p.id)
              and recorded[p.id] != prompt_digest(encode_prompt(tokenizer, p, max_prompt_tokens, answer))]
     if stale:
-        names = ", ".join(repr(s) for s in stale[:5]) + (f" and {len(stale) - 5} more" if len(stale) > 5
-                                                         else "")
+        more = f" and {len(stale) - 5} more" if len(stale) > 5 else ""
+        names = ", ".join(repr(s) for s in stale[:5]) + more
         raise StoreUnusableError(f"prompt {names} changed since it was swept into {store.path} (its tokens "
                                  "no longer match the stored record); sweep into a new --out folder, or "
                                  "restore the prompt text")

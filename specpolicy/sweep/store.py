@@ -289,8 +289,8 @@ class SweepStore:
                    candidates: Sequence[int] | None = None) -> np.ndarray:
         """tau of every candidate (default: the store's) for ``records``: float64 [n, C]."""
         sizes = self.candidates if candidates is None else candidates
-        return np.array([r.tau_row(sizes) for r in records], dtype=np.float64).reshape(len(records),
-                                                                                       len(sizes))
+        taus = np.array([r.tau_row(sizes) for r in records], dtype=np.float64)
+        return taus.reshape(len(records), len(sizes))
 
     def feature_matrix(self, records: Sequence[SweepRecord]) -> np.ndarray:
         """Features of ``records`` stacked: float32 [n, V]; [n, 0] for a store that records none (imported
