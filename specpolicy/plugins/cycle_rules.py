@@ -199,21 +199,22 @@ class AdaptivePolicy(Policy):
             return self.start
         alpha = acceptance_rate(state, self.prior, decay=self.decay)
         best = self.best_size(alpha, costs)  # prices the candidates once per table
-        seconds, ar_rate = self._priced[1], 1 / costs.cycle_seconds(1)
-
-        def beats_ar(tokens: float, size: int) -> bool:
-            """``tokens`` from a cycle of ``size`` come at least as fast as from AR steps."""
-            return tokens / (seconds[size] if size in seconds else costs.cycle_seconds(size)) >= ar_rate
-
         failed = 1 in self.candidates and ar_wait(
-            state, lambda size, accepted: not beats_ar(accepted + 1, size), self.first_wait,
+            state, lambda size, accepted: not self.beats_ar(accepted + 1, size, costs), self.first_wait,
             self._priced[2]) is not None
-        pays = beats_ar(expected_tokens(alpha, best), best)  # then it pays at any higher acceptance too
+        pays = self.beats_ar(expected_tokens(alpha, best), best, costs)  # then at any higher acceptance too
         if failed and not pays:
             return 1  # a failed cycle, and the acceptance model expects AR to be faster: back off
         if 1 in self.candidates and not pays and not self.probe_pays(alpha, costs):
             return 1  # not even an optimistic acceptance would make a block pay: no probe
         return best
+
+    def beats_ar(self, tokens: float, size: int, costs: CostTable) -> bool:
+        """Whether ``tokens`` from a cycle of ``size`` come at least as fast as from plain steps (the one
+        test of this rule; the speculative sizes' prices cached per table)."""
+        seconds = self._prices(costs)[1]
+        return tokens / (seconds[size] if size in seconds else costs.cycle_seconds(size)) >= \
+            1 / costs.cycle_seconds(1)
 
     def probe_pays(self, alpha: float, costs: CostTable) -> bool:
         """Whether some block beats AR at an optimistic acceptance (the rejection rate ``1 - alpha`` scaled by
@@ -221,7 +222,7 @@ class AdaptivePolicy(Policy):
         steps plainly never speculates again."""
         optimistic = 1 - (1 - alpha) * PROBE_OPTIMISM
         best = self.best_size(optimistic, costs)
-        return expected_tokens(optimistic, best) / costs.cycle_seconds(best) >= 1 / costs.cycle_seconds(1)
+        return self.beats_ar(expected_tokens(optimistic, best), best, costs)
 
 
 def start_block_size(arg: str | None) -> int:
