@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -17,7 +17,6 @@ from specpolicy.cycles import (
     check_block_size,
     check_verify_length,
     commit_length,
-    commit_tokens,
     run,
 )
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
@@ -26,6 +25,19 @@ from specpolicy.state import DecodeState
 
 Action = tuple[int, int]
 """(block size B, verify length L) of one cycle"""
+
+
+class Outcomes(NamedTuple):
+    """What one cycle shape does at every anchor of a table, [n, A] each (A shapes)."""
+
+    accepted: np.ndarray
+    """drafts accepted (within the verify length; -1: the anchor was not replayed)"""
+    kept: np.ndarray
+    """tokens the cycle commits (cut at a stop token or the budget)"""
+    nxt: np.ndarray
+    """the next anchor's offset (at most n)"""
+    done: np.ndarray
+    """whether the decode ends with this cycle"""
 
 
 @dataclass
@@ -50,10 +62,13 @@ class ReplayTable:
     _fixed: dict[int, tuple[CycleRecord, ...]] = field(default_factory=dict, init=False, repr=False,
                                                        compare=False)
     """the cycles of each fixed block size, replayed once (the table is read-only once built)"""
-    _cycles: dict[tuple[int, int, int, int | None], tuple] = field(default_factory=dict, init=False,
-                                                                   repr=False, compare=False)
-    """every cycle computed, by (anchor, produced, B, L): policies, oracles and the DP revisit the same
-    cells"""
+    _rows: dict[tuple[int, int], tuple[list[int], list[int], list[bool]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+    """by (B, L): accepted drafts, tokens kept and whether the decode ends, at every anchor (one
+    :meth:`_outcomes` pass per cycle shape; a cycle is then three lookups)"""
+    _frame: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, init=False, repr=False,
+                                                                     compare=False)
+    """:meth:`_commit_frame`, computed once"""
     _priced: tuple[CostTable | None, dict] = field(default_factory=lambda: (None, {}), init=False, repr=False,
                                                    compare=False)
     """(the cost table last priced with, its fixed seconds by candidate set): evaluation and oracles ask
@@ -93,28 +108,24 @@ class ReplayTable:
 
     def cycle(self, position: int, produced: int, size: int, length: int | None = None
               ) -> tuple[CycleRecord, int, int, bool]:
-        """One cycle of block size ``size`` verifying ``length`` tokens (default: all) at anchor ``position``:
-        (cycle, next position, produced, done). Verifying L of B accepts min(accepted at B, L - 1)."""
-        key = (position, produced, size, length)
-        if key not in self._cycles:
-            self._cycles[key] = self._cycle(position, produced, size, length)
-        return self._cycles[key]
-
-    def _cycle(self, position: int, produced: int, size: int,
-               length: int | None) -> tuple[CycleRecord, int, int, bool]:
-        # plain decoding (B = 1) drafts nothing, so every table replays it, recorded column or not
-        accepted = 0 if size == 1 else int(self.accepted[position - self.prompt_length, self._column(size)])
+        """One cycle of block size ``size`` verifying ``length`` tokens (default: all) at anchor ``position``
+        with ``produced`` tokens output (the prefill's token, then one per anchor passed: ``position -
+        prompt_length + 1``): (cycle, next position, produced, done). Verifying L of B accepts min(accepted at
+        B, L - 1)."""
+        length = size if length is None else min(length, size)
+        rows = self._rows.get((size, length))
+        if rows is None:
+            # plain decoding (B = 1) drafts nothing, so every table replays it, recorded column or not
+            outcomes = self._outcomes([size], [length])
+            rows = self._rows[size, length] = (outcomes.accepted[:, 0].tolist(), outcomes.kept[:, 0].tolist(),
+                                               outcomes.done[:, 0].tolist())
+        i = position - self.prompt_length
+        accepted, kept = rows[0][i], rows[1][i]
         if accepted < 0:
             raise ValueError(f"anchor {position} was not replayed: no schedule of {list(self.candidates)} "
                              "reaches it (schedules with verify lengths need a sweep with --verify-lengths)")
-        length = size if length is None else min(length, size)
-        accepted = min(accepted, length - 1)
-        # the real output ends every schedule (a decode cut by the context limit ends before the budget)
-        room = min(self.budget, self.output_length) - produced
-        new, reason = commit_tokens(self.sequence[position + 1 : position + accepted + 2],
-                                    set(self.stop_token_ids), room)
-        cycle = CycleRecord(size, accepted, len(new), verified=length if length < size else 0)
-        return cycle, position + accepted + 1, produced + len(new), bool(reason)
+        cycle = CycleRecord(size, accepted, kept, verified=length if length < size else 0)
+        return cycle, position + accepted + 1, produced + kept, rows[2][i]
 
     def session(self, prefill_logits: Any = None) -> ReplaySession:
         """The replayed decode as a :class:`~specpolicy.cycles.CycleSource` (one cycle per step)."""
@@ -155,8 +166,9 @@ class ReplayTable:
     def fixed_cycles(self, sizes: Sequence[int]) -> list[int]:
         """Cycles of each of ``sizes`` as a fixed block size, as :meth:`simulate` counts them, walked over
         :meth:`_outcomes` without building the cycles."""
-        nxt, done = self._outcomes([self._column(b) for b in sizes])
-        nxt, done, counts, ended_at_prefill = nxt.tolist(), done.tolist(), [], self.start()[2]
+        outcomes = self._outcomes(sizes, check=True)
+        nxt, done = outcomes.nxt.tolist(), outcomes.done.tolist()
+        counts, ended_at_prefill = [], self.start()[2]
         for j in range(len(sizes)):
             i, count, finished = 0, 0, ended_at_prefill
             while not finished:
@@ -188,7 +200,8 @@ class ReplayTable:
         price = {a: costs.split_cycle_seconds(*a) if costs is not None else 1.0 for a in actions}
         if verify_lengths:
             actions.sort(key=lambda a: (price[a], a))
-        nxt, done = self._outcomes([self._column(b) for b, _ in actions], [length for _, length in actions])
+        outcomes = self._outcomes([b for b, _ in actions], [length for _, length in actions], check=True)
+        nxt, done = outcomes.nxt, outcomes.done
         prices, n = np.array([price[a] for a in actions]), self.accepted.shape[0]
         value = np.full(n + 1, np.inf)  # value[n]: past the output, read only by finished cycles (masked)
         q = np.full((n, len(actions)), np.inf)
@@ -197,27 +210,36 @@ class ReplayTable:
             value[i] = q[i].min()
         return value[:n], q, actions
 
-    def _outcomes(self, columns: Sequence[int], lengths: Sequence[int] | None = None
-                  ) -> tuple[np.ndarray, np.ndarray]:
-        """Where a cycle of each of ``columns`` verifying ``lengths`` leads from every anchor: next offsets
-        [n, A] and whether the decode ends [n, A], :func:`commit_length` over arrays."""
+    def _outcomes(self, sizes: Sequence[int], lengths: Sequence[int] | None = None, check: bool = False
+                  ) -> Outcomes:
+        """What a cycle of each of ``sizes`` verifying ``lengths`` does at every anchor, [n, A] each:
+        :func:`commit_length` over arrays. ``check``: first refuse a size that some reachable anchor lacks
+        (a schedule would reach it)."""
         p, n = self.prompt_length, self.accepted.shape[0]
-        accepted = self.accepted[:, columns].astype(np.int64)
+        accepted = np.stack([np.zeros(n, np.int64) if b == 1 else self.accepted[:, self._column(b)]
+                             for b in sizes], axis=1).astype(np.int64)
         reachable = self.accepted[:, 0] >= 0
-        if (accepted[reachable] < 0).any():
+        if check and (accepted[reachable] < 0).any():
             i, j = np.argwhere((accepted < 0) & reachable[:, None])[0]
-            self.cycle(p + int(i), int(i) + 1, self.candidates[columns[j]])  # raises: names the anchor
+            self.cycle(p + int(i), int(i) + 1, sizes[j])  # raises: names the anchor
         if lengths is not None:
-            accepted = np.minimum(accepted, np.asarray(lengths, dtype=np.int64) - 1)
-        sequence = np.asarray(self.sequence)
+            accepted = np.minimum(accepted, np.asarray(lengths, dtype=np.int64) - 1)  # -1 stays -1
+        if self._frame is None:
+            self._frame = self._commit_frame()
+        available, first_stop, room = self._frame
+        kept, reason = commit_length(np.minimum(accepted + 1, available), first_stop, room)
+        return Outcomes(accepted, kept, np.minimum(np.arange(n)[:, None] + accepted + 1, n), reason != 0)
+
+    def _commit_frame(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What the commit rule reads of the text at every anchor, [n, 1] each: tokens left in the sequence
+        after it, the offset of the first stop token among them, and the budget's room."""
+        sequence, n = np.asarray(self.sequence), self.accepted.shape[0]
         stop = np.where(np.isin(sequence, self.stop_token_ids), np.arange(len(sequence)), len(sequence))
         next_stop = np.append(np.minimum.accumulate(stop[::-1])[::-1], len(sequence))  # [len + 1]
-        first = p + np.arange(n) + 1  # the first committed token's index, per anchor
-        offered = np.minimum(accepted + 1, (len(sequence) - first)[:, None])
-        room = (min(self.budget, self.output_length) - np.arange(n) - 1)[:, None]
-        _, reason = commit_length(offered, (next_stop[np.minimum(first, len(sequence))] - first)[:, None],
-                                  room)
-        return np.minimum(np.arange(n)[:, None] + accepted + 1, n), reason != 0
+        first = self.prompt_length + np.arange(n) + 1  # the first committed token's index, per anchor
+        room = min(self.budget, self.output_length) - np.arange(n) - 1
+        first_stop = next_stop[np.minimum(first, len(sequence))] - first
+        return (len(sequence) - first)[:, None], first_stop[:, None], room[:, None]
 
     def oracle_plan(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,
                     training_block_size: int = TRAINING_BLOCK_SIZE, verify_lengths: bool = False) -> Plan:
@@ -293,6 +315,6 @@ class ReplaySession:
         if type(block_size) is int and block_size in self.table.candidates:
             return block_size
         size = check_block_size(block_size)
-        if size != 1:  # plain decoding: replayed by every table (ReplayTable._cycle)
+        if size != 1:  # plain decoding: replayed by every table (ReplayTable.cycle)
             self.table._column(size)
         return size
