@@ -52,20 +52,18 @@ def snap(size: int, candidates: Sequence[int]) -> int:
 
 
 def ar_wait(state: DecodeState, failed: Callable[[int, int], bool], first_wait: int = FIRST_WAIT,
-            scale: float = 1.0) -> int | None:
+            scale: float = 1.0, key: str = "") -> int | None:
     """Plain AR cycles still owed after failed speculation (``None``: speculate): after the n-th failed cycle,
-    ``first_wait * 2**(n-1)`` (at most :data:`MAX_WAIT`) times ``scale``, rounded up."""
-    sizes, accepted = state.block_size_history, state.accepted_history
-    i = len(sizes) - 1
-    while i >= 0 and sizes[i] == 1:
-        i -= 1
-    trailing_ar = len(sizes) - 1 - i
-    failures = 0
-    for j in range(i, -1, -1):
-        if sizes[j] != 1:
-            if not failed(sizes[j], accepted[j]):
-                break
-            failures += 1
+    ``first_wait * 2**(n-1)`` (at most :data:`MAX_WAIT`) times ``scale``, rounded up. The failures since the
+    last good speculative cycle and the plain cycles after the last speculative one are folded on the state
+    under ``key``, which names ``failed`` (one key, one predicate)."""
+    def update(run: tuple[int, int], i: int) -> tuple[int, int]:
+        size = state.block_size_history[i]
+        if size == 1:
+            return run[0], run[1] + 1
+        return (run[0] + 1 if failed(size, state.accepted_history[i]) else 0), 0
+
+    failures, trailing_ar = state.fold(f"_ar_wait{key}", (0, 0), update)
     if failures == 0:
         return None
     wait = max(1, math.ceil(min(MAX_WAIT, first_wait * 2 ** (failures - 1)) * scale))
@@ -201,7 +199,7 @@ class AdaptivePolicy(Policy):
         best = self.best_size(alpha, costs)  # prices the candidates once per table
         failed = 1 in self.candidates and ar_wait(
             state, lambda size, accepted: not self.beats_ar(accepted + 1, size, costs), self.first_wait,
-            self._priced[2]) is not None
+            self._priced[2], f"{id(self)}:{id(costs)}") is not None  # the predicate: this rule, this table
         pays = self.beats_ar(expected_tokens(alpha, best), best, costs)  # then at any higher acceptance too
         if failed and not pays:
             return 1  # a failed cycle, and the acceptance model expects AR to be faster: back off
