@@ -164,14 +164,24 @@ class CostTable(TableFile):
         """Per prompt, the candidate index with the fewest expected seconds per token: ``cycles_per_token``
         float [n, C] x a cycle's seconds (a decode's at that B, :meth:`fixed_cycle_seconds`; ``per_cycle``:
         one cycle's among others, :meth:`cycle_seconds`). Ties go to the larger block. Returns int64 [n]."""
+        seconds = np.atleast_2d(cycles_per_token) * self._price_row(candidates, per_cycle)
+        flipped = seconds[:, ::-1]  # argmin returns the first minimum: read from the largest block down
+        return (len(candidates) - 1 - flipped.argmin(axis=1)).astype(np.int64)
+
+    def fastest_index(self, cycles_per_token: np.ndarray, candidates: Sequence[int], per_cycle: bool = False
+                      ) -> int:
+        """:meth:`fastest` of one row [C] (a per-cycle policy asks every cycle)."""
+        flipped = (cycles_per_token * self._price_row(candidates, per_cycle))[::-1]
+        return len(candidates) - 1 - int(flipped.argmin())
+
+    def _price_row(self, candidates: Sequence[int], per_cycle: bool) -> np.ndarray:
+        """Seconds of a cycle at each of ``candidates`` [C], as :meth:`fastest` prices them (cached)."""
         key = (tuple(candidates), per_cycle)
         if key not in self._prices:
             self._require(candidates)
             price = self.cycle_seconds if per_cycle else self.fixed_cycle_seconds
             self._prices[key] = np.array([price(b) for b in candidates])
-        seconds = np.atleast_2d(cycles_per_token) * self._prices[key]
-        flipped = seconds[:, ::-1]  # argmin returns the first minimum: read from the largest block down
-        return (len(candidates) - 1 - flipped.argmin(axis=1)).astype(np.int64)
+        return self._prices[key]
 
     def in_ar_steps(self, block_size: int) -> float:
         """Cost of one cycle at ``block_size`` in plain AR steps."""

@@ -207,12 +207,14 @@ class LearnedPolicy(Policy):
         policy) the fewest expected seconds under its table (or :attr:`validated_with`; validated with none:
         every cycle alike)."""
         offered = self.allowed or self.candidates
-        columns = _columns(self.candidates, offered)
+        rows = np.atleast_2d(cycles_per_token)
+        if offered != self.candidates:
+            rows = rows[:, _columns(self.candidates, offered)]
         chosen = []
-        for row, table in zip(np.atleast_2d(cycles_per_token), tables, strict=True):
+        for row, table in zip(rows, tables, strict=True):
             # the fallback built only if read
             table = table or self.validated_with or uniform_costs(self.candidates)
-            chosen.append(offered[int(table.fastest(row[None, columns], offered, self.per_step)[0])])
+            chosen.append(offered[table.fastest_index(row, offered, self.per_step)])
         return chosen
 
     def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0,
