@@ -25,13 +25,10 @@ def cycle_features(state: DecodeState) -> np.ndarray:
     accepted share, full-accept flag, B / 32, B = 1 flag; then acceptance at three decays, the trailing AR
     run, cycles since the last good speculative cycle and the cycle count (all / 16)."""
     sizes, accepted = state.block_size_history, state.accepted_history
-    rows = []
-    for k in range(1, HISTORY + 1):
-        if k <= len(sizes):
-            b, a = sizes[-k], accepted[-k]
-            rows += [a / (b - 1) if b > 1 else 0.0, float(b > 1 and a == b - 1), b / 32, float(b == 1)]
-        else:
-            rows += [0.0, 0.0, 0.0, 0.0]
+    rows: list[float] = []
+    for b, a in zip(sizes[: -HISTORY - 1 : -1], accepted[: -HISTORY - 1 : -1]):  # the newest first
+        rows += (a / (b - 1) if b > 1 else 0.0, float(b > 1 and a == b - 1), b / 32, float(b == 1))
+    rows += [0.0] * (4 * HISTORY - len(rows))
     rates = [acceptance_rate(state, decay=decay) for decay in (0.5, 0.8, 0.95)]
     speculative, good = _last_cycles(state)
     trailing_ar, since_good = len(sizes) - 1 - speculative, len(sizes) - 1 - good
@@ -63,12 +60,14 @@ class CycleLearnedPolicy(LearnedPolicy):
         self.validated_with = validated_with
 
     def outputs(self, features: np.ndarray) -> np.ndarray:
-        """The MLP's outputs [n, C] for features [n, F] (its forward, in numpy)."""
+        """The MLP's outputs [n, C] for features [n, F], or [C] for [F] (its forward, in numpy)."""
+        layers = len(self.model.coefs_)
         h = features
         for i, (weight, bias) in enumerate(zip(self.model.coefs_, self.model.intercepts_)):
-            h = h @ weight + bias
-            if i < len(self.model.coefs_) - 1:
-                h = np.maximum(h, 0.0)
+            h = h @ weight
+            h += bias
+            if i < layers - 1:
+                np.maximum(h, 0.0, out=h)
         return h
 
     def step(self, state: DecodeState, observation: PromptObservation) -> int:
@@ -77,7 +76,7 @@ class CycleLearnedPolicy(LearnedPolicy):
         if self.model is None:
             raise ValueError("this cycle policy is untrained; `specpolicy train cycle --sweep DIR --out "
                              "FOLDER`")
-        out = self.outputs(cycle_features(state)[None])[0]
+        out = self.outputs(cycle_features(state))
         if self.predicts == "regret":
             return self.candidates[int(np.argmin(out))]
         return self.fastest_choices(1.0 / np.maximum(out, 1.0)[None], [observation.costs])[0]
