@@ -3,6 +3,7 @@ live decode (or imported) and read without torch."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -59,6 +60,9 @@ class ReplayTable:
     budget: int
     confidences: dict[int, np.ndarray] = field(default_factory=dict)
     entropies: dict[int, np.ndarray] = field(default_factory=dict)
+    rounds: bool = False
+    """True: every reachable anchor is one recorded round of a calibration bank, replayed on its own
+    (:meth:`simulate`)"""
     _fixed: dict[int, tuple[CycleRecord, ...]] = field(default_factory=dict, init=False, repr=False,
                                                        compare=False)
     """the cycles of each fixed block size, replayed once (the table is read-only once built)"""
@@ -136,11 +140,30 @@ class ReplayTable:
         ``prefill_logits`` [V] is what per-cycle policies read (default: empty)."""
         size = plan if isinstance(plan, int) else plan.always
         if size is None:
+            if self.rounds:
+                return self._rounds(plan, prefill_logits)
             return run(self.session(prefill_logits), plan)
         if size not in self._fixed:
             self._column(size)
             self._fixed[size] = tuple(run(self.session(), Plan.fixed(size)))
         return list(self._fixed[size])
+
+    def _rounds(self, plan: Plan, prefill_logits: Any = None) -> list[CycleRecord]:
+        """Every recorded round with ``plan``'s B and L, each on its own (a round's tokens: min(accepted, L -
+        1) + 1, so a cut round commits less and the next round starts where the recording's did): exact per
+        round for a rule that reads the drafted block; a rule that reads the history sees its own rounds,
+        each at the recorded anchor."""
+        logits = prefill_logits if prefill_logits is not None else np.zeros(0, dtype=np.float32)
+        state = DecodeState.after_prefill(logits, self.prompt_length)
+        offsets = np.flatnonzero(self.accepted[:, 0] >= 0).tolist()
+        cycles = []
+        for k, i in enumerate(offsets):
+            position, size = self.prompt_length + i, plan.block(state)
+            length = plan.cycle_length(state, size, functools.partial(self.drafted_block, position, size))
+            cycle = self.cycle(position, i + 1, size, length)[0]
+            cycles.append(cycle)
+            state.advance(cycle, offsets[k + 1] + 1 if k + 1 < len(offsets) else i + 1 + cycle.committed)
+        return cycles
 
     def taus(self) -> dict[int, float]:
         """tau of every candidate as a fixed block size (:func:`~specpolicy.cycles.mean_acceptance` of the

@@ -45,6 +45,9 @@ class ReplayEntry(_Record):
     ``accepted`` holds one column, the drafts accepted at the longest candidate, and a block of B accepts
     min(that, B - 1); ``sequence`` may be empty (no stop token is read: the recorded length ends the
     decode)"""
+    rounds: bool | None = None
+    """True for a calibration bank's rounds: each reachable anchor replayed on its own
+    (:meth:`~specpolicy.replay.table.ReplayTable.simulate`)"""
 
     @model_validator(mode="after")
     def _shape(self) -> ReplayEntry:
@@ -61,7 +64,7 @@ class ReplayEntry(_Record):
         return cls(candidates=table.candidates, accepted=table.accepted.tolist(), sequence=table.sequence,
                    output_length=table.output_length, stop_token_ids=table.stop_token_ids,
                    budget=table.budget,
-                   confidences=_encode_rows(table.confidences), entropies=_encode_rows(table.entropies))
+                   confidences=encode_rows(table.confidences), entropies=encode_rows(table.entropies))
 
     def table(self, prompt_length: int) -> ReplayTable:
         import numpy as np
@@ -72,7 +75,8 @@ class ReplayEntry(_Record):
             sequence = sequence or [0] * (prompt_length + self.output_length + max(self.candidates))
         return ReplayTable(prompt_length, self.output_length, self.candidates, accepted, sequence,
                            self.stop_token_ids, self.budget,
-                           self._decode_rows(self.confidences), self._decode_rows(self.entropies))
+                           self._decode_rows(self.confidences), self._decode_rows(self.entropies),
+                           bool(self.rounds))
 
     def _decode_rows(self, encoded: dict[int, str]) -> dict:
         """block size -> float32 [output_length, B - 1] from the stored float16 base64."""
@@ -83,7 +87,7 @@ class ReplayEntry(_Record):
                 for b, v in encoded.items()}
 
 
-def _encode_rows(rows: dict) -> dict[int, str]:
+def encode_rows(rows: dict) -> dict[int, str]:
     """block size -> [n, B - 1] values as float16 little-endian bytes in base64 (what the store keeps)."""
     import numpy as np
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specpolicy.sweep.traces import profile, spec_bench, specdecode, vllm
+from specpolicy.sweep.traces import calibration, profile, spec_bench, specdecode, vllm
 from specpolicy.sweep.traces.common import TraceImport, first_object, trace_file
 from specpolicy.sweep.traces.profile import ProfileDraw
 
@@ -33,19 +33,21 @@ class TraceArgs:
 @dataclass(frozen=True)
 class TraceFormat:
     name: str
-    sniff: Callable[[dict], bool]
-    """whether a file whose first JSON object is this is of this format"""
+    sniff: Callable[[Path, dict], bool]
+    """whether a file (its path, its first JSON object) is of this format"""
     load: Callable[[Path, Path, TraceArgs], TraceImport]
 
 
 FORMATS = (
-    TraceFormat(profile.FORMAT, lambda first: "conditional_accept_rates" in first,
+    TraceFormat(calibration.FORMAT, lambda file, first: file.name in calibration.BANKS,
+                lambda file, out, a: calibration.import_calibration(file, out, a.one_block(file), a.dataset)),
+    TraceFormat(profile.FORMAT, lambda file, first: "conditional_accept_rates" in first,
                 lambda file, out, a: profile.import_profile(file, out, a.candidates, a.dataset, a.draw)),
-    TraceFormat(spec_bench.FORMAT, lambda first: "question_id" in first,
+    TraceFormat(spec_bench.FORMAT, lambda file, first: "question_id" in first,
                 lambda file, out, a: spec_bench.import_spec_bench(file, out, a.one_block(file), a.dataset)),
-    TraceFormat(vllm.FORMAT, lambda first: bool({"metrics", "choices"} & set(first)),
+    TraceFormat(vllm.FORMAT, lambda file, first: bool({"metrics", "choices"} & set(first)),
                 lambda file, out, a: vllm.import_vllm(file, out, a.one_block(file), a.dataset)),
-    TraceFormat(specdecode.FORMAT, lambda first: True,  # the per-position JSONL: what is left
+    TraceFormat(specdecode.FORMAT, lambda file, first: True,  # the per-position JSONL: what is left
                 lambda file, out,
                 a: specdecode.import_specdecode(file, out, a.drafter, a.candidates, a.dataset)),
 )
@@ -54,8 +56,8 @@ FORMATS = (
 
 def import_traces(file: str | Path, out: str | Path, args: TraceArgs = TraceArgs()) -> TraceImport:
     """A trace file of any format of :data:`FORMATS`, told apart by its first object."""
-    file = trace_file(file, "a SpecDecode-Bench trace, a Spec-Bench answer file, vLLM responses or a "
-                            "speculation_profile.json")
+    file = trace_file(file, "a SpecDecode-Bench trace, a Spec-Bench answer file, vLLM responses, a "
+                            "speculation_profile.json or a calibration bank's acceptance.parquet")
     first = first_object(file)
-    form = next(f for f in FORMATS if f.sniff(first))
+    form = next(f for f in FORMATS if f.sniff(file, first))
     return form.load(file, Path(out), args)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
-from specpolicy.sweep.records import RECORD_VERSION, ReplayEntry, SweepRecord, prompt_digest
+from specpolicy.sweep.records import RECORD_VERSION, ReplayEntry, SweepRecord, encode_rows, prompt_digest
 from specpolicy.sweep.store import SweepStore
 
 
@@ -49,17 +49,28 @@ def chain_record(prompt_id: str, index: int, drafts: list[int], sizes: Sequence[
 
 
 def per_step_record(index: int, prompt_id: str, lengths: list[int], category: str | None, group: str,
-                     conversation: str, size: int, tokens: int | None = None) -> SweepRecord:
+                    conversation: str, size: int, tokens: int | None = None,
+                    confidences: Sequence[Sequence[float]] | None = None) -> SweepRecord:
     """A decode whose steps committed ``lengths`` tokens: the prefill's token, then a step at every anchor the
     recorded run reached (accepted drafts there; -1, unreached, elsewhere), at the one block size ``size``; an
     output of ``tokens`` (fewer than the steps committed: the engine cut the last step) ends the replay
-    there."""
-    accepted, anchor = [-1] * (1 + sum(lengths)), 0
+    there. ``confidences`` [steps, size - 1]: a calibration bank's rounds, each with the drafter's
+    confidences, replayed on their own (:attr:`ReplayEntry.rounds`)."""
+    accepted, anchor, anchors = [-1] * (1 + sum(lengths)), 0, []
     for committed in lengths:
         accepted[anchor], anchor = committed - 1, anchor + committed
+        anchors.append(anchor - committed)
+    rows = {}
+    if confidences is not None:
+        import numpy as np
+
+        rows = np.full((len(accepted), size - 1), np.nan, np.float32)
+        rows[anchors] = confidences
+        rows = {size: rows}
     entry = ReplayEntry(candidates=(size,), accepted=[[a] for a in accepted], sequence=[],
                         output_length=len(accepted),
-                        stop_token_ids=(), budget=min(tokens or len(accepted), len(accepted)), chain=True)
+                        stop_token_ids=(), budget=min(tokens or len(accepted), len(accepted)), chain=True,
+                        confidences=encode_rows(rows), rounds=confidences is not None or None)
     return SweepRecord(version=RECORD_VERSION, prompt_id=prompt_id, index=index,
                        prompt_sha256=prompt_digest([]),
                        taus=entry.table(0).taus(), output_length=len(accepted), replay=entry,
