@@ -65,6 +65,9 @@ def compare(
                                           "llamacpp (llama.cpp's llama-server, `specpolicy engine "
                                           "build`), beside replay"),
     server: str = ServerOption,
+    steps: Path = typer.Option(None, help="with --engine: save each policy's replies here, per-step "
+                                          "records a fixed setting's run imports with `specpolicy "
+                                          "import-traces`"),
     fmt: OutputFormat = FormatOption,
     plot: Path = typer.Option(None, help="save a PNG: speed per policy and chosen block sizes"),
     target: str = TargetOption,

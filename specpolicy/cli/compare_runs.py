@@ -53,7 +53,7 @@ def results_per_dataset(options: CompareOptions) -> Iterator[Run]:
 
             sweep = store or _cached_sweep(name, options, chosen)
             yield Run(name, None, engine_results(sweep, built, options.threads, options.server,
-                                                 options.target, options.drafter))
+                                                 options.target, options.drafter, options.steps))
         else:
             yield Run(name, None, _run_dataset(name, options, built, chosen, costs))
 

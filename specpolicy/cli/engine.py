@@ -36,9 +36,11 @@ def convert(target: str = TargetOption, drafter: str = DrafterOption,
     stderr.print(f"GGUF pair: {folder}", highlight=False)
 
 
-def engine_results(store, policies, threads: int, server: str | None, target: str, drafter: str):
+def engine_results(store, policies, threads: int, server: str | None, target: str, drafter: str,
+                   steps: Path | None = None):
     """compare's engine run (:func:`~specpolicy.evaluation.engine.compare_engine`), replay's prediction and
-    the fastest stock flags beside it on stderr. Returns the measured results."""
+    the fastest stock flags beside it on stderr, each policy's replies saved in ``steps``. Returns the
+    measured results."""
     from specpolicy.cli.progress import progress_bar
     from specpolicy.evaluation.engine import compare_engine
 
@@ -46,6 +48,10 @@ def engine_results(store, policies, threads: int, server: str | None, target: st
                                 drafter=drafter, progress=progress_bar,
                                 report=lambda line: stderr.print(line, highlight=False))
     _report(comparison.run, comparison.modelled, len(comparison.run.recorded))
+    if steps is not None:
+        files = comparison.run.save_steps(steps)
+        stderr.print(f"the engine's replies (per-step records for `specpolicy import-traces`): "
+                     f"{', '.join(str(f) for f in files)}", highlight=False, soft_wrap=True)
     stock = comparison.stock
     if stock is not None:
         losing = ("; no stock setting beats plain decoding: run without speculation, or the patched server "

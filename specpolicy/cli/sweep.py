@@ -131,9 +131,10 @@ def import_blockpilot(
 
 def import_traces(
     file: Path = typer.Argument(..., help="a trace: SpecDecode-Bench's per-position JSONL, Spec-Bench "
-                                          "answers, vLLM responses, a speculation_profile.json (told "
-                                          "apart by the first object) or a calibration bank's "
-                                          "acceptance.parquet (speculator.parquet beside it)"),
+                                          "answers, vLLM or patched llama-server responses, a "
+                                          "speculation_profile.json (told apart by the first object) or "
+                                          "a calibration bank's acceptance.parquet (speculator.parquet "
+                                          "beside it)"),
     out: Path = typer.Option(..., help="sweep store to create (rerun to resume)"),
     drafter: str = typer.Option("eagle", help="SpecDecode-Bench: whose acceptance to import, eagle "
                                               "(EAGLE-3) or ngram"),

@@ -98,6 +98,16 @@ class Reply:
     steps: tuple[Step, ...] = ()
     """a patched server's record of every drafting step (``timings.spec_steps``); empty from a stock server"""
 
+    def response(self, request_id: str) -> dict:
+        """This reply as llama-server answers ``/completion`` (tokens and timings, ``spec_steps`` as the
+        patched server writes them), with ``id``: what ``import-traces`` reads."""
+        steps = [{"block": s.block, "drafted": s.drafted, "verified": s.verified, "accepted": s.accepted,
+                  "p": list(s.probabilities), "draft_ms": s.draft_seconds * 1e3, "step_ms": s.seconds * 1e3}
+                 for s in self.steps]
+        return {"id": request_id, "tokens": list(self.tokens),
+                "timings": {"draft_n": self.drafted, "draft_n_accepted": self.accepted,
+                            "predicted_ms": self.seconds * 1e3} | ({"spec_steps": steps} if steps else {})}
+
     @property
     def cycles(self) -> int:
         """Target passes after prefill (whose pass gives the first token): each commits its accepted drafts +

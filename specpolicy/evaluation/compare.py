@@ -77,6 +77,8 @@ class CompareOptions:
     engine: str | None = None
     """a serving engine the policies run in (``llamacpp``), measured there"""
     server: str | None = None
+    steps: Path | None = None
+    """a folder for the engine's replies, a JSONL per policy (``import-traces`` reads them)"""
 
     def given(self, name: str) -> bool:
         """Whether the option ``name`` differs from its default."""
@@ -115,6 +117,10 @@ class CompareOptions:
         if self.engine and (self.mode is Mode.live or self.batch_costs is not None or self.costs):
             raise ValueError("--engine measures the engine and prices replay with the engine's own cost "
                              "table; drop --mode live, --costs and --batch-costs")
+        if self.steps is not None and not self.engine:
+            raise ValueError("--steps saves the engine's per-step records: add --engine llamacpp, or drop it")
+        if self.steps is not None and self.steps.exists() and not self.steps.is_dir():
+            raise ValueError(f"--steps {self.steps} is a file; pass a folder for the engine's replies")
         if self.by not in (None, *BY):
             raise ValueError(f"--by {self.by} is not a prompt label; use --by category, group or context")
         if self.by == "context" and self.sweep is None:

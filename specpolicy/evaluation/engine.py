@@ -52,6 +52,21 @@ class EngineRun:
     """(prompt id, setting) -> the engine's reply"""
     recorded: dict[str, tuple[int, ...]] = field(default_factory=dict)
     """prompt id -> specpolicy's recorded greedy output (the sweep's)"""
+    chosen: dict[str, list[Setting]] = field(default_factory=dict)
+    """prompt id -> the setting each policy ran it with"""
+
+    def save_steps(self, folder: str | Path) -> list[Path]:
+        """Each policy's replies as llama.cpp responses (JSONL, one ``/completion`` answer a prompt with its
+        ``id``: ``import-traces`` reads a fixed setting's), ``folder/<policy>.jsonl``; the files written."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        files = []
+        for k, result in enumerate(self.results):
+            lines = [json.dumps(self.replies[pid, settings[k]].response(pid))
+                     for pid, settings in self.chosen.items()]
+            files.append(folder / f"{result.policy.replace('/', '_')}.jsonl")
+            files[-1].write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return files
 
     def lossless_failures(self) -> list[tuple[str, Setting]]:
         """(prompt, setting) whose greedy output differs from the same server's plain decoding."""
@@ -157,6 +172,7 @@ def evaluate_engine(pool: ServerPool, store: SweepStore, policies: Sequence[Poli
         for setting in order[shift:] + order[:shift]:
             run.replies[record.prompt_id, setting] = pool[setting].complete(prompt, budget)
         plain = run.replies[record.prompt_id, PLAIN]
+        run.chosen[record.prompt_id] = chosen
         for result, setting in zip(run.results, chosen):
             reply = run.replies[record.prompt_id, setting]
             ar_seconds = plain.seconds * len(reply.tokens) / max(1, len(plain.tokens))

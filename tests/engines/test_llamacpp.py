@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from specpolicy.cycles import Plan
 from specpolicy.engines.build import SERVER_ENV, _pre_tokenizer, find_server
 from specpolicy.engines.llamacpp import Reply, Server, ServerPool, Setting, Step
 from specpolicy.evaluation.engine import PLAIN, EngineRun, engine_costs, evaluate_engine, plan_settings
@@ -338,3 +339,44 @@ def test_a_prompt_decoded_plainly_goes_to_plain_decodings_server_on_a_patched_po
     policies = [create_policy(name, [1, 2, 4, 8]) for name in ("fixed1", "fixed4")]
     settings = plan_settings(replay_store, records, policies, replay_store.latency(), per_request=True)
     assert settings == [[PLAIN, Setting(4)]] * 2
+
+
+def test_the_engines_replies_saved_by_a_compare_import_as_rounds_with_its_confidences(fake_binary, replay_store,
+                                                                                      tmp_path, monkeypatch):
+    """Issue 55: the engine's records are traces: `compare --engine --steps DIR` writes each policy's replies as
+    llama-server answers them, and a fixed setting's import as rounds at its block with the engine's
+    probabilities; a per-step plan's, or a run with cut verifies, is refused."""
+    from specpolicy.engines.build import patch_digest
+    from specpolicy.evaluation import engine
+    from specpolicy.sweep.traces import import_traces
+
+    (tmp_path / "llama-server.json").write_text(json.dumps({"patch": patch_digest()}))
+    monkeypatch.setenv("FAKE_PATCHED", "1")
+    monkeypatch.setattr("specpolicy.engines.build.gguf_pair", lambda target, drafter, out=None, report=print: tmp_path)
+    policies = [create_policy(name, [1, 2, 4, 8]) for name in ("fixed4", "adaptive")]
+    comparison = engine.compare_engine(replay_store, policies, server=fake_binary, report=lambda line: None)
+    fixed, per_step = comparison.run.save_steps(tmp_path / "steps")
+    assert (fixed.name, per_step.name) == ("fixed4.jsonl", "adaptive.jsonl")
+    result = import_traces(fixed, tmp_path / "store")
+    store, replies = result.store, {pid: comparison.run.replies[pid, s[0]] for pid, s in comparison.run.chosen.items()}
+    assert store.candidates == (4,) and store.meta["confidence_sizes"] == [4] and "per step" in result.exact_for
+    for record in store.records():
+        reply, table = replies[record.prompt_id.removeprefix("fixed4:")], record.table()
+        assert table.rounds and [c.accepted for c in table.simulate(Plan.fixed(4))] == \
+            [s.accepted for s in reply.steps]
+        assert table.drafted_block(0, 4).confidences == (0.5, 0.5, 0.5)
+    cut = tmp_path / "cut.jsonl"  # a p_min run's verify cut after two drafts
+    cut.write_text(json.dumps({"id": "x", "timings": {"spec_steps": [
+        {"block": 8, "drafted": 7, "verified": 2, "accepted": 1, "p": [0.9, 0.6, 0.1, 0, 0, 0, 0]}]}}) + "\n")
+    with pytest.raises(ValueError, match="cut its verifies"):
+        import_traces(cut, tmp_path / "cut")
+    mixed = tmp_path / "mixed.jsonl"  # a per-step plan's steps: blocks of 1 and 8
+    mixed.write_text(json.dumps({"id": "y", "timings": {"spec_steps": [
+        {"block": 1, "drafted": 0, "verified": 0, "accepted": 0, "p": []},
+        {"block": 8, "drafted": 7, "verified": 7, "accepted": 7, "p": [0.9] * 7}]}}) + "\n")
+    with pytest.raises(ValueError, match=r"drafted blocks \[1, 8\]: import the steps of one fixed setting"):
+        import_traces(mixed, tmp_path / "mixed")
+    stock = tmp_path / "stock.jsonl"
+    stock.write_text(json.dumps({"id": "a", "tokens": [1, 2], "timings": {"draft_n": 3}}) + "\n")
+    with pytest.raises(ValueError, match="no timings.spec_steps"):
+        import_traces(stock, tmp_path / "stock")

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specpolicy.sweep.traces import calibration, profile, spec_bench, specdecode, vllm
+from specpolicy.sweep.traces import calibration, llamacpp, profile, spec_bench, specdecode, vllm
 from specpolicy.sweep.traces.common import TraceImport, first_object, trace_file
 from specpolicy.sweep.traces.profile import ProfileDraw
 
@@ -45,6 +45,8 @@ FORMATS = (
                 lambda file, out, a: profile.import_profile(file, out, a.candidates, a.dataset, a.draw)),
     TraceFormat(spec_bench.FORMAT, lambda file, first: "question_id" in first,
                 lambda file, out, a: spec_bench.import_spec_bench(file, out, a.one_block(file), a.dataset)),
+    TraceFormat(llamacpp.FORMAT, lambda file, first: "timings" in first,
+                lambda file, out, a: llamacpp.import_llamacpp(file, out, a.one_block(file), a.dataset)),
     TraceFormat(vllm.FORMAT, lambda file, first: bool({"metrics", "choices"} & set(first)),
                 lambda file, out, a: vllm.import_vllm(file, out, a.one_block(file), a.dataset)),
     TraceFormat(specdecode.FORMAT, lambda file, first: True,  # the per-position JSONL: what is left
@@ -56,8 +58,9 @@ FORMATS = (
 
 def import_traces(file: str | Path, out: str | Path, args: TraceArgs = TraceArgs()) -> TraceImport:
     """A trace file of any format of :data:`FORMATS`, told apart by its first object."""
-    file = trace_file(file, "a SpecDecode-Bench trace, a Spec-Bench answer file, vLLM responses, a "
-                            "speculation_profile.json or a calibration bank's acceptance.parquet")
+    file = trace_file(file, "a SpecDecode-Bench trace, a Spec-Bench answer file, vLLM or llama.cpp "
+                            "responses, a speculation_profile.json or a calibration bank's "
+                            "acceptance.parquet")
     first = first_object(file)
     form = next(f for f in FORMATS if f.sniff(file, first))
     return form.load(file, Path(out), args)

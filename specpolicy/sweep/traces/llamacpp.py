@@ -1,0 +1,94 @@
+"""llama.cpp responses from a server built by ``specpolicy engine build`` (patched): ``timings.spec_steps``
+records every drafting step (its block, drafts drafted, sent to verify and accepted, and the drafter's top-1
+probability at each drafted position), so a run at one fixed setting with every draft verified (p_min 0;
+``compare --engine llamacpp --steps DIR`` writes them) imports as rounds with the engine's own confidences:
+exact per step for its block and for verify lengths up to it (:class:`~specpolicy.replay.table.ReplayTable`
+``rounds``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from specpolicy.defaults import MAX_BLOCK_SIZE
+from specpolicy.sweep.store import SweepStore
+from specpolicy.sweep.traces import common
+from specpolicy.sweep.traces.common import TraceImport, per_step_record, store_meta
+
+FORMAT = "llamacpp-steps"
+
+
+@dataclass(frozen=True)
+class EngineStep:
+    """One drafting step: its block B, drafts drafted, sent to verify (L - 1) and accepted, and the drafter's
+    probability of each drafted token."""
+
+    block: int
+    drafted: int
+    verified: int
+    accepted: int
+    probabilities: tuple[float, ...]
+
+
+def engine_response(file: Path, line_number: int, line: bytes) -> tuple[str, list[EngineStep], int | None]:
+    """(id, steps, tokens output or ``None``) of one response line; a ValueError naming the line and the
+    problem otherwise."""
+    body, where = common.json_line(file, line_number, line)
+    steps = (body.get("timings") or {}).get("spec_steps")
+    if not isinstance(steps, list):
+        raise ValueError(f"{where} has no timings.spec_steps: a response of a server built by `specpolicy "
+                         "engine build` (patched) carries them; a stock llama-server's does not")
+    where, parsed = f"{where} (request {body.get('id', line_number)})", []
+    for step in steps:
+        try:
+            parsed.append(EngineStep(step["block"], step["drafted"], step["verified"], step["accepted"],
+                                     tuple(step["p"])))
+        except (KeyError, TypeError):
+            raise ValueError(f"{where}: a step lacks block, drafted, verified, accepted or p; the response "
+                             "is damaged") from None
+    bad = next((s for s in parsed if not (common.counts([s.block, s.drafted, s.verified, s.accepted], 0)
+                                           and 1 <= s.block <= MAX_BLOCK_SIZE
+                                           and s.accepted <= s.verified <= s.drafted < s.block
+                                           and len(s.probabilities) == s.drafted
+                                           and all(isinstance(p, float | int) and 0 <= p <= 1
+                                                   for p in s.probabilities))), None)
+    if bad is not None:
+        raise ValueError(f"{where}: a step's counts or probabilities are impossible ({bad}); the response is "
+                         "damaged")
+    tokens = body.get("tokens")
+    return str(body.get("id", line_number)), parsed, len(tokens) if isinstance(tokens, list) else None
+
+
+def import_llamacpp(file: str | Path, out: str | Path, block_size: int | None = None,
+                    dataset: str | None = None) -> TraceImport:
+    """Read llama.cpp responses (JSONL, one ``/completion`` answer a line, with an ``id``) of one fixed
+    setting with every draft verified into rounds at its block, with the engine's confidences."""
+    file = common.trace_file(file, "a JSONL of llama-server responses carrying timings.spec_steps")
+    dataset = dataset or file.stem
+    responses = [engine_response(file, n, line) for n, line in common.jsonl_lines(file)]
+    steps = [s for _, run, _ in responses for s in run]
+    blocks = sorted({s.block for s in steps})
+    if len(blocks) != 1:
+        raise ValueError(f"{file}: " + (f"the run drafted blocks {blocks}: import the steps of one fixed "
+                                        "setting (fixedN, llamacpp-pmin), not a per-step plan's"
+                                        if blocks else "no response records a drafting step"))
+    size = blocks[0]
+    if any(s.verified < s.drafted for s in steps):
+        raise ValueError(f"{file}: the run cut its verifies (a p_min above 0), so what the cut drafts would "
+                         "have done is unknown; record with every draft verified (fixedN, or p_min=0)")
+    if block_size not in (None, size):
+        raise ValueError(f"{file}: the run drafted blocks of {size}; pass --candidates {size} or leave it "
+                         "out")
+    meta = store_meta(file, dataset, FORMAT, [size], training_block_size=size, confidence_sizes=[size],
+                      drafter_kind="block")
+    store = SweepStore.fill(out, meta, (
+        per_step_record(index, f"{dataset}:{rid}", [s.accepted + 1 for s in run], None, dataset,
+                        f"{dataset}:{rid}", size, tokens,
+                        # a position the budget left undrafted reads as probability 0
+                        [list(s.probabilities) + [0.0] * (size - 1 - s.drafted) for s in run])
+        for index, (rid, run, tokens) in enumerate(responses) if run))
+    return TraceImport(store, sum(1 for _, run, _ in responses if run), max(s.accepted for s in steps), [],
+                       {rid: "no drafting step" for rid, run, _ in responses if not run},
+                       f"each of {len(steps)} steps at B = {size} (fixed, and verify lengths up to it read "
+                       "from the engine's confidences), per step: a cut step commits less and the next "
+                       "step is the recording's")
