@@ -56,7 +56,25 @@ def engine_response(file: Path, line_number: int, line: bytes) -> tuple[str, lis
         raise ValueError(f"{where}: a step's counts or probabilities are impossible ({bad}); the response is "
                          "damaged")
     tokens = body.get("tokens")
-    return str(body.get("id", line_number)), parsed, len(tokens) if isinstance(tokens, list) else None
+    tokens = len(tokens) if isinstance(tokens, list) else body["timings"].get("predicted_n")
+    return str(body.get("id", line_number)), parsed, tokens if type(tokens) is int and tokens > 0 else None
+
+
+def run_block(file: Path, responses: list[tuple[str, list[EngineStep], int | None]]) -> int:
+    """The one block a fixed setting's run drafted: its largest, every smaller step one the budget's room
+    capped (its block equal to the tokens left); a ValueError for a per-step plan's steps."""
+    size = max((s.block for _, run, _ in responses for s in run), default=0)
+    if size == 0:
+        raise ValueError(f"{file}: no response records a drafting step")
+    for rid, run, tokens in responses:
+        produced = 1
+        for step in run:
+            if step.block != size and step.block != (tokens or 0) - produced:
+                raise ValueError(f"{file} (request {rid}): a step drafted a block of {step.block} where the "
+                                 f"run's is {size} with room for more: import the steps of one fixed setting "
+                                 "(fixedN, llamacpp-pmin), not a per-step plan's")
+            produced += step.accepted + 1
+    return size
 
 
 def import_llamacpp(file: str | Path, out: str | Path, block_size: int | None = None,
@@ -67,12 +85,7 @@ def import_llamacpp(file: str | Path, out: str | Path, block_size: int | None = 
     dataset = dataset or file.stem
     responses = [engine_response(file, n, line) for n, line in common.jsonl_lines(file)]
     steps = [s for _, run, _ in responses for s in run]
-    blocks = sorted({s.block for s in steps})
-    if len(blocks) != 1:
-        raise ValueError(f"{file}: " + (f"the run drafted blocks {blocks}: import the steps of one fixed "
-                                        "setting (fixedN, llamacpp-pmin), not a per-step plan's"
-                                        if blocks else "no response records a drafting step"))
-    size = blocks[0]
+    size = run_block(file, responses)
     if any(s.verified < s.drafted for s in steps):
         raise ValueError(f"{file}: the run cut its verifies (a p_min above 0), so what the cut drafts would "
                          "have done is unknown; record with every draft verified (fixedN, or p_min=0)")
@@ -84,7 +97,7 @@ def import_llamacpp(file: str | Path, out: str | Path, block_size: int | None = 
     store = SweepStore.fill(out, meta, (
         per_step_record(index, f"{dataset}:{rid}", [s.accepted + 1 for s in run], None, dataset,
                         f"{dataset}:{rid}", size, tokens,
-                        # a position the budget left undrafted reads as probability 0
+                        # a position the budget's room left undrafted reads as probability 0
                         [list(s.probabilities) + [0.0] * (size - 1 - s.drafted) for s in run])
         for index, (rid, run, tokens) in enumerate(responses) if run))
     return TraceImport(store, sum(1 for _, run, _ in responses if run), max(s.accepted for s in steps), [],
