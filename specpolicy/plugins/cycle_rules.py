@@ -186,7 +186,7 @@ class AdaptivePolicy(Policy):
         """The speculative candidate (B > 1) with the most expected tokens per cycle second."""
         best, most = 0, -1.0
         for size, seconds in self._prices(costs)[3]:  # ascending B: a tie keeps the smaller block
-            rate = expected_tokens(alpha, size) / seconds
+            rate = (1 - alpha**size) / seconds  # expected_tokens x (1 - alpha), the same for every B
             if rate > most:
                 best, most = size, rate
         return best
