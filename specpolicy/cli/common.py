@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import re
 import sys
 from dataclasses import fields
 from enum import Enum
@@ -137,8 +138,9 @@ def emit(rows: list[dict], fmt: OutputFormat, title: str | None = None,
     table, columns = Table(title=title), columns[:table_columns]
     # pipes and files get full rows, unless the environment names a width (COLUMNS, which rich reads)
     console = stdout if stdout.is_terminal else Console(width=None if os.environ.get("COLUMNS") else 200)
-    for i, column in enumerate(columns):
-        table.add_column(column, overflow="fold", no_wrap=i < 2)
+    for column in columns:  # figures never break; names fold where the width runs out
+        table.add_column(column, overflow="fold",
+                         no_wrap=all(re.fullmatch(r"[-<+\d.,x%/ ]*", str(row[column])) for row in rows))
     for row in rows:
         table.add_row(*(str(row[c]) for c in columns))
     console.print(table)
