@@ -73,11 +73,10 @@ def _llamacpp(policy: str, engine: str, server: str | None) -> dict:
     from specpolicy.defaults import DEFAULT_CANDIDATES, DEFAULT_THREADS, TRAINING_BLOCK_SIZE
     from specpolicy.engines.build import find_server, gguf_pair
     from specpolicy.engines.llamacpp import deployment
-    from specpolicy.evaluation.engine import deployable_settings, engine_sizes, for_engine
+    from specpolicy.evaluation.engine import check_engine, deployable_settings, engine_sizes, for_engine
     from specpolicy.registry import get_registry
 
-    if engine != "llamacpp":
-        raise fail(f"--engine {engine} is not an engine specpolicy exports to; use --engine llamacpp")
+    check_engine(engine, "exports to")
     sizes = engine_sizes(DEFAULT_CANDIDATES)
     settings = deployable_settings(for_engine(get_registry().create(policy, sizes), sizes),
                                    TRAINING_BLOCK_SIZE)

@@ -10,6 +10,7 @@ from specpolicy.cli.common import (
     DraftSamplingOption,
     DtypeOption,
     SeedOption,
+    ServerOption,
     TargetOption,
     TemperatureOption,
     ThreadsOption,
@@ -18,7 +19,7 @@ from specpolicy.cli.common import (
     stderr,
     stdout,
 )
-from specpolicy.defaults import DEFAULT_POLICY, GENERATE_MAX_NEW_TOKENS, MAX_BLOCK_SIZE
+from specpolicy.defaults import DEFAULT_CANDIDATES, DEFAULT_POLICY, GENERATE_MAX_NEW_TOKENS, MAX_BLOCK_SIZE
 
 
 def generate(
@@ -35,15 +36,26 @@ def generate(
     threads: int = ThreadsOption,
     device: str = DeviceOption,
     dtype: str = DtypeOption,
+    costs: str = typer.Option(None, help="the cost table the policy plans with (default: this machine's, "
+                                         "measured once; with --engine, the engine's: `specpolicy compare "
+                                         "--engine llamacpp --steps DIR` saves it as DIR/costs.json)"),
+    engine: str = typer.Option(None, help="decode in a serving engine, greedily: llamacpp (llama.cpp's "
+                                          "llama-server, `specpolicy engine build`)"),
+    server: str = ServerOption,
 ) -> None:
     """Decode one prompt with a policy's block sizes (default: BlockPilot's start with a cost-aware guard);
     print the text, then the block sizes, tau and tokens/s on stderr."""
+    import numpy as np
+
+    from specpolicy.costs import CostTable
     from specpolicy.data.prompts import Prompt, encode_prompt
     from specpolicy.decoding import SpeculativeDecoder
     from specpolicy.decoding.engine import check_live, decode
+    from specpolicy.engines.build import find_server
+    from specpolicy.evaluation.engine import check_engine, engine_sizes, for_engine
     from specpolicy.models import load_pair
     from specpolicy.models.sources import target_vocab_size
-    from specpolicy.policy import check_vocabulary
+    from specpolicy.policy import PromptObservation, check_vocabulary
     from specpolicy.registry import get_registry
     from specpolicy.sweep.latency import cached_costs, pin_threads
 
@@ -55,18 +67,36 @@ def generate(
         raise fail("the prompt is not valid UTF-8 text (check the terminal's encoding); pass "
                    "UTF-8 text") from None
     check_draft_sampling(draft_sampling, temperature)
-    chosen = None if block_size is not None else get_registry().create(policy)
+    check_engine(engine)
+    if engine is not None and (temperature > 0 or draft_sampling):
+        raise fail("--engine decodes greedily: drop --temperature and --draft-sampling")
+    table = CostTable.load(costs) if costs else None
+    # a policy chooses among the sizes its table prices (llama.cpp: up to the drafter's trained block)
+    sizes = [b for b in DEFAULT_CANDIDATES if table is None or b in table.block_sizes]
+    sizes = engine_sizes(sizes) if engine else sizes
+    if engine is not None:
+        binary = find_server(server)  # before any model loads
+    chosen = None if block_size is not None and not engine else for_engine(get_registry().create(
+        policy if block_size is None else f"fixed{block_size}", sizes), sizes)
     if chosen is not None:
         check_live([chosen])
-    if chosen is not None:
         check_vocabulary([chosen], target_vocab_size(target), f"target {target!r}")
+    if engine is not None and table is None:  # a cost-aware plan needs the engine's table: ask before loading
+        try:
+            chosen.checked_plan(PromptObservation(np.zeros(target_vocab_size(target) or 0, np.float32), 1))
+        except ValueError as error:
+            raise fail(f"{chosen.name} plans with a cost table; in the engine, pass the engine's: --costs "
+                       "FILE (`specpolicy compare --engine llamacpp --steps DIR` saves it as DIR/costs.json)"
+                       if "cost-aware" in str(error) else str(error)) from None
     pin_threads(threads)
     pair = load_pair(target, drafter, dtype, device)
     ids = encode_prompt(pair.tokenizer, Prompt.single("cli", prompt))
     decoder = SpeculativeDecoder(pair.target, pair.drafter, temperature=temperature,
                                  max_new_tokens=max_new_tokens, draft_sampling=draft_sampling)
-    costs = cached_costs(decoder, chosen.candidates, pair.metadata(),
-                         stderr.print) if chosen is not None else None
+    if engine is not None:
+        return _in_engine(pair, decoder, ids, chosen, table, binary, threads, target, drafter)
+    costs = table or (cached_costs(decoder, chosen.candidates, pair.metadata(),
+                                   stderr.print) if chosen is not None else None)
     try:
         if chosen is None:
             trace = decoder.generate(ids, block_size, seed=seed)
@@ -85,3 +115,28 @@ def generate(
         f"{label} ({source}) | tau {trace.tau:.2f} | {trace.tokens_per_second:.1f} tokens/s | "
         f"{len(trace.output_ids)} tokens, stop: {trace.stop_reason}", soft_wrap=True
     )
+
+
+def _in_engine(pair, decoder, ids: list[int], chosen, costs, binary, threads: int, target: str,
+               drafter: str) -> None:
+    """The prompt decoded in llama.cpp with ``chosen``'s plan, made from the target's prefill here (what
+    BlockPilot reads); the text on stdout, what the engine ran on stderr."""
+    from specpolicy.decoding.engine import observe
+    from specpolicy.evaluation.engine import generate_engine
+
+    session = decoder.start(ids)
+    try:
+        reply, setting = generate_engine(ids, chosen, observe(session.state, "cli", costs),
+                                         decoder.max_new_tokens, largest=pair.drafter.block_size,
+                                         threads=threads, server=binary, target=target, drafter=drafter,
+                                         report=lambda line: stderr.print(line, highlight=False))
+    except ValueError as exc:
+        raise fail(str(exc)) from exc
+    stdout.print(pair.tokenizer.decode(list(reply.tokens), skip_special_tokens=True), markup=False,
+                 highlight=False, soft_wrap=True)
+    ran = ("a per-step plan on the patched server" if setting.plan else "plain decoding"
+           if setting.block_size == 1 else f"n_max {setting.block_size - 1}, p_min {setting.p_min:g}")
+    stderr.print(f"llama.cpp: {ran} ({chosen.name}) | tau {reply.tau:.2f} | "
+                 f"{len(reply.tokens) / reply.seconds if reply.seconds else 0:.1f} tokens/s | "
+                 f"{len(reply.tokens)} tokens", soft_wrap=True, highlight=False)
+

@@ -111,9 +111,9 @@ class CompareOptions:
 
     def _validate_where(self) -> None:
         """The engine, the labels and the stored sweep."""
-        if self.engine not in (None, "llamacpp"):
-            raise ValueError(f"--engine {self.engine} is not an engine specpolicy drives; use --engine "
-                             "llamacpp")
+        from specpolicy.evaluation.engine import check_engine
+
+        check_engine(self.engine)
         if self.engine and (self.mode is Mode.live or self.batch_costs is not None or self.costs):
             raise ValueError("--engine measures the engine and prices replay with the engine's own cost "
                              "table; drop --mode live, --costs and --batch-costs")

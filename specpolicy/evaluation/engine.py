@@ -32,6 +32,12 @@ PLAIN = Setting(1)
 FED = Setting(1, feeds_drafter=True)
 
 
+def check_engine(name: str | None, verb: str = "drives") -> None:
+    """The one check of an ``--engine`` name (``None``: no engine): llama.cpp's, or a ValueError naming it."""
+    if name not in (None, "llamacpp"):
+        raise ValueError(f"--engine {name} is not an engine specpolicy {verb}; use --engine llamacpp")
+
+
 def engine_sizes(candidates: Sequence[int], largest: int = TRAINING_BLOCK_SIZE) -> list[int]:
     """The block sizes among ``candidates`` llama.cpp runs with a drafter trained at block ``largest`` (past
     it, llama.cpp clamps n_max)."""
@@ -301,3 +307,20 @@ def compare_engine(store: SweepStore, policies: Sequence[Policy], *, threads: in
             run = evaluate_engine(pool, store, policies, costs=costs, records=records, on_progress=update)
     modelled = evaluate_replay(store, policies, costs=costs, candidates=sizes)
     return EngineComparison(run, modelled, costs, best_stock_setting(store, costs, sizes))
+
+
+def generate_engine(prompt_ids: Sequence[int], policy: Policy, observation: PromptObservation, budget: int, *,
+                    largest: int = TRAINING_BLOCK_SIZE, threads: int = 1, server: str | Path | None = None,
+                    target: str = DEFAULT_MODEL, drafter: str = DEFAULT_MODEL,
+                    report: Callable[[str], None] = print) -> tuple[Reply, Setting]:
+    """``specpolicy generate --engine llamacpp`` from Python: ``policy``'s plan for ``observation`` run in
+    llama.cpp as :func:`engine_setting` maps it (refused before any server starts), ``budget`` tokens; the
+    engine's reply and the setting it ran. ``largest``: the drafter's trained block."""
+    from specpolicy.engines.build import find_server, gguf_pair, patched
+
+    binary = find_server(server)
+    setting = engine_setting(policy, policy.checked_plan(observation), largest, patched(binary))
+    folder = gguf_pair(target, drafter, report=report)
+    with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", threads) as pool:
+        return pool[setting].complete(list(prompt_ids), budget), setting
+

@@ -380,3 +380,37 @@ def test_the_engines_replies_saved_by_a_compare_import_as_rounds_with_its_confid
     stock.write_text(json.dumps({"id": "a", "tokens": [1, 2], "timings": {"draft_n": 3}}) + "\n")
     with pytest.raises(ValueError, match="no timings.spec_steps"):
         import_traces(stock, tmp_path / "stock")
+
+
+def test_generate_decodes_one_prompt_in_the_engine_with_a_policys_plan(fake_binary, replay_store, test_zoo, tmp_path,
+                                                                      monkeypatch):
+    """Issue 55: generate runs in the engine too: a per-prompt setting on its server, a per-step plan on a patched
+    server with the engine's cost table (compare --engine --steps saves it); a cost-aware policy without one is
+    refused before any model loads."""
+    from typer.testing import CliRunner
+
+    from specpolicy.cli import app
+    from specpolicy.engines.build import patch_digest
+
+    runner, target, drafter = CliRunner(), *map(str, test_zoo)
+    monkeypatch.setattr("specpolicy.engines.build.gguf_pair", lambda target, drafter, out=None, report=print: tmp_path)
+    base = ["generate", "hi", "--engine", "llamacpp", "--server", str(fake_binary), "--target", target, "--drafter",
+            drafter, "--max-new-tokens", "6"]
+    result = runner.invoke(app, [*base, "--policy", "fixed8"])
+    assert result.exit_code == 0, result.output
+    assert "llama.cpp: n_max 7, p_min 0 (fixed8)" in result.output and "6 tokens" in result.output
+    monkeypatch.setattr("specpolicy.models.load_pair", lambda *a, **k: pytest.fail("a model loaded"))
+    result = runner.invoke(app, [*base, "--policy", "adaptive"])
+    assert result.exit_code == 2 and "adaptive plans with a cost table" in result.output
+    monkeypatch.undo()
+    (tmp_path / "llama-server.json").write_text(json.dumps({"patch": patch_digest()}))
+    monkeypatch.setenv("FAKE_PATCHED", "1")
+    monkeypatch.setattr("specpolicy.engines.build.gguf_pair", lambda target, drafter, out=None, report=print: tmp_path)
+    result = runner.invoke(app, ["compare", "--engine", "llamacpp", "--server", str(fake_binary), "--sweep",
+                                 str(replay_store.path), "--policies", "fixed4", "--candidates", "1,2,4,8",
+                                 "--steps", str(tmp_path / "steps")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "steps" / "fixed4.jsonl").is_file() and (tmp_path / "steps" / "costs.json").is_file()
+    result = runner.invoke(app, [*base, "--policy", "adaptive", "--costs", str(tmp_path / "steps" / "costs.json")])
+    assert result.exit_code == 0, result.output
+    assert "a per-step plan on the patched server (adaptive)" in result.output
