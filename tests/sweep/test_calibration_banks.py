@@ -135,3 +135,15 @@ def test_banks_of_two_runs_and_a_missing_half_are_refused(tmp_path):
         import_traces(bank, tmp_path / "store")
     with pytest.raises(ValueError, match="a block of 4; pass --candidates 4"):
         import_traces(other, tmp_path / "store", TraceArgs(candidates=[8]))
+
+
+def test_a_damaged_bank_or_a_missing_pyarrow_is_refused_in_one_line(tmp_path, monkeypatch):
+    bank = write_bank(tmp_path / "bank")
+    good = bank.read_bytes()
+    bank.write_bytes(b"PAR1 not really")
+    with pytest.raises(ValueError, match="acceptance.parquet is not a readable parquet file"):
+        import_traces(bank, tmp_path / "store")
+    bank.write_bytes(good)
+    monkeypatch.setitem(__import__("sys").modules, "pyarrow.parquet", None)
+    with pytest.raises(ValueError, match=r"needs pyarrow: pip install 'specpolicy\[calibration\]'"):
+        import_traces(bank, tmp_path / "store")
