@@ -29,11 +29,6 @@ class CycleRecord:
         """L: the tokens the target verified (anchor + drafts), B unless a verify rule cut the block."""
         return self.verified or self.block_size
 
-    @property
-    def acceptance_length(self) -> int:
-        """accepted drafts + 1 (the bonus/correction token), the per-cycle term of tau."""
-        return self.accepted + 1
-
 
 @dataclass(frozen=True)
 class DraftedBlock:
