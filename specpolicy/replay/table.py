@@ -3,7 +3,6 @@ live decode (or imported) and read without torch."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -61,8 +60,8 @@ class ReplayTable:
     confidences: dict[int, np.ndarray] = field(default_factory=dict)
     entropies: dict[int, np.ndarray] = field(default_factory=dict)
     rounds: bool = False
-    """True: every reachable anchor is one recorded round of a calibration bank, replayed on its own
-    (:meth:`simulate`)"""
+    """True: every reachable anchor is one recorded round (a calibration bank, an engine's steps), each
+    replayed on its own: after a cycle the next is the recording's next round (:meth:`cycle`)"""
     _fixed: dict[int, tuple[CycleRecord, ...]] = field(default_factory=dict, init=False, repr=False,
                                                        compare=False)
     """the cycles of each fixed block size, replayed once (the table is read-only once built)"""
@@ -72,6 +71,8 @@ class ReplayTable:
     :meth:`_outcomes` pass per cycle shape; a cycle is then three lookups)"""
     _frame: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, init=False, repr=False,
                                                                      compare=False)
+    _rounds: dict[int, int | None] | None = field(default=None, init=False, repr=False, compare=False)
+    """each recorded round's offset -> the next one's (``None``: the last; a table of :attr:`rounds`)"""
     """:meth:`_commit_frame`, computed once"""
     _priced: tuple[CostTable | None, dict] = field(default_factory=lambda: (None, {}), init=False, repr=False,
                                                    compare=False)
@@ -129,7 +130,19 @@ class ReplayTable:
             raise ValueError(f"anchor {position} was not replayed: no schedule of {list(self.candidates)} "
                              "reaches it (schedules with verify lengths need a sweep with --verify-lengths)")
         cycle = CycleRecord(size, accepted, kept, verified=length if length < size else 0)
+        if self.rounds:  # a cut round commits less, and the next round is the recording's
+            following = self._following_round(i)
+            if following is not None and not rows[2][i]:
+                return cycle, self.prompt_length + following, following + 1, False
+            return cycle, position + accepted + 1, produced + kept, True
         return cycle, position + accepted + 1, produced + kept, rows[2][i]
+
+    def _following_round(self, offset: int) -> int | None:
+        """The offset of the recorded round after the one at ``offset`` (``None``: it was the last)."""
+        if self._rounds is None:
+            offsets = np.flatnonzero(self.accepted[:, 0] >= 0).tolist()
+            self._rounds = dict(zip(offsets, [*offsets[1:], None]))
+        return self._rounds[offset]
 
     def session(self, prefill_logits: Any = None) -> ReplaySession:
         """The replayed decode as a :class:`~specpolicy.cycles.CycleSource` (one cycle per step)."""
@@ -140,30 +153,11 @@ class ReplayTable:
         ``prefill_logits`` [V] is what per-cycle policies read (default: empty)."""
         size = plan if isinstance(plan, int) else plan.always
         if size is None:
-            if self.rounds:
-                return self._rounds(plan, prefill_logits)
             return run(self.session(prefill_logits), plan)
         if size not in self._fixed:
             self._column(size)
             self._fixed[size] = tuple(run(self.session(), Plan.fixed(size)))
         return list(self._fixed[size])
-
-    def _rounds(self, plan: Plan, prefill_logits: Any = None) -> list[CycleRecord]:
-        """Every recorded round with ``plan``'s B and L, each on its own (a round's tokens: min(accepted, L -
-        1) + 1, so a cut round commits less and the next round starts where the recording's did): exact per
-        round for a rule that reads the drafted block; a rule that reads the history sees its own rounds,
-        each at the recorded anchor."""
-        logits = prefill_logits if prefill_logits is not None else np.zeros(0, dtype=np.float32)
-        state = DecodeState.after_prefill(logits, self.prompt_length)
-        offsets = np.flatnonzero(self.accepted[:, 0] >= 0).tolist()
-        cycles = []
-        for k, i in enumerate(offsets):
-            position, size = self.prompt_length + i, plan.block(state)
-            length = plan.cycle_length(state, size, functools.partial(self.drafted_block, position, size))
-            cycle = self.cycle(position, i + 1, size, length)[0]
-            cycles.append(cycle)
-            state.advance(cycle, offsets[k + 1] + 1 if k + 1 < len(offsets) else i + 1 + cycle.committed)
-        return cycles
 
     def taus(self) -> dict[int, float]:
         """tau of every candidate as a fixed block size (:func:`~specpolicy.cycles.mean_acceptance` of the

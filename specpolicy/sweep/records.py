@@ -46,8 +46,8 @@ class ReplayEntry(_Record):
     min(that, B - 1); ``sequence`` may be empty (no stop token is read: the recorded length ends the
     decode)"""
     rounds: bool | None = None
-    """True for a calibration bank's rounds: each reachable anchor replayed on its own
-    (:meth:`~specpolicy.replay.table.ReplayTable.simulate`)"""
+    """True for recorded rounds (a calibration bank, an engine's steps): each reachable anchor replayed on
+    its own (:attr:`~specpolicy.replay.table.ReplayTable.rounds`)"""
 
     @model_validator(mode="after")
     def _shape(self) -> ReplayEntry:
