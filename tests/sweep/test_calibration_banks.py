@@ -147,3 +147,15 @@ def test_a_damaged_bank_or_a_missing_pyarrow_is_refused_in_one_line(tmp_path, mo
     monkeypatch.setitem(__import__("sys").modules, "pyarrow.parquet", None)
     with pytest.raises(ValueError, match=r"needs pyarrow: pip install 'specpolicy\[calibration\]'"):
         import_traces(bank, tmp_path / "store")
+
+
+def test_served_rounds_take_the_recordings_next_round_after_a_cut(tmp_path):
+    """The serving simulation replays a store of rounds as replay does: a cut round commits less and the next
+    cycle is the recording's next round (no anchor the recording never reached)."""
+    from specpolicy.evaluation.compare import compare_sweep
+
+    import_traces(write_bank(tmp_path / "bank"), tmp_path / "store")
+    rows = compare_sweep(tmp_path / "store", ["fixed4", "llamacpp-pmin:n_max=3,p_min=0.75"], concurrency=[2],
+                         batch_costs="aic-h200-sxm-sglang-qwen3-8b-dflash-context-1024")
+    tau = {r.row.policy: r.row.tau for r in rows}
+    assert tau["llamacpp-pmin:n_max=3,p_min=0.75"] < tau["fixed4"]  # the cuts commit less per round
