@@ -71,9 +71,9 @@ class ReplayTable:
     :meth:`_outcomes` pass per cycle shape; a cycle is then three lookups)"""
     _frame: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, init=False, repr=False,
                                                                      compare=False)
+    """:meth:`_commit_frame`, computed once"""
     _rounds: dict[int, int | None] | None = field(default=None, init=False, repr=False, compare=False)
     """each recorded round's offset -> the next one's (``None``: the last; a table of :attr:`rounds`)"""
-    """:meth:`_commit_frame`, computed once"""
     _priced: tuple[CostTable | None, dict] = field(default_factory=lambda: (None, {}), init=False, repr=False,
                                                    compare=False)
     """(the cost table last priced with, its fixed seconds by candidate set): evaluation and oracles ask
