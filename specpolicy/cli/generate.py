@@ -45,18 +45,13 @@ def generate(
 ) -> None:
     """Decode one prompt with a policy's block sizes (default: BlockPilot's start with a cost-aware guard);
     print the text, then the block sizes, tau and tokens/s on stderr."""
-    import numpy as np
-
     from specpolicy.costs import CostTable
     from specpolicy.data.prompts import Prompt, encode_prompt
     from specpolicy.decoding import SpeculativeDecoder
-    from specpolicy.decoding.engine import check_live, decode
+    from specpolicy.decoding.engine import decode
     from specpolicy.engines.build import find_server
-    from specpolicy.evaluation.engine import check_engine, engine_sizes, for_engine
+    from specpolicy.evaluation.engine import check_engine
     from specpolicy.models import load_pair
-    from specpolicy.models.sources import target_vocab_size
-    from specpolicy.policy import PromptObservation, check_vocabulary
-    from specpolicy.registry import get_registry
     from specpolicy.sweep.latency import cached_costs, pin_threads
 
     if not prompt.strip():
@@ -71,23 +66,8 @@ def generate(
     if engine is not None and (temperature > 0 or draft_sampling):
         raise fail("--engine decodes greedily: drop --temperature and --draft-sampling")
     table = CostTable.load(costs) if costs else None
-    # a policy chooses among the sizes its table prices (llama.cpp: up to the drafter's trained block)
-    sizes = [b for b in DEFAULT_CANDIDATES if table is None or b in table.block_sizes]
-    sizes = engine_sizes(sizes) if engine else sizes
-    if engine is not None:
-        binary = find_server(server)  # before any model loads
-    chosen = None if block_size is not None and not engine else for_engine(get_registry().create(
-        policy if block_size is None else f"fixed{block_size}", sizes), sizes)
-    if chosen is not None:
-        check_live([chosen])
-        check_vocabulary([chosen], target_vocab_size(target), f"target {target!r}")
-    if engine is not None and table is None:  # a cost-aware plan needs the engine's table: ask before loading
-        try:
-            chosen.checked_plan(PromptObservation(np.zeros(target_vocab_size(target) or 0, np.float32), 1))
-        except ValueError as error:
-            raise fail(f"{chosen.name} plans with a cost table; in the engine, pass the engine's: --costs "
-                       "FILE (`specpolicy compare --engine llamacpp --steps DIR` saves it as DIR/costs.json)"
-                       if "cost-aware" in str(error) else str(error)) from None
+    binary = find_server(server) if engine is not None else None  # before any model loads
+    chosen = _chosen(policy, block_size, table, engine is not None, target)
     pin_threads(threads)
     pair = load_pair(target, drafter, dtype, device)
     ids = encode_prompt(pair.tokenizer, Prompt.single("cli", prompt))
@@ -139,4 +119,34 @@ def _in_engine(pair, decoder, ids: list[int], chosen, costs, binary, threads: in
     stderr.print(f"llama.cpp: {ran} ({chosen.name}) | tau {reply.tau:.2f} | "
                  f"{len(reply.tokens) / reply.seconds if reply.seconds else 0:.1f} tokens/s | "
                  f"{len(reply.tokens)} tokens", soft_wrap=True, highlight=False)
+
+
+def _chosen(policy: str, block_size: int | None, costs, engine: bool, target: str):
+    """The policy to decode with (``None``: the fixed ``block_size`` in specpolicy's decoder), over the sizes
+    ``costs`` prices (in llama.cpp, up to the drafter's trained block), checked before any model loads: a
+    cost-aware one in the engine needs the engine's table."""
+    import numpy as np
+
+    from specpolicy.decoding.engine import check_live
+    from specpolicy.evaluation.engine import engine_sizes, for_engine
+    from specpolicy.models.sources import target_vocab_size
+    from specpolicy.policy import PromptObservation, check_vocabulary
+    from specpolicy.registry import get_registry
+
+    if block_size is not None and not engine:
+        return None
+    sizes = [b for b in DEFAULT_CANDIDATES if costs is None or b in costs.block_sizes]
+    sizes = engine_sizes(sizes) if engine else sizes
+    chosen = for_engine(get_registry().create(policy if block_size is None else f"fixed{block_size}", sizes),
+                        sizes)
+    check_live([chosen])
+    check_vocabulary([chosen], target_vocab_size(target), f"target {target!r}")
+    if engine and costs is None:
+        try:
+            chosen.checked_plan(PromptObservation(np.zeros(target_vocab_size(target) or 0, np.float32), 1))
+        except ValueError as error:
+            raise fail(f"{chosen.name} plans with a cost table; in the engine, pass the engine's: --costs "
+                       "FILE (`specpolicy compare --engine llamacpp --steps DIR` saves it as DIR/costs.json)"
+                       if "cost-aware" in str(error) else str(error)) from None
+    return chosen
 
