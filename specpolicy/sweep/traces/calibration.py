@@ -119,7 +119,8 @@ def import_calibration(file: str | Path, out: str | Path, block_size: int | None
                 if len({bank.keys["round_idx"][r] for r in rows}) != len(rows)]
     if repeated:
         raise ValueError(f"{file.parent}: a round is recorded twice in {repeated[:3]}; the bank is damaged")
-    dataset = dataset or (file.parents[2].name if len(file.parents) > 2 else file.parent.name)
+    run_folder = file.resolve().parent  # <dataset>/<drafter>/<experiment>/ in the published layout
+    dataset = dataset or (run_folder.parents[1].name if len(run_folder.parents) > 1 else run_folder.name)
     digest = hashlib.sha256((file.parent / BANKS[1]).read_bytes()).hexdigest()[:16]
     meta = store_meta(file.parent / BANKS[0], dataset, FORMAT, [size], training_block_size=size,
                       model=model, drafter=speculator, config=config, confidence_sizes=[size],
