@@ -159,3 +159,9 @@ def test_served_rounds_take_the_recordings_next_round_after_a_cut(tmp_path):
                          batch_costs="aic-h200-sxm-sglang-qwen3-8b-dflash-context-1024")
     tau = {r.row.policy: r.row.tau for r in rows}
     assert tau["llamacpp-pmin:n_max=3,p_min=0.75"] < tau["fixed4"]  # the cuts commit less per round
+
+
+def test_a_bank_named_by_a_relative_path_keeps_its_datasets_name(tmp_path, monkeypatch):
+    bank = write_bank(tmp_path / "humaneval" / "mtp" / "acceptance")
+    monkeypatch.chdir(bank.parent)
+    assert import_traces("acceptance.parquet", tmp_path / "store").store.meta["dataset"] == "humaneval"
