@@ -103,7 +103,7 @@ def import_calibration(file: str | Path, out: str | Path, block_size: int | None
     prompt, turn), its rounds in ``round_idx`` order at B = D + 1 with the drafter's confidences."""
     file = trace_file(file, "a calibration bank's acceptance.parquet (speculator.parquet beside it)")
     bank = read_bank(file.parent)
-    runs = sorted({(m, s, c) for m, s, c in zip(*(bank.keys[k] for k in KEY[:3]))})
+    runs = sorted({(m, s, c) for m, s, c in zip(*(bank.keys[k] for k in KEY[:3]))}, key=str)
     if len(runs) != 1:
         raise ValueError(f"{file.parent} mixes {len(runs)} runs (model, speculator, config): "
                          f"{runs[:3]}; import one run folder at a time")
