@@ -158,6 +158,10 @@ class AdaptivePolicy(Policy):
         return self.start
 
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
+        """The rule from the first cycle; plain decoding where not even an optimistic first probe would pay
+        (:meth:`probe_pays` at the prior acceptance: a first probe at the start block would only lose)."""
+        if 1 in self.candidates and not self.probe_pays(self.prior, required_costs(self, observation)):
+            return Plan.fixed(1)
         return Plan(self.rule(observation, self.start, 0, lambda state: self.step(state, observation)))
 
     def rule(self, observation: PromptObservation, start: int, seen_block: int,

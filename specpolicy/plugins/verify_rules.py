@@ -83,7 +83,9 @@ class AdaptiveVerifyPolicy(AdaptivePolicy):
         return {b for b in self.candidates if b > 1}
 
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
-        return super().plan(observation).with_length(marginal_length(required_costs(self, observation)))
+        plan = super().plan(observation)  # plain decoding where adaptive's gate says so
+        costs = required_costs(self, observation)
+        return plan if plan.always == 1 else plan.with_length(marginal_length(costs))
 
 
 class VerifyOraclePolicy(Policy):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specpolicy.costs import CostTable
+from specpolicy.costs import CostTable, uniform_costs
 from specpolicy.plugins.cycle_rules import (
     AdaptivePolicy,
     GrowShrinkPolicy,
@@ -18,6 +18,7 @@ from specpolicy.plugins.cycle_rules import (
 )
 from specpolicy.plugins.fixed import FixedPolicy
 from specpolicy.plugins.heuristic import HeuristicPolicy
+from specpolicy.plugins.verify_rules import AdaptiveVerifyPolicy
 from specpolicy.policy import PromptObservation
 from specpolicy.state import DecodeState
 
@@ -154,3 +155,17 @@ def test_no_probe_where_no_block_would_pay_even_at_an_optimistic_acceptance():
     assert run(AdaptivePolicy(sizes), [0] * 40)[1:].count(1) < 39  # COSTS: it probes again
     assert GuardedPolicy(FixedPolicy(1, WIDE), WIDE).plan(PromptObservation(
         np.zeros(4, np.float32), 4, costs=COSTS)).block_size is None
+
+
+def test_adaptive_decodes_plainly_where_not_even_its_first_probe_would_pay():
+    """Issue 56's map: served at concurrency 256 on the measured H200 table, ``adaptive`` probed at its start
+    block before its gate could read anything and ran at 0.88x plain decoding. Where no block pays even at an
+    optimistic prior acceptance, the plan is plain decoding (B = 1 throughout, as the default's guard does);
+    where one would, the rule runs from its start block as before (so ``adaptive-verify`` too)."""
+    sizes = (1, 2, 4, 8, 16)
+    steep = PromptObservation(np.zeros(4, np.float32), 4, costs=uniform_costs(sizes, per_token=2.0))
+    assert AdaptivePolicy(sizes).plan(steep).always == 1
+    assert AdaptiveVerifyPolicy(sizes).plan(steep).always == 1
+    flat = PromptObservation(np.zeros(4, np.float32), 4, costs=uniform_costs(sizes, per_token=0.1))
+    assert AdaptivePolicy(sizes).plan(flat).always is None
+    assert AdaptivePolicy((2, 4, 8, 16)).plan(steep).always is None  # without B = 1 among its choices
