@@ -164,15 +164,14 @@ class CostTable(TableFile):
         """Per prompt, the candidate index with the fewest expected seconds per token: ``cycles_per_token``
         float [n, C] x a cycle's seconds (a decode's at that B, :meth:`fixed_cycle_seconds`; ``per_cycle``:
         one cycle's among others, :meth:`cycle_seconds`). Ties go to the larger block. Returns int64 [n]."""
-        seconds = np.atleast_2d(cycles_per_token) * self._price_row(candidates, per_cycle)
-        flipped = seconds[:, ::-1]  # argmin returns the first minimum: read from the largest block down
-        return (len(candidates) - 1 - flipped.argmin(axis=1)).astype(np.int64)
+        return np.array([self.fastest_index(row, candidates, per_cycle)
+                         for row in np.atleast_2d(cycles_per_token)], dtype=np.int64)
 
     def fastest_index(self, cycles_per_token: np.ndarray, candidates: Sequence[int], per_cycle: bool = False
                       ) -> int:
-        """:meth:`fastest` of one row [C] (a per-cycle policy asks every cycle)."""
-        flipped = (cycles_per_token * self._price_row(candidates, per_cycle))[::-1]
-        return len(candidates) - 1 - int(flipped.argmin())
+        """:meth:`fastest` of one row [C] (a per-cycle policy asks every cycle): the one rule."""
+        flipped = (cycles_per_token * self._price_row(candidates, per_cycle))[::-1]  # argmin takes the first
+        return len(candidates) - 1 - int(flipped.argmin())  # minimum: read from the largest block down
 
     def _price_row(self, candidates: Sequence[int], per_cycle: bool) -> np.ndarray:
         """Seconds of a cycle at each of ``candidates`` [C], as :meth:`fastest` prices them (cached)."""

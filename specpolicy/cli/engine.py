@@ -49,11 +49,11 @@ def engine_results(store, policies, threads: int, server: str | None, target: st
                                 report=lambda line: stderr.print(line, highlight=False))
     _report(comparison.run, comparison.modelled, len(comparison.run.recorded))
     if steps is not None:
-        files = comparison.run.save_steps(steps)
-        comparison.costs.save(Path(steps) / "costs.json")
+        files, table = comparison.run.save_steps(steps), Path(steps) / "costs.json"
+        comparison.costs.save(table)
         stderr.print(f"the engine's replies (per-step records for `specpolicy import-traces`): "
                      f"{', '.join(str(f) for f in files)}; its cost table (for `generate --engine "
-                     f"llamacpp --costs`): {Path(steps) / 'costs.json'}", highlight=False, soft_wrap=True)
+                     f"llamacpp --costs`): {table}", highlight=False, soft_wrap=True)
     stock = comparison.stock
     if stock is not None:
         losing = ("; no stock setting beats plain decoding: run without speculation, or the patched server "

@@ -82,6 +82,19 @@ class Step:
     draft_seconds: float = 0.0
     seconds: float = 0.0
 
+    @classmethod
+    def from_json(cls, step: dict) -> Step:
+        """The step as the patched server writes it in ``timings.spec_steps`` (milliseconds to seconds)."""
+        return cls(int(step["block"]), int(step["drafted"]), int(step["verified"]), int(step["accepted"]),
+                   tuple(map(float, step["p"])), float(step.get("draft_ms", 0)) / 1e3,
+                   float(step.get("step_ms", 0)) / 1e3)
+
+    def to_json(self) -> dict:
+        """The step as the patched server writes it (:meth:`from_json` reads it back)."""
+        return {"block": self.block, "drafted": self.drafted, "verified": self.verified,
+                "accepted": self.accepted, "p": list(self.probabilities),
+                "draft_ms": self.draft_seconds * 1e3, "step_ms": self.seconds * 1e3}
+
 
 @dataclass(frozen=True)
 class Reply:
@@ -101,9 +114,7 @@ class Reply:
     def response(self, request_id: str) -> dict:
         """This reply as llama-server answers ``/completion`` (tokens and timings, ``spec_steps`` as the
         patched server writes them), with ``id``: what ``import-traces`` reads."""
-        steps = [{"block": s.block, "drafted": s.drafted, "verified": s.verified, "accepted": s.accepted,
-                  "p": list(s.probabilities), "draft_ms": s.draft_seconds * 1e3, "step_ms": s.seconds * 1e3}
-                 for s in self.steps]
+        steps = [step.to_json() for step in self.steps]
         return {"id": request_id, "tokens": list(self.tokens),
                 "timings": {"draft_n": self.drafted, "draft_n_accepted": self.accepted,
                             "predicted_ms": self.seconds * 1e3} | ({"spec_steps": steps} if steps else {})}
@@ -199,9 +210,7 @@ class Server:
             raise ValueError(f"llama-server at {self.url} failed a request "
                              f"({error}):\n{self.log_tail()}") from None
         timings = answer.get("timings", {})
-        steps = tuple(Step(int(s["block"]), int(s["drafted"]), int(s["verified"]), int(s["accepted"]),
-                           tuple(map(float, s["p"])), float(s.get("draft_ms", 0)) / 1e3,
-                           float(s.get("step_ms", 0)) / 1e3) for s in timings.get("spec_steps", ()))
+        steps = tuple(Step.from_json(step) for step in timings.get("spec_steps", ()))
         return Reply(tuple(answer.get("tokens", ())), int(timings.get("draft_n", 0)),
                      int(timings.get("draft_n_accepted", 0)), float(timings.get("predicted_ms", 0.0)) / 1000,
                      steps)

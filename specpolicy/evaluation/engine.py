@@ -323,4 +323,3 @@ def generate_engine(prompt_ids: Sequence[int], policy: Policy, observation: Prom
     folder = gguf_pair(target, drafter, report=report)
     with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", threads) as pool:
         return pool[setting].complete(list(prompt_ids), budget), setting
-

@@ -7,32 +7,25 @@ exact per step for its block and for verify lengths up to it (:class:`~specpolic
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specpolicy.defaults import MAX_BLOCK_SIZE
 from specpolicy.sweep.store import SweepStore
 from specpolicy.sweep.traces import common
 from specpolicy.sweep.traces.common import TraceImport, per_step_record, store_meta
 
+if TYPE_CHECKING:
+    from specpolicy.engines.llamacpp import Step
+
 FORMAT = "llamacpp-steps"
 
 
-@dataclass(frozen=True)
-class EngineStep:
-    """One drafting step: its block B, drafts drafted, sent to verify (L - 1) and accepted, and the drafter's
-    probability of each drafted token."""
-
-    block: int
-    drafted: int
-    verified: int
-    accepted: int
-    probabilities: tuple[float, ...]
-
-
-def engine_response(file: Path, line_number: int, line: bytes) -> tuple[str, list[EngineStep], int | None]:
+def engine_response(file: Path, line_number: int, line: bytes) -> tuple[str, list[Step], int | None]:
     """(id, steps, tokens output or ``None``) of one response line; a ValueError naming the line and the
     problem otherwise."""
+    from specpolicy.engines.llamacpp import Step
+
     body, where = common.json_line(file, line_number, line)
     steps = (body.get("timings") or {}).get("spec_steps")
     if not isinstance(steps, list):
@@ -41,26 +34,26 @@ def engine_response(file: Path, line_number: int, line: bytes) -> tuple[str, lis
     where, parsed = f"{where} (request {body.get('id', line_number)})", []
     for step in steps:
         try:
-            parsed.append(EngineStep(step["block"], step["drafted"], step["verified"], step["accepted"],
-                                     tuple(step["p"])))
+            counts, p = [step["block"], step["drafted"], step["verified"], step["accepted"]], step["p"]
         except (KeyError, TypeError):
             raise ValueError(f"{where}: a step lacks block, drafted, verified, accepted or p; the response "
                              "is damaged") from None
-    bad = next((s for s in parsed if not (common.counts([s.block, s.drafted, s.verified, s.accepted], 0)
-                                           and 1 <= s.block <= MAX_BLOCK_SIZE
-                                           and s.accepted <= s.verified <= s.drafted < s.block
-                                           and len(s.probabilities) == s.drafted
-                                           and all(isinstance(p, float | int) and 0 <= p <= 1
-                                                   for p in s.probabilities))), None)
-    if bad is not None:
-        raise ValueError(f"{where}: a step's counts or probabilities are impossible ({bad}); the response is "
-                         "damaged")
+        block, drafted, verified, accepted = counts
+        try:
+            if not (common.counts(counts, 0) and 1 <= block <= MAX_BLOCK_SIZE
+                    and accepted <= verified <= drafted < block and isinstance(p, list) and len(p) == drafted
+                    and all(isinstance(x, float | int) and 0 <= x <= 1 for x in p)):
+                raise ValueError
+            parsed.append(Step.from_json(step))  # its timings too
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}: a step's counts or probabilities are impossible ({step}); the "
+                             "response is damaged") from None
     tokens = body.get("tokens")
     tokens = len(tokens) if isinstance(tokens, list) else body["timings"].get("predicted_n")
     return str(body.get("id", line_number)), parsed, tokens if type(tokens) is int and tokens > 0 else None
 
 
-def run_block(file: Path, responses: list[tuple[str, list[EngineStep], int | None]]) -> int:
+def run_block(file: Path, responses: list[tuple[str, list[Step], int | None]]) -> int:
     """The one block a fixed setting's run drafted: its largest, every smaller step one the budget's room
     capped (its block equal to the tokens left); a ValueError for a per-step plan's steps."""
     size = max((s.block for _, run, _ in responses for s in run), default=0)
