@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from specpolicy.cycles import CycleRecord, Plan, run_cycle
 from specpolicy.replay.batch_costs import BatchCostTable
-from specpolicy.replay.table import ReplaySession, ReplayTable
+from specpolicy.replay.session import ReplaySession
+from specpolicy.replay.table import ReplayTable
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -14,14 +14,15 @@ from specpolicy.cycles import (
     CycleRecord,
     DraftedBlock,
     Plan,
-    check_block_size,
-    check_verify_length,
     commit_length,
     run,
 )
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.policy import oracle_label
 from specpolicy.state import DecodeState
+
+if TYPE_CHECKING:
+    from specpolicy.replay.session import ReplaySession
 
 Action = tuple[int, int]
 """(block size B, verify length L) of one cycle"""
@@ -146,6 +147,8 @@ class ReplayTable:
 
     def session(self, prefill_logits: Any = None) -> ReplaySession:
         """The replayed decode as a :class:`~specpolicy.cycles.CycleSource` (one cycle per step)."""
+        from specpolicy.replay.session import ReplaySession
+
         return ReplaySession(self, prefill_logits)
 
     def simulate(self, plan: Plan | int, prefill_logits: Any = None) -> list[CycleRecord]:
@@ -282,56 +285,3 @@ class ReplayTable:
         return Plan(lambda state: action(state)[0], lambda state, drafted: action(state)[1],
                     reads_block=False)
 
-
-class ReplaySession:
-    """A replayed decode, one cycle per :meth:`step` (the :class:`~specpolicy.cycles.CycleSource`
-    protocol)."""
-
-    def __init__(self, table: ReplayTable, prefill_logits: Any = None) -> None:
-        self.table = table
-        self.position, _, self.done = table.start()
-        logits = prefill_logits if prefill_logits is not None else np.zeros(0, dtype=np.float32)
-        self.state = DecodeState.after_prefill(logits, table.prompt_length)
-        self.cycles: list[CycleRecord] = []
-        self._drafted: int | None = None  # the block size drafted and not yet verified
-
-    def step(self, block_size: int, length: int | None = None) -> CycleRecord:
-        """Replay one cycle of ``block_size`` (one of the table's candidates) at the current anchor,
-        verifying ``length`` tokens of it (default: all)."""
-        self._drafted = self._check(block_size)
-        return self.verify(length)
-
-    def draft(self, block_size: int) -> DraftedBlock:
-        """The first half of a cycle: the block a live draft of ``block_size`` gives here (its recorded
-        confidences and entropies); :meth:`verify` finishes the cycle."""
-        size = self._check(block_size)
-        block = self.table.drafted_block(self.position, size)
-        self._drafted = size
-        return block
-
-    def verify(self, length: int | None = None) -> CycleRecord:
-        """The second half: verify the first ``length`` tokens of the drafted block (default: all)."""
-        if self._drafted is None:
-            raise RuntimeError("no drafted block to verify: call draft(block_size) first")
-        size, self._drafted = self._drafted, None
-        length = check_verify_length(length, size, cap=True)
-        cycle, self.position, produced, self.done = self.table.cycle(self.position, self.state.generated,
-                                                                     size, length)
-        self.cycles.append(cycle)
-        # the state's anchor follows the output, as live decoding's does (a cut last cycle ends short of it)
-        self.state.advance(cycle, produced)
-        return cycle
-
-    def _check(self, block_size: int) -> int:
-        """``block_size`` as an int, when a cycle may start with it here (a candidate; no block waiting)."""
-        if self.done:
-            raise RuntimeError("the replayed decode has ended; start a new session")
-        if self._drafted is not None:
-            raise RuntimeError("a drafted block is waiting: call verify(length) before drafting another")
-        # the common case, checked already
-        if type(block_size) is int and block_size in self.table.candidates:
-            return block_size
-        size = check_block_size(block_size)
-        if size != 1:  # plain decoding: replayed by every table (ReplayTable.cycle)
-            self.table._column(size)
-        return size

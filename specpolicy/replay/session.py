@@ -1,0 +1,68 @@
+"""A replayed decode stepped one cycle at a time (:class:`~specpolicy.cycles.CycleSource`): the protocol live
+decoding's ``DecodeSession`` also speaks, over a :class:`~specpolicy.replay.table.ReplayTable` (no torch)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from specpolicy.cycles import CycleRecord, DraftedBlock, check_block_size, check_verify_length
+from specpolicy.state import DecodeState
+
+if TYPE_CHECKING:
+    from specpolicy.replay.table import ReplayTable
+
+
+class ReplaySession:
+    """A replayed decode, one cycle per :meth:`step` (the :class:`~specpolicy.cycles.CycleSource`
+    protocol)."""
+
+    def __init__(self, table: ReplayTable, prefill_logits: Any = None) -> None:
+        self.table = table
+        self.position, _, self.done = table.start()
+        logits = prefill_logits if prefill_logits is not None else np.zeros(0, dtype=np.float32)
+        self.state = DecodeState.after_prefill(logits, table.prompt_length)
+        self.cycles: list[CycleRecord] = []
+        self._drafted: int | None = None  # the block size drafted and not yet verified
+
+    def step(self, block_size: int, length: int | None = None) -> CycleRecord:
+        """Replay one cycle of ``block_size`` (one of the table's candidates) at the current anchor,
+        verifying ``length`` tokens of it (default: all)."""
+        self._drafted = self._check(block_size)
+        return self.verify(length)
+
+    def draft(self, block_size: int) -> DraftedBlock:
+        """The first half of a cycle: the block a live draft of ``block_size`` gives here (its recorded
+        confidences and entropies); :meth:`verify` finishes the cycle."""
+        size = self._check(block_size)
+        block = self.table.drafted_block(self.position, size)
+        self._drafted = size
+        return block
+
+    def verify(self, length: int | None = None) -> CycleRecord:
+        """The second half: verify the first ``length`` tokens of the drafted block (default: all)."""
+        if self._drafted is None:
+            raise RuntimeError("no drafted block to verify: call draft(block_size) first")
+        size, self._drafted = self._drafted, None
+        length = check_verify_length(length, size, cap=True)
+        cycle, self.position, produced, self.done = self.table.cycle(self.position, self.state.generated,
+                                                                     size, length)
+        self.cycles.append(cycle)
+        # the state's anchor follows the output, as live decoding's does (a cut last cycle ends short of it)
+        self.state.advance(cycle, produced)
+        return cycle
+
+    def _check(self, block_size: int) -> int:
+        """``block_size`` as an int, when a cycle may start with it here (a candidate; no block waiting)."""
+        if self.done:
+            raise RuntimeError("the replayed decode has ended; start a new session")
+        if self._drafted is not None:
+            raise RuntimeError("a drafted block is waiting: call verify(length) before drafting another")
+        # the common case, checked already
+        if type(block_size) is int and block_size in self.table.candidates:
+            return block_size
+        size = check_block_size(block_size)
+        if size != 1:  # plain decoding: replayed by every table (ReplayTable.cycle)
+            self.table._column(size)
+        return size
