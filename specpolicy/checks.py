@@ -51,7 +51,7 @@ def check_policy(policy: Policy, vocab_size: int = CHECK_VOCAB, n: int = CHECK_O
     sweep store).
 
     >>> from specpolicy.plugins.fixed import FixedPolicy
-    >>> check_policy(FixedPolicy(16))
+    >>> check_policy(FixedPolicy(16, (14, 15, 16, 17, 18)))
     """
     candidates = policy.candidates
     try:

@@ -12,15 +12,17 @@ from specpolicy.policy import TRAINING_BLOCK_SIZE, Policy, PromptObservation
 
 
 class FixedPolicy(Policy):
-    """Always the same block size: ``fixed16`` is DFlash(16). Its candidates are that one size, whatever set
-    its factory is offered (its name says what it runs)."""
+    """Always the same block size: ``fixed16`` is DFlash(16)."""
 
-    def __init__(self, block_size: int) -> None:
+    def __init__(self, block_size: int, candidates: Sequence[int]) -> None:
+        super().__init__(candidates)
         self.block_size = check_block_size(block_size)  # the engine's one rule: 1..MAX_BLOCK_SIZE
-        super().__init__((self.block_size,))
 
     def select(self, observation: PromptObservation) -> int:
         return self.block_size
+
+    def choices(self) -> set[int]:
+        return {self.block_size}
 
 
 class RandomPolicy(Policy):
@@ -75,7 +77,7 @@ def choices_policy(arg: str | None, candidates: Sequence[int]) -> ChoicesPolicy:
 def fixed_policy(arg: str | None, candidates: Sequence[int]) -> FixedPolicy:
     if arg is None or not arg.isdigit():
         raise ValueError(f"fixed needs a block size, e.g. fixed{TRAINING_BLOCK_SIZE}")
-    return FixedPolicy(int(arg))  # the offered candidates do not change what it runs
+    return FixedPolicy(int(arg), candidates)
 
 
 def random_policy(arg: str | None, candidates: Sequence[int]) -> RandomPolicy:

@@ -132,8 +132,8 @@ def test_adaptive_needs_a_cost_table():
 
 
 def test_guarded_policy_starts_where_the_per_prompt_policy_says():
-    assert run(GuardedPolicy(FixedPolicy(8), WIDE), [15, 15])[0] == 8
-    ar_start = run(GuardedPolicy(FixedPolicy(1), WIDE), [15] * 20)
+    assert run(GuardedPolicy(FixedPolicy(8, WIDE), WIDE), [15, 15])[0] == 8
+    ar_start = run(GuardedPolicy(FixedPolicy(1, WIDE), WIDE), [15] * 20)
     assert ar_start[:4] == [1] * 4 and ar_start[4] > 1  # B = 1 start: AR first (the adaptive wait), then a probe
 
 
@@ -148,12 +148,12 @@ def test_no_probe_where_no_block_would_pay_even_at_an_optimistic_acceptance():
     stops probing after a failed cycle; under COSTS both probe as before."""
     sizes = (1, 2, 4, 8, 12, 16)
     engine = PromptObservation(np.zeros(4, np.float32), 4, costs=ENGINE_CPU)
-    assert GuardedPolicy(FixedPolicy(1), sizes).plan(engine).block_size == 1
-    assert GuardedPolicy(FixedPolicy(16), sizes).plan(engine).block_size is None  # starts speculating
+    assert GuardedPolicy(FixedPolicy(1, sizes), sizes).plan(engine).block_size == 1
+    assert GuardedPolicy(FixedPolicy(16, sizes), sizes).plan(engine).block_size is None  # starts speculating
     hard = run(AdaptivePolicy(sizes), [0] * 40, engine)
     assert hard[0] == 16 and set(hard[1:]) == {1}
     assert run(AdaptivePolicy(sizes), [0] * 40)[1:].count(1) < 39  # COSTS: it probes again
-    assert GuardedPolicy(FixedPolicy(1), WIDE).plan(PromptObservation(
+    assert GuardedPolicy(FixedPolicy(1, WIDE), WIDE).plan(PromptObservation(
         np.zeros(4, np.float32), 4, costs=COSTS)).block_size is None
 
 

@@ -197,10 +197,3 @@ def test_blockpilots_numpy_decision_and_its_torch_trainer_compute_the_same_netwo
     with torch.no_grad():
         expected = net(torch.from_numpy(fitted_blockpilot.inputs(data.logits))).numpy()
     np.testing.assert_allclose(fitted_blockpilot.scores(data.logits), expected, rtol=1e-4, atol=1e-5)
-
-
-def test_a_fixed_policy_offers_its_own_block_whatever_candidates_it_is_given():
-    """``create_policy("fixed16", [4, 8])`` said its candidates were 4 and 8 while it runs 16 (audit, issue 54)."""
-    policy = get_registry().create("fixed16", [4, 8])
-    assert policy.candidates == (16,) and policy.choices() == {16}
-    assert policy.select(PromptObservation(np.zeros(0, dtype=np.float32), 4, "p")) == 16

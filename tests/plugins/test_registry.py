@@ -74,7 +74,7 @@ def _fifteen(module):
 
     @hookimpl
     def register_policies(register):
-        register("fifteen", lambda arg, candidates: AlwaysFifteen(15), description="always 15")
+        register("fifteen", lambda arg, candidates: AlwaysFifteen(15, candidates), description="always 15")
 
     module.register_policies = register_policies
 
@@ -108,7 +108,7 @@ def test_a_plugin_reusing_a_builtin_name_is_skipped_and_blamed(install):
     def impostor(module):
         @hookimpl
         def register_policies(register):
-            register("fixed", lambda arg, candidates: FixedPolicy(1))
+            register("fixed", lambda arg, candidates: FixedPolicy(1, candidates))
 
         module.register_policies = register_policies
 
@@ -123,7 +123,7 @@ def test_a_misspelled_hook_is_reported_not_silently_ignored(install):
     def misspelled(module):
         @hookimpl
         def register_policy(register):  # no such hook
-            register("never", lambda arg, candidates: FixedPolicy(4))
+            register("never", lambda arg, candidates: FixedPolicy(4, candidates))
 
         module.register_policy = register_policy
 
@@ -211,7 +211,7 @@ def test_the_removed_per_step_keyword_names_its_replacement_and_unknown_policy_s
     def old(module):
         @hookimpl
         def register_policies(register):
-            register("oldstyle", lambda arg, candidates: FixedPolicy(4), per_step=True)
+            register("oldstyle", lambda arg, candidates: FixedPolicy(4, candidates), per_step=True)
 
         module.register_policies = register_policies
 
