@@ -161,6 +161,10 @@ class Policy:
         single = obs.ndim == 1
         batch = obs[None] if single else obs
         chosen = self.select_batch([PromptObservation(row, 0) for row in batch])
+        outside = sorted(set(chosen) - set(self.candidates))
+        if outside:
+            raise ValueError(f"{self.name} chose block size {outside[0]}, which is not among its candidates "
+                             f"{list(self.candidates)} (the actions); build it with {outside[0]} among them")
         actions = np.array([self.candidates.index(b) for b in chosen], dtype=np.int64)
         return (actions[0] if single else actions), state
 

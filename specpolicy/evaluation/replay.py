@@ -124,24 +124,26 @@ def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, 
     else:
         raise ValueError(f"per-cycle policy {policy.name!r} needs a replay sweep; the store has only taus")
     timed = tables[0] is not None and table is not None and bool(sizes)
-    seconds, ar_seconds = _priced(cycles, tables, observation.prompt_length) if timed else (0.0, None)
-    if timed and plan.block_size == 1 and plan.length is None:
-        seconds = ar_seconds  # a fixed plan of B = 1 is plain decoding (CostTable.fixed_cycle_seconds)
+    plain = plan.block_size == 1 and plan.length is None  # plain decoding (CostTable.fixed_cycle_seconds)
+    seconds, ar_seconds = _priced(cycles, tables, observation.prompt_length, plain) if timed else (0.0, None)
     return PromptResult(prompt_id, sizes, tau, tokens, seconds, ar_seconds, oracle,
                         len(cycles) if table else 0)
 
 
-def _priced(cycles: Sequence[CycleRecord], tables: Sequence[CostTable], prompt_length: int
+def _priced(cycles: Sequence[CycleRecord], tables: Sequence[CostTable], prompt_length: int, plain: bool
             ) -> tuple[float, float]:
-    """(modelled seconds of ``cycles``, of plain AR for their tokens): one table, or each at its context."""
+    """(modelled seconds of ``cycles``, of plain AR for their tokens): one table, or each at its context;
+    ``plain``: the cycles are plain decoding, priced as AR steps."""
     if len(tables) == 1:
-        return tables[0].cycles_seconds(cycles), sum(c.committed for c in cycles) * tables[0].ar_seconds
+        ar_seconds = sum(c.committed for c in cycles) * tables[0].ar_seconds
+        return ar_seconds if plain else tables[0].cycles_seconds(cycles), ar_seconds
     seconds = ar_seconds = 0.0
     position = prompt_length
     for cycle in cycles:
         costs = nearest_context(tables, position)
-        seconds += costs.split_cycle_seconds(cycle.block_size, cycle.verify_length)
         ar_seconds += cycle.committed * costs.ar_seconds
+        seconds += costs.ar_seconds if plain else costs.split_cycle_seconds(cycle.block_size,
+                                                                             cycle.verify_length)
         position += cycle.committed
     return seconds, ar_seconds
 

@@ -12,7 +12,8 @@ from specpolicy.policy import TRAINING_BLOCK_SIZE, Policy, PromptObservation
 
 
 class FixedPolicy(Policy):
-    """Always the same block size: ``fixed16`` is DFlash(16)."""
+    """Always the same block size: ``fixed16`` is DFlash(16), whatever the candidates (the range the other
+    policies of a comparison choose over; as actions, :meth:`predict` refuses a set without it)."""
 
     def __init__(self, block_size: int, candidates: Sequence[int]) -> None:
         super().__init__(candidates)

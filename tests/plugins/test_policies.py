@@ -197,3 +197,15 @@ def test_blockpilots_numpy_decision_and_its_torch_trainer_compute_the_same_netwo
     with torch.no_grad():
         expected = net(torch.from_numpy(fitted_blockpilot.inputs(data.logits))).numpy()
     np.testing.assert_allclose(fitted_blockpilot.scores(data.logits), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_a_fixed_policy_acts_in_an_action_space_only_if_its_block_is_among_the_actions():
+    """``create_policy("fixed16", [4, 8])`` builds fixed16 (its name says what it runs; the candidates are the range
+    a comparison's other policies choose over), but acting with it where 16 is no action crashed in ``predict``
+    with ``tuple.index(x): x not in tuple`` (audit, issue 54): refused naming the action space and the fix."""
+    policy = get_registry().create("fixed16", [4, 8])
+    assert policy.choices() == {16}
+    with pytest.raises(ValueError, match=r"fixed16 chose block size 16, which is not among its candidates \[4, 8\] "
+                                         r"\(the actions\)"):
+        policy.predict(np.zeros(4, dtype=np.float32))
+    assert get_registry().create("fixed8", [4, 8]).predict(np.zeros(4, dtype=np.float32))[0] == 1
