@@ -17,7 +17,8 @@ import pytest
 from specpolicy.cycles import Plan
 from specpolicy.engines.build import SERVER_ENV, _pre_tokenizer, find_server
 from specpolicy.engines.llamacpp import Reply, Server, ServerPool, Setting, Step
-from specpolicy.evaluation.engine import PLAIN, EngineRun, engine_costs, evaluate_engine, plan_settings
+from specpolicy.evaluation.engine import PLAIN, EngineRun, evaluate_engine, plan_settings
+from specpolicy.evaluation.engine_compare import engine_costs
 from specpolicy.registry import create_policy
 from specpolicy.sweep.store import SweepStore
 from specpolicy.zoo import ZOO_DIR
@@ -288,7 +289,7 @@ def test_the_best_stock_setting_is_the_fastest_of_the_stock_flags_by_replay(veri
     """Issue 55: for an unpatched llama.cpp, the fastest --spec-draft-n-max / --spec-draft-p-min for the pair, by
     replay priced with the engine's own table; p_min above 0 only where the sweep recorded confidences."""
     from specpolicy.costs import CostTable
-    from specpolicy.evaluation.engine import best_stock_setting
+    from specpolicy.evaluation.engine_compare import best_stock_setting
     from specpolicy.evaluation.replay import evaluate_replay
 
     store = SweepStore.load(verify_store.path)
@@ -307,7 +308,7 @@ def test_compare_engine_is_a_library_call_staging_calibration_run_and_replay(fak
     once, the engine's table calibrated, every prompt run in one pool, replay priced with that table beside it."""
     import contextlib
 
-    from specpolicy.evaluation import engine
+    from specpolicy.evaluation.engine_compare import compare_engine
 
     converted = []
     monkeypatch.setattr("specpolicy.engines.build.gguf_pair",
@@ -320,7 +321,7 @@ def test_compare_engine_is_a_library_call_staging_calibration_run_and_replay(fak
         yield lambda done, total: stages[-1].__setitem__(2, done)
 
     policies = [create_policy(name, [1, 2, 4, 8]) for name in ("fixed8", "fixed2", "oracle")]
-    comparison = engine.compare_engine(replay_store, policies, server=fake_binary, progress=progress,
+    comparison = compare_engine(replay_store, policies, server=fake_binary, progress=progress,
                                        report=lambda line: None)
     prompts = len(list(replay_store.records()))
     assert converted == [("tiny", "tiny")]
@@ -347,14 +348,14 @@ def test_the_engines_replies_saved_by_a_compare_import_as_rounds_with_its_confid
     llama-server answers them, and a fixed setting's import as rounds at its block with the engine's
     probabilities; a per-step plan's, or a run with cut verifies, is refused."""
     from specpolicy.engines.build import patch_digest
-    from specpolicy.evaluation import engine
+    from specpolicy.evaluation.engine_compare import compare_engine
     from specpolicy.sweep.traces import import_traces
 
     (tmp_path / "llama-server.json").write_text(json.dumps({"patch": patch_digest()}))
     monkeypatch.setenv("FAKE_PATCHED", "1")
     monkeypatch.setattr("specpolicy.engines.build.gguf_pair", lambda target, drafter, out=None, report=print: tmp_path)
     policies = [create_policy(name, [1, 2, 4, 8]) for name in ("fixed4", "adaptive")]
-    comparison = engine.compare_engine(replay_store, policies, server=fake_binary, report=lambda line: None)
+    comparison = compare_engine(replay_store, policies, server=fake_binary, report=lambda line: None)
     fixed, per_step = comparison.run.save_steps(tmp_path / "steps")
     assert (fixed.name, per_step.name) == ("fixed4.jsonl", "adaptive.jsonl")
     result = import_traces(fixed, tmp_path / "store")

@@ -4,7 +4,8 @@ from common import SAMPLES, WORKDIR
 
 from specpolicy.engines.build import find_server, gguf_pair, patched
 from specpolicy.engines.llamacpp import ServerPool
-from specpolicy.evaluation.engine import PLAIN, calibrate, engine_setting, evaluate_engine, for_engine
+from specpolicy.evaluation.engine import PLAIN, engine_setting, evaluate_engine, for_engine
+from specpolicy.evaluation.engine_compare import calibrate
 from specpolicy.evaluation.metrics import summarize
 from specpolicy.evaluation.replay import prompt_observation
 from specpolicy.registry import create_policy
