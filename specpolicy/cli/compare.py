@@ -29,7 +29,8 @@ from specpolicy.cli.common import (
 from specpolicy.cli.compare_runs import prompt_labels, results_per_dataset
 from specpolicy.cli.sweep import parse_candidates
 from specpolicy.defaults import COMPARE_BASELINE, COMPARE_DATASET, COMPARE_ORACLE, COMPARE_SAMPLES
-from specpolicy.evaluation.compare import CompareOptions, ComparisonRow, Mode, Run, check_labels
+from specpolicy.evaluation.compare import ComparisonRow, Run, check_labels
+from specpolicy.evaluation.compare_options import CompareOptions, Mode
 
 
 def compare(

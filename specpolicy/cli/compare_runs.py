@@ -14,14 +14,8 @@ from rich.markup import escape
 
 from specpolicy.cli.common import settings_from, stderr, warn_line
 from specpolicy.defaults import MAX_PROMPT_TOKENS, cache_dir
-from specpolicy.evaluation.compare import (
-    CompareOptions,
-    Mode,
-    Run,
-    prepare,
-    stored_labels,
-    stored_runs,
-)
+from specpolicy.evaluation.compare import Run, prepare, stored_labels, stored_runs
+from specpolicy.evaluation.compare_options import CompareOptions, Mode
 
 
 def results_per_dataset(options: CompareOptions) -> Iterator[Run]:

@@ -1,0 +1,139 @@
+"""What a comparison is asked, checked before any model loads (no torch): :class:`CompareOptions`, the one
+check of ``specpolicy compare``'s options and :func:`~specpolicy.evaluation.compare.compare_sweep`'s
+arguments."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from enum import Enum
+from pathlib import Path
+
+from specpolicy.cycles import check_candidate_set, check_counts, check_temperature
+from specpolicy.defaults import (
+    COMPARE_BASELINE,
+    COMPARE_DATASET,
+    COMPARE_ORACLE,
+    COMPARE_SAMPLES,
+    DEFAULT_DEVICE,
+    DEFAULT_DTYPE,
+    DEFAULT_MODEL,
+    DEFAULT_THREADS,
+    MAX_NEW_TOKENS,
+)
+from specpolicy.evaluation.report import check_plot_path
+
+BY = ("category", "group", "context")
+"""the prompt labels ``by`` reports per (``context``: a stored prompt's length bucket)"""
+SWEEP_SETTINGS = ("datasets", "temperature", "max_samples", "max_new_tokens", "seed", "target", "drafter",
+                  "device", "dtype")
+"""what a fresh sweep is made with (refused beside ``sweep``, which has its own)"""
+
+
+class Mode(str, Enum):
+    replay = "replay"
+    live = "live"
+
+
+@dataclass
+class CompareOptions:
+    """Everything a comparison was asked for, checked (:meth:`validate`) before any model loads."""
+
+    policies: list[str]
+    datasets: list[str] = field(default_factory=lambda: [COMPARE_DATASET])
+    mode: Mode = Mode.replay
+    sweep: Path | None = None
+    candidates: list[int] | None = None
+    temperature: float = 0.0
+    max_samples: int = COMPARE_SAMPLES
+    max_new_tokens: int = MAX_NEW_TOKENS
+    seed: int = 0
+    baseline: str = COMPARE_BASELINE
+    costs: tuple[Path, ...] = ()
+    """cost tables replay prices with: one, or several measured at different context lengths"""
+    threads: int = DEFAULT_THREADS
+    target: str = DEFAULT_MODEL
+    drafter: str = DEFAULT_MODEL
+    device: str = DEFAULT_DEVICE
+    dtype: str = DEFAULT_DTYPE
+    plot: Path | None = None
+    oracle: str = COMPARE_ORACLE
+    concurrency: tuple[int, ...] = (1,)
+    """requests served together: one value, or several (a map over concurrencies)"""
+    batch_costs: Path | None = None
+    split: str | None = None
+    by: str | None = None
+    engine: str | None = None
+    """a serving engine the policies run in (``llamacpp``), measured there"""
+    server: str | None = None
+    steps: Path | None = None
+    """a folder for the engine's replies, a JSONL per policy (``import-traces`` reads them)"""
+
+    def given(self, name: str) -> bool:
+        """Whether the option ``name`` differs from its default."""
+        spec = next(f for f in fields(self) if f.name == name)
+        default = spec.default_factory() if callable(spec.default_factory) else spec.default
+        return getattr(self, name) != default
+
+    def validate(self) -> None:
+        """Fail on options that cannot work together, before anything loads."""
+        check_temperature(self.temperature, "--temperature")
+        if isinstance(self.policies,
+                      str) or not self.policies or not all(isinstance(n, str) for n in self.policies):
+            raise ValueError("policies must be a list of policy names such as ['fixed16', 'blockpilot'], "
+                             f"got {self.policies!r}")
+        self.concurrency = check_counts(self.concurrency, "concurrency")
+        if self.candidates is not None:
+            self.candidates = list(check_candidate_set(self.candidates, "candidates"))
+        twice = sorted({name for name in self.policies if self.policies.count(name) > 1})
+        if twice:
+            raise ValueError(f"--policies names {', '.join(twice)} twice; name each policy once")
+        for option in ("baseline", "oracle"):
+            name = getattr(self, option)
+            if self.given(option) and name not in self.policies:  # the defaults may be left out of --policies
+                raise ValueError(f"--{option} {name} is not among --policies ({','.join(self.policies)}); "
+                                 "add it there, or name one of those")
+        self._validate_where()
+        self._validate_costs()
+        if self.plot is not None:
+            check_plot_path(self.plot)
+
+    def _validate_where(self) -> None:
+        """The engine, the labels and the stored sweep."""
+        from specpolicy.evaluation.engine import check_engine
+
+        check_engine(self.engine)
+        if self.engine and (self.mode is Mode.live or self.batch_costs is not None or self.costs):
+            raise ValueError("--engine measures the engine and prices replay with the engine's own cost "
+                             "table; drop --mode live, --costs and --batch-costs")
+        if self.steps is not None and not self.engine:
+            raise ValueError("--steps saves the engine's per-step records: add --engine llamacpp, or drop it")
+        if self.steps is not None and self.steps.exists() and not self.steps.is_dir():
+            raise ValueError(f"--steps {self.steps} is a file; pass a folder for the engine's replies")
+        if self.by not in (None, *BY):
+            raise ValueError(f"--by {self.by} is not a prompt label; use --by category, group or context")
+        if self.by == "context" and self.sweep is None:
+            raise ValueError("--by context reads each stored prompt's length: pass --sweep DIR")
+        if self.sweep is not None:
+            ignored = [{"datasets": "--dataset"}.get(name, f"--{name.replace('_', '-')}")
+                       for name in SWEEP_SETTINGS if self.given(name)]
+            if ignored:
+                raise ValueError("--sweep evaluates a stored sweep with its own prompts and settings; "
+                                 f"{', '.join(ignored)} would be ignored: drop them, or drop --sweep to "
+                                 "sweep anew")
+        elif self.split is not None:
+            raise ValueError("--split picks one side of a --sweep store (train or validation, by "
+                             "conversation and input, as `specpolicy train` splits it); pass --sweep DIR")
+
+    def _validate_costs(self) -> None:
+        """The cost tables and the serving simulation."""
+        if len(self.costs) > 1 and self.mode is Mode.live:
+            raise ValueError("several --costs tables price replay by each prompt's context; live decoding "
+                             "reads one table: pass one")
+        if self.batch_costs is not None and self.costs:
+            raise ValueError("--costs prices one request at a time and serving prices every step with "
+                             "--batch-costs; drop --costs (the batch table gives each concurrency's "
+                             "per-request costs)")
+        if (max(self.concurrency) > 1 or self.batch_costs is not None) and \
+                (self.sweep is None or self.batch_costs is None):
+            raise ValueError("--concurrency N simulates serving from a stored sweep: pass --sweep DIR and "
+                             "--batch-costs FILE (from `specpolicy bench batch-latency --out FILE`)")
