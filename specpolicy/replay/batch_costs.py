@@ -105,9 +105,19 @@ class BatchCostTable(TableFile):
         return self._along_batch(self.verify, len(lengths), sum(lengths)) if lengths else 0.0
 
     def draft_cost(self, block_sizes: Sequence[int]) -> float:
-        """One drafter pass over the blocks of the sequences that draft (B > 1)."""
+        """The drafting of the sequences that draft (B > 1): a block drafter's one pass over their blocks
+        (their total); a chain drafter's passes, one per drafted position, each over the sequences still
+        drafting (``draft[n][2]``: one pass at batch n), until the longest block is drafted."""
         blocks = [b for b in block_sizes if b > 1]
-        return self._along_batch(self.draft, len(blocks), sum(blocks)) if blocks else 0.0
+        if self.drafter != "chain":
+            return self._along_batch(self.draft, len(blocks), sum(blocks)) if blocks else 0.0
+        seconds, drafted, ascending = 0.0, 1, sorted(blocks)
+        for i, block in enumerate(ascending):  # passes drafted + 1 .. block: over the len - i still drafting
+            if block > drafted:
+                n = len(ascending) - i
+                seconds += (block - drafted) * self._along_batch(self.draft, n, 2 * n)
+                drafted = block
+        return seconds
 
     def step_seconds(self, actions: Sequence[tuple[int, int]]) -> float:
         """One engine step in which each active request runs a cycle (B, L)."""

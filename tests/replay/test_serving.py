@@ -37,6 +37,20 @@ def test_ragged_steps_interpolate_along_total_tokens():
         table.verify_cost([1] * 5)
 
 
+def test_a_chain_drafters_batch_drafts_as_long_as_its_longest_chain():
+    """Issue 56 (drafters priced as they draft): a chain drafter (EAGLE, MTP) drafts one position per pass for the
+    sequences still drafting, so a step whose blocks are 8, 2, 2 and 2 runs a pass at batch 4 and 6 more at
+    batch 1, not the 3.5 passes at batch 4 a total of 14 tokens read as (a block drafter's one pass over ragged
+    blocks is priced by their total, as before)."""
+    heads = {b: 0.01 * (1 + b / 8) for b in (1, 2, 4)}  # one head pass at batch b
+    chain = BatchCostTable(verify=linear_table().verify, drafter="chain",
+                           draft={b: {n: (n - 1) * head for n in LENGTHS if n > 1} for b, head in heads.items()})
+    assert chain.draft_cost([8, 2, 2, 2]) == pytest.approx(heads[4] + 6 * heads[1])
+    assert chain.draft_cost([4, 4]) == pytest.approx(3 * heads[2])  # uniform blocks: as the table prices them
+    assert chain.draft_cost([8, 1, 1, 1]) == pytest.approx(7 * heads[1])  # plain steps draft nothing
+    assert linear_table().draft_cost([8, 2, 2, 2]) == pytest.approx(0.5 + 0.01 * 14)
+
+
 def test_per_request_costs_at_a_concurrency_share_the_batched_pass():
     costs = linear_table().at_concurrency(4, [1, 4, 16])
     assert costs.verify_seconds[16] == pytest.approx((1.0 + 0.1 * 64) / 4)
