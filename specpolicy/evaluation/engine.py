@@ -137,10 +137,11 @@ def deployable_settings(policy: Policy, largest: int) -> list[Setting]:
 
 def plan_settings(store: SweepStore, records: Sequence[SweepRecord], policies: Sequence[Policy],
                   costs: CostTable | None, per_request: bool = False) -> list[list[Setting]]:
-    """[prompt][policy] settings, every plan made and checked before any server starts (``per_request``: a
-    patched server, which runs per-step plans whose rule is a value). One DFlash server serves every
-    speculative plan; a prompt a policy decodes plainly goes to plain decoding's server (no drafter runs:
-    replay prices it at the table's plain step, :meth:`~specpolicy.costs.CostTable.fixed_cycle_seconds`)."""
+    """The settings per prompt, per policy, every plan made and checked before any server starts
+    (``per_request``: a patched server, which runs per-step plans whose rule is a value). One DFlash server
+    serves every speculative plan; a prompt a policy decodes plainly goes to plain decoding's server (no
+    drafter runs: replay prices it at the table's plain step,
+    :meth:`~specpolicy.costs.CostTable.fixed_cycle_seconds`)."""
     largest = trained_block(store)
     settings = []
     for record in records:
