@@ -25,6 +25,11 @@ class DecodeState:
     """verify length L of each finished cycle (B unless a verify rule cut the block)"""
     batch: int = 1
     """requests in the engine step the next cycle runs in (set by the serving simulation; 1 elsewhere)"""
+    batch_costs: Any = None
+    """the per-request :class:`~specpolicy.costs.CostTable` at that batch (serving simulation; else
+    ``None``)"""
+    pooled: DecodeState | None = None
+    """every request's cycles in the order the engine ran them (serving simulation; else ``None``)"""
 
     @classmethod
     def after_prefill(cls, prefill_logits: Any, prompt_length: int) -> DecodeState:

@@ -48,7 +48,7 @@ def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: Batch
     results = []
     for policy in policies:
         plans = [lambda o=o, a=a, p=policy: p.checked_plan(o, a) for o, a in zip(observations, answers)]
-        served = simulate_serving(prompts.tables, plans, costs, concurrency)
+        served = simulate_serving(prompts.tables, plans, costs, concurrency, store.candidates)
         if on_served is not None:
             on_served(policy, served)
         result = PolicyResults(policy.name,

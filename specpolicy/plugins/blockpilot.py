@@ -224,7 +224,7 @@ blockpilot_paper_policy = partial(load_blockpilot, "blockpilot-paper")
 
 
 def guarded_policy(arg: str | None, candidates: Sequence[int]):
-    from specpolicy.plugins.cycle_rules import GuardedPolicy
+    from specpolicy.plugins.guarded import GuardedPolicy
 
     return GuardedPolicy(blockpilot_policy(arg, candidates), candidates)
 

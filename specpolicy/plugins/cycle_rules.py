@@ -8,7 +8,8 @@
   a geometric acceptance model of this decode's recent cycles; a cycle slower than an AR step starts a
   back-off of plain AR cycles where the model expects AR to win (shorter on flat tables,
   :data:`FULL_WAIT_COST`), and no probe where even an optimistic acceptance would not pay
-  (:data:`PROBE_OPTIMISM`). """
+  (:data:`PROBE_OPTIMISM`). Served concurrently with a chain drafter, one block per batch from the engine's
+  pooled acceptance (:meth:`AdaptivePolicy.batch_block`). """
 
 from __future__ import annotations
 
@@ -17,7 +18,12 @@ from collections.abc import Callable, Sequence
 
 from specpolicy.costs import CostTable, expected_tokens
 from specpolicy.cycles import CostAwareBlocks
-from specpolicy.defaults import ACCEPTANCE_DECAY, ACCEPTANCE_PRIOR, ACCEPTANCE_PRIOR_WEIGHT
+from specpolicy.defaults import (
+    ACCEPTANCE_DECAY,
+    ACCEPTANCE_PRIOR,
+    ACCEPTANCE_PRIOR_WEIGHT,
+    POOLED_ACCEPTANCE_DECAY,
+)
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Plan, Policy, PromptObservation
 from specpolicy.state import DecodeState
 
@@ -197,6 +203,9 @@ class AdaptivePolicy(Policy):
 
     def step(self, state: DecodeState, observation: PromptObservation) -> int:
         costs = required_costs(self, observation)
+        batched = self.batch_block(state, observation)
+        if batched is not None:
+            return batched
         if not state.block_size_history:
             return self.start
         alpha = acceptance_rate(state, self.prior, decay=self.decay)
@@ -210,6 +219,20 @@ class AdaptivePolicy(Policy):
         if 1 in self.candidates and not pays and not self.probe_pays(alpha, costs):
             return 1  # not even an optimistic acceptance would make a block pay: no probe
         return best
+
+    def batch_block(self, state: DecodeState, observation: PromptObservation) -> int | None:
+        """Served concurrently with a chain drafter (``None`` elsewhere): the one block every request of a
+        step drafts (a chain drafts for the batch until its longest block is drafted), the fastest at the
+        engine's pooled acceptance (every request's cycles, :data:`POOLED_ACCEPTANCE_DECAY`) priced at the
+        scheduled batch; plain steps where no block beats them."""
+        if state.pooled is None or observation.concurrency < 2 or \
+                required_costs(self, observation).drafter != "chain":
+            return None
+        costs = state.batch_costs or required_costs(self, observation)
+        alpha = acceptance_rate(state.pooled, self.prior, decay=POOLED_ACCEPTANCE_DECAY)
+        best = self.best_size(alpha, costs)
+        paying = self.beats_ar(expected_tokens(alpha, best), best, costs) or 1 not in self.candidates
+        return best if paying else 1
 
     def beats_ar(self, tokens: float, size: int, costs: CostTable) -> bool:
         """Whether ``tokens`` from a cycle of ``size`` come at least as fast as from plain steps (the one
@@ -232,58 +255,6 @@ def start_block_size(arg: str | None) -> int:
     if arg is not None and not arg.isdigit():
         raise ValueError(f"the argument is the start block size, e.g. probe16; got {arg!r}")
     return int(arg) if arg else TRAINING_BLOCK_SIZE
-
-
-class GuardedPolicy(Policy):
-    """A per-prompt policy picks the start, the ``adaptive`` rule guards every cycle after (a start of B = 1
-    begins as after a failed probe; where the guard would then never probe, the prompt is plain decoding)."""
-
-    per_step = True
-
-    def __init__(self, start_policy: Policy, candidates: Sequence[int]) -> None:
-        super().__init__(candidates)
-        self.start_policy = start_policy
-
-    def choices(self) -> set[int]:
-        return set(self.candidates) | self.start_policy.choices()
-
-    def restrict(self, offered: Sequence[int]) -> GuardedPolicy:
-        """A learned start policy chooses only among ``offered`` (an engine that cannot run the others)."""
-        self.start_policy.restrict(offered)
-        return self
-
-    def select(self, observation: PromptObservation) -> int:
-        return self.start_policy.select(observation)
-
-    def vocabulary(self) -> int | None:
-        return self.start_policy.vocabulary()
-
-    def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
-        """The start policy's B first; then the guard, which reads a failed probe before a start of B = 1."""
-        start = snap(self.start_policy.select(observation), self.candidates)  # an engine's sizes may be fewer
-        guard = AdaptivePolicy(self.candidates, start=max(start, 2))
-        guard.name = self.name
-        # a start of B = 1: the guard sees a failed probe before the first cycle, then every cycle after it
-        seen = DecodeState(observation.logits, observation.prompt_length, 0, 0, 1, [0], [guard.start],
-                           [guard.start])
-        if start == 1 and 1 in self.candidates:
-            costs = required_costs(self, observation)
-            if not guard.probe_pays(acceptance_rate(seen, guard.prior, decay=guard.decay), costs):
-                return Plan.fixed(1)  # the guard would never probe: the prompt is plain decoding
-
-        def choose(state: DecodeState) -> int:
-            if not state.block_size_history:
-                return start
-            if start > 1:
-                return guard.step(state, observation)
-            known = len(seen.block_size_history) - 1  # the decode's cycles the guard has seen
-            seen.accepted_history += state.accepted_history[known:]
-            seen.block_size_history += state.block_size_history[known:]
-            seen.verify_history += state.verify_history[known:]
-            seen.position, seen.cycle, seen.generated = state.position, state.cycle, state.generated
-            return guard.step(seen, observation)
-
-        return Plan(guard.rule(observation, start, guard.start if start == 1 else 0, choose))
 
 
 def probe_policy(arg: str | None, candidates: Sequence[int]) -> ProbePolicy:

@@ -10,6 +10,7 @@ from specpolicy.cycles import CycleRecord, Plan, run_cycle
 from specpolicy.replay.batch_costs import BatchCostTable
 from specpolicy.replay.session import ReplaySession
 from specpolicy.replay.table import ReplayTable
+from specpolicy.state import DecodeState
 
 
 @dataclass
@@ -51,14 +52,15 @@ class _Active:
 
 
 def simulate_serving(tables: Sequence[ReplayTable], plans: Sequence[Callable[[], Plan]],
-                     costs: BatchCostTable, concurrency: int) -> ServingResult:
+                     costs: BatchCostTable, concurrency: int, sizes: Sequence[int] = ()) -> ServingResult:
     """Serve ``tables`` in order through ``concurrency`` slots; ``plans[i]()`` makes request i's
-    :class:`Plan`."""
+    :class:`Plan`; ``sizes``: the block sizes each batch's per-request prices cover (none: not priced)."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     n = len(tables)
     result = ServingResult(tokens=[0] * n, seconds=[0.0] * n, latency=[0.0] * n, cycles=[0] * n)
     queue, active, clock = list(range(len(tables))), [], 0.0
+    pooled, prices = DecodeState.after_prefill(None, 0), {}
     while queue or active:
         while queue and len(active) < concurrency:
             i = queue.pop(0)
@@ -66,9 +68,15 @@ def simulate_serving(tables: Sequence[ReplayTable], plans: Sequence[Callable[[],
             if session.done:  # finished by prefill: no cycle
                 continue
             active.append(_Active(i, session, plans[i](), clock))
-        for request in active:  # what an engine keying on the scheduled batch (vLLM's schedule) reads
-            request.session.state.batch = len(active)
+        if sizes and len(active) not in prices:
+            prices[len(active)] = costs.at_concurrency(len(active), sizes)
+        for request in active:  # what the engine knows: the scheduled batch (vLLM's schedule keys on it), its
+            state = request.session.state  # prices, and every request's cycles so far
+            state.batch, state.batch_costs, state.pooled = len(active), prices.get(len(active)), pooled
         cycles = [run_cycle(request.session, request.plan) for request in active]
+        for cycle in cycles:
+            if cycle.committed:
+                pooled.record(cycle.block_size, cycle.accepted, cycle.verify_length)
         result.records.extend(cycles)
         step = costs.step_seconds([(c.block_size, c.verify_length) for c in cycles])
         clock += step

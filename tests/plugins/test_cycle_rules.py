@@ -9,7 +9,6 @@ from specpolicy.costs import CostTable, uniform_costs
 from specpolicy.plugins.cycle_rules import (
     AdaptivePolicy,
     GrowShrinkPolicy,
-    GuardedPolicy,
     ProbePolicy,
     acceptance_rate,
     ar_wait,
@@ -17,6 +16,7 @@ from specpolicy.plugins.cycle_rules import (
     few_accepted,
 )
 from specpolicy.plugins.fixed import FixedPolicy
+from specpolicy.plugins.guarded import GuardedPolicy
 from specpolicy.plugins.heuristic import HeuristicPolicy
 from specpolicy.plugins.verify_rules import AdaptiveVerifyPolicy
 from specpolicy.policy import PromptObservation

@@ -10,6 +10,7 @@ import pytest
 from specpolicy.costs import uniform_costs
 from specpolicy.cycles import Plan
 from specpolicy.decoding import SpeculativeDecoder
+from specpolicy.policy import PromptObservation
 from specpolicy.replay.batch_costs import BatchCostTable
 from specpolicy.replay.serving import simulate_serving
 from specpolicy.sweep.replay import build_replay
@@ -114,6 +115,39 @@ def test_concurrent_requests_share_steps_and_finish_with_the_same_tokens(tables)
     assert together.total_seconds == pytest.approx(sum(together.seconds))
     assert together.steps == max(len(t.simulate(4)) for t in tables)
     assert np.all(np.array(together.latency) > 0)
+
+
+class RecordedSteps(BatchCostTable):
+    """A batch table that keeps every step's (B, L) per request."""
+
+    def step_seconds(self, actions):
+        self.__dict__.setdefault("steps", []).append(list(actions))
+        return super().step_seconds(actions)
+
+
+def test_under_a_chain_drafter_a_batch_drafts_one_block_from_the_engines_pooled_acceptance(tables):
+    """Issue 56: a chain drafter's batch drafts as long as its longest chain, so the cost-aware rule (``adaptive``,
+    the default's guard) gives every request of a step one block, chosen from the acceptance of every request's
+    cycles (the engine's, pooled) and priced at the batch the step runs; a block drafter keeps per-request
+    blocks. The serving simulation tells each request's state what the engine knows: the batch, its prices and
+    the pooled cycles."""
+    from specpolicy.registry import create_policy
+
+    base = linear_table(batches=(1, 2, 3, 4), fixed=1.0, per_token=0.01)
+    chain = RecordedSteps(base.verify, {b: {n: (n - 1) * 0.02 for n in LENGTHS if n > 1} for b in base.verify},
+                          drafter="chain")
+    policy = create_policy("adaptive", [1, 4, 8])
+    observation = PromptObservation(np.zeros(0, np.float32), 4, costs=chain.at_concurrency(3, [1, 4, 8]),
+                                    concurrency=3)
+    served = simulate_serving(tables, [lambda: policy.checked_plan(observation)] * 3, chain, 3, sizes=(1, 4, 8))
+    together = [step for step in chain.steps if len(step) > 1]
+    assert together and all(len({b for b, _ in step if b > 1}) <= 1 for step in together)
+    assert served.tokens == [t.tokens() for t in tables]
+    block = RecordedSteps(chain.verify, chain.draft)  # the same prices, a block drafter: blocks per request
+    observation = PromptObservation(np.zeros(0, np.float32), 4, costs=block.at_concurrency(3, [1, 4, 8]),
+                                    concurrency=3)
+    simulate_serving(tables, [lambda: policy.checked_plan(observation)] * 3, block, 3, sizes=(1, 4, 8))
+    assert any(len({b for b, _ in step if b > 1}) > 1 for step in block.steps)
 
 
 @pytest.mark.parametrize(("change", "flag"), [
