@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from specpolicy.costs import CostTable
 
 Folded = TypeVar("Folded")
 
@@ -25,7 +28,7 @@ class DecodeState:
     """verify length L of each finished cycle (B unless a verify rule cut the block)"""
     batch: int = 1
     """requests in the engine step the next cycle runs in (set by the serving simulation; 1 elsewhere)"""
-    batch_costs: Any = None
+    batch_costs: CostTable | None = None
     """the per-request :class:`~specpolicy.costs.CostTable` at that batch (serving simulation; else
     ``None``)"""
     pooled: DecodeState | None = None
