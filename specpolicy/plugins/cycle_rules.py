@@ -225,10 +225,12 @@ class AdaptivePolicy(Policy):
         step drafts (a chain drafts for the batch until its longest block is drafted), the fastest at the
         engine's pooled acceptance (every request's cycles, :data:`POOLED_ACCEPTANCE_DECAY`) priced at the
         scheduled batch; plain steps where no block beats them."""
-        if state.pooled is None or observation.concurrency < 2 or \
-                required_costs(self, observation).drafter != "chain":
+        if state.pooled is None or observation.concurrency < 2:
             return None
-        costs = state.batch_costs or required_costs(self, observation)
+        costs = required_costs(self, observation)
+        if costs.drafter != "chain":
+            return None
+        costs = state.batch_costs or costs
         alpha = acceptance_rate(state.pooled, self.prior, decay=POOLED_ACCEPTANCE_DECAY)
         best = self.best_size(alpha, costs)
         paying = self.beats_ar(expected_tokens(alpha, best), best, costs) or 1 not in self.candidates
