@@ -53,6 +53,15 @@ def pytest_collection_modifyitems(config, items):
         items[:] = kept
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _sb3_logs_in_pytests_own_temp(tmp_path_factory):
+    """Stable-Baselines3's learn() makes a folder in the system temp per call (``SB3-<time>``); the suite's go
+    under pytest's own temp, which it prunes (tutorials run as subprocesses inherit it)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SB3_LOGDIR", str(tmp_path_factory.mktemp("sb3")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def random_pair():
     """(target, drafter) with random weights: vocab 97, hidden 32, 3 target layers, 2 drafter layers."""

@@ -155,8 +155,7 @@ class Server:
 
     def __init__(self, command: list[str], port: int) -> None:
         self.command, self.port, self.url = command, port, f"http://127.0.0.1:{port}"
-        self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115
-            prefix="llama-server-", suffix=".log", delete=False)
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115  (nameless: gone with this process, however it ends)
         self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
 
@@ -220,10 +219,12 @@ class Server:
         return "\n".join(self.log_text().splitlines()[-LOG_TAIL:])
 
     def log_text(self) -> str:
-        return Path(self.log.name).read_text(errors="replace")
+        """Everything the server has logged (read at an offset: the server's own write position stays)."""
+        fd = self.log.fileno()
+        return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
 
     def stop(self) -> None:
-        """End the server (SIGTERM, then SIGKILL after 5 s) and remove its log."""
+        """End the server (SIGTERM, then SIGKILL after 5 s) and close its log (a nameless file, so gone)."""
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -232,8 +233,6 @@ class Server:
                 self.process.kill()
                 self.process.wait()
         self.log.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self.log.name)
 
 
 class ServerPool(contextlib.AbstractContextManager):

@@ -21,12 +21,15 @@ def test_tutorial_runs(script, tmp_path):
     env = {**os.environ, "SPECPOLICY_TUTORIAL_SAMPLES": "6", "SPECPOLICY_TUTORIAL_DIR": str(tmp_path),
            "SPECPOLICY_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(CODE)}
     if script == "t10_llamacpp.py":  # drives llama.cpp's server: runs where it is built, as the engine tier does
-        from specpolicy.engines.build import SERVER_ENV, find_server
+        from specpolicy.engines.build import SERVER_ENV, engine_home, find_server
 
         try:
             env[SERVER_ENV] = str(find_server())  # found before the cache moves to tmp_path
         except ValueError as error:
             pytest.skip(f"tutorial 10 skipped: {error}")
+        if engine_home().is_dir():  # the cached llama.cpp tree converts the pair: nothing downloaded again
+            (tmp_path / "cache").mkdir()
+            (tmp_path / "cache" / "llama.cpp").symlink_to(engine_home().parent, target_is_directory=True)
     result = subprocess.run([sys.executable, script], cwd=CODE, env=env, capture_output=True, text=True,
                             timeout=900)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]

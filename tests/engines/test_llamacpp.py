@@ -130,11 +130,15 @@ def test_servers_die_with_the_process_that_started_them_even_under_kill_9(fake_b
     program = (f"import sys, time\nfrom pathlib import Path\nfrom specpolicy.engines.llamacpp import ServerPool, "
                f"Setting\npool = ServerPool(Path({str(fake_binary)!r}), Path('t'), Path('d'), 1)\n"
                f"print(pool[Setting(8)].process.pid, flush=True)\ntime.sleep(60)\n")
-    parent = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, text=True)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    parent = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "TMPDIR": str(temp)})
     server_pid = int(parent.stdout.readline())
     parent.send_signal(signal.SIGKILL)
     parent.wait()
     assert _gone(server_pid)
+    assert list(temp.iterdir()) == []  # nor its log: a killed run leaves no file behind
 
 
 def test_a_server_that_fails_to_start_is_reported_with_its_own_words(tmp_path):
