@@ -215,6 +215,8 @@ def check_block_size(block_size: object) -> int:
 def check_candidate_set(candidates: Iterable[object], what: str = "candidates") -> tuple[int, ...]:
     """``candidates`` as sorted block sizes, each through :func:`check_block_size`, or a ValueError naming
     ``what``: the one check of a candidate set (policies, sweeps, replay tables, the CLI)."""
+    if isinstance(candidates, str | bytes):  # read letter by letter it would name '4' and ','
+        raise ValueError(f"{what} must be a list of block sizes such as [4, 8, 16], got {candidates!r}")
     values = list(candidates)
     try:
         sizes = [check_block_size(b) for b in values]

@@ -155,7 +155,8 @@ class Server:
 
     def __init__(self, command: list[str], port: int) -> None:
         self.command, self.port, self.url = command, port, f"http://127.0.0.1:{port}"
-        self.log = tempfile.TemporaryFile()  # noqa: SIM115  (nameless: gone with this process, however it ends)
+        # nameless, so gone with this process however it ends (a kill -9 left named ones behind)
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115
         self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
 

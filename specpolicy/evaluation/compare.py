@@ -201,7 +201,8 @@ def compare_sweep(sweep: str | Path, policies: Sequence[str], *, costs: Sequence
     to serve, ``by`` for rows per label); a flagged cost table is reported with :func:`warnings.warn`."""
     if not isinstance(sweep, str | Path):
         raise ValueError(f"sweep must be a sweep store's folder (a str or Path), got {sweep!r}")
-    options = CompareOptions(policies, sweep=Path(sweep), costs=tuple(map(Path, costs)),
+    listed = isinstance(costs, Sequence) and not isinstance(costs, str)  # a bare path is refused, not split
+    options = CompareOptions(policies, sweep=Path(sweep), costs=tuple(map(Path, costs)) if listed else costs,
                              candidates=candidates, split=split, by=by,
                              baseline=baseline, oracle=oracle, concurrency=concurrency,
                              batch_costs=Path(batch_costs) if batch_costs else None)

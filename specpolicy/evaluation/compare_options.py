@@ -126,6 +126,9 @@ class CompareOptions:
 
     def _validate_costs(self) -> None:
         """The cost tables and the serving simulation."""
+        if not isinstance(self.costs, tuple):
+            raise ValueError("costs must be a list of cost tables' paths such as ['table.json'], got "
+                             f"{self.costs!r}")
         if len(self.costs) > 1 and self.mode is Mode.live:
             raise ValueError("several --costs tables price replay by each prompt's context; live decoding "
                              "reads one table: pass one")

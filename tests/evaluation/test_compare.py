@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -124,6 +125,9 @@ def test_a_flagged_cost_table_is_warned_of(replay_store, tmp_path):
     ({"policies": [object()]}, "policies must be a list of policy names"),
     ({"sweep": None}, "sweep must be a sweep store's folder"),
     ({"candidates": [4, 4]}, "candidates must name distinct block sizes"),
+    ({"candidates": "4,8"}, "candidates must be a list of block sizes"),
+    ({"costs": "table.json"}, "costs must be a list of cost tables"),
+    ({"costs": Path("table.json")}, "costs must be a list of cost tables"),
 ])
 def test_the_librarys_arguments_are_checked_as_the_command_checks_them(replay_store, arguments, message):
     """Issue 54: TypeError, max() of an empty sequence, ZeroDivisionError, a string read letter by letter."""
