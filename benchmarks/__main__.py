@@ -28,7 +28,12 @@ from specpolicy.cli.common import (
     stderr,
 )
 from specpolicy.cli.errors import guard_all
-from specpolicy.defaults import MAX_BLOCK_SIZE, MAX_PROMPT_TOKENS, SHIPPED_SWEEP_CANDIDATES, TRAINING_BLOCK_SIZE
+from specpolicy.defaults import (
+    MAX_BLOCK_SIZE,
+    MAX_PROMPT_TOKENS,
+    SHIPPED_SWEEP_CANDIDATES,
+    TRAINING_BLOCK_SIZE,
+)
 
 app = typer.Typer(help="The benchmarks behind docs/benchmarks.md (numbers, never test assertions).",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -37,13 +42,15 @@ app = typer.Typer(help="The benchmarks behind docs/benchmarks.md (numbers, never
 @app.command("decode")
 def decode(
     target: str = typer.Option(
-        "tiny", "--target", help="target: tiny, random (random weights, built in memory), a local folder or a hub id"
+        "tiny", "--target", help="target: tiny, random (random weights, built in memory), a local folder or "
+                               "a hub id"
     ),
     drafter: str = DrafterOption,
     prompts: int = BenchPromptsOption,
     dataset: str = DatasetOption,
     max_new_tokens: int = MaxNewTokensOption,
-    block_size: int = typer.Option(TRAINING_BLOCK_SIZE, min=1, max=MAX_BLOCK_SIZE, help="speculative block size B"),
+    block_size: int = typer.Option(TRAINING_BLOCK_SIZE, min=1, max=MAX_BLOCK_SIZE,
+                                   help="speculative block size B"),
     temperature: float = TemperatureOption,
     draft_sampling: bool = DraftSamplingOption,
     threads: int = ThreadsOption,
@@ -115,7 +122,8 @@ def sweep(
 @app.command("engine")
 def engine(
     prompts: int = typer.Option(48, min=1, help="held-out prompts of the shipped sweep"),
-    sweep: Path = typer.Option(None, help="a replay sweep of the tiny pair (default: the zoo's held-out one)"),
+    sweep: Path = typer.Option(None,
+                               help="a replay sweep of the tiny pair (default: the zoo's held-out one)"),
     threads: int = ThreadsOption,
     server: str = ServerOption,
     fmt: OutputFormat = FormatOption,
@@ -130,10 +138,12 @@ def engine(
     store = SweepStore.load(sweep or ZOO_DIR / "sweeps" / "sharegpt")  # the input first, then the engine
     binary = find_server(server)
     with progress_bar("benchmarks engine", prompts) as update:
-        result = bench_fidelity(binary, gguf_pair("tiny", "tiny"), store, prompts, threads, on_progress=update)
+        result = bench_fidelity(binary, gguf_pair("tiny", "tiny"), store, prompts, threads,
+                                on_progress=update)
     emit([{"metric": k, "value": v} for k, v in result.rows()], fmt, title="python -m benchmarks engine")
     for prompt_id, engine_mean, replay_mean in result.worst:
-        stderr.print(f"outside {prompt_id}: llama.cpp {engine_mean:.3f} accepted per cycle, replay {replay_mean:.3f}")
+        stderr.print(f"outside {prompt_id}: llama.cpp {engine_mean:.3f} accepted per cycle, replay "
+                     f"{replay_mean:.3f}")
 
 
 @app.command("env")
@@ -225,7 +235,8 @@ def hf_loop(
     if not names:
         raise fail("no policies given; e.g. --policies fixed16,blockpilot-guard")
     built = [resolve_policy(name) for name in names]
-    check_vocabulary([p for p in built if not isinstance(p, int)], target_vocab_size(target), f"target {target!r}")
+    check_vocabulary([p for p in built if not isinstance(p, int)], target_vocab_size(target),
+                     f"target {target!r}")
     chosen = load_prompts(dataset, prompts, 0)  # a bad --dataset is named before any model loads
     pin_threads(threads)
     pair = load_pair(target, drafter, dtype, device)
@@ -234,29 +245,35 @@ def hf_loop(
     costs = cached_costs(SpeculativeDecoder(pair.target, pair.drafter), sizes, pair.metadata(), stderr.print)
     with progress_bar("benchmarks hf", len(ids)) as update:
         rows = bench_hf(pair, ids, built, names, max_new_tokens, costs, on_progress=update)
-    emit([r.row() for r in rows], fmt, title=f"decoder vs generate(): {len(ids)} prompts x {max_new_tokens} tokens, "
+    emit([r.row() for r in rows], fmt,
+         title=f"decoder vs generate(): {len(ids)} prompts x {max_new_tokens} tokens, "
          f"{threads} thread(s), {dtype}")
 
 
 @app.command("traces")
 def traces(
-    folder: Path = typer.Argument(..., help="SpecDecode-Bench's data/llama3.1-8B folder (combined_{dataset}.jsonl)"),
-    work: Path = typer.Option(Path("runs/traces"), help="imported stores and trained policies (reused on rerun)"),
+    folder: Path = typer.Argument(
+        ..., help="SpecDecode-Bench's data/llama3.1-8B folder (combined_{dataset}.jsonl)"),
+    work: Path = typer.Option(Path("runs/traces"),
+                              help="imported stores and trained policies (reused on rerun)"),
     drafter: str = typer.Option("eagle", help="eagle or ngram (n-gram drafting priced at 0)"),
     costs: str = typer.Option("aic-h100-sxm-vllm-llama-3.1-8b-eagle3-context-1024",
-                              help="serving cost table (a file, or a table shipped in specpolicy/zoo/measured)"),
+                              help="serving cost table (a file, or a table shipped in "
+                              "specpolicy/zoo/measured)"),
     concurrency: str = typer.Option("1,16,64", help="requests served at once"),
 ) -> None:
-    """Real traces served with a measured serving table of Llama-3.1-8B, its EAGLE-3 drafter priced per drafted
-    position: fixed K, oracles, rules, a learned per-cycle policy, on held-out requests."""
+    """Real traces served with a measured serving table of Llama-3.1-8B, its EAGLE-3 drafter priced per
+    drafted position: fixed K, oracles, rules, a learned per-cycle policy, on held-out requests."""
     from benchmarks.traces import DATASETS, bench_traces, verdict_lines
     from specpolicy.cli.sweep import parse_candidates
     from specpolicy.replay.batch_costs import BatchCostTable
     from specpolicy.sweep.traces.specdecode import SPECDECODE_DRAFTERS
 
     if drafter not in SPECDECODE_DRAFTERS:
-        raise fail(f"--drafter {drafter} is not a drafter the traces record; use {' or '.join(SPECDECODE_DRAFTERS)}")
-    missing = [f"combined_{name}.jsonl" for name in DATASETS if not (folder / f"combined_{name}.jsonl").is_file()]
+        raise fail(f"--drafter {drafter} is not a drafter the traces record; use "
+                   f"{' or '.join(SPECDECODE_DRAFTERS)}")
+    missing = [f"combined_{name}.jsonl" for name in DATASETS
+               if not (folder / f"combined_{name}.jsonl").is_file()]
     if missing:
         raise fail(f"{folder} lacks {', '.join(missing)}; pass SpecDecode-Bench's data/llama3.1-8B folder")
     concurrencies = tuple(parse_candidates(concurrency, "--concurrency", block_sizes=False))
@@ -272,11 +289,12 @@ def traces(
 @app.command("signals")
 def signals(
     sweep: Path = typer.Option(Path("specpolicy/zoo/tiny/sweeps/sharegpt"), help="a replay sweep store"),
-    costs: Path = typer.Option(Path("tests/fixtures/costs-llamacpp-engine-cpu.json"), help="the table pricing it"),
+    costs: Path = typer.Option(Path("tests/fixtures/costs-llamacpp-engine-cpu.json"),
+                               help="the table pricing it"),
     blocks: str = typer.Option("8,12,16", help="blocks a gate may speculate with (each in the table)"),
 ) -> None:
-    """What a signal read before drafting is worth: suffix-match gates, fitted on the training side, on held-out
-    prompts beside plain steps and the per-step oracle (modelled)."""
+    """What a signal read before drafting is worth: suffix-match gates, fitted on the training side, on
+    held-out prompts beside plain steps and the per-step oracle (modelled)."""
     from benchmarks.signals import bench_signals
     from specpolicy.cli.sweep import parse_candidates
     from specpolicy.costs import CostTable

@@ -61,7 +61,8 @@ class DecodeBenchResult:
             ("loop overhead share, AR", f"{100 * self.ar_overhead_share:.1f}%"),
             ("loop overhead share, speculative", f"{100 * self.spec_overhead_share:.1f}%"),
             ("prompts with speculative output == AR output",
-             "n/a (sampled drafts)" if self.identical_outputs is None else f"{self.identical_outputs}/{self.prompts}"),
+             "n/a (sampled drafts)" if self.identical_outputs is None
+             else f"{self.identical_outputs}/{self.prompts}"),
         ]
 
 
@@ -90,7 +91,8 @@ def _hf_tokens_per_second(target: PreTrainedModel, prompt: list[int], max_new_to
     (time for N tokens - time for 1) / (N - 1).
     """
     ids = torch.tensor([prompt], device=next(target.parameters()).device)
-    sampling = {"do_sample": True, "temperature": temperature, "top_k": None, "top_p": None} if temperature > 0 \
+    sampling = {"do_sample": True, "temperature": temperature, "top_k": None,
+                "top_p": None} if temperature > 0 \
         else {"do_sample": False}
 
     def timed(n: int) -> float:
@@ -125,7 +127,8 @@ def bench_decode(
     decoder.generate(prompts[0], block_size, max_new_tokens=8)  # warm-up
     ar: list[DecodeTrace] = []
     spec: list[DecodeTrace] = []
-    for i, prompt in enumerate(prompts):  # alternate the order, so drift in the machine's speed hits both alike
+    # alternate the order, so drift in the machine's speed hits both alike
+    for i, prompt in enumerate(prompts):
         runs = [lambda p=prompt, s=i: ar.append(plain_decode(decoder, p, seed=s)),
                 lambda p=prompt, s=i: spec.append(decoder.generate(p, block_size, seed=s))]
         for run in runs if i % 2 == 0 else runs[::-1]:
@@ -144,7 +147,8 @@ def bench_decode(
         cycle_cost_in_ar_steps=_seconds_per_cycle(spec) / _seconds_per_cycle(ar),
         ar_overhead_share=_overhead(ar),
         spec_overhead_share=_overhead(spec),
-        identical_outputs=None if draft_sampling else sum(a.output_ids == s.output_ids for a, s in zip(ar, spec)),
+        identical_outputs=None if draft_sampling else sum(a.output_ids == s.output_ids for a,
+                                                          s in zip(ar, spec)),
         draft_sampling=draft_sampling,
         threads=torch.get_num_threads(),
     )

@@ -1,9 +1,9 @@
 """Fidelity across implementations: llama.cpp's llama-server against specpolicy on the same stored prompts.
 
-Per prompt: greedy outputs with DFlash (n_max 15, 7, 3 and p_min 0.5) against the same server's plain decoding (the
-engine's own losslessness) and against specpolicy's recorded output; the engine's accepted drafts per cycle at
-n_max 15 (``LLAMA_TRACE``'s per-cycle log) against specpolicy's replay at B = 16, whole and with the last draft
-capped as llama.cpp caps it (at most the tokens left in the budget minus one).
+Per prompt: greedy outputs with DFlash (n_max 15, 7, 3 and p_min 0.5) against the same server's plain decoding
+(the engine's own losslessness) and against specpolicy's recorded output; the engine's accepted drafts per
+cycle at n_max 15 (``LLAMA_TRACE``'s per-cycle log) against specpolicy's replay at B = 16, whole and with the
+last draft capped as llama.cpp caps it (at most the tokens left in the budget minus one).
 """
 
 from __future__ import annotations
@@ -38,13 +38,15 @@ class Fidelity:
                 ("DFlash outputs differing from the server's plain decoding", len(self.lossless_failures)),
                 ("plain outputs differing from specpolicy's recorded ones", len(self.differs_from_recorded)),
                 (f"prompts with mean accepted per cycle within {TOLERANCE:.0%} (replay whole)", self.within),
-                (f"... within {TOLERANCE:.0%} (replay's last drafts capped as llama.cpp's)", self.within_capped),
-                ("prompts whose every cycle's accepted drafts equal replay's (capped)", self.cycles_equal_capped)]
+                (f"... within {TOLERANCE:.0%} (replay's last drafts capped as llama.cpp's)",
+                 self.within_capped),
+                ("prompts whose every cycle's accepted drafts equal replay's (capped)",
+                 self.cycles_equal_capped)]
 
 
 def _replayed(record) -> tuple[list[int], list[int]]:
-    """Replay's accepted drafts per cycle at B = 16: whole, and as llama.cpp drafts them (at most the budget left - 1
-    drafts; with one token left, a plain step that drafts nothing and logs no cycle)."""
+    """Replay's accepted drafts per cycle at B = 16: whole, and as llama.cpp drafts them (at most the budget
+    left - 1 drafts; with one token left, a plain step that drafts nothing and logs no cycle)."""
     whole, capped, left = [], [], record.output_length - 1
     for cycle in record.table().simulate(Plan.fixed(16)):
         whole.append(cycle.accepted)
@@ -62,8 +64,10 @@ def bench_fidelity(binary: Path, folder: Path, store: SweepStore, prompts: int, 
     for n, record in enumerate(records, start=1):
         prompt = list(record.replay.sequence[:record.prompt_length])
         recorded = tuple(record.replay.sequence[record.prompt_length:][:record.output_length])
-        with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", threads) as pool:  # fresh logs
-            warmed = {s: len(pool[s].log_text()) for s in SETTINGS}  # each server's warm-up request comes first
+        # fresh logs
+        with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", threads) as pool:
+            # each server's warm-up request comes first
+            warmed = {s: len(pool[s].log_text()) for s in SETTINGS}
             outputs = {s: pool[s].complete(prompt, record.replay.budget).tokens for s in SETTINGS}
             log = pool[Setting(16)].log_text()[warmed[Setting(16)]:]
             engine = [int(a) for a in re.findall(r"accepted\s+(\d+)/\s*\d+ draft", log)]

@@ -35,7 +35,8 @@ def live_env_overhead(pair, dataset: str, episodes: int = ENV_LIVE_EPISODES,
     import specpolicy  # noqa: F401
 
     env = gym.make("specpolicy/BlockSizeLive-v0", live={"dataset": dataset, "pair": pair,
-                                                         "max_new_tokens": max_new_tokens, "max_samples": episodes})
+                                                         "max_new_tokens": max_new_tokens,
+                                                        "max_samples": episodes})
     source = env.unwrapped.source
     size = TRAINING_BLOCK_SIZE if TRAINING_BLOCK_SIZE in source.candidates else source.candidates[0]
     env_seconds = bare_seconds = 0.0

@@ -1,4 +1,5 @@
-"""``python -m benchmarks hf``: one policy in two loops, specpolicy's decoder and transformers' ``generate()``.
+"""``python -m benchmarks hf``: one policy in two loops, specpolicy's decoder and transformers'
+``generate()``.
 
 For every held-out prompt and policy, in an order that rotates per prompt: specpolicy's decoder, then
 ``generate(..., speculation_type="dflash")`` driven by the same policy through :mod:`specpolicy.hf`,
@@ -52,7 +53,8 @@ class HFBenchRow:
     hf_plain: LoopTimes = field(default_factory=LoopTimes)
 
     def overhead(self) -> tuple[float, float, float]:
-        """generate()+policy time / transformers' own DFlash time at the same B (pooled), with a paired 95% CI."""
+        """generate()+policy time / transformers' own DFlash time at the same B (pooled), with a paired 95%
+        CI."""
         if not self.hf_plain.seconds:
             return float("nan"), float("nan"), float("nan")
         columns = [np.array(self.hf_plain.tokens), np.array(self.hf_plain.seconds),
@@ -63,7 +65,8 @@ class HFBenchRow:
     def row(self) -> dict[str, str]:
         ratio, low, high = self.overhead()
         n = self.prompts
-        return {"policy": self.policy, "same out": f"{self.outputs_equal}/{n}", "= greedy": f"{self.greedy_equal}/{n}",
+        return {"policy": self.policy, "same out": f"{self.outputs_equal}/{n}",
+                "= greedy": f"{self.greedy_equal}/{n}",
                 "same cycles": f"{self.cycles_equal}/{n}", "ours tok/s": f"{self.specpolicy.rate:.0f}",
                 "gen tok/s": f"{self.hf_policy.rate:.0f}",
                 "plain tok/s": "-" if np.isnan(ratio) else f"{self.hf_plain.rate:.0f}",
@@ -97,8 +100,8 @@ def _plain_dflash(target, assistant, inputs: dict, block_size: int) -> torch.Ten
 def bench_hf(pair, prompts: Sequence[list[int]], policies: Sequence[Policy | int], names: Sequence[str],
              max_new_tokens: int, costs: CostTable | None = None,
              on_progress: Callable[[int, int], None] | None = None) -> list[HFBenchRow]:
-    """Run every prompt through both loops for every policy (see the module docstring); ``on_progress(done, total)``
-    after each prompt."""
+    """Run every prompt through both loops for every policy (see the module docstring);
+    ``on_progress(done, total)`` after each prompt."""
     from specpolicy import hf
     from specpolicy.decoding import SpeculativeDecoder
 

@@ -29,14 +29,18 @@ class SweepBenchResult:
             ("one live decode at B=16 (s)", f"{self.one_live_decode_seconds:.2f}"),
             ("replay sweep, all candidates (s)", f"{self.replay_sweep_seconds:.2f}"),
             ("naive live sweep, all candidates (s)", f"{self.live_sweep_seconds:.2f}"),
-            ("replay cost / one live decode", f"{self.replay_sweep_seconds / self.one_live_decode_seconds:.2f}x"),
-            ("naive sweep cost / one live decode", f"{self.live_sweep_seconds / self.one_live_decode_seconds:.2f}x"),
-            ("replay/live cycle agreement", f"{self.cycles_agreeing}/{self.cycles_compared} = {100 * share:.2f}%"),
+            ("replay cost / one live decode",
+             f"{self.replay_sweep_seconds / self.one_live_decode_seconds:.2f}x"),
+            ("naive sweep cost / one live decode",
+             f"{self.live_sweep_seconds / self.one_live_decode_seconds:.2f}x"),
+            ("replay/live cycle agreement",
+             f"{self.cycles_agreeing}/{self.cycles_compared} = {100 * share:.2f}%"),
         ]
 
 
 def bench_sweep(decoder: SpeculativeDecoder, prompts: Sequence[list[int]], candidates: Sequence[int],
-                max_new_tokens: int, on_progress: Callable[[int, int], None] | None = None) -> SweepBenchResult:
+                max_new_tokens: int,
+                on_progress: Callable[[int, int], None] | None = None) -> SweepBenchResult:
     """Time the three ways for every prompt and compare replayed with live cycles."""
     one = replay = live = 0.0
     compared = agreeing = 0
@@ -57,7 +61,8 @@ def bench_sweep(decoder: SpeculativeDecoder, prompts: Sequence[list[int]], candi
             same, cycles, first = cycles_agree(trace.cycles, simulated)
             compared, agreeing = compared + cycles, agreeing + same
             if first is not None and len(notes) < 10:
-                notes.append(f"prompt {n} B={size} cycle {first}: live {cycle_rows(trace.cycles[first:first + 1])} "
+                notes.append(f"prompt {n} B={size} cycle {first}: live "
+                             f"{cycle_rows(trace.cycles[first:first + 1])} "
                              f"vs replay {cycle_rows(simulated[first:first + 1])}")
         if on_progress:
             on_progress(n + 1, len(prompts))

@@ -2,10 +2,10 @@
 drafts), served at each concurrency with a serving cost table of the same model whose drafter is priced as it
 drafts (shipped: aiconfigurator's measured H100 operators under vLLM, an EAGLE-3 head per drafted position).
 
-Per dataset and concurrency, on the held-out side of the store's split (by request): every fixed K, the best of
-them (chosen on the held-out requests themselves: the hardest baseline), the per-prompt and per-step oracles, the
-cost-aware rules and the engines' rules, and ``cycle`` trained on the other side (priced at batch one). Ratios are
-paired against the best fixed K; gain shares are of the per-step oracle's gain over it.
+Per dataset and concurrency, on the held-out side of the store's split (by request): every fixed K, the best
+of them (chosen on the held-out requests themselves: the hardest baseline), the per-prompt and per-step
+oracles, the cost-aware rules and the engines' rules, and ``cycle`` trained on the other side (priced at batch
+one). Ratios are paired against the best fixed K; gain shares are of the per-step oracle's gain over it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from specpolicy.training.train import TrainArgs
 from specpolicy.training.train import main as train
 
 DATASETS = ("gsm8k", "instructcoder", "sharegpt", "cnn")
-RULES = ("oracle", "oracle-step", "adaptive", "heuristic", "grow", "llamacpp-pmin", "vllm-dsd", "trtllm-schedule")
+RULES = ("oracle", "oracle-step", "adaptive", "heuristic", "grow", "llamacpp-pmin", "vllm-dsd",
+         "trtllm-schedule")
 LLAMA_H100 = "aic-h100-sxm-vllm-llama-3.1-8b-eagle3-context-1024"
 
 
@@ -49,8 +50,8 @@ def priced_for(drafter: str, costs: BatchCostTable) -> BatchCostTable:
 def bench_traces(folder: Path, work: Path, costs: BatchCostTable, drafter: str = "eagle",
                  concurrencies: tuple[int, ...] = (1,), on_dataset: Callable[[str], object] | None = None
                  ) -> list[Verdict]:
-    """Import each ``combined_{dataset}.jsonl`` of ``folder`` into ``work``, train ``cycle`` on the train side and
-    serve the validation side at each of ``concurrencies``."""
+    """Import each ``combined_{dataset}.jsonl`` of ``folder`` into ``work``, train ``cycle`` on the train side
+    and serve the validation side at each of ``concurrencies``."""
     costs, verdicts = priced_for(drafter, costs), []
     for dataset in DATASETS:
         if on_dataset:
@@ -76,7 +77,8 @@ def bench_traces(folder: Path, work: Path, costs: BatchCostTable, drafter: str =
 
 
 def verdict_lines(verdicts: list[Verdict]) -> list[str]:
-    """A markdown table: per dataset, speed over plain AR of the best fixed K, and ratios to it (paired 95% CI)."""
+    """A markdown table: per dataset, speed over plain AR of the best fixed K, and ratios to it (paired 95%
+    CI)."""
     def ratio(row: SummaryRow) -> str:
         low, high = row.vs_baseline_ci95
         return f"{row.vs_baseline:.3f} ({low:.3f}-{high:.3f})"
@@ -84,8 +86,10 @@ def verdict_lines(verdicts: list[Verdict]) -> list[str]:
     def share(row: SummaryRow) -> str:
         return f"{100 * row.gain_share:.0f}%"
 
-    lines = ["| data | drafter | concurrency | held-out requests | best fixed | its speedup | per-prompt oracle | "
-             "per-step oracle | adaptive (share) | cycle (share) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| data | drafter | concurrency | held-out requests | best fixed | its speedup | per-prompt "
+             "oracle | "
+             "per-step oracle | adaptive (share) | cycle (share) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for v in verdicts:
         r = v.rows
         cycle = next(row for name, row in r.items() if name.startswith("cycle"))

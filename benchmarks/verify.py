@@ -44,19 +44,22 @@ def bench_verify(decoder: SpeculativeDecoder, prompts: Sequence[list[int]], cand
     drafted = [b for b in candidates if b > 1]
     results = [VerifyAgreement(p.name) for p in policies]
     for n, ids in enumerate(prompts):
-        table, trace = build_replay(decoder, ids, candidates, max_new_tokens=max_new_tokens, verify_lengths=True,
+        table, trace = build_replay(decoder, ids, candidates, max_new_tokens=max_new_tokens,
+                                    verify_lengths=True,
                                     confidence_sizes=drafted)
         logits = to_numpy(trace.prefill_logits.float())
         for policy, result in zip(policies, results):
             live = decode(decoder, ids, policy, prompt_id="bench", costs=costs, max_new_tokens=max_new_tokens)
             observation = PromptObservation(logits, len(ids), "bench", costs)
-            replayed = table.simulate(policy.plan(observation, Answers(table.taus(), table)), trace.prefill_logits)
+            replayed = table.simulate(policy.plan(observation, Answers(table.taus(), table)),
+                                      trace.prefill_logits)
             same, compared, first = cycles_agree(live.cycles, replayed)
             result.compared += compared
             result.agreeing += same
             result.cut += sum(c.verify_length < c.block_size for c in live.cycles)
             if first is not None and len(result.notes) < 5:
-                result.notes.append(f"prompt {n} cycle {first}: live {cycle_rows(live.cycles[first:first + 1])} vs "
+                result.notes.append(f"prompt {n} cycle {first}: live "
+                                    f"{cycle_rows(live.cycles[first:first + 1])} vs "
                                     f"replay {cycle_rows(replayed[first:first + 1])}")
         if on_progress:
             on_progress(n + 1, len(prompts))

@@ -1,4 +1,5 @@
-"""Shared fixtures (tiny Qwen3 targets and DFlash drafters, random or prebuilt in tests/fixtures) and the tiers.
+"""Shared fixtures (tiny Qwen3 targets and DFlash drafters, random or prebuilt in tests/fixtures) and the
+tiers.
 
 ``python -m pytest`` runs the fast tier (the edit-test loop) with small Hypothesis budgets;
 ``python -m pytest --full`` (CI) adds the ``slow``, ``docs``, ``ray`` and ``tutorial`` tiers and
@@ -23,7 +24,8 @@ TIERS = {
     "docs": "the strict docs build, the generated CLI reference and ruff",
     "ray": "starts a local Ray instance",
     "tutorial": "runs a whole tutorial script and checks what it prints",
-    "engine": "starts llama.cpp's llama-server (skipped, saying why, where `specpolicy engine build` has not run)",
+    "engine": "starts llama.cpp's llama-server (skipped, saying why, where `specpolicy engine build` has not "
+         "run)",
 }
 _QUIET = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 settings.register_profile("fast", max_examples=5, deadline=None, suppress_health_check=_QUIET)
@@ -32,7 +34,8 @@ settings.register_profile("full", max_examples=25, deadline=None, suppress_healt
 
 def pytest_addoption(parser):
     parser.addoption("--full", action="store_true",
-                     help="run every tier (slow, docs, ray, tutorial) with full Hypothesis budgets, as CI does")
+                     help="run every tier (slow, docs, ray, tutorial) with full Hypothesis budgets, as CI "
+                     "does")
 
 
 def pytest_configure(config):
@@ -95,7 +98,8 @@ def replay_store(test_zoo, prompt_file, tmp_path_factory):
     """A replay sweep store over the 8 test prompts, candidates 1, 2, 4, 8 and 14..18 (shipped, copied)."""
     from specpolicy.sweep.store import SweepStore
 
-    return SweepStore.load(copy_store("replay", tmp_path_factory.mktemp("sweeps") / "replay", test_zoo, prompt_file))
+    return SweepStore.load(copy_store("replay", tmp_path_factory.mktemp("sweeps") / "replay", test_zoo,
+                                      prompt_file))
 
 
 @pytest.fixture(scope="session")
@@ -104,4 +108,5 @@ def verify_store(test_zoo, prompt_file, tmp_path_factory):
     (shipped, copied)."""
     from specpolicy.sweep.store import SweepStore
 
-    return SweepStore.load(copy_store("verify", tmp_path_factory.mktemp("sweeps") / "verify", test_zoo, prompt_file))
+    return SweepStore.load(copy_store("verify", tmp_path_factory.mktemp("sweeps") / "verify", test_zoo,
+                                      prompt_file))

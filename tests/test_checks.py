@@ -52,7 +52,8 @@ def saved(tmp_path_factory):
                "sglang_args": SglangConfig(16, "d").args()}
     (folder / "engines.json").write_text(json.dumps(engines))
     paths["vllm-config"] = paths["sglang-config"] = folder / "engines.json"
-    (folder / "choices.json").write_text(json.dumps({f"check:{i}": (4, 16)[i % 2] for i in range(CHECK_OBSERVATIONS)}))
+    choices = {f"check:{i}": (4, 16)[i % 2] for i in range(CHECK_OBSERVATIONS)}
+    (folder / "choices.json").write_text(json.dumps(choices))
     paths["choices"] = folder / "choices.json"
     return paths
 
@@ -70,7 +71,8 @@ def test_every_registered_family_passes_check_policy(family, saved, replay_answe
         observations, answers = replay_answers(policy.candidates)
         check_policy(policy, observations=observations, answers=answers)
         return
-    policy = registry.create(name, CANDIDATES if family in ("blockpilot", "blockpilot-paper", *SKLEARN) else wide)
+    policy = registry.create(name,
+                             CANDIDATES if family in ("blockpilot", "blockpilot-paper", *SKLEARN) else wide)
     check_policy(policy, vocab_size=policy.vocabulary() or VOCAB)
 
 
@@ -112,8 +114,8 @@ def test_oracles_pass_check_policy_on_a_replay_store(replay_store):
 
 
 def test_observations_carry_nothing_from_the_future():
-    """A deployable policy sees logits, length, id, costs and the serving concurrency: no sweep record, no taus
-    (oracles get Answers)."""
+    """A deployable policy sees logits, length, id, costs and the serving concurrency: no sweep record, no
+    taus (oracles get Answers)."""
     fields = set(PromptObservation.__dataclass_fields__)
     assert fields == {"logits", "prompt_length", "prompt_id", "costs", "concurrency"}
 
@@ -136,13 +138,14 @@ def test_the_documented_minimal_per_cycle_policy_passes_the_checker_and_replays(
 
 
 def test_a_policy_with_neither_select_nor_step_is_told_which_to_write():
-    with pytest.raises(NotImplementedError, match="must define select .*, step with per_step = True .* or plan"):
+    with pytest.raises(NotImplementedError,
+                       match="must define select .*, step with per_step = True .* or plan"):
         Policy(CANDIDATES).select(PromptObservation(np.zeros(4, np.float32), 3))
 
 
 def test_a_plan_only_per_cycle_policy_is_complete_everywhere(replay_store):
-    """Issue 48: `plan` is the one decision hook. A (B, L) plugin that overrides only `plan` (as the docs write one)
-    passes check_policy, select and predict, and replays."""
+    """Issue 48: `plan` is the one decision hook. A (B, L) plugin that overrides only `plan` (as the docs
+    write one) passes check_policy, select and predict, and replays."""
     from specpolicy.cycles import Plan
     from specpolicy.evaluation.replay import evaluate_replay
 

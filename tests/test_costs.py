@@ -74,7 +74,8 @@ def test_a_cost_table_with_zero_negative_or_nan_seconds_is_refused_naming_it(tmp
         CostTable.from_json(data)
 
 
-@pytest.mark.parametrize(("length", "label"), [(10, "<512"), (511, "<512"), (512, "512-1023"), (1535, "1024-1535"),
+@pytest.mark.parametrize(("length", "label"),
+                         [(10, "<512"), (511, "<512"), (512, "512-1023"), (1535, "1024-1535"),
                                                (1536, ">=1536"), (4000, ">=1536")])
 def test_context_buckets(length, label):
     from specpolicy.costs import context_bucket
@@ -82,7 +83,8 @@ def test_context_buckets(length, label):
     assert context_bucket(length) == label
 
 
-@pytest.mark.parametrize(("context", "nearest"), [(10, 256), (900, 1024), (640, 1024), (1500, 1792), (9000, 1792)])
+@pytest.mark.parametrize(("context", "nearest"),
+                         [(10, 256), (900, 1024), (640, 1024), (1500, 1792), (9000, 1792)])
 def test_a_prompt_is_priced_with_the_table_of_the_nearest_context(context, nearest):
     from dataclasses import replace
 
@@ -93,7 +95,8 @@ def test_a_prompt_is_priced_with_the_table_of_the_nearest_context(context, neare
 
 
 def test_replay_prices_each_prompt_by_its_context(replay_store):
-    """The test store's prompts are all short: two tables give exactly the short one's figures, not the long one's."""
+    """The test store's prompts are all short: two tables give exactly the short one's figures, not the long
+    one's."""
     from dataclasses import replace
 
     from specpolicy.evaluation.replay import evaluate_replay
@@ -115,10 +118,12 @@ def test_both_table_classes_name_a_missing_or_unreadable_file_alike(tmp_path, ki
 
     cls = {"CostTable": CostTable, "BatchCostTable": BatchCostTable}[kind]
     measure = "bench latency" if cls is CostTable else "bench batch-latency"
-    with pytest.raises(FileNotFoundError, match=rf"does not exist; measure one with `specpolicy {measure} --out"):
+    with pytest.raises(FileNotFoundError,
+                       match=rf"does not exist; measure one with `specpolicy {measure} --out"):
         cls.load(tmp_path / "missing.json")
     (tmp_path / "garbage.json").write_text("{not json")
-    with pytest.raises(ValueError, match=rf"garbage.json is not a .*cost table .*; remeasure it with `specpolicy "
+    with pytest.raises(ValueError,
+                       match=rf"garbage.json is not a .*cost table .*; remeasure it with `specpolicy "
                                          rf"{measure}"):
         cls.load(tmp_path / "garbage.json")
 
@@ -144,7 +149,8 @@ def test_both_table_classes_load_fail_and_flag_alike(tmp_path, what):
     [line] = loaded.flag_warnings(tmp_path / "t.json")
     assert f"the {what} {tmp_path / 't.json'} is flagged (noisy" in line
     assert f"`specpolicy {command} --out FILE`, then {option} FILE" in line
-    with pytest.raises(FileNotFoundError, match=f"{what} .*missing.json does not exist.*specpolicy {command}"):
+    with pytest.raises(FileNotFoundError,
+                       match=f"{what} .*missing.json does not exist.*specpolicy {command}"):
         cls.load(tmp_path / "missing.json")
     for name, text in (("list.json", "[1, 2]"), ("text.json", "not json"), ("empty.json", "{}")):
         (tmp_path / name).write_text(text)
@@ -154,8 +160,8 @@ def test_both_table_classes_load_fail_and_flag_alike(tmp_path, what):
 
 def test_a_fixed_plan_of_b_1_is_plain_decoding_priced_at_the_plain_step():
     """A table whose plain step between drafts costs more than plain decoding (llama.cpp's DFlash server: 8%
-    more) priced ``fixed1`` at 0.99x-0.93x of plain decoding, which it is: a decode at B = 1 every cycle runs no
-    drafter and costs ar_seconds; a per-cycle rule's B = 1 cycle between drafts keeps the table's price."""
+    more) priced ``fixed1`` at 0.99x-0.93x of plain decoding, which it is: a decode at B = 1 every cycle runs
+    no drafter and costs ar_seconds; a per-cycle rule's B = 1 cycle between drafts keeps the table's price."""
     import numpy as np
 
     table = CostTable({1: 0.0, 4: 1.0}, {1: 1.1, 4: 3.0}, 1.0)

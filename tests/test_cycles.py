@@ -45,7 +45,8 @@ def test_check_verify_length(length, block, cap, expected):
     assert check_verify_length(length, block, cap) == expected
 
 
-@pytest.mark.parametrize(("length", "block", "cap"), [(0, 8, False), (9, 8, False), (65, 8, True), (True, 8, False),
+@pytest.mark.parametrize(("length", "block", "cap"),
+                         [(0, 8, False), (9, 8, False), (65, 8, True), (True, 8, False),
                                                       (2.0, 8, False)])
 def test_check_verify_length_refuses(length, block, cap):
     with pytest.raises(ValueError, match="verify length must be an integer"):

@@ -31,7 +31,8 @@ def _stray_defaults(path: Path) -> list[str]:
             values = [item.value for item in node.body if isinstance(item, ast.AnnAssign)]
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "Option" and node.args:
             values = [node.args[0]]
-        found += [f"{path.relative_to(PACKAGE.parent)}:{v.lineno} ({ast.unparse(v)})" for v in values if _literal(v)]
+        found += [f"{path.relative_to(PACKAGE.parent)}:{v.lineno} ({ast.unparse(v)})"
+                  for v in values if _literal(v)]
     return found
 
 
@@ -43,8 +44,10 @@ def test_no_default_is_a_stray_literal():
 
 def test_the_stray_literal_check_sees_each_kind(tmp_path):
     probe = tmp_path / "probe.py"
-    probe.write_text("import typer\nfrom dataclasses import dataclass\n\n\ndef f(a=1, b=0.05, *, c=-2):\n    pass\n\n\n"
-                     "@dataclass\nclass S:\n    n: int = 64\n    ok: int = 0\n\n\nx = typer.Option(128, min=1)\n")
+    probe.write_text("import typer\nfrom dataclasses import dataclass\n\n\ndef f(a=1, b=0.05, *, c=-2):\n    "
+                     "pass\n\n\n"
+                     "@dataclass\nclass S:\n    n: int = 64\n    ok: int = 0\n\n\nx = typer.Option(128, "
+                     "min=1)\n")
     global PACKAGE
     saved, PACKAGE = PACKAGE, tmp_path
     try:

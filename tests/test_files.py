@@ -47,9 +47,11 @@ def test_folders_replace_an_earlier_output_whole_and_refuse_any_other(tmp_path):
 
 @pytest.mark.slow  # trains a small BlockPilot twice
 def test_train_under_a_file_size_limit_names_the_path_and_the_retry_works(replay_store, tmp_path):
-    """Reproduced first: the weights' write failed inside safetensors and the CLI called it a bug in specpolicy."""
+    """Reproduced first: the weights' write failed inside safetensors and the CLI called it a bug in
+    specpolicy."""
     out = tmp_path / "bp"
-    args = [sys.executable, "-B", "-m", "specpolicy.cli", "train", "blockpilot", "--sweep", str(replay_store.path),
+    args = [sys.executable, "-B", "-m", "specpolicy.cli", "train", "blockpilot", "--sweep",
+            str(replay_store.path),
             "--out", str(out), "--hidden", "16", "--epochs", "2"]
 
     def limit() -> None:
@@ -57,7 +59,8 @@ def test_train_under_a_file_size_limit_names_the_path_and_the_retry_works(replay
 
     failed = subprocess.run(args, capture_output=True, text=True, preexec_fn=limit)
     message = " ".join(failed.stderr.split())
-    assert failed.returncode == 2 and "bug" not in message and "File too large" in message and str(out) in message
+    assert failed.returncode == 2 and "bug" not in message
+    assert "File too large" in message and str(out) in message
     assert not out.exists() and not list(tmp_path.glob("bp*"))
     subprocess.run(args, capture_output=True, check=True)
     assert (out / "training_summary.json").exists()

@@ -1,4 +1,5 @@
-"""Layers point one way: light public imports, a core that never names a plugin, models below decoding and zoo."""
+"""Layers point one way: light public imports, a core that never names a plugin, models below decoding and
+zoo."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "transformers", "gymnasium")
 
 
-LIGHT = ["specpolicy", "specpolicy.policy", "specpolicy.hookspecs", "specpolicy.cycles", "specpolicy.replay.table",
+LIGHT = ["specpolicy", "specpolicy.policy", "specpolicy.hookspecs", "specpolicy.cycles",
+         "specpolicy.replay.table",
          "specpolicy.costs", "specpolicy.checks", "specpolicy.registry", "specpolicy.sweep.records",
          "specpolicy.evaluation.metrics"]
 ORDERS = ["import specpolicy\nimport gymnasium as gym", "import gymnasium as gym\nimport specpolicy",
@@ -43,7 +45,8 @@ def test_the_policy_contract_and_core_records_import_no_torch_or_gymnasium():
 
 @pytest.mark.slow  # three fresh interpreters that import gymnasium
 def test_environments_are_registered_whichever_is_imported_first():
-    checks = [f"{order}\nassert 'specpolicy/BlockSizeStep-v0' in gym.registry\nprint('ok')" for order in ORDERS]
+    checks = [f"{order}\nassert 'specpolicy/BlockSizeStep-v0' in gym.registry\nprint('ok')"
+              for order in ORDERS]
     for order, result in zip(ORDERS, _run_all(checks)):
         assert result.stdout.strip() == "ok", (order, result.stderr[-2000:])
 
@@ -65,14 +68,18 @@ ABOVE_REPLAY = ("specpolicy.sweep", "specpolicy.evaluation", "specpolicy.trainin
                 "specpolicy.envs", "specpolicy.bench", "specpolicy.zoo", "specpolicy.data")
 LAYERS = {
     # package (a folder, or "core" for a top-level module): specpolicy modules it must never import
-    "*": ("specpolicy.cli", "zoo_build", "benchmarks"),  # nothing below the CLI knows of it; nothing installed imports
+    # nothing below the CLI knows of it; nothing installed imports
+    "*": ("specpolicy.cli", "zoo_build", "benchmarks"),
     # the tooling
-    "core": (*MODEL_STACK, *ABOVE_REPLAY, "specpolicy.replay", "specpolicy.engines"),  # the contract: no engine,
+    # the contract: no engine,
+    "core": (*MODEL_STACK, *ABOVE_REPLAY, "specpolicy.replay", "specpolicy.engines"),
     # plugin or model
     "replay": (*MODEL_STACK, *ABOVE_REPLAY),  # engines that run a Plan with no model: numpy only
-    "evaluation": (*MODEL_STACK, "specpolicy.training", "specpolicy.plugins", "specpolicy.envs", "specpolicy.bench",
+    "evaluation": (*MODEL_STACK, "specpolicy.training", "specpolicy.plugins", "specpolicy.envs",
+                   "specpolicy.bench",
                    "specpolicy.zoo"),
-    "training": (*MODEL_STACK, "specpolicy.evaluation", "specpolicy.envs", "specpolicy.bench", "specpolicy.zoo"),
+    "training": (*MODEL_STACK, "specpolicy.evaluation", "specpolicy.envs", "specpolicy.bench",
+                 "specpolicy.zoo"),
     "models": ("specpolicy.decoding", "specpolicy.sweep", "specpolicy.evaluation"),
     "decoding": ("specpolicy.sweep", "specpolicy.zoo", "specpolicy.evaluation", "specpolicy.hf"),
     "data": ("specpolicy.models", "specpolicy.decoding", "specpolicy.sweep", "specpolicy.policy"),
@@ -87,7 +94,8 @@ LAYERS = {
 ALLOWED = {  # modules (or layers) allowed what their layer forbids, and why
     "cli": ("specpolicy.cli",),
     "evaluation/live": MODEL_STACK,  # decodes live beside plain AR
-    "engines/build": ("specpolicy.models.sources",),  # torch-free: where a pair's folders are, their fingerprints
+    # torch-free: where a pair's folders are, their fingerprints
+    "engines/build": ("specpolicy.models.sources",),
 }
 
 
@@ -111,7 +119,8 @@ def test_every_package_points_one_way():
         allowed = [a for exempt in (path.stem if layer == "core" else None, layer, f"{layer}/{path.stem}")
                    for a in ALLOWED.get(exempt, ())]
         bad = sorted(name for name in _imports(path)
-                     if any(_within(name, f) for f in forbidden) and not any(_within(name, a) for a in allowed))
+                     if any(_within(name, f) for f in forbidden)
+                     and not any(_within(name, a) for a in allowed))
         if bad:
             offenders[str(path.relative_to(ROOT))] = bad
     assert offenders == {}
@@ -129,7 +138,8 @@ def test_tensors_cross_to_numpy_in_one_place():
     for path in PACKAGE.rglob("*.py"):
         if path.name != "features.py":
             for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "numpy":
+                if isinstance(node, ast.Call) and isinstance(node.func,
+                                                             ast.Attribute) and node.func.attr == "numpy":
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == [], "use specpolicy.features.to_numpy"
 
@@ -150,7 +160,8 @@ import sys
 tried = []
 class Blocker:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("torch", "transformers", "sklearn", "skops", "scipy"):  # seconds of imports each
+        # seconds of imports each
+        if name.split(".")[0] in ("torch", "transformers", "sklearn", "skops", "scipy"):
             tried.append(name)
             raise ImportError(f"blocked: {name}")
 sys.meta_path.insert(0, Blocker())
@@ -180,18 +191,21 @@ def test_compare_of_a_stored_sweep_imports_neither_torch_nor_transformers(replay
 @pytest.mark.slow  # the shipped 200-prompt sweep with the learned policies (10-20 s)
 def test_the_shipped_comparison_with_learned_policies_imports_no_torch():
     sweep = PACKAGE / "zoo" / "tiny" / "sweeps" / "sharegpt"
-    result = _replay_without_torch(sweep, "fixed16,blockpilot,blockpilot-guard,adaptive,cycle,oracle,oracle-step")
+    result = _replay_without_torch(sweep,
+                                   "fixed16,blockpilot,blockpilot-guard,adaptive,cycle,oracle,oracle-step")
     assert result.returncode == 0 and '"policy": "cycle"' in result.stdout, result.stderr[-2000:]
     assert "TRIED []" in result.stderr, result.stderr[-2000:]
 
 
 @pytest.mark.slow  # the shipped confidence sweep, (B, L) oracle included (5-10 s)
 def test_the_engine_rules_run_on_the_shipped_confidence_sweep_without_torch():
-    """Issue 37's fresh-install command: the engines' rules and the (B, L) oracle need no sweep of the user's."""
+    """Issue 37's fresh-install command: the engines' rules and the (B, L) oracle need no sweep of the
+    user's."""
     import json
 
     sweep = PACKAGE / "zoo" / "tiny" / "sweeps" / "sharegpt-verify"
-    result = _replay_without_torch(sweep, "fixed16,vllm-adaptive,trtllm-schedule,blockpilot-guard,oracle-verify")
+    result = _replay_without_torch(sweep,
+                                   "fixed16,vllm-adaptive,trtllm-schedule,blockpilot-guard,oracle-verify")
     assert result.returncode == 0 and "TRIED []" in result.stderr, result.stderr[-2000:]
     rows = {row["policy"]: row for row in json.loads(result.stdout)}
     assert {row["prompts"] for row in rows.values()} == {200}

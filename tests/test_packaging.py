@@ -1,5 +1,5 @@
-"""The wheel carries every package: setuptools finds ``specpolicy*`` packages, so every folder of code needs an
-``__init__.py``."""
+"""The wheel carries every package: setuptools finds ``specpolicy*`` packages, so every folder of code needs
+an ``__init__.py``."""
 
 from __future__ import annotations
 

@@ -20,5 +20,6 @@ def assert_float16_rows_close(ours: dict[int, np.ndarray], theirs: dict[int, np.
     NaN (not drafted) only where the other has NaN."""
     assert ours.keys() == theirs.keys(), what
     for size in ours:
-        np.testing.assert_allclose(ours[size], theirs[size], rtol=FLOAT16_RTOL, atol=FLOAT16_ATOL, equal_nan=True,
+        np.testing.assert_allclose(ours[size], theirs[size], rtol=FLOAT16_RTOL, atol=FLOAT16_ATOL,
+                                   equal_nan=True,
                                    err_msg=f"{what} at block size {size}")

@@ -1,4 +1,5 @@
-"""``python -m zoo_build train|publish|card``: rebuild the shipped tiny pair and its model card (maintainers)."""
+"""``python -m zoo_build train|publish|card``: rebuild the shipped tiny pair and its model card
+(maintainers)."""
 
 from __future__ import annotations
 
@@ -18,10 +19,13 @@ STEPS = ("tokenizer", "target", "drafter")
 def train(
     step: str = typer.Argument("all", help="tokenizer, target, drafter, or all (in that order)"),
     run_dir: Path = typer.Option(Path("runs/zoo"), help="checkpoints, caches and logs; rerun to resume"),
-    target_steps: int = typer.Option(ZOO_TARGET_STEPS, min=1, help="optimizer steps of the target's schedule"),
-    drafter_steps: int = typer.Option(ZOO_DRAFTER_STEPS, min=1, help="optimizer steps of the drafter's schedule"),
+    target_steps: int = typer.Option(ZOO_TARGET_STEPS, min=1,
+                                     help="optimizer steps of the target's schedule"),
+    drafter_steps: int = typer.Option(ZOO_DRAFTER_STEPS, min=1,
+                                      help="optimizer steps of the drafter's schedule"),
     threads: int = typer.Option(ZOO_THREADS, min=1, help="torch CPU threads"),
-    bf16: bool = typer.Option(True, "--bf16/--fp32", help="bfloat16 autocast while training (weights stay fp32)"),
+    bf16: bool = typer.Option(True, "--bf16/--fp32",
+                              help="bfloat16 autocast while training (weights stay fp32)"),
 ) -> None:
     """Rebuild tokenizer, target and drafter from scratch with fixed seeds (resumable) in RUN_DIR.
 
@@ -39,12 +43,14 @@ def train(
 def publish(
     run_dir: Path = typer.Option(Path("runs/zoo"), help="a finished `train` run"),
 ) -> None:
-    """Replace the package's zoo target and drafter by a finished run's (atomic; training never writes there)."""
+    """Replace the package's zoo target and drafter by a finished run's (atomic; training never writes
+    there)."""
     from specpolicy.zoo import ZOO_DIR
     from zoo_build import build
 
     build.publish(run_dir)
-    typer.echo(f"published {run_dir}/target and {run_dir}/drafter into {ZOO_DIR}; rebuild the shipped sweeps, "
+    typer.echo(f"published {run_dir}/target and {run_dir}/drafter into {ZOO_DIR}; rebuild the shipped "
+               f"sweeps, "
                "predictors and card on them")
 
 
@@ -71,7 +77,8 @@ def card(
 @app.command("roofline")
 def roofline(
     gpu: str = typer.Option("H200", help="the GPU whose datasheet peaks price the passes (H200 or H100)"),
-    out: Path = typer.Option(None, help="where to write the table (default: the zoo folder, beside the H200 one)"),
+    out: Path = typer.Option(None,
+                             help="where to write the table (default: the zoo folder, beside the H200 one)"),
 ) -> None:
     """Write the synthetic batch cost table of Qwen3-4B and its DFlash drafter on a GPU (a roofline model)."""
     from specpolicy.zoo import ZOO_DIR
@@ -96,10 +103,11 @@ def measured() -> None:
 
 
 SERVING_TABLES = {"models": {"meta-llama/Meta-Llama-3.1-8B": "llama-3.1-8b", "Qwen/Qwen3-8B": "qwen3-8b"},
-                  "gpus": ("h100_sxm", "h200_sxm"), "engines": ("vllm", "sglang"), "drafters": ("dflash", "eagle3"),
+                  "gpus": ("h100_sxm", "h200_sxm"), "engines": ("vllm", "sglang"),
+                  "drafters": ("dflash", "eagle3"),
                   "contexts": (1024, 8192)}
-"""the serving cost tables shipped in specpolicy/zoo/measured (aiconfigurator's measured operators), and the one
-checked against LLMServingSim's measured vLLM steps on an RTX PRO 6000"""
+"""the serving cost tables shipped in specpolicy/zoo/measured (aiconfigurator's measured operators), and the
+one checked against LLMServingSim's measured vLLM steps on an RTX PRO 6000"""
 RTX_CHECK = ("meta-llama/Meta-Llama-3.1-8B", "llama-3.1-8b", "rtx_pro_6000_server", "vllm", "dflash", 1024)
 
 
@@ -112,7 +120,8 @@ def serving() -> None:
     from specpolicy.zoo import MEASURED_DIR
 
     grid = SERVING_TABLES
-    tables = product(grid["models"].items(), grid["gpus"], grid["engines"], grid["drafters"], grid["contexts"])
+    tables = product(grid["models"].items(), grid["gpus"], grid["engines"], grid["drafters"],
+                     grid["contexts"])
     for (model, short), gpu, engine, drafter, context in [*tables, (RTX_CHECK[:2], *RTX_CHECK[2:])]:
         path = MEASURED_DIR / f"aic-{gpu.replace('_', '-')}-{engine}-{short}-{drafter}-context-{context}.json"
         serving_costs(model, gpu, engine, drafter, context).save(path)

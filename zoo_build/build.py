@@ -39,7 +39,8 @@ def store_weights_as(folder: Path, dtype: torch.dtype) -> None:
 
 def publish(run_dir: Path, dtype: str = SHIPPED_DTYPE, target_dir: Path = TARGET_DIR,
             drafter_dir: Path = DRAFTER_DIR) -> None:
-    """Replace the installed zoo's target (with tokenizer) and drafter by a finished run's, stored in ``dtype``.
+    """Replace the installed zoo's target (with tokenizer) and drafter by a finished run's, stored in
+    ``dtype``.
 
     Both are staged next to their destination; a journal then commits the publish and renames swap them
     in. Interrupted before the journal, the installed zoo is as it was; after it, the next publish or
@@ -70,8 +71,10 @@ def run_step(name: str, run_dir: Path, *, target_steps: int, drafter_steps: int,
     """Run one step (``tokenizer``, ``target`` or ``drafter``) and record its wall time."""
     before = {"target": "tokenizer", "drafter": "target"}.get(name)
     if before and not (run_dir / before).is_dir():
-        raise FileNotFoundError(f"`train {name}` reads the {before} step's output, and {run_dir / before} is missing; "
-                                f"run `python -m zoo_build train {before} --run-dir {run_dir}` first (or `all`)")
+        raise FileNotFoundError(f"`train {name}` reads the {before} step's output, and {run_dir / before} is "
+                                f"missing; "
+                                f"run `python -m zoo_build train {before} --run-dir {run_dir}` first (or "
+                                f"`all`)")
     run_dir.mkdir(parents=True, exist_ok=True)
     start = time.time()
     if name == "tokenizer":

@@ -15,7 +15,8 @@ from specpolicy.policy import oracle_label
 
 CARD_CANDIDATES = [4, 8, 12, 14, 15, 16, 17, 18, 20, 24, 32]
 WINDOW = list(PAPER_CANDIDATES)
-SAMPLE_PROMPTS = ["How do I reverse a list in Python?", "Write a short email to my landlord about a broken heater.",
+SAMPLE_PROMPTS = ["How do I reverse a list in Python?",
+                  "Write a short email to my landlord about a broken heater.",
                   "What is the capital of France?"]
 
 
@@ -100,7 +101,8 @@ def measure(run_dir: Path, prompts: int = 32, max_new_tokens: int = 128, out_dir
         for temperature in (0.0, 1.0):
             settings = SweepSettings(dataset=dataset, candidates=CARD_CANDIDATES, temperature=temperature,
                                      max_new_tokens=max_new_tokens, max_samples=prompts)
-            store = run_sweep(settings, str(out_dir / f"{dataset}-T{temperature:g}"), sweep_prompts, pair=pair)
+            store = run_sweep(settings, str(out_dir / f"{dataset}-T{temperature:g}"), sweep_prompts,
+                              pair=pair)
             key = f"{dataset} T={temperature:g}"
             card["tau"][key] = tau_table(store)
             if dataset == "sharegpt" and temperature == 0:
@@ -120,9 +122,12 @@ def render(card: dict) -> str:
     """The model card as Markdown."""
     lines = ["# The tiny zoo: model card", ""]
     target = card.get("target", {})
-    lines += ["A Qwen3-architecture target (5.8 M parameters: 6 layers, hidden 256, 4 heads, vocabulary 4,096 "
-              "byte-level BPE) trained on the mostly-ASCII conversations of the ShareGPT training split, and a "
-              "2-layer DFlash drafter (block size 16) trained on the target's own responses to training prompts, "
+    lines += ["A Qwen3-architecture target (5.8 M parameters: 6 layers, hidden 256, 4 heads, vocabulary "
+              "4,096 "
+              "byte-level BPE) trained on the mostly-ASCII conversations of the ShareGPT training split, and "
+              "a "
+              "2-layer DFlash drafter (block size 16) trained on the target's own responses to training "
+              "prompts, "
               "in the published DFlash checkpoint format. Rebuild from a checkout with "
               "`python -m zoo_build train`.", ""]
     if target:
@@ -147,7 +152,8 @@ def render(card: dict) -> str:
     for key, row in card["tau"].items():
         lines.append(f"| {key} | " + " | ".join(f"{row[b]:.2f}" for b in header) + " |")
     lines += ["", "## Per-prompt best block size over {14, ..., 18}", "",
-              "| prompts | n | 14 | 15 | 16 | 17 | 18 | share != 16 | tau fixed16 | tau oracle | oracle gain |",
+              "| prompts | n | 14 | 15 | 16 | 17 | 18 | share != 16 | tau fixed16 | tau oracle | oracle gain "
+              "|",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     for key, stats in card.get("window_oracle", {}).items():
         hist = stats["histogram"]
@@ -155,13 +161,16 @@ def render(card: dict) -> str:
                      + f" | {100 * stats['share_not_16']:.0f}% | {stats['tau_fixed16']:.3f} | "
                        f"{stats['tau_oracle']:.3f} | +{stats['oracle_gain_percent']:.1f}% |")
     if card.get("distinct_4grams"):
-        lines += ["", "## Output diversity (distinct 4-grams / 4-grams per output, mean over the prompts above)", "",
+        lines += ["",
+                  "## Output diversity (distinct 4-grams / 4-grams per output, mean over the prompts above)",
+                  "",
                   "| prompts | distinct 4-gram share |", "|---|---|"]
         lines += [f"| {k} | {v:.2f} |" for k, v in card["distinct_4grams"].items()]
     speed = card.get("speed", {})
     if speed and isinstance(next(iter(speed.values())), dict):
         keys = list(speed)
-        lines += ["", "## Speed on this CPU (`python -m benchmarks decode`, 8 prompts x 128 tokens, B = 16)", "",
+        lines += ["", "## Speed on this CPU (`python -m benchmarks decode`, 8 prompts x 128 tokens, B = 16)",
+                  "",
                   "| metric | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
         lines += [f"| {metric} | " + " | ".join(str(speed[k].get(metric, "")) for k in keys) + " |"
                   for metric in speed[keys[0]]]

@@ -1,4 +1,5 @@
-"""The zoo's shared training loop: resumable state (model, optimizer, RNGs, step, elapsed time), LR schedule."""
+"""The zoo's shared training loop: resumable state (model, optimizer, RNGs, step, elapsed time), LR
+schedule."""
 
 from __future__ import annotations
 
@@ -28,12 +29,14 @@ def save_state(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimi
     """Write the training state atomically (a kill mid-write leaves the previous checkpoint intact)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": rng.bit_generator.state,
-             "step": step, "elapsed": elapsed, "generator": generator.get_state() if generator is not None else None}
+             "step": step, "elapsed": elapsed,
+             "generator": generator.get_state() if generator is not None else None}
     with atomic_path(path) as tmp:
         torch.save(state, tmp)
 
 
-def resume_state(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, rng: np.random.Generator,
+def resume_state(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                 rng: np.random.Generator,
                  generator: torch.Generator | None = None) -> tuple[int, float]:
     """Restore a checkpoint in place when ``path`` exists; returns (step, elapsed seconds)."""
     if not path.exists():
@@ -88,7 +91,8 @@ def train_loop(loop: Loop, model: torch.nn.Module, optimizer: torch.optim.Optimi
                 on_step(step, record)
             if step % loop.checkpoint_every == 0 or step == loop.total_steps:
                 record["elapsed_s"] = round(elapsed + time.time() - t0, 1)
-                save_state(loop.state_file, model, optimizer, rng, step, elapsed + time.time() - t0, generator)
+                save_state(loop.state_file, model, optimizer, rng, step, elapsed + time.time() - t0,
+                           generator)
             log.write(json.dumps(record) + "\n")
             log.flush()
             if step % 10 == 0:

@@ -67,7 +67,8 @@ def sample_anchors(
     low = first.float()
     high = (lengths - block_size).clamp_min(first).float()
     u = torch.rand(len(lengths), count, generator=generator)
-    return (low.unsqueeze(1) + u * (high - low + 1).unsqueeze(1)).floor().long().clamp(max=high.long().unsqueeze(1))
+    drawn = (low.unsqueeze(1) + u * (high - low + 1).unsqueeze(1)).floor().long()
+    return drawn.clamp(max=high.long().unsqueeze(1))
 
 
 @torch.no_grad()

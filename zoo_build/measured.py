@@ -37,11 +37,13 @@ def cost_table(probe: dict, origin: str) -> CostTable:
     fitted = IsotonicRegression(increasing=True).fit_transform(n, np.asarray(probe["ms"], dtype=float)) / 1e3
     verify = {b: float(np.interp(b, n, fitted)) for b in BLOCK_SIZES}
     draft = {b: (probe["draft_ms"] / 1e3 if b > 1 else 0.0) for b in BLOCK_SIZES}
-    return CostTable(draft, verify, probe["ms"][0] / 1e3, dtype="bfloat16", device="cuda", machine=probe["device"],
+    return CostTable(draft, verify, probe["ms"][0] / 1e3, dtype="bfloat16", device="cuda",
+                     machine=probe["device"],
                      context_length=int(probe["prefix"]),
                      source=f"{origin}, table {probe['table']}: {probe['target']} batch-1 forward after "
                             f"{probe['prefix']} tokens, measured at n = {probe['n'][:5]}...; isotonic in n, "
-                            "interpolated between measured n; the DFlash drafter's block-16 pass for every B > 1")
+                            "interpolated between measured n; the DFlash drafter's block-16 pass for every B "
+                     "> 1")
 
 
 def build(source: Path = SOURCE, out: Path = MEASURED_DIR) -> list[Path]:

@@ -9,7 +9,8 @@ from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.models.dflash import DFlashDrafter
 
 
-def make_target(vocab: int = 97, hidden: int = 32, layers: int = 3, eos: int = 3, seed: int = 0) -> Qwen3ForCausalLM:
+def make_target(vocab: int = 97, hidden: int = 32, layers: int = 3, eos: int = 3,
+                seed: int = 0) -> Qwen3ForCausalLM:
     """A random Qwen3 causal LM; a wide init spreads logits apart so argmax ties are vanishingly rare."""
     torch.manual_seed(seed)
     config = Qwen3Config(
@@ -20,7 +21,8 @@ def make_target(vocab: int = 97, hidden: int = 32, layers: int = 3, eos: int = 3
     return Qwen3ForCausalLM(config).eval()
 
 
-def make_drafter(target: Qwen3ForCausalLM, layers: int = 2, block_size: int = TRAINING_BLOCK_SIZE, seed: int = 1,
+def make_drafter(target: Qwen3ForCausalLM, layers: int = 2, block_size: int = TRAINING_BLOCK_SIZE,
+                 seed: int = 1,
                  mask_token_id: int | None = None) -> DFlashDrafter:
     """A random DFlash drafter shaped for ``target`` (mask token = last vocabulary id by default)."""
     torch.manual_seed(seed)

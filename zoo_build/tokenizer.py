@@ -24,7 +24,8 @@ CHAT_TEMPLATE = (
 )
 
 
-def train_tokenizer(texts: Iterable[str], out_dir: Path, vocab_size: int = TOKENIZER_VOCAB) -> PreTrainedTokenizerFast:
+def train_tokenizer(texts: Iterable[str], out_dir: Path,
+                    vocab_size: int = TOKENIZER_VOCAB) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE on ``texts`` and save it where ``AutoTokenizer`` can load it."""
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

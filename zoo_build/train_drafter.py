@@ -98,7 +98,8 @@ def generate_responses(target, tokenizer, args: DrafterTrainArgs, out: Path) -> 
                     continue
                 width = max(len(p) for p in part)
                 ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(p)) + p for p in part])
-                mask = (torch.arange(width) >= torch.tensor([width - len(p) for p in part]).unsqueeze(1)).long()
+                starts = torch.tensor([width - len(p) for p in part]).unsqueeze(1)
+                mask = (torch.arange(width) >= starts).long()
                 torch.manual_seed(args.seed + chunk_start)
                 gen = target.generate(ids, attention_mask=mask, max_new_tokens=args.response_tokens,
                                       do_sample=not greedy, temperature=None if greedy else 1.0, top_k=None,
@@ -132,7 +133,8 @@ def make_batch(data, rows: np.ndarray, args: DrafterTrainArgs, pad_id: int, gene
 
 
 @torch.no_grad()
-def heldout_tau(target, drafter, tokenizer, prompts: int = 12, block_size: int = TRAINING_BLOCK_SIZE) -> float:
+def heldout_tau(target, drafter, tokenizer, prompts: int = 12,
+                block_size: int = TRAINING_BLOCK_SIZE) -> float:
     """Mean tau at T = 0 on the first held-out ShareGPT prompts (128 new tokens)."""
     decoder = SpeculativeDecoder(target, drafter, max_new_tokens=128)
     taus = [decoder.generate(encode_prompt(tokenizer, p, MAX_PROMPT_TOKENS), block_size).tau

@@ -88,7 +88,8 @@ def sample_windows(stream: np.ndarray, rng: np.random.Generator, batch: int, seq
 
 @torch.no_grad()
 def validation_loss(model: Qwen3ForCausalLM, stream: np.ndarray, seq_len: int, windows: int = 48) -> float:
-    """Mean next-token loss on fixed, evenly spaced validation windows (the model's train/eval mode is kept)."""
+    """Mean next-token loss on fixed, evenly spaced validation windows (the model's train/eval mode is
+    kept)."""
     was_training = model.training
     model.eval()
     starts = np.linspace(0, len(stream) - seq_len - 2, windows).astype(np.int64)

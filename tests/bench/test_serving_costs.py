@@ -1,5 +1,6 @@
 """Serving cost tables from aiconfigurator's measured operators: the composition (against a stand-in estimator
-with known operator costs), the shipped tables' provenance, and each published check against measured references."""
+with known operator costs), the shipped tables' provenance, and each published check against measured
+references."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ class common:
 
 
 class EngineHandle:
-    """aiconfigurator's pricing of nextn: every op x (layers + nextn) / layers over requests x (nextn + 1) tokens"""
+    """aiconfigurator's pricing of nextn: every op x (layers + nextn) / layers over requests x (nextn + 1)
+    tokens"""
 
     def __init__(self, nextn):
         self.nextn = nextn
@@ -59,7 +61,8 @@ MODULES = {
 
 @pytest.fixture
 def estimator(tmp_path, monkeypatch):
-    """A stand-in ``aiconfigurator_core`` package (its layout: sdk, perf_database, model_configs, dist metadata)."""
+    """A stand-in ``aiconfigurator_core`` package (its layout: sdk, perf_database, model_configs, dist
+    metadata)."""
     package = tmp_path / "aiconfigurator_core"
     (package / "sdk").mkdir(parents=True)
     (package / "model_configs").mkdir()
@@ -92,15 +95,18 @@ def test_the_target_verify_and_each_drafter_are_taken_apart_from_the_estimators_
     for b in (1, 8):
         for n in (1, 4, 16):
             layers, embedding, logits = _ms(b * n, 2048)
-            assert block.verify[b][n] == pytest.approx((layers + embedding + logits) / 1e3, rel=1e-9)  # no MTP
+            # no MTP
+            assert block.verify[b][n] == pytest.approx((layers + embedding + logits) / 1e3, rel=1e-9)
             if n > 1:
-                assert block.draft[b][n] == pytest.approx((layers * 5 / LAYERS + embedding + logits) / 1e3, rel=1e-9)
+                assert block.draft[b][n] == pytest.approx((layers * 5 / LAYERS + embedding + logits) / 1e3,
+                                                          rel=1e-9)
                 one_layer, one_embedding, _ = _ms(b, 2048)
                 own_head = 32_000 * 1e-5 * (1 + 0.01 * b)  # EAGLE-3's draft vocabulary, from the GEMM table
                 per_draft = one_layer / LAYERS + one_embedding + own_head
                 assert chain.draft[b][n] == pytest.approx((n - 1) * per_draft / 1e3, rel=1e-9)
     assert (block.drafter, chain.drafter) == ("block", "chain") and block.context_length == 2048
-    assert "aiconfigurator-core 0.0.1 (Apache-2.0, NVIDIA)" in block.source and "gpu_x/vllm 9.9" in block.source
+    assert "aiconfigurator-core 0.0.1 (Apache-2.0, NVIDIA)" in block.source
+    assert "gpu_x/vllm 9.9" in block.source
 
 
 def test_unknown_models_gpus_and_drafters_are_refused_naming_what_exists(estimator):
@@ -136,8 +142,8 @@ def test_the_shipped_grid_is_complete_and_each_table_says_what_it_prices_and_whe
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "qwen3-8b"])
 def test_the_batch_one_curve_is_within_15_percent_of_cast_measured_h100_at_1k(model, engine):
-    """docs/real-data.md: a verify of n tokens over one token's, against CAST's H100 SXM probes at 1k (absolute
-    times are not comparable: CAST timed a framework forward, about 3x an engine's step)."""
+    """docs/real-data.md: a verify of n tokens over one token's, against CAST's H100 SXM probes at 1k
+    (absolute times are not comparable: CAST timed a framework forward, about 3x an engine's step)."""
     cast = CostTable.load(f"cast-h100-sxm-{model}-context-1024")
     table = _shipped(model, "h100_sxm", engine, "dflash")
     for n in (4, 8, 16):

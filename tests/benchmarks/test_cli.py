@@ -1,4 +1,5 @@
-"""``python -m benchmarks``: the maintainers' benchmarks refuse bad input in one line, as the package's CLI does."""
+"""``python -m benchmarks``: the maintainers' benchmarks refuse bad input in one line, as the package's CLI
+does."""
 
 from __future__ import annotations
 

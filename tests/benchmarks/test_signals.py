@@ -1,4 +1,5 @@
-"""``python -m benchmarks signals``: suffix matches as an n-gram drafter reads them, and gates bounded by the oracle."""
+"""``python -m benchmarks signals``: suffix matches as an n-gram drafter reads them, and gates bounded by the
+oracle."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The hostile-input audit as a table: every command (and every maintainers' benchmark), every option it has, the
-bad values users type.
+"""The hostile-input audit as a table: every command (and every maintainers' benchmark), every option it has,
+the bad values users type.
 
 Each case is refused with exit code 2 and one line on stderr: no traceback, no "bug in specpolicy",
 before any model loads (loading one here raises :class:`ModelWorkStarted`), naming the option or the
@@ -51,19 +51,23 @@ BAD = {
     "--max-prompt-tokens": INTS, "--threads": INTS, "--repeats": INTS, "--context": INTS,
     "--prompts": INTS, "--hidden": INTS, "--depth": INTS, "--epochs": INTS, "--batch-size": INTS,
     "--patience": INTS, "--window": ["-1"], "--num-envs": INTS, "--steps": INTS, "--live-episodes": ["-1"],
-    "--num-target-layers": INTS, "--target-steps": ["-1"], "--drafter-steps": ["-1"], "--check-prompts": ["-1"],
+    "--num-target-layers": INTS, "--target-steps": ["-1"], "--drafter-steps": ["-1"],
+       "--check-prompts": ["-1"],
     "--lr": FRACTIONS, "--weight-decay": FRACTIONS, "--dropout": ["-0.1", "1.5", "nan"],
     "--validation-share": ["-0.1", "0.9", "nan"],
     "--device": ["tpu", "cuda:x"], "--dtype": ["float8", "int4"], "--format": ["xml"], "--mode": ["fast"],
     "--by": ["colour"], "--split": ["valid"], "--label": ["best"], "--preprocess": ["zscore"],
     "--objective": ["mse"], "--executor": ["spark"],
     "--dataset": ["no-such-set", "MISSING.jsonl", "EMPTY.jsonl", "GARBAGE.jsonl"],
-    "--sweep": ["MISSING", "FILE", "EMPTY_DIR"], "--costs": ["MISSING.json", "GARBAGE.json", "NAN_TABLE.json"],
+    "--sweep": ["MISSING", "FILE", "EMPTY_DIR"],
+       "--costs": ["MISSING.json", "GARBAGE.json", "NAN_TABLE.json"],
     "--batch-costs": ["MISSING.json", "GARBAGE.json"],
     "--target": ["MISSING", "EMPTY_DIR", "FILE"], "--drafter": ["MISSING", "EMPTY_DIR", "FILE"],
     "--policies": ["nope", "fixed0", "fixed99", "blockpilot:MISSING", "agent:MISSING"],
-    "--policy": ["nope", "fixed0", "blockpilot:MISSING"], "--baseline": ["nope", "fixed99"], "--oracle": ["nope"],
-    "--plot": ["TXT", "EMPTY_DIR"], "--run-dir": ["FILE"], "--engine": ["nope"], "--blocks": ["0", "abc", "99"],
+    "--policy": ["nope", "fixed0", "blockpilot:MISSING"], "--baseline": ["nope", "fixed99"],
+       "--oracle": ["nope"],
+    "--plot": ["TXT", "EMPTY_DIR"], "--run-dir": ["FILE"], "--engine": ["nope"],
+       "--blocks": ["0", "abc", "99"],
 }
 NOT_CHECKED = {  # (command, option): why its values are not the command's to refuse
     (("export",), "--drafter"): "a name written into the engines' configs; the serving machine resolves it",
@@ -83,7 +87,8 @@ def _base(command: tuple[str, ...], w: dict[str, str]) -> list[str]:
     models = ["--target", w["TARGET"], "--drafter", w["DRAFTER"]]
     return {
         ("compare",): ["--sweep", w["STORE"], "--policies", "fixed16"],
-        ("sweep",): ["--dataset", w["PROMPTS"], "--max-samples", "2", "--max-new-tokens", "4", "--out", w["OUT"],
+        ("sweep",): ["--dataset", w["PROMPTS"], "--max-samples", "2", "--max-new-tokens", "4", "--out",
+                     w["OUT"],
                      *models],
         ("train",): ["logreg", "--sweep", w["STORE"], "--out", w["OUT"]],
         ("generate",): ["hi", "--max-new-tokens", "4", "--policy", "fixed8", *models],
@@ -93,19 +98,22 @@ def _base(command: tuple[str, ...], w: dict[str, str]) -> list[str]:
         ("import-traces",): [w["TRACE"], "--out", w["OUT"], "--candidates", "1-3"],
         ("benchmarks", "traces"): [w["SPECDECODE"], "--work", w["OUT"]],
         ("convert",): [w["DRAFTER"], w["OUT"]],
-        ("bench", "serving-costs"): ["--model", "Qwen/Qwen3-8B", "--gpu", "h100_sxm", "--out", w["OUT"] + ".json"],
+        ("bench", "serving-costs"): ["--model", "Qwen/Qwen3-8B", "--gpu", "h100_sxm", "--out",
+                                     w["OUT"] + ".json"],
     }.get(command, [])
 
 
 def _options(command) -> set[str]:
-    return {o for p in command.params for o in getattr(p, "opts", ()) if o.startswith("--")} | {"--help", "--debug"}
+    flags = {o for p in command.params for o in getattr(p, "opts", ()) if o.startswith("--")}
+    return flags | {"--help", "--debug"}
 
 
 def _cases() -> list:
     cases = []
     for path, command in COMMANDS.items():
         for option in sorted(o for o in _options(command) & set(BAD) if (path, o) not in NOT_CHECKED):
-            cases += [pytest.param(path, option, bad, id=f"{' '.join(path)} {option}={bad}") for bad in BAD[option]]
+            cases += [pytest.param(path, option, bad,
+                                   id=f"{' '.join(path)} {option}={bad}") for bad in BAD[option]]
         for (where, argument), values in POSITIONAL.items():
             if where == path:
                 cases += [pytest.param(path, argument, bad, id=f"{' '.join(path)} <{argument}>={bad}")
@@ -126,8 +134,10 @@ def world(test_zoo, replay_store, tmp_path_factory) -> dict[str, str]:
     table["verify_seconds"] = {k: float("nan") for k in table["verify_seconds"]}
     (tmp / "nan.json").write_text(json.dumps(table))
     (tmp / "prompts.txt").write_text("hello\nworld\n")
-    (tmp / "trace.jsonl").write_text(json.dumps({"id": "a", "prompt_token_ids": [1, 2], "generated_token_ids": [3, 4],
-                                                 "acc_eagle": {"acc_len": [3, 1]}, "acc_ngram": {"acc_len": [1, 1]}}))
+    (tmp / "trace.jsonl").write_text(json.dumps({"id": "a", "prompt_token_ids": [1, 2],
+                                                 "generated_token_ids": [3, 4],
+                                                 "acc_eagle": {"acc_len": [3, 1]},
+                                                 "acc_ngram": {"acc_len": [1, 1]}}))
     (tmp / "specdecode").mkdir()
     for name in ("gsm8k", "instructcoder", "sharegpt", "cnn"):
         (tmp / "specdecode" / f"combined_{name}.jsonl").write_text((tmp / "trace.jsonl").read_text())
@@ -140,7 +150,8 @@ def world(test_zoo, replay_store, tmp_path_factory) -> dict[str, str]:
     return {"BATCH": str(tmp / "batch.json"), "STORE": str(replay_store.path), "TARGET": str(target),
             "DRAFTER": str(drafter), "TRACE": str(tmp / "trace.jsonl"), "SPECDECODE": str(tmp / "specdecode"),
             "PROMPTS": str(tmp / "prompts.txt"), "OUT": str(tmp / "out"), "BP": str(tmp / "bp"),
-            "MISSING": str(tmp / "no" / "such" / "path"), "FILE": str(tmp / "file"), "EMPTY_DIR": str(tmp / "empty"),
+            "MISSING": str(tmp / "no" / "such" / "path"), "FILE": str(tmp / "file"),
+            "EMPTY_DIR": str(tmp / "empty"),
             "EMPTY": str(tmp / "empty"), "GARBAGE": str(tmp / "garbage"), "NAN_TABLE": str(tmp / "nan"),
             "TXT": str(tmp / "plot.txt")}
 
@@ -160,8 +171,10 @@ def _args(path: tuple[str, ...], option: str, bad: str, w: dict[str, str]) -> li
         i = base.index(option)
         base = base[:i] + base[i + 2:]
     if path == ("compare",) and option in ("--dataset", "--temperature", "--max-samples", "--max-new-tokens",
-                                           "--seed", "--target", "--drafter", "--device", "--dtype", "--mode"):
-        base = ["--dataset", w["PROMPTS"], "--max-samples", "2", "--max-new-tokens", "4", "--policies", "fixed16",
+                                           "--seed", "--target", "--drafter", "--device", "--dtype",
+                                           "--mode"):
+        base = ["--dataset", w["PROMPTS"], "--max-samples", "2", "--max-new-tokens", "4", "--policies",
+                "fixed16",
                 "--target", w["TARGET"], "--drafter", w["DRAFTER"]]
         base = [a for i, a in enumerate(base) if option not in (a, base[i - 1] if i else "")]
     return [*path, *base, option, value]
@@ -170,7 +183,8 @@ def _args(path: tuple[str, ...], option: str, bad: str, w: dict[str, str]) -> li
 def _flags_named(text: str, path: tuple[str, ...]) -> list[str]:
     """Flags a message suggests that the command it suggests them for lacks."""
     foreign = []
-    quoted = {m.start(): m.group(1) for m in re.finditer(r"`specpolicy ((?:zoo |bench )?[a-z-]+)[^`]*`", text)}
+    quoted = {m.start(): m.group(1) for m in re.finditer(r"`specpolicy ((?:zoo |bench )?[a-z-]+)[^`]*`",
+                                                         text)}
     for match in re.finditer(r"(?<![\w-])--[a-z][a-z0-9-]*", text):
         owner = path
         for start, name in quoted.items():
@@ -195,7 +209,8 @@ def test_bad_input_is_refused_in_one_line_before_model_work(path, option, bad, w
     args = _args(path, option, bad, world)
     result = runner.invoke(benchmarks_app, args[1:]) if path[0] == "benchmarks" else runner.invoke(app, args)
     assert not isinstance(result.exception, ModelWorkStarted), f"models loaded before refusing: {args}"
-    text = " ".join(re.sub("[│╭╮╰╯─]", " ", result.output).split())  # Typer's usage errors come boxed
+    # Typer's usage errors come boxed
+    text = " ".join(re.sub("[│╭╮╰╯─]", " ", result.output).split())
     assert result.exit_code == 2, f"accepted (exit {result.exit_code}): {args}\n{text[-600:]}"
     assert isinstance(result.exception, SystemExit), f"raised {result.exception!r}"
     assert "Traceback" not in text and "bug in specpolicy" not in text, text

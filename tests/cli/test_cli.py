@@ -33,13 +33,15 @@ def quiet_machine(monkeypatch):
     from specpolicy.costs import uniform_costs
     from specpolicy.sweep import run as sweep_run
 
-    monkeypatch.setattr(sweep_run, "measure_costs", lambda decoder, sizes, **k: uniform_costs(sizes, 0.01, 0.1))
+    monkeypatch.setattr(sweep_run, "measure_costs",
+                        lambda decoder, sizes, **k: uniform_costs(sizes, 0.01, 0.1))
 
 
 def test_policies_table_and_json():
     assert "blockpilot" in run("policies").output
     rows = json.loads(run("policies", "--format", "json").output)
-    ours = {r["name"] for r in rows if r["distribution"] == "specpolicy"}  # plugins installed here may add rows
+    # plugins installed here may add rows
+    ours = {r["name"] for r in rows if r["distribution"] == "specpolicy"}
     assert {"fixed", "blockpilot", "oracle", "oracle-step", "random", "heuristic", "logreg"} <= ours
     assert {"learned", "plugin"} <= set(rows[0])  # details live behind --format
 
@@ -53,7 +55,8 @@ def test_policies_table_fits_a_100_column_terminal(monkeypatch):
     from specpolicy.cli import common
 
     screen = io.StringIO()
-    monkeypatch.setattr(common, "stdout", Console(file=screen, width=100, force_terminal=True, color_system=None))
+    monkeypatch.setattr(common, "stdout",
+                        Console(file=screen, width=100, force_terminal=True, color_system=None))
     run("policies")
     lines = screen.getvalue().splitlines()
     families = len(json.loads(run("policies", "--format", "json").output))
@@ -91,7 +94,8 @@ def test_train_refuses_options_the_family_does_not_read(replay_store, tmp_path, 
     assert not (tmp_path / "p").exists()
 
 
-FORMATS = ["table", "json", *(pytest.param(f, marks=pytest.mark.slow) for f in ("csv", "markdown"))]  # slow: renderings
+# slow: renderings
+FORMATS = ["table", "json", *(pytest.param(f, marks=pytest.mark.slow) for f in ("csv", "markdown"))]
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -121,7 +125,8 @@ def test_compare_runs_its_own_replay_sweep(test_zoo, prompt_file, tmp_path, monk
     # the cache path has a line of its own; the progress label stays short (it filled a 100-column bar)
     progress = [line for line in result.stderr.splitlines() if line.startswith("sweep ")]
     assert progress and all(line.startswith("sweep prompts.txt: ") for line in progress)
-    assert "into compare's cache" in result.stderr and str(tmp_path / "cache") in "".join(result.stderr.split())
+    assert "into compare's cache" in result.stderr
+    assert str(tmp_path / "cache") in "".join(result.stderr.split())
     assert json.loads(run(*args).stdout) == first  # the cached sweep is reused
 
 
@@ -141,12 +146,14 @@ def test_compare_live_warns_on_a_flagged_cost_table(test_zoo, prompt_file, tmp_p
     table = uniform_costs(range(1, 65), ar_seconds=0.01, per_token=0.1).to_json() | {"spread": {"16": 0.5}}
     (tmp_path / "noisy.json").write_text(json.dumps(table))
     result = run("compare", "--policies", "fixed16,adaptive", "--mode", "live", "--dataset", prompt_file,
-                 "--max-samples", "1", "--max-new-tokens", "6", "--costs", tmp_path / "noisy.json", *zoo_args(test_zoo))
+                 "--max-samples", "1", "--max-new-tokens", "6", "--costs", tmp_path / "noisy.json",
+                 *zoo_args(test_zoo))
     assert "noisy.json is flagged (noisy" in " ".join(result.stderr.split())
 
 
 def test_sweep_command_and_resume(test_zoo, prompt_file, tmp_path):
-    args = ["sweep", "--dataset", prompt_file, "--candidates", "4-6", "--max-samples", "2", "--max-new-tokens", "8",
+    args = ["sweep", "--dataset", prompt_file, "--candidates", "4-6", "--max-samples", "2",
+            "--max-new-tokens", "8",
             "--out", tmp_path / "s", *zoo_args(test_zoo)]
     run(*args)
     result = run(*args)
@@ -159,7 +166,8 @@ def test_sweep_command_and_resume(test_zoo, prompt_file, tmp_path):
         (["compare", "--policies", "fixd16"], "Did you mean 'fixed16'"),
         (["compare", "--policies", "blockpilot:/no/such/dir"], "blockpilot.json is missing"),
         (["compare", "--mode", "fast"], "is not one of"),
-        (["sweep", "--out", "/tmp/x", "--candidates", "16,80"], "--candidates: block size must be an integer in 1..64"),
+        (["sweep", "--out", "/tmp/x", "--candidates", "16,80"],
+         "--candidates: block size must be an integer in 1..64"),
         (["compare", "--candidates", "1,65"], "--candidates: block size must be an integer in 1..64"),
         (["sweep", "--out", "/tmp/x", "--candidates", "a,b"], "--candidates must look like"),
         (["sweep", "--out", "/tmp/x", "--confidences", "a,b"], "--confidences must look like"),
@@ -174,7 +182,8 @@ def test_sweep_command_and_resume(test_zoo, prompt_file, tmp_path):
         (["generate", "hi", "-b", "4", "--target", "/no/such/model"], "neither a zoo name"),
         (["generate", "hi", "--draft-sampling"], "--draft-sampling needs --temperature > 0"),
         (["compare", "--concurrency", "8"], "pass --sweep DIR and --batch-costs FILE"),
-        (["sweep", "--out", "/tmp/x", "--candidates", "4,8", "--confidences", "16"], "--confidences [16] are not"),
+        (["sweep", "--out", "/tmp/x", "--candidates", "4,8", "--confidences", "16"],
+         "--confidences [16] are not"),
     ],
 )
 def test_bad_input_fails_with_a_clear_message(args, message):
@@ -191,7 +200,8 @@ def test_train_with_a_missing_sweep(tmp_path):
 def test_generate_on_the_test_zoo(test_zoo):
     result = run("generate", "Say hello", "--max-new-tokens", "12", "--block-size", "4", *zoo_args(test_zoo))
     assert "block size 4 (fixed)" in result.stderr and "tau" in result.stderr
-    result = run("generate", "Say hello", "--max-new-tokens", "12", "--policy", "heuristic", *zoo_args(test_zoo))
+    result = run("generate", "Say hello", "--max-new-tokens", "12", "--policy", "heuristic",
+                 *zoo_args(test_zoo))
     assert "(heuristic)" in result.stderr
     result = run("generate", "Say hello", "--max-new-tokens", "12", "-b", "4", "--temperature", "1",
                  "--draft-sampling", *zoo_args(test_zoo))
@@ -220,22 +230,26 @@ def test_generate_with_a_sweep_only_policy_fails(test_zoo):
 
 
 def test_compare_maps_speed_over_groups_and_concurrencies(replay_store, tmp_path):
-    """Issue 37's map: one run over a list of concurrencies; a compact grid, every figure in CSV, a heat map."""
+    """Issue 37's map: one run over a list of concurrencies; a compact grid, every figure in CSV, a heat
+    map."""
     from tests.replay.test_serving import linear_table
 
     linear_table(batches=(1, 2, 4, 8)).save(tmp_path / "batch.json")
-    args = ["compare", "--policies", "fixed16,fixed4,oracle-step", "--sweep", replay_store.path, "--concurrency",
+    args = ["compare", "--policies", "fixed16,fixed4,oracle-step", "--sweep", replay_store.path,
+            "--concurrency",
             "1,4,8", "--batch-costs", tmp_path / "batch.json"]
     grid = " ".join(run(*args, "--plot", tmp_path / "map.png").stdout.split())
     assert "c=1" in grid and "c=8" in grid and "8 prompts" in grid and (tmp_path / "map.png").stat().st_size
     rows = list(csv.DictReader(io.StringIO(run(*args, "--format", "csv").stdout)))
-    assert {(r["policy"], r["concurrency"]) for r in rows} == {(p, c) for p in ("fixed16", "fixed4", "oracle-step")
+    assert {(r["policy"], r["concurrency"]) for r in rows} == {
+        (p, c) for p in ("fixed16", "fixed4", "oracle-step")
                                                              for c in ("1", "4", "8")}
 
 
 @pytest.mark.slow  # sweeps with the test pair
 def test_compare_by_category_on_a_users_jsonl(test_zoo, tmp_path, monkeypatch, quiet_machine):
-    """A row per category and policy plus the overall rows; the sweep keeps the labels, so --sweep can split too."""
+    """A row per category and policy plus the overall rows; the sweep keeps the labels, so --sweep can split
+    too."""
     monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path / "cache"))
     data = tmp_path / "labelled.jsonl"
     data.write_text("\n".join(json.dumps({"id": f"{c}{i}", "prompt": text, "category": c})
@@ -244,7 +258,8 @@ def test_compare_by_category_on_a_users_jsonl(test_zoo, tmp_path, monkeypatch, q
                               for i, text in enumerate(texts)) + "\n")
     args = ["compare", "--policies", "fixed16,fixed4,oracle", "--dataset", data, "--candidates", "1,4,16",
             "--max-new-tokens", "12", *zoo_args(test_zoo)]
-    rows = json.loads(run(*args, "--by", "category", "--format", "json", "--plot", tmp_path / "by.png").stdout)
+    rows = json.loads(run(*args, "--by", "category", "--format", "json", "--plot",
+                          tmp_path / "by.png").stdout)
     prompts = {(r["category"], r["policy"]): r["prompts"] for r in rows}
     assert prompts == {(c, p): n for c, n in (("chat", 3), ("code", 2), ("all", 5))
                        for p in ("fixed16", "fixed4", "oracle")}
@@ -252,7 +267,8 @@ def test_compare_by_category_on_a_users_jsonl(test_zoo, tmp_path, monkeypatch, q
     assert overall == {r["policy"]: r["speedup"] for r in json.loads(run(*args, "--format", "json").stdout)}
     assert (tmp_path / "by.png").stat().st_size > 0
     store = next((tmp_path / "cache" / "sweeps").iterdir())
-    by_group = json.loads(run("compare", "--policies", "fixed16", "--sweep", store, "--by", "group", "--format",
+    by_group = json.loads(run("compare", "--policies", "fixed16", "--sweep", store, "--by", "group",
+                              "--format",
                               "json").stdout)
     assert [(r["group"], r["prompts"]) for r in by_group] == [("chat", 3), ("code", 2), ("all", 5)]
     assert "use --by category, group or context" in run("compare", "--by", "topic", ok=False).output
@@ -264,7 +280,8 @@ def test_a_live_mode_store_compares_with_its_measured_times(test_zoo, prompt_fil
     without 1 printed a table of "-"."""
     run("sweep", "--mode", "live", "--dataset", prompt_file, "--candidates", "1,4,16", "--max-samples", "3",
         "--max-new-tokens", "8", "--out", tmp_path / "live", *zoo_args(test_zoo))
-    rows = json.loads(run("compare", "--policies", "fixed16,fixed4,fixed1,oracle", "--sweep", tmp_path / "live",
+    rows = json.loads(run("compare", "--policies", "fixed16,fixed4,fixed1,oracle", "--sweep",
+                          tmp_path / "live",
                           "--format", "json").stdout)
     assert {r["timing"] for r in rows} == {"measured"}
     speed = {r["policy"]: r["speedup"] for r in rows}
@@ -275,10 +292,12 @@ def test_a_live_mode_store_compares_with_its_measured_times(test_zoo, prompt_fil
 
 
 @pytest.mark.slow  # sweeps with the test pair
-def test_a_store_with_a_damaged_cost_table_or_meta_is_named_and_repaired_by_resuming(test_zoo, prompt_file, tmp_path):
+def test_a_store_with_a_damaged_cost_table_or_meta_is_named_and_repaired_by_resuming(
+        test_zoo, prompt_file, tmp_path):
     """Reported: a broken latency.json or meta.json could not be repaired through the CLI, and compare's error
     for meta.json named no file."""
-    args = ["sweep", "--dataset", prompt_file, "--candidates", "1,4", "--max-samples", "2", "--max-new-tokens", "8",
+    args = ["sweep", "--dataset", prompt_file, "--candidates", "1,4", "--max-samples", "2",
+            "--max-new-tokens", "8",
             "--out", tmp_path / "s", *zoo_args(test_zoo)]
     run(*args)
     (tmp_path / "s" / "latency.json").write_text("{not json")
@@ -295,7 +314,8 @@ def test_a_store_with_a_damaged_cost_table_or_meta_is_named_and_repaired_by_resu
 def test_a_stuck_compare_cache_is_named_with_a_fix_compare_has(test_zoo, prompt_file, tmp_path, monkeypatch):
     """Reported: inside compare's cache the hint named --out, which compare lacks."""
     monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path / "cache"))
-    args = ["compare", "--policies", "fixed16", "--dataset", prompt_file, "--max-samples", "2", "--candidates",
+    args = ["compare", "--policies", "fixed16", "--dataset", prompt_file, "--max-samples", "2",
+            "--candidates",
             "1,16", "--max-new-tokens", "8", *zoo_args(test_zoo)]
     run(*args)
     store = next((tmp_path / "cache" / "sweeps").iterdir())
@@ -329,12 +349,14 @@ def test_a_compare_table_by_label_fits_a_100_column_terminal(monkeypatch):
     from specpolicy.zoo import ZOO_DIR
 
     screen = io.StringIO()
-    monkeypatch.setattr(common, "stdout", Console(file=screen, width=100, force_terminal=True, color_system=None))
+    monkeypatch.setattr(common, "stdout",
+                        Console(file=screen, width=100, force_terminal=True, color_system=None))
     run("compare", "--sweep", ZOO_DIR / "sweeps" / "spec-bench", "--by", "group",
         "--policies", "fixed16,blockpilot-guard,oracle-step")
     lines = screen.getvalue().splitlines()
     rows = [line for line in lines if line.startswith("│")]
-    assert len(rows) == 7 * 3 and all("x" in line.split("│")[3] for line in rows)  # one line per row, whole values
+    # one line per row, whole values
+    assert len(rows) == 7 * 3 and all("x" in line.split("│")[3] for line in rows)
     assert max(len(line) for line in lines) <= 100
 
 
@@ -345,7 +367,9 @@ def test_a_policy_named_twice_is_refused_before_any_work():
 
 
 def test_a_backwards_candidate_range_says_so():
-    result = runner.invoke(app, ["compare", "--sweep", "specpolicy/zoo/tiny/sweeps/sharegpt", "--candidates", "18-14"])
+    result = runner.invoke(app,
+                           ["compare", "--sweep", "specpolicy/zoo/tiny/sweeps/sharegpt", "--candidates",
+                            "18-14"])
     assert result.exit_code == 2 and "18-14 runs backwards" in " ".join(result.output.split())
 
 
@@ -364,9 +388,10 @@ def test_zoo_info_says_where_the_zoo_is_and_sums_each_folder():
     assert any(line.startswith("sweeps/") and "files" in line for line in lines)
 
 
-def test_a_noisy_first_run_says_so_and_never_caches_the_flagged_table(test_zoo, prompt_file, tmp_path, monkeypatch):
-    """Issue 48: on a busy machine the main job measured a flagged table, cached it with the sweep for good and
-    reported the headline with it, without a word. Now the sweep measures again once, and compare says the
+def test_a_noisy_first_run_says_so_and_never_caches_the_flagged_table(test_zoo, prompt_file, tmp_path,
+                                                                      monkeypatch):
+    """Issue 48: on a busy machine the main job measured a flagged table, cached it with the sweep for good
+    and reported the headline with it, without a word. Now the sweep measures again once, and compare says the
     machine was too noisy, drops the table from its cache and labels what it priced with."""
     from dataclasses import replace
 
@@ -388,7 +413,8 @@ def test_a_noisy_first_run_says_so_and_never_caches_the_flagged_table(test_zoo, 
         result = run(*args)
     assert len(measured) == 2  # measured again once before giving up
     text = " ".join(result.stderr.split())
-    assert "too noisy to measure its cost table" in text and "specpolicy bench latency --out costs.json" in text
+    assert "too noisy to measure its cost table" in text
+    assert "specpolicy bench latency --out costs.json" in text
     assert {r["timing"] for r in json.loads(result.stdout)} == {"modelled (flagged table)"}
     assert not list((tmp_path / "cache" / "sweeps").glob("*/latency.json"))  # never cached
     run(*args)
@@ -433,10 +459,10 @@ def test_an_absurd_temperature_is_refused(temperature):
     assert result.exit_code == 2 and "--temperature must be a finite number in 0..100" in result.output
 
 
-def test_a_complete_cached_sweep_is_read_without_models_or_a_write_lock(test_zoo, prompt_file, tmp_path,
-                                                                         monkeypatch, quiet_machine):
-    """Issue 48: a rerun with the sweep cached loaded the models (20-45 s), and a read-only cache that already held
-    the finished store failed on the write lock."""
+def test_a_complete_cached_sweep_is_read_without_models_or_a_write_lock(
+        test_zoo, prompt_file, tmp_path, monkeypatch, quiet_machine):
+    """Issue 48: a rerun with the sweep cached loaded the models (20-45 s), and a read-only cache that already
+    held the finished store failed on the write lock."""
     import os
     import stat
 
@@ -446,7 +472,8 @@ def test_a_complete_cached_sweep_is_read_without_models_or_a_write_lock(test_zoo
     first = json.loads(run(*args).stdout)  # a clean table (a busy machine's would not be cached)
     from specpolicy.models import loading
 
-    monkeypatch.setattr(loading, "load_pair", lambda *a, **k: pytest.fail("models loaded for a complete cache"))
+    monkeypatch.setattr(loading, "load_pair",
+                        lambda *a, **k: pytest.fail("models loaded for a complete cache"))
     for folder, _, files in os.walk(tmp_path / "cache"):  # read-only, as a shared cache may be
         for name in files:
             os.chmod(os.path.join(folder, name), stat.S_IRUSR)
@@ -454,16 +481,19 @@ def test_a_complete_cached_sweep_is_read_without_models_or_a_write_lock(test_zoo
     assert json.loads(second.stdout) == first and "into compare's cache" not in second.stderr
 
 
-def test_a_fresh_compare_decodes_the_block_sizes_its_policies_choose(test_zoo, prompt_file, tmp_path, monkeypatch,
+def test_a_fresh_compare_decodes_the_block_sizes_its_policies_choose(test_zoo, prompt_file, tmp_path,
+                                                                     monkeypatch,
                                                                       quiet_machine):
-    """Issue 48: live compare refused a saved agent (or any policy) choosing a size outside the default candidates
-    unless --candidates matched, with a message about a sweep it had not been given; a fresh sweep did the same."""
+    """Issue 48: live compare refused a saved agent (or any policy) choosing a size outside the default
+    candidates unless --candidates matched, with a message about a sweep it had not been given; a fresh sweep
+    did the same."""
     monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path / "cache"))
     for mode in ("live", "replay"):
         result = run("compare", "--policies", "fixed16,fixed14", "--mode", mode, "--dataset", prompt_file,
                      "--max-samples", "1", "--max-new-tokens", "6", "--format", "json", *zoo_args(test_zoo))
         assert {r["policy"] for r in json.loads(result.stdout)} == {"fixed16", "fixed14"}
-    refused = run("compare", "--policies", "fixed16,fixed14", "--candidates", "1,4,16", "--dataset", prompt_file,
+    refused = run("compare", "--policies", "fixed16,fixed14", "--candidates", "1,4,16", "--dataset",
+                  prompt_file,
                   "--max-samples", "1", *zoo_args(test_zoo), ok=False)
     text = " ".join(refused.output.split())
     assert refused.exit_code == 2

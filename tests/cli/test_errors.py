@@ -1,4 +1,5 @@
-"""Bad input, as a new user types it: one message naming the problem and the fix, exit code 2, no traceback."""
+"""Bad input, as a new user types it: one message naming the problem and the fix, exit code 2, no
+traceback."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def broken_drafters(test_zoo, tmp_path):
 def test_broken_drafter_folders(test_zoo, broken_drafters, case, message):
     target, _ = test_zoo
     drafter = target if case == "target" else broken_drafters[case]
-    fails(["generate", "hi", "--target", target, "--drafter", drafter, "--max-new-tokens", "2", "-b", "4"], message)
+    fails(["generate", "hi", "--target", target, "--drafter", drafter, "--max-new-tokens", "2", "-b", "4"],
+          message)
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -84,7 +86,8 @@ def test_debug_shows_the_traceback():
 
 @pytest.mark.parametrize("command", [["generate", "hi"], ["compare", "--policies", "fixed16,blockpilot"]])
 def test_a_policy_of_another_vocabulary_fails_before_any_model_work(test_zoo, command):
-    """The default BlockPilot (the zoo's 4,096 logits) used to fail only after a whole sweep of another target."""
+    """The default BlockPilot (the zoo's 4,096 logits) used to fail only after a whole sweep of another
+    target."""
     target, drafter = test_zoo
     fails([*command, "--target", target, "--drafter", drafter],
           "reads logits over a vocabulary of 4096 but target")
@@ -100,7 +103,8 @@ def test_a_hub_id_typo_offline_is_one_message(monkeypatch):
 
 
 @pytest.mark.parametrize(("error", "code", "says"), [
-    (BrokenPipeError(32, "Broken pipe"), 0, ""),  # `specpolicy zoo info | head -3`: the reader left, not a bug
+    # `specpolicy zoo info | head -3`: the reader left, not a bug
+    (BrokenPipeError(32, "Broken pipe"), 0, ""),
     (OSError(27, "File too large", "runs/x/records.jsonl"), 2, "File too large: runs/x/records.jsonl"),
     (OSError(30, "Read-only file system", "/ro/out"), 2, "Read-only file system: /ro/out"),
 ])
@@ -123,12 +127,13 @@ def test_a_block_size_above_the_limit_is_refused_by_generate_before_any_model_wo
     """`generate -b 10000` once drafted 2,030-token blocks at 0.5 tok/s; sweeps refused the same size."""
     result = CliRunner().invoke(app, ["generate", "hi", "-b", "10000", "--target", "no-such-model"])
     assert result.exit_code == 2
-    assert "less than or equal" in result.output and "64" in result.output and "no-such-model" not in result.output
+    assert "less than or equal" in result.output and "64" in result.output
+    assert "no-such-model" not in result.output
 
 
 def test_generate_with_the_papers_blockpilot_runs_over_its_own_classes(test_zoo):
-    """`generate --policy blockpilot-paper` once failed suggesting --candidates, a flag generate lacks: a learned
-    policy acts over the classes it was trained on, whatever the default candidates."""
+    """`generate --policy blockpilot-paper` once failed suggesting --candidates, a flag generate lacks: a
+    learned policy acts over the classes it was trained on, whatever the default candidates."""
     from specpolicy.registry import create_policy
 
     policy = create_policy("blockpilot-paper")  # trained over 14..18; the default candidates are 1..32

@@ -35,7 +35,8 @@ def test_split_is_deterministic_and_by_conversation():
 
 
 def test_shipped_sharegpt_recovers_complete_records():
-    assert sum(1 for _ in iter_records(__import__("specpolicy.data.sharegpt", fromlist=["x"]).sharegpt_path())) == 17671
+    assert sum(1 for _ in iter_records(__import__("specpolicy.data.sharegpt",
+                                                  fromlist=["x"]).sharegpt_path())) == 17671
 
 
 @pytest.mark.slow
@@ -55,7 +56,8 @@ def test_local_jsonl_and_txt(tmp_path):
     prompts = load_local(jsonl)
     assert prompts[0].id == "a" and prompts[1].messages == (("user", "yo"),)
     labelled = tmp_path / "labelled.jsonl"
-    labelled.write_text('{"prompt": "hi", "category": "chat"}\n{"prompt": "yo", "category": "sql", "group": "code"}\n')
+    labelled.write_text('{"prompt": "hi", "category": "chat"}\n{"prompt": "yo", "category": "sql", "group": '
+                        '"code"}\n')
     assert [(p.category, p.group) for p in load_local(labelled)] == [("chat", "chat"), ("sql", "code")]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "no prompt"}\n')
@@ -120,7 +122,8 @@ def test_spec_bench_ships_offline_with_categories_groups_and_second_turns():
     groups = Counter(p.group for p in questions)
     assert groups == {g: 80 for g in ("multi-turn", "translation", "summarization", "qa", "math", "rag")}
     second = next(p for p in prompts if p.id == "spec-bench:81:2")
-    assert second.own_answers and second.category == "writing" and [r for r, _ in second.messages] == ["user"] * 2
+    assert second.own_answers and second.category == "writing" and [r for r,
+                                                                    _ in second.messages] == ["user"] * 2
     sample = load_prompts("spec-bench", max_samples=12, seed=0)
     assert Counter(p.group for p in sample) == {g: 2 for g in groups}  # a sample covers every group alike
 

@@ -53,7 +53,8 @@ def test_a_conversation_and_an_input_each_stay_on_one_side():
 
 
 def test_a_prompt_alone_is_split_by_its_conversation_key_as_before():
-    """Unlinked prompts keep the store's earlier rule (a hash of the id), so users' stores split as they did."""
+    """Unlinked prompts keep the store's earlier rule (a hash of the id), so users' stores split as they
+    did."""
     keys = [SplitKey(f"p{i}", f"p{i}", f"t{i}") for i in range(200)]
     held = validation_ids(keys, 0.2, seed=3)
     assert 20 < len(held) < 60  # about a fifth
@@ -107,6 +108,7 @@ def test_a_held_out_sample_repeats_no_input_of_the_training_splits():
     keys = [text_key(p.messages) for p in held]
     assert len(held) == 200 and len(set(keys)) == 200
     assert not set(keys) & sharegpt_seen("heldout")
-    assert [r.prompt_id for r in _records("sharegpt")] == [p.id for p in held]  # the shipped sweep is this sample
+    # the shipped sweep is this sample
+    assert [r.prompt_id for r in _records("sharegpt")] == [p.id for p in held]
     train = load_prompts("sharegpt-train", 480)
     assert [r.prompt_id for r in _records("sharegpt-train")] == [p.id for p in train]

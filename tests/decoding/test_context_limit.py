@@ -13,7 +13,8 @@ from specpolicy.decoding import SpeculativeDecoder, engine
 from specpolicy.registry import get_registry
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-TABLES = {"quiet": FIXTURES / "costs-quiet-2core.json", "gpu-shaped": FIXTURES / "costs-gpu-shaped-synthetic.json"}
+TABLES = {"quiet": FIXTURES / "costs-quiet-2core.json",
+          "gpu-shaped": FIXTURES / "costs-gpu-shaped-synthetic.json"}
 LIVE_POLICIES = ["fixed16", "fixed32", "random", "heuristic", "probe", "grow", "adaptive", "blockpilot",
                  "blockpilot-guard", "threshold", "marginal", "adaptive-verify"]
 """every built-in that decodes live untrained over any table's sizes (blockpilot-paper chooses among 14..18,
@@ -32,7 +33,8 @@ def _tables() -> dict[str, CostTable]:
     from specpolicy.zoo import ZOO_DIR
 
     shipped = next((ZOO_DIR / "sweeps" / "sharegpt").glob("latency.json"))
-    return {"shipped": CostTable.load(shipped)} | {name: CostTable.load(path) for name, path in TABLES.items()}
+    return {"shipped": CostTable.load(shipped)} | {name: CostTable.load(path) for name,
+                                                   path in TABLES.items()}
 
 
 def _decode_near_the_limit(decoder, name: str, costs: CostTable, left: int):
@@ -41,7 +43,8 @@ def _decode_near_the_limit(decoder, name: str, costs: CostTable, left: int):
     prompt = [5 + (i * 7) % 200 for i in range(decoder.max_positions - left)]
     trace = engine.decode(decoder, prompt, policy, prompt_id="x", costs=costs)
     assert trace.stop_reason in ("context", "max_new_tokens")
-    assert {c.block_size for c in trace.cycles} <= policy.choices()  # the policy's B, whatever the context left
+    # the policy's B, whatever the context left
+    assert {c.block_size for c in trace.cycles} <= policy.choices()
     assert all(c.verify_length <= c.block_size for c in trace.cycles)
     return trace
 
@@ -51,7 +54,8 @@ def _decode_near_the_limit(decoder, name: str, costs: CostTable, left: int):
 def test_the_default_decodes_to_the_context_limit(tiny_decoder, name, left):
     costs = CostTable.load(TABLES["quiet"])
     trace = _decode_near_the_limit(tiny_decoder, name, costs, left)
-    assert len(trace.output_ids) <= left + 1  # the context held every token the target read (all but the last)
+    # the context held every token the target read (all but the last)
+    assert len(trace.output_ids) <= left + 1
 
 
 @pytest.mark.slow  # every live built-in x 3 tables x 4 lengths (about 30 s)

@@ -56,7 +56,8 @@ def test_per_cycle_block_sizes_keep_greedy_output(request, pair_name, data, size
 @given(data=st.data(), sizes=st.lists(st.integers(1, 32), min_size=1, max_size=6), seed=st.integers(0, 2**16),
        temperature=st.sampled_from([0.5, 1.0, 1.5]), top_k=st.sampled_from([0, 5]),
        top_p=st.sampled_from([1.0, 0.8]))
-def test_sampling_output_is_block_size_invariant_given_seed(trained_pair, data, sizes, seed, temperature, top_k,
+def test_sampling_output_is_block_size_invariant_given_seed(trained_pair, data, sizes, seed, temperature,
+                                                            top_k,
                                                             top_p):
     """With positional uniforms, T > 0 decoding emits the target's own samples whatever the schedule."""
     target, drafter = trained_pair
@@ -86,12 +87,14 @@ def test_trace_invariants(request, pair_name, data, sizes, max_new, temperature,
         assert not set(trace.output_ids[:-1]) & set(decoder.stop_token_ids)
     elif trace.stop_reason == "max_new_tokens":
         assert len(trace.output_ids) == max_new
-    if trace.cycles:  # tau as Spec-Bench and vLLM count it: the tokens each cycle kept, the cut last one included
+    # tau as Spec-Bench and vLLM count it: the tokens each cycle kept, the cut last one included
+    if trace.cycles:
         assert trace.tau == pytest.approx((len(trace.output_ids) - 1) / len(trace.cycles))
 
 
 def test_trained_drafter_gets_drafts_accepted(trained_pair):
-    """A drafter distilled on its target must beat one-token-per-cycle decoding (catches RoPE/context bugs)."""
+    """A drafter distilled on its target must beat one-token-per-cycle decoding (catches RoPE/context
+    bugs)."""
     target, drafter = trained_pair
     decoder = SpeculativeDecoder(target, drafter, max_new_tokens=60, stop_token_ids=[])
     taus = [decoder.generate([4 + i, 7, 9, 5 + i], 8).tau for i in range(6)]

@@ -77,7 +77,8 @@ def test_draft_then_verify_is_a_step_live_and_in_replay(trained_pair):
     while not live.done:
         size, length = SPLIT[live.state.cycle % len(SPLIT)]
         block, replayed_block = live.draft(size), replay.draft(size)
-        assert block.block_size == replayed_block.block_size and block.confidences == replayed_block.confidences
+        assert block.block_size == replayed_block.block_size
+        assert block.confidences == replayed_block.confidences
         # entropies sum over the vocabulary: a batched pass may land one float16 step away from a single one
         np.testing.assert_allclose(block.entropies, replayed_block.entropies, rtol=2e-3, atol=1e-3)
         assert len(block.confidences) == len(block.entropies) == size - 1

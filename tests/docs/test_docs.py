@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def setup_commands(text: str) -> list[str]:
     """The fenced bash commands that start with `pip install`."""
-    return [line.strip() for line in re.findall(r"```bash\n(.*?)```", text, flags=re.S) for line in line.splitlines()
+    return [line.strip() for line in re.findall(r"```bash\n(.*?)```", text,
+                                                flags=re.S) for line in line.splitlines()
             if line.strip().startswith("pip install")]
 
 
@@ -41,13 +42,15 @@ def _sections(text: str) -> dict[str, str]:
 
 def _commands(command, name: str = "specpolicy") -> dict[str, object]:
     subs = getattr(command, "commands", {})
-    return {name: command} | {k: v for key, sub in subs.items() for k, v in _commands(sub, f"{name} {key}").items()}
+    return {name: command} | {k: v for key, sub in subs.items() for k,
+                              v in _commands(sub, f"{name} {key}").items()}
 
 
 @pytest.mark.docs
 def test_cli_reference_is_generated_from_the_app():
     """Every command, option and help text the app decides is in docs/reference/cli.md, whatever layout the
-    installed Typer writes it in (a new Typer release may write it otherwise; the project's words may not differ)."""
+    installed Typer writes it in (a new Typer release may write it otherwise; the project's words may not
+    differ)."""
     import typer
 
     from specpolicy.cli import app
@@ -63,7 +66,8 @@ def test_cli_reference_is_generated_from_the_app():
             " ".join(p.help.split()) for p in command.params if getattr(p, "help", None)]
         stale += [f"{name}: {w[:60]}" for w in wanted if w not in text]
     assert not stale, ("docs/reference/cli.md is stale: regenerate it with "
-                       f"`typer specpolicy.cli utils docs --name specpolicy --output docs/reference/cli.md`: {stale}")
+                       f"`typer specpolicy.cli utils docs --name specpolicy --output docs/reference/cli.md`: "
+                       f"{stale}")
 
 
 @pytest.mark.docs
@@ -77,5 +81,6 @@ def test_mkdocs_build_is_strict_clean(tmp_path):
 
 @pytest.mark.docs
 def test_ruff_is_clean():
-    result = subprocess.run([sys.executable, "-m", "ruff", "check", str(ROOT)], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", str(ROOT)], capture_output=True,
+                            text=True)
     assert result.returncode == 0, result.stdout[-3000:]

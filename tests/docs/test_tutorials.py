@@ -20,7 +20,8 @@ SCRIPTS = sorted(p.name for p in CODE.glob("t*_*.py"))
 def test_tutorial_runs(script, tmp_path):
     env = {**os.environ, "SPECPOLICY_TUTORIAL_SAMPLES": "6", "SPECPOLICY_TUTORIAL_DIR": str(tmp_path),
            "SPECPOLICY_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(CODE)}
-    if script == "t10_llamacpp.py":  # drives llama.cpp's server: runs where it is built, as the engine tier does
+    # drives llama.cpp's server: runs where it is built, as the engine tier does
+    if script == "t10_llamacpp.py":
         from specpolicy.engines.build import SERVER_ENV, engine_home, find_server
 
         try:
@@ -35,7 +36,8 @@ def test_tutorial_runs(script, tmp_path):
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     assert result.stdout.strip()
     if script == "t6_learn_from_feedback.py":  # small budgets here: check what must hold at any budget
-        speed = {line.split()[0]: float(line.split()[1].rstrip("x")) for line in result.stdout.splitlines()[2:]}
+        speed = {line.split()[0]: float(line.split()[1].rstrip("x"))
+                 for line in result.stdout.splitlines()[2:]}
         assert {"linucb", "ppo", "oracle", "linucb-cycle", "adaptive", "oracle-step"} <= set(speed)
         per_prompt = [v for k, v in speed.items() if k.startswith("fixed") or k in ("linucb", "ppo")]
         assert speed["oracle"] >= max(per_prompt)  # the per-prompt time oracle bounds every per-prompt policy
@@ -43,12 +45,13 @@ def test_tutorial_runs(script, tmp_path):
     if script == "t8_verify_length.py":  # at batch 1 the (B, L) oracle bounds every policy
         tables = result.stdout.split("\npolicy")[1:]
         assert len(tables) == 2
-        batch_one, served = ({line.split()[0]: float(line.split()[-4].rstrip("x")) for line in table.splitlines()[1:7]}
-                             for table in tables)
+        batch_one, served = ({line.split()[0]: float(line.split()[-4].rstrip("x"))
+                              for line in table.splitlines()[1:7]} for table in tables)
         assert batch_one["oracle-verify"] >= max(batch_one.values()) - 1e-9
         assert batch_one["oracle-verify"] >= batch_one["oracle-step"]
-        # served, the oracles plan with per-request prices (at_concurrency), not the batched steps the simulation
-        # prices, so they bound nothing there (a noisy batch table measured here once put oracle-step first)
+        # served, the oracles plan with per-request prices (at_concurrency), not the batched steps the
+        # simulation prices, so they bound nothing there (a noisy batch table measured here once put
+        # oracle-step first)
         assert set(served) == set(batch_one) and min(served.values()) > 0
     if script == "t9_rl_draft_verify.py":  # the trained agent is evaluated beside the rules, under the oracle
         rows = result.stdout.split("\npolicy")[1].split("\n\n")[0].splitlines()[1:]

@@ -1,5 +1,6 @@
-"""A stand-in for llama-server (its command line, /health and /completion), so the process handling runs without
-the real binary: each reply's tokens count up from the prompt's last id, and timings follow the --spec-type flags."""
+"""A stand-in for llama-server (its command line, /health and /completion), so the process handling runs
+without the real binary: each reply's tokens count up from the prompt's last id, and timings follow the
+--spec-type flags."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ class Handler(BaseHTTPRequestHandler):
         tokens = [request["prompt"][-1] + 1 + i for i in range(request["n_predict"])]
         n_max = min(N_MAX, request.get("speculative.n_max", N_MAX))  # a patched server's per-request block
         accepted = len(tokens) // 2 if n_max else 0  # half the tokens ride on accepted drafts
-        timings = {"predicted_ms": 2.0 * (len(tokens) - accepted) * (1 + n_max / 30), "predicted_n": len(tokens)}
+        timings = {"predicted_ms": 2.0 * (len(tokens) - accepted) * (1 + n_max / 30),
+                   "predicted_n": len(tokens)}
         if n_max:
             timings |= {"draft_n": n_max * len(tokens) // 2, "draft_n_accepted": accepted}
         if n_max and PATCHED:  # a step accepting one draft per two tokens

@@ -1,5 +1,6 @@
-"""The llama.cpp backend's process handling and policy mapping, run against a stand-in server (fast tier): finding
-the binary, a server per setting, every server stopped on every way out, refusals before any server starts."""
+"""The llama.cpp backend's process handling and policy mapping, run against a stand-in server (fast tier):
+finding the binary, a server per setting, every server stopped on every way out, refusals before any server
+starts."""
 
 from __future__ import annotations
 
@@ -52,8 +53,8 @@ def _gone(pid: int, within: float = 10.0) -> bool:
     return False
 
 
-def test_the_binary_is_found_by_flag_variable_path_or_cache_and_missing_says_how_to_build_it(tmp_path, monkeypatch,
-                                                                                            fake_binary):
+def test_the_binary_is_found_by_flag_variable_path_or_cache_and_missing_says_how_to_build_it(
+        tmp_path, monkeypatch, fake_binary):
     monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.delenv(SERVER_ENV, raising=False)
@@ -69,10 +70,10 @@ def test_the_binary_is_found_by_flag_variable_path_or_cache_and_missing_says_how
         find_server()
 
 
-def test_a_server_in_the_current_folder_is_found_as_a_shell_finds_it_and_kept_absolute(tmp_path, monkeypatch,
-                                                                                      fake_binary):
-    """``--server ./llama-server``, ``--server llama-server`` and the variable set to a bare name (issue 54: "no such
-    file or folder" though the file existed); export writes the absolute path."""
+def test_a_server_in_the_current_folder_is_found_as_a_shell_finds_it_and_kept_absolute(
+        tmp_path, monkeypatch, fake_binary):
+    """``--server ./llama-server``, ``--server llama-server`` and the variable set to a bare name (issue 54:
+    "no such file or folder" though the file existed); export writes the absolute path."""
     monkeypatch.chdir(fake_binary.parent)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     for given in (f"./{fake_binary.name}", fake_binary.name):
@@ -90,11 +91,13 @@ def test_a_server_in_the_current_folder_is_found_as_a_shell_finds_it_and_kept_ab
 def test_a_pool_starts_one_server_per_setting_with_pinned_threads_and_stops_them_all(fake_binary, tmp_path):
     with ServerPool(fake_binary, tmp_path / "target.gguf", tmp_path / "drafter.gguf", threads=1) as pool:
         reply = pool[Setting(16)].complete([5, 6], 4)
-        assert (reply.tokens, reply.drafted, reply.accepted, reply.cycles, reply.tau) == ((7, 8, 9, 10), 30, 2, 1, 3.0)
+        assert (reply.tokens, reply.drafted, reply.accepted, reply.cycles, reply.tau) == \
+            ((7, 8, 9, 10), 30, 2, 1, 3.0)
         assert pool[Setting(1)].complete([5], 3).tokens == (6, 7, 8)
         assert pool[Setting(16)] is pool[Setting(16)]
         command = " ".join(pool[Setting(16)].command)
-        for flag in ("-t 1 -tb 1", "-td 1 -tbd 1", "--spec-type draft-dflash --spec-draft-n-max 15", "-ctk f32",
+        for flag in ("-t 1 -tb 1", "-td 1 -tbd 1", "--spec-type draft-dflash --spec-draft-n-max 15",
+                     "-ctk f32",
                      "--host 127.0.0.1", "-md "):
             assert flag in command
         assert "-md" not in pool[Setting(1)].command and "none" in pool[Setting(1)].command
@@ -103,8 +106,9 @@ def test_a_pool_starts_one_server_per_setting_with_pinned_threads_and_stops_them
 
 
 def test_a_patched_server_takes_every_setting_per_request_on_one_server(fake_binary, tmp_path, monkeypatch):
-    """A binary built with the patch set (its llama-server.json names the patch): one DFlash server, each request
-    carrying its own n_max and p_min, and the steps it records in the reply; plain decoding keeps its own server."""
+    """A binary built with the patch set (its llama-server.json names the patch): one DFlash server, each
+    request carrying its own n_max and p_min, and the steps it records in the reply; plain decoding keeps its
+    own server."""
     from specpolicy.engines.build import patch_digest, patched
 
     assert not patched(fake_binary)
@@ -127,7 +131,8 @@ def test_ctrl_c_inside_the_pool_stops_every_server(fake_binary, tmp_path):
 
 
 def test_servers_die_with_the_process_that_started_them_even_under_kill_9(fake_binary, tmp_path):
-    program = (f"import sys, time\nfrom pathlib import Path\nfrom specpolicy.engines.llamacpp import ServerPool, "
+    program = (f"import sys, time\nfrom pathlib import Path\nfrom specpolicy.engines.llamacpp import "
+               f"ServerPool, "
                f"Setting\npool = ServerPool(Path({str(fake_binary)!r}), Path('t'), Path('d'), 1)\n"
                f"print(pool[Setting(8)].process.pid, flush=True)\ntime.sleep(60)\n")
     temp = tmp_path / "temp"
@@ -161,7 +166,8 @@ def test_per_prompt_policies_and_llama_cpps_rule_map_to_a_server_setting(name, s
     store = SweepStore.load(SHIPPED)
     records = list(store.records())[:2]
     candidates = [1, 2, 4, 8, 12, 16]
-    assert plan_settings(store, records, [create_policy(name, candidates)], store.latency()) == [[setting]] * 2
+    assert plan_settings(store, records, [create_policy(name, candidates)],
+                         store.latency()) == [[setting]] * 2
 
 
 def test_the_oracle_and_blockpilot_map_to_a_block_size_per_prompt():
@@ -180,7 +186,8 @@ def test_the_oracle_and_blockpilot_map_to_a_block_size_per_prompt():
 def test_policies_the_engine_cannot_run_are_refused_before_any_server(name, message):
     store = SweepStore.load(SHIPPED)
     with pytest.raises(ValueError, match=message):
-        plan_settings(store, list(store.records())[:1], [create_policy(name, [1, 4, 8, 16, 20])], store.latency())
+        plan_settings(store, list(store.records())[:1], [create_policy(name, [1, 4, 8, 16, 20])],
+                      store.latency())
 
 
 def test_the_engine_run_rotates_settings_and_prices_its_own_cost_table(fake_binary, tmp_path):
@@ -208,20 +215,23 @@ def test_engine_costs_divide_the_servers_time_by_its_target_passes():
 
 
 def test_a_patched_servers_step_timings_price_the_drafter_apart():
-    """Issue 55: the engine's table priced a cycle that verifies fewer than it drafted as a cycle of its verify
-    length, drafter and all; the patched server times each step's drafter pass, so the table holds it apart."""
+    """Issue 55: the engine's table priced a cycle that verifies fewer than it drafted as a cycle of its
+    verify length, drafter and all; the patched server times each step's drafter pass, so the table holds it
+    apart."""
     step = Step(8, 7, 7, 2, (0.5,) * 7, draft_seconds=0.004, seconds=0.010)
     run = EngineRun([], {("a", PLAIN): Reply((1, 2, 3, 4), 0, 0, 0.3),
                          ("a", Setting(8)): Reply((1, 2, 3, 4, 5, 6, 7), 14, 4, 0.02, (step, step))})
     costs = engine_costs(run, threads=1)
     assert costs.draft_seconds[8] == pytest.approx(0.004) and costs.verify_seconds[8] == pytest.approx(0.006)
     assert costs.cycle_seconds(8) == pytest.approx(0.01)  # the whole cycle as the server measured it
-    assert costs.split_cycle_seconds(8, 4) == pytest.approx(0.004 + costs.verify_cost(4))  # the drafter paid whole
+    # the drafter paid whole
+    assert costs.split_cycle_seconds(8, 4) == pytest.approx(0.004 + costs.verify_cost(4))
 
 
 def test_only_gpt2s_own_byte_level_split_is_declared_gpt2(tmp_path):
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
-    for pre, expected in ((byte_level, "gpt-2"), ({**byte_level, "use_regex": False}, ""), ({"type": "Metaspace"}, "")):
+    for pre, expected in ((byte_level, "gpt-2"), ({**byte_level, "use_regex": False}, ""),
+                          ({"type": "Metaspace"}, "")):
         (tmp_path / "tokenizer.json").write_text(__import__("json").dumps({"pre_tokenizer": pre}))
         assert _pre_tokenizer(tmp_path) == expected
     assert _pre_tokenizer(ZOO_DIR / "target") == "gpt-2"
@@ -229,11 +239,12 @@ def test_only_gpt2s_own_byte_level_split_is_declared_gpt2(tmp_path):
 
 def test_a_reply_counts_cycles_after_the_prefills_token():
     assert (Reply((5, 6, 7, 8), 6, 2, 0.1).cycles, Reply((5, 6, 7, 8), 6, 2, 0.1).tau) == (1, 3.0)
-    assert (Reply((), 0, 0, 0.0).tau, Reply((7,), 0, 0, 0.0).cycles) == (0.0, 0)  # a stop token first: no cycle
+    # a stop token first: no cycle
+    assert (Reply((), 0, 0, 0.0).tau, Reply((7,), 0, 0, 0.0).cycles) == (0.0, 0)
 
 
-def test_a_conversion_is_identified_by_its_inputs_and_a_stale_or_damaged_one_is_redone(test_zoo, tmp_path,
-                                                                                      monkeypatch):
+def test_a_conversion_is_identified_by_its_inputs_and_a_stale_or_damaged_one_is_redone(
+        test_zoo, tmp_path, monkeypatch):
     """``engine convert --out DIR`` holding another pair's conversion, or a deleted or truncated GGUF file, is
     converted again (issue 54: it returned the old files)."""
     from specpolicy.engines import build
@@ -262,8 +273,8 @@ def test_a_conversion_is_identified_by_its_inputs_and_a_stale_or_damaged_one_is_
 
 
 def test_a_cost_aware_rule_is_a_value_a_patched_server_runs_and_a_stock_one_refuses(replay_store):
-    """adaptive's plan (and the default's guard) carries its choices, cost table and parameters as a value; the
-    patched engine gets it as the request's plan, a stock one refuses the policy naming why."""
+    """adaptive's plan (and the default's guard) carries its choices, cost table and parameters as a value;
+    the patched engine gets it as the request's plan, a stock one refuses the policy naming why."""
     from specpolicy.cycles import CostAwareBlocks
     from specpolicy.evaluation.engine import engine_setting
     from specpolicy.evaluation.replay import prompt_observation
@@ -290,8 +301,8 @@ def test_a_cost_aware_rule_is_a_value_a_patched_server_runs_and_a_stock_one_refu
 
 
 def test_the_best_stock_setting_is_the_fastest_of_the_stock_flags_by_replay(verify_store):
-    """Issue 55: for an unpatched llama.cpp, the fastest --spec-draft-n-max / --spec-draft-p-min for the pair, by
-    replay priced with the engine's own table; p_min above 0 only where the sweep recorded confidences."""
+    """Issue 55: for an unpatched llama.cpp, the fastest --spec-draft-n-max / --spec-draft-p-min for the pair,
+    by replay priced with the engine's own table; p_min above 0 only where the sweep recorded confidences."""
     from specpolicy.costs import CostTable
     from specpolicy.evaluation.engine_compare import best_stock_setting
     from specpolicy.evaluation.replay import evaluate_replay
@@ -306,17 +317,19 @@ def test_the_best_stock_setting_is_the_fastest_of_the_stock_flags_by_replay(veri
     assert best.policy in speeds and best.speed == pytest.approx(max(speeds.values()))
 
 
-def test_compare_engine_is_a_library_call_staging_calibration_run_and_replay(fake_binary, replay_store, tmp_path,
-                                                                               monkeypatch):
-    """Issue 55: the engine's orchestration is callable from Python (the CLI only prints it): the pair converted
-    once, the engine's table calibrated, every prompt run in one pool, replay priced with that table beside it."""
+def test_compare_engine_is_a_library_call_staging_calibration_run_and_replay(
+        fake_binary, replay_store, tmp_path, monkeypatch):
+    """Issue 55: the engine's orchestration is callable from Python (the CLI only prints it): the pair
+    converted once, the engine's table calibrated, every prompt run in one pool, replay priced with that table
+    beside it."""
     import contextlib
 
     from specpolicy.evaluation.engine_compare import compare_engine
 
     converted = []
     monkeypatch.setattr("specpolicy.engines.build.gguf_pair",
-                        lambda target, drafter, out=None, report=print: converted.append((target, drafter)) or tmp_path)
+                        lambda target, drafter, out=None, report=print:
+                        converted.append((target, drafter)) or tmp_path)
     stages = []
 
     @contextlib.contextmanager
@@ -329,7 +342,8 @@ def test_compare_engine_is_a_library_call_staging_calibration_run_and_replay(fak
                                        report=lambda line: None)
     prompts = len(list(replay_store.records()))
     assert converted == [("tiny", "tiny")]
-    assert stages == [["engine costs", 8, min(8, prompts)], [f"llama.cpp {replay_store.path.name}", prompts, prompts]]
+    assert stages == [["engine costs", 8, min(8, prompts)],
+                      [f"llama.cpp {replay_store.path.name}", prompts, prompts]]
     assert [r.policy for r in comparison.run.results] == [r.policy for r in comparison.modelled] == \
         ["fixed8", "fixed2", "oracle"]
     assert all(len(r.prompts) == prompts for r in comparison.run.results + comparison.modelled)
@@ -346,10 +360,10 @@ def test_a_prompt_decoded_plainly_goes_to_plain_decodings_server_on_a_patched_po
     assert settings == [[PLAIN, Setting(4)]] * 2
 
 
-def test_the_engines_replies_saved_by_a_compare_import_as_rounds_with_its_confidences(fake_binary, replay_store,
-                                                                                      tmp_path, monkeypatch):
-    """Issue 55: the engine's records are traces: `compare --engine --steps DIR` writes each policy's replies as
-    llama-server answers them, and a fixed setting's import as rounds at its block with the engine's
+def test_the_engines_replies_saved_by_a_compare_import_as_rounds_with_its_confidences(
+        fake_binary, replay_store, tmp_path, monkeypatch):
+    """Issue 55: the engine's records are traces: `compare --engine --steps DIR` writes each policy's replies
+    as llama-server answers them, and a fixed setting's import as rounds at its block with the engine's
     probabilities; a per-step plan's, or a run with cut verifies, is refused."""
     from specpolicy.engines.build import patch_digest
     from specpolicy.evaluation.engine_compare import compare_engine
@@ -357,14 +371,17 @@ def test_the_engines_replies_saved_by_a_compare_import_as_rounds_with_its_confid
 
     (tmp_path / "llama-server.json").write_text(json.dumps({"patch": patch_digest()}))
     monkeypatch.setenv("FAKE_PATCHED", "1")
-    monkeypatch.setattr("specpolicy.engines.build.gguf_pair", lambda target, drafter, out=None, report=print: tmp_path)
+    monkeypatch.setattr("specpolicy.engines.build.gguf_pair",
+                        lambda target, drafter, out=None, report=print: tmp_path)
     policies = [create_policy(name, [1, 2, 4, 8]) for name in ("fixed4", "adaptive")]
     comparison = compare_engine(replay_store, policies, server=fake_binary, report=lambda line: None)
     fixed, per_step = comparison.run.save_steps(tmp_path / "steps")
     assert (fixed.name, per_step.name) == ("fixed4.jsonl", "adaptive.jsonl")
     result = import_traces(fixed, tmp_path / "store")
-    store, replies = result.store, {pid: comparison.run.replies[pid, s[0]] for pid, s in comparison.run.chosen.items()}
-    assert store.candidates == (4,) and store.meta["confidence_sizes"] == [4] and "per step" in result.exact_for
+    store, replies = result.store, {pid: comparison.run.replies[pid, s[0]] for pid,
+                                    s in comparison.run.chosen.items()}
+    assert store.candidates == (4,
+                                ) and store.meta["confidence_sizes"] == [4] and "per step" in result.exact_for
     for record in store.records():
         reply, table = replies[record.prompt_id.removeprefix("fixed4:")], record.table()
         assert table.rounds and [c.accepted for c in table.simulate(Plan.fixed(4))] == \
@@ -387,19 +404,21 @@ def test_the_engines_replies_saved_by_a_compare_import_as_rounds_with_its_confid
         import_traces(stock, tmp_path / "stock")
 
 
-def test_generate_decodes_one_prompt_in_the_engine_with_a_policys_plan(fake_binary, replay_store, test_zoo, tmp_path,
-                                                                      monkeypatch):
-    """Issue 55: generate runs in the engine too: a per-prompt setting on its server, a per-step plan on a patched
-    server with the engine's cost table (compare --engine --steps saves it); a cost-aware policy without one is
-    refused before any model loads."""
+def test_generate_decodes_one_prompt_in_the_engine_with_a_policys_plan(
+        fake_binary, replay_store, test_zoo, tmp_path, monkeypatch):
+    """Issue 55: generate runs in the engine too: a per-prompt setting on its server, a per-step plan on a
+    patched server with the engine's cost table (compare --engine --steps saves it); a cost-aware policy
+    without one is refused before any model loads."""
     from typer.testing import CliRunner
 
     from specpolicy.cli import app
     from specpolicy.engines.build import patch_digest
 
     runner, target, drafter = CliRunner(), *map(str, test_zoo)
-    monkeypatch.setattr("specpolicy.engines.build.gguf_pair", lambda target, drafter, out=None, report=print: tmp_path)
-    base = ["generate", "hi", "--engine", "llamacpp", "--server", str(fake_binary), "--target", target, "--drafter",
+    monkeypatch.setattr("specpolicy.engines.build.gguf_pair",
+                        lambda target, drafter, out=None, report=print: tmp_path)
+    base = ["generate", "hi", "--engine", "llamacpp", "--server", str(fake_binary), "--target", target,
+            "--drafter",
             drafter, "--max-new-tokens", "6"]
     result = runner.invoke(app, [*base, "--policy", "fixed8"])
     assert result.exit_code == 0, result.output
@@ -410,12 +429,14 @@ def test_generate_decodes_one_prompt_in_the_engine_with_a_policys_plan(fake_bina
     monkeypatch.undo()
     (tmp_path / "llama-server.json").write_text(json.dumps({"patch": patch_digest()}))
     monkeypatch.setenv("FAKE_PATCHED", "1")
-    monkeypatch.setattr("specpolicy.engines.build.gguf_pair", lambda target, drafter, out=None, report=print: tmp_path)
+    monkeypatch.setattr("specpolicy.engines.build.gguf_pair",
+                        lambda target, drafter, out=None, report=print: tmp_path)
     result = runner.invoke(app, ["compare", "--engine", "llamacpp", "--server", str(fake_binary), "--sweep",
                                  str(replay_store.path), "--policies", "fixed4", "--candidates", "1,2,4,8",
                                  "--steps", str(tmp_path / "steps")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "steps" / "fixed4.jsonl").is_file() and (tmp_path / "steps" / "costs.json").is_file()
-    result = runner.invoke(app, [*base, "--policy", "adaptive", "--costs", str(tmp_path / "steps" / "costs.json")])
+    result = runner.invoke(app,
+                           [*base, "--policy", "adaptive", "--costs", str(tmp_path / "steps" / "costs.json")])
     assert result.exit_code == 0, result.output
     assert "a per-step plan on the patched server (adaptive)" in result.output

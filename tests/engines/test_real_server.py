@@ -1,7 +1,7 @@
-"""The engine tier: llama.cpp's own llama-server on the shipped pair (skipped, saying why, where it is not built:
-``specpolicy engine build``). Greedy outputs with DFlash equal the engine's plain decoding and specpolicy's recorded
-outputs; the engine's accepted drafts per cycle equal specpolicy's replay; compare and export run end to end and
-leave no server behind."""
+"""The engine tier: llama.cpp's own llama-server on the shipped pair (skipped, saying why, where it is not
+built: ``specpolicy engine build``). Greedy outputs with DFlash equal the engine's plain decoding and
+specpolicy's recorded outputs; the engine's accepted drafts per cycle equal specpolicy's replay; compare and
+export run end to end and leave no server behind."""
 
 from __future__ import annotations
 
@@ -68,13 +68,14 @@ def test_dflash_outputs_equal_plain_decoding_and_specpolicys_recorded_greedy_out
 
 
 @pytest.mark.parametrize(("policy", "prompts"), [("fixed16", 4), ("llamacpp-pmin", 8)])
-def test_the_engines_drafts_and_accepted_drafts_per_cycle_equal_replay_as_the_budget_caps_them(engine, monkeypatch,
-                                                                                                policy, prompts):
+def test_the_engines_drafts_and_accepted_drafts_per_cycle_equal_replay_as_the_budget_caps_them(
+        engine, monkeypatch, policy, prompts):
     """llama.cpp drafts at most the tokens left in the budget minus one (``get_n_draft_max``; none with one
-    left: a plain step); replay drafts whole blocks. Capped the same way, every cycle drafts and accepts as many
-    tokens, until two float32 implementations break a near-tie of the drafter differently (seen once in 8 prompts
-    at B = 4: a draft whose top-1 probability was 0.029), where the cycles part at an accepted count, never at a
-    drafted one; the server's counts are the sums of its cycles (``llamacpp-pmin``: llama.cpp's defaults, B = 4)."""
+    left: a plain step); replay drafts whole blocks. Capped the same way, every cycle drafts and accepts as
+    many tokens, until two float32 implementations break a near-tie of the drafter differently (seen once in 8
+    prompts at B = 4: a draft whose top-1 probability was 0.029), where the cycles part at an accepted count,
+    never at a drafted one; the server's counts are the sums of its cycles (``llamacpp-pmin``: llama.cpp's
+    defaults, B = 4)."""
     from specpolicy.evaluation.engine import deployable_settings
     from specpolicy.registry import create_policy
 
@@ -85,11 +86,13 @@ def test_the_engines_drafts_and_accepted_drafts_per_cycle_equal_replay_as_the_bu
     for record in list(SweepStore.load(SHIPPED).records())[:prompts]:
         with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", 1) as pool:
             route = pool[setting]
-            server = getattr(route, "server", route)  # a patched binary: the one DFlash server behind the setting
+            # a patched binary: the one DFlash server behind the setting
+            server = getattr(route, "server", route)
             warmed = len(server.log_text())  # the warm-up request's cycles come first
             reply = route.complete(list(record.replay.sequence[:record.prompt_length]), record.replay.budget)
             log = server.log_text()[warmed:]
-        engine_cycles = [tuple(map(int, pair)) for pair in re.findall(r"accepted\s+(\d+)/\s*(\d+) draft", log)]
+        engine_cycles = [tuple(map(int, pair)) for pair in re.findall(r"accepted\s+(\d+)/\s*(\d+) draft",
+                                                                      log)]
         replayed, left = [], record.output_length - 1
         for cycle in record.table().simulate(Plan.fixed(setting.block_size)):
             if left > 1:
@@ -107,14 +110,15 @@ def test_the_engines_drafts_and_accepted_drafts_per_cycle_equal_replay_as_the_bu
 
 
 def test_a_patched_server_takes_each_requests_block_and_returns_every_step(engine):
-    """The patch set, checked by what the engine does, not by its request schema: the drafted counts move with each
-    request's n_max on one server, a request's p_min cuts where the recorded probability falls below it, the step
-    records add up to the server's own counts, and every output equals plain decoding's."""
+    """The patch set, checked by what the engine does, not by its request schema: the drafted counts move with
+    each request's n_max on one server, a request's p_min cuts where the recorded probability falls below it,
+    the step records add up to the server's own counts, and every output equals plain decoding's."""
     from specpolicy.engines.build import patched
 
     binary, folder = engine
     if not patched(binary):
-        pytest.skip("a stock llama-server (built without specpolicy's patch set): per-request settings are compiled "
+        pytest.skip("a stock llama-server (built without specpolicy's patch set): per-request settings are "
+                    "compiled "
                     "out; `specpolicy engine build` builds the patched one")
     records = list(SweepStore.load(SHIPPED).records())[:3]
     with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", 1) as pool:
@@ -133,9 +137,11 @@ def test_a_patched_server_takes_each_requests_block_and_returns_every_step(engin
                 assert (sum(s.verified for s in reply.steps), sum(s.accepted for s in reply.steps)) == (
                     reply.drafted, reply.accepted)
                 for step in reply.steps:
-                    assert len(step.probabilities) == step.drafted and step.accepted <= step.verified <= step.drafted
+                    assert len(step.probabilities) == step.drafted
+                    assert step.accepted <= step.verified <= step.drafted
                     assert all(0.0 <= p <= 1.0 for p in step.probabilities)
-                    kept, first_cut = step.probabilities[:step.verified], step.probabilities[step.verified:][:1]
+                    kept = step.probabilities[:step.verified]
+                    first_cut = step.probabilities[step.verified:][:1]
                     assert all(p >= setting.p_min for p in kept) and all(p < setting.p_min for p in first_cut)
 
 
@@ -143,9 +149,9 @@ def test_a_patched_server_takes_each_requests_block_and_returns_every_step(engin
                                                ("adaptive", "tests/fixtures/costs-llamacpp-engine-cpu.json")])
 def test_a_per_step_plan_runs_inside_a_patched_server_deciding_as_replay(engine, policy, table):
     """The cost-aware rule as a value, sent with each request: the engine picks every step's B itself, and its
-    decisions equal replay's cycle for cycle (priced with the same table: the shipped one, and the engine's own,
-    under which its probes are gated), the decode's last plain step recorded too; every output equals plain
-    decoding's."""
+    decisions equal replay's cycle for cycle (priced with the same table: the shipped one, and the engine's
+    own, under which its probes are gated), the decode's last plain step recorded too; every output equals
+    plain decoding's."""
     from specpolicy.costs import CostTable
     from specpolicy.engines.build import patched
     from specpolicy.evaluation.engine import PLAIN, engine_setting
@@ -179,7 +185,8 @@ def test_a_per_step_plan_runs_inside_a_patched_server_deciding_as_replay(engine,
 def test_compare_in_the_engine_runs_end_to_end_and_leaves_no_server(engine, tmp_path):
     store = subset_store(tmp_path / "held-out", 6)
     before = _servers_running()
-    result = CliRunner().invoke(app, ["compare", "--engine", "llamacpp", "--sweep", str(store.path), "--policies",
+    result = CliRunner().invoke(app,
+                                ["compare", "--engine", "llamacpp", "--sweep", str(store.path), "--policies",
                                       "fixed16,blockpilot,llamacpp-pmin,oracle", "--format", "json"])
     assert result.exit_code == 0, result.output
     assert '"policy": "llamacpp-pmin"' in result.stdout and "meas/model" in result.stderr
@@ -199,7 +206,8 @@ def test_exported_command_lines_start_servers_that_decode_as_recorded(engine, po
     result = CliRunner().invoke(app, ["export", policy, "--engine", "llamacpp", "--out", str(out)])
     assert result.exit_code == 0, result.output
     record = next(SweepStore.load(SHIPPED).records())
-    prompt, recorded = record.replay.sequence[:record.prompt_length], record.replay.sequence[record.prompt_length:]
+    sequence = record.replay.sequence
+    prompt, recorded = sequence[:record.prompt_length], sequence[record.prompt_length:]
     for exported in json.loads(out.read_text())["servers"]:
         command, port = list(exported["command"]), _free_port()
         command[command.index("--port") + 1] = str(port)
@@ -220,9 +228,11 @@ def test_ctrl_c_during_an_engine_compare_leaves_no_server(engine, tmp_path):
     import time
 
     store = subset_store(tmp_path / "held-out", 6)
-    command = [sys.executable, "-m", "specpolicy.cli", "compare", "--engine", "llamacpp", "--sweep", str(store.path),
+    command = [sys.executable, "-m", "specpolicy.cli", "compare", "--engine", "llamacpp", "--sweep",
+               str(store.path),
                "--policies", "fixed16,llamacpp-pmin"]
-    log = tmp_path / "stderr.txt"  # a file, not a pipe nobody reads while waiting (a full pipe blocks the writer)
+    # a file, not a pipe nobody reads while waiting (a full pipe blocks the writer)
+    log = tmp_path / "stderr.txt"
     with log.open("w") as errors:
         # Ctrl-C as a terminal delivers it, however the suite was started (a shell's background job inherits
         # SIGINT ignored, and Python then installs no KeyboardInterrupt: seen when CI ran as `(.ci/run &)`)
@@ -231,7 +241,8 @@ def test_ctrl_c_during_an_engine_compare_leaves_no_server(engine, tmp_path):
                                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline, servers = time.monotonic() + 120, []
     while time.monotonic() < deadline and not servers:
-        found = subprocess.run(["pgrep", "-P", str(process.pid), "-f", "llama-server"], capture_output=True, text=True)
+        found = subprocess.run(["pgrep", "-P", str(process.pid), "-f", "llama-server"], capture_output=True,
+                               text=True)
         servers = [int(pid) for pid in found.stdout.split()]
         time.sleep(0.1)
     assert servers and process.poll() is None, log.read_text()

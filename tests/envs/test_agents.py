@@ -1,4 +1,5 @@
-"""One agent shell: agents of every environment run as policies, and saved agents are named ``agent:FOLDER``."""
+"""One agent shell: agents of every environment run as policies, and saved agents are named
+``agent:FOLDER``."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ def _greedy_rollout(env, act, index):
 
 def test_a_saved_linucb_is_named_agent_folder_and_chooses_as_before(replay_store, tmp_path):
     env = BlockSizeEnv(sweep=replay_store.path, features="compact", reward="seconds")
-    agent = LinUCB(env.source.observations.mean(0), env.source.observations.std(0) + 1e-6, env.candidates, "compact")
+    agent = LinUCB(env.source.observations.mean(0), env.source.observations.std(0) + 1e-6, env.candidates,
+                   "compact")
     rng = np.random.default_rng(0)
     agent.b = rng.normal(size=agent.b.shape)  # a fixed, non-trivial agent
     save_agent(agent, tmp_path / "linucb", env)
@@ -54,7 +56,8 @@ def test_a_saved_ppo_agent_of_the_draft_verify_env_replays_its_env_choices_and_r
     for index, record in enumerate(verify_store.records()):
         observation = prompt_observation(verify_store, record)
         replayed = record.table().simulate(policy.plan(observation))
-        assert [(c.block_size, c.verify_length, c.accepted) for c in replayed] == _greedy_rollout(env, act, index)
+        rolled_out = _greedy_rollout(env, act, index)
+        assert [(c.block_size, c.verify_length, c.accepted) for c in replayed] == rolled_out
     result = CliRunner().invoke(app, ["compare", "--sweep", str(verify_store.path), "--policies",
                                       f"fixed8,agent:{folder}", "--format", "json"])
     assert result.exit_code == 0, result.output
@@ -72,7 +75,8 @@ def test_an_agent_acts_over_its_own_candidates_whatever_compare_passes(replay_st
 @pytest.mark.parametrize(("folder_content", "message"), [
     (None, "no saved agent in"),
     ("{not json", "is damaged"),
-    ('{"format": "pickle", "spec": {"granularity": "prompt", "candidates": [1]}}', "unknown agent format 'pickle'"),
+    ('{"format": "pickle", "spec": {"granularity": "prompt", "candidates": [1]}}',
+     "unknown agent format 'pickle'"),
     ('{"format": "sb3", "algorithm": "os:system", "spec": {"granularity": "prompt", "candidates": [1]}}',
      "only stable-baselines3 and sb3-contrib"),
 ])

@@ -11,7 +11,8 @@ import specpolicy  # noqa: F401  (registers the IDs)
 from specpolicy.cycles import Plan
 from specpolicy.envs.draft_verify_step import DraftVerifyStepEnv
 
-PLAN = [(8, 2), (4, 4), (1, 1), (8, 8), (2, 1), (8, 4)]  # (B, L) per cycle, both among the candidates 1, 2, 4, 8
+# (B, L) per cycle, both among the candidates 1, 2, 4, 8
+PLAN = [(8, 2), (4, 4), (1, 1), (8, 8), (2, 1), (8, 4)]
 
 
 def _run(env, plan, index=0):
@@ -42,7 +43,8 @@ def test_two_step_cycles_replay_exactly_and_returns_are_minus_the_modelled_time(
     env = DraftVerifyStepEnv(sweep=verify_store.path, reward="seconds")
     cycles, total, seen = _run(env, PLAN, index)
     table, costs = env.source.tables[index], env.source.latency
-    expected = table.simulate(Plan(lambda s: PLAN[s.cycle % len(PLAN)][0], lambda s, d: PLAN[s.cycle % len(PLAN)][1]))
+    expected = table.simulate(Plan(lambda s: PLAN[s.cycle % len(PLAN)][0],
+                                   lambda s, d: PLAN[s.cycle % len(PLAN)][1]))
     assert cycles == [(c.block_size, c.verify_length, c.accepted) for c in expected]
     assert total == pytest.approx(-costs.cycles_seconds(expected) / costs.ar_seconds)
     assert any(length < size for size, length, _ in cycles)
@@ -60,7 +62,8 @@ def test_the_verify_observation_is_the_recorded_block(verify_store):
     anchor = env.session.position
     observation, reward, done, _, info = env.step(3)  # B = 8
     assert (reward, done, info["phase"]) == (0.0, False, "draft")
-    np.testing.assert_array_equal(observation[22:29], list(env.source.tables[1].drafted_block(anchor, 8).confidences))
+    np.testing.assert_array_equal(observation[22:29],
+                                  list(env.source.tables[1].drafted_block(anchor, 8).confidences))
 
 
 def test_lengths_past_the_block_verify_the_whole_block_and_b1_is_one_step(verify_store):
@@ -113,7 +116,8 @@ def _threshold_agent(candidates, size=8, threshold=0.5):
 
 
 def test_an_agent_runs_as_a_policy_exactly_as_in_the_env(verify_store, trained_pair):
-    """The agent wrapped as a specpolicy policy makes the env's choices in replay and decodes losslessly live."""
+    """The agent wrapped as a specpolicy policy makes the env's choices in replay and decodes losslessly
+    live."""
     from specpolicy.decoding import SpeculativeDecoder
     from specpolicy.decoding.engine import decode
     from specpolicy.envs import AgentPolicy, AgentSpec

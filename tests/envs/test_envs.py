@@ -96,7 +96,8 @@ def test_a_prompt_index_outside_the_prompts_fails_clearly(sweep, env_id, bad):
 
 
 def test_vector_env_same_step_autoreset(sweep):
-    envs = gym.make_vec("specpolicy/BlockSize-v0", num_envs=16, vectorization_mode="vector_entry_point", sweep=sweep)
+    envs = gym.make_vec("specpolicy/BlockSize-v0", num_envs=16, vectorization_mode="vector_entry_point",
+                        sweep=sweep)
     obs, _ = envs.reset(seed=0)
     assert obs.shape[0] == 16
     obs, rewards, terminated, truncated, infos = envs.step(np.zeros(16, dtype=np.int64))
@@ -130,7 +131,8 @@ def test_sb3_trains_on_the_env_and_evaluates_a_specpolicy_policy(sweep):
     fixed16 = get_registry().create("fixed16", fixed_env.unwrapped.candidates)
     rewards, _ = evaluate_policy(fixed16, fixed_env, n_eval_episodes=5, return_episode_rewards=True)
     column = taus[:, list(fixed_env.unwrapped.candidates).index(16)]
-    assert all(np.isclose(column, r).any() for r in rewards)  # SB3 ran fixed16: each return is a prompt's tau(16)
+    # SB3 ran fixed16: each return is a prompt's tau(16)
+    assert all(np.isclose(column, r).any() for r in rewards)
 
 
 def test_ope_estimators_recover_a_known_value():
@@ -164,7 +166,8 @@ def test_live_backend_runs_the_decoder(test_zoo, prompt_file):
     from specpolicy.data.prompts import encode_prompt
     from specpolicy.defaults import MAX_PROMPT_TOKENS
 
-    trace = live.decoder.generate(encode_prompt(pair.tokenizer, prompt, MAX_PROMPT_TOKENS), info["block_size"])
+    trace = live.decoder.generate(encode_prompt(pair.tokenizer, prompt, MAX_PROMPT_TOKENS),
+                                  info["block_size"])
     assert info["accepted"] == [c.accepted for c in trace.cycles]
     assert reward == pytest.approx(trace.tau) == pytest.approx(1 + np.mean(info["accepted"]))
 

@@ -1,5 +1,5 @@
-"""Comparison as a library: ``specpolicy.evaluation.compare`` from Python, with no CLI and no torch, gives the rows
-``specpolicy compare --sweep`` prints; its options are checked against their own defaults."""
+"""Comparison as a library: ``specpolicy.evaluation.compare`` from Python, with no CLI and no torch, gives the
+rows ``specpolicy compare --sweep`` prints; its options are checked against their own defaults."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ def test_the_library_gives_the_rows_the_command_prints(replay_store):
     from specpolicy.cli import app
 
     rows = compare_sweep(replay_store.path, POLICIES)
-    printed = CliRunner().invoke(app, ["compare", "--sweep", str(replay_store.path), "--policies", ",".join(POLICIES),
+    printed = CliRunner().invoke(app,
+                                 ["compare", "--sweep", str(replay_store.path), "--policies",
+                                  ",".join(POLICIES),
                                        "--format", "json"])
     assert printed.exit_code == 0, printed.output
     assert [r.to_dict() for r in rows] == json.loads(printed.stdout)
@@ -40,8 +42,8 @@ def test_it_imports_neither_the_cli_nor_torch(replay_store):
 
 
 def test_two_tables_at_one_context_length_are_refused(replay_store, tmp_path):
-    """Issue 48: with two --costs tables at one context length the first silently won (swapping them changed tok/s
-    tenfold)."""
+    """Issue 48: with two --costs tables at one context length the first silently won (swapping them changed
+    tok/s tenfold)."""
     slow, fast = (replace(uniform_costs(replay_store.candidates, s), context_length=512) for s in (0.1, 0.01))
     slow.save(tmp_path / "slow.json")
     fast.save(tmp_path / "fast.json")
@@ -53,7 +55,8 @@ def test_options_are_checked_against_their_own_defaults(tmp_path):
     stored = CompareOptions(["fixed16"], sweep=tmp_path, max_samples=12, dtype="bfloat16")
     with pytest.raises(ValueError, match="--max-samples, --dtype would be ignored"):
         stored.validate()
-    assert not CompareOptions(["fixed16"]).given("datasets") and CompareOptions(["x"], datasets=["a"]).given("datasets")
+    assert not CompareOptions(["fixed16"]).given("datasets")
+    assert CompareOptions(["x"], datasets=["a"]).given("datasets")
     with pytest.raises(ValueError, match="--oracle oracle-step is not among --policies"):
         CompareOptions(["fixed16"], oracle="oracle-step").validate()
 
@@ -111,7 +114,8 @@ def test_a_flagged_cost_table_is_warned_of(replay_store, tmp_path):
             warnings.simplefilter("always")
             compare_sweep(store, ["fixed16", "fixed4"])
         said = [str(w.message) for w in caught if "cost table" in str(w.message)]
-        assert bool(said) == (name == "noisy") and all("noisy" in line and "bench latency" in line for line in said)
+        assert bool(said) == (name == "noisy")
+        assert all("noisy" in line and "bench latency" in line for line in said)
 
 
 @pytest.mark.parametrize(("arguments", "message"), [
@@ -152,7 +156,9 @@ def test_tables_at_several_contexts_price_each_cycle_at_the_context_it_starts_at
     cycles, position, seconds, plain = record.table().simulate(4), record.prompt_length, 0.0, 0.0
     for cycle in cycles:
         price = 0.01 if position < middle else 1.0  # nearer the short table's context, or the long one's
-        seconds, plain, position = seconds + price, plain + cycle.committed * price, position + cycle.committed
+        seconds, plain = seconds + price, plain + cycle.committed * price
+        position += cycle.committed
     first = result.prompts[0]
-    assert first.prompt_id == record.prompt_id and position > middle  # the decode crosses into the long context
+    # the decode crosses into the long context
+    assert first.prompt_id == record.prompt_id and position > middle
     assert first.seconds == pytest.approx(seconds) and first.ar_seconds == pytest.approx(plain)

@@ -38,7 +38,8 @@ def test_converted_assistant_computes_the_drafters_hidden_states(drafter):
     features, noise, positions = _inputs(drafter)
     with torch.no_grad():
         ours = drafter(noise, features, positions, drafter.new_cache())
-        theirs = assistant(noise_embeds=noise, context_hidden_states=features, position_ids=positions).last_hidden_state
+        theirs = assistant(noise_embeds=noise, context_hidden_states=features,
+                           position_ids=positions).last_hidden_state
     torch.testing.assert_close(theirs, ours, rtol=1e-5, atol=1e-5)
 
 
@@ -50,7 +51,8 @@ def test_config_fields_translate_both_ways(drafter):
     assert config.rope_parameters["rope_theta"] == drafter.config.rope_parameters["rope_theta"]
     back = from_transformers_assistant(to_transformers_assistant(drafter), drafter.config.num_target_layers)
     assert back.config.dflash_config == drafter.config.dflash_config
-    assert back.block_size == drafter.block_size and back.config.num_target_layers == drafter.config.num_target_layers
+    assert back.block_size == drafter.block_size
+    assert back.config.num_target_layers == drafter.config.num_target_layers
     for key, value in drafter.state_dict().items():
         assert torch.equal(back.state_dict()[key], value), key
 
@@ -107,7 +109,8 @@ def test_other_models_are_refused():
 
 def test_weights_that_do_not_fit_are_named(drafter):
     assistant = to_transformers_assistant(drafter)
-    assistant.config.intermediate_size = 2 * assistant.config.intermediate_size  # config no longer fits its weights
+    # config no longer fits its weights
+    assistant.config.intermediate_size = 2 * assistant.config.intermediate_size
     with pytest.raises(ValueError, match="shapes differ at .*mlp"):
         from_transformers_assistant(assistant)
 
@@ -122,7 +125,9 @@ def test_convert_command_round_trips_a_checkpoint(tmp_path, drafter):
     first = runner.invoke(app, ["convert", str(tmp_path / "zlab"), str(tmp_path / "hf")])
     assert first.exit_code == 0, first.output
     assert json.loads((tmp_path / "hf" / "config.json").read_text())["model_type"] == "muse_glimmer_assistant"
-    second = runner.invoke(app, ["convert", str(tmp_path / "hf"), str(tmp_path / "back"), "--num-target-layers", "4"])
+    second = runner.invoke(app,
+                           ["convert", str(tmp_path / "hf"), str(tmp_path / "back"), "--num-target-layers",
+                            "4"])
     assert second.exit_code == 0, second.output
     back = DFlashDrafter.from_pretrained(tmp_path / "back")
     assert all(torch.equal(back.state_dict()[k], v) for k, v in drafter.state_dict().items())

@@ -1,4 +1,5 @@
-"""A specpolicy policy inside transformers' DFlash generate(): same outputs and cycles as specpolicy's decoder."""
+"""A specpolicy policy inside transformers' DFlash generate(): same outputs and cycles as specpolicy's
+decoder."""
 
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ def _both(pair, assistant, ids, policy, costs, max_new_tokens=48, **extra):
         trace = decode(decoder, ids, policy_or_size, prompt_id="t", costs=costs)
     tensor = torch.tensor([ids])
     result = hf.generate(pair.target, assistant, policy_or_size, costs=costs, input_ids=tensor,
-                         attention_mask=torch.ones_like(tensor), do_sample=False, max_new_tokens=max_new_tokens,
+                         attention_mask=torch.ones_like(tensor), do_sample=False,
+                         max_new_tokens=max_new_tokens,
                          **extra)
     return trace, result, result.sequences[0, len(ids):].tolist()
 
@@ -68,7 +70,8 @@ SLOW = pytest.mark.slow  # the rest of the matrix; the fast tier keeps one of ea
                                     *(pytest.param(p, marks=SLOW) for p in (
                                         1, 2, 7, 32, "fixed16", "adaptive", "probe", "marginal16",
                                         "trtllm-schedule:max_draft_len=7",
-                                        "vllm-dsd:num_speculative_tokens=7,num_speculative_tokens_per_batch_size=1-4:3"))])
+                                        "vllm-dsd:num_speculative_tokens=7,"
+                                        "num_speculative_tokens_per_batch_size=1-4:3"))])
 def test_generate_matches_the_decoder_cycle_for_cycle(pair, assistant, costs, held_out, policy):
     ids = held_out[0]
     trace, result, output = _both(pair, assistant, ids, policy, costs)
@@ -122,9 +125,11 @@ def test_attach_restores_transformers_generator(pair, assistant, held_out):
     tensor = torch.tensor([held_out[0]])
     with hf.attach(pair.target, 4) as run:
         assert "_get_candidate_generator" in pair.target.__dict__
-        pair.target.generate(tensor, attention_mask=torch.ones_like(tensor), do_sample=False, max_new_tokens=12)
+        pair.target.generate(tensor, attention_mask=torch.ones_like(tensor), do_sample=False,
+                             max_new_tokens=12)
         assert run.cycles == []  # plain greedy generate: transformers' own path, no candidate generator
-        pair.target.generate(tensor, attention_mask=torch.ones_like(tensor), do_sample=False, max_new_tokens=12,
+        pair.target.generate(tensor, attention_mask=torch.ones_like(tensor), do_sample=False,
+                             max_new_tokens=12,
                              assistant_model=assistant, speculation_type="dflash")
         assert {c.block_size for c in run.cycles} == {4}
     assert "_get_candidate_generator" not in pair.target.__dict__
@@ -144,7 +149,8 @@ def test_sampling_runs_through_speculative_sampling(pair, assistant, costs, held
     torch.manual_seed(0)
     tensor = torch.tensor([held_out[0]])
     result = hf.generate(pair.target, assistant, "adaptive", costs=costs, input_ids=tensor,
-                         attention_mask=torch.ones_like(tensor), do_sample=True, temperature=0.8, max_new_tokens=40)
+                         attention_mask=torch.ones_like(tensor), do_sample=True, temperature=0.8,
+                         max_new_tokens=40)
     new = result.sequences.shape[1] - tensor.shape[1]
     assert 1 <= new <= 40 and sum(c.committed for c in result.cycles) == new - 1
     assert all(0 <= c.accepted <= c.block_size - 1 for c in result.cycles)
@@ -228,8 +234,10 @@ def test_the_prompt_id_a_policy_sees_inside_generate_is_the_callers(pair, assist
     ids = torch.tensor([held_out[0]])
     picked = set()
     for prompt_id in ("a", "b", "c", "d", "e", "f"):
-        result = hf.generate(pair.target, assistant, "random", candidates=(1, 2, 4, 8, 16), prompt_id=prompt_id,
-                             input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=6)
+        result = hf.generate(pair.target, assistant, "random", candidates=(1, 2, 4, 8, 16),
+                             prompt_id=prompt_id,
+                             input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                             max_new_tokens=6)
         picked.add(result.cycles[0].block_size)
     assert len(picked) > 1  # six ids, five sizes: one size for all would mean the id is not read
 
@@ -240,7 +248,8 @@ def test_sampling_under_a_verify_length_policy(pair, assistant, costs, held_out,
     torch.manual_seed(0)
     tensor = torch.tensor([held_out[0]])
     result = hf.generate(pair.target, assistant, policy, costs=costs, input_ids=tensor,
-                         attention_mask=torch.ones_like(tensor), do_sample=True, temperature=0.8, max_new_tokens=40)
+                         attention_mask=torch.ones_like(tensor), do_sample=True, temperature=0.8,
+                         max_new_tokens=40)
     new = result.sequences.shape[1] - tensor.shape[1]
     assert 1 <= new <= 40 and sum(c.committed for c in result.cycles) == new - 1
     assert all(0 <= c.accepted <= c.verify_length - 1 for c in result.cycles)
@@ -256,9 +265,11 @@ def test_a_bfloat16_target_with_a_float32_drafter(assistant, costs, held_out):
 
 
 def test_an_assistant_that_is_not_a_dflash_drafter_is_refused_naming_what_it_is(pair):
-    """Reported open since earlier audits: a plain causal LM as the assistant reached transformers' DFlash loop."""
+    """Reported open since earlier audits: a plain causal LM as the assistant reached transformers' DFlash
+    loop."""
     target = pair.target
     ids = torch.tensor([[5, 6, 7, 8]])
     with pytest.raises(ValueError, match="not a DFlash drafter .*model_type 'qwen3'.*pass a DFlash drafter"):
-        hf.generate(target, target, "fixed8", input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+        hf.generate(target, target, "fixed8", input_ids=ids, attention_mask=torch.ones_like(ids),
+                    do_sample=False,
                     max_new_tokens=8)

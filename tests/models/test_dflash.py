@@ -16,7 +16,8 @@ from zoo_build.random_models import make_drafter, make_target
 PUBLISHED_TOP = {"fc.weight", "hidden_norm.weight", "norm.weight"}
 PUBLISHED_LAYER = [
     "input_layernorm.weight", "post_attention_layernorm.weight",
-    "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+    "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                   "self_attn.o_proj.weight",
     "self_attn.q_norm.weight", "self_attn.k_norm.weight",
     "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
 ]
@@ -118,7 +119,8 @@ def test_incompatible_drafter_fails_at_load_time(tmp_path, change, message):
 
 
 def test_loads_a_checkpoint_shaped_like_the_published_one(tmp_path):
-    """config.json as z-lab ships it (auto_map, rope_theta, model_type qwen3) + bf16 weights, no remote code."""
+    """config.json as z-lab ships it (auto_map, rope_theta, model_type qwen3) + bf16 weights, no remote
+    code."""
     from safetensors.torch import save_file
 
     target = make_target(layers=6)

@@ -1,4 +1,5 @@
-"""What tests/fixtures ships prebuilt is what the code builds: the recipes' pairs, and the stores swept with them."""
+"""What tests/fixtures ships prebuilt is what the code builds: the recipes' pairs, and the stores swept with
+them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ import torch
 
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.sweep.records import SweepRecord
-from tests.fixtures.prebuilt import STORE_SETTINGS, STORES, TEST_ZOO, copy_test_zoo, load_trained_pair, sweep_store
+from tests.fixtures.prebuilt import (
+    STORE_SETTINGS,
+    STORES,
+    TEST_ZOO,
+    copy_test_zoo,
+    load_trained_pair,
+    sweep_store,
+)
 from tests.fixtures.recipes import make_trained_pair, save_test_zoo
 from tests.tolerances import assert_float16_rows_close
 
@@ -30,7 +38,8 @@ def _same_target(a, b) -> None:
 
 
 SAVED_ONLY = {"architectures", "_name_or_path", "transformers_version"}
-"""config keys transformers writes of itself (its version moves with every release): not the project's decision"""
+"""config keys transformers writes of itself (its version moves with every release): not the project's
+decision"""
 
 
 def _decided(config: dict) -> dict:
@@ -48,17 +57,19 @@ def test_the_shipped_trained_pair_is_what_make_trained_pair_builds():
 
 
 def test_the_shipped_test_zoo_is_what_save_test_zoo_builds(tmp_path):
-    """Files a dependency writes are compared as what the project decides in them (parsed, its own keys), never
-    byte for byte: a new transformers or tokenizers release may write them otherwise."""
+    """Files a dependency writes are compared as what the project decides in them (parsed, its own keys),
+    never byte for byte: a new transformers or tokenizers release may write them otherwise."""
     built = save_test_zoo(tmp_path)
-    assert (built[0] / "chat_template.jinja").read_text() == (TEST_ZOO / "target" / "chat_template.jinja").read_text()
+    shipped = (TEST_ZOO / "target" / "chat_template.jinja").read_text()
+    assert (built[0] / "chat_template.jinja").read_text() == shipped
     pairs = [(built[0] / name, TEST_ZOO / "target" / name)
              for name in ("tokenizer.json", "config.json", "generation_config.json")]
     for new, shipped in [*pairs, (built[1] / "config.json", TEST_ZOO / "drafter" / "config.json")]:
         assert _decided(json.loads(new.read_text())) == _decided(json.loads(shipped.read_text())), new.name
     from transformers import Qwen3ForCausalLM
 
-    _same_target(*(Qwen3ForCausalLM.from_pretrained(str(folder)) for folder in (built[0], TEST_ZOO / "target")))
+    folders = (built[0], TEST_ZOO / "target")
+    _same_target(*(Qwen3ForCausalLM.from_pretrained(str(folder)) for folder in folders))
 
 
 FLOAT_BLOBS = ("confidences", "entropies")  # the drafter's float16 outputs: compared with a tolerance
@@ -83,10 +94,12 @@ def test_each_shipped_store_is_what_a_sweep_of_the_shipped_zoo_records(name, tmp
     lines = [[json.loads(x) for x in (folder / "records.jsonl").read_text().splitlines()]
              for folder in (fresh.path, STORES / name)]
     assert [_decisions(r) for r in lines[0]] == [_decisions(r) for r in lines[1]]
-    read = [[SweepRecord.model_validate({k: v for k, v in r.items() if k != "checksum"}) for r in rs] for rs in lines]
+    read = [[SweepRecord.model_validate({k: v for k,
+                                         v in r.items() if k != "checksum"}) for r in rs] for rs in lines]
     for ours, theirs in zip(*read):
         tables = [record.replay.table(record.prompt_length) for record in (ours, theirs)]
-        assert_float16_rows_close(tables[0].confidences, tables[1].confidences, f"{ours.prompt_id} confidences")
+        assert_float16_rows_close(tables[0].confidences, tables[1].confidences,
+                                  f"{ours.prompt_id} confidences")
         assert_float16_rows_close(tables[0].entropies, tables[1].entropies, f"{ours.prompt_id} entropies")
     shipped = json.loads((STORES / name / "meta.json").read_text())
     assert {k: v for k, v in fresh.meta.items() if k in STORE_SETTINGS[name]} == {

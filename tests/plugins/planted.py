@@ -1,4 +1,5 @@
-"""A planted signal for learned policies: the best of five block sizes is the largest of the first five logits."""
+"""A planted signal for learned policies: the best of five block sizes is the largest of the first five
+logits."""
 
 from __future__ import annotations
 

@@ -45,7 +45,8 @@ PROBE_CASES = [
     # drafts the drafter would get right per cycle -> block sizes the probe rule runs
     ([15, 15, 15], [16, 16, 16]),
     ([0] + [9] * 17, [16] + [1] * 16 + [16]),  # a failed probe: 16 AR cycles, then probe again
-    ([0] + [0] * 17 + [0] * 33, [16] + [1] * 16 + [16] + [1] * 32 + [16]),  # the wait doubles after a second failure
+    # the wait doubles after a second failure
+    ([0] + [0] * 17 + [0] * 33, [16] + [1] * 16 + [16] + [1] * 32 + [16]),
     ([1, 5], [16, 1]),  # 1 accepted draft is a failure (fewer than 2)
 ]
 
@@ -88,7 +89,8 @@ def test_geometric_acceptance_model():
     state = DecodeState(None, 4, 4, 0, 1, [15, 15, 15, 15], [16, 16, 16, 16])
     assert acceptance_rate(state) > 0.9
     state = DecodeState(None, 4, 4, 0, 1, [0, 0, 0], [16, 16, 16])
-    assert acceptance_rate(state) == pytest.approx(1 / (2 + 1 + 0.8 + 0.64))  # prior 0.5 x 2 trials, decay 0.8
+    # prior 0.5 x 2 trials, decay 0.8
+    assert acceptance_rate(state) == pytest.approx(1 / (2 + 1 + 0.8 + 0.64))
 
 
 def test_adaptive_grows_on_easy_text_and_falls_back_on_hard_text():
@@ -112,16 +114,19 @@ def test_one_failed_cycle_backs_off_to_ar_only_where_the_acceptance_model_says_a
     assert 1 not in gpu  # speculation stays faster in expectation: no AR stretch
     hard = run(AdaptivePolicy(WIDE), [0] * 8, PromptObservation(np.zeros(4, np.float32), 4, costs=GPU_SHAPED))
     assert hard[0] == 16 and max(hard[2:]) <= 4  # misses shrink the block to a cheap probe
-    cpu = run(AdaptivePolicy(WIDE), [0] * 6)  # the steep CPU table: a failed cycle still costs a stretch of AR
+    # the steep CPU table: a failed cycle still costs a stretch of AR
+    cpu = run(AdaptivePolicy(WIDE), [0] * 6)
     assert cpu[:5] == [16, 1, 1, 1, 1]
 
 
 def test_the_wait_shrinks_with_the_tables_flatness():
-    """Under COSTS a B = 16 cycle costs 12.2 / 5.3 = 2.30 AR steps, 1.30 beyond its own token: the full wait (4, 8).
-    A flat table where every block costs 1.6 (0.6 beyond) waits 4 x 0.6 / 1.3 -> 2, then probes its largest block."""
+    """Under COSTS a B = 16 cycle costs 12.2 / 5.3 = 2.30 AR steps, 1.30 beyond its own token: the full wait
+    (4, 8). A flat table where every block costs 1.6 (0.6 beyond) waits 4 x 0.6 / 1.3 -> 2, then probes its
+    largest block."""
     assert run(AdaptivePolicy(WIDE), [0] * 6)[:6] == [16, 1, 1, 1, 1, 2]
     flat = PromptObservation(np.zeros(4, np.float32), 4,
-                             costs=CostTable({b: 0.0 for b in WIDE}, {**{b: 8.48 for b in WIDE}, 1: 5.3}, 5.0))
+                             costs=CostTable({b: 0.0 for b in WIDE}, {**{b: 8.48 for b in WIDE}, 1: 5.3},
+                                             5.0))
     assert run(AdaptivePolicy(WIDE), [0] * 4, flat) == [16, 1, 1, 32]
     assert run(AdaptivePolicy(WIDE, full_wait_cost=0.5), [0] * 6, flat) == [16, 1, 1, 1, 1, 32]
 
@@ -134,7 +139,8 @@ def test_adaptive_needs_a_cost_table():
 def test_guarded_policy_starts_where_the_per_prompt_policy_says():
     assert run(GuardedPolicy(FixedPolicy(8, WIDE), WIDE), [15, 15])[0] == 8
     ar_start = run(GuardedPolicy(FixedPolicy(1, WIDE), WIDE), [15] * 20)
-    assert ar_start[:4] == [1] * 4 and ar_start[4] > 1  # B = 1 start: AR first (the adaptive wait), then a probe
+    # B = 1 start: AR first (the adaptive wait), then a probe
+    assert ar_start[:4] == [1] * 4 and ar_start[4] > 1
 
 
 ENGINE_CPU = CostTable.load("tests/fixtures/costs-llamacpp-engine-cpu.json")

@@ -19,7 +19,8 @@ CANDIDATES = (1, 4)
 
 
 def _table(accepted_at_4: int, confidences: list[list[float]] | None = None) -> ReplayTable:
-    """A prompt of 2 tokens and an output of 9 (no stop token): every anchor of B = 4 accepts ``accepted_at_4``."""
+    """A prompt of 2 tokens and an output of 9 (no stop token): every anchor of B = 4 accepts
+    ``accepted_at_4``."""
     accepted = np.array([[0, accepted_at_4]] * 9, dtype=np.int16)
     rows = {4: np.array(confidences, dtype=np.float32)} if confidences else {}
     return ReplayTable(2, 9, CANDIDATES, accepted, list(range(10, 25)), (), 100, rows)
@@ -27,7 +28,8 @@ def _table(accepted_at_4: int, confidences: list[list[float]] | None = None) -> 
 
 def _run(policy, table: ReplayTable, concurrency: int = 1):
     observation = PromptObservation(np.zeros(0, np.float32), 2, "p", concurrency=concurrency)
-    return [(c.block_size, c.verify_length, c.accepted, c.committed) for c in table.simulate(policy.plan(observation))]
+    return [(c.block_size, c.verify_length, c.accepted,
+             c.committed) for c in table.simulate(policy.plan(observation))]
 
 
 NAN = [float("nan")] * 3
@@ -35,9 +37,11 @@ CONFIDENCES = [[0.9, 0.4, 0.9], NAN, [0.6, 0.7, 0.8], NAN, [0.9] * 3, NAN, [0.3,
 
 
 @pytest.mark.parametrize(("name", "expected"), [
-    # anchor 0: 0.4 < 0.5 ends the prefix at L = 2; anchor 2: all pass, L = 4; anchor 6: L = 1; anchor 7: the budget
+    # anchor 0: 0.4 < 0.5 ends the prefix at L = 2; anchor 2: all pass, L = 4; anchor 6: L = 1; anchor 7: the
+    # budget
     ("llamacpp-pmin:p_min=0.5,n_max=3", [(4, 2, 1, 2), (4, 4, 3, 4), (4, 1, 0, 1), (4, 4, 3, 1)]),
-    # the running product at anchor 2 (0.6 x 0.7 = 0.42) stops at L = 2 where llama.cpp's per-token rule did not
+    # the running product at anchor 2 (0.6 x 0.7 = 0.42) stops at L = 2 where llama.cpp's per-token rule did
+    # not
     ("threshold:0.5", [(4, 2, 1, 2), (4, 2, 1, 2), (4, 4, 3, 4)]),
 ])
 def test_llamacpp_pmin_verifies_up_to_the_first_draft_below_p_min(name, expected):
@@ -48,21 +52,23 @@ def test_llamacpp_pmin_verifies_up_to_the_first_draft_below_p_min(name, expected
 
 @pytest.mark.parametrize(("batch", "draft_len"), [(1, 4), (4, 4), (5, 2), (8, 2), (9, 1), (32, 1), (33, 0)])
 def test_trtllm_draft_len_schedule_as_the_engine_reads_it(batch, draft_len):
-    """TensorRT-LLM's own table for {4: 4, 8: 2, 32: 1}: a key covers the batch sizes up to it, none past the last."""
+    """TensorRT-LLM's own table for {4: 4, 8: 2, 32: 1}: a key covers the batch sizes up to it, none past the
+    last."""
     assert TrtllmSchedule(15, {4: 4, 8: 2, 32: 1}).draft_len(batch) == draft_len
 
 
 def test_trtllm_schedule_runs_the_drafts_of_the_concurrency():
     policy = create_policy("trtllm-schedule:max_draft_len=3,draft_len_schedule=2:3/8:0", CANDIDATES)
     assert _run(policy, _table(3), concurrency=1) == [(4, 4, 3, 4), (4, 4, 3, 4)]
-    assert [row[0] for row in _run(policy, _table(3), concurrency=4)] == [1] * 8  # a draft length of 0: plain AR
+    # a draft length of 0: plain AR
+    assert [row[0] for row in _run(policy, _table(3), concurrency=4)] == [1] * 8
     assert policy.choices() == {1, 4}
 
 
 def test_trtllm_gate_switches_speculation_off_for_good_once_the_window_mean_falls_below_the_threshold():
-    """Window 2, threshold 1.5 accepted drafts per iteration. Served in order: a prompt accepting 3 per cycle, one
-    accepting 0 (window [3, 0]: mean 1.5, not below), another accepting 0 ([0, 0]: 0 < 1.5, off), then a good one,
-    which now runs plain AR although it would draft well."""
+    """Window 2, threshold 1.5 accepted drafts per iteration. Served in order: a prompt accepting 3 per cycle,
+    one accepting 0 (window [3, 0]: mean 1.5, not below), another accepting 0 ([0, 0]: 0 < 1.5, off), then a
+    good one, which now runs plain AR although it would draft well."""
     policy = create_policy("trtllm-schedule:max_draft_len=3,acceptance_rate_window_size=2,"
                            "acceptance_rate_threshold=1.5", CANDIDATES)
     sizes = [{row[0] for row in _run(policy, _table(accepted))} for accepted in (3, 0, 0, 3, 3)]
@@ -71,8 +77,8 @@ def test_trtllm_gate_switches_speculation_off_for_good_once_the_window_mean_fall
 
 
 def test_vllm_dsd_is_the_vllm_config_of_its_parameters():
-    policy = create_policy("vllm-dsd:num_speculative_tokens=3,num_speculative_tokens_per_batch_size=1-2:3/3-8:1",
-                           CANDIDATES)
+    policy = create_policy("vllm-dsd:num_speculative_tokens=3,"
+                           "num_speculative_tokens_per_batch_size=1-2:3/3-8:1", CANDIDATES)
     state = DecodeState.after_prefill(np.zeros(0, np.float32), 2)
     for concurrency, verify in ((1, 4), (2, 4), (4, 2), (64, 2)):  # past the last range vLLM keeps its K
         plan = policy.plan(PromptObservation(np.zeros(0, np.float32), 2, concurrency=concurrency))
@@ -92,7 +98,8 @@ def test_engine_rules_honour_the_policy_contract_and_decode_losslessly_live(name
 
 
 @pytest.mark.parametrize(("arg", "message"), [
-    ("trtllm-schedule:window=4", "has no parameter 'window'; its parameters: max_draft_len, draft_len_schedule"),
+    ("trtllm-schedule:window=4",
+     "has no parameter 'window'; its parameters: max_draft_len, draft_len_schedule"),
     ("trtllm-schedule:draft_len_schedule=4", "KEY:VALUE pairs"),
     ("llamacpp-pmin:p_min=high", "p_min='high' does not parse"),
     ("llamacpp-pmin:p_min=1.5", "probability in \\[0, 1\\]"),
@@ -140,10 +147,13 @@ def test_llamacpp_pmin_defaults_are_the_servers():
     from specpolicy.evaluation.engine import deployable_settings
 
     policy = create_policy("llamacpp-pmin", CANDIDATES)
-    assert (policy.choices(), policy.confidence_sizes(), deployable_settings(policy, 16)) == ({4}, set(), [Setting(4)])
+    assert (policy.choices(), policy.confidence_sizes(), deployable_settings(policy, 16)) == \
+        ({4}, set(), [Setting(4)])
     assert _run(policy, _table(3)) == [(4, 4, 3, 4), (4, 4, 3, 4)]
-    assert Setting(4).flags()[-6:] == ["--spec-draft-n-max", "3", "--spec-draft-n-min", "0", "--spec-draft-p-min", "0"]
-    cut = create_policy("llamacpp-pmin:p_min=0.5,n_max=7", CANDIDATES)  # its verify rule is a value the engine maps
+    assert Setting(4).flags()[-6:] == ["--spec-draft-n-max", "3", "--spec-draft-n-min", "0",
+                                       "--spec-draft-p-min", "0"]
+    # its verify rule is a value the engine maps
+    cut = create_policy("llamacpp-pmin:p_min=0.5,n_max=7", CANDIDATES)
     assert deployable_settings(cut, 16) == [Setting(8, 0.5)]
 
 

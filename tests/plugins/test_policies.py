@@ -1,5 +1,5 @@
-"""BlockPilot and the sklearn baselines: they learn a planted signal and nothing from noise, save, load and refuse
-broken files."""
+"""BlockPilot and the sklearn baselines: they learn a planted signal and nothing from noise, save, load and
+refuse broken files."""
 
 from __future__ import annotations
 
@@ -65,7 +65,8 @@ def test_blockpilot_save_load_round_trip(fitted_blockpilot, tmp_path):
 
 @pytest.mark.parametrize("preprocess", ["normalised", "softmax"])
 def test_blockpilot_preprocessing_options_and_depth(preprocess):
-    policy = BlockPilotPolicy(BlockPilotSettings(vocab_size=VOCAB, candidates=list(CANDIDATES), hidden=32, depth=3,
+    policy = BlockPilotPolicy(BlockPilotSettings(vocab_size=VOCAB, candidates=list(CANDIDATES), hidden=32,
+                                                 depth=3,
                                                  preprocess=preprocess))
     blocks = sorted(k for k in policy.weights if k.startswith("blocks."))
     assert blocks == [f"blocks.{i}.{part}" for i in (0, 1) for part in ("bias", "weight")]
@@ -96,7 +97,8 @@ def test_sklearn_baselines_fit_check_and_round_trip(kind, tmp_path):
     summary = policy.fit(planted(300, 0), validation)
     chosen = np.array(policy.select_batch(validation.observations()))
     truth = np.array(CANDIDATES)[validation.labels]
-    assert summary["validation_accuracy"] == pytest.approx(float(np.mean(chosen == truth)))  # the summary is honest
+    # the summary is honest
+    assert summary["validation_accuracy"] == pytest.approx(float(np.mean(chosen == truth)))
     check_policy(policy, vocab_size=VOCAB)
     policy.save(tmp_path / kind)
     loaded = SklearnPolicy.load(tmp_path / kind)
@@ -141,13 +143,16 @@ def test_an_mlp_kept_as_weights_loads_without_scikit_learn_and_computes_the_same
     x = np.random.default_rng(0).normal(size=(40, 5)).astype(np.float32)
     model = MLPRegressor(hidden_layer_sizes=(8,), max_iter=2000, random_state=0).fit(x, x[:, :3])
     skops_io.save_model(tmp_path / "w", model, "s.json", {"candidates": [1, 2, 4]}, weights_only=True)
-    loaded, _ = skops_io.load_model(tmp_path / "w", "s.json", "test policy", "specpolicy train x", weights_only=True)
+    loaded, _ = skops_io.load_model(tmp_path / "w", "s.json", "test policy", "specpolicy train x",
+                                    weights_only=True)
     assert isinstance(loaded, skops_io.MLPWeights) and not (tmp_path / "w" / "model.skops").exists()
     policy = CycleLearnedPolicy((1, 2, 4), model)
     np.testing.assert_array_equal(policy.outputs(x), CycleLearnedPolicy((1, 2, 4), loaded).outputs(x))
     np.testing.assert_allclose(policy.outputs(x), model.predict(x), rtol=1e-5, atol=1e-6)  # sklearn's forward
-    with pytest.raises(FileNotFoundError, match="model.safetensors is missing; train one with `specpolicy train x`"):
-        skops_io.load_model(tmp_path / "none", "s.json", "test policy", "specpolicy train x", weights_only=True)
+    with pytest.raises(FileNotFoundError,
+                       match="model.safetensors is missing; train one with `specpolicy train x`"):
+        skops_io.load_model(tmp_path / "none", "s.json", "test policy", "specpolicy train x",
+                            weights_only=True)
     (tmp_path / "w" / "model.safetensors").write_bytes(b"garbage")
     with pytest.raises(ValueError, match="test policy in .* is corrupted"):
         skops_io.load_model(tmp_path / "w", "s.json", "test policy", "specpolicy train x")
@@ -162,7 +167,8 @@ def test_skops_policy_folders_name_a_missing_or_damaged_file(tmp_path):
 
     from specpolicy.plugins import skops_io
 
-    with pytest.raises(FileNotFoundError, match="model.skops is missing; train one with `specpolicy train x`"):
+    with pytest.raises(FileNotFoundError,
+                       match="model.skops is missing; train one with `specpolicy train x`"):
         skops_io.load_model(tmp_path / "none", "s.json", "test policy", "specpolicy train x")
     model = LogisticRegression().fit([[0.0], [1.0]], [0, 1])
     skops_io.save_model(tmp_path / "ok", model, "s.json", {"candidates": [1, 2]})
@@ -200,12 +206,14 @@ def test_blockpilots_numpy_decision_and_its_torch_trainer_compute_the_same_netwo
 
 
 def test_a_fixed_policy_acts_in_an_action_space_only_if_its_block_is_among_the_actions():
-    """``create_policy("fixed16", [4, 8])`` builds fixed16 (its name says what it runs; the candidates are the range
-    a comparison's other policies choose over), but acting with it where 16 is no action crashed in ``predict``
-    with ``tuple.index(x): x not in tuple`` (audit, issue 54): refused naming the action space and the fix."""
+    """``create_policy("fixed16", [4, 8])`` builds fixed16 (its name says what it runs; the candidates are the
+    range a comparison's other policies choose over), but acting with it where 16 is no action crashed in
+    ``predict`` with ``tuple.index(x): x not in tuple`` (audit, issue 54): refused naming the action space and
+    the fix."""
     policy = get_registry().create("fixed16", [4, 8])
     assert policy.choices() == {16}
-    with pytest.raises(ValueError, match=r"fixed16 chose block size 16, which is not among its candidates \[4, 8\] "
+    with pytest.raises(ValueError,
+                       match=r"fixed16 chose block size 16, which is not among its candidates \[4, 8\] "
                                          r"\(the actions\)"):
         policy.predict(np.zeros(4, dtype=np.float32))
     assert get_registry().create("fixed8", [4, 8]).predict(np.zeros(4, dtype=np.float32))[0] == 1

@@ -52,7 +52,8 @@ def is_flatter(flat: CostTable, steep: CostTable, sizes) -> bool:
 def test_fastest_prices_predictions_with_the_table():
     cycles = np.array([[1.0, 0.3, 0.25], [1.0, 0.9, 0.8]])  # per token, for B = 1, 4, 16
     steep = CostTable({1: 0.0, 4: 1.0, 16: 2.0}, {1: 1.0, 4: 1.5, 16: 2.0}, 1.0)  # cycles of 1, 2.5, 4 s
-    assert steep.fastest(cycles, (1, 4, 16)).tolist() == [1, 0]  # seconds per token 1 / 0.75 / 1; 1 / 2.25 / 3.2
+    # seconds per token 1 / 0.75 / 1; 1 / 2.25 / 3.2
+    assert steep.fastest(cycles, (1, 4, 16)).tolist() == [1, 0]
     assert uniform_costs((1, 4, 16)).fastest(cycles, (1, 4, 16)).tolist() == [2, 2]  # fewest cycles
     tie = CostTable({1: 0.0, 2: 0.0}, {1: 1.0, 2: 2.0}, 1.0)
     assert tie.fastest(np.array([[1.0, 0.5]]), (1, 2)).tolist() == [1]  # ties go to the larger block
@@ -91,7 +92,8 @@ def test_the_shipped_blockpilot_reprices_its_choices_with_the_machine_table():
     assert (chosen["gpu"] >= chosen["shipped"]).all() and (chosen["gpu"] >= chosen["quiet"]).all()
     assert chosen["gpu"].mean() > chosen["shipped"].mean()  # it re-prices, not keeps one machine's answer
     unpriced = policy.select_batch([prompt_observation(store, r) for r in records])
-    assert unpriced == policy.select_batch([prompt_observation(store, r, policy.validated_with) for r in records])
+    assert unpriced == policy.select_batch([prompt_observation(store, r,
+                                                               policy.validated_with) for r in records])
 
 
 def test_portable_predictors_record_what_they_predict_and_the_table_they_were_validated_with(tmp_path):
@@ -104,7 +106,8 @@ def test_portable_predictors_record_what_they_predict_and_the_table_they_were_va
     costs = CostTable({1: 0.0, 8: 0.0}, {1: 1.0, 8: 2.0}, 1.0)
     data = TrainingSet(logits, np.full(80, 10), np.zeros(80, dtype=np.int64), 1 / cycles, (1, 8),
                        [f"p{i}" for i in range(80)], costs=costs, cycles_per_token=cycles)
-    policy = BlockPilotPolicy(BlockPilotSettings(vocab_size=16, candidates=[1, 8], hidden=16, preprocess="logits"))
+    policy = BlockPilotPolicy(BlockPilotSettings(vocab_size=16, candidates=[1, 8], hidden=16,
+                                                 preprocess="logits"))
     summary = policy.fit(data.subset(np.arange(60)), data.subset(np.arange(60, 80)), epochs=80, lr=1e-2)
     assert summary["predicts"] == "cycles_per_token" and summary["validated_with"] == costs.to_json()
     policy.save(tmp_path / "bp")
@@ -113,7 +116,8 @@ def test_portable_predictors_record_what_they_predict_and_the_table_they_were_va
     loaded.validated_with = uniform_costs((1, 8))  # the attribute is what a save writes
     loaded.save(tmp_path / "again")
     assert BlockPilotPolicy.load(tmp_path / "again").validated_with == uniform_costs((1, 8))
-    legacy = tmp_path / "legacy"  # a classifier saved before `predicts`, `validated_with` and the extractors' names
+    # a classifier saved before `predicts`, `validated_with` and the extractors' names
+    legacy = tmp_path / "legacy"
     shutil.copytree(default_predictor_path("blockpilot-paper"), legacy)
     settings = json.loads((legacy / "blockpilot.json").read_text())
     del settings["predicts"], settings["metadata"]["validated_with"]
@@ -135,7 +139,8 @@ def test_the_shipped_cycle_policy_reprices_its_per_cycle_choices_with_the_machin
     records = list(store.records())[:20]
     mean_block = {}
     for name, table in {"shipped": store.latency(), "gpu": CostTable.load(GPU_SHAPED)}.items():
-        cycles = [c for r in records for c in r.table().simulate(policy.plan(prompt_observation(store, r, table)))]
+        cycles = [c for r in records
+                  for c in r.table().simulate(policy.plan(prompt_observation(store, r, table)))]
         mean_block[name] = np.mean([c.block_size for c in cycles])
     assert mean_block["gpu"] > mean_block["shipped"] + 1  # a flat table buys larger blocks
 
@@ -156,7 +161,9 @@ def test_the_cycle_policy_trains_on_each_sizes_next_tokens_and_keeps_its_table(r
 
     for record in replay_store.records():  # the loaded predictor decodes every prompt as the trained one
         observation = prompt_observation(replay_store, record, replay_store.latency())
-        assert record.table().simulate(loaded.plan(observation)) == record.table().simulate(policy.plan(observation))
+        table = record.table()
+        assert table.simulate(loaded.plan(observation)) == table.simulate(policy.plan(observation))
     old = tmp_path / "old"  # saved before the policy was portable: regrets, no table
-    save_model(old, policy.model, "cycle_policy.json", {"candidates": [1, 2, 4, 8], "start": 16, "history": 6})
+    save_model(old, policy.model, "cycle_policy.json",
+               {"candidates": [1, 2, 4, 8], "start": 16, "history": 6})
     assert CycleLearnedPolicy.load(old).predicts == "regret"

@@ -113,7 +113,8 @@ def test_a_plugin_reusing_a_builtin_name_is_skipped_and_blamed(install):
         module.register_policies = register_policies
 
     install("aaa-impostor", {"aaa": _plugin_module("aaa_impostor", impostor)})  # sorts before the built-ins
-    with pytest.warns(PluginLoadWarning, match=r"'aaa' was skipped: it registers the policy name 'fixed', which "
+    with pytest.warns(PluginLoadWarning,
+                      match=r"'aaa' was skipped: it registers the policy name 'fixed', which "
                                                r"plugin 'fixed' \(specpolicy\) already has"):
         registry = build_registry()
     assert registry.create("fixed16").block_size == 16 and registry.parse("fixed")[0].plugin == "fixed"
@@ -184,7 +185,8 @@ def test_a_misbehaving_plugin_is_blamed_by_name_once_and_specpolicy_is_not(insta
     import specpolicy.registry
     from specpolicy.cli import app
 
-    install("acme-policies", {"acme": _plugin_module("acme_policies", _misbehaving), "gone": "no_such_module_xyz"})
+    install("acme-policies",
+            {"acme": _plugin_module("acme_policies", _misbehaving), "gone": "no_such_module_xyz"})
     for name in ("divides", "unbuildable"):
         specpolicy.registry._REGISTRY = None  # a fresh command builds its registry
         with pytest.warns(PluginLoadWarning) as warned:
@@ -216,10 +218,12 @@ def test_the_removed_per_step_keyword_names_its_replacement_and_unknown_policy_s
         module.register_policies = register_policies
 
     install("old-policies", {"old": _plugin_module("old_policy", old)})
-    with pytest.warns(PluginLoadWarning, match=r"register\(per_step=\.\.\.\) was removed: set `per_step = True` on "
+    with pytest.warns(PluginLoadWarning,
+                      match=r"register\(per_step=\.\.\.\) was removed: set `per_step = True` on "
                                                r"the policy class \(or override `plan`\)"):
         registry = build_registry()
-    with pytest.raises(ValueError, match=r"unknown policy 'oldstyle'.*plugin 'old' failed to load: register\(per_"):
+    with pytest.raises(ValueError,
+                       match=r"unknown policy 'oldstyle'.*plugin 'old' failed to load: register\(per_"):
         registry.create("oldstyle")
 
 

@@ -39,7 +39,8 @@ def test_marginal_rule_maximises_expected_tokens_per_second(confidences, per_tok
 
 def _brute_force(table, costs, position, produced):
     """The fewest modelled seconds over every (B, L) schedule from ``position`` (every schedule is tried;
-    the best finish from a (position, produced) state is remembered, as the future depends on nothing else)."""
+    the best finish from a (position, produced) state is remembered, as the future depends on nothing
+    else)."""
     import functools
 
     @functools.cache
@@ -95,21 +96,24 @@ def test_a_verify_policy_on_a_sweep_without_confidences_is_refused_up_front():
     check_candidates(policy, SIZES, [8])
 
 
-RUN_ON_THE_SHIPPED_CONFIDENCE_SWEEP = ["threshold", "marginal", "oracle-verify", "vllm-adaptive", "llamacpp-pmin",
+RUN_ON_THE_SHIPPED_CONFIDENCE_SWEEP = ["threshold", "marginal", "oracle-verify", "vllm-adaptive",
+                                       "llamacpp-pmin",
                                        "llamacpp-pmin:n_max=7,p_min=0.5", "llamacpp-pmin:n_max=15,p_min=0.5",
                                        "trtllm-schedule", "vllm-dsd"]
 
 
 def test_the_zoo_page_says_which_verify_rules_run_on_the_shipped_confidence_sweep():
-    """docs/zoo.md: the rules drafting blocks of 8, 16 or 32 run on sharegpt-verify; adaptive-verify is refused
-    (issue 48: the page said every (B, L) policy ran)."""
+    """docs/zoo.md: the rules drafting blocks of 8, 16 or 32 run on sharegpt-verify; adaptive-verify is
+    refused (issue 48: the page said every (B, L) policy ran)."""
     from specpolicy.evaluation.replay import check_policies
     from specpolicy.sweep.store import SweepStore
     from specpolicy.zoo import ZOO_DIR
 
     store = SweepStore.load(ZOO_DIR / "sweeps" / "sharegpt-verify")
     registry = get_registry()
-    check_policies([registry.create(name, store.candidates) for name in RUN_ON_THE_SHIPPED_CONFIDENCE_SWEEP], store)
+    check_policies([registry.create(name, store.candidates) for name in RUN_ON_THE_SHIPPED_CONFIDENCE_SWEEP],
+                   store)
     for refused in ("adaptive-verify", "llamacpp-pmin:n_max=3,p_min=0.5"):
-        with pytest.raises(ValueError, match="reads the drafter's confidences at B = .*which the sweep did not"):
+        with pytest.raises(ValueError,
+                           match="reads the drafter's confidences at B = .*which the sweep did not"):
             check_policies([registry.create(refused, store.candidates)], store)

@@ -1,4 +1,5 @@
-"""Engine configurations priced as the engines run them: table-driven semantics, the export, the round trip."""
+"""Engine configurations priced as the engines run them: table-driven semantics, the export, the round
+trip."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def test_vllm_schedule_merges_runs_of_equal_drafts(drafts, ranges):
     assert vllm_schedule(drafts) == ranges
 
 
-# vllm/v1/spec_decode/dynamic/utils.py, build_dynamic_sd_schedule_lookup: dense[bs] = min(num_speculative_tokens, k)
+# vllm/v1/spec_decode/dynamic/utils.py, build_dynamic_sd_schedule_lookup: dense[bs] =
+# min(num_speculative_tokens, k)
 @pytest.mark.parametrize(("n", "ranges", "dense"), [
     (15, [[1, 2, 7], [3, 4, 3]], {1: 7, 2: 7, 3: 3, 4: 3}),
     (1, [[1, 1, 3], [2, 3, 0]], {1: 1, 2: 0, 3: 0}),  # K = 3 above N = 1 runs as 1: the clamp
@@ -48,7 +50,8 @@ def test_vllm_clamps_every_entry_to_num_speculative_tokens(n, ranges, dense):
     ([[1, 2, 7], [5, 8, 3]], (8, 8)),  # a gap runs the K before it, as vLLM's lookup fills it
 ])
 def test_the_read_back_refuses_what_vllm_refuses(ranges, refused):
-    config = {"method": "dflash", "num_speculative_tokens": 7, "num_speculative_tokens_per_batch_size": ranges}
+    config = {"method": "dflash", "num_speculative_tokens": 7,
+              "num_speculative_tokens_per_batch_size": ranges}
     if isinstance(refused, tuple):  # accepted: the shape run at batch size 3
         assert VllmConfig.from_json(config).shape(3) == refused
         return
@@ -63,8 +66,10 @@ SCHEDULE = [[1, 2, 7], [3, 8, 0]]
 # Dynamic SD narrows the verified drafts per batch size (L = K + 1); past the last range the last K holds.
 @pytest.mark.parametrize(("config", "concurrency", "shape"), [
     ({"method": "dflash", "num_speculative_tokens": 15}, 1, (16, 16)),
-    ({"method": "dflash", "num_speculative_tokens": 15, "num_speculative_tokens_per_batch_size": SCHEDULE}, 2, (16, 8)),
-    ({"method": "dflash", "num_speculative_tokens": 15, "num_speculative_tokens_per_batch_size": SCHEDULE}, 5, (16, 1)),
+    ({"method": "dflash", "num_speculative_tokens": 15, "num_speculative_tokens_per_batch_size": SCHEDULE}, 2,
+     (16, 8)),
+    ({"method": "dflash", "num_speculative_tokens": 15, "num_speculative_tokens_per_batch_size": SCHEDULE}, 5,
+     (16, 1)),
     ({"method": "dflash", "num_speculative_tokens": 3, "num_speculative_tokens_per_batch_size": [[1, 4, 7]]},
      9, (4, 4)),
 ])
@@ -76,7 +81,8 @@ def test_vllm_runs_a_fixed_block_and_a_verify_length_per_batch_size(config, conc
     assert (plan.block_size, plan.verify_length(state, DraftedBlock(shape[0]))) == shape
 
 
-# python/sglang/srt/arg_groups/speculative_hook.py, _handle_dflash: --speculative-num-draft-tokens is the block size
+# python/sglang/srt/arg_groups/speculative_hook.py, _handle_dflash: --speculative-num-draft-tokens is the
+# block size
 @pytest.mark.parametrize(("block", "args"), [
     (16, ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "d",
           "--speculative-num-draft-tokens", "16"]),
@@ -109,7 +115,8 @@ def exported(replay_store, tmp_path_factory):
 def test_the_exported_vllm_table_survives_vllms_clamp_and_drafts_what_was_priced(exported):
     _, document = exported
     config = document["vllm_speculative_config"]
-    n, ranges = config["num_speculative_tokens"], config.get("num_speculative_tokens_per_batch_size", [])  # none: one K
+    # none: one K
+    n, ranges = config["num_speculative_tokens"], config.get("num_speculative_tokens_per_batch_size", [])
     dense = vllm_lookup(n, ranges)
     assert {row["batch_size"]: dense.get(row["batch_size"], n) for row in document["per_batch_size"]} == {
         row["batch_size"]: row["vllm_verified_drafts"] for row in document["per_batch_size"]}
@@ -119,7 +126,8 @@ def test_the_exported_vllm_table_survives_vllms_clamp_and_drafts_what_was_priced
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
-def test_an_exported_config_read_back_and_priced_by_compare_gives_the_printed_speed(exported, replay_store, engine):
+def test_an_exported_config_read_back_and_priced_by_compare_gives_the_printed_speed(
+        exported, replay_store, engine):
     folder, document = exported
     for row in document["per_batch_size"]:
         result = CliRunner().invoke(app, ["compare", "--sweep", str(replay_store.path), "--policies",
@@ -133,7 +141,8 @@ def test_an_exported_config_read_back_and_priced_by_compare_gives_the_printed_sp
 
 def test_export_refuses_batch_sizes_the_table_lacks(replay_store, exported):
     folder, _ = exported
-    too_far = CliRunner().invoke(app, ["export", "adaptive", "--sweep", str(replay_store.path), "--batch-costs",
+    too_far = CliRunner().invoke(app,
+                                 ["export", "adaptive", "--sweep", str(replay_store.path), "--batch-costs",
                                        str(folder / "batch.json"), "--batch-sizes", "1-9"])
     assert too_far.exit_code == 2 and "measured up to 4" in " ".join(too_far.output.split())
 
@@ -151,7 +160,8 @@ def test_export_reads_the_store_once_for_every_concurrency(replay_store, tmp_pat
 
     monkeypatch.setattr(SweepStore, "records", counted)
     linear_table(batches=(1, 2, 4)).save(tmp_path / "batch.json")
-    result = CliRunner().invoke(app, ["export", "adaptive", "--sweep", str(replay_store.path), "--batch-costs",
+    result = CliRunner().invoke(app,
+                                ["export", "adaptive", "--sweep", str(replay_store.path), "--batch-costs",
                                       str(tmp_path / "batch.json"), "--batch-sizes", "1-4"])
     assert result.exit_code == 0, result.output
     assert len(parsed) <= total + 1  # one full read (and the first record, for the logits' width)
@@ -162,7 +172,8 @@ def _export(replay_store, folder, policy: str, *extra: str) -> dict:
 
     linear_table(batches=(1, 2, 4)).save(folder / "batch.json")
     result = CliRunner().invoke(app, ["export", policy, "--sweep", str(replay_store.path), "--batch-costs",
-                                      str(folder / "batch.json"), "--batch-sizes", "1-2", "--drafter", "/srv/d",
+                                      str(folder / "batch.json"), "--batch-sizes", "1-2", "--drafter",
+                                      "/srv/d",
                                       *extra])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
@@ -171,7 +182,8 @@ def _export(replay_store, folder, policy: str, *extra: str) -> dict:
 # reported: export fixed16, fixed1, fixed4 and oracle wrote the same sections (num_speculative_tokens 3)
 @pytest.mark.parametrize(("policy", "vllm_n", "sglang_block"), [
     ("fixed16", 15, "16"), ("fixed4", 3, "4"), ("fixed2", 1, "2"), ("fixed1", None, None)])
-def test_export_writes_the_configuration_that_runs_the_policy(replay_store, tmp_path, policy, vllm_n, sglang_block):
+def test_export_writes_the_configuration_that_runs_the_policy(replay_store, tmp_path, policy, vllm_n,
+                                                              sglang_block):
     document = _export(replay_store, tmp_path, policy)
     vllm, sglang = document["vllm_speculative_config"], document["sglang_args"]
     if vllm_n is None:  # a policy that never drafts: vLLM cannot run it, SGLang runs without speculation
@@ -179,7 +191,8 @@ def test_export_writes_the_configuration_that_runs_the_policy(replay_store, tmp_
         return
     # reported: an empty schedule ([]), which vLLM's validator refuses, was written; no schedule means no key
     assert vllm["num_speculative_tokens"] == vllm_n and "num_speculative_tokens_per_batch_size" not in vllm
-    assert vllm["model"] == "/srv/d" and sglang[sglang.index("--speculative-num-draft-tokens") + 1] == sglang_block
+    assert vllm["model"] == "/srv/d"
+    assert sglang[sglang.index("--speculative-num-draft-tokens") + 1] == sglang_block
     assert sglang[sglang.index("--speculative-draft-model-path") + 1] == "/srv/d"
 
 

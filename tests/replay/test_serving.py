@@ -39,13 +39,14 @@ def test_ragged_steps_interpolate_along_total_tokens():
 
 
 def test_a_chain_drafters_batch_drafts_as_long_as_its_longest_chain():
-    """Issue 56 (drafters priced as they draft): a chain drafter (EAGLE, MTP) drafts one position per pass for the
-    sequences still drafting, so a step whose blocks are 8, 2, 2 and 2 runs a pass at batch 4 and 6 more at
-    batch 1, not the 3.5 passes at batch 4 a total of 14 tokens read as (a block drafter's one pass over ragged
-    blocks is priced by their total, as before)."""
+    """Issue 56 (drafters priced as they draft): a chain drafter (EAGLE, MTP) drafts one position per pass for
+    the sequences still drafting, so a step whose blocks are 8, 2, 2 and 2 runs a pass at batch 4 and 6 more
+    at batch 1, not the 3.5 passes at batch 4 a total of 14 tokens read as (a block drafter's one pass over
+    ragged blocks is priced by their total, as before)."""
     heads = {b: 0.01 * (1 + b / 8) for b in (1, 2, 4)}  # one head pass at batch b
     chain = BatchCostTable(verify=linear_table().verify, drafter="chain",
-                           draft={b: {n: (n - 1) * head for n in LENGTHS if n > 1} for b, head in heads.items()})
+                           draft={b: {n: (n - 1) * head for n in LENGTHS if n > 1} for b,
+                                  head in heads.items()})
     assert chain.draft_cost([8, 2, 2, 2]) == pytest.approx(heads[4] + 6 * heads[1])
     assert chain.draft_cost([4, 4]) == pytest.approx(3 * heads[2])  # uniform blocks: as the table prices them
     assert chain.draft_cost([8, 1, 1, 1]) == pytest.approx(7 * heads[1])  # plain steps draft nothing
@@ -61,11 +62,14 @@ def test_per_request_costs_at_a_concurrency_share_the_batched_pass():
 
 def test_a_plain_step_in_a_batch_pays_its_share_of_the_drafter_pass_the_others_run():
     """Reported (engines page): at concurrency 4 the default backed off to plain steps that looked 19% cheaper
-    than a B = 16 cycle, as if the whole batch stopped drafting; beside three requests that draft, a plain step
-    costs its share of their drafter pass too. The reference (a server of plain AR requests) is unchanged."""
-    flat = linear_table(per_token=0.01)  # drafting pays here: at acceptance 0.5, B = 4 gives 1.875 tokens a cycle
+    than a B = 16 cycle, as if the whole batch stopped drafting; beside three requests that draft, a plain
+    step costs its share of their drafter pass too. The reference (a server of plain AR requests) is
+    unchanged."""
+    # drafting pays here: at acceptance 0.5, B = 4 gives 1.875 tokens a cycle
+    flat = linear_table(per_token=0.01)
     costs = flat.at_concurrency(4, [1, 4, 16])
-    others_draft = (0.5 + 0.01 * 3 * 4) + (1.0 + 0.01 * (3 * 4 + 1))  # three requests at B = 4 (the smallest), me at 1
+    # three requests at B = 4 (the smallest), me at 1
+    others_draft = (0.5 + 0.01 * 3 * 4) + (1.0 + 0.01 * (3 * 4 + 1))
     assert costs.cycle_seconds(1) == pytest.approx(others_draft / 4)
     assert costs.draft_seconds[1] == 0.0 and costs.ar_seconds == pytest.approx((1.0 + 0.04) / 4)
     alone = flat.at_concurrency(1, [1, 4, 16])
@@ -73,9 +77,10 @@ def test_a_plain_step_in_a_batch_pays_its_share_of_the_drafter_pass_the_others_r
 
 
 def test_where_no_block_pays_at_the_prior_acceptance_the_others_step_plainly_too():
-    """Reported (a compute-bound CPU batch table, concurrency 8): pricing a plain step beside drafting requests
-    made the policies draft where a batch of plain steps is faster (0.94x -> 0.88x AR). Where no block's
-    expected tokens at the prior acceptance pay for its batched cycle, the others are taken to step plainly."""
+    """Reported (a compute-bound CPU batch table, concurrency 8): pricing a plain step beside drafting
+    requests made the policies draft where a batch of plain steps is faster (0.94x -> 0.88x AR). Where no
+    block's expected tokens at the prior acceptance pay for its batched cycle, the others are taken to step
+    plainly."""
     steep = linear_table()  # at c = 4 a batched cycle of B costs 1.5 + 0.44 B against 1.4 for plain steps
     costs = steep.at_concurrency(4, [1, 4, 16])
     assert costs.cycle_seconds(1) == costs.ar_seconds == pytest.approx((1.0 + 0.4) / 4)
@@ -93,7 +98,8 @@ def test_round_trip_and_wrong_kind(tmp_path):
 @pytest.fixture(scope="module")
 def tables(trained_pair):
     decoder = SpeculativeDecoder(*trained_pair, max_new_tokens=30)
-    return [build_replay(decoder, p, [1, 4, 8], max_new_tokens=30)[0] for p in ([4, 7, 5, 9], [8, 7, 9], [3, 3, 8])]
+    prompts = ([4, 7, 5, 9], [8, 7, 9], [3, 3, 8])
+    return [build_replay(decoder, p, [1, 4, 8], max_new_tokens=30)[0] for p in prompts]
 
 
 def test_one_slot_serves_requests_one_after_another_as_batch_one_replay(tables):
@@ -126,20 +132,22 @@ class RecordedSteps(BatchCostTable):
 
 
 def test_under_a_chain_drafter_a_batch_drafts_one_block_from_the_engines_pooled_acceptance(tables):
-    """Issue 56: a chain drafter's batch drafts as long as its longest chain, so the cost-aware rule (``adaptive``,
-    the default's guard) gives every request of a step one block, chosen from the acceptance of every request's
-    cycles (the engine's, pooled) and priced at the batch the step runs; a block drafter keeps per-request
-    blocks. The serving simulation tells each request's state what the engine knows: the batch, its prices and
-    the pooled cycles."""
+    """Issue 56: a chain drafter's batch drafts as long as its longest chain, so the cost-aware rule
+    (``adaptive``, the default's guard) gives every request of a step one block, chosen from the acceptance of
+    every request's cycles (the engine's, pooled) and priced at the batch the step runs; a block drafter keeps
+    per-request blocks. The serving simulation tells each request's state what the engine knows: the batch,
+    its prices and the pooled cycles."""
     from specpolicy.registry import create_policy
 
     base = linear_table(batches=(1, 2, 3, 4), fixed=1.0, per_token=0.01)
-    chain = RecordedSteps(base.verify, {b: {n: (n - 1) * 0.02 for n in LENGTHS if n > 1} for b in base.verify},
+    chain = RecordedSteps(base.verify,
+                          {b: {n: (n - 1) * 0.02 for n in LENGTHS if n > 1} for b in base.verify},
                           drafter="chain")
     policy = create_policy("adaptive", [1, 4, 8])
     observation = PromptObservation(np.zeros(0, np.float32), 4, costs=chain.at_concurrency(3, [1, 4, 8]),
                                     concurrency=3)
-    served = simulate_serving(tables, [lambda: policy.checked_plan(observation)] * 3, chain, 3, sizes=(1, 4, 8))
+    served = simulate_serving(tables, [lambda: policy.checked_plan(observation)] * 3, chain, 3,
+                              sizes=(1, 4, 8))
     together = [step for step in chain.steps if len(step) > 1]
     assert together and all(len({b for b, _ in step if b > 1}) <= 1 for step in together)
     assert served.tokens == [t.tokens() for t in tables]
@@ -157,13 +165,14 @@ def test_under_a_chain_drafter_a_batch_drafts_one_block_from_the_engines_pooled_
     (lambda t: t.verify[2].__setitem__(2, float("nan")), "not a positive finite"),
 ])
 def test_a_noisy_or_inconsistent_batch_table_is_flagged_and_warned(tmp_path, change, flag):
-    """`bench batch-latency` under load once wrote a non-monotone table (verify 4 < verify 1) without a word; a
-    flagged table now loads with the one warning every cost table gets (issue 48: one cost-table rule)."""
+    """`bench batch-latency` under load once wrote a non-monotone table (verify 4 < verify 1) without a word;
+    a flagged table now loads with the one warning every cost table gets (issue 48: one cost-table rule)."""
     from specpolicy.replay.batch_costs import BatchCostTable
 
     table = linear_table()
     assert table.check() == []
-    bad = BatchCostTable({b: dict(r) for b, r in table.verify.items()}, {b: dict(r) for b, r in table.draft.items()},
+    bad = BatchCostTable({b: dict(r) for b, r in table.verify.items()},
+                         {b: dict(r) for b, r in table.draft.items()},
                          spread={b: {n: 0.01 for n in LENGTHS} for b in table.verify})
     change(bad)
     assert any(flag in problem for problem in bad.check())
@@ -181,11 +190,13 @@ def test_compare_labels_synthetic_costs(replay_store):
 
     from specpolicy.cli import app
 
-    result = CliRunner().invoke(app, ["compare", "--sweep", str(replay_store.path), "--policies", "fixed16,fixed4",
-                                      "--concurrency", "1,64", "--batch-costs", str(SYNTHETIC), "--format", "json"])
+    result = CliRunner().invoke(app,
+                                ["compare", "--sweep", str(replay_store.path), "--policies", "fixed16,fixed4",
+                                      "--concurrency", "1,64", "--batch-costs", str(SYNTHETIC), "--format",
+                                 "json"])
     assert result.exit_code == 0, result.output
-    assert {row["timing"] for row in json.loads(result.stdout)} == {"modelled, synthetic costs, concurrency 1",
-                                                                    "modelled, synthetic costs, concurrency 64"}
+    assert {row["timing"] for row in json.loads(result.stdout)} == {
+        "modelled, synthetic costs, concurrency 1", "modelled, synthetic costs, concurrency 64"}
 
 
 def test_compare_and_export_warn_once_on_a_flagged_batch_table(replay_store, tmp_path):
@@ -200,7 +211,8 @@ def test_compare_and_export_warn_once_on_a_flagged_batch_table(replay_store, tmp
     noisy = BatchCostTable(table.verify, table.draft, machine="noisy",
                            spread={b: {n: 0.6 for n in row} for b, row in table.verify.items()})
     noisy.save(tmp_path / "noisy.json")
-    runs = {"compare": ["compare", "--sweep", str(replay_store.path), "--policies", "fixed16", "--concurrency", "4",
+    runs = {"compare": ["compare", "--sweep", str(replay_store.path), "--policies", "fixed16",
+                        "--concurrency", "4",
                         "--format", "json"],
             "export": ["export", "fixed16", "--sweep", str(replay_store.path), "--batch-sizes", "1,4",
                        "--out", str(tmp_path / "export.json")]}
@@ -208,40 +220,43 @@ def test_compare_and_export_warn_once_on_a_flagged_batch_table(replay_store, tmp
         result = CliRunner().invoke(app, [*args, "--batch-costs", str(tmp_path / "noisy.json")])
         assert result.exit_code == 0, (command, result.output)
         said = " ".join(result.stderr.split())
-        assert said.count(f"warning: the batch cost table {tmp_path / 'noisy.json'} is flagged (noisy") == 1, said
+        warning = f"warning: the batch cost table {tmp_path / 'noisy.json'} is flagged (noisy"
+        assert said.count(warning) == 1, said
 
 
 @pytest.mark.parametrize("concurrency", [1, 4, 16])
 def test_plain_decoding_served_is_exactly_the_ar_baseline(concurrency):
-    """Issue 48: SGLang "off" (fixed1 served) was priced below plain decoding (0.995x at 4, 0.952x at 16): the AR
-    baseline assumed full batches to the end while the simulated tail runs fewer requests per step. Plain AR is
-    now served through the same simulator, so B = 1 everywhere is 1x at every concurrency."""
+    """Issue 48: SGLang "off" (fixed1 served) was priced below plain decoding (0.995x at 4, 0.952x at 16): the
+    AR baseline assumed full batches to the end while the simulated tail runs fewer requests per step. Plain
+    AR is now served through the same simulator, so B = 1 everywhere is 1x at every concurrency."""
     from specpolicy.evaluation.serving import evaluate_serving
     from specpolicy.registry import create_policy
     from specpolicy.replay.batch_costs import BatchCostTable
     from specpolicy.sweep.store import SweepStore
 
     store = SweepStore.load(ZOO_DIR / "sweeps" / "sharegpt")
-    [results] = evaluate_serving(store, [create_policy("fixed1", store.candidates)], BatchCostTable.load(SYNTHETIC),
+    [results] = evaluate_serving(store, [create_policy("fixed1", store.candidates)],
+                                 BatchCostTable.load(SYNTHETIC),
                                  concurrency)
     for prompt in results.prompts:
         assert prompt.seconds == pytest.approx(prompt.ar_seconds, rel=1e-9), prompt.prompt_id
 
 
 def test_vllm_dsd_verifies_by_the_requests_each_step_schedules():
-    """Issue 48: vllm-dsd took its K from the nominal concurrency for every step, while vLLM keys its schedule on
-    the requests a step schedules (``build_dynamic_sd_schedule_lookup`` of the batch size): in the tail of a run
-    at concurrency 4, a step with one request left verifies K(1) + 1, not K(4) + 1."""
+    """Issue 48: vllm-dsd took its K from the nominal concurrency for every step, while vLLM keys its schedule
+    on the requests a step schedules (``build_dynamic_sd_schedule_lookup`` of the batch size): in the tail of
+    a run at concurrency 4, a step with one request left verifies K(1) + 1, not K(4) + 1."""
     from specpolicy.evaluation.serving import evaluate_serving
     from specpolicy.registry import create_policy
     from specpolicy.replay.batch_costs import BatchCostTable
     from specpolicy.sweep.store import SweepStore
 
     store = SweepStore.load(ZOO_DIR / "sweeps" / "sharegpt")
-    policy = create_policy("vllm-dsd:num_speculative_tokens=15,num_speculative_tokens_per_batch_size=1-1:15/2-64:3",
-                           store.candidates)
+    policy = create_policy("vllm-dsd:num_speculative_tokens=15,"
+                           "num_speculative_tokens_per_batch_size=1-1:15/2-64:3", store.candidates)
     served = []
-    evaluate_serving(store, [policy], BatchCostTable.load(SYNTHETIC), 4, on_served=lambda p, r: served.append(r))
+    evaluate_serving(store, [policy], BatchCostTable.load(SYNTHETIC), 4,
+                     on_served=lambda p, r: served.append(r))
     lengths = {c.verify_length for c in served[0].records}
     assert {c.block_size for c in served[0].records} == {16}
     assert lengths == {4, 16}, lengths  # 3 drafts + the anchor with others beside it; all 15 when alone

@@ -21,8 +21,8 @@ def _tables(store, limit: int | None = None) -> list[ReplayTable]:
 
 
 def _cell_by_cell_value(table: ReplayTable, costs: CostTable, actions) -> np.ndarray:
-    """The backward DP over (B, L) ``actions`` with every outcome from :meth:`ReplayTable.cycle`, one cell at a
-    time (an action leading to an anchor no schedule reaches costs inf)."""
+    """The backward DP over (B, L) ``actions`` with every outcome from :meth:`ReplayTable.cycle`, one cell at
+    a time (an action leading to an anchor no schedule reaches costs inf)."""
     p, n = table.prompt_length, table.accepted.shape[0]
     value = np.full(n, np.inf)
     for i in range(n - 1, -1, -1):
@@ -37,7 +37,8 @@ def _cell_by_cell_value(table: ReplayTable, costs: CostTable, actions) -> np.nda
 
 def test_commit_length_on_arrays_is_commit_tokens_on_lists():
     """Every list of up to 5 tokens (stop token 1) at every room, as one array call."""
-    cases = [(list(t), room) for n in range(6) for t in itertools.product([0, 1], repeat=n) for room in range(8)]
+    cases = [(list(t), room) for n in range(6) for t in itertools.product([0, 1], repeat=n)
+             for room in range(8)]
     offered = np.array([len(t) for t, _ in cases])
     first = np.array([t.index(1) if 1 in t else len(t) for t, _ in cases])
     kept, reason = commit_length(offered, first, np.array([room for _, room in cases]))
@@ -48,7 +49,8 @@ def test_commit_length_on_arrays_is_commit_tokens_on_lists():
 @pytest.mark.parametrize(("store", "verify_lengths"), [("replay_store", False), ("verify_store", False),
                                                      ("verify_store", True)])
 def test_the_dp_and_fixed_counts_equal_the_cell_by_cell_replay(store, verify_lengths, request):
-    """Stop tokens and budget cuts included: the test stores end on both. The one DP, whole blocks or (B, L)."""
+    """Stop tokens and budget cuts included: the test stores end on both. The one DP, whole blocks or (B,
+    L)."""
     for table in _tables(request.getfixturevalue(store)):
         sizes = table.candidates
         costs = CostTable({b: 0.001 * b for b in sizes}, {b: 0.01 + 0.0003 * b for b in sizes}, 0.01)
@@ -59,7 +61,8 @@ def test_the_dp_and_fixed_counts_equal_the_cell_by_cell_replay(store, verify_len
         finite = np.isfinite(value)
         np.testing.assert_allclose(value[finite], expected[finite], rtol=1e-12)
         assert table.fixed_cycles(sizes) == [len(table.simulate(b)) for b in sizes]
-        assert table.taus() == pytest.approx({b: mean_acceptance(table.simulate(b)) for b in sizes}, rel=1e-12)
+        assert table.taus() == pytest.approx({b: mean_acceptance(table.simulate(b)) for b in sizes},
+                                             rel=1e-12)
 
 
 @pytest.mark.slow  # 40 prompts of each shipped sweep
@@ -69,4 +72,5 @@ def test_fixed_counts_equal_the_replayed_cycles_on_the_shipped_sweeps(path):
 
     for table in _tables(SweepStore.load(path), 40):
         assert table.fixed_cycles(table.candidates) == [len(table.simulate(b)) for b in table.candidates]
-        assert table.taus() == pytest.approx({b: mean_acceptance(table.simulate(b)) for b in table.candidates})
+        expected = {b: mean_acceptance(table.simulate(b)) for b in table.candidates}
+        assert table.taus() == pytest.approx(expected)

@@ -49,7 +49,8 @@ def write_bank(folder, rounds=ROUNDS, run=("qwen3.6", "dflash@42d3b34d", "t0.6")
     order = order[::-1] if shuffle else order
     draft = columns(order) | {f"conf{k}": [rounds[keys[i]][1][k] if k < DRAFTS else None for i in order]
                               for k in range(DRAFTS + 1)}
-    pq.write_table(pa.table({k: v for k, v in verify.items() if k not in drop}), folder / "acceptance.parquet")
+    pq.write_table(pa.table({k: v for k, v in verify.items() if k not in drop}),
+                   folder / "acceptance.parquet")
     pq.write_table(pa.table(draft), folder / "speculator.parquet")
     return folder / "acceptance.parquet"
 

@@ -1,4 +1,5 @@
-"""The one cost-table rule on live paths: a flagged table warns, and what is cached is what the message says."""
+"""The one cost-table rule on live paths: a flagged table warns, and what is cached is what the message
+says."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ def _cached(trained_pair, tmp_path, monkeypatch, flagged: bool) -> list[str]:
     table = uniform_costs([1, 4, 8], ar_seconds=0.01, per_token=0.1)
     table = replace(table, spread={4: 0.9}) if flagged else table
     monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path))
-    monkeypatch.setattr(latency, "measure_costs", lambda decoder, sizes: replace(table, warnings=tuple(table.check())))
+    monkeypatch.setattr(latency, "measure_costs",
+                        lambda decoder, sizes: replace(table, warnings=tuple(table.check())))
     heard: list[str] = []
     latency.cached_costs(SpeculativeDecoder(*trained_pair), [4, 8], {"m": 1}, heard.append)
     return heard
@@ -28,7 +30,8 @@ def test_a_flagged_table_warns_and_is_not_said_to_be_cached(trained_pair, tmp_pa
 
 
 def test_a_clean_table_is_cached_where_the_message_says(trained_pair, tmp_path, monkeypatch):
-    cached = _cached(trained_pair, tmp_path, monkeypatch, flagged=False)[-1].removeprefix("cost table cached in ")
+    cached = _cached(trained_pair, tmp_path, monkeypatch,
+                     flagged=False)[-1].removeprefix("cost table cached in ")
     assert [str(p) for p in tmp_path.rglob("*.json")] == [cached]
     reread = latency.cached_costs(SpeculativeDecoder(*trained_pair), [4, 8], {"m": 1})
     assert reread.ar_seconds == 0.01  # read back, not measured again

@@ -19,7 +19,8 @@ SLOW = pytest.mark.slow  # the fast tier keeps two greedy prompts
 
 @pytest.mark.parametrize(("temperature", "first"), [(0.0, 4), (0.0, 8), pytest.param(0.0, 10, marks=SLOW),
                                                     pytest.param(0.0, 13, marks=SLOW),
-                                                    *(pytest.param(1.0, f, marks=SLOW) for f in (4, 8, 10, 13))])
+                                                    *(pytest.param(1.0, f, marks=SLOW)
+                                                      for f in (4, 8, 10, 13))])
 def test_replay_matches_live_decoding_for_every_candidate(trained_pair, temperature, first):
     target, drafter = trained_pair
     decoder = SpeculativeDecoder(target, drafter, temperature=temperature, max_new_tokens=50)
@@ -113,7 +114,8 @@ def test_replay_drafts_only_reachable_anchors_and_every_schedule_stays_on_them(t
     assert replayed.sum() < len(replayed)  # accepted drafts skip anchors no schedule can land on
     rng = random.Random(0)
     for _ in range(30):
-        table.simulate(Plan(lambda state: rng.choice([4, 8, 16])))  # raises on an anchor that was not replayed
+        # raises on an anchor that was not replayed
+        table.simulate(Plan(lambda state: rng.choice([4, 8, 16])))
     skipped = table.prompt_length + int(np.flatnonzero(~replayed)[0])
     with pytest.raises(ValueError, match="not replayed"):
         table.cycle(skipped, 1, 8)

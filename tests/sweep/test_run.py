@@ -28,7 +28,8 @@ def test_replay_store_holds_every_prompt(replay_store):
 
 def test_interrupted_sweep_resumes_without_loss_or_duplicates(test_zoo, prompt_file, tmp_path):
     target, drafter = test_zoo
-    settings = SweepSettings(dataset=str(prompt_file), max_new_tokens=12, max_samples=None, target=str(target),
+    settings = SweepSettings(dataset=str(prompt_file), max_new_tokens=12, max_samples=None,
+                             target=str(target),
                              drafter=str(drafter), candidates=[4, 8])
     prompts = load_prompts(str(prompt_file))
 
@@ -44,7 +45,8 @@ def test_interrupted_sweep_resumes_without_loss_or_duplicates(test_zoo, prompt_f
     assert sorted(ids) == sorted(p.id for p in prompts) and len(ids) == len(set(ids))
 
 
-@pytest.mark.slow  # decodes every candidate live; tests/sweep/test_replay.py keeps replay = live in the fast tier
+# decodes every candidate live; tests/sweep/test_replay.py keeps replay = live in the fast tier
+@pytest.mark.slow
 def test_live_sweep_agrees_with_replay_taus(test_zoo, prompt_file, tmp_path):
     target, drafter = test_zoo
     prompts = load_prompts(str(prompt_file))[:3]
@@ -73,7 +75,8 @@ def test_resuming_with_a_larger_sample_keeps_every_record_on_its_own_features(te
     """Features were keyed by list position: a resume that reordered the prompts overwrote finished ones."""
     target, drafter = test_zoo
     data = _jsonl(tmp_path / "p.jsonl", ["one fish", "two fish", "red fish", "blue fish", "old fish"])
-    common = dict(dataset=str(data), max_new_tokens=6, target=str(target), drafter=str(drafter), candidates=[2, 4])
+    common = dict(dataset=str(data), max_new_tokens=6, target=str(target), drafter=str(drafter),
+                  candidates=[2, 4])
     run_sweep(SweepSettings(max_samples=2, **common), str(tmp_path / "s"), load_prompts(str(data), 2))
     store = run_sweep(SweepSettings(max_samples=5, **common), str(tmp_path / "s"), load_prompts(str(data), 5))
     records = list(store.records())
@@ -85,7 +88,8 @@ def test_resuming_with_a_larger_sample_keeps_every_record_on_its_own_features(te
 def test_a_rewritten_prompt_file_is_not_resumed_as_the_old_one(test_zoo, tmp_path):
     target, drafter = test_zoo
     data = _jsonl(tmp_path / "p.jsonl", ["one fish", "two fish"])
-    common = dict(dataset=str(data), max_new_tokens=6, target=str(target), drafter=str(drafter), candidates=[2, 4],
+    common = dict(dataset=str(data), max_new_tokens=6, target=str(target), drafter=str(drafter),
+                  candidates=[2, 4],
                   max_samples=None)
     run_sweep(SweepSettings(**common), str(tmp_path / "s"), load_prompts(str(data)))
     _jsonl(data, ["red fish", "blue fish"])  # same ids, other prompts
@@ -102,7 +106,8 @@ def test_duplicate_prompt_ids_fail_before_any_model_loads(tmp_path):
 
 
 def test_resume_refuses_a_prompt_whose_text_changed_naming_it(test_zoo, prompt_file, tmp_path):
-    """Resume skipped prompts by id only, so an edited prompt kept its old record (prompt_sha256 went unread)."""
+    """Resume skipped prompts by id only, so an edited prompt kept its old record (prompt_sha256 went
+    unread)."""
     from specpolicy.data.prompts import Prompt
 
     target, drafter = test_zoo
@@ -139,7 +144,8 @@ def test_a_prompt_that_would_decode_up_to_the_context_limit_is_swept_from_its_la
     data = tmp_path / "long.jsonl"
     data.write_text('{"id": "long", "prompt": "' + "tell me more about the sea " * 200 + '"}\n'
                     '{"id": "short", "prompt": "Say hello."}\n')
-    settings = SweepSettings(dataset=str(data), candidates=[1, 4, 16], max_new_tokens=64, max_prompt_tokens=4000,
+    settings = SweepSettings(dataset=str(data), candidates=[1, 4, 16], max_new_tokens=64,
+                             max_prompt_tokens=4000,
                              max_samples=None, target=str(target), drafter=str(drafter))
     store = run_sweep(settings, str(tmp_path / "s"), load_prompts(str(data)))
     lengths = {r.prompt_id: r.prompt_length + (r.output_length or 0) for r in store.records()}

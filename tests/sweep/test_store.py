@@ -14,7 +14,8 @@ from specpolicy.sweep.records import SweepRecord, checksum
 from specpolicy.sweep.resume import check_resumable
 from specpolicy.sweep.store import CorruptRecordWarning, StoreLockedError, SweepStore
 
-META = {"candidates": [14, 16], "temperature": 0.0, "max_new_tokens": 8, "seed": 0, "target": "t", "drafter": "d",
+META = {"candidates": [14, 16], "temperature": 0.0, "max_new_tokens": 8, "seed": 0, "target": "t",
+        "drafter": "d",
         "dataset": "x", "mode": "replay"}
 
 
@@ -105,11 +106,13 @@ def test_import_blockpilot_layout_and_evaluate(tmp_path):
         store.features(next(store.records()))
 
 
-# --- issue 15: a store that cannot hold wrong data -------------------------------------------------------------
+# --- issue 15: a store that cannot hold wrong data
+# -------------------------------------------------------------
 
 
 def test_a_second_writer_is_refused_while_the_first_holds_the_store(tmp_path):
-    with SweepStore.open(tmp_path / "s", META), pytest.raises(StoreLockedError, match="another process is writing"):
+    with SweepStore.open(tmp_path / "s", META), pytest.raises(StoreLockedError,
+                                                              match="another process is writing"):
         SweepStore.open(tmp_path / "s", META)
     _open(tmp_path / "s")  # released: resumable again
 
@@ -163,7 +166,8 @@ def test_a_record_with_tau_above_its_block_size_is_refused(tmp_path):
         assert list(store.records()) == []
 
 
-@pytest.mark.parametrize(("key", "value"), [("dtype", "bfloat16"), ("max_prompt_tokens", 64), ("device", "cuda"),
+@pytest.mark.parametrize(("key", "value"),
+                         [("dtype", "bfloat16"), ("max_prompt_tokens", 64), ("device", "cuda"),
                                             ("dataset_sha256", "0123"), ("verify_lengths", True),
                                             ("confidence_sizes", [16])])
 def test_resume_with_a_setting_that_changes_results_is_refused(tmp_path, key, value):
@@ -225,7 +229,8 @@ def test_every_way_to_get_a_shipped_split_yields_exactly_its_prompts():
     from specpolicy.evaluation.replay import evaluate_replay
     from specpolicy.registry import create_policy
 
-    ids = {split: {r.prompt_id for r in shipped_sweep(split).records()} for split in ("train", "validation", "test")}
+    ids = {split: {r.prompt_id for r in shipped_sweep(split).records()}
+           for split in ("train", "validation", "test")}
     assert all(ids.values())
     assert not ids["train"] & ids["validation"] and not ids["test"] & (ids["train"] | ids["validation"])
     whole = {r.prompt_id for r in SweepStore.load(shipped_sweep("train").path).records()}
@@ -276,8 +281,8 @@ def test_a_record_whose_features_file_is_damaged_is_skipped_counted_and_swept_ag
 
 def test_import_blockpilot_defaults_to_the_papers_sizes_and_reads_the_authors_choices(tmp_path):
     """Reported: the importer kept 4..32 while the paper's oracle ranges over 14..18 (so the oracle read 6.74
-    where the paper reads 6.74 over 14..18 only by luck of --candidates), and dropped 1.json silently: it holds
-    the authors' per-prompt choices."""
+    where the paper reads 6.74 over 14..18 only by luck of --candidates), and dropped 1.json silently: it
+    holds the authors' per-prompt choices."""
     from typer.testing import CliRunner
 
     from specpolicy.cli import app
@@ -285,7 +290,8 @@ def test_import_blockpilot_defaults_to_the_papers_sizes_and_reads_the_authors_ch
     folder = tmp_path / "gsm8k_0T0.0"
     folder.mkdir()
     for size in (4, 8, 14, 15, 16, 17, 18, 32):
-        (folder / f"{size}.json").write_text(json.dumps({"0": min(size, 6.0 + (size == 15) + 2 * (size == 32)),
+        (folder / f"{size}.json").write_text(json.dumps({"0": min(size,
+                                                                  6.0 + (size == 15) + 2 * (size == 32)),
                                                          "1": min(size, 6.0 + (size == 18))}))
     (folder / "1.json").write_text(json.dumps({"0": 15, "1": 17}))
     (folder / "mapped_from_1.json").write_text("{}")  # issue 48: ignored without a word
@@ -299,7 +305,8 @@ def test_import_blockpilot_defaults_to_the_papers_sizes_and_reads_the_authors_ch
     assert json.loads((tmp_path / "s" / "authors_choices.json").read_text()) == {"gsm8k:0": 15, "gsm8k:1": 17}
     wide = CliRunner().invoke(app, ["import-blockpilot", str(folder), "--out", str(tmp_path / "w"),
                                     "--candidates", "4-32"])
-    assert wide.exit_code == 0 and SweepStore.load(tmp_path / "w").candidates == (4, 8, 14, 15, 16, 17, 18, 32)
+    assert wide.exit_code == 0
+    assert SweepStore.load(tmp_path / "w").candidates == (4, 8, 14, 15, 16, 17, 18, 32)
 
 
 def _authors_folder(root, taus: dict, choices: dict | None = None, name: str = "gsm8k_0T0.0"):
@@ -313,8 +320,8 @@ def _authors_folder(root, taus: dict, choices: dict | None = None, name: str = "
 
 
 def test_import_blockpilot_refuses_a_changed_or_other_folder_into_the_same_store(tmp_path):
-    """Reproduced first: a re-import of a changed folder kept the old taus, and another folder of the same name
-    was silently skipped."""
+    """Reproduced first: a re-import of a changed folder kept the old taus, and another folder of the same
+    name was silently skipped."""
     from specpolicy.sweep.importers import import_blockpilot
     from specpolicy.sweep.resume import StoreUnusableError
 
@@ -331,7 +338,8 @@ def test_import_blockpilot_refuses_a_changed_or_other_folder_into_the_same_store
 
 
 def test_the_authors_choices_count_ties_as_hits_and_run_as_a_policy(tmp_path):
-    """Reproduced first: a choice tied with the best tau counted as a miss, and no policy could evaluate 1.json."""
+    """Reproduced first: a choice tied with the best tau counted as a miss, and no policy could evaluate
+    1.json."""
     from specpolicy.evaluation.metrics import summarize
     from specpolicy.evaluation.replay import evaluate_replay
     from specpolicy.registry import create_policy
@@ -340,7 +348,8 @@ def test_the_authors_choices_count_ties_as_hits_and_run_as_a_policy(tmp_path):
     taus = {14: {"0": 6.0, "1": 5.0, "2": 4.0}, 16: {"0": 6.0, "1": 7.0, "2": 4.0}}
     folder = _authors_folder(tmp_path, taus, choices={"0": 14, "1": 14, "2": 16})
     store, choices = import_blockpilot(folder, tmp_path / "store")
-    assert agreement(store, choices) == (2, 3)  # prompt 0: a tie (6.0 = 6.0); prompt 1: a miss; prompt 2: a tie
+    # prompt 0: a tie (6.0 = 6.0); prompt 1: a miss; prompt 2: a tie
+    assert agreement(store, choices) == (2, 3)
     policy = create_policy(f"choices:{tmp_path / 'store' / 'authors_choices.json'}")
     rows = {r.policy: r for r in summarize(evaluate_replay(store, [policy]), n_bootstrap=10)}
     assert rows[policy.name].tau == pytest.approx((6.0 + 5.0 + 4.0) / 3)
@@ -356,8 +365,12 @@ def test_a_tau_only_store_is_compared_by_tau_without_empty_speed_columns(tmp_pat
     folder.mkdir()
     for size in range(14, 19):
         (folder / f"{size}.json").write_text(json.dumps({str(i): 2.0 + (i * size) % 5 for i in range(6)}))
-    assert CliRunner().invoke(app, ["import-blockpilot", str(folder), "--out", str(tmp_path / "s")]).exit_code == 0
-    result = CliRunner().invoke(app, ["compare", "--sweep", str(tmp_path / "s"), "--policies", "fixed16,oracle-tau"])
+    assert CliRunner().invoke(app,
+                              ["import-blockpilot", str(folder), "--out", str(tmp_path / "s")]).exit_code == 0
+    result = CliRunner().invoke(app,
+                                ["compare", "--sweep", str(tmp_path / "s"), "--policies",
+                                 "fixed16,oracle-tau"])
     assert result.exit_code == 0, result.output
-    assert "taus only" in result.output and "none time" not in result.output and "speedup" not in result.stdout
+    assert "taus only" in result.output and "none time" not in result.output
+    assert "speedup" not in result.stdout
     assert "tau - fixed16's" in result.stdout and "records tau only" in result.output

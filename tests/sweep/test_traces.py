@@ -1,4 +1,5 @@
-"""Importing real models' acceptance traces (SpecDecode-Bench's JSONL): exact chain replay, refusals in one line."""
+"""Importing real models' acceptance traces (SpecDecode-Bench's JSONL): exact chain replay, refusals in one
+line."""
 
 from __future__ import annotations
 
@@ -32,8 +33,8 @@ def _write(path, rows):
 
 
 def _independent(lengths, block_size):
-    """The authors' simulator by hand: the prefill gives token 1; a step at token k commits min(acc[k - 1], B),
-    the last cut at the output's end as engines cut it (tau: the tokens committed per step)."""
+    """The authors' simulator by hand: the prefill gives token 1; a step at token k commits min(acc[k - 1],
+    B), the last cut at the output's end as engines cut it (tau: the tokens committed per step)."""
     generated, cycles, tau = 1, 0, 0
     while generated < len(lengths):
         step = min(lengths[generated - 1], block_size, len(lengths) - generated)
@@ -79,7 +80,8 @@ def test_reimporting_resumes_and_a_changed_file_is_refused(trace, tmp_path):
 
 @pytest.mark.parametrize("damage, message", [
     (lambda rows: rows.__setitem__(3, "not json"), "line 4 is not JSON"),
-    (lambda rows: rows[2]["acc_eagle"]["acc_len"].__setitem__(5, -1), r"line 3 \(request r2\): acc_eagle.acc_len"),
+    (lambda rows: rows[2]["acc_eagle"]["acc_len"].__setitem__(5, -1),
+     r"line 3 \(request r2\): acc_eagle.acc_len"),
     (lambda rows: rows[2]["acc_eagle"]["acc_len"].__setitem__(5, 0), "integers >= 1"),
     (lambda rows: rows[1]["acc_eagle"]["acc_len"].__setitem__(0, 2.5), "must be a list of integers"),
     (lambda rows: rows[0].pop("acc_eagle"), "line 1 has no 'acc_eagle' field"),
@@ -100,7 +102,8 @@ def test_blocks_past_the_recorded_runs_and_unknown_drafters_are_refused(trace, t
     file, _ = trace
     with pytest.raises(ValueError, match="longest accepted run is 12 drafts, so blocks \\[14, 16\\]"):
         import_specdecode(file, tmp_path / "store", candidates=[1, 8, 13, 14, 16])
-    assert import_specdecode(file, tmp_path / "auto").store.candidates == tuple(range(1, 14))  # up to 12 drafts
+    # up to 12 drafts
+    assert import_specdecode(file, tmp_path / "auto").store.candidates == tuple(range(1, 14))
     with pytest.raises(ValueError, match="unknown drafter 'mtp'; the traces record eagle, ngram"):
         import_specdecode(file, tmp_path / "store", drafter="mtp")
     with pytest.raises(FileNotFoundError, match="missing; pass a SpecDecode-Bench file"):
@@ -113,18 +116,23 @@ def test_import_then_compare_and_train_from_the_command_line(trace, tmp_path):
     ngram = CliRunner().invoke(app, ["import-traces", str(file), "--out", str(store), "--drafter", "ngram",
                                      "--candidates", "1-16"])
     assert ngram.exit_code == 2 and "the longest accepted run is 2 drafts" in ngram.output
-    covered = CliRunner().invoke(app, ["import-traces", str(file), "--out", str(tmp_path / "ngram"), "--drafter",
+    covered = CliRunner().invoke(app,
+                                 ["import-traces", str(file), "--out", str(tmp_path / "ngram"), "--drafter",
                                        "ngram"])  # by default, every block the recording covers
-    assert covered.exit_code == 0 and "replay is exact for block sizes 1..3" in " ".join(covered.output.split())
-    result = CliRunner().invoke(app, ["import-traces", str(file), "--out", str(store), "--candidates", "1-13"])
+    assert covered.exit_code == 0
+    assert "replay is exact for block sizes 1..3" in " ".join(covered.output.split())
+    result = CliRunner().invoke(app,
+                                ["import-traces", str(file), "--out", str(store), "--candidates", "1-13"])
     assert result.exit_code == 0, result.output
     assert "imported 21 decodes" in result.output and "skipped request short" in result.output
     compare = CliRunner().invoke(app, ["compare", "--sweep", str(store), "--costs", costs, "--policies",
                                        "fixed4,fixed8,oracle,oracle-step,adaptive", "--format", "json"])
     assert compare.exit_code == 0, compare.output
     rows = {r["policy"]: r for r in json.loads(compare.stdout)}
-    assert rows["oracle-step"]["speedup"] >= max(rows[p]["speedup"] for p in ("fixed4", "fixed8", "oracle")) > 0
-    refused = CliRunner().invoke(app, ["train", "blockpilot", "--sweep", str(store), "--costs", costs, "--out",
+    best_other = max(rows[p]["speedup"] for p in ("fixed4", "fixed8", "oracle"))
+    assert rows["oracle-step"]["speedup"] >= best_other > 0
+    refused = CliRunner().invoke(app,
+                                 ["train", "blockpilot", "--sweep", str(store), "--costs", costs, "--out",
                                        str(tmp_path / "bp")])
     assert refused.exit_code != 0 and "does not record (imported traces)" in refused.output
 
@@ -132,7 +140,8 @@ def test_import_then_compare_and_train_from_the_command_line(trace, tmp_path):
 def test_a_chain_trace_is_priced_by_a_chain_drafters_table_found_by_name_from_any_folder(trace, tmp_path):
     file, _ = trace
     store = tmp_path / "runs" / "traces" / "gsm8k"  # the docs' command: the parent folders do not exist yet
-    result = CliRunner().invoke(app, ["import-traces", str(file), "--out", str(store), "--candidates", "1-13"])
+    result = CliRunner().invoke(app,
+                                ["import-traces", str(file), "--out", str(store), "--candidates", "1-13"])
     assert result.exit_code == 0, result.output
     policies = ["--policies", "fixed4,fixed8,oracle-step", "--format", "json"]
     flat = CliRunner().invoke(app, ["compare", "--sweep", str(store), "--costs",
@@ -149,11 +158,12 @@ def test_a_chain_trace_is_priced_by_a_chain_drafters_table_found_by_name_from_an
         flat_rows["fixed8"]["speedup"] / flat_rows["fixed4"]["speedup"]
 
 
-# Spec-Bench answers (evaluation/eval.py of hemingkx/Spec-Bench): per answer, choices[0] holds new_tokens per turn and
-# accept_lengths per step over every turn, each the tokens that step committed (accepted drafts + 1)
+# Spec-Bench answers (evaluation/eval.py of hemingkx/Spec-Bench): per answer, choices[0] holds new_tokens per
+# turn and accept_lengths per step over every turn, each the tokens that step committed (accepted drafts + 1)
 def _answer(qid, category, turns_steps, **damage):
     steps = [a for turn in turns_steps for a in turn]
-    choice = {"index": 0, "turns": ["..."] * len(turns_steps), "decoding_steps": [len(t) - 1 for t in turns_steps],
+    choice = {"index": 0, "turns": ["..."] * len(turns_steps),
+              "decoding_steps": [len(t) - 1 for t in turns_steps],
               "new_tokens": [sum(t) for t in turns_steps], "wall_time": [0.1] * len(turns_steps),
               "accept_lengths": steps} | damage
     return {"question_id": qid, "category": category, "answer_id": "x", "model_id": "m", "choices": [choice]}
@@ -161,7 +171,8 @@ def _answer(qid, category, turns_steps, **damage):
 
 @pytest.fixture
 def answers(tmp_path):
-    rows = [_answer(81, "writing", [[3, 1, 4, 2, 7], [1, 1, 5]]), _answer(91, "math_reasoning", [[2, 6, 1, 1]]),
+    rows = [_answer(81, "writing", [[3, 1, 4, 2, 7], [1, 1, 5]]),
+            _answer(91, "math_reasoning", [[2, 6, 1, 1]]),
             _answer(92, "rag", [[7] * 12 + [1]])]
     return _write(tmp_path / "eagle-answers.jsonl", rows), rows
 
@@ -177,13 +188,16 @@ def test_spec_bench_answers_replay_exactly_the_recorded_steps(answers, tmp_path)
     assert set(records) == {"eagle-answers:81", "eagle-answers:81:2", "eagle-answers:91", "eagle-answers:92"}
     assert store.candidates == (7,) and records["eagle-answers:92"].group == "rag"
     assert records["eagle-answers:81"].conversation == records["eagle-answers:81:2"].conversation
-    steps = {"eagle-answers:81": [3, 1, 4, 2, 7], "eagle-answers:81:2": [1, 1, 5], "eagle-answers:91": [2, 6, 1, 1],
+    steps = {"eagle-answers:81": [3, 1, 4, 2, 7], "eagle-answers:81:2": [1, 1, 5],
+             "eagle-answers:91": [2, 6, 1, 1],
              "eagle-answers:92": [7] * 12 + [1]}
     for prompt_id, recorded in steps.items():
         cycles = records[prompt_id].table().simulate(7)
-        assert [c.committed for c in cycles] == recorded and [c.accepted for c in cycles] == [a - 1 for a in recorded]
+        assert [c.committed for c in cycles] == recorded
+        assert [c.accepted for c in cycles] == [a - 1 for a in recorded]
         assert records[prompt_id].taus[7] == pytest.approx(np.mean(recorded))
-    pooled = sum(sum(s) for s in steps.values()) / sum(len(s) for s in steps.values())  # Spec-Bench's speed.py tau
+    # Spec-Bench's speed.py tau
+    pooled = sum(sum(s) for s in steps.values()) / sum(len(s) for s in steps.values())
     assert pooled == pytest.approx(np.mean([a for row in rows for a in row["choices"][0]["accept_lengths"]]))
     with pytest.raises(ValueError, match=r"missing \[8\]"):  # another block would visit other positions
         from specpolicy.evaluation.replay import check_policies
@@ -198,7 +212,8 @@ def test_spec_bench_answers_replay_exactly_the_recorded_steps(answers, tmp_path)
 ])
 def test_a_damaged_answer_is_refused_in_one_line(tmp_path, damage, message):
 
-    file = _write(tmp_path / "a.jsonl", [_answer(1, "qa", [[2, 3]]), _answer(2, "qa", [[3, 1], [1, 4]], **damage)])
+    file = _write(tmp_path / "a.jsonl",
+                  [_answer(1, "qa", [[2, 3]]), _answer(2, "qa", [[3, 1], [1, 4]], **damage)])
     with pytest.raises(ValueError, match=message):
         import_traces(file, tmp_path / "store")
     assert not (tmp_path / "store").exists()
@@ -211,13 +226,14 @@ def test_a_damaged_answer_is_refused_in_one_line(tmp_path, damage, message):
 
 
 def test_a_policy_past_an_imported_recording_gets_a_hint_that_works(trace, tmp_path):
-    """Seen on the real traces: the shipped `cycle` policy (blocks up to 32) on a recording of 1..13 was told to
-    `specpolicy sweep --candidates ...`, which an imported store cannot do."""
+    """Seen on the real traces: the shipped `cycle` policy (blocks up to 32) on a recording of 1..13 was told
+    to `specpolicy sweep --candidates ...`, which an imported store cannot do."""
     from specpolicy.evaluation.compare import compare_sweep
 
     file, _ = trace
     import_specdecode(file, tmp_path / "store", candidates=range(1, 14))
-    with pytest.raises(ValueError, match=r"missing \[16, 20, 24, 32\]\); the imported recording covers no others") as e:
+    with pytest.raises(ValueError,
+                       match=r"missing \[16, 20, 24, 32\]\); the imported recording covers no others") as e:
         compare_sweep(tmp_path / "store", ["fixed4", "cycle"])
     assert "specpolicy sweep" not in str(e.value)
     import_specdecode(file, tmp_path / "short", candidates=range(1, 5))  # the file records runs up to 13
@@ -226,12 +242,15 @@ def test_a_policy_past_an_imported_recording_gets_a_hint_that_works(trace, tmp_p
         compare_sweep(tmp_path / "short", ["fixed4", "fixed8"])
 
 
-# vLLM responses from a server started with --per-request-spec-decode-metrics detailed (docs/features/spec_decode:
-# "Per-Request Acceptance Metrics"): metrics.speculative_decoding carries per-step accepted and drafted counts
+# vLLM responses from a server started with --per-request-spec-decode-metrics detailed
+# (docs/features/spec_decode: "Per-Request Acceptance Metrics"): metrics.speculative_decoding carries per-step
+# accepted and drafted counts
 def _response(rid, accepted, drafted=None, k=3, **damage):
     drafted = [k] * len(accepted) if drafted is None else drafted
-    metrics = {"mean_acceptance_length": 1 + sum(accepted) / max(len(accepted), 1), "num_spec_steps": len(accepted),
-               "num_accepted_draft_tokens": sum(accepted), "num_draft_tokens": sum(drafted), "num_spec_tokens": k,
+    metrics = {"mean_acceptance_length": 1 + sum(accepted) / max(len(accepted), 1),
+               "num_spec_steps": len(accepted),
+               "num_accepted_draft_tokens": sum(accepted), "num_draft_tokens": sum(drafted),
+               "num_spec_tokens": k,
                "per_step_accepted": accepted, "per_step_drafted": drafted} | damage
     return {"id": rid, "object": "chat.completion", "choices": [{"index": 0}],
             "metrics": {"speculative_decoding": metrics}}
@@ -239,7 +258,8 @@ def _response(rid, accepted, drafted=None, k=3, **damage):
 
 @pytest.fixture
 def responses(tmp_path):
-    rows = [_response("a", [3, 0, 2, 1, 3]), _response("b", [0, 0, 1], drafted=[3, 0, 2]), _response("c", [2, 3])]
+    rows = [_response("a", [3, 0, 2, 1, 3]), _response("b", [0, 0, 1], drafted=[3, 0, 2]),
+            _response("c", [2, 3])]
     rows.append({"id": "n2", "choices": [{}, {}], "metrics": {"speculative_decoding": None}})
     return _write(tmp_path / "vllm-run.jsonl", rows), rows
 
@@ -247,7 +267,8 @@ def responses(tmp_path):
 def test_vllm_responses_replay_exactly_the_recorded_steps(responses, tmp_path):
     file, rows = responses
     result = import_traces(file, tmp_path / "store")
-    assert result.requests == 3 and result.skipped == {"n2": "no speculative decoding metrics (n > 1, or nothing "
+    assert result.requests == 3 and result.skipped == {"n2": "no speculative decoding metrics (n > 1, or "
+                                                       "nothing "
                                                              "drafted)"}
     assert "at B = 4 only" in result.exact_for and "2 of 10 steps drafted fewer than 3" in result.exact_for
     store = SweepStore.load(tmp_path / "store")
@@ -256,7 +277,8 @@ def test_vllm_responses_replay_exactly_the_recorded_steps(responses, tmp_path):
         accepted = row["metrics"]["speculative_decoding"]["per_step_accepted"]
         record = next(r for r in store.records() if r.prompt_id == f"vllm-run:{row['id']}")
         assert [c.accepted for c in record.table().simulate(4)] == accepted
-        assert record.taus[4] == pytest.approx(row["metrics"]["speculative_decoding"]["mean_acceptance_length"])
+        published = row["metrics"]["speculative_decoding"]["mean_acceptance_length"]
+        assert record.taus[4] == pytest.approx(published)
     cli = CliRunner().invoke(app, ["import-traces", str(file), "--out", str(tmp_path / "cli")])
     assert cli.exit_code == 0 and "imported 3 decodes" in cli.output and "skipped request n2" in cli.output
 
@@ -285,19 +307,23 @@ def test_vllm_files_that_cannot_replay_are_refused_with_the_fix(tmp_path):
     cases = [([summary], "summary metrics only.*--per-request-spec-decode-metrics detailed"),
              ([_response("a", [1]), _response("b", [4, 0], k=5)], r"num_spec_tokens \[3, 5\] are mixed"),
              ([{"id": "a", "choices": [], "metrics": {"speculative_decoding": None}}], "no response carries"),
-             ([{"id": "a", "object": "chat.completion", "choices": []}], "no 'metrics' field: not a vLLM response.*"
+             ([{"id": "a", "object": "chat.completion", "choices": []}],
+              "no 'metrics' field: not a vLLM response.*"
               "--per-request-spec-decode-metrics detailed")]
     for n, (rows, message) in enumerate(cases):
         with pytest.raises(ValueError, match=message):
             import_traces(_write(tmp_path / f"{n}.jsonl", rows), tmp_path / f"store{n}")
     with pytest.raises(ValueError, match="a block of 4; pass --candidates 4"):
-        import_traces(_write(tmp_path / "k.jsonl", [_response("a", [1])]), tmp_path / "s", TraceArgs(candidates=[8]))
+        import_traces(_write(tmp_path / "k.jsonl", [_response("a", [1])]), tmp_path / "s",
+                      TraceArgs(candidates=[8]))
 
 
-# Model-Optimizer's speculation_profile.json (examples/specdec_bench/specdec_bench/speculation_profile.py, schema 1.0)
+# Model-Optimizer's speculation_profile.json (examples/specdec_bench/specdec_bench/speculation_profile.py,
+# schema 1.0)
 def _profile(path, rates=(0.8, 0.5, 0.25), model="chain_analytic", **fields):
     marginal = np.cumprod(rates).tolist()
-    body = {"schema_version": "1.0", "measured": True, "method": "eagle3", "num_speculative_tokens": len(rates),
+    body = {"schema_version": "1.0", "measured": True, "method": "eagle3",
+            "num_speculative_tokens": len(rates),
             "verification_method": "longest_prefix", "conditional_accept_rates": list(rates),
             "marginal_accept_rates": marginal, "mean_accept_length": 1 + sum(marginal),
             "accept_length_model": model} | fields
@@ -314,14 +340,16 @@ def test_a_profile_draws_decodes_with_its_rates_and_seed(tmp_path):
     store = SweepStore.load(tmp_path / "store")
     assert store.candidates == (1, 2, 3, 4) and store.meta["seed"] == 3
     drafts = np.concatenate([r.table().accepted[:, -1] for r in store.records()])  # 20,000 positions
-    for j, marginal in enumerate([0.8, 0.4, 0.1], 1):  # P(at least j drafts accepted), within 5 standard errors
+    # P(at least j drafts accepted), within 5 standard errors
+    for j, marginal in enumerate([0.8, 0.4, 0.1], 1):
         assert abs(np.mean(drafts >= j) - marginal) < 5 * np.sqrt(marginal * (1 - marginal) / drafts.size)
     taus = [r.taus[4] for r in store.records()]
     assert abs(np.mean(taus) - 2.3) < 0.05  # the profile's mean accept length, 1 + sum of marginals
     again = import_traces(file, tmp_path / "again", TraceArgs(draw=draw)).store
     other = import_traces(file, tmp_path / "other", TraceArgs(draw=ProfileDraw(50, 400, seed=4))).store
     first = [r.replay.accepted for r in store.records()]
-    assert first == [r.replay.accepted for r in again.records()] != [r.replay.accepted for r in other.records()]
+    assert first == [r.replay.accepted for r in again.records()]
+    assert first != [r.replay.accepted for r in other.records()]
 
 
 @pytest.mark.parametrize(("fields", "message"), [
@@ -342,13 +370,14 @@ def test_a_block_drafters_profile_covers_its_one_block(tmp_path):
     assert import_traces(file, tmp_path / "store").store.candidates == (8,)
     with pytest.raises(ValueError, match="a chain profile at K = 3 covers blocks 1..4"):
         import_traces(_profile(tmp_path / "chain.json"), tmp_path / "s3", TraceArgs(candidates=[2, 8]))
-    with pytest.raises(ValueError, match="dflash drafter's profile at K = 7 covers block 8 only; pass --candidates"):
+    with pytest.raises(ValueError,
+                       match="dflash drafter's profile at K = 7 covers block 8 only; pass --candidates"):
         import_traces(file, tmp_path / "s2", TraceArgs(candidates=[4, 8]))
 
 
 def test_a_vllm_run_replays_as_the_per_position_trace_it_came_from(trace, tmp_path):
-    """The same decode through two importers: a per-position trace, and the per-step metrics vLLM reports for a
-    fixed K = 7 run over it (the authors' simulator rule; the last step cut at the output by usage)."""
+    """The same decode through two importers: a per-position trace, and the per-step metrics vLLM reports for
+    a fixed K = 7 run over it (the authors' simulator rule; the last step cut at the output by usage)."""
     from specpolicy.evaluation.compare import compare_sweep
 
     file, rows = trace
@@ -359,16 +388,21 @@ def test_a_vllm_run_replays_as_the_per_position_trace_it_came_from(trace, tmp_pa
             steps.append(min(lengths[generated - 1], 8) - 1)
             generated += steps[-1] + 1
         if steps:
-            responses.append(_response(row["id"], steps, k=7) | {"usage": {"completion_tokens": len(lengths)}})
+            responses.append(_response(row["id"], steps,
+                                       k=7) | {"usage": {"completion_tokens": len(lengths)}})
     vllm = _write(tmp_path / "toy-k7.jsonl", responses)
     import_specdecode(file, tmp_path / "positions", candidates=[8])
     import_traces(vllm, tmp_path / "steps", TraceArgs(dataset="toy"))
     costs = ["specpolicy/zoo/measured/cast-h100-sxm-llama-3.1-8b-context-1024.json"]
-    positions, steps = (compare_sweep(tmp_path / s, ["fixed8"], costs=costs)[0].row for s in ("positions", "steps"))
-    assert steps.speedup == pytest.approx(positions.speedup, rel=1e-9) and steps.tau == pytest.approx(positions.tau)
-    uncut = _write(tmp_path / "uncut.jsonl", [{k: v for k, v in r.items() if k != "usage"} for r in responses])
+    positions, steps = (compare_sweep(tmp_path / s, ["fixed8"], costs=costs)[0].row
+                        for s in ("positions", "steps"))
+    assert steps.speedup == pytest.approx(positions.speedup,
+                                          rel=1e-9) and steps.tau == pytest.approx(positions.tau)
+    uncut = _write(tmp_path / "uncut.jsonl",
+                   [{k: v for k, v in r.items() if k != "usage"} for r in responses])
     import_traces(uncut, tmp_path / "uncut", TraceArgs(dataset="toy"))
-    assert compare_sweep(tmp_path / "uncut", ["fixed8"], costs=costs)[0].row.speedup != pytest.approx(positions.speedup)
+    assert compare_sweep(tmp_path / "uncut", ["fixed8"],
+                         costs=costs)[0].row.speedup != pytest.approx(positions.speedup)
 
 
 # What a hostile user found (issue 54): imports that lost or mixed records
@@ -378,7 +412,8 @@ def test_repeated_or_colliding_ids_are_refused_by_every_importer_naming_them(ans
     collide = _write(tmp_path / "collide.jsonl", [*answer_rows, _answer("81:2", "rag", [[2, 1]])])
     vllm_file, vllm_rows = responses
     vllm_twice = _write(tmp_path / "vtwice.jsonl", [*vllm_rows, vllm_rows[0]])
-    for n, (file, named) in enumerate([(twice, "twice:91"), (collide, "collide:81:2"), (vllm_twice, "vtwice:a")]):
+    for n, (file,
+            named) in enumerate([(twice, "twice:91"), (collide, "collide:81:2"), (vllm_twice, "vtwice:a")]):
         with pytest.raises(ValueError, match=f"more than one decode.*{named}"):
             import_traces(file, tmp_path / f"store{n}")
         assert not (tmp_path / f"store{n}").exists()  # nothing a retry trips on
@@ -430,12 +465,14 @@ def test_an_impossible_accepted_run_and_a_huge_draw_are_refused(trace, tmp_path)
     with pytest.raises(ValueError, match="line 1 .*acc_eagle.acc_len"):
         import_specdecode(_write(tmp_path / "huge.jsonl", rows), tmp_path / "store")
     with pytest.raises(ValueError, match="--tokens"):
-        import_traces(_profile(tmp_path / "p.json"), tmp_path / "p", TraceArgs(draw=ProfileDraw(200, 200_000_000)))
+        import_traces(_profile(tmp_path / "p.json"), tmp_path / "p",
+                      TraceArgs(draw=ProfileDraw(200, 200_000_000)))
 
 
 def test_every_hint_on_an_imported_store_names_a_fix_that_works_there(answers, tmp_path):
-    """Issue 54: no --costs was told to sweep; confidences to sweep with --verify-lengths; train cycle could not
-    train on a recording to 13; serving a per-step store failed on B = 1; a --candidates subset was told to sweep."""
+    """Issue 54: no --costs was told to sweep; confidences to sweep with --verify-lengths; train cycle could
+    not train on a recording to 13; serving a per-step store failed on B = 1; a --candidates subset was told
+    to sweep."""
     from specpolicy.zoo import MEASURED_DIR
 
     rows = [_request(f"r{i}", int(RNG.integers(30, 90))) for i in range(40)]
@@ -446,12 +483,15 @@ def test_every_hint_on_an_imported_store_names_a_fix_that_works_there(answers, t
     no_costs = runner.invoke(app, ["compare", "--sweep", store, "--policies", "fixed4,fixed8"])
     assert no_costs.exit_code == 0 and "pass --costs FILE" in " ".join(no_costs.output.split())
     assert "sweep --mode replay" not in no_costs.output
-    unread = runner.invoke(app, ["compare", "--sweep", store, "--policies", "fixed4,threshold", "--costs", table])
+    unread = runner.invoke(app,
+                           ["compare", "--sweep", store, "--policies", "fixed4,threshold", "--costs", table])
     assert unread.exit_code == 2 and "compare policies that read none" in unread.output
-    subset = runner.invoke(app, ["compare", "--sweep", store, "--policies", "fixed4,fixed12", "--costs", table,
+    subset = runner.invoke(app,
+                           ["compare", "--sweep", store, "--policies", "fixed4,fixed12", "--costs", table,
                                  "--candidates", "1,2,4,8"])
     assert subset.exit_code == 2 and "add them to --candidates (the sweep holds them)" in subset.output
-    trained = runner.invoke(app, ["train", "cycle", "--sweep", store, "--out", str(tmp_path / "cycle"), "--costs",
+    trained = runner.invoke(app,
+                            ["train", "cycle", "--sweep", store, "--out", str(tmp_path / "cycle"), "--costs",
                                   table])
     assert trained.exit_code == 0, trained.output
     untimed = runner.invoke(app, ["train", "logreg", "--sweep", store, "--out", str(tmp_path / "lr")])
@@ -463,6 +503,7 @@ def test_every_hint_on_an_imported_store_names_a_fix_that_works_there(answers, t
     from tests.replay.test_serving import linear_table
 
     linear_table(batches=(1, 2)).save(tmp_path / "batch.json")
-    served = runner.invoke(app, ["compare", "--sweep", per_step, "--policies", "fixed7", "--baseline", "fixed7",
+    served = runner.invoke(app,
+                           ["compare", "--sweep", per_step, "--policies", "fixed7", "--baseline", "fixed7",
                                  "--concurrency", "1,2", "--batch-costs", str(tmp_path / "batch.json")])
     assert served.exit_code == 0, served.output

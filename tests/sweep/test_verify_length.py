@@ -1,4 +1,5 @@
-"""The second knob: verify length L <= B. Lossless for every (B, L); replay of (B, L) = live, cycle for cycle."""
+"""The second knob: verify length L <= B. Lossless for every (B, L); replay of (B, L) = live, cycle for
+cycle."""
 
 from __future__ import annotations
 
@@ -109,6 +110,7 @@ def test_a_cut_block_is_priced_at_its_verify_length():
     costs = uniform_costs([1, 2, 4, 8, 16], ar_seconds=1.0, per_token=0.1)
     full, cut = CycleRecord(16, 3, 4), CycleRecord(16, 3, 4, verified=4)
     assert cut.verify_length == 4 and full.verify_length == 16
-    assert costs.cycles_seconds([cut]) == pytest.approx(costs.draft_seconds.get(16, 0.0) + costs.verify_seconds[4])
+    expected = costs.draft_seconds.get(16, 0.0) + costs.verify_seconds[4]
+    assert costs.cycles_seconds([cut]) == pytest.approx(expected)
     assert costs.cycles_seconds([cut]) < costs.cycles_seconds([full])
     assert costs.verify_cost(6) == pytest.approx((costs.verify_seconds[4] + costs.verify_seconds[8]) / 2)

@@ -46,7 +46,8 @@ def test_publish_swaps_a_finished_run_in_and_refuses_an_unfinished_one(tmp_path)
 
 
 @pytest.mark.parametrize("interrupt_at", [1, 2, 3, 4])
-def test_a_publish_interrupted_at_any_rename_completes_when_rerun_or_loaded(tmp_path, monkeypatch, interrupt_at):
+def test_a_publish_interrupted_at_any_rename_completes_when_rerun_or_loaded(
+        tmp_path, monkeypatch, interrupt_at):
     """Reported: an interrupt at the wrong moment of `zoo publish` left the installed zoo without a drafter
     (or, between the two swaps, a new target beside the old drafter)."""
     from pathlib import Path

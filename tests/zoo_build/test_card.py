@@ -13,7 +13,8 @@ from zoo_build import card
 
 
 def store_of(outputs: list[list[int]]):
-    records = [SweepRecord(prompt_id=f"p{i}", index=i, prompt_length=2, taus={16: 1.0}, replay=ReplayEntry.from_table(
+    records = [SweepRecord(prompt_id=f"p{i}", index=i, prompt_length=2, taus={16: 1.0},
+                           replay=ReplayEntry.from_table(
         ReplayTable(2, len(out), (16,), np.zeros((len(out), 1), dtype=np.int16), [0, 0, *out], (), 64)))
         for i, out in enumerate(outputs)]
     return SimpleNamespace(records=lambda: iter(records))
@@ -33,7 +34,8 @@ def test_card_measures_and_renders_the_shipped_zoo(tmp_path):
     assert result["speed"]["sharegpt T=0"]["prompts with speculative output == AR output"] == "1/1"
     assert result["shipped_val_loss"] < 4.0  # a trained target; uniform guessing over 4,096 ids gives 8.3
     text = card.render(result)
-    for heading in ("## Samples", "## tau per block size", "## Per-prompt best block size", "## Output diversity",
+    for heading in ("## Samples", "## tau per block size", "## Per-prompt best block size",
+                    "## Output diversity",
                     "## Speed on this CPU"):
         assert heading in text
     assert "validation loss of the shipped target weights" in text

@@ -1,4 +1,5 @@
-"""The shipped measured GPU cost tables: each is what its CAST rows give, and each says where it comes from."""
+"""The shipped measured GPU cost tables: each is what its CAST rows give, and each says where it comes
+from."""
 
 from __future__ import annotations
 
@@ -29,12 +30,14 @@ def test_each_shipped_table_is_what_its_cast_row_gives(probe):
 
 
 def test_measured_points_survive_and_the_fit_only_pools_falling_neighbours():
-    """Where CAST's curve rises the table reads it unchanged; a dip is pooled with its neighbour (the mean)."""
+    """Where CAST's curve rises the table reads it unchanged; a dip is pooled with its neighbour (the
+    mean)."""
     llama = next(p for p in PROBES if "Llama" in p["target"])
     table = cost_table(llama, "CAST")
     ms = dict(zip(llama["n"], llama["ms"]))
     assert table.verify_seconds[1] == pytest.approx(ms[1] / 1e3)
-    assert table.verify_seconds[4] >= ms[4] / 1e3 * 0.97  # 18.31 ms pooled with the lower 8, 16, 24 ... points
+    # 18.31 ms pooled with the lower 8, 16, 24 ... points
+    assert table.verify_seconds[4] >= ms[4] / 1e3 * 0.97
     rising = next(p for p in PROBES if p["target"] == "Qwen/Qwen3-8B" and p["prefix"] == 16384)
     long = cost_table(rising, "CAST")
     assert long.verify_seconds[16] / long.ar_seconds == pytest.approx(56.73607 / 23.68819, rel=1e-6)

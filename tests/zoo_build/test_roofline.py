@@ -31,7 +31,8 @@ def test_the_shipped_table_is_what_the_model_gives():
     built = roofline_batch_costs()
     assert shipped.machine == built.machine and shipped.batch_sizes == built.batch_sizes
     for b in built.batch_sizes:
-        np.testing.assert_allclose(list(shipped.verify[b].values()), list(built.verify[b].values()), rtol=1e-9)
+        np.testing.assert_allclose(list(shipped.verify[b].values()), list(built.verify[b].values()),
+                                   rtol=1e-9)
         np.testing.assert_allclose(list(shipped.draft[b].values()), list(built.draft[b].values()), rtol=1e-9)
 
 

@@ -14,12 +14,14 @@ from zoo_build.tokenizer import train_tokenizer
 
 
 def tiny_run(run: Path) -> train_target.TargetTrainArgs:
-    tokenizer = train_tokenizer(["hello world, this is a tiny corpus"] * 10, run / "tokenizer", vocab_size=280)
+    tokenizer = train_tokenizer(["hello world, this is a tiny corpus"] * 10, run / "tokenizer",
+                                vocab_size=280)
     rng = np.random.default_rng(0)
     (run / "cache").mkdir(parents=True)
     for name in ("train_tokens", "validation_tokens"):
         np.save(run / "cache" / f"{name}.npy", rng.integers(0, len(tokenizer), 500).astype(np.uint16))
-    return train_target.TargetTrainArgs(run_dir=run, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1,
+    return train_target.TargetTrainArgs(run_dir=run, hidden_size=32, num_layers=1, num_heads=2,
+                                        num_kv_heads=1,
                                         intermediate_size=64, seq_len=16, batch_size=2, total_steps=4,
                                         checkpoint_every=2, eval_every=100, threads=1)
 
@@ -66,4 +68,5 @@ def test_shipped_sweep_was_recorded_on_the_shipped_weights():
 
     models = json.loads((ZOO_DIR / "sweeps" / "sharegpt" / "meta.json").read_text())["models"]
     assert models["target_fingerprint"] == weights_fingerprint("tiny", "target"), "rebuild the shipped sweep"
-    assert models["drafter_fingerprint"] == weights_fingerprint("tiny", "drafter"), "rebuild the shipped sweep"
+    assert models["drafter_fingerprint"] == weights_fingerprint("tiny",
+                                                                "drafter"), "rebuild the shipped sweep"

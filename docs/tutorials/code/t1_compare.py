@@ -23,11 +23,13 @@ print(f"own sweep: {len(own.done_ids())} prompts x {len(own.candidates)} block s
 store = SweepStore.load(ZOO_DIR / "sweeps" / "sharegpt")
 names = ["fixed1", "fixed8", "fixed16", "blockpilot", "probe", "adaptive", "blockpilot-guard", "oracle",
          "oracle-step"]
-results = evaluate_replay(store, [create_policy(n, WIDE_CANDIDATES) for n in names], candidates=WIDE_CANDIDATES)
+results = evaluate_replay(store, [create_policy(n, WIDE_CANDIDATES) for n in names],
+                          candidates=WIDE_CANDIDATES)
 
 # 3. Pooled speedup over plain AR, speed vs fixed16 with its paired 95% interval, per-prompt p10 and
 #    median, tau, and the share of the per-prompt time oracle's gain.
-print(f"{'policy':<17}{'speedup':>8}{'vs fixed16':>11}{'95% CI':>12}{'p10':>6}{'median':>7}{'tau':>6}{'gain':>6}")
+print(f"{'policy':<17}{'speedup':>8}{'vs fixed16':>11}{'95% CI':>12}{'p10':>6}{'median':>7}{'tau':>6}"
+      f"{'gain':>6}")
 for row in summarize(results):
     low, high = row.vs_baseline_ci95
     print(f"{row.policy:<17}{row.speedup:>7.2f}x{row.vs_baseline:>10.2f}x{low:>6.2f}-{high:<5.2f}"
@@ -46,7 +48,8 @@ print(f"\n{'group':<15}{'policy':<18}{'speedup':>8}{'vs fixed16':>11}{'95% CI':>
 for group, part in split_by(results, groups):
     for row in summarize(part):
         low, high = row.vs_baseline_ci95
-        print(f"{group:<15}{row.policy:<18}{row.speedup:>7.2f}x{row.vs_baseline:>10.2f}x{low:>6.2f}-{high:<5.2f}")
+        print(f"{group:<15}{row.policy:<18}{row.speedup:>7.2f}x{row.vs_baseline:>10.2f}x"
+              f"{low:>6.2f}-{high:<5.2f}")
 plot_by_label(split_by(results, groups), WORKDIR / "by-group.png", "group", title="Spec-Bench, modelled time")
 
 # 5. The serving engines' own rules (vLLM, llama.cpp, TensorRT-LLM; engine parameter names as arguments) on

@@ -24,14 +24,16 @@ variants = {
     "cycles": TrainArgs(candidates=WIDE_CANDIDATES),
     "cycles-shuffled": TrainArgs(candidates=WIDE_CANDIDATES, shuffle_labels=True),
     "time-labels": TrainArgs(candidates=WIDE_CANDIDATES, objective="cross_entropy"),
-    "paper": TrainArgs(candidates=PAPER_CANDIDATES, label="tau", objective="cross_entropy", preprocess="logits",
+    "paper": TrainArgs(candidates=PAPER_CANDIDATES, label="tau", objective="cross_entropy",
+                       preprocess="logits",
                        weight_decay=0.0),
 }
 trained = {}
 for name, args in variants.items():
     args.sweep, args.out = train_sweep, WORKDIR / f"bp-{name}"
     summary = main(args)
-    if summary["predicts"] == "cycles_per_token":  # early stopping kept the fastest epoch on validation prompts
+    # early stopping kept the fastest epoch on validation prompts
+    if summary["predicts"] == "cycles_per_token":
         print(f"{name:16s} validation: modelled time {-summary['validation_score']:.3f} of plain AR's")
     else:
         print(f"{name:16s} validation accuracy {summary['validation_accuracy']:.3f} "
@@ -45,7 +47,8 @@ test = SweepStore.load(test_sweep)
 gpu_shaped = CostTable.load(fixtures / "costs-gpu-shaped-synthetic.json")
 for machine, costs in (("this CPU", None), ("GPU-shaped", gpu_shaped)):
     print(f"\npriced on {machine}")
-    names = ["fixed1", "fixed8", "fixed16", *(trained[v] for v in ("cycles", "cycles-shuffled", "time-labels")),
+    names = ["fixed1", "fixed8", "fixed16",
+             *(trained[v] for v in ("cycles", "cycles-shuffled", "time-labels")),
              "oracle"]
     policies = [create_policy(n, WIDE_CANDIDATES) for n in names]
     results = evaluate_replay(test, policies, costs=costs, candidates=WIDE_CANDIDATES)
@@ -57,7 +60,8 @@ for machine, costs in (("this CPU", None), ("GPU-shaped", gpu_shaped)):
 # 4. The paper's protocol: tau labels over 14..18, against the tau oracle.
 policies = [create_policy(n, PAPER_CANDIDATES) for n in ("fixed16", trained["paper"], "oracle-tau")]
 print("\nthe paper's setting (14..18)")
-for row, name in zip(summarize(evaluate_replay(test, policies, candidates=PAPER_CANDIDATES), oracle="oracle-tau"),
+for row, name in zip(summarize(evaluate_replay(test, policies, candidates=PAPER_CANDIDATES),
+                               oracle="oracle-tau"),
                      ("fixed16", "paper", "oracle-tau")):
     low, high = row.vs_baseline_ci95
     print(f"{name:16s} vs fixed16 {row.vs_baseline:.3f}x [{low:.3f}, {high:.3f}]  tau {row.tau:.2f}")

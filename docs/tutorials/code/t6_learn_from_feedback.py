@@ -1,4 +1,5 @@
-"""Tutorial 6: agents that learn block sizes from feedback on the training split, tested on held-out prompts."""
+"""Tutorial 6: agents that learn block sizes from feedback on the training split, tested on held-out
+prompts."""
 
 import gymnasium as gym
 import numpy as np
@@ -27,7 +28,8 @@ bandit = LinUCB.for_env(env, alpha=0.2)
 bandit.learn(env, steps=BANDIT_STEPS)
 
 # 2. PPO (stable-baselines3) on the same split through the SB3 vector-env adapter.
-vec = VecNormalize(BlockSizeSB3VecEnv(num_envs=64, features="compact", reward="seconds", split="train"), gamma=0.0)
+vec = VecNormalize(BlockSizeSB3VecEnv(num_envs=64, features="compact", reward="seconds", split="train"),
+                   gamma=0.0)
 vec.seed(0)
 ppo = PPO("MlpPolicy", vec, n_steps=16, batch_size=256, gamma=0.0, seed=0, device="cpu")
 ppo.learn(total_timesteps=PPO_STEPS)
@@ -36,7 +38,8 @@ ppo.learn(total_timesteps=PPO_STEPS)
 # 3. Per cycle: LinUCB on BlockSizeStep-v0, choosing B before every cycle from the decode state (last
 #    accepted lengths, budget used, prefill features); reward: tokens per modelled second of the cycle.
 step_env = gym.make("specpolicy/BlockSizeStep-v0", reward="time").unwrapped  # the train split
-cycle_agent = LinUCB(np.zeros(step_env.observation_space.shape[0]), np.ones(step_env.observation_space.shape[0]),
+cycle_agent = LinUCB(np.zeros(step_env.observation_space.shape[0]),
+                     np.ones(step_env.observation_space.shape[0]),
                      step_env.candidates, "compact", alpha=0.2)
 cycle_agent.learn_cycles(step_env, episodes=CYCLE_EPISODES)
 
@@ -63,11 +66,13 @@ actor = PPOPolicy(candidates)
 actor.name = "ppo"
 per_cycle = cycle_agent.cycle_policy(budget=int(store.meta["max_new_tokens"]))
 rules = [create_policy(name, candidates) for name in ("adaptive", "oracle-step")]
-results = evaluate_replay(store, [*fixed, learned, actor, create_policy("oracle", candidates), per_cycle, *rules])
+results = evaluate_replay(store,
+                          [*fixed, learned, actor, create_policy("oracle", candidates), per_cycle, *rules])
 rows = summarize(results, baseline="fixed8", n_bootstrap=2000)
 best = max(rows[: len(fixed)], key=lambda row: row.speedup).policy  # the best fixed block size, in hindsight
 rows = summarize(results, baseline=best, n_bootstrap=2000)
-print(f"held-out prompts: {len(store.done_ids())}; bandit steps: {BANDIT_STEPS} x 32; PPO steps: {PPO_STEPS}; "
+print(f"held-out prompts: {len(store.done_ids())}; bandit steps: {BANDIT_STEPS} x 32; PPO steps: "
+      f"{PPO_STEPS}; "
       f"per-cycle episodes: {CYCLE_EPISODES}")
 print(f"{'policy':12} {'speedup':>8} {'vs ' + best:>10} {'95% CI':>12} {'tau':>6} {'gain':>6}")
 for row in rows:
@@ -75,4 +80,5 @@ for row in rows:
     if r["policy"] in ("fixed1", "fixed16", best, "linucb", "ppo", "oracle", "linucb-cycle", "adaptive",
                        "oracle-step"):
         ratio = r["vs " + best]
-        print(f"{r['policy']:12} {r['speedup']:>8} {ratio:>10} {r['95% CI']:>12} {r['tau']:>6} {r['gain']:>6}")
+        print(f"{r['policy']:12} {r['speedup']:>8} {ratio:>10} {r['95% CI']:>12} {r['tau']:>6} "
+              f"{r['gain']:>6}")

@@ -34,7 +34,8 @@ greedy = target.generate(**inputs)
 dflash = target.generate(**inputs, assistant_model=assistant, speculation_type="dflash")
 result = hf.generate(target, assistant, "blockpilot-guard", costs=costs, **inputs)
 print("same output as greedy:", torch.equal(dflash, greedy), torch.equal(result.sequences, greedy))
-print(f"blockpilot-guard: {len(result.cycles)} cycles, tau {result.tau:.2f}, block sizes {result.block_sizes}")
+print(f"blockpilot-guard: {len(result.cycles)} cycles, tau {result.tau:.2f}, "
+      f"block sizes {result.block_sizes}")
 
 # 4. Or attach the policy and keep calling generate() as before.
 with hf.attach(target, "fixed8") as run:
@@ -45,10 +46,13 @@ print(f"attached fixed8: {len(run.cycles)} cycles, accepted drafts {[c.accepted 
 seconds = {"greedy": 0.0, "dflash B=16": 0.0, "blockpilot-guard": 0.0}
 tokens = dict.fromkeys(seconds, 0)
 for n, ids in enumerate(prompts):
-    prompt = {**inputs, "input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
+    prompt = {**inputs, "input_ids": torch.tensor([ids]),
+              "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
     runs = {"greedy": lambda p=prompt: target.generate(**p),
-            "dflash B=16": lambda p=prompt: target.generate(**p, assistant_model=assistant, speculation_type="dflash"),
-            "blockpilot-guard": lambda p=prompt: hf.generate(target, assistant, "blockpilot-guard", costs=costs,
+            "dflash B=16": lambda p=prompt: target.generate(**p, assistant_model=assistant,
+                                                            speculation_type="dflash"),
+            "blockpilot-guard": lambda p=prompt: hf.generate(target, assistant, "blockpilot-guard",
+                                                             costs=costs,
                                                              **p).sequences}
     for name in list(runs)[n % 3:] + list(runs)[: n % 3]:
         start = time.perf_counter()

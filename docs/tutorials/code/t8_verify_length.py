@@ -29,7 +29,8 @@ PROMPTS = max(3, SAMPLES // 2)
 settings = SweepSettings(dataset="sharegpt", max_samples=PROMPTS, candidates=CANDIDATES, verify_lengths=True,
                          confidence_sizes=[b for b in CANDIDATES if b > 1])
 store = run_sweep(settings, str(WORKDIR / "sweep-verify"), load_prompts("sharegpt", PROMPTS))
-print(f"sweep: {len(store.done_ids())} held-out prompts x {len(store.candidates)} block sizes, with confidences")
+print(f"sweep: {len(store.done_ids())} held-out prompts x {len(store.candidates)} block sizes, with "
+      f"confidences")
 
 # 2. Policies that choose B, L, or both (see Concepts), and the two oracles.
 names = {"fixed16": "-", "adaptive": "B", "marginal16": "L", "adaptive-verify": "B, L", "oracle-step": "B",
@@ -46,10 +47,12 @@ def show(results, title):
 
 
 # 3. Batch 1: one request at a time, priced with the sweep's own cost table (modelled time).
-show(evaluate_replay(store, policies), "batch 1 (modelled; gain = share of oracle-verify's gain over fixed16)")
+show(evaluate_replay(store, policies),
+     "batch 1 (modelled; gain = share of oracle-verify's gain over fixed16)")
 
 # 3b. Why L is a knob: every prompt replayed at fixed (B, L), the same drafts verified to different lengths.
-#     Per cycle: tokens committed, cost in AR steps (draft of B + verify of L); pooled: tokens / cost = speedup.
+#     Per cycle: tokens committed, cost in AR steps (draft of B + verify of L); pooled: tokens / cost =
+# speedup.
 tables, costs = [r.table() for r in store.records()], store.latency()
 fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
 for size in (8, 16, 32):
@@ -64,7 +67,8 @@ for size in (8, 16, 32):
     for axis, values in zip(axes, (tokens, cost, speed)):
         axis.plot(lengths, values, marker=".", label=f"B = {size}")
     axes[2].plot(best + 1, speed[best], "k*", markersize=10)
-for axis, label in zip(axes, ("tokens committed per cycle", "cycle cost (AR steps)", "pooled speedup over AR")):
+for axis, label in zip(axes,
+                       ("tokens committed per cycle", "cycle cost (AR steps)", "pooled speedup over AR")):
     axis.set_xlabel("verify length L")
     axis.set_ylabel(label)
 axes[2].axhline(1.0, color="0.5", linewidth=1, linestyle="--")
@@ -84,9 +88,11 @@ print(f"\ntarget pass, batch 8: {1e3 * batch.verify[8][1]:.0f} ms for 1 token ea
 show(evaluate_serving(store, policies, batch, 8), "concurrency 8 (modelled serving simulation)")
 
 # 5. What an engine can run: vLLM drafts one block every step and narrows the verified drafts per batch size;
-#    SGLang runs one block size. Export the configuration of each that runs the policy as closely as the engine
+#    SGLang runs one block size. Export the configuration of each that runs the policy as closely as the
+# engine
 #    can, and beside it the fastest static one for this sweep, each priced as the engine runs it.
-document = export_for_engines(create_policy("adaptive-verify", CANDIDATES), store, batch, (1, 2, 4, 8), "tiny",
+document = export_for_engines(create_policy("adaptive-verify", CANDIDATES), store, batch, (1, 2, 4, 8),
+                              "tiny",
                               fastest=True)
 print(f"\n{'batch':<6}{'adaptive-verify':>16}{'its vLLM':>10}{'its SGLang':>12}{'fastest vLLM':>14}"
       f"{'fastest SGLang':>16}   (tokens/s, modelled)")
@@ -97,4 +103,5 @@ for row in document["per_batch_size"]:
 print("vLLM speculative_config:", json.dumps(document["vllm_speculative_config"]))
 print("SGLang flags:", " ".join(document["sglang_args"]) or "(none: speculation off)")
 print("fastest static vLLM:", json.dumps(document["fastest_static"]["vllm_speculative_config"]))
-print("fastest static SGLang:", " ".join(document["fastest_static"]["sglang_args"]) or "(none: speculation off)")
+print("fastest static SGLang:",
+      " ".join(document["fastest_static"]["sglang_args"]) or "(none: speculation off)")

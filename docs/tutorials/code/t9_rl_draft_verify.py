@@ -41,7 +41,8 @@ model = PPO("MlpPolicy", envs, n_steps=256, batch_size=512, gamma=0.95, ent_coef
 
 
 def training_speedup(model, env) -> float:
-    """Pooled modelled speedup over AR of the greedy agent on every training prompt (AR time: tokens x AR step)."""
+    """Pooled modelled speedup over AR of the greedy agent on every training prompt (AR time: tokens x AR
+    step)."""
     seconds = tokens = 0.0
     for index, table in enumerate(env.source.tables):
         observation, _ = env.reset(options={"prompt_index": index})
@@ -65,10 +66,12 @@ agent = AgentPolicy(lambda obs: model.predict(obs, deterministic=True)[0], spec,
 save_agent(model, WORKDIR / "ppo-agent", spec=agent.spec)  # then: --policies agent:<WORKDIR>/ppo-agent
 policies = [create_policy(name, CANDIDATES) for name in ("fixed16", "adaptive", "adaptive-verify")]
 results = evaluate_replay(test, [*policies, agent, create_policy("oracle-verify", CANDIDATES)])
-print(f"\nheld-out prompts, modelled time\n{'policy':<20}{'over AR':>8}{'vs fixed16':>11}{'95% CI':>12}{'gain':>6}")
+print(f"\nheld-out prompts, modelled "
+      f"time\n{'policy':<20}{'over AR':>8}{'vs fixed16':>11}{'95% CI':>12}{'gain':>6}")
 for row in summarize(results, baseline="fixed16", oracle="oracle-verify"):
     low, high = row.vs_baseline_ci95
-    print(f"{row.policy:<20}{row.speedup:>7.2f}x{row.vs_baseline:>10.2f}x{low:>6.2f}-{high:<5.2f}{row.gain_share:>6.2f}")
+    print(f"{row.policy:<20}{row.speedup:>7.2f}x{row.vs_baseline:>10.2f}x{low:>6.2f}-{high:<5.2f}"
+          f"{row.gain_share:>6.2f}")
 
 # 4. What it learned: the block sizes it drafts and how much of each block it verifies.
 cycles = []
@@ -79,7 +82,8 @@ sizes = np.array([c.block_size for c in cycles])
 drafted = np.array([(c.verify_length, c.block_size) for c in cycles if c.block_size > 1])
 summary = f"\nagent: B = 1 on {np.mean(sizes == 1):.0%} of cycles"
 if len(drafted):
-    summary += (f"; drafted blocks: median B {np.median(drafted[:, 1]):.0f}, median L {np.median(drafted[:, 0]):.0f}, "
+    summary += (f"; drafted blocks: median B {np.median(drafted[:, 1]):.0f}, median L "
+                f"{np.median(drafted[:, 0]):.0f}, "
                 f"L < B on {np.mean(drafted[:, 0] < drafted[:, 1]):.0%}")
 print(summary)
 

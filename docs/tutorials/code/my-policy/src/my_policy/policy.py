@@ -21,8 +21,9 @@ class EntropyPolicy(Policy):
 
 
 class ShrinkAfterMiss(Policy):
-    """Per cycle: the largest candidate, or the smallest speculative one after a cycle that accepted fewer than
-    ``few`` drafts. ``state`` holds the cycles so far (their block sizes, accepted drafts, verify lengths)."""
+    """Per cycle: the largest candidate, or the smallest speculative one after a cycle that accepted fewer
+    than ``few`` drafts. ``state`` holds the cycles so far (their block sizes, accepted drafts, verify
+    lengths)."""
 
     per_step = True
 
@@ -41,4 +42,5 @@ def register_policies(register):
     register("entropy", lambda arg, candidates: EntropyPolicy(candidates, float(arg) if arg else 4.0),
              description="largest block below an entropy threshold (entropy:T), else the smallest")
     register("shrink", lambda arg, candidates: ShrinkAfterMiss(candidates, int(arg) if arg else 2),
-             description="per cycle: the largest block, the smallest after fewer than N accepted drafts (shrinkN)")
+             description="per cycle: the largest block, the smallest after fewer than N accepted drafts "
+             "(shrinkN)")
