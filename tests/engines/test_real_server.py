@@ -67,6 +67,21 @@ def test_dflash_outputs_equal_plain_decoding_and_specpolicys_recorded_greedy_out
             assert outputs[Setting(1)] == recorded, record.prompt_id
 
 
+def _settled_log(server, quiet: float = 0.3, longest: float = 10.0) -> str:
+    """The server's log once it has stopped growing for ``quiet`` seconds: llama.cpp writes its log from a
+    worker thread, so a reply can arrive before its last cycles' lines (a loaded machine showed it)."""
+    import time
+
+    text, deadline = server.log_text(), time.monotonic() + longest
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        again = server.log_text()
+        if again == text:
+            break
+        text = again
+    return text
+
+
 @pytest.mark.parametrize(("policy", "prompts"), [("fixed16", 4), ("llamacpp-pmin", 8)])
 def test_the_engines_drafts_and_accepted_drafts_per_cycle_equal_replay_as_the_budget_caps_them(
         engine, monkeypatch, policy, prompts):
@@ -88,9 +103,9 @@ def test_the_engines_drafts_and_accepted_drafts_per_cycle_equal_replay_as_the_bu
             route = pool[setting]
             # a patched binary: the one DFlash server behind the setting
             server = getattr(route, "server", route)
-            warmed = len(server.log_text())  # the warm-up request's cycles come first
+            warmed = len(_settled_log(server))  # the warm-up request's cycles come first
             reply = route.complete(list(record.replay.sequence[:record.prompt_length]), record.replay.budget)
-            log = server.log_text()[warmed:]
+            log = _settled_log(server)[warmed:]
         engine_cycles = [tuple(map(int, pair)) for pair in re.findall(r"accepted\s+(\d+)/\s*(\d+) draft",
                                                                       log)]
         replayed, left = [], record.output_length - 1
