@@ -87,9 +87,8 @@ class VllmConfig:
         plan = Plan.fixed(self.num_speculative_tokens + 1)
         if not self.per_batch:
             return plan
-        return plan.with_length(lambda state,
-                                drafted: min(self.verified(state.batch) + 1, drafted.block_size),
-                                reads_block=False)
+        return plan.with_length(
+            lambda state, drafted: min(self.verified(state.batch) + 1, drafted.block_size), reads_block=False)
 
     def to_json(self) -> dict:
         """The ``speculative_config``; without a schedule the key is left out (vLLM refuses an empty one)."""
@@ -217,8 +216,8 @@ def choose_vllm(sizes: Sequence[int], batches: Sequence[int], throughput: Throug
                          "none above 1")
     block = choose_sglang(drafted, batches, throughput).block_size
     options = sorted({min(size, block) - 1 for size in sizes})
-    best = {batch: max(options, key=lambda k,
-                       b=batch: (throughput(VllmConfig(block - 1, {b: k}, model), b), k))
+    best = {batch: max(options,
+                       key=lambda k, b=batch: (throughput(VllmConfig(block - 1, {b: k}, model), b), k))
             for batch in batches}
     return VllmConfig(block - 1, best, model)
 

@@ -50,8 +50,8 @@ FORMATS = (
     TraceFormat(vllm.FORMAT, lambda file, first: bool({"metrics", "choices"} & set(first)),
                 lambda file, out, a: vllm.import_vllm(file, out, a.one_block(file), a.dataset)),
     TraceFormat(specdecode.FORMAT, lambda file, first: True,  # the per-position JSONL: what is left
-                lambda file, out,
-                a: specdecode.import_specdecode(file, out, a.drafter, a.candidates, a.dataset)),
+                lambda file, out, a:
+                specdecode.import_specdecode(file, out, a.drafter, a.candidates, a.dataset)),
 )
 """every format ``import-traces`` reads, in the order their ``sniff`` is asked"""
 
