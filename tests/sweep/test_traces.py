@@ -110,6 +110,20 @@ def test_blocks_past_the_recorded_runs_and_unknown_drafters_are_refused(trace, t
         import_specdecode(tmp_path / "nope.jsonl", tmp_path / "store")
 
 
+@pytest.mark.parametrize(("candidates", "message"), [
+    ("4,8", "candidates must be a list of block sizes"),
+    ([0], "block size must be an integer in 1..64"),
+    ([4, 4], "must name distinct block sizes"),
+    ([2.5], "block size must be an integer in 1..64"),
+])
+def test_the_librarys_candidates_are_checked_as_the_commands_are(trace, tmp_path, candidates, message):
+    """From Python, candidates the command refuses were a TypeError ("4,8"), a hang ([0]: a replay that never
+    ends), a raw validation error ([2.5]) or accepted ([4, 4])."""
+    with pytest.raises(ValueError, match=message):
+        import_traces(trace[0], tmp_path / "store", TraceArgs(candidates=candidates))
+    assert not (tmp_path / "store").exists()
+
+
 def test_import_then_compare_and_train_from_the_command_line(trace, tmp_path):
     file, _ = trace
     store, costs = tmp_path / "store", "specpolicy/zoo/measured/cast-h100-sxm-llama-3.1-8b-context-1024.json"

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specpolicy.cycles import check_candidate_set
 from specpolicy.sweep.traces import calibration, llamacpp, profile, spec_bench, specdecode, vllm
 from specpolicy.sweep.traces.common import TraceImport, first_object, trace_file
 from specpolicy.sweep.traces.profile import ProfileDraw
@@ -21,6 +22,10 @@ class TraceArgs:
     candidates: Sequence[int] | None = None
     dataset: str | None = None
     draw: ProfileDraw = field(default_factory=ProfileDraw)
+
+    def __post_init__(self) -> None:
+        if self.candidates is not None:  # the command's check, for callers from Python too
+            object.__setattr__(self, "candidates", check_candidate_set(self.candidates, "candidates"))
 
     def one_block(self, file: Path) -> int | None:
         """The one block size a per-step record's run drafted (``None``: the run's own)."""
