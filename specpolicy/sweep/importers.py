@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from specpolicy.cycles import check_candidate_set
 from specpolicy.defaults import MAX_BLOCK_SIZE, PAPER_CANDIDATES, TRAINING_BLOCK_SIZE
 from specpolicy.files import write_text
 from specpolicy.sweep.records import RECORD_VERSION, SweepRecord
@@ -22,6 +23,8 @@ def import_blockpilot(folder: str | Path, out: str | Path, candidates: Sequence[
     """Read the BlockPilot authors' ``{dataset}_{seed}T{temperature}/{B}.json`` (index -> mean tau) into a
     store without features; ``1.json`` (their predictor's choices) is saved as ``authors_choices.json``."""
     folder = Path(folder)
+    if candidates is not None:
+        candidates = check_candidate_set(candidates, "candidates")
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is {'a file' if folder.exists() else 'missing'}; pass the "
                                 "authors' folder {dataset}_{seed}T{temperature} that holds their "

@@ -221,6 +221,20 @@ def test_import_blockpilot_refuses_a_block_size_no_engine_runs(tmp_path):
     assert not (tmp_path / "store").exists()
 
 
+@pytest.mark.parametrize("candidates", ["14,16", [0], [16, 16]])
+def test_import_blockpilot_checks_its_candidates_as_the_command_does(tmp_path, candidates):
+    """From Python, "14,16" was read letter by letter ("none of [',', '1', '4', '6']")."""
+    from specpolicy.sweep.importers import import_blockpilot
+
+    folder = tmp_path / "gsm8k_0T0.0"
+    folder.mkdir()
+    for size in (14, 16):
+        (folder / f"{size}.json").write_text(json.dumps({"0": 6.0}))
+    with pytest.raises(ValueError, match="^candidates"):
+        import_blockpilot(folder, tmp_path / "store", candidates)
+    assert not (tmp_path / "store").exists()
+
+
 @pytest.mark.slow  # reads the shipped 480-prompt store five times
 def test_every_way_to_get_a_shipped_split_yields_exactly_its_prompts():
     """`default_sweep("validation")` (now shipped_sweep) once returned the whole training store."""
