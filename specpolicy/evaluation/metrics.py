@@ -180,6 +180,9 @@ def summarize(results: Sequence[PolicyResults], baseline: str = "fixed16", oracl
               n_bootstrap: int = BOOTSTRAP_RESAMPLES) -> list[SummaryRow]:
     """One row per policy: pooled speedup over AR, speed vs ``baseline`` and the share of ``oracle``'s
     gain."""
+    if n_bootstrap < 1:
+        raise ValueError(f"n_bootstrap must be at least 1 (the paired bootstrap's resamples), got "
+                         f"{n_bootstrap}")
     by_name = {r.policy: r for r in results}
     base, orc = by_name.get(baseline), by_name.get(oracle)
     return [_summary_row(result, base, orc, baseline, oracle, n_bootstrap) for result in results]

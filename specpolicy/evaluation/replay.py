@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from specpolicy.costs import CostTable, nearest_context
-from specpolicy.cycles import CycleRecord, mean_acceptance
+from specpolicy.cycles import CycleRecord, check_candidate_set, mean_acceptance
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
 from specpolicy.policy import Answers, Policy, PromptObservation, check_vocabulary
 from specpolicy.sweep.records import SweepRecord
@@ -82,10 +82,10 @@ def evaluate_replay(
     table(s) time is priced with (default: the store's; several, measured at several contexts: each cycle
     at the context it starts at, the policies deciding with the table of the prompt's length); ``candidates``:
     the oracle's range."""
+    candidates = _check_arguments(policies, costs, candidates) or store.candidates
     check_policies(policies, store)
     costs = costs if costs is not None else store.latency()
     tables = [costs] if costs is None or isinstance(costs, CostTable) else list(costs)
-    candidates = tuple(candidates or store.candidates)
     live = store.meta.get("mode") == "live"  # a live sweep measured every fixed size: its own times
     results = [PolicyResults(p.name, "measured" if live else "modelled" if costs else "none")
                for p in policies]
@@ -107,6 +107,17 @@ def evaluate_replay(
         if on_progress:
             on_progress(done, len(records))
     return results
+
+
+def _check_arguments(policies: object, costs: object, candidates: object) -> tuple[int, ...] | None:
+    """evaluate_replay's arguments as the command checks its options; the candidates, checked."""
+    if isinstance(policies, str) or not all(isinstance(p, Policy) for p in policies):
+        raise ValueError("policies must be a list of Policy objects (create_policy(name, candidates)), got "
+                         f"{policies!r}")
+    tables = costs if isinstance(costs, list | tuple) else [costs]
+    if not all(t is None or isinstance(t, CostTable) for t in tables):
+        raise ValueError(f"costs must be a CostTable or a list of them (CostTable.load(path)), got {costs!r}")
+    return None if candidates is None else check_candidate_set(candidates, "candidates")
 
 
 def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, prompt_id: str,
