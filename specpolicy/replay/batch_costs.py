@@ -127,6 +127,9 @@ class BatchCostTable(TableFile):
         """Per-request costs at ``concurrency`` c: a cycle of B costs (draft of c blocks + verify of c x B) /
         c; a plain step beside drafting requests shares their drafter pass; ``ar_seconds``: a c-request AR
         step / c."""
+        if isinstance(concurrency, bool) or not hasattr(concurrency, "__index__") or concurrency < 1:
+            raise ValueError(f"concurrency must be a count >= 1 (requests served at once), got "
+                             f"{concurrency!r}")
         c = int(concurrency)
         sizes = sorted(set(block_sizes) | {1})
         draft = {b: self.draft_cost([b] * c) for b in sizes}  # one batched pass of each size, priced once

@@ -60,6 +60,14 @@ def test_per_request_costs_at_a_concurrency_share_the_batched_pass():
     assert costs.draft_seconds[4] == pytest.approx((0.5 + 0.16) / 4)
 
 
+@pytest.mark.parametrize("concurrency", [0, -1, 2.5, "4", True])
+def test_a_concurrency_that_is_not_a_count_is_refused_in_one_line(concurrency):
+    """From Python, 0 was a ZeroDivisionError, -1 "a cost table needs positive finite seconds", 2.5 served as
+    2 and labelled 2.5, "4" a TypeError."""
+    with pytest.raises(ValueError, match="concurrency must be a count >= 1"):
+        linear_table().at_concurrency(concurrency, [1, 4])
+
+
 def test_a_plain_step_in_a_batch_pays_its_share_of_the_drafter_pass_the_others_run():
     """Reported (engines page): at concurrency 4 the default backed off to plain steps that looked 19% cheaper
     than a B = 16 cycle, as if the whole batch stopped drafting; beside three requests that draft, a plain
