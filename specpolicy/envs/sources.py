@@ -18,6 +18,13 @@ def open_source(backend: str, sweep: str | Path | None = None, split: str | None
     """The source of ``backend`` (after :func:`~specpolicy.envs.rewards.check_reward`): ``replay`` reads
     ``sweep`` (default: the zoo's sweep of ``split``), ``live`` decodes with
     :class:`~specpolicy.envs.live.LiveSource`."""
+    if backend == "live" and (sweep is not None or split is not None):
+        raise ValueError("sweep= and split= pick a stored sweep's prompts (backend='replay'); the live "
+                         "backend decodes its own (live={'dataset': ...}): drop them, or use "
+                         "backend='replay'")
+    if backend != "live" and live is not None:
+        raise ValueError("live= configures the live backend's decoding; pass backend='live' with it, or drop "
+                         "it to replay a stored sweep")
     if backend == "live":  # loads the model stack only when asked for
         from specpolicy.envs.live import LiveSource
 

@@ -95,6 +95,20 @@ def test_a_prompt_index_outside_the_prompts_fails_clearly(sweep, env_id, bad):
         env.reset(seed=0, options={"prompt_index": bad})
 
 
+@pytest.mark.parametrize("env_id", ["specpolicy/BlockSize-v0", "specpolicy/BlockSizeStep-v0",
+                                    "specpolicy/DraftVerifyStep-v0"])
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({"backend": "live", "sweep": "runs/s"}, "sweep= and split= pick a stored sweep's prompts"),
+    ({"backend": "live", "split": "train"}, "sweep= and split= pick a stored sweep's prompts"),
+    ({"backend": "replay", "live": {"max_new_tokens": 8}}, "live= configures the live backend"),
+])
+def test_an_argument_the_backend_does_not_read_is_refused(env_id, arguments, message):
+    """The live backend ignored sweep= and split= (it decoded the zoo's prompts instead), the replay backend
+    live=; refused before any model loads."""
+    with pytest.raises(ValueError, match=message):
+        gym.make(env_id, **arguments)
+
+
 def test_vector_env_same_step_autoreset(sweep):
     envs = gym.make_vec("specpolicy/BlockSize-v0", num_envs=16, vectorization_mode="vector_entry_point",
                         sweep=sweep)
