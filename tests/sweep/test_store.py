@@ -208,29 +208,21 @@ def test_import_blockpilot_skips_the_authors_predictor_file(tmp_path):
     assert store.candidates == (14, 16) and next(store.records()).taus == {14: 6.0, 16: 6.0}
 
 
-def test_import_blockpilot_refuses_a_block_size_no_engine_runs(tmp_path):
-    """Reproduced first: ``100.json`` was imported as block size 100 without a word."""
+@pytest.mark.parametrize(("sizes", "candidates", "message"), [
+    ((16, 100), None, "100.json: block sizes above 64"),  # imported as block size 100 without a word
+    ((14, 16), "14,16", "^candidates"),  # from Python, read letter by letter ("none of [',', '1', '4', '6']")
+    ((14, 16), [0], "^candidates"),
+    ((14, 16), [16, 16], "^candidates"),
+])
+def test_import_blockpilot_refuses_sizes_no_engine_runs_and_candidates_the_command_refuses(
+        tmp_path, sizes, candidates, message):
     from specpolicy.sweep.importers import import_blockpilot
 
     folder = tmp_path / "gsm8k_0T0.0"
     folder.mkdir()
-    for size in (16, 100):
+    for size in sizes:
         (folder / f"{size}.json").write_text(json.dumps({"0": 6.0}))
-    with pytest.raises(ValueError, match="100.json: block sizes above 64"):
-        import_blockpilot(folder, tmp_path / "store", None)
-    assert not (tmp_path / "store").exists()
-
-
-@pytest.mark.parametrize("candidates", ["14,16", [0], [16, 16]])
-def test_import_blockpilot_checks_its_candidates_as_the_command_does(tmp_path, candidates):
-    """From Python, "14,16" was read letter by letter ("none of [',', '1', '4', '6']")."""
-    from specpolicy.sweep.importers import import_blockpilot
-
-    folder = tmp_path / "gsm8k_0T0.0"
-    folder.mkdir()
-    for size in (14, 16):
-        (folder / f"{size}.json").write_text(json.dumps({"0": 6.0}))
-    with pytest.raises(ValueError, match="^candidates"):
+    with pytest.raises(ValueError, match=message):
         import_blockpilot(folder, tmp_path / "store", candidates)
     assert not (tmp_path / "store").exists()
 
