@@ -227,6 +227,14 @@ def check_candidate_set(candidates: Iterable[object], what: str = "candidates") 
     return tuple(sorted(sizes))
 
 
+def check_count(value: object, what: str, least: int = 1) -> int:
+    """``value`` as an int >= ``least`` (a bool, a float or a string refused), or a ValueError naming
+    ``what``: the one check of a single count."""
+    if isinstance(value, bool) or not hasattr(value, "__index__") or value < least:
+        raise ValueError(f"{what} must be an integer >= {least}, got {value!r}")
+    return int(value)
+
+
 def check_counts(values: object, what: str) -> tuple[int, ...]:
     """``values`` as sorted distinct integers >= 1 (concurrencies, batch sizes), or a ValueError naming
     ``what``: the one check of a set of counts (the library and the command line)."""

@@ -12,6 +12,7 @@ from itertools import pairwise
 import numpy as np
 
 from specpolicy.costs import CostTable, TableFile, expected_tokens
+from specpolicy.cycles import check_count
 from specpolicy.defaults import ACCEPTANCE_PRIOR, MAX_LATENCY_SPREAD
 
 
@@ -127,10 +128,7 @@ class BatchCostTable(TableFile):
         """Per-request costs at ``concurrency`` c: a cycle of B costs (draft of c blocks + verify of c x B) /
         c; a plain step beside drafting requests shares their drafter pass; ``ar_seconds``: a c-request AR
         step / c."""
-        if isinstance(concurrency, bool) or not hasattr(concurrency, "__index__") or concurrency < 1:
-            raise ValueError(f"concurrency must be a count >= 1 (requests served at once), got "
-                             f"{concurrency!r}")
-        c = int(concurrency)
+        c = check_count(concurrency, "concurrency")
         sizes = sorted(set(block_sizes) | {1})
         draft = {b: self.draft_cost([b] * c) for b in sizes}  # one batched pass of each size, priced once
         verify = {b: self.verify_cost([b] * c) for b in sizes}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
-from specpolicy.cycles import check_candidate_set, check_temperature
+from specpolicy.cycles import check_block_size, check_candidate_set, check_count, check_temperature
 from specpolicy.defaults import (
     DEFAULT_THREADS,
     MAX_NEW_TOKENS,
@@ -64,8 +64,15 @@ class SweepSettings:
             raise ValueError(f"unknown sweep mode {self.mode!r}; use one of {', '.join(MODES)}")
         check_candidate_set(self.candidates)
         check_temperature(self.temperature)
-        if self.max_new_tokens < 2:
-            raise ValueError("max_new_tokens must be >= 2")
+        check_count(self.max_new_tokens, "max_new_tokens", 2)
+        check_count(self.max_prompt_tokens, "max_prompt_tokens")
+        check_count(self.threads, "threads")
+        if self.max_samples is not None:
+            check_count(self.max_samples, "max_samples")
+        check_count(self.seed, "seed", 0)
+        check_block_size(self.reference_block_size)
+        if self.confidence_sizes:
+            check_candidate_set(self.confidence_sizes, "confidence_sizes")
         missing = sorted(set(self.confidence_sizes) - set(self.candidates))
         if missing:
             raise ValueError(f"--confidences {missing} are not among the candidates "

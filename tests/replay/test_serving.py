@@ -64,7 +64,7 @@ def test_per_request_costs_at_a_concurrency_share_the_batched_pass():
 def test_a_concurrency_that_is_not_a_count_is_refused_in_one_line(concurrency):
     """From Python, 0 was a ZeroDivisionError, -1 "a cost table needs positive finite seconds", 2.5 served as
     2 and labelled 2.5, "4" a TypeError."""
-    with pytest.raises(ValueError, match="concurrency must be a count >= 1"):
+    with pytest.raises(ValueError, match="concurrency must be an integer >= 1"):
         linear_table().at_concurrency(concurrency, [1, 4])
 
 

@@ -59,11 +59,22 @@ def test_live_sweep_agrees_with_replay_taus(test_zoo, prompt_file, tmp_path):
         assert 1 in a.live
 
 
-def test_bad_settings_fail_before_any_model_loads(tmp_path):
-    with pytest.raises(ValueError, match="unknown sweep mode"):
-        run_sweep(SweepSettings(mode="fast"), str(tmp_path / "s"), [])
-    with pytest.raises(ValueError, match="repeat"):
-        run_sweep(SweepSettings(candidates=[4, 4]), str(tmp_path / "s"), [])
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"mode": "fast"}, "unknown sweep mode"),
+    ({"candidates": [4, 4]}, "repeat"),
+    # from Python these were accepted (the command's options refuse them)
+    ({"max_new_tokens": 2.5}, "max_new_tokens must be an integer >= 2"),
+    ({"max_prompt_tokens": 0}, "max_prompt_tokens must be an integer >= 1"),
+    ({"threads": 0}, "threads must be an integer >= 1"),
+    ({"max_samples": -3}, "max_samples must be an integer >= 1"),
+    ({"seed": "x"}, "seed must be an integer >= 0"),
+    ({"reference_block_size": 0}, "block size must be an integer in 1..64"),
+    ({"confidence_sizes": [4, 4]}, "confidence_sizes must name distinct block sizes"),
+    ({"confidence_sizes": "4,8"}, "confidence_sizes must be a list of block sizes"),
+])
+def test_bad_settings_fail_before_any_model_loads(tmp_path, settings, message):
+    with pytest.raises(ValueError, match=message):
+        run_sweep(SweepSettings(**settings), str(tmp_path / "s"), [])
 
 
 def _jsonl(path, texts):
