@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import pluggy
 
 from specpolicy import hookspecs
+from specpolicy.cycles import check_candidate_set
 from specpolicy.policy import DEFAULT_CANDIDATES, Policy
 
 PolicyFactory = Callable[[str | None, Sequence[int]], Policy]
@@ -108,7 +109,7 @@ class PolicyRegistry:
         """Build the policy ``name`` over ``candidates``."""
         family, arg = self.parse(name)
         try:
-            policy = family.build(arg, tuple(candidates))
+            policy = family.build(arg, check_candidate_set(candidates))
         except ValueError as error:  # name the policy the bad argument came from (``fixed0``)
             raise ValueError(f"policy {name!r}: {error}") if name not in str(error) else error from None
         if not isinstance(policy, Policy):

@@ -207,6 +207,15 @@ def test_a_policy_name_that_is_no_name_is_refused_in_one_line(name):
         create_policy(name)
 
 
+@pytest.mark.parametrize("family", ["fixed16", "adaptive", "oracle"])
+def test_candidates_given_as_a_string_are_refused_not_read_letter_by_letter(family):
+    """``create_policy("fixed16", "4,8,16")`` said "got '4'" (the string was split into characters)."""
+    from specpolicy.registry import create_policy
+
+    with pytest.raises(ValueError, match="candidates must be a list of block sizes such as"):
+        create_policy(family, "4,8,16")
+
+
 def test_the_removed_per_step_keyword_names_its_replacement_and_unknown_policy_says_why(install):
     """Issue 48: plugins of the previous release pass register(..., per_step=True); they failed with a bare
     TypeError, and asking for their policy said only 'unknown policy'."""
