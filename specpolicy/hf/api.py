@@ -37,6 +37,9 @@ def resolve_policy(policy: PolicyLike, candidates: Sequence[int] | None = None) 
         registry = get_registry()
         policy = registry.create(policy, candidates) if candidates is not None else registry.create(policy)
     if not isinstance(policy, Policy):
+        if isinstance(policy, bool) or not hasattr(policy, "__index__"):
+            raise ValueError("policy must be a policy name, a Policy or a block size, such as "
+                             f"'blockpilot-guard' or 16; got {policy!r}")
         return check_block_size(policy)
     from specpolicy.decoding.engine import check_live
 
@@ -66,6 +69,9 @@ class Attachment:
         self.policy = resolve_policy(policy, candidates)
         if isinstance(self.policy, Policy):
             check_vocabulary([self.policy], model.get_output_embeddings().out_features, "this model")
+        if not isinstance(costs, CostTable | str | Path | None):
+            raise ValueError(f"costs must be a CostTable or its file (from `specpolicy bench latency --out "
+                             f"FILE`), got {costs!r}")
         self.costs = CostTable.load(costs) if isinstance(costs, (str, Path)) else costs
         self.generator: PolicyCandidateGenerator | None = None
         config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config

@@ -228,6 +228,15 @@ def test_an_empty_candidate_list_is_refused():
         hf.resolve_policy("adaptive", [])
 
 
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({"policy": None}, "policy must be a policy name, a Policy or a block size"),  # "block size ... got None"
+    ({"policy": "fixed16", "costs": 3}, "costs must be a CostTable or its file"),  # accepted
+])
+def test_attach_refuses_arguments_of_the_wrong_kind_naming_them(pair, arguments, message):
+    with pytest.raises(ValueError, match=message):
+        hf.attach(pair.target, arguments.pop("policy"), **arguments)
+
+
 def test_the_prompt_id_a_policy_sees_inside_generate_is_the_callers(pair, assistant, held_out):
     """Every observation inside generate() was named "hf", undocumented and not settable: a policy seeded on
     the prompt id (random) picked the same size for every prompt there."""
