@@ -56,6 +56,8 @@ PATIENCE = 15
 """epochs without validation improvement before a learned policy stops training"""
 VALIDATION_SHARE = 0.2
 """share of training prompts held out (by a hash of their id) for early stopping"""
+MAX_VALIDATION_SHARE = 0.5
+"""the most of them that may be held out (at most half)"""
 DEFAULT_POLICY = "blockpilot-guard"
 """what ``specpolicy generate`` decodes with: BlockPilot's per-prompt start, a cost-aware per-cycle guard"""
 COMPARE_BASELINE = "fixed16"

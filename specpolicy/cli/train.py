@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from specpolicy.cli.common import SeedOption, settings_from, stderr
+from specpolicy.defaults import MAX_VALIDATION_SHARE
 from specpolicy.training.train import TrainArgs
 
 _D = TrainArgs()  # every default comes from the one dataclass
@@ -35,7 +36,7 @@ def train(
     batch_size: int = typer.Option(_D.batch_size, min=1, help="BlockPilot batch size"),
     weight_decay: float = typer.Option(_D.weight_decay, min=0.0, help="BlockPilot weight decay (AdamW)"),
     patience: int = typer.Option(_D.patience, min=1),
-    validation_share: float = typer.Option(_D.validation_share, min=0.0, max=0.5,
+    validation_share: float = typer.Option(_D.validation_share, min=0.0, max=MAX_VALIDATION_SHARE,
                                           help="share of the prompts held out for early stopping (at most "
                                                "half)"),
     objective: str = typer.Option(_D.objective, help="BlockPilot: cycles (portable), cross_entropy, "

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from specpolicy import defaults
+from specpolicy.cycles import check_candidate_set, check_count
 from specpolicy.files import atomic_path, check_replaceable, write_text
 from specpolicy.policy import TRAINING_BLOCK_SIZE, LearnedPolicy, TrainingSet, oracle_label
 
@@ -65,6 +66,18 @@ class TrainArgs:
     """seed for the split, initialisation and batches"""
     extra: dict = field(default_factory=dict)
     """metadata written next to the weights"""
+
+    def __post_init__(self) -> None:
+        """The command's checks of its options, for callers from Python too (before any data is read)."""
+        for what in ("epochs", "batch_size", "patience"):
+            check_count(getattr(self, what), what)
+        if self.window is not None:
+            check_count(self.window, "window", 0)
+        if not 0 <= self.validation_share <= defaults.MAX_VALIDATION_SHARE:
+            raise ValueError(f"validation_share must be a share in 0..{defaults.MAX_VALIDATION_SHARE} (of "
+                             f"prompts held out for early stopping), got {self.validation_share!r}")
+        if self.candidates is not None:
+            self.candidates = check_candidate_set(self.candidates, "candidates")
 
 
 def restrict(data: TrainingSet, window: int, training_block_size: int) -> TrainingSet:
