@@ -27,6 +27,9 @@ def epsilon_greedy_log(observations: np.ndarray, rewards: np.ndarray, base_actio
                        epsilon: float, seed: int = 0) -> BanditLog:
     """Log one interaction per row of ``observations`` [n, d]: ``base_actions`` [n] with prob 1 - eps + eps/K,
     any other with eps/K; ``rewards`` [n, K]: what every action would get."""
+    if not 0 <= epsilon <= 1:
+        raise ValueError(f"epsilon must be a probability in 0..1 (the share of rows logged at random), got "
+                         f"{epsilon!r}")
     rng = np.random.default_rng(seed)
     n, k = rewards.shape
     explore = rng.random(n) < epsilon

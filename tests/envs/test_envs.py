@@ -163,6 +163,14 @@ def test_ope_estimators_recover_a_known_value():
         assert low <= true_value <= high, (name, value, low, high, true_value)
 
 
+@pytest.mark.parametrize("epsilon", [-0.1, 1.5, float("nan")])
+def test_an_exploration_rate_outside_0_1_is_refused(epsilon):
+    """1.5 logged negative propensities (every estimate then meaningless) without a word."""
+    rewards = np.ones((4, 3))
+    with pytest.raises(ValueError, match="epsilon must be a probability in 0..1"):
+        epsilon_greedy_log(np.zeros((4, 2)), rewards, np.zeros(4, dtype=int), epsilon=epsilon)
+
+
 def test_live_backend_runs_the_decoder(test_zoo, prompt_file):
     from specpolicy.models import load_pair
 
