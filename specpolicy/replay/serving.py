@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from specpolicy.cycles import CycleRecord, Plan, run_cycle
+from specpolicy.cycles import CycleRecord, Plan, check_count, run_cycle
 from specpolicy.replay.batch_costs import BatchCostTable
 from specpolicy.replay.session import ReplaySession
 from specpolicy.replay.table import ReplayTable
@@ -55,8 +55,7 @@ def simulate_serving(tables: Sequence[ReplayTable], plans: Sequence[Callable[[],
                      costs: BatchCostTable, concurrency: int, sizes: Sequence[int] = ()) -> ServingResult:
     """Serve ``tables`` in order through ``concurrency`` slots; ``plans[i]()`` makes request i's
     :class:`Plan`; ``sizes``: the block sizes each batch's per-request prices cover (none: not priced)."""
-    if concurrency < 1:
-        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    concurrency = check_count(concurrency, "concurrency")
     n = len(tables)
     result = ServingResult(tokens=[0] * n, seconds=[0.0] * n, latency=[0.0] * n, cycles=[0] * n)
     queue, active, clock = list(range(len(tables))), [], 0.0

@@ -66,6 +66,8 @@ def test_a_concurrency_that_is_not_a_count_is_refused_in_one_line(concurrency):
     2 and labelled 2.5, "4" a TypeError."""
     with pytest.raises(ValueError, match="concurrency must be an integer >= 1"):
         linear_table().at_concurrency(concurrency, [1, 4])
+    with pytest.raises(ValueError, match="concurrency must be an integer >= 1"):  # the simulation's own check
+        simulate_serving([], [], linear_table(), concurrency)
 
 
 def test_a_plain_step_in_a_batch_pays_its_share_of_the_drafter_pass_the_others_run():
