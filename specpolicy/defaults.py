@@ -67,9 +67,10 @@ COMPARE_ORACLE = "oracle"
 MAX_TEMPERATURE = 100.0
 """the highest sampling temperature taken: past it every model's logits (spanning a few tens of nats) sample
 near-uniformly, so a larger value is a typo, not a setting"""
-COMPARE_DATASET = "sharegpt"
+DATASET = "sharegpt"
+"""the prompt set every command reads when given none (``compare`` sweeps it when given no sweep)"""
 COMPARE_SAMPLES = 48
-"""the prompt set ``compare`` sweeps when given no sweep, and how many of its prompts (a seeded sample)"""
+"""how many of its prompts ``compare`` sweeps (a seeded sample)"""
 DEFAULT_MODEL = "tiny"
 """target and drafter unless named: the shipped tiny pair"""
 DEFAULT_DEVICE = "cpu"

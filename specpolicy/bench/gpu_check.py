@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from specpolicy.data.prompts import encode_prompts
 from specpolicy.data.registry import load_prompts
-from specpolicy.defaults import BENCH_PROMPTS, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, TRAINING_BLOCK_SIZE
+from specpolicy.defaults import BENCH_PROMPTS, DATASET, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, TRAINING_BLOCK_SIZE
 from specpolicy.evaluation.metrics import cycles_agree
 
 REPLAY_SIZES = (1, 4, 8, 16, 24)
@@ -60,13 +60,14 @@ def _speed(decoder, ids: list[list[int]]) -> str:
     return f"AR {ar_rate:.0f} tok/s, B=16 {spec_rate:.0f} tok/s ({spec_rate / ar_rate:.2f}x, measured)"
 
 
-def gpu_check(device: str = "cuda", prompts: int = BENCH_PROMPTS,
-              max_new_tokens: int = MAX_NEW_TOKENS) -> list[Check]:
-    """Run every check of the module docstring on ``device``; the CPU float32 decode is the reference."""
+def gpu_check(device: str = "cuda", prompts: int = BENCH_PROMPTS, max_new_tokens: int = MAX_NEW_TOKENS,
+              dataset: str = DATASET) -> list[Check]:
+    """Run every check of the module docstring on ``device`` over ``prompts`` of ``dataset``; the CPU float32
+    decode is the reference."""
     from specpolicy.models import load_pair
 
     reference_pair = load_pair("tiny", "tiny", "float32", "cpu")
-    ids = encode_prompts(reference_pair.tokenizer, load_prompts("sharegpt", prompts, 0),
+    ids = encode_prompts(reference_pair.tokenizer, load_prompts(dataset, prompts, 0),
                          max_tokens=MAX_PROMPT_TOKENS)
     _, reference = _decode_all(reference_pair, ids, max_new_tokens)
     checks = []

@@ -10,6 +10,7 @@ import typer
 
 from specpolicy.cli.common import (
     BenchPromptsOption,
+    DatasetOption,
     DeviceOption,
     DrafterOption,
     DtypeOption,
@@ -94,6 +95,7 @@ def latency(
 def gpu_check(
     device: str = typer.Option("cuda", help="the accelerator to check (cpu runs the same comparisons)"),
     prompts: int = BenchPromptsOption,
+    dataset: str = DatasetOption,
     max_new_tokens: int = MaxNewTokensOption,
     fmt: OutputFormat = FormatOption,
 ) -> None:
@@ -103,7 +105,7 @@ def gpu_check(
     from specpolicy.models.loading import resolve_device
 
     resolve_device(device)  # an unknown or unavailable device fails here, before anything loads
-    checks = run_checks(device, prompts, max_new_tokens)
+    checks = run_checks(device, prompts, max_new_tokens, dataset)
     emit([c.row() for c in checks], fmt, title=f"specpolicy bench gpu-check ({device})")
     if any(c.passed is False for c in checks):
         raise typer.Exit(code=1)

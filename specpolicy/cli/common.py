@@ -20,6 +20,7 @@ from rich.table import Table
 from specpolicy.cycles import check_temperature
 from specpolicy.defaults import (
     BENCH_PROMPTS,
+    DATASET,
     DEFAULT_DEVICE,
     DEFAULT_DTYPE,
     DEFAULT_MODEL,
@@ -46,7 +47,7 @@ ThreadsOption = typer.Option(
 MaxNewTokensOption = typer.Option(MAX_NEW_TOKENS, min=2, help="tokens generated per prompt")
 TemperatureOption = typer.Option(0.0, min=0.0, help="sampling temperature (0 = greedy)")
 SeedOption = typer.Option(0, help="seed of the prompt sample, sampling and training")
-DatasetOption = typer.Option("sharegpt", help="prompt set name or a .jsonl/.txt file")
+DatasetOption = typer.Option(DATASET, help="prompt set name or a .jsonl/.txt file")
 BenchPromptsOption = typer.Option(BENCH_PROMPTS, min=1, help="prompts (the first of a seeded sample)")
 BatchCostsOption = typer.Option(None, "--batch-costs", help="batch cost table for serving (`specpolicy bench "
                                                            "batch-latency --out FILE`, or a shipped aic-* "

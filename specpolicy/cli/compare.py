@@ -28,14 +28,14 @@ from specpolicy.cli.common import (
 )
 from specpolicy.cli.compare_runs import prompt_labels, results_per_dataset
 from specpolicy.cli.sweep import parse_candidates
-from specpolicy.defaults import COMPARE_BASELINE, COMPARE_DATASET, COMPARE_ORACLE, COMPARE_SAMPLES
+from specpolicy.defaults import COMPARE_BASELINE, DATASET, COMPARE_ORACLE, COMPARE_SAMPLES
 from specpolicy.evaluation.compare import ComparisonRow, Run, check_labels
 from specpolicy.evaluation.compare_options import CompareOptions, Mode
 
 
 def compare(
     policies: str = typer.Option("fixed16,blockpilot,oracle", help="comma-separated policy names"),
-    dataset: str = typer.Option(COMPARE_DATASET, help="prompt sets (comma-separated) or .jsonl/.txt files"),
+    dataset: str = typer.Option(DATASET, help="prompt sets (comma-separated) or .jsonl/.txt files"),
     mode: Mode = typer.Option(Mode.replay, help="replay (exact, modelled time) or live (decode, measured "
                                                 "time)"),
     sweep: Path = typer.Option(None, help="evaluate this existing sweep store instead of sweeping"),

@@ -11,7 +11,7 @@ from pathlib import Path
 from specpolicy.cycles import check_candidate_set, check_counts, check_temperature
 from specpolicy.defaults import (
     COMPARE_BASELINE,
-    COMPARE_DATASET,
+    DATASET,
     COMPARE_ORACLE,
     COMPARE_SAMPLES,
     DEFAULT_DEVICE,
@@ -39,7 +39,7 @@ class CompareOptions:
     """Everything a comparison was asked for, checked (:meth:`validate`) before any model loads."""
 
     policies: list[str]
-    datasets: list[str] = field(default_factory=lambda: [COMPARE_DATASET])
+    datasets: list[str] = field(default_factory=lambda: [DATASET])
     mode: Mode = Mode.replay
     sweep: Path | None = None
     candidates: list[int] | None = None
