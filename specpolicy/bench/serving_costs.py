@@ -4,7 +4,11 @@ estimator's ``decode_step_per_op`` of one engine step.
 
 How a step is taken apart: aiconfigurator prices a decode step with ``nextn`` MTP drafts as every operator of
 the model scaled by (layers + nextn) / layers over requests x (nextn + 1) tokens (its ``mtp_scale_factor``).
-Divided by that factor, the step is the target alone verifying nextn + 1 tokens per request: ``verify[b][n]``.
+Divided by that factor, its GEMMs and norms are the target's over n = nextn + 1 tokens per request. Its
+attention is not: it prices requests x n decode queries, each reading its own cached context, where a verify's
+n queries read their request's cache once (memory-bound; 1.5-6.6x the rise measured on an H200 at 8k). So
+``verify[b][n]`` is the rest of that step plus the attention of the step of one token per request (its decode
+attention over the same b caches, measured); the n - 1 extra queries' arithmetic is left out.
 Its operators split into the decoder layers' and the head's (embedding, LM head), which price a drafter at its
 own shapes: a DFlash drafter (block) runs its layers and the target's LM head once over the block; an EAGLE-3
 head (chain) runs one decoder layer and its own LM head over a 32,000-token draft vocabulary once per drafted
@@ -24,8 +28,9 @@ from specpolicy.replay.batch_costs import BatchCostTable
 
 SERVING_ENGINES = ("vllm", "sglang", "trtllm")
 """the engines aiconfigurator measures operators under"""
-EMBEDDING, LOGITS = "generation_embedding", "generation_logits_gemm"
-"""aiconfigurator's operators outside the decoder layers (the rest of a step is its layers')"""
+EMBEDDING, LOGITS, ATTENTION = "generation_embedding", "generation_logits_gemm", "generation_attention"
+"""aiconfigurator's operators outside the decoder layers (the rest of a step is its layers'), and its
+attention"""
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,22 @@ class Step:
         """A drafter of ``drafter_layers`` such layers at this shape, with the target's head or ``logits``."""
         return self.layers * drafter_layers / target_layers + self.embedding + (self.logits if logits is None
                                                                                else logits)
+
+
+def padded(verify: dict[int, dict[int, float]]) -> dict[int, dict[int, float]]:
+    """Each ``verify[b][n]`` as the cheapest step of at least b requests x n tokens: an engine pads a batch to
+    its captured graph sizes, and aiconfigurator's measured GEMMs are cheaper at some larger shapes (by up to
+    7%)."""
+    batches = sorted(verify)
+    out = {b: dict(row) for b, row in verify.items()}
+    for b in reversed(batches):
+        lengths = sorted(out[b])
+        for longer, n in zip(reversed(lengths), reversed(lengths[:-1])):
+            out[b][n] = min(out[b][n], out[b][longer])
+        wider = batches[batches.index(b) + 1:]
+        if wider:
+            out[b] = {n: min(s, out[wider[0]].get(n, s)) for n, s in out[b].items()}
+    return out
 
 
 def model_config(model: str) -> dict:
@@ -95,14 +116,19 @@ def serving_costs(model: str, gpu: str, engine: str, drafter: str, context: int,
     logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)
     handles: dict[int, EngineHandle] = {}
 
-    def step(batch: int, tokens: int) -> Step:
+    def per_op(batch: int, tokens: int) -> dict[str, float]:
+        """Milliseconds by operator of the estimator's step of ``tokens`` per request, MTP layers out."""
         if tokens not in handles:
             handles[tokens] = EngineHandle.compile(model, gpu, engine, backend_version=version,
                                                    nextn=tokens - 1)
-        ops = dict((op[0], op[1]) for op in handles[tokens].decode_step_per_op(batch, context, 2))
-        scale = 1e-3 * layers / (layers + tokens - 1)  # ms -> s, and the MTP layers taken out
-        return Step((sum(ops.values()) - ops[EMBEDDING] - ops[LOGITS]) * scale, ops[EMBEDDING] * scale,
-                    ops[LOGITS] * scale)
+        scale = layers / (layers + tokens - 1)
+        return {op[0]: op[1] * scale for op in handles[tokens].decode_step_per_op(batch, context, 2)}
+
+    def step(batch: int, tokens: int) -> Step:
+        ops = per_op(batch, tokens)
+        ops[ATTENTION] = per_op(batch, 1)[ATTENTION]  # each request's cache read once (module docstring)
+        return Step(1e-3 * (sum(ops.values()) - ops[EMBEDDING] - ops[LOGITS]), 1e-3 * ops[EMBEDDING],
+                    1e-3 * ops[LOGITS])
 
     def own_logits(batch: int) -> float | None:
         """The drafter's own LM head over one token per request, from the measured GEMM table."""
@@ -114,7 +140,8 @@ def serving_costs(model: str, gpu: str, engine: str, drafter: str, context: int,
         return 1e-3 * sum(op[1] for op in ops)
 
     steps = {b: {n: step(b, n) for n in sorted({1, *lengths})} for b in batches}
-    verify = {b: {n: s.layers + s.embedding + s.logits for n, s in row.items()} for b, row in steps.items()}
+    verify = padded({b: {n: s.layers + s.embedding + s.logits for n, s in row.items()}
+                     for b, row in steps.items()})
     if spec.kind == "block":
         draft = {b: {n: s.drafter(layers, spec.layers) for n, s in row.items() if n > 1}
                  for b, row in steps.items()}
@@ -122,7 +149,8 @@ def serving_costs(model: str, gpu: str, engine: str, drafter: str, context: int,
         heads = {b: row[1].drafter(layers, spec.layers, own_logits(b)) for b, row in steps.items()}
         draft = {b: {n: (n - 1) * heads[b] for n in row if n > 1} for b, row in steps.items()}
     source = (f"aiconfigurator-core {metadata.version('aiconfigurator-core')} (Apache-2.0, NVIDIA), measured "
-              f"operator data {gpu}/{engine} {version}, composed by its estimator (decode_step_per_op); "
+              f"operator data {gpu}/{engine} {version}, composed by its estimator (decode_step_per_op; a "
+              f"verify's attention as its decode attention over the same caches; padded to a cheaper shape); "
               f"target "
               f"{model} ({layers} layers), {spec.about}; the estimator's default precision for the model")
     machine = f"{gpu} under {engine} {version} (modelled from measured operators)"

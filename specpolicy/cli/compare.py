@@ -28,7 +28,7 @@ from specpolicy.cli.common import (
 )
 from specpolicy.cli.compare_runs import prompt_labels, results_per_dataset
 from specpolicy.cli.sweep import parse_candidates
-from specpolicy.defaults import COMPARE_BASELINE, DATASET, COMPARE_ORACLE, COMPARE_SAMPLES
+from specpolicy.defaults import COMPARE_BASELINE, COMPARE_ORACLE, COMPARE_SAMPLES, DATASET
 from specpolicy.evaluation.compare import ComparisonRow, Run, check_labels
 from specpolicy.evaluation.compare_options import CompareOptions, Mode
 

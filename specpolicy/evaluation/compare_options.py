@@ -11,9 +11,9 @@ from pathlib import Path
 from specpolicy.cycles import check_candidate_set, check_counts, check_temperature
 from specpolicy.defaults import (
     COMPARE_BASELINE,
-    DATASET,
     COMPARE_ORACLE,
     COMPARE_SAMPLES,
+    DATASET,
     DEFAULT_DEVICE,
     DEFAULT_DTYPE,
     DEFAULT_MODEL,
