@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specpolicy.data.prompts import encode_prompts
-from specpolicy.data.registry import load_prompts
-from specpolicy.defaults import BENCH_PROMPTS, DATASET, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, TRAINING_BLOCK_SIZE
+from specpolicy.data.prompts import Prompt, encode_prompts
+from specpolicy.defaults import MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, TRAINING_BLOCK_SIZE
 from specpolicy.evaluation.metrics import cycles_agree
 
 REPLAY_SIZES = (1, 4, 8, 16, 24)
@@ -60,15 +60,13 @@ def _speed(decoder, ids: list[list[int]]) -> str:
     return f"AR {ar_rate:.0f} tok/s, B=16 {spec_rate:.0f} tok/s ({spec_rate / ar_rate:.2f}x, measured)"
 
 
-def gpu_check(device: str = "cuda", prompts: int = BENCH_PROMPTS, max_new_tokens: int = MAX_NEW_TOKENS,
-              dataset: str = DATASET) -> list[Check]:
-    """Run every check of the module docstring on ``device`` over ``prompts`` of ``dataset``; the CPU float32
-    decode is the reference."""
+def gpu_check(device: str, prompts: Sequence[Prompt], max_new_tokens: int = MAX_NEW_TOKENS) -> list[Check]:
+    """Run every check of the module docstring on ``device`` over ``prompts``; the CPU float32 decode is the
+    reference."""
     from specpolicy.models import load_pair
 
     reference_pair = load_pair("tiny", "tiny", "float32", "cpu")
-    ids = encode_prompts(reference_pair.tokenizer, load_prompts(dataset, prompts, 0),
-                         max_tokens=MAX_PROMPT_TOKENS)
+    ids = encode_prompts(reference_pair.tokenizer, prompts, max_tokens=MAX_PROMPT_TOKENS)
     _, reference = _decode_all(reference_pair, ids, max_new_tokens)
     checks = []
     fp32 = load_pair("tiny", "tiny", "float32", device)
@@ -78,7 +76,7 @@ def gpu_check(device: str = "cuda", prompts: int = BENCH_PROMPTS, max_new_tokens
     cycles = sum(cycles_agree(a.cycles, b.cycles)[2] is None for a, b in zip(traces, reference))
     checks.append(Check(f"{device} float32 cycles = CPU", cycles == len(ids), f"{cycles}/{len(ids)} prompts; "
                         f"tau {_mean_tau(traces):.4f} vs {_mean_tau(reference):.4f}"))
-    agree, total = _replay_agrees(decoder, ids[: max(1, prompts // 2)], max_new_tokens)
+    agree, total = _replay_agrees(decoder, ids[: max(1, len(ids) // 2)], max_new_tokens)
     checks.append(Check(f"{device} replay = live", agree == total, f"{agree}/{total} cycles, B in "
                                                                    f"{REPLAY_SIZES}"))
     checks.append(Check(f"{device} float32 speed", None, _speed(decoder, ids)))

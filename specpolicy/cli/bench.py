@@ -102,10 +102,12 @@ def gpu_check(
     """The shipped pair on a GPU vs CPU float32: outputs, cycles, replay = live, bf16 drift, speed (no
     downloads)."""
     from specpolicy.bench.gpu_check import gpu_check as run_checks
+    from specpolicy.data.registry import load_prompts
     from specpolicy.models.loading import resolve_device
 
+    chosen = load_prompts(dataset, prompts, 0)  # a bad --dataset is refused first, then the device
     resolve_device(device)  # an unknown or unavailable device fails here, before anything loads
-    checks = run_checks(device, prompts, max_new_tokens, dataset)
+    checks = run_checks(device, chosen, max_new_tokens)
     emit([c.row() for c in checks], fmt, title=f"specpolicy bench gpu-check ({device})")
     if any(c.passed is False for c in checks):
         raise typer.Exit(code=1)

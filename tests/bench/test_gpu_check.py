@@ -6,10 +6,12 @@ import pytest
 import torch
 
 from specpolicy.bench.gpu_check import gpu_check
+from specpolicy.data.registry import load_prompts
+from specpolicy.defaults import DATASET
 
 
 def _assert_passes(device: str) -> None:
-    checks = gpu_check(device, prompts=2, max_new_tokens=16)
+    checks = gpu_check(device, load_prompts(DATASET, 2, 0), max_new_tokens=16)
     failed = [c for c in checks if c.passed is False]
     assert not failed, failed
     assert {c.name.split(" ", 1)[1] for c in checks if c.passed} == {
