@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from specpolicy.arguments import check_candidate_set
 from specpolicy.costs import uniform_costs
-from specpolicy.cycles import DraftedBlock, Plan, check_candidate_set
+from specpolicy.cycles import DraftedBlock, Plan
 from specpolicy.defaults import CHECK_OBSERVATIONS, CHECK_VOCAB
 from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.state import DecodeState

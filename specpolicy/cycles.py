@@ -3,11 +3,12 @@ environments follow, the :class:`Plan` a policy decides, and :func:`run`, the lo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from specpolicy.defaults import MAX_BLOCK_SIZE, MAX_TEMPERATURE
+from specpolicy.arguments import check_block_size, check_verify_length
+from specpolicy.defaults import MAX_BLOCK_SIZE
 from specpolicy.state import DecodeState
 
 
@@ -199,71 +200,6 @@ class CycleSource(Protocol):
         """The second half: the target verifies the first ``length`` tokens of the drafted block (default:
         all; capped at its size); returns the cycle's record."""
         ...
-
-
-def check_block_size(block_size: object) -> int:
-    """``block_size`` as an int in 1..MAX_BLOCK_SIZE, or a ValueError naming it: the one check every entry
-    point (decoder, sessions, plans, transformers' loop, sweeps, the CLI) runs."""
-    valid = not isinstance(block_size,
-                           bool) and (isinstance(block_size, int) or hasattr(block_size, "__index__"))
-    if not valid or not 1 <= int(block_size) <= MAX_BLOCK_SIZE:
-        raise ValueError(f"block size must be an integer in 1..{MAX_BLOCK_SIZE} (1 = autoregressive), "
-                         f"got {block_size!r}")
-    return int(block_size)
-
-
-def check_candidate_set(candidates: Iterable[object], what: str = "candidates") -> tuple[int, ...]:
-    """``candidates`` as sorted block sizes, each through :func:`check_block_size`, or a ValueError naming
-    ``what``: the one check of a candidate set (policies, sweeps, replay tables, the CLI)."""
-    if isinstance(candidates, str | bytes):  # read letter by letter it would name '4' and ','
-        raise ValueError(f"{what} must be a list of block sizes such as [4, 8, 16], got {candidates!r}")
-    values = list(candidates)
-    try:
-        sizes = [check_block_size(b) for b in values]
-    except ValueError as exc:
-        raise ValueError(f"{what}: {exc}") from None
-    if not sizes or len(set(sizes)) != len(sizes):
-        raise ValueError(f"{what} must name distinct block sizes (none may repeat), got {values}")
-    return tuple(sorted(sizes))
-
-
-def check_count(value: object, what: str, least: int = 1) -> int:
-    """``value`` as an int >= ``least`` (a bool, a float or a string refused), or a ValueError naming
-    ``what``: the one check of a single count."""
-    if isinstance(value, bool) or not hasattr(value, "__index__") or value < least:
-        raise ValueError(f"{what} must be an integer >= {least}, got {value!r}")
-    return int(value)
-
-
-def check_counts(values: object, what: str) -> tuple[int, ...]:
-    """``values`` as sorted distinct integers >= 1 (concurrencies, batch sizes), or a ValueError naming
-    ``what``: the one check of a set of counts (the library and the command line)."""
-    items = list(values) if isinstance(values, list | tuple | range) else None
-    if not items or any(isinstance(v, bool) or not hasattr(v, "__index__") or v < 1 for v in items) or \
-            len(set(items)) != len(items):
-        raise ValueError(f"{what} must be distinct counts >= 1, such as [1, 4, 16], got {values!r}")
-    return tuple(sorted(int(v) for v in items))
-
-
-def check_verify_length(verify_length: object, block_size: int, cap: bool = False) -> int:
-    """``verify_length`` as an int in 1..``block_size`` (``None``: the whole block; with ``cap`` a longer
-    length is cut to the block), or a ValueError naming both: the one check of a verify length L."""
-    if verify_length is None:
-        return block_size
-    if isinstance(verify_length, bool) or not hasattr(verify_length, "__index__") or \
-            not 1 <= int(verify_length) <= (MAX_BLOCK_SIZE if cap else block_size):
-        raise ValueError(f"verify length must be an integer in 1..{block_size} (the block size), got "
-                         f"{verify_length!r}")
-    return min(int(verify_length), block_size)
-
-
-def check_temperature(temperature: float, name: str = "temperature") -> float:
-    """``temperature`` when it lies in 0..:data:`~specpolicy.defaults.MAX_TEMPERATURE` (0 = greedy), else a
-    ValueError naming ``name``."""
-    if not 0 <= temperature <= MAX_TEMPERATURE:
-        raise ValueError(f"{name} must be a finite number in 0..{MAX_TEMPERATURE:g} (0 = greedy), got "
-                         f"{temperature}")
-    return float(temperature)
 
 
 def context_cap(block_size: int, position: int, max_positions: int | None) -> int:

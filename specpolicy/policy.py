@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from specpolicy.arguments import check_candidate_set
 from specpolicy.costs import CostTable, uniform_costs
-from specpolicy.cycles import CostAwareBlocks, Plan, check_candidate_set
+from specpolicy.cycles import CostAwareBlocks, Plan
 from specpolicy.defaults import DEFAULT_CANDIDATES, TRAINING_BLOCK_SIZE
 from specpolicy.state import DecodeState
 

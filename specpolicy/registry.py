@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import pluggy
 
 from specpolicy import hookspecs
-from specpolicy.cycles import check_candidate_set
+from specpolicy.arguments import check_candidate_set
 from specpolicy.policy import DEFAULT_CANDIDATES, Policy
 
 PolicyFactory = Callable[[str | None, Sequence[int]], Policy]

@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "transformers", "gymnasium")
 
 
-LIGHT = ["specpolicy", "specpolicy.policy", "specpolicy.hookspecs", "specpolicy.cycles",
-         "specpolicy.replay.table",
+LIGHT = ["specpolicy", "specpolicy.policy", "specpolicy.hookspecs", "specpolicy.arguments",
+         "specpolicy.cycles", "specpolicy.replay.table",
          "specpolicy.costs", "specpolicy.checks", "specpolicy.registry", "specpolicy.sweep.records",
          "specpolicy.evaluation.metrics"]
 ORDERS = ["import specpolicy\nimport gymnasium as gym", "import gymnasium as gym\nimport specpolicy",

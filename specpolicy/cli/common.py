@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from specpolicy.cycles import check_temperature
+from specpolicy.arguments import check_temperature
 from specpolicy.defaults import (
     BENCH_PROMPTS,
     DATASET,

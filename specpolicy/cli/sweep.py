@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from specpolicy.arguments import check_candidate_set, check_counts
 from specpolicy.cli.common import (
     DatasetOption,
     DeviceOption,
@@ -19,7 +20,6 @@ from specpolicy.cli.common import (
     settings_from,
     stderr,
 )
-from specpolicy.cycles import check_candidate_set, check_counts
 from specpolicy.defaults import (
     MAX_PROMPT_TOKENS,
     SHIPPED_SWEEP_CANDIDATES,

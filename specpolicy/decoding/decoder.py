@@ -8,7 +8,8 @@ from collections.abc import Sequence
 import torch
 from transformers import PreTrainedModel
 
-from specpolicy.cycles import Plan, check_temperature, run
+from specpolicy.arguments import check_temperature
+from specpolicy.cycles import Plan, run
 from specpolicy.decoding.sampling import PositionalUniforms, processed_probs, sample_with_uniforms
 from specpolicy.decoding.session import DecodeSession
 from specpolicy.decoding.trace import DecodeTrace

@@ -10,14 +10,8 @@ from typing import Any, Protocol
 
 import torch
 
-from specpolicy.cycles import (
-    CycleRecord,
-    DraftedBlock,
-    check_block_size,
-    check_verify_length,
-    commit_tokens,
-    context_cap,
-)
+from specpolicy.arguments import check_block_size, check_verify_length
+from specpolicy.cycles import CycleRecord, DraftedBlock, commit_tokens, context_cap
 from specpolicy.decoding.sampling import PositionalUniforms, draft_confidences
 from specpolicy.decoding.trace import DecodeTrace
 from specpolicy.models.target import crop_cache, new_cache, target_forward

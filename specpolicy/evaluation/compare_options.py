@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 
-from specpolicy.cycles import check_candidate_set, check_counts, check_temperature
+from specpolicy.arguments import check_candidate_set, check_counts, check_temperature
 from specpolicy.defaults import (
     COMPARE_BASELINE,
     COMPARE_ORACLE,

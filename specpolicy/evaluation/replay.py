@@ -7,8 +7,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from specpolicy.arguments import check_candidate_set
 from specpolicy.costs import CostTable, nearest_context
-from specpolicy.cycles import CycleRecord, check_candidate_set, mean_acceptance
+from specpolicy.cycles import CycleRecord, mean_acceptance
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
 from specpolicy.policy import Answers, Policy, PromptObservation, check_vocabulary
 from specpolicy.sweep.records import SweepRecord

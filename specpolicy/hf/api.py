@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from specpolicy.arguments import check_block_size
 from specpolicy.costs import CostTable
-from specpolicy.cycles import CycleRecord, Plan, check_block_size, mean_acceptance
+from specpolicy.cycles import CycleRecord, Plan, mean_acceptance
 from specpolicy.hf.bridge import check_assistant, to_transformers_assistant
 from specpolicy.hf.compat import require_dflash_support
 from specpolicy.models.dflash import DFlashDrafter

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from transformers.generation.candidate_generator import DFlashTokenCandidateGenerator
 
-from specpolicy.cycles import CycleRecord, DraftedBlock, Plan, check_block_size, context_cap
+from specpolicy.arguments import check_block_size
+from specpolicy.cycles import CycleRecord, DraftedBlock, Plan, context_cap
 from specpolicy.decoding.sampling import draft_confidences
 from specpolicy.models.target import cache_kwarg
 from specpolicy.state import DecodeState

@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from specpolicy.cycles import check_block_size
+from specpolicy.arguments import check_block_size
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Policy, PromptObservation
 
 

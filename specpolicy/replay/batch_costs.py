@@ -11,8 +11,8 @@ from itertools import pairwise
 
 import numpy as np
 
+from specpolicy.arguments import check_count
 from specpolicy.costs import CostTable, TableFile, expected_tokens
-from specpolicy.cycles import check_count
 from specpolicy.defaults import ACCEPTANCE_PRIOR, MAX_LATENCY_SPREAD
 
 

@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from specpolicy.cycles import CycleRecord, Plan, check_block_size
+from specpolicy.arguments import check_block_size
+from specpolicy.cycles import CycleRecord, Plan
 from specpolicy.policy import Answers, Policy, PromptObservation
 
 Throughput = Callable[["VllmConfig | SglangConfig", int], float]

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from specpolicy.cycles import CycleRecord, Plan, check_count, run_cycle
+from specpolicy.arguments import check_count
+from specpolicy.cycles import CycleRecord, Plan, run_cycle
 from specpolicy.replay.batch_costs import BatchCostTable
 from specpolicy.replay.session import ReplaySession
 from specpolicy.replay.table import ReplayTable

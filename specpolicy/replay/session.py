@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from specpolicy.cycles import CycleRecord, DraftedBlock, check_block_size, check_verify_length
+from specpolicy.arguments import check_block_size, check_verify_length
+from specpolicy.cycles import CycleRecord, DraftedBlock
 from specpolicy.state import DecodeState
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from specpolicy.cycles import check_candidate_set
+from specpolicy.arguments import check_candidate_set
 from specpolicy.defaults import MAX_BLOCK_SIZE, PAPER_CANDIDATES, TRAINING_BLOCK_SIZE
 from specpolicy.files import write_text
 from specpolicy.sweep.records import RECORD_VERSION, SweepRecord

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from specpolicy.cycles import check_candidate_set
+from specpolicy.arguments import check_candidate_set
 from specpolicy.decoding import DecodeTrace, SpeculativeDecoder
 from specpolicy.decoding.sampling import draft_confidences
 from specpolicy.defaults import REPLAY_ROWS_PER_PASS, TRAINING_BLOCK_SIZE

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
-from specpolicy.cycles import check_block_size, check_candidate_set, check_count, check_temperature
+from specpolicy.arguments import check_block_size, check_candidate_set, check_count, check_temperature
 from specpolicy.defaults import (
     DEFAULT_THREADS,
     MAX_NEW_TOKENS,

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from specpolicy import defaults
-from specpolicy.cycles import check_candidate_set, check_count
+from specpolicy.arguments import check_candidate_set, check_count
 from specpolicy.files import atomic_path, check_replaceable, write_text
 from specpolicy.policy import TRAINING_BLOCK_SIZE, LearnedPolicy, TrainingSet, oracle_label
 

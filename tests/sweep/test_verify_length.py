@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from specpolicy.arguments import check_verify_length
 from specpolicy.costs import uniform_costs
-from specpolicy.cycles import CycleRecord, Plan, check_verify_length
+from specpolicy.cycles import CycleRecord, Plan
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.sweep.records import ReplayEntry
 from specpolicy.sweep.replay import build_replay

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specpolicy.cycles import check_candidate_set
+from specpolicy.arguments import check_candidate_set
 from specpolicy.sweep.traces import calibration, llamacpp, profile, spec_bench, specdecode, vllm
 from specpolicy.sweep.traces.common import TraceImport, first_object, trace_file
 from specpolicy.sweep.traces.profile import ProfileDraw
