@@ -53,7 +53,7 @@ SHAPES = {
     "llama-3.1-8b": Shape("llama-3.1-8b", 32, 4096, 32, 8, 128, 14336, 128256),
     "qwen3-8b": Shape("qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936),
 }
-GRID = {1024: (1, 16, 64, 128), 8192: (1, 16, 64)}
+GRID = {1024: (1, 2, 4, 8, 16, 32, 64, 128, 256), 8192: (1, 2, 4, 8, 16, 32, 64)}
 """cached context -> batch sizes timed (the KV cache of 128 requests at 8k does not fit beside the weights)"""
 WIDTHS = (1, 2, 4, 8, 16, 32)
 

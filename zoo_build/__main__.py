@@ -102,6 +102,15 @@ def measured() -> None:
         typer.echo(f"measured cost table written to {path}")
 
 
+@app.command("measured-steps")
+def measured_steps() -> None:
+    """Write the measured H200 serving tables from specpolicy's own steps (h200-sxm-steps-torch.json)."""
+    from zoo_build.measured import steps_tables
+
+    for path in steps_tables():
+        typer.echo(f"measured serving table written to {path}")
+
+
 SERVING_TABLES = {"models": {"meta-llama/Meta-Llama-3.1-8B": "llama-3.1-8b", "Qwen/Qwen3-8B": "qwen3-8b"},
                   "gpus": ("h100_sxm", "h200_sxm"), "engines": ("vllm", "sglang"),
                   "drafters": ("dflash", "eagle3"),

@@ -55,3 +55,42 @@ def build(source: Path = SOURCE, out: Path = MEASURED_DIR) -> list[Path]:
         cost_table(probe, body["source"].split(" (")[0]).save(path)
         paths.append(path)
     return paths
+
+
+STEPS = MEASURED_DIR / "h200-sxm-steps-torch.json"
+"""specpolicy's own H200 steps (``python -m benchmarks.gpu_steps``), milliseconds"""
+
+
+def _seconds(rows: dict, lengths: bool = True) -> dict:
+    """``{"b": {"n": ms}}`` (or ``{"b": ms}``) as ``{b: {n: s}}`` (or ``{b: s}``)."""
+    if not lengths:
+        return {int(b): ms / 1e3 for b, ms in rows.items()}
+    return {int(b): {int(n): ms / 1e3 for n, ms in row.items()} for b, row in rows.items()}
+
+
+def steps_tables(source: Path = STEPS, out: Path = MEASURED_DIR) -> list[Path]:
+    """Write ``torch-h200-sxm-{model}-{drafter}-context-{n}.json``: the measured steps as batch cost tables,
+    each point the cheapest measured shape of at least that many requests and tokens (an engine pads to it);
+    the DFlash drafter's measured pass over each block, or the EAGLE-3 head's per drafted position."""
+    from specpolicy.bench.serving_costs import padded
+    from specpolicy.replay.batch_costs import BatchCostTable
+
+    body = json.loads(source.read_text())
+    paths = []
+    for model, steps in body["models"].items():
+        for context in steps["verify"]:
+            verify = padded(_seconds(steps["verify"][context]))
+            block = padded({b: {n: s for n, s in row.items() if n > 1}
+                            for b, row in _seconds(steps["dflash"][context]).items()})
+            heads = padded({b: {1: s} for b, s in _seconds(steps["eagle3"][context], False).items()})
+            chain = {b: {n: (n - 1) * heads[b][1] for n in row if n > 1} for b, row in verify.items()}
+            for drafter, kind, draft in (("dflash", "block", block), ("eagle3", "chain", chain)):
+                about = ("its 5 layers and the target's head over each block, measured" if kind == "block"
+                         else "one layer and a 32,000-token head per drafted position, measured")
+                path = out / f"torch-h200-sxm-{model}-{drafter}-context-{context}.json"
+                BatchCostTable(verify, draft, None, f"{body['device']} (PyTorch, CUDA graphs; measured)",
+                               "bfloat16", int(context), {},
+                               f"{body['source']}; {drafter}: {about}; each point the cheapest measured "
+                               "shape of at least that many requests and tokens", kind).save(path)
+                paths.append(path)
+    return paths

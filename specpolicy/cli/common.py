@@ -50,8 +50,8 @@ SeedOption = typer.Option(0, help="seed of the prompt sample, sampling and train
 DatasetOption = typer.Option(DATASET, help="prompt set name or a .jsonl/.txt file")
 BenchPromptsOption = typer.Option(BENCH_PROMPTS, min=1, help="prompts (the first of a seeded sample)")
 BatchCostsOption = typer.Option(None, "--batch-costs", help="batch cost table for serving (`specpolicy bench "
-                                                           "batch-latency --out FILE`, or a shipped aic-* "
-                                                           "table's name)")
+                                                           "batch-latency --out FILE`, or a shipped aic-* or "
+                                                           "torch-* table's name)")
 ServerOption = typer.Option(None, "--server", help="the llama-server binary (default: "
                                                    "$SPECPOLICY_LLAMA_SERVER, PATH, or the one `specpolicy "
                                                    "engine build` cached)")

@@ -182,7 +182,7 @@ def _rise_ratios(model: str, engine: str, context: int, batch: int, lengths: tup
 @pytest.mark.parametrize("context", [1024, 8192])
 def test_a_verify_at_batch_one_is_within_15_percent_of_the_measured_h200_steps(model, engine, context):
     """docs/real-data.md: the rise of a step from 1 to n tokens (n = 2..32) at batch one against the H200
-    steps measured here (published: 0.87-1.03). A verify's n queries read their request's cache once; priced
+    steps measured here (published: 0.87-1.04). A verify's n queries read their request's cache once; priced
     as n decode requests, each reading it, the rise was 1.5-1.7x the measured one at 8k."""
     for ratio in _rise_ratios(model, engine, context, 1, (2, 4, 8, 16, 32)):
         assert 0.85 <= ratio <= 1.15, ratio
@@ -192,9 +192,9 @@ def test_a_verify_at_batch_one_is_within_15_percent_of_the_measured_h200_steps(m
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "qwen3-8b"])
 @pytest.mark.parametrize("context", [1024, 8192])
 def test_a_verify_under_load_against_the_measured_h200_steps_is_as_published(model, engine, context):
-    """docs/real-data.md: at batch 16 and 64 the composed rise is 0.77-1.05 of the measured one (flatter where
+    """docs/real-data.md: at batch 16 and 64 the composed rise is 0.78-1.08 of the measured one (flatter where
     the measured GEMMs step up at 128 rows); it was up to 6.6x before a verify's attention read each cache
     once."""
     for batch in (16, 64):
         for ratio in _rise_ratios(model, engine, context, batch, (2, 4, 8, 16, 32)):
-            assert 0.76 <= ratio <= 1.06, (batch, ratio)
+            assert 0.77 <= ratio <= 1.09, (batch, ratio)

@@ -49,3 +49,30 @@ def test_every_shipped_file_has_its_row_and_the_notice():
     assert shipped == {table_name(p) for p in PROBES}
     notice = (MEASURED_DIR / "NOTICE.md").read_text()
     assert "MIT License" in notice and "308e3f8ee343fa9477531ff36760b8d3e62164ae" in notice
+
+
+def test_the_measured_h200_tables_are_what_the_steps_give_each_point_a_measured_shape(tmp_path):
+    """``python -m zoo_build measured-steps``: every shipped ``torch-h200-*`` table is rebuilt from the
+    steps and compared; each point is a measured step of at least that many requests and tokens, and the
+    DFlash drafter a measured block pass, the EAGLE-3 head a measured pass per drafted position."""
+    from specpolicy.replay.batch_costs import BatchCostTable
+    from zoo_build.measured import STEPS, steps_tables
+
+    built = steps_tables(out=tmp_path)
+    assert {p.name for p in built} == {p.name for p in MEASURED_DIR.glob("torch-h200-*.json")}
+    steps = json.loads(STEPS.read_text())["models"]
+    for path in built:
+        table, shipped = BatchCostTable.load(path), BatchCostTable.load(MEASURED_DIR / path.name)
+        assert table.check() == [] and (table.drafter, table.context_length) == (shipped.drafter,
+                                                                                 shipped.context_length)
+        for b in table.batch_sizes:
+            np.testing.assert_allclose(list(table.verify[b].values()), list(shipped.verify[b].values()),
+                                       rtol=1e-12)
+        model = path.name.removeprefix("torch-h200-sxm-").split("-dflash")[0].split("-eagle3")[0]
+        measured = steps[model]["verify"][str(table.context_length)]
+        for b, row in table.verify.items():
+            for n, seconds in row.items():  # the cheapest of the measured shapes at least (b, n)
+                at_least = [ms for bb, r in measured.items() if int(bb) >= b for nn, ms in r.items()
+                            if int(nn) >= n]
+                assert seconds == pytest.approx(min(at_least) / 1e3, rel=1e-12)
+        assert "measured by specpolicy" in table.source and "H200" in table.machine
