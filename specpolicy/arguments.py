@@ -8,12 +8,16 @@ from collections.abc import Iterable
 from specpolicy.defaults import MAX_BLOCK_SIZE, MAX_TEMPERATURE
 
 
+def is_integer(value: object) -> bool:
+    """Whether ``value`` is a whole number of any integer type (numpy's included), a bool not being one: the
+    one test every check of a count, size or index below makes."""
+    return not isinstance(value, bool) and hasattr(value, "__index__")
+
+
 def check_block_size(block_size: object) -> int:
     """``block_size`` as an int in 1..MAX_BLOCK_SIZE, or a ValueError naming it: the one check every entry
     point (decoder, sessions, plans, transformers' loop, sweeps, the CLI) runs."""
-    valid = not isinstance(block_size,
-                           bool) and (isinstance(block_size, int) or hasattr(block_size, "__index__"))
-    if not valid or not 1 <= int(block_size) <= MAX_BLOCK_SIZE:
+    if not is_integer(block_size) or not 1 <= int(block_size) <= MAX_BLOCK_SIZE:
         raise ValueError(f"block size must be an integer in 1..{MAX_BLOCK_SIZE} (1 = autoregressive), "
                          f"got {block_size!r}")
     return int(block_size)
@@ -37,7 +41,7 @@ def check_candidate_set(candidates: Iterable[object], what: str = "candidates") 
 def check_count(value: object, what: str, least: int = 1) -> int:
     """``value`` as an int >= ``least`` (a bool, a float or a string refused), or a ValueError naming
     ``what``: the one check of a single count."""
-    if isinstance(value, bool) or not hasattr(value, "__index__") or value < least:
+    if not is_integer(value) or value < least:
         raise ValueError(f"{what} must be an integer >= {least}, got {value!r}")
     return int(value)
 
@@ -46,8 +50,7 @@ def check_counts(values: object, what: str) -> tuple[int, ...]:
     """``values`` as sorted distinct integers >= 1 (concurrencies, batch sizes), or a ValueError naming
     ``what``: the one check of a set of counts (the library and the command line)."""
     items = list(values) if isinstance(values, list | tuple | range) else None
-    if not items or any(isinstance(v, bool) or not hasattr(v, "__index__") or v < 1 for v in items) or \
-            len(set(items)) != len(items):
+    if not items or any(not is_integer(v) or v < 1 for v in items) or len(set(items)) != len(items):
         raise ValueError(f"{what} must be distinct counts >= 1, such as [1, 4, 16], got {values!r}")
     return tuple(sorted(int(v) for v in items))
 
@@ -57,8 +60,8 @@ def check_verify_length(verify_length: object, block_size: int, cap: bool = Fals
     length is cut to the block), or a ValueError naming both: the one check of a verify length L."""
     if verify_length is None:
         return block_size
-    if isinstance(verify_length, bool) or not hasattr(verify_length, "__index__") or \
-            not 1 <= int(verify_length) <= (MAX_BLOCK_SIZE if cap else block_size):
+    longest = MAX_BLOCK_SIZE if cap else block_size
+    if not is_integer(verify_length) or not 1 <= int(verify_length) <= longest:
         raise ValueError(f"verify length must be an integer in 1..{block_size} (the block size), got "
                          f"{verify_length!r}")
     return min(int(verify_length), block_size)

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from specpolicy.arguments import is_integer
+
 
 @dataclass
 class Episode:
@@ -26,7 +28,7 @@ def prompt_index(rng: np.random.Generator, index: object, count: int) -> int:
     0..``count`` - 1, or a random one when it is ``None``."""
     if index is None:
         return int(rng.integers(count))
-    if isinstance(index, bool) or not hasattr(index, "__index__") or not 0 <= int(index) < count:
+    if not is_integer(index) or not 0 <= int(index) < count:
         raise ValueError(f"options['prompt_index'] must be an integer in 0..{count - 1} (the source's "
                          f"prompts), got {index!r}")
     return int(index)

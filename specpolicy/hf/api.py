@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specpolicy.arguments import check_block_size
+from specpolicy.arguments import check_block_size, is_integer
 from specpolicy.costs import CostTable
 from specpolicy.cycles import CycleRecord, Plan, mean_acceptance
 from specpolicy.hf.bridge import check_assistant, to_transformers_assistant
@@ -38,7 +38,7 @@ def resolve_policy(policy: PolicyLike, candidates: Sequence[int] | None = None) 
         registry = get_registry()
         policy = registry.create(policy, candidates) if candidates is not None else registry.create(policy)
     if not isinstance(policy, Policy):
-        if isinstance(policy, bool) or not hasattr(policy, "__index__"):
+        if not is_integer(policy):
             raise ValueError("policy must be a policy name, a Policy or a block size, such as "
                              f"'blockpilot-guard' or 16; got {policy!r}")
         return check_block_size(policy)
