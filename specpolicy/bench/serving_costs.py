@@ -18,6 +18,7 @@ position (that GEMM from aiconfigurator's measured GEMM table, ``evaluate_ops_js
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,16 +69,15 @@ def padded(verify: dict[int, dict[int, float]]) -> dict[int, dict[int, float]]:
     """Each ``verify[b][n]`` as the cheapest step of at least b requests x n tokens: an engine pads a batch to
     its captured graph sizes, and aiconfigurator's measured GEMMs are cheaper at some larger shapes (by up to
     7%)."""
-    batches = sorted(verify)
-    out = {b: dict(row) for b, row in verify.items()}
-    for b in reversed(batches):
-        lengths = sorted(out[b])
-        for longer, n in zip(reversed(lengths), reversed(lengths[:-1])):
-            out[b][n] = min(out[b][n], out[b][longer])
-        wider = batches[batches.index(b) + 1:]
-        if wider:
-            out[b] = {n: min(s, out[wider[0]].get(n, s)) for n, s in out[b].items()}
-    return out
+    out: dict[int, dict[int, float]] = {}
+    wider: dict[int, float] = {}  # the next larger batch's padded row
+    for b in sorted(verify, reverse=True):
+        row, cheapest = {}, float("inf")
+        for n in sorted(verify[b], reverse=True):
+            cheapest = min(cheapest, verify[b][n])
+            row[n] = min(cheapest, wider.get(n, cheapest))
+        out[b] = wider = dict(sorted(row.items()))
+    return dict(sorted(out.items()))
 
 
 def model_config(model: str) -> dict:
@@ -116,6 +116,7 @@ def serving_costs(model: str, gpu: str, engine: str, drafter: str, context: int,
     logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)
     handles: dict[int, EngineHandle] = {}
 
+    @functools.cache
     def per_op(batch: int, tokens: int) -> dict[str, float]:
         """Milliseconds by operator of the estimator's step of ``tokens`` per request, MTP layers out."""
         if tokens not in handles:
@@ -125,8 +126,7 @@ def serving_costs(model: str, gpu: str, engine: str, drafter: str, context: int,
         return {op[0]: op[1] * scale for op in handles[tokens].decode_step_per_op(batch, context, 2)}
 
     def step(batch: int, tokens: int) -> Step:
-        ops = per_op(batch, tokens)
-        ops[ATTENTION] = per_op(batch, 1)[ATTENTION]  # each request's cache read once (module docstring)
+        ops = {**per_op(batch, tokens), ATTENTION: per_op(batch, 1)[ATTENTION]}  # each cache read once
         return Step(1e-3 * (sum(ops.values()) - ops[EMBEDDING] - ops[LOGITS]), 1e-3 * ops[EMBEDDING],
                     1e-3 * ops[LOGITS])
 
