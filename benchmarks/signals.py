@@ -1,15 +1,16 @@
 """What a signal read before drafting is worth: gates that speculate only where the text so far repeats
-itself.
+itself, or where the target is sure of its next token.
 
 The drafter's pass is what a cycle pays before anything is known, so where it costs several plain steps
 (llama.cpp's DFlash on this CPU: a B = 16 cycle about eight) a per-step rule wins only if it can tell, before
 drafting, the steps whose block will be accepted long. The one signal an engine has there besides the cycle
 history is the committed text: the longest suffix of it that occurred earlier (what an n-gram drafter looks
-up). A gate speculates at block B when that match is at least ``m`` tokens and no speculative cycle failed in
-the last ``w`` steps, and keeps speculating while cycles accept at least ``t`` drafts; otherwise it steps
-plainly (B = 1). Its parameters are chosen on the training side of a store's split and reported on the
-held-out side, beside plain decoding and the per-step oracle, priced with one cost table (modelled time, exact
-replay).
+up); the other is the target's own distribution at the anchor, computed by the verify that committed it (its
+top-1 probability). A gate speculates at block B when the signal is at least ``m`` (match tokens, or a
+probability) and no speculative cycle failed in the last ``w`` steps, and keeps speculating while cycles
+accept at least ``t`` drafts; otherwise it steps plainly (B = 1). Its parameters are chosen on the training
+side of a store's split and reported on the held-out side, beside plain decoding and the per-step oracle,
+priced with one cost table (modelled time, exact replay).
 """
 
 from __future__ import annotations
@@ -39,15 +40,33 @@ def suffix_matches(sequence: Sequence[int], start: int, end: int, longest: int =
     return matches
 
 
+def target_confidences(store: SweepStore, tables: Sequence[ReplayTable]) -> list[list[float]]:
+    """Per table, the store's target's top-1 probability at every output anchor (float32, teacher-forced
+    over the recorded text: the distribution the verify that committed the anchor computed)."""
+    import torch
+
+    from specpolicy.models.loading import load_target
+
+    target, _ = load_target(store.meta.get("target", "tiny"), dtype="float32")
+    confidences = []
+    for t in tables:
+        with torch.no_grad():
+            logits = target(torch.tensor([list(t.sequence)])).logits[0]
+        top = torch.softmax(logits.float(), -1).max(-1).values  # [positions]
+        confidences.append(top[t.prompt_length:t.prompt_length + t.output_length].tolist())
+    return confidences
+
+
 @dataclass(frozen=True)
 class Gate:
     block: int
-    match: int
+    match: float
     wait: int
     keep: int
 
-    def seconds(self, table: ReplayTable, matches: list[int], costs: CostTable) -> float:
-        """Modelled seconds of the gate's decode of ``table`` (``matches`` per output position)."""
+    def seconds(self, table: ReplayTable, matches: Sequence[float], costs: CostTable) -> float:
+        """Modelled seconds of the gate's decode of ``table`` (``matches``: the signal per output
+        position)."""
         session, since, speculating, spent = table.session(), self.wait, False, 0.0
         while not session.done:
             here = matches[session.position - table.prompt_length]
@@ -62,10 +81,18 @@ class Gate:
         return spent
 
 
-def _decodes(store: SweepStore) -> list[tuple[ReplayTable, list[int]]]:
+SIGNALS = {"match": ((0, 4, 8, 16, 24, 32), (0, 8, 32)),
+           "target top-1": ((0.5, 0.8, 0.9, 0.95, 0.98, 0.99), (0, 0.9, 0.98))}
+"""per signal: the thresholds a gate is fitted over, and those the paying shares are reported at"""
+
+
+def _decodes(store: SweepStore, signal: str) -> list[tuple[ReplayTable, Sequence[float]]]:
+    """Each decode's table with ``signal`` (a key of :data:`SIGNALS`) at every output position."""
     tables = [record.table() for record in store.records()]
-    return [(t,
-             suffix_matches(t.sequence, t.prompt_length, t.prompt_length + t.output_length)) for t in tables]
+    if signal == "target top-1":
+        return list(zip(tables, target_confidences(store, tables)))
+    return [(t, suffix_matches(t.sequence, t.prompt_length, t.prompt_length + t.output_length))
+            for t in tables]
 
 
 def speed(decodes: list[tuple[ReplayTable, list[int]]], costs: CostTable, gate: Gate | None) -> float:
@@ -81,25 +108,32 @@ def speed(decodes: list[tuple[ReplayTable, list[int]]], costs: CostTable, gate: 
     return plain / spent
 
 
-def paying_share(decodes: list[tuple[ReplayTable, list[int]]], costs: CostTable, block: int,
-                 match: int) -> float:
-    """Of the positions whose suffix match is at least ``match``, the share where a cycle of ``block`` would
-    commit enough tokens to pay for itself against plain steps."""
+def paying_share(decodes: list[tuple[ReplayTable, Sequence[float]]], costs: CostTable, block: int,
+                 match: float) -> float:
+    """Of the positions whose signal is at least ``match``, the share where a cycle of ``block`` would commit
+    enough tokens to pay for itself against plain steps."""
     needed = costs.cycle_seconds(block) / costs.ar_seconds - 1  # drafts accepted for the cycle to pay
     hits = [int(t.accepted[i, t.candidates.index(block)]) >= needed for t, m in decodes
             for i in range(t.output_length) if m[i] >= match]
     return sum(hits) / max(1, len(hits))
 
 
-def bench_signals(sweep: str, costs: CostTable, blocks: Sequence[int]) -> dict[str, float]:
-    """The best gate on the training side, and on the held-out side: it, plain steps on the drafter's server
-    (``fixed1``) and the per-step oracle, each as speed over plain decoding; and over the whole store, the
-    share of positions where the largest block pays, by suffix match."""
-    train, held = (_decodes(SweepStore.load(sweep, split=side)) for side in ("train", "validation"))
-    grid = [Gate(*g) for g in itertools.product(blocks, (0, 4, 8, 16, 24, 32), (0, 8, 32, 64), (4, 8, 12))]
-    best = max(grid, key=lambda gate: speed(train, costs, gate))
-    shares = {f"share of positions where B = {max(blocks)} pays, match >= {m}": paying_share(
-        train + held, costs, max(blocks), m) for m in (0, 8, 32)}
-    return {"fixed1 (x plain decoding)": speed(held, costs, Gate(1, 0, 0, 0)),
-            f"{best} (x plain decoding)": speed(held, costs, best),
-            "oracle-step (x plain decoding)": speed(held, costs, None), **shares}
+def bench_signals(sweep: str, costs: CostTable, blocks: Sequence[int],
+                  signals: Sequence[str] = tuple(SIGNALS)) -> dict[str, float]:
+    """Per signal, the best gate on the training side, reported on the held-out side; beside it plain steps
+    on the drafter's server (``fixed1``) and the per-step oracle, each as speed over plain decoding; and over
+    the whole store, the share of positions where the largest block pays, by the signal."""
+    result: dict[str, float] = {}
+    for signal in signals:
+        thresholds, reported = SIGNALS[signal]
+        train, held = (_decodes(SweepStore.load(sweep, split=side), signal)
+                       for side in ("train", "validation"))
+        if not result:
+            result = {"fixed1 (x plain decoding)": speed(held, costs, Gate(1, 0, 0, 0)),
+                      "oracle-step (x plain decoding)": speed(held, costs, None)}
+        grid = [Gate(*g) for g in itertools.product(blocks, thresholds, (0, 8, 32, 64), (4, 8, 12))]
+        best = max(grid, key=lambda gate: speed(train, costs, gate))
+        result[f"{signal}: {best} (x plain decoding)"] = speed(held, costs, best)
+        result |= {f"{signal}: share of positions where B = {max(blocks)} pays, >= {m}": paying_share(
+            train + held, costs, max(blocks), m) for m in reported}
+    return result
