@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from specpolicy.arguments import check_candidate_set
@@ -146,3 +148,17 @@ def _check_plan(policy: Policy, plan: Plan, picked: int) -> None:
             raise _fail(policy, f"per-cycle choice {value!r} at cycle {cycle} is not in {sorted(choices)}")
         state.record(int(value), int(value) - 1 if cycle % 2 == 0 else 0, int(value))
         state.cycle += 1
+
+
+def check_vocabulary(policies: Sequence[Policy], vocab_size: int | None, source: str) -> None:
+    """Fail, before any model work, when a policy reads logits of another vocabulary than ``source``'s."""
+    if vocab_size is None:
+        return
+    for policy in policies:
+        wanted = policy.vocabulary()
+        if wanted is not None and wanted != vocab_size:
+            raise ValueError(
+                f"policy {policy.name!r} reads logits over a vocabulary of {wanted} but {source} has "
+                f"{vocab_size}; train one for it (`specpolicy sweep --target ...` then `specpolicy train "
+                "blockpilot --sweep DIR --out FOLDER`) or use a vocabulary-independent policy such as "
+                "fixed16, adaptive or probe")

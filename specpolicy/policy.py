@@ -105,6 +105,8 @@ class Policy:
                                  "candidates")
             return size
 
+        if plan.always in allowed:  # one allowed size: replay reuses the cycles of that size
+            return plan
         if isinstance(plan.block, CostAwareBlocks):  # the value stays readable by the engines
             return replace(plan, block=replace(plan.block, choose=block))
         return replace(plan, block=block)
@@ -281,20 +283,6 @@ class TrainingSet:
     def observations(self) -> list[PromptObservation]:
         return [PromptObservation(self.logits[i], int(self.prompt_lengths[i]), self.prompt_ids[i])
                 for i in range(len(self))]
-
-
-def check_vocabulary(policies: Sequence[Policy], vocab_size: int | None, source: str) -> None:
-    """Fail, before any model work, when a policy reads logits of another vocabulary than ``source``'s."""
-    if vocab_size is None:
-        return
-    for policy in policies:
-        wanted = policy.vocabulary()
-        if wanted is not None and wanted != vocab_size:
-            raise ValueError(
-                f"policy {policy.name!r} reads logits over a vocabulary of {wanted} but {source} has "
-                f"{vocab_size}; train one for it (`specpolicy sweep --target ...` then `specpolicy train "
-                "blockpilot --sweep DIR --out FOLDER`) or use a vocabulary-independent policy such as "
-                "fixed16, adaptive or probe")
 
 
 def oracle_label(taus: Sequence[float], candidates: Sequence[int],

@@ -32,8 +32,8 @@ def results_per_dataset(options: CompareOptions) -> Iterator[Run]:
 
         check_live(built)
     if store is None:
+        from specpolicy.checks import check_vocabulary
         from specpolicy.models.sources import target_vocab_size
-        from specpolicy.policy import check_vocabulary
 
         check_vocabulary(built, target_vocab_size(options.target), f"target {options.target!r}")
         # a fresh sweep or live decoding runs whatever sizes the policies choose

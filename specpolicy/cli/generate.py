@@ -127,10 +127,11 @@ def _chosen(policy: str, block_size: int | None, costs, engine: bool, target: st
     cost-aware one in the engine needs the engine's table."""
     import numpy as np
 
+    from specpolicy.checks import check_vocabulary
     from specpolicy.decoding.engine import check_live
     from specpolicy.evaluation.engine import engine_sizes, for_engine
     from specpolicy.models.sources import target_vocab_size
-    from specpolicy.policy import PromptObservation, check_vocabulary
+    from specpolicy.policy import PromptObservation
     from specpolicy.registry import get_registry
 
     if block_size is not None and not engine:

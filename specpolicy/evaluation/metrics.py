@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import cache
 
 import numpy as np
 
@@ -134,13 +135,22 @@ def paired_interval(columns: Sequence[np.ndarray], statistic: Callable[..., np.n
     n = len(data[0])
     if n < 2 or any(not np.all(np.isfinite(c)) for c in data):
         return float("nan"), float("nan")
-    rows = np.random.RandomState(seed).randint(0, n, (n_resamples, n))  # [resamples, prompts]
+    rows = _resamples(n, n_resamples, seed)  # [resamples, prompts]
     with np.errstate(divide="ignore", invalid="ignore"):
         values = statistic(*[c[rows] for c in data], axis=-1)  # [resamples]
     if np.isnan(values).any():
         return float("nan"), float("nan")
     low, high = np.quantile(values, [0.025, 0.975])
     return float(low), float(high)
+
+
+@cache
+def _resamples(n: int, n_resamples: int, seed: int) -> np.ndarray:
+    """The prompt indices of every resample, int [n_resamples, n] (read-only: drawn once per shape, as every
+    row of a comparison resamples the same prompts)."""
+    rows = np.random.RandomState(seed).randint(0, n, (n_resamples, n))
+    rows.flags.writeable = False
+    return rows
 
 
 def _ratio(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:

@@ -8,10 +8,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from specpolicy.arguments import check_candidate_set
+from specpolicy.checks import check_vocabulary
 from specpolicy.costs import CostTable, nearest_context
 from specpolicy.cycles import CycleRecord, mean_acceptance
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
-from specpolicy.policy import Answers, Policy, PromptObservation, check_vocabulary
+from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
 

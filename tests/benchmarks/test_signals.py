@@ -48,7 +48,7 @@ def test_the_target_confidence_at_an_anchor_is_what_a_forward_over_the_text_up_t
             confidence[anchor - table.prompt_length], rel=1e-4)
     costs = CostTable.load("tests/fixtures/costs-llamacpp-engine-cpu.json")
     decodes = list(zip(tables, confidences))
-    assert speed(decodes, costs, Gate(16, 2.0, 0, 4)) == speed(decodes, costs, Gate(1, 0, 0, 0))  # never opens
+    assert speed(decodes, costs, Gate(16, 2.0, 0, 4)) == speed(decodes, costs, Gate(1, 0, 0, 0))  # shut
 
 
 def test_blocks_the_table_does_not_price_are_refused_in_one_line():

@@ -46,3 +46,14 @@ def test_every_engine_refuses_a_block_size_outside_the_policys_choices_naming_it
         evaluate_replay(replay_store, [_Stray((4, 8))])
     with pytest.raises(ValueError, match="policy 'stray-fixed' chose block size 7"):
         evaluate_replay(replay_store, [_StrayFixed((4, 8))])
+
+
+def test_a_checked_fixed_plan_stays_a_fixed_plan_so_replay_reuses_the_cycles_of_its_size():
+    import numpy as np
+
+    from specpolicy.policy import PromptObservation
+
+    observation = PromptObservation(np.zeros(4, dtype=np.float32), 3)
+    assert create_policy("fixed8", (4, 8)).checked_plan(observation).always == 8
+    assert create_policy("heuristic", (4, 8)).checked_plan(observation).always is None
+    assert _StrayFixed((4, 8)).checked_plan(observation).always is None  # refused at its first cycle
