@@ -227,7 +227,7 @@ def hf_loop(
     from specpolicy.hf import require_dflash_support, resolve_policy
     from specpolicy.models import load_pair
     from specpolicy.models.sources import target_vocab_size
-    from specpolicy.policy import check_vocabulary
+    from specpolicy.checks import check_vocabulary
     from specpolicy.sweep.latency import cached_costs, pin_threads
 
     require_dflash_support()
