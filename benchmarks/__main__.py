@@ -220,6 +220,7 @@ def hf_loop(
 ) -> None:
     """One policy in specpolicy's decoder and in transformers' generate(): outputs, cycles, tokens/s."""
     from benchmarks.hf_loop import bench_hf
+    from specpolicy.checks import check_vocabulary
     from specpolicy.cli.progress import progress_bar
     from specpolicy.data.prompts import encode_prompts
     from specpolicy.data.registry import load_prompts
@@ -227,7 +228,6 @@ def hf_loop(
     from specpolicy.hf import require_dflash_support, resolve_policy
     from specpolicy.models import load_pair
     from specpolicy.models.sources import target_vocab_size
-    from specpolicy.checks import check_vocabulary
     from specpolicy.sweep.latency import cached_costs, pin_threads
 
     require_dflash_support()

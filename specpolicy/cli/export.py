@@ -72,8 +72,8 @@ def _llamacpp(policy: str, engine: str, server: str | None) -> dict:
     engine convert`` writes other pairs')."""
     from specpolicy.defaults import DEFAULT_CANDIDATES, DEFAULT_THREADS, TRAINING_BLOCK_SIZE
     from specpolicy.engines.build import find_server, gguf_pair
-    from specpolicy.engines.llamacpp import deployment
     from specpolicy.evaluation.engine import check_engine, deployable_settings, engine_sizes, for_engine
+    from specpolicy.evaluation.export import llamacpp_deployment
     from specpolicy.registry import get_registry
 
     check_engine(engine, "exports to")
@@ -81,8 +81,8 @@ def _llamacpp(policy: str, engine: str, server: str | None) -> dict:
     settings = deployable_settings(for_engine(get_registry().create(policy, sizes), sizes),
                                    TRAINING_BLOCK_SIZE)
     binary, folder = find_server(server), gguf_pair("tiny", "tiny")
-    return deployment(settings, binary, folder / "target.gguf", folder / "drafter.gguf", DEFAULT_THREADS,
-                      policy)
+    return llamacpp_deployment(settings, binary, folder / "target.gguf", folder / "drafter.gguf",
+                               DEFAULT_THREADS, policy)
 
 
 def _write(document: dict, out: Path | None) -> None:

@@ -19,7 +19,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from specpolicy.defaults import LLAMACPP_VERSION, MAX_BLOCK_SIZE
+from specpolicy.defaults import MAX_BLOCK_SIZE
 from specpolicy.engines.build import die_with_parent, patched
 
 START_TIMEOUT = 60.0
@@ -28,8 +28,6 @@ LOG_TAIL = 15
 """log lines an error about a server quotes"""
 WARMUP_TOKENS = 16
 """tokens of the request that warms a new server (untimed)"""
-FIRST_PORT = 8081
-"""the port of the first server an export writes (the next ones count up)"""
 
 
 @dataclass(frozen=True, order=True)
@@ -274,30 +272,3 @@ class PerRequest:
 
     def complete(self, prompt: list[int], max_new_tokens: int) -> Reply:
         return self.server.complete(prompt, max_new_tokens, self.setting)
-
-
-def deployment(settings: list[Setting], binary: Path, target: Path, drafter: Path, threads: int,
-               per_prompt: str ) -> dict:
-    """What ``export --engine llamacpp`` writes: the server command lines (ports from 8081 up: a server per
-    setting for a stock binary; for a patched one, one DFlash server, and plain decoding's where a prompt may
-    be decoded plainly) and, where there are several settings, the rule that routes each request
-    (``per_prompt``: the policy's name) and what each request carries."""
-    per_request = patched(binary)
-    plain = Setting(1)
-    started = [plain] * (plain in settings) + [SHARED] if per_request else sorted(settings)
-    ports = range(FIRST_PORT, FIRST_PORT + len(started))
-    servers = [{"setting": s.name, "block_size": s.block_size, "p_min": s.p_min,
-                "url": f"http://127.0.0.1:{port}",
-                "command": server_command(binary, target, drafter, s, threads, port)}
-               for port, s in zip(ports, started)]
-    chooser = f"specpolicy.registry.create_policy({per_prompt!r}).select(observation)"
-    how = ("B = 1 to plain decoding's server, every other B a request to the one DFlash server with the "
-           "fields below" if per_request else f"a stock llama.cpp {LLAMACPP_VERSION} takes no per-request "
-                                             "speculation settings, so a setting is a server")
-    routing = ("every request to the one server" if len(settings) == 1 else
-               f"per request, after the target's prefill: the setting {per_prompt} selects ({chooser}); "
-               f"{how}")
-    requests = [{"setting": s.name, "speculative.n_max": s.block_size - 1, "speculative.p_min": s.p_min}
-                for s in sorted(settings) if s != plain] if per_request else []
-    return {"engine": "llama.cpp llama-server", "version": LLAMACPP_VERSION, "patched": per_request,
-            "servers": servers, "routing": routing, **({"requests": requests} if requests else {})}

@@ -1,10 +1,15 @@
 """The configurations ``specpolicy export`` writes: a policy served at every concurrency and the vLLM and
-SGLang configurations closest to it, each priced by simulating exactly what the engine runs (numpy only)."""
+SGLang configurations closest to it, each priced by simulating exactly what the engine runs (numpy only), or
+the llama.cpp servers that deploy it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
+from specpolicy.defaults import LLAMACPP_VERSION
+from specpolicy.engines.build import patched
+from specpolicy.engines.llamacpp import SHARED, Setting, server_command
 from specpolicy.evaluation.replay import check_policies
 from specpolicy.evaluation.serving import StoredPrompts, evaluate_serving
 from specpolicy.policy import Policy
@@ -18,6 +23,9 @@ SEMANTICS = ("the configurations run the policy as closely as each engine can: S
              "verifying K + 1 per batch size (the L it verifies most there). Each engine's columns price "
              "exactly that configuration; read one back with --policies vllm-config:FILE or "
              "sglang-config:FILE.")
+
+FIRST_PORT = 8081
+"""the port of the first llama.cpp server an export writes (the next ones count up)"""
 
 
 class _Pricer:
@@ -89,3 +97,30 @@ def _batch_row(policy: str, batch: int, dynamic: tuple, configs: dict, pricer: _
         on_batch(f"concurrency {batch}: {policy} {row['policy_tokens_per_s']:.0f} tok/s; as exported: vLLM "
                  f"{row.get('vllm_tokens_per_s', '-')}, SGLang {row['sglang_tokens_per_s']} tok/s (modelled)")
     return row
+
+
+def llamacpp_deployment(settings: list[Setting], binary: Path, target: Path, drafter: Path, threads: int,
+                        per_prompt: str) -> dict:
+    """What ``export --engine llamacpp`` writes: the server command lines (ports from 8081 up: a server per
+    setting for a stock binary; for a patched one, one DFlash server, and plain decoding's where a prompt may
+    be decoded plainly) and, where there are several settings, the rule that routes each request
+    (``per_prompt``: the policy's name) and what each request carries."""
+    per_request = patched(binary)
+    plain = Setting(1)
+    started = [plain] * (plain in settings) + [SHARED] if per_request else sorted(settings)
+    ports = range(FIRST_PORT, FIRST_PORT + len(started))
+    servers = [{"setting": s.name, "block_size": s.block_size, "p_min": s.p_min,
+                "url": f"http://127.0.0.1:{port}",
+                "command": server_command(binary, target, drafter, s, threads, port)}
+               for port, s in zip(ports, started)]
+    chooser = f"specpolicy.registry.create_policy({per_prompt!r}).select(observation)"
+    how = ("B = 1 to plain decoding's server, every other B a request to the one DFlash server with the "
+           "fields below" if per_request else f"a stock llama.cpp {LLAMACPP_VERSION} takes no per-request "
+                                             "speculation settings, so a setting is a server")
+    routing = ("every request to the one server" if len(settings) == 1 else
+               f"per request, after the target's prefill: the setting {per_prompt} selects ({chooser}); "
+               f"{how}")
+    requests = [{"setting": s.name, "speculative.n_max": s.block_size - 1, "speculative.p_min": s.p_min}
+                for s in sorted(settings) if s != plain] if per_request else []
+    return {"engine": "llama.cpp llama-server", "version": LLAMACPP_VERSION, "patched": per_request,
+            "servers": servers, "routing": routing, **({"requests": requests} if requests else {})}
