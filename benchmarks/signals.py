@@ -86,13 +86,11 @@ SIGNALS = {"match": ((0, 4, 8, 16, 24, 32), (0, 8, 32)),
 """per signal: the thresholds a gate is fitted over, and those the paying shares are reported at"""
 
 
-def _decodes(store: SweepStore, signal: str) -> list[tuple[ReplayTable, Sequence[float]]]:
-    """Each decode's table with ``signal`` (a key of :data:`SIGNALS`) at every output position."""
-    tables = [record.table() for record in store.records()]
+def _signal(store: SweepStore, tables: Sequence[ReplayTable], signal: str) -> list[Sequence[float]]:
+    """``signal`` (a key of :data:`SIGNALS`) at every output position of each of ``tables``."""
     if signal == "target top-1":
-        return list(zip(tables, target_confidences(store, tables)))
-    return [(t, suffix_matches(t.sequence, t.prompt_length, t.prompt_length + t.output_length))
-            for t in tables]
+        return target_confidences(store, tables)
+    return [suffix_matches(t.sequence, t.prompt_length, t.prompt_length + t.output_length) for t in tables]
 
 
 def speed(decodes: list[tuple[ReplayTable, list[int]]], costs: CostTable, gate: Gate | None) -> float:
@@ -123,11 +121,14 @@ def bench_signals(sweep: str, costs: CostTable, blocks: Sequence[int],
     """Per signal, the best gate on the training side, reported on the held-out side; beside it plain steps
     on the drafter's server (``fixed1``) and the per-step oracle, each as speed over plain decoding; and over
     the whole store, the share of positions where the largest block pays, by the signal."""
+    store = SweepStore.load(sweep)
+    train_tables = [r.table() for r in SweepStore.load(sweep, split="train").records()]
+    tables = train_tables + [r.table() for r in SweepStore.load(sweep, split="validation").records()]
     result: dict[str, float] = {}
-    for signal in signals:
+    for signal in signals:  # each signal over both sides at once (the target loads once)
         thresholds, reported = SIGNALS[signal]
-        train, held = (_decodes(SweepStore.load(sweep, split=side), signal)
-                       for side in ("train", "validation"))
+        decodes = list(zip(tables, _signal(store, tables, signal)))
+        train, held = decodes[:len(train_tables)], decodes[len(train_tables):]
         if not result:
             result = {"fixed1 (x plain decoding)": speed(held, costs, Gate(1, 0, 0, 0)),
                       "oracle-step (x plain decoding)": speed(held, costs, None)}
