@@ -159,8 +159,26 @@ class ReplayTable:
             return run(self.session(prefill_logits), plan)
         if size not in self._fixed:
             self._column(size)
-            self._fixed[size] = tuple(run(self.session(), Plan.fixed(size)))
+            self._fixed[size] = self._walk_fixed(size) or tuple(run(self.session(), Plan.fixed(size)))
         return list(self._fixed[size])
+
+    def _walk_fixed(self, size: int) -> tuple[CycleRecord, ...] | None:
+        """The cycles of a fixed ``size``, walked over :meth:`_outcomes` as :meth:`fixed_cycles` counts them
+        (what a session runs, without one); ``None`` where the session must run: recorded rounds, or an anchor
+        the walk reaches without a replayed cycle (the session names it)."""
+        if self.rounds:
+            return None
+        outcomes = self._outcomes([size])
+        accepted, kept = outcomes.accepted[:, 0].tolist(), outcomes.kept[:, 0].tolist()
+        nxt, done = outcomes.nxt[:, 0].tolist(), outcomes.done[:, 0].tolist()
+        cycles, i, finished = [], 0, self.start()[2]
+        while not finished:
+            if accepted[i] < 0:
+                return None
+            if kept[i]:
+                cycles.append(CycleRecord(size, accepted[i], kept[i]))
+            finished, i = done[i], nxt[i]
+        return tuple(cycles)
 
     def taus(self) -> dict[int, float]:
         """tau of every candidate as a fixed block size (:func:`~specpolicy.cycles.mean_acceptance` of the

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from specpolicy.costs import CostTable
-from specpolicy.cycles import REASONS, commit_length, commit_tokens, mean_acceptance
+from specpolicy.cycles import REASONS, Plan, commit_length, commit_tokens, mean_acceptance, run
 from specpolicy.replay.table import ReplayTable
 
 SHIPPED = ["specpolicy/zoo/tiny/sweeps/sharegpt", "specpolicy/zoo/tiny/sweeps/spec-bench",
@@ -63,6 +63,8 @@ def test_the_dp_and_fixed_counts_equal_the_cell_by_cell_replay(store, verify_len
         assert table.fixed_cycles(sizes) == [len(table.simulate(b)) for b in sizes]
         assert table.taus() == pytest.approx({b: mean_acceptance(table.simulate(b)) for b in sizes},
                                              rel=1e-12)
+        # a fixed size's cycles, walked over the arrays, are what a session runs cycle by cycle
+        assert all(table.simulate(b) == run(table.session(), Plan.fixed(b)) for b in sizes)
 
 
 @pytest.mark.slow  # 40 prompts of each shipped sweep
@@ -72,5 +74,6 @@ def test_fixed_counts_equal_the_replayed_cycles_on_the_shipped_sweeps(path):
 
     for table in _tables(SweepStore.load(path), 40):
         assert table.fixed_cycles(table.candidates) == [len(table.simulate(b)) for b in table.candidates]
+        assert all(table.simulate(b) == run(table.session(), Plan.fixed(b)) for b in table.candidates)
         expected = {b: mean_acceptance(table.simulate(b)) for b in table.candidates}
         assert table.taus() == pytest.approx(expected)
