@@ -24,8 +24,6 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
     "heuristic": [("heuristic", "heuristic:heuristic_policy",
                    {"description": "per cycle: +2 after a fully accepted block, -1 otherwise"})],
     "cycle_rules": [
-        ("probe", "cycle_rules:probe_policy", {"description": "per cycle: speculate at N (16); after < 2 "
-                                                              "accepted, plain AR for 16, 32, 64 cycles"}),
         ("grow", "cycle_rules:grow_policy", {"description": "per cycle: next larger B after a full "
                                                             "accept, shrink to fit after a poor block"}),
         ("adaptive", "cycle_rules:adaptive_policy", {"description": "per cycle, cost-aware: most "

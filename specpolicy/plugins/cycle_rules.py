@@ -1,7 +1,5 @@
 """Per-cycle rules over the whole range of block sizes, B = 1 (no speculation) included.
 
-- ``probe``: speculate at a start size; after a cycle with fewer than 2 accepted drafts, a stretch of plain AR
-  cycles (doubling after each failed probe), then probe again.
 - ``grow``: as the MLX DFlash ports: a fully accepted block moves to the next larger candidate, a block
   accepted to less than half shrinks to fit.
 - ``adaptive``: cost-aware: the block size with the most expected tokens per second under the cost table, from
@@ -28,11 +26,8 @@ from specpolicy.defaults import (
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Plan, Policy, PromptObservation
 from specpolicy.state import DecodeState
 
-FAIL_BELOW = 2
-"""a speculative cycle with fewer accepted drafts than this is a failed probe"""
-FIRST_WAIT = 16
-"""plain AR cycles after the first failed probe (doubling after each further failure)"""
 MAX_WAIT = 64
+"""the longest stretch of plain AR cycles after failed speculation"""
 ADAPTIVE_FIRST_WAIT = 4
 """``adaptive``'s first wait: chosen on the zoo's training sweep (4: 1.43x fixed16 there; 8: 1.41x; 16:
 1.38x)"""
@@ -58,8 +53,8 @@ def snap(size: int, candidates: Sequence[int]) -> int:
     return min(candidates, key=lambda c: (abs(c - size), c))
 
 
-def ar_wait(state: DecodeState, failed: Callable[[int, int], bool], first_wait: int = FIRST_WAIT,
-            scale: float = 1.0, key: str = "") -> int | None:
+def ar_wait(state: DecodeState, failed: Callable[[int, int], bool], first_wait: int, scale: float = 1.0,
+            key: str = "") -> int | None:
     """Plain AR cycles still owed after failed speculation (``None``: speculate): after the n-th failed cycle,
     ``first_wait * 2**(n-1)`` (at most :data:`MAX_WAIT`) times ``scale``, rounded up. The failures since the
     last good speculative cycle and the plain cycles after the last speculative one are folded on the state
@@ -86,27 +81,6 @@ def last_cycles(state: DecodeState) -> tuple[int, int]:
         return i, i if state.accepted_history[i] >= 2 else last[1]
 
     return state.fold("_last_cycles", (-1, -1), update)
-
-
-def few_accepted(block_size: int, accepted: int) -> bool:
-    """The ``probe`` rule's failure: fewer than :data:`FAIL_BELOW` accepted drafts."""
-    return accepted < FAIL_BELOW
-
-
-class ProbePolicy(Policy):
-    """Probe-and-fall-back: speculate at ``start``; after a failed cycle, AR for a doubling stretch."""
-
-    per_step = True
-
-    def __init__(self, candidates: Sequence[int], start: int = TRAINING_BLOCK_SIZE) -> None:
-        super().__init__(candidates)
-        if 1 not in self.candidates:
-            raise ValueError("probe falls back to B = 1; add 1 to the candidates (got "
-                             f"{list(self.candidates)})")
-        self.start = snap(start, [c for c in self.candidates if c > 1] or self.candidates)
-
-    def step(self, state: DecodeState, observation: PromptObservation) -> int:
-        return 1 if ar_wait(state, few_accepted) is not None else self.start
 
 
 class GrowShrinkPolicy(Policy):
@@ -273,14 +247,10 @@ class AdaptivePolicy(Policy):
 
 
 def start_block_size(arg: str | None) -> int:
-    """The start block size a rule's name carries (``probe8`` -> 8; none: the training block size)."""
+    """The start block size a rule's name carries (``grow8`` -> 8; none: the training block size)."""
     if arg is not None and not arg.isdigit():
-        raise ValueError(f"the argument is the start block size, e.g. probe16; got {arg!r}")
+        raise ValueError(f"the argument is the start block size, e.g. grow16; got {arg!r}")
     return int(arg) if arg else TRAINING_BLOCK_SIZE
-
-
-def probe_policy(arg: str | None, candidates: Sequence[int]) -> ProbePolicy:
-    return ProbePolicy(candidates, start_block_size(arg))
 
 
 def grow_policy(arg: str | None, candidates: Sequence[int]) -> GrowShrinkPolicy:

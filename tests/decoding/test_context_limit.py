@@ -15,7 +15,7 @@ from specpolicy.registry import get_registry
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TABLES = {"quiet": FIXTURES / "costs-quiet-2core.json",
           "gpu-shaped": FIXTURES / "costs-gpu-shaped-synthetic.json"}
-LIVE_POLICIES = ["fixed16", "fixed32", "random", "heuristic", "probe", "grow", "adaptive", "blockpilot",
+LIVE_POLICIES = ["fixed16", "fixed32", "random", "heuristic", "grow", "adaptive", "blockpilot",
                  "blockpilot-guard", "threshold", "marginal", "adaptive-verify"]
 """every built-in that decodes live untrained over any table's sizes (blockpilot-paper chooses among 14..18,
 which two of the tables do not price)"""

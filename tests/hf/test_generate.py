@@ -68,7 +68,7 @@ SLOW = pytest.mark.slow  # the rest of the matrix; the fast tier keeps one of ea
 
 @pytest.mark.parametrize("policy", [16, "blockpilot-guard", "adaptive-verify", "threshold", "llamacpp-pmin",
                                     *(pytest.param(p, marks=SLOW) for p in (
-                                        1, 2, 7, 32, "fixed16", "adaptive", "probe", "marginal16",
+                                        1, 2, 7, 32, "fixed16", "adaptive", "marginal16",
                                         "trtllm-schedule:max_draft_len=7",
                                         "vllm-dsd:num_speculative_tokens=7,"
                                         "num_speculative_tokens_per_batch_size=1-4:3"))])

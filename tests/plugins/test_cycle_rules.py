@@ -9,11 +9,9 @@ from specpolicy.costs import CostTable, uniform_costs
 from specpolicy.plugins.cycle_rules import (
     AdaptivePolicy,
     GrowShrinkPolicy,
-    ProbePolicy,
     acceptance_rate,
     ar_wait,
     expected_tokens,
-    few_accepted,
 )
 from specpolicy.plugins.fixed import FixedPolicy
 from specpolicy.plugins.guarded import GuardedPolicy
@@ -41,21 +39,6 @@ def run(policy, accepted_if: list[int], observation: PromptObservation | None = 
     return sizes
 
 
-PROBE_CASES = [
-    # drafts the drafter would get right per cycle -> block sizes the probe rule runs
-    ([15, 15, 15], [16, 16, 16]),
-    ([0] + [9] * 17, [16] + [1] * 16 + [16]),  # a failed probe: 16 AR cycles, then probe again
-    # the wait doubles after a second failure
-    ([0] + [0] * 17 + [0] * 33, [16] + [1] * 16 + [16] + [1] * 32 + [16]),
-    ([1, 5], [16, 1]),  # 1 accepted draft is a failure (fewer than 2)
-]
-
-
-@pytest.mark.parametrize(("drafts", "expected"), PROBE_CASES)
-def test_probe_rule(drafts, expected):
-    assert run(ProbePolicy(WIDE), drafts) == expected
-
-
 GROW_CASES = [
     ([31, 31, 31], [16, 20, 24]),  # full accepts grow to the next candidate
     ([1, 1, 1], [16, 4, 4]),  # a poor block shrinks to the smallest size that holds what was accepted + 1
@@ -73,12 +56,18 @@ def test_heuristic_moves_through_a_sparse_candidate_set():
     assert run(HeuristicPolicy((14, 15, 16, 17, 18)), [20, 0, 0]) == [16, 18, 17]
 
 
+def few_accepted(block_size: int, accepted: int) -> bool:
+    return accepted < 2
+
+
 def test_ar_wait_counts_failures_since_the_last_good_cycle():
     state = DecodeState(None, 4, 4, 0, 1, [0, 0, 0], [16, 1, 1])
-    assert ar_wait(state, few_accepted) == 14
+    assert ar_wait(state, few_accepted, 16) == 14
     state = DecodeState(None, 4, 4, 0, 1, [5, 0], [16, 16])
-    assert ar_wait(state, few_accepted) == 16
-    assert ar_wait(DecodeState(None, 4, 4, 0, 1, [5], [16]), few_accepted) is None
+    assert ar_wait(state, few_accepted, 16) == 16
+    assert ar_wait(DecodeState(None, 4, 4, 0, 1, [5], [16]), few_accepted, 16) is None
+    state = DecodeState(None, 4, 4, 0, 1, [0, 0, 0], [16, 1, 16])
+    assert ar_wait(state, few_accepted, 16) == 32  # the wait doubles after a second failure
     state = DecodeState(None, 4, 4, 0, 1, [0, 0, 0], [8, 1, 1])
     assert ar_wait(state, few_accepted, 16, scale=0.25) == 2  # 16 x 0.25 = 4 AR cycles, 2 of them run
     assert ar_wait(state, few_accepted, 16, scale=0.01) is None  # at least 1, here already run

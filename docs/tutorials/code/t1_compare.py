@@ -21,7 +21,7 @@ print(f"own sweep: {len(own.done_ids())} prompts x {len(own.candidates)} block s
 
 # 2. Evaluate policies on the shipped sweep: replayed cycles priced with its cost table (modelled time).
 store = SweepStore.load(ZOO_DIR / "sweeps" / "sharegpt")
-names = ["fixed1", "fixed8", "fixed16", "blockpilot", "probe", "adaptive", "blockpilot-guard", "oracle",
+names = ["fixed1", "fixed8", "fixed16", "blockpilot", "adaptive", "blockpilot-guard", "oracle",
          "oracle-step"]
 results = evaluate_replay(store, [create_policy(n, WIDE_CANDIDATES) for n in names],
                           candidates=WIDE_CANDIDATES)
