@@ -11,7 +11,7 @@ import numpy as np
 from specpolicy.costs import CostTable
 from specpolicy.defaults import DAGGER_ROUNDS, TRAINING_BLOCK_SIZE
 from specpolicy.plugins import skops_io
-from specpolicy.plugins.cycle_rules import acceptance_rate, last_cycles, snap
+from specpolicy.plugins.cycle_rules import acceptance_rate, snap
 from specpolicy.policy import LearnedPolicy, PromptObservation, TrainingSet
 from specpolicy.state import DecodeState
 
@@ -30,9 +30,20 @@ def cycle_features(state: DecodeState) -> np.ndarray:
         rows += (a / (b - 1) if b > 1 else 0.0, float(b > 1 and a == b - 1), b / 32, float(b == 1))
     rows += [0.0] * (4 * HISTORY - len(rows))
     rates = [acceptance_rate(state, decay=decay) for decay in (0.5, 0.8, 0.95)]
-    speculative, good = last_cycles(state)
+    speculative, good = _last_cycles(state)
     trailing_ar, since_good = len(sizes) - 1 - speculative, len(sizes) - 1 - good
     return np.array(rows + rates + [trailing_ar / 16, since_good / 16, len(sizes) / 16], dtype=np.float32)
+
+
+def _last_cycles(state: DecodeState) -> tuple[int, int]:
+    """(index of the last speculative cycle, of the last with >= 2 accepted drafts; -1: none), a fold on the
+    state."""
+    def update(last: tuple[int, int], i: int) -> tuple[int, int]:
+        if state.block_size_history[i] == 1:
+            return last
+        return i, i if state.accepted_history[i] >= 2 else last[1]
+
+    return state.fold("_last_cycles", (-1, -1), update)
 
 
 class CycleLearnedPolicy(LearnedPolicy):

@@ -6,9 +6,8 @@
   a geometric acceptance model of this decode's recent cycles; a cycle slower than an AR step starts a
   back-off of plain AR cycles where the model expects AR to win (shorter on flat tables,
   :data:`FULL_WAIT_COST`), and no probe where even an optimistic acceptance would not pay
-  (:data:`PROBE_OPTIMISM`). Served concurrently, the engine's pooled acceptance sets one block per batch for
-  a chain drafter, and plain steps for the whole batch where a block drafter's drafting cannot pay
-  (:meth:`AdaptivePolicy.batch_block`). """
+  (:data:`PROBE_OPTIMISM`). Served concurrently with a chain drafter, one block per batch from the engine's
+  pooled acceptance (:meth:`AdaptivePolicy.batch_block`). """
 
 from __future__ import annotations
 
@@ -70,17 +69,6 @@ def ar_wait(state: DecodeState, failed: Callable[[int, int], bool], first_wait: 
         return None
     wait = max(1, math.ceil(min(MAX_WAIT, first_wait * 2 ** (failures - 1)) * scale))
     return wait - trailing_ar if trailing_ar < wait else None
-
-
-def last_cycles(state: DecodeState) -> tuple[int, int]:
-    """(index of the last speculative cycle, of the last with >= 2 accepted drafts; -1: none), a fold on the
-    state."""
-    def update(last: tuple[int, int], i: int) -> tuple[int, int]:
-        if state.block_size_history[i] == 1:
-            return last
-        return i, i if state.accepted_history[i] >= 2 else last[1]
-
-    return state.fold("_last_cycles", (-1, -1), update)
 
 
 class GrowShrinkPolicy(Policy):
@@ -207,28 +195,20 @@ class AdaptivePolicy(Policy):
         return best
 
     def batch_block(self, state: DecodeState, observation: PromptObservation) -> int | None:
-        """Served concurrently (``None`` elsewhere), from the engine's pooled acceptance (every request's
-        cycles, :data:`POOLED_ACCEPTANCE_DECAY`) priced at the scheduled batch. With a chain drafter (it
-        drafts for the batch until its longest block is drafted): the one block every request of the step
-        drafts, plain steps where none beats them. With a block drafter: plain steps for the whole batch where
-        no block beats a batch of plain steps (a plain step beside drafting requests pays a share of their
-        drafter pass, so no request's own rule can tell), a request plain for ``concurrency`` cycles (at least
-        the rule's first wait, at most :data:`MAX_WAIT`) probing again, about one a step; each request's own
-        rule elsewhere."""
+        """Served concurrently with a chain drafter (``None`` elsewhere): the one block every request of a
+        step drafts (a chain drafts for the batch until its longest block is drafted), the fastest at the
+        engine's pooled acceptance (every request's cycles, :data:`POOLED_ACCEPTANCE_DECAY`) priced at the
+        scheduled batch; plain steps where no block beats them."""
         if state.pooled is None or observation.concurrency < 2:
             return None
         costs = required_costs(self, observation)
-        chain, costs = costs.drafter == "chain", state.batch_costs or costs
+        if costs.drafter != "chain":
+            return None
+        costs = state.batch_costs or costs
         alpha = acceptance_rate(state.pooled, self.prior, decay=POOLED_ACCEPTANCE_DECAY)
         best = self.best_size(alpha, costs)
-        tokens = expected_tokens(alpha, best)
-        if chain:
-            return best if self.beats_ar(tokens, best, costs) or 1 not in self.candidates else 1
-        if 1 not in self.candidates or tokens * costs.ar_seconds >= self._prices(costs)[1][best]:
-            return None
-        plain_run = len(state.block_size_history) - 1 - last_cycles(state)[0]
-        wait = min(MAX_WAIT, max(self.first_wait, observation.concurrency))
-        return None if plain_run >= wait else 1
+        paying = self.beats_ar(expected_tokens(alpha, best), best, costs) or 1 not in self.candidates
+        return best if paying else 1
 
     def beats_ar(self, tokens: float, size: int, costs: CostTable) -> bool:
         """Whether ``tokens`` from a cycle of ``size`` come at least as fast as from plain steps (the one

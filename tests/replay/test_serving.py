@@ -270,33 +270,3 @@ def test_vllm_dsd_verifies_by_the_requests_each_step_schedules():
     lengths = {c.verify_length for c in served[0].records}
     assert {c.block_size for c in served[0].records} == {16}
     assert lengths == {4, 16}, lengths  # 3 drafts + the anchor with others beside it; all 15 when alone
-
-
-def test_under_a_block_drafter_a_batch_steps_plainly_where_its_pooled_acceptance_cannot_pay():
-    """Issue 56 (the map at concurrency 256): a plain step beside drafting requests pays a share of their
-    drafter pass, so each request's rule kept drafting where the batch would be faster plain (the default
-    0.93x plain decoding on Spec-Bench at c=256, RAG 0.78x). Where the engine's pooled acceptance cannot pay
-    for a batch's drafting, every request steps plainly; one that has stepped plainly for as many cycles as
-    the batch has requests may probe again (about one probe a step), so the batch is never off for good."""
-    from specpolicy.plugins.cycle_rules import AdaptivePolicy
-    from specpolicy.state import DecodeState
-
-    table = linear_table(fixed=1.0, per_token=0.01, draft_fixed=0.6)  # a drafting step: 1.6 plain steps
-    costs = table.at_concurrency(4, [1, 4, 8])
-    policy = AdaptivePolicy([1, 4, 8])
-    observation = PromptObservation(np.zeros(0, np.float32), 4, costs=costs, concurrency=4)
-
-    def served(pooled_accepted: int, own: list[int]) -> int | None:
-        pooled = DecodeState.after_prefill(None, 0)
-        for _ in range(40):
-            pooled.record(8, pooled_accepted)
-        state = DecodeState.after_prefill(None, 4)
-        for size in own:
-            state.record(size, 0)
-        state.batch, state.batch_costs, state.pooled = 4, costs, pooled
-        return policy.batch_block(state, observation)
-
-    assert served(0, [8]) == 1  # nothing accepted across the batch: plain steps for every request
-    assert served(7, [8]) is None  # every block accepted in full: each request's own rule decides
-    assert served(0, [8] + [1] * 3) == 1
-    assert served(0, [8] + [1] * 4) is None  # plain for 4 cycles in a batch of 4: its own rule may probe
