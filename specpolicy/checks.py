@@ -161,4 +161,4 @@ def check_vocabulary(policies: Sequence[Policy], vocab_size: int | None, source:
                 f"policy {policy.name!r} reads logits over a vocabulary of {wanted} but {source} has "
                 f"{vocab_size}; train one for it (`specpolicy sweep --target ...` then `specpolicy train "
                 "blockpilot --sweep DIR --out FOLDER`) or use a vocabulary-independent policy such as "
-                "fixed16, adaptive or probe")
+                "fixed16 or adaptive")

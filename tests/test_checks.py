@@ -183,3 +183,18 @@ def test_a_per_cycle_bandit_and_a_draft_verify_agent_pass_the_checker():
     both = AgentPolicy(lambda observation: 2, AgentSpec("draft_verify", (1, 2, 8), budget=64), name="dv")
     check_policy(both)
     assert both.select(PromptObservation(np.zeros(VOCAB, np.float32), 3)) == 8
+
+
+def test_the_vocabulary_hint_names_only_policies_that_exist():
+    """The hint kept naming ``probe`` after that rule left: a fix the user could not run."""
+    from specpolicy.checks import check_vocabulary
+
+    class OtherVocabulary(Policy):
+        def vocabulary(self) -> int:
+            return VOCAB + 1
+
+    with pytest.raises(ValueError, match="such as") as refused:
+        check_vocabulary([OtherVocabulary(CANDIDATES)], VOCAB, "the sweep")
+    suggested = str(refused.value).split("such as ")[1].replace(" or ", ", ").split(", ")
+    for name in suggested:
+        get_registry().create(name, CANDIDATES)  # each is a registered policy
