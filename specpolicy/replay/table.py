@@ -163,22 +163,30 @@ class ReplayTable:
         return list(self._fixed[size])
 
     def _walk_fixed(self, size: int) -> tuple[CycleRecord, ...] | None:
-        """The cycles of a fixed ``size``, walked over :meth:`_outcomes` as :meth:`fixed_cycles` counts them
-        (what a session runs, without one); ``None`` where the session must run: recorded rounds, or an anchor
-        the walk reaches without a replayed cycle (the session names it)."""
+        """The cycles of a fixed ``size`` over :meth:`_outcomes` (what a session runs, without one); ``None``
+        where the session must run: recorded rounds, or an anchor the walk reaches without a replayed cycle
+        (the session names it)."""
         if self.rounds:
             return None
         outcomes = self._outcomes([size])
+        anchors = self._anchors(outcomes, 0)
+        if anchors is None:
+            return None
         accepted, kept = outcomes.accepted[:, 0].tolist(), outcomes.kept[:, 0].tolist()
-        nxt, done = outcomes.nxt[:, 0].tolist(), outcomes.done[:, 0].tolist()
-        cycles, i, finished = [], 0, self.start()[2]
+        return tuple(CycleRecord(size, accepted[i], kept[i]) for i in anchors if kept[i])
+
+    def _anchors(self, outcomes: Outcomes, column: int) -> list[int] | None:
+        """The anchors a fixed block size (``column`` of ``outcomes``) runs a cycle at, in order (``None``:
+        the walk reaches one without a replayed cycle)."""
+        columns = (outcomes.accepted, outcomes.nxt, outcomes.done)
+        accepted, nxt, done = (a[:, column].tolist() for a in columns)
+        anchors, i, finished = [], 0, self.start()[2]
         while not finished:
             if accepted[i] < 0:
                 return None
-            if kept[i]:
-                cycles.append(CycleRecord(size, accepted[i], kept[i]))
+            anchors.append(i)
             finished, i = done[i], nxt[i]
-        return tuple(cycles)
+        return anchors
 
     def taus(self) -> dict[int, float]:
         """tau of every candidate as a fixed block size (:func:`~specpolicy.cycles.mean_acceptance` of the
@@ -204,15 +212,8 @@ class ReplayTable:
     def fixed_cycles(self, sizes: Sequence[int]) -> list[int]:
         """Cycles of each of ``sizes`` as a fixed block size, as :meth:`simulate` counts them, walked over
         :meth:`_outcomes` without building the cycles."""
-        outcomes = self._outcomes(sizes, check=True)
-        nxt, done = outcomes.nxt.tolist(), outcomes.done.tolist()
-        counts, ended_at_prefill = [], self.start()[2]
-        for j in range(len(sizes)):
-            i, count, finished = 0, 0, ended_at_prefill
-            while not finished:
-                count, finished, i = count + 1, done[i][j], nxt[i][j]
-            counts.append(count)
-        return counts
+        outcomes = self._outcomes(sizes, check=True)  # checked: every anchor a walk reaches was replayed
+        return [len(self._anchors(outcomes, j)) for j in range(len(sizes))]
 
     def fastest_fixed(self, costs: CostTable, candidates: Sequence[int] | None = None,
                       training_block_size: int = TRAINING_BLOCK_SIZE) -> int:
