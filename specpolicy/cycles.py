@@ -51,6 +51,33 @@ class _Always:
         return self.size
 
 
+@dataclass(frozen=True)
+class AnchorActions:
+    """A plan that reads only the anchor (the per-cycle oracle's): (B, L) of the cycle at anchor ``first + i``
+    is ``actions[i]`` (B = 0: what the plan was built from did not reach the anchor; ``missing`` says so); a
+    replay walks it without a session (:meth:`~specpolicy.replay.table.ReplayTable.simulate`)."""
+
+    first: int
+    actions: tuple[tuple[int, int], ...]
+    missing: str = "was not replayed"
+
+    def at(self, position: int) -> tuple[int, int]:
+        """(B, L) at anchor ``position``, or a ValueError naming it."""
+        i = position - self.first
+        if not 0 <= i < len(self.actions) or not self.actions[i][0]:
+            raise ValueError(f"anchor {position} {self.missing}")
+        return self.actions[i]
+
+    def __call__(self, state: DecodeState) -> int:
+        return self.at(state.position)[0]
+
+    def length(self, state: DecodeState, drafted: DraftedBlock) -> int:
+        return self.at(state.position)[1]
+
+    def sizes(self) -> set[int]:
+        return {b for b, _ in self.actions if b}
+
+
 def confident_prefix(confidences: Sequence[float], threshold: float, running: bool = True) -> int:
     """L = 1 + the drafts whose running product of confidences stays >= ``threshold``; with ``running=False``,
     1 + the drafts before the first below it (llama.cpp's p_min).
@@ -152,6 +179,13 @@ class Plan:
         """B when the plan runs whole blocks of one size and reads nothing (:meth:`fixed`), else ``None``:
         replay reuses the cycles of that size."""
         return self.block.size if isinstance(self.block, _Always) and self.length is None else None
+
+    def known_sizes(self) -> set[int] | None:
+        """Every B the plan can pick, where its rule is a value that says (:meth:`fixed`, an
+        :class:`AnchorActions`), else ``None``."""
+        if isinstance(self.block, _Always):
+            return {self.block.size}
+        return self.block.sizes() if isinstance(self.block, AnchorActions) else None
 
     def with_length(self, length: Callable[[DecodeState, DraftedBlock], int],
                     reads_block: bool = True) -> Plan:

@@ -105,7 +105,8 @@ class Policy:
                                  "candidates")
             return size
 
-        if plan.always in allowed:  # one allowed size: replay reuses the cycles of that size
+        known = plan.known_sizes()
+        if known is not None and known <= allowed:  # checked once: replay keeps the plan's value (its walk)
             return plan
         if isinstance(plan.block, CostAwareBlocks):  # the value stays readable by the engines
             return replace(plan, block=replace(plan.block, choose=block))

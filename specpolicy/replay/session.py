@@ -30,8 +30,8 @@ class ReplaySession:
     def step(self, block_size: int, length: int | None = None) -> CycleRecord:
         """Replay one cycle of ``block_size`` (one of the table's candidates) at the current anchor,
         verifying ``length`` tokens of it (default: all)."""
-        self._drafted = self._check(block_size)
-        return self.verify(length)
+        size = self._check(block_size)
+        return self._finish(size, size if length is None else check_verify_length(length, size, cap=True))
 
     def draft(self, block_size: int) -> DraftedBlock:
         """The first half of a cycle: the block a live draft of ``block_size`` gives here (its recorded
@@ -46,7 +46,10 @@ class ReplaySession:
         if self._drafted is None:
             raise RuntimeError("no drafted block to verify: call draft(block_size) first")
         size, self._drafted = self._drafted, None
-        length = check_verify_length(length, size, cap=True)
+        return self._finish(size, check_verify_length(length, size, cap=True))
+
+    def _finish(self, size: int, length: int) -> CycleRecord:
+        """The cycle of ``size`` verifying ``length`` at the anchor, recorded and the state advanced."""
         cycle, self.position, produced, self.done = self.table.cycle(self.position, self.state.generated,
                                                                      size, length)
         self.cycles.append(cycle)

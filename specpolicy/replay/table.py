@@ -11,6 +11,7 @@ import numpy as np
 
 from specpolicy.costs import CostTable
 from specpolicy.cycles import (
+    AnchorActions,
     CycleRecord,
     DraftedBlock,
     Plan,
@@ -19,7 +20,6 @@ from specpolicy.cycles import (
 )
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.policy import oracle_label
-from specpolicy.state import DecodeState
 
 if TYPE_CHECKING:
     from specpolicy.replay.session import ReplaySession
@@ -66,10 +66,10 @@ class ReplayTable:
     _fixed: dict[int, tuple[CycleRecord, ...]] = field(default_factory=dict, init=False, repr=False,
                                                        compare=False)
     """the cycles of each fixed block size, replayed once (the table is read-only once built)"""
-    _rows: dict[tuple[int, int], tuple[list[int], list[int], list[bool]]] = field(
+    _rows: dict[Action, tuple[list[int], list[int], list[bool], list[CycleRecord | None]]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
-    """by (B, L): accepted drafts, tokens kept and whether the decode ends, at every anchor (one
-    :meth:`_outcomes` pass per cycle shape; a cycle is then three lookups)"""
+    """by (B, L): accepted drafts, tokens kept, whether the decode ends and the cycle's record (built once),
+    at every anchor (one :meth:`_outcomes` pass per cycle shape; a cycle is then lookups)"""
     _frame: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, init=False, repr=False,
                                                                      compare=False)
     """:meth:`_commit_frame`, computed once"""
@@ -124,13 +124,15 @@ class ReplayTable:
             # plain decoding (B = 1) drafts nothing, so every table replays it, recorded column or not
             outcomes = self._outcomes([size], [length])
             rows = self._rows[size, length] = (outcomes.accepted[:, 0].tolist(), outcomes.kept[:, 0].tolist(),
-                                               outcomes.done[:, 0].tolist())
+                                               outcomes.done[:, 0].tolist(), [None] * len(outcomes.done))
         i = position - self.prompt_length
-        accepted, kept = rows[0][i], rows[1][i]
-        if accepted < 0:
-            raise ValueError(f"anchor {position} was not replayed: no schedule of {list(self.candidates)} "
-                             "reaches it (schedules with verify lengths need a sweep with --verify-lengths)")
-        cycle = CycleRecord(size, accepted, kept, verified=length if length < size else 0)
+        accepted, kept, cycle = rows[0][i], rows[1][i], rows[3][i]
+        if cycle is None:
+            if accepted < 0:
+                raise ValueError(f"anchor {position} was not replayed: no schedule of {list(self.candidates)}"
+                                 " reaches it (schedules with verify lengths need a sweep with "
+                                 "--verify-lengths)")
+            cycle = rows[3][i] = CycleRecord(size, accepted, kept, verified=length if length < size else 0)
         if self.rounds:  # a cut round commits less, and the next round is the recording's
             following = self._following_round(i)
             if following is not None and not rows[2][i]:
@@ -155,12 +157,26 @@ class ReplayTable:
         """Cycles ``plan`` (or a fixed block size) would run, exactly as live decoding;
         ``prefill_logits`` [V] is what per-cycle policies read (default: empty)."""
         size = plan if isinstance(plan, int) else plan.always
+        if isinstance(plan, Plan) and isinstance(plan.block, AnchorActions) and \
+                plan.length in (None, plan.block.length):
+            return self._walk_anchors(plan.block)
         if size is None:
             return run(self.session(prefill_logits), plan)
         if size not in self._fixed:
             self._column(size)
             self._fixed[size] = self._walk_fixed(size) or tuple(run(self.session(), Plan.fixed(size)))
         return list(self._fixed[size])
+
+    def _walk_anchors(self, rule: AnchorActions) -> list[CycleRecord]:
+        """The cycles of a plan by anchor, :meth:`cycle` after :meth:`cycle` (what a session runs for it, with
+        no state to keep)."""
+        cycles, (position, produced, done) = [], self.start()
+        while not done:
+            size, length = rule.at(position)
+            cycle, position, produced, done = self.cycle(position, produced, size, length)
+            if cycle.committed:
+                cycles.append(cycle)
+        return cycles
 
     def _walk_fixed(self, size: int) -> tuple[CycleRecord, ...] | None:
         """The cycles of a fixed ``size`` over :meth:`_outcomes` (what a session runs, without one); ``None``
@@ -240,14 +256,13 @@ class ReplayTable:
         if verify_lengths:
             actions.sort(key=lambda a: (price[a], a))
         outcomes = self._outcomes([b for b, _ in actions], [length for _, length in actions], check=True)
-        nxt, done = outcomes.nxt, outcomes.done
-        prices, n = np.array([price[a] for a in actions]), self.accepted.shape[0]
-        value = np.full(n + 1, np.inf)  # value[n]: past the output, read only by finished cycles (masked)
-        q = np.full((n, len(actions)), np.inf)
-        for i in np.flatnonzero(self.accepted[:, 0] >= 0)[::-1]:  # backwards over the reachable anchors
-            q[i] = prices + np.where(done[i], 0.0, value[nxt[i]])
-            value[i] = q[i].min()
-        return value[:n], q, actions
+        n, prices = self.accepted.shape[0], [price[a] for a in actions]
+        nxt = np.where(outcomes.done, n + 1, outcomes.nxt).tolist()  # a finished cycle adds value[n + 1] = 0
+        value, rows = [np.inf] * (n + 1) + [0.0], [[np.inf] * len(actions)] * n
+        for i in np.flatnonzero(self.accepted[:, 0] >= 0)[::-1].tolist():  # backwards, reachable anchors
+            rows[i] = [cost + value[j] for cost, j in zip(prices, nxt[i])]  # a row of small lists: Python
+            value[i] = min(rows[i])
+        return np.array(value[:n]), np.array(rows, dtype=float).reshape(n, len(actions)), actions
 
     def _outcomes(self, sizes: Sequence[int], lengths: Sequence[int] | None = None, check: bool = False
                   ) -> Outcomes:
@@ -290,17 +305,10 @@ class ReplayTable:
         sizes = self.candidates if candidates is None else candidates
         if costs is not None and 1 in sizes and len(value) and self.fixed_seconds(costs, [1])[1] < value[0]:
             return Plan.fixed(1)
-        best, p = np.argmin(q, axis=1), self.prompt_length  # the first minimum: the preferred action
-
-        def action(state: DecodeState) -> Action:
-            i = state.position - p
-            if not np.isfinite(q[i, best[i]]):
-                raise ValueError(f"anchor {state.position} was not replayed; the oracle needs a sweep that "
-                                 "reaches it (--verify-lengths for (B, L) schedules)")
-            return actions[best[i]]
-
-        if not verify_lengths:
-            return Plan(lambda state: action(state)[0])
-        return Plan(lambda state: action(state)[0], lambda state, drafted: action(state)[1],
-                    reads_block=False)
-
+        best = np.argmin(q, axis=1)  # the first minimum: the preferred action
+        reached = np.isfinite(q[np.arange(len(best)), best])
+        rule = AnchorActions(self.prompt_length, tuple(actions[j] if ok else (0, 0)
+                                                       for j, ok in zip(best.tolist(), reached.tolist())),
+                             "was not replayed; the oracle needs a sweep that reaches it (--verify-lengths "
+                             "for (B, L) schedules)")
+        return Plan(rule, rule.length, reads_block=False) if verify_lengths else Plan(rule)

@@ -65,6 +65,9 @@ def test_the_dp_and_fixed_counts_equal_the_cell_by_cell_replay(store, verify_len
                                              rel=1e-12)
         # a fixed size's cycles, walked over the arrays, are what a session runs cycle by cycle
         assert all(table.simulate(b) == run(table.session(), Plan.fixed(b)) for b in sizes)
+        # and so are the per-cycle oracle's, walked by anchor (its plan a value, AnchorActions)
+        oracle = table.oracle_plan(costs, sizes, verify_lengths=verify_lengths)
+        assert table.simulate(oracle) == run(table.session(), oracle)
 
 
 @pytest.mark.slow  # 40 prompts of each shipped sweep
@@ -77,3 +80,14 @@ def test_fixed_counts_equal_the_replayed_cycles_on_the_shipped_sweeps(path):
         assert all(table.simulate(b) == run(table.session(), Plan.fixed(b)) for b in table.candidates)
         expected = {b: mean_acceptance(table.simulate(b)) for b in table.candidates}
         assert table.taus() == pytest.approx(expected)
+
+
+def test_a_plan_by_anchor_names_the_anchor_it_has_no_action_for(replay_store):
+    """The walk refuses as the session does: the first anchor without an action, named."""
+    from specpolicy.cycles import AnchorActions
+
+    table = _tables(replay_store, 1)[0]
+    plan = Plan(AnchorActions(table.prompt_length, ((1, 1), (0, 0)), "has no action here"))  # a plain step
+    for cycles in (lambda: table.simulate(plan), lambda: run(table.session(), plan)):
+        with pytest.raises(ValueError, match=f"anchor {table.prompt_length + 1} has no action here"):
+            cycles()
