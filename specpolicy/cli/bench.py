@@ -63,6 +63,7 @@ def latency(
     from specpolicy.data.registry import load_prompts
     from specpolicy.decoding import SpeculativeDecoder
     from specpolicy.models import load_pair
+    from specpolicy.plugins.cycle_rules import snap
     from specpolicy.sweep.latency import measure_costs, pin_threads
 
     sizes = parse_candidates(candidates)
@@ -81,7 +82,8 @@ def latency(
     if check_prompts:
         ids = encode_prompts(pair.tokenizer, load_prompts("sharegpt", check_prompts, 0),
                              max_tokens=MAX_PROMPT_TOKENS)
-        for check in check_against_decodes(decoder, costs, ids, TRAINING_BLOCK_SIZE):
+        measured = snap(TRAINING_BLOCK_SIZE, [b for b in sizes if b > 1] or sizes)  # a size it priced
+        for check in check_against_decodes(decoder, costs, ids, measured):
             stderr.print(f"{check.label}: measured {check.measured:.3f} s, modelled {check.modelled:.3f} s "
                          f"({check.error:+.1%})")
     if strict and costs.warnings:

@@ -11,40 +11,8 @@ import torch
 
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.defaults import BATCH_LATENCY_CONTEXT, BATCH_LATENCY_REPEATS
-from specpolicy.models.target import crop_cache, new_cache, target_forward
 from specpolicy.replay.batch_costs import BatchCostTable
-from specpolicy.sweep.latency import _timer, machine_name, quartile_spread
-
-
-def _batch_passes(decoder: SpeculativeDecoder, batch: int, context: int, longest: int, seed: int):
-    """(verify(n), draft(n)) for ``batch`` sequences after ``context`` random tokens, each restoring its
-    cache."""
-    target, drafter, device = decoder.target, decoder.drafter, decoder.device
-    vocab = target.get_input_embeddings().num_embeddings
-    row = torch.randint(0, vocab, (1, context + longest), generator=torch.Generator().manual_seed(seed))
-    ids = row.repeat(batch, 1).to(device)
-    cache = new_cache(target)
-    positions = torch.arange(context, device=device).expand(batch, -1)
-    _, hidden = target_forward(target, ids[:, :context], positions, cache, logits_to_keep=1)
-    features = drafter.context_features(hidden)
-    drafter_cache = drafter.new_cache()
-    cached = context - 4
-    drafter.cache_context(features[:, :cached], torch.arange(cached, device=device).expand(batch, -1),
-                          drafter_cache)
-    embed, lm_head = target.get_input_embeddings(), target.get_output_embeddings()
-
-    def verify(n: int) -> None:
-        target_forward(target, ids[:, context: context + n],
-                       torch.arange(context, context + n, device=device).expand(batch, -1), cache)
-        crop_cache(cache, context)
-
-    def draft(n: int) -> None:
-        block = torch.full((batch, n), drafter.mask_token_id, device=device)
-        lm_head(drafter(embed(block), features[:, cached:], torch.arange(cached, context + n, device=device)
-                        .expand(batch, -1), drafter_cache)[:, 1:])
-        drafter_cache.crop(cached)
-
-    return verify, draft
+from specpolicy.sweep.latency import _timer, machine_name, passes, quartile_spread
 
 
 @torch.inference_mode()
@@ -56,12 +24,12 @@ def measure_batch_costs(decoder: SpeculativeDecoder, batch_sizes: Sequence[int],
     timed, rng = _timer(decoder), random.Random(seed)
     verify_t = {b: {n: [] for n in lengths} for b in batch_sizes}
     draft_t = {b: {n: [] for n in lengths if n > 1} for b in batch_sizes}
-    passes = {b: _batch_passes(decoder, b, context_length, max(lengths), seed) for b in batch_sizes}
+    by_batch = {b: passes(decoder, context_length, max(lengths), seed, b) for b in batch_sizes}
     for _ in range(repeats + 1):  # the first round warms up and is dropped
         order = [(b, n) for b in batch_sizes for n in lengths]
         rng.shuffle(order)
         for b, n in order:
-            verify, draft = passes[b]
+            verify, draft = by_batch[b]
             verify_t[b][n].append(timed(lambda v=verify, k=n: v(k)))
             if n > 1:
                 draft_t[b][n].append(timed(lambda d=draft, k=n: d(k)))
@@ -70,6 +38,6 @@ def measure_batch_costs(decoder: SpeculativeDecoder, batch_sizes: Sequence[int],
         draft={b: {n: statistics.median(t[1:]) for n, t in row.items()} for b, row in draft_t.items()},
         threads=torch.get_num_threads(), machine=machine_name(decoder.device),
         dtype=str(next(decoder.target.parameters()).dtype).removeprefix("torch."),
-                          context_length=context_length,
+        context_length=context_length,
         spread={b: {n: quartile_spread(t[1:]) for n, t in row.items()} for b, row in verify_t.items()},
     )

@@ -61,35 +61,39 @@ def _timer(decoder: SpeculativeDecoder) -> Callable[[Callable[[], object]], floa
     return timed
 
 
-def _passes(decoder: SpeculativeDecoder, context_length: int, longest: int, seed: int
-            ) -> tuple[Callable[[int, bool], None], Callable[[int], None]]:
-    """(verify(size, hidden_states), draft(size)): one target and one drafter pass after ``context_length``
-    random tokens, each cropping its cache back so it can be timed again."""
+def passes(decoder: SpeculativeDecoder, context_length: int, longest: int, seed: int, batch: int = 1
+           ) -> tuple[Callable[..., None], Callable[[int], None]]:
+    """(verify(size, hidden_states=True), draft(size)): one target and one drafter pass over ``batch``
+    sequences after ``context_length`` random tokens, each cropping its cache back so it can be timed again
+    (``hidden_states=False``: a plain AR step's pass, its last logits only)."""
     target, drafter, device = decoder.target, decoder.drafter, decoder.device
     vocab = target.get_input_embeddings().num_embeddings
-    ids = torch.randint(0, vocab, (1, context_length + longest),
-                        generator=torch.Generator().manual_seed(seed))
-    ids = ids.to(device)
+    seeded = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab, (1, context_length + longest), generator=seeded).repeat(batch, 1).to(device)
+
+    def span(first: int, last: int) -> torch.Tensor:
+        return torch.arange(first, last, device=device).expand(batch, -1)
+
     cache = new_cache(target)
-    _, hidden = target_forward(target, ids[:, :context_length],
-                               torch.arange(context_length, device=device)[None], cache, logits_to_keep=1)
+    _, hidden = target_forward(target, ids[:, :context_length], span(0, context_length), cache,
+                               logits_to_keep=1)
     features = drafter.context_features(hidden)
     drafter_cache = drafter.new_cache()
     # the drafter cache holds all but the last few context positions, as in decoding
     cached = context_length - 4
-    drafter.cache_context(features[:, :cached], torch.arange(cached, device=device)[None], drafter_cache)
+    drafter.cache_context(features[:, :cached], span(0, cached), drafter_cache)
     embed, lm_head = target.get_input_embeddings(), target.get_output_embeddings()
 
     def verify(size: int, hidden_states: bool = True) -> None:
-        positions = torch.arange(context_length, context_length + size, device=device)[None]
-        target_forward(target, ids[:, context_length : context_length + size], positions, cache,
+        target_forward(target, ids[:, context_length : context_length + size],
+                       span(context_length, context_length + size), cache,
                        logits_to_keep=0 if hidden_states else 1, hidden_states=hidden_states)
         crop_cache(cache, context_length)
 
     def draft(size: int) -> None:
-        block = torch.full((1, size), drafter.mask_token_id, device=device)
-        positions = torch.arange(cached, context_length + size, device=device)[None]
-        lm_head(drafter(embed(block), features[:, cached:], positions, drafter_cache)[:, 1:])
+        block = torch.full((batch, size), drafter.mask_token_id, device=device)
+        lm_head(drafter(embed(block), features[:, cached:], span(cached, context_length + size),
+                        drafter_cache)[:, 1:])
         drafter_cache.crop(cached)
 
     return verify, draft
@@ -109,7 +113,7 @@ def measure_costs(
     if repeats < 4:
         raise ValueError(f"a cost table needs at least 4 repeats for its spread, got {repeats}")
     sizes = sorted({int(b) for b in block_sizes} | {1})
-    verify, draft = _passes(decoder, context_length, max(sizes), seed)
+    verify, draft = passes(decoder, context_length, max(sizes), seed)
     timed = _timer(decoder)
     rng = random.Random(seed)
     ar: list[float] = []

@@ -498,3 +498,12 @@ def test_a_fresh_compare_decodes_the_block_sizes_its_policies_choose(test_zoo, p
     text = " ".join(refused.output.split())
     assert refused.exit_code == 2
     assert "but --candidates gives [1, 4, 16] (missing [14]); add them to --candidates" in text
+
+
+def test_bench_latency_checks_its_decodes_at_a_block_size_it_measured(test_zoo, tmp_path):
+    """Reproduced first: with --candidates 1,4 it measured, printed the table, then failed its decode check at
+    B = 16 (the training size, unmeasured) and saved nothing."""
+    out = tmp_path / "costs.json"
+    result = run("bench", "latency", "--candidates", "1,4", "--repeats", "4", "--check-prompts", "1",
+                 "--out", out, *zoo_args(test_zoo))
+    assert "fixed B = 4: measured" in result.output and out.exists()

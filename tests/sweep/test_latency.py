@@ -35,3 +35,16 @@ def test_a_clean_table_is_cached_where_the_message_says(trained_pair, tmp_path, 
     assert [str(p) for p in tmp_path.rglob("*.json")] == [cached]
     reread = latency.cached_costs(SpeculativeDecoder(*trained_pair), [4, 8], {"m": 1})
     assert reread.ar_seconds == 0.01  # read back, not measured again
+
+
+def test_batch_costs_time_every_batch_and_length_with_the_passes_the_cost_table_times(trained_pair):
+    """One pass builder serves both tables (``latency.passes``); at batch 2 its caches crop back, so every
+    repeat times the same pass."""
+    from specpolicy.sweep.batch_latency import measure_batch_costs
+
+    decoder = SpeculativeDecoder(*trained_pair)
+    table = measure_batch_costs(decoder, [1, 2], [1, 4], context_length=16, repeats=3)
+    assert table.batch_sizes == (1, 2)
+    assert {b: sorted(row) for b, row in table.verify.items()} == {1: [1, 4], 2: [1, 4]}
+    assert {b: sorted(row) for b, row in table.draft.items()} == {1: [4], 2: [4]}
+    assert all(s > 0 for row in [*table.verify.values(), *table.draft.values()] for s in row.values())
