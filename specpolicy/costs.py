@@ -27,6 +27,8 @@ class TableFile:
     WHAT: ClassVar[str] = "cost table"
     MEASURE: ClassVar[str] = "bench latency"
     OPTION: ClassVar[str] = "--costs"
+    SHIPPED: ClassVar[str] = "cast-h100-sxm-llama-3.1-8b-context-1024"
+    """a table of this class shipped in ``specpolicy/zoo/measured``, named by the missing-file message"""
 
     def save(self, path: str | Path) -> None:
         write_text(path, json.dumps(self.to_json(), indent=2))
@@ -42,7 +44,7 @@ class TableFile:
         if not file.is_file():
             raise FileNotFoundError(f"{cls.WHAT} {file} does not exist; measure one with "
                                     f"`specpolicy {cls.MEASURE} --out {file}`, or name a table shipped in "
-                                    f"{MEASURED_DIR} (such as cast-h100-sxm-llama-3.1-8b-context-1024)")
+                                    f"{MEASURED_DIR} (such as {cls.SHIPPED})")
         try:
             data = json.loads(file.read_text(encoding="utf-8"))
             if not isinstance(data, dict):

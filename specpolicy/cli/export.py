@@ -34,6 +34,7 @@ def export(
     """Simulate POLICY serving at each concurrency, then export the vLLM and SGLang configurations that run it
     as closely as each engine can, each priced by simulating exactly what is exported."""
     from specpolicy.cli.sweep import parse_candidates
+    from specpolicy.evaluation.compare_options import serving_inputs_missing
     from specpolicy.evaluation.export import export_for_engines
     from specpolicy.registry import get_registry
     from specpolicy.replay.batch_costs import BatchCostTable
@@ -43,9 +44,10 @@ def export(
         raise fail(f"--out {out} is a folder; pass a file path such as {out / 'export.json'}")
     if engine is not None:
         return _write(_llamacpp(policy, engine, server), out)
-    if sweep is None or batch_costs is None:
-        raise fail("the vLLM and SGLang export simulates the policy serving: pass --sweep DIR and "
-                   "--batch-costs FILE (or --engine llamacpp for llama-server command lines)")
+    missing = serving_inputs_missing(sweep, batch_costs)
+    if missing:
+        raise fail(f"the vLLM and SGLang export simulates the policy serving: pass {missing}; or pass "
+                   "--engine llamacpp for llama-server command lines")
     batches = parse_candidates(batch_sizes, "--batch-sizes", block_sizes=False)
     costs = BatchCostTable.load(batch_costs)
     for line in costs.flag_warnings(batch_costs):

@@ -21,8 +21,18 @@ from specpolicy.defaults import (
     MAX_NEW_TOKENS,
 )
 from specpolicy.evaluation.report import check_plot_path
+from specpolicy.replay.batch_costs import BatchCostTable
 
 BY = ("category", "group", "context")
+
+
+def serving_inputs_missing(sweep: object, batch_costs: object) -> str:
+    """The options a serving simulation lacks (a stored sweep, a batch cost table), as a user passes them
+    (``""``: none): compare's and export's one refusal."""
+    return " and ".join(option for option, absent in (
+        ("--sweep DIR (a stored sweep)", sweep is None),
+        (f"--batch-costs FILE (a shipped table such as {BatchCostTable.SHIPPED}, or one measured with "
+         "`specpolicy bench batch-latency --out FILE`)", batch_costs is None)) if absent)
 """the prompt labels ``by`` reports per (``context``: a stored prompt's length bucket)"""
 SWEEP_SETTINGS = ("datasets", "temperature", "max_samples", "max_new_tokens", "seed", "target", "drafter",
                   "device", "dtype")
@@ -136,7 +146,6 @@ class CompareOptions:
             raise ValueError("--costs prices one request at a time and serving prices every step with "
                              "--batch-costs; drop --costs (the batch table gives each concurrency's "
                              "per-request costs)")
-        if (max(self.concurrency) > 1 or self.batch_costs is not None) and \
-                (self.sweep is None or self.batch_costs is None):
-            raise ValueError("--concurrency N simulates serving from a stored sweep: pass --sweep DIR and "
-                             "--batch-costs FILE (from `specpolicy bench batch-latency --out FILE`)")
+        missing = serving_inputs_missing(self.sweep, self.batch_costs)
+        if (max(self.concurrency) > 1 or self.batch_costs is not None) and missing:
+            raise ValueError(f"--concurrency N simulates serving: pass {missing}")

@@ -32,6 +32,7 @@ class BatchCostTable(TableFile):
     over b blocks of n. ``lengths``: the per-sequence lengths measured."""
 
     WHAT, MEASURE, OPTION = "batch cost table", "bench batch-latency", "--batch-costs"
+    SHIPPED = "aic-h200-sxm-vllm-qwen3-8b-dflash-context-1024"
 
     verify: Mapping[int, Mapping[int, float]]
     draft: Mapping[int, Mapping[int, float]]

@@ -88,6 +88,10 @@ def test_serving_and_its_refusals(replay_store, tmp_path):
     with pytest.raises(ValueError, match="drop --costs"):
         compare_sweep(replay_store.path, ["fixed16"], concurrency=[4], batch_costs=tmp_path / "batch.json",
                       costs=[tmp_path / "batch.json"])
+    # the refusal names what is missing, not what was given (it said "pass --sweep DIR" beside --sweep)
+    with pytest.raises(ValueError, match=r"serving: pass --batch-costs FILE \(a shipped table") as no:
+        compare_sweep(replay_store.path, ["fixed16"], concurrency=[4])
+    assert "--sweep" not in str(no.value)
 
 
 def test_rows_by_label(replay_store):
