@@ -30,7 +30,7 @@ def results_per_dataset(options: CompareOptions) -> Iterator[Run]:
     if options.mode is Mode.live:
         from specpolicy.decoding.engine import check_live
 
-        check_live(built)
+        check_live(built, "use --mode replay")
     if store is None:
         from specpolicy.checks import check_vocabulary
         from specpolicy.models.sources import target_vocab_size

@@ -140,7 +140,7 @@ def _chosen(policy: str, block_size: int | None, costs, engine: bool, target: st
     sizes = engine_sizes(sizes) if engine else sizes
     chosen = for_engine(get_registry().create(policy if block_size is None else f"fixed{block_size}", sizes),
                         sizes)
-    check_live([chosen])
+    check_live([chosen], f"compare it on a sweep (`specpolicy compare --sweep DIR --policies {chosen.name}`)")
     check_vocabulary([chosen], target_vocab_size(target), f"target {target!r}")
     if engine and costs is None:
         try:

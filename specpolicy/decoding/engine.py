@@ -22,13 +22,13 @@ def observe(state: DecodeState, prompt_id: str = "", costs: CostTable | None = N
     return PromptObservation(to_numpy(state.prefill_logits), state.prompt_length, prompt_id, costs)
 
 
-def check_live(policies: Sequence[Policy]) -> None:
+def check_live(policies: Sequence[Policy], replay: str = "compare it on a sweep (compare_sweep)") -> None:
     """Refuse, naming them, policies that plan from a sweep's measurements (oracles), before any model loads:
-    they cannot decode live."""
+    they cannot decode live. ``replay``: how the caller's user runs them on a sweep instead."""
     oracles = [policy.name for policy in policies if policy.needs_sweep]
     if oracles:
-        raise ValueError(f"{', '.join(oracles)} reads a sweep store and cannot decode live; use --mode "
-                         "replay, or a deployable policy such as blockpilot-guard, adaptive or fixed16")
+        raise ValueError(f"{', '.join(oracles)} reads a sweep store and cannot decode live; {replay}, or use "
+                         "a deployable policy such as blockpilot-guard, adaptive or fixed16")
 
 
 def decode(decoder: SpeculativeDecoder, prompt_ids: Sequence[int], policy: Policy, *, prompt_id: str = "",

@@ -227,7 +227,9 @@ def test_generate_runs_a_policys_verify_lengths(test_zoo, monkeypatch, tmp_path)
 
 def test_generate_with_a_sweep_only_policy_fails(test_zoo):
     result = run("generate", "hi", "--policy", "oracle", *zoo_args(test_zoo), ok=False)
-    assert "cannot decode live" in result.output
+    text = " ".join(result.output.split())
+    # the fix works here: generate has no --mode (it said "use --mode replay")
+    assert "cannot decode live" in text and "--mode" not in text and "specpolicy compare --sweep DIR" in text
 
 
 def test_compare_maps_speed_over_groups_and_concurrencies(replay_store, tmp_path):
