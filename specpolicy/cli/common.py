@@ -124,11 +124,11 @@ def emit(rows: list[dict], fmt: OutputFormat, title: str | None = None,
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
     columns = list(rows[0].keys()) if rows else []
-    if fmt is OutputFormat.csv:
+    if fmt is OutputFormat.csv:  # a list (an interval) is its JSON, as --format json writes it
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=columns)
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({k: json.dumps(v) if isinstance(v, list) else v for k, v in r.items()} for r in rows)
         sys.stdout.write(buffer.getvalue())
         return
     if fmt is OutputFormat.markdown:

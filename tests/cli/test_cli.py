@@ -247,6 +247,9 @@ def test_compare_maps_speed_over_groups_and_concurrencies(replay_store, tmp_path
     assert {(r["policy"], r["concurrency"]) for r in rows} == {
         (p, c) for p in ("fixed16", "fixed4", "oracle-step")
                                                              for c in ("1", "4", "8")}
+    # a cell holding a list is its JSON, as --format json writes it (it was Python's "[None, None]")
+    assert [json.loads(r["gain_share_ci95"]) for r in rows] == [[None, None]] * len(rows)
+    assert all(len(json.loads(r["speedup_ci95"])) == 2 for r in rows)
 
 
 @pytest.mark.slow  # sweeps with the test pair
