@@ -404,6 +404,29 @@ def test_the_engines_replies_saved_by_a_compare_import_as_rounds_with_its_confid
         import_traces(stock, tmp_path / "stock")
 
 
+def test_a_fixed_runs_steps_import_where_a_stop_token_ends_the_output_short_of_the_budget(tmp_path):
+    """Reproduced first on the shipped ShareGPT sweep's fixed16 steps: the engine caps a block at the
+    request's budget (n_predict), not at the tokens the output ends with, so an output a stop token ended two
+    tokens short of its budget read as a per-step plan's steps and the import was refused."""
+    from specpolicy.sweep.traces import import_traces
+
+    def step(block: int, accepted: int) -> dict:
+        return {"block": block, "drafted": block - 1, "verified": block - 1, "accepted": accepted,
+                "p": [0.5] * (block - 1)}
+
+    # block 4, budget 8: produced 1 -> 2 -> 3 -> 5, then a block of 3 (the budget's room), and a stop at 6
+    steps = tmp_path / "fixed4.jsonl"
+    steps.write_text(json.dumps({"id": "s", "tokens": list(range(6)), "timings": {"spec_steps": [
+        step(4, 0), step(4, 0), step(4, 1), step(3, 0)]}}) + "\n")
+    store = import_traces(steps, tmp_path / "store").store
+    assert store.candidates == (4,) and len(list(store.records())) == 1
+    # a block below the run's that no budget explains (the output goes on past it) is still a per-step plan's
+    steps.write_text(json.dumps({"id": "s", "tokens": list(range(9)), "timings": {"spec_steps": [
+        step(4, 0), step(2, 1), step(4, 3)]}}) + "\n")
+    with pytest.raises(ValueError, match="a block of 2 where the run's is 4 with room for more"):
+        import_traces(steps, tmp_path / "plan")
+
+
 def test_generate_decodes_one_prompt_in_the_engine_with_a_policys_plan(
         fake_binary, replay_store, test_zoo, tmp_path, monkeypatch):
     """Issue 55: generate runs in the engine too: a per-prompt setting on its server, a per-step plan on a

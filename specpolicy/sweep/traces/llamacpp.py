@@ -55,17 +55,21 @@ def engine_response(file: Path, line_number: int, line: bytes) -> tuple[str, lis
 
 def run_block(file: Path, responses: list[tuple[str, list[Step], int | None]]) -> int:
     """The one block a fixed setting's run drafted: its largest, every smaller step one the budget's room
-    capped (its block equal to the tokens left); a ValueError for a per-step plan's steps."""
+    capped (its block the tokens left of a budget, n_predict, at least the output's length: a stop token
+    may end the output short of it); a ValueError for a per-step plan's steps."""
     size = max((s.block for _, run, _ in responses for s in run), default=0)
     if size == 0:
         raise ValueError(f"{file}: no response records a drafting step")
     for rid, run, tokens in responses:
-        produced = 1
+        produced, budget, capped = 1, None, 0
         for step in run:
-            if step.block != size and step.block != (tokens or 0) - produced:
-                raise ValueError(f"{file} (request {rid}): a step drafted a block of {step.block} where the "
-                                 f"run's is {size} with room for more: import the steps of one fixed setting "
-                                 "(fixedN, llamacpp-pmin), not a per-step plan's")
+            if budget is None and step.block < size and produced + step.block >= (tokens or 0):
+                budget, capped = produced + step.block, step.block  # the first step the budget capped
+            if step.block != (size if budget is None else min(size, budget - produced)):
+                # a smaller block, or a capped one that a later step shows the budget did not cap
+                raise ValueError(f"{file} (request {rid}): a step drafted a block of {capped or step.block} "
+                                 f"where the run's is {size} with room for more: import the steps of one "
+                                 "fixed setting (fixedN, llamacpp-pmin), not a per-step plan's")
             produced += step.accepted + 1
     return size
 
