@@ -15,7 +15,7 @@ from typing import ClassVar, TypeVar
 import numpy as np
 
 from specpolicy.defaults import CONTEXT_BUCKETS, MAX_LATENCY_SPREAD, MEASURED_DIR
-from specpolicy.files import write_text
+from specpolicy.files import shipped, write_text
 
 Table = TypeVar("Table", bound="TableFile")
 
@@ -37,10 +37,8 @@ class TableFile:
     def load(cls: type[Table], path: str | Path) -> Table:
         """Read ``path``, or the table of that name shipped in ``specpolicy/zoo/measured`` (with or without
         ``.json``), so the docs' commands work from any folder."""
-        file, remeasure = Path(path), f"remeasure it with `specpolicy {cls.MEASURE} --out FILE`"
-        names = (file.name, f"{file.name}.json") if file.parent == Path(".") else ()
-        shipped = [MEASURED_DIR / name for name in names]
-        file = file if file.is_file() else next((f for f in shipped if f.is_file()), file)
+        file = shipped(path, MEASURED_DIR, ".json")
+        remeasure = f"remeasure it with `specpolicy {cls.MEASURE} --out FILE`"
         if not file.is_file():
             raise FileNotFoundError(f"{cls.WHAT} {file} does not exist; measure one with "
                                     f"`specpolicy {cls.MEASURE} --out {file}`, or name a table shipped in "

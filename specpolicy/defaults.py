@@ -101,6 +101,8 @@ BATCH_LATENCY_REPEATS = 7
 MEASURED_DIR = Path(__file__).parent / "zoo" / "measured"
 """cost tables measured on real GPUs by others, with their sources and licence notices
 (``zoo_build.measured``); ``--costs NAME`` finds a table here by its name"""
+SWEEPS_DIR = Path(__file__).parent / "zoo" / "tiny" / "sweeps"
+"""the tiny pair's shipped sweep stores; ``--sweep NAME`` finds one here by its name"""
 SERVING_CONTEXT = 1024
 """tokens in each request's cache a serving cost table prices by default"""
 DRAFTER_KINDS = {"block": "one pass drafts the whole block (DFlash)",

@@ -1,5 +1,6 @@
 """The one way specpolicy writes: to a temporary sibling renamed into place once complete, so a kill or a full
-disk leaves the old version or the new, never half; a failed write raises an ``OSError`` naming the path."""
+disk leaves the old version or the new, never half; a failed write raises an ``OSError`` naming the path. And
+where a path names a shipped file (:func:`shipped`)."""
 
 from __future__ import annotations
 
@@ -96,3 +97,15 @@ def _os_error(error: Exception, path: Path, tmp: Path) -> Exception:
     # Rust's io::Error (safetensors), Python's
     code = re.search(r"(?:\bos error |\bcode: |\[Errno )(\d+)", str(error))
     return OSError(int(code.group(1)), os.strerror(int(code.group(1))), str(path)) if code else error
+
+
+def shipped(path: str | Path, folder: Path, suffix: str = "") -> Path:
+    """``path`` where it exists; else the shipped file the docs name, from any folder: a path under
+    ``specpolicy/`` (as from a checkout) in the installed package, or a bare name (``NAME`` or
+    ``NAME{suffix}``) in ``folder``; else ``path`` as given (its reader names it)."""
+    given = Path(path)
+    if given.exists() or given.is_absolute():
+        return given
+    found = [Path(__file__).parents[1] / given] if given.parts[0] == "specpolicy" else []
+    found += [folder / name for name in (given.name, given.name + suffix)] if len(given.parts) == 1 else []
+    return next((f for f in found if f.exists()), given)

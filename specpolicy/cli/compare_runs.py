@@ -97,8 +97,8 @@ def headline_costs(store, options: CompareOptions):
     cache, the user told, the shipped quiet table used for the shipped pair), or ``None`` when that table is
     fine."""
     from specpolicy.costs import CostTable
+    from specpolicy.defaults import SWEEPS_DIR
     from specpolicy.models.sources import ZOO_NAMES
-    from specpolicy.zoo import ZOO_DIR
 
     table = store.latency()
     problems = table.check() if table is not None else []
@@ -106,7 +106,7 @@ def headline_costs(store, options: CompareOptions):
         return None
     (store.path / "latency.json").unlink()  # never cached: a rerun on a quieter machine measures again
     zoo_pair = options.target in ZOO_NAMES and options.drafter in ZOO_NAMES and options.device == "cpu"
-    file = ZOO_DIR / "sweeps" / "sharegpt" / "latency.json"
+    file = SWEEPS_DIR / "sharegpt" / "latency.json"
     shipped = CostTable.load(file) if zoo_pair else None
     used = (f"priced with the shipped table of the tiny pair ({file}, measured on a quiet {shipped.machine})"
             if shipped else "priced with it for this run only")

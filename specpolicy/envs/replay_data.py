@@ -33,12 +33,12 @@ and ``validation`` (the prompts ``specpolicy train`` holds out), and the held-ou
 
 def shipped_sweep(split: str = "train") -> SweepStore:
     """The zoo's shipped replay sweep of ``split``, reading exactly that split's prompts."""
-    from specpolicy.zoo import ZOO_DIR
+    from specpolicy.defaults import SWEEPS_DIR
 
     if split not in SHIPPED_SPLITS:
         raise ValueError(f"unknown split {split!r}; the zoo ships {', '.join(SHIPPED_SPLITS)} (or pass "
                          "sweep=DIR, e.g. a store from `specpolicy sweep --dataset sharegpt-validation`)")
-    path = ZOO_DIR / "sweeps" / SHIPPED_SPLITS[split]
+    path = SWEEPS_DIR / SHIPPED_SPLITS[split]
     if not (path / "meta.json").exists():
         raise FileNotFoundError(f"no shipped sweep at {path}; pass sweep=DIR (a store from `specpolicy "
                                 "sweep`)")

@@ -26,8 +26,9 @@ from safetensors.numpy import load_file, save_file
 
 from specpolicy.costs import CostTable
 from specpolicy.data.splits import SIDES, validation_ids
+from specpolicy.defaults import SWEEPS_DIR
 from specpolicy.features import to_numpy
-from specpolicy.files import atomic_path, write_text
+from specpolicy.files import atomic_path, shipped, write_text
 from specpolicy.sweep.records import SweepRecord, checksum
 from specpolicy.sweep.resume import check_resumable
 
@@ -144,8 +145,9 @@ class SweepStore:
 
     @classmethod
     def load(cls, path: str | Path, split: str | None = None) -> SweepStore:
-        """Open an existing store for reading (``split``: only its ``train`` or ``validation`` prompts)."""
-        path = Path(path)
+        """Open an existing store for reading (``split``: only its ``train`` or ``validation`` prompts); a
+        shipped sweep opens by its name or its checkout path from any folder."""
+        path = shipped(path, SWEEPS_DIR)
         meta_file = path / "meta.json"
         if not meta_file.exists():
             raise FileNotFoundError(f"{path} is not a sweep store (no meta.json); run `specpolicy sweep "

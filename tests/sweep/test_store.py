@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -380,3 +381,19 @@ def test_a_tau_only_store_is_compared_by_tau_without_empty_speed_columns(tmp_pat
     assert "taus only" in result.output and "none time" not in result.output
     assert "speedup" not in result.stdout
     assert "tau - fixed16's" in result.stdout and "records tau only" in result.output
+
+
+def test_the_docs_shipped_sweeps_and_tables_open_from_any_folder(tmp_path, monkeypatch):
+    """Reproduced first: the docs name shipped sweeps and tables by their checkout paths
+    (`--sweep specpolicy/zoo/tiny/sweeps/sharegpt`, `--costs specpolicy/zoo/measured/NAME.json`), which a pip
+    install's user, in a folder of their own, could not open; a bare sweep name neither."""
+    from specpolicy.costs import CostTable
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("specpolicy/zoo/tiny/sweeps/sharegpt", "sharegpt"):
+        assert SweepStore.load(name).meta["dataset"] == "sharegpt"
+    table = "specpolicy/zoo/measured/cast-h100-sxm-llama-3.1-8b-context-1024.json"
+    assert CostTable.load(table).block_sizes == CostTable.load(Path(table).stem).block_sizes
+    (tmp_path / "sharegpt").mkdir()  # a folder of the user's own goes first, and is named if it is no store
+    with pytest.raises(FileNotFoundError, match="sharegpt is not a sweep store"):
+        SweepStore.load("sharegpt")
