@@ -88,6 +88,7 @@ def evaluate_replay(
     check_policies(policies, store)
     costs = costs if costs is not None else store.latency()
     tables = [costs] if costs is None or isinstance(costs, CostTable) else list(costs)
+    _check_priced(tables, candidates, policies)
     live = store.meta.get("mode") == "live"  # a live sweep measured every fixed size: its own times
     results = [PolicyResults(p.name, "measured" if live else "modelled" if costs else "none")
                for p in policies]
@@ -109,6 +110,22 @@ def evaluate_replay(
         if on_progress:
             on_progress(done, len(records))
     return results
+
+
+def _check_priced(tables: Sequence[CostTable | None], candidates: Sequence[int],
+                  policies: Sequence[Policy]) -> None:
+    """Before any work: every table prices every block size replay will (the oracle's range
+    ``candidates``, every policy's choices), or a ValueError naming the missing sizes and the
+    ``--candidates`` it can price."""
+    wanted = set(candidates).union(*(p.choices() for p in policies))
+    for table in (t for t in tables if t is not None):
+        missing = sorted(wanted - set(table.block_sizes))
+        if missing:
+            priced = ",".join(str(b) for b in sorted(set(candidates) & set(table.block_sizes)))
+            raise ValueError(f"the cost table ({table.machine}) prices no B = {missing}, which this "
+                             "comparison prices (the sweep's block sizes and the policies' choices); "
+                             f"compare over the sizes it prices (--candidates {priced}), or measure a table "
+                             "with them (`specpolicy bench latency --candidates ...`)")
 
 
 def _check_arguments(policies: object, costs: object, candidates: object) -> tuple[int, ...] | None:

@@ -101,6 +101,21 @@ def test_rows_by_label(replay_store):
         compare_sweep(replay_store.path, ["fixed16"], by="category")
 
 
+def test_a_table_pricing_fewer_sizes_than_the_sweep_names_the_candidates_it_prices(replay_store, tmp_path):
+    """Reproduced first: a shipped GPU table lacking one of a sweep's sizes (CAST's H100 table has no B = 20,
+    the tiny Spec-Bench sweep has) failed mid-replay, pricing the oracle's range for its agreement column,
+    with "remeasure it with bench latency", which no user can do for a published table; --candidates over
+    the sizes it prices works."""
+    sizes = replay_store.candidates
+    uniform_costs([b for b in sizes if b != 8], 0.01, 0.05).save(tmp_path / "gpu.json")
+    priced = ",".join(str(b) for b in sizes if b != 8)
+    with pytest.raises(ValueError, match=rf"prices no B = \[8\].*\(--candidates {priced}\)"):
+        compare_sweep(replay_store.path, ["fixed4"], costs=[tmp_path / "gpu.json"])
+    rows = compare_sweep(replay_store.path, ["fixed4"], costs=[tmp_path / "gpu.json"],
+                         candidates=[b for b in sizes if b != 8], baseline="fixed4")
+    assert [r.row.policy for r in rows] == ["fixed4"]
+
+
 def test_a_flagged_cost_table_is_warned_of(replay_store, tmp_path):
     """Reported in review: the main job priced a fresh sweep with a table measured while the machine was busy
     (spreads of 35-44%, flagged in latency.json) and printed its speedups without a word."""
