@@ -8,7 +8,7 @@ import contextlib
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 TMP_SUFFIX = ".tmp"
@@ -99,13 +99,15 @@ def _os_error(error: Exception, path: Path, tmp: Path) -> Exception:
     return OSError(int(code.group(1)), os.strerror(int(code.group(1))), str(path)) if code else error
 
 
-def shipped(path: str | Path, folder: Path, suffix: str = "") -> Path:
+def shipped(path: str | Path, folder: Path, suffix: str = "",
+            found: Callable[[Path], bool] = Path.exists) -> Path:
     """``path`` where it exists; else the shipped file the docs name, from any folder: a path under
     ``specpolicy/`` (as from a checkout) in the installed package, or a bare name (``NAME`` or
-    ``NAME{suffix}``) in ``folder``; else ``path`` as given (its reader names it)."""
+    ``NAME{suffix}``) in ``folder``, where ``found`` says it is one; else ``path`` as given (its reader names
+    it)."""
     given = Path(path)
     if given.exists() or given.is_absolute():
         return given
-    found = [Path(__file__).parents[1] / given] if given.parts[0] == "specpolicy" else []
-    found += [folder / name for name in (given.name, given.name + suffix)] if len(given.parts) == 1 else []
-    return next((f for f in found if f.exists()), given)
+    places = [Path(__file__).parents[1] / given] if given.parts[0] == "specpolicy" else []
+    places += [folder / name for name in (given.name, given.name + suffix)] if len(given.parts) == 1 else []
+    return next((f for f in places if found(f)), given)

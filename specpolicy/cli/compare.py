@@ -83,13 +83,15 @@ def compare(
     names = policy_names(policies)
     if not names:
         raise fail("no policies given; e.g. --policies fixed16,blockpilot,oracle")
-    options = settings_from(CompareOptions, locals(), policies=names,
+    tables = tuple(Path(p.strip()) for p in (costs or "").split(",") if p.strip())
+    if costs is not None and not tables:
+        raise fail(f"--costs names no table ({costs!r}); pass a table's path or a shipped table's name, such "
+                   "as cast-h100-sxm-llama-3.1-8b-context-1024, or leave --costs out")
+    options = settings_from(CompareOptions, locals(), policies=names, costs=tables,
                             datasets=[d.strip() for d in dataset.split(",") if d.strip()],
                             candidates=parse_candidates(candidates) if candidates else None,
                             concurrency=tuple(
-                                parse_candidates(concurrency, "--concurrency", block_sizes=False)),
-                            costs=tuple(Path(p.strip()) for p in costs.split(",") if p.strip()) if costs
-                            else ())
+                                parse_candidates(concurrency, "--concurrency", block_sizes=False)))
     options.validate()
     labels = _labels(options)
     runs = list(results_per_dataset(options))

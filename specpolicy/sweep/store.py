@@ -147,7 +147,7 @@ class SweepStore:
     def load(cls, path: str | Path, split: str | None = None) -> SweepStore:
         """Open an existing store for reading (``split``: only its ``train`` or ``validation`` prompts); a
         shipped sweep opens by its name or its checkout path from any folder."""
-        path = shipped(path, SWEEPS_DIR)
+        path = shipped(path, SWEEPS_DIR, found=lambda folder: (folder / "meta.json").is_file())
         meta_file = path / "meta.json"
         if not meta_file.exists():
             raise FileNotFoundError(f"{path} is not a sweep store (no meta.json); run `specpolicy sweep "

@@ -182,6 +182,7 @@ def test_sweep_command_and_resume(test_zoo, prompt_file, tmp_path):
         (["generate", "hi", "-b", "4", "--target", "/no/such/model"], "neither a zoo name"),
         (["generate", "hi", "--draft-sampling"], "--draft-sampling needs --temperature > 0"),
         (["compare", "--concurrency", "8"], "pass --sweep DIR (a stored sweep) and --batch-costs FILE"),
+        (["compare", "--costs", " , "], "--costs names no table"),  # was taken as no --costs at all
         (["export", "fixed16", "--sweep", "/tmp/x"], "serving: pass --batch-costs FILE (a shipped table"),
         (["sweep", "--out", "/tmp/x", "--candidates", "4,8", "--confidences", "16"],
          "--confidences [16] are not"),

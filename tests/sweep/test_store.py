@@ -397,3 +397,6 @@ def test_the_docs_shipped_sweeps_and_tables_open_from_any_folder(tmp_path, monke
     (tmp_path / "sharegpt").mkdir()  # a folder of the user's own goes first, and is named if it is no store
     with pytest.raises(FileNotFoundError, match="sharegpt is not a sweep store"):
         SweepStore.load("sharegpt")
+    # a shipped folder that is no store is not offered as one (the fix said: sweep into the package)
+    with pytest.raises(FileNotFoundError, match=r"^specpolicy/zoo is not a sweep store .* --out specpolicy/"):
+        SweepStore.load("specpolicy/zoo")
