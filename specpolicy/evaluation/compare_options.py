@@ -24,6 +24,10 @@ from specpolicy.evaluation.report import check_plot_path
 from specpolicy.replay.batch_costs import BatchCostTable
 
 BY = ("category", "group", "context")
+"""the prompt labels ``by`` reports per (``context``: a stored prompt's length bucket)"""
+SWEEP_SETTINGS = ("datasets", "temperature", "max_samples", "max_new_tokens", "seed", "target", "drafter",
+                  "device", "dtype")
+"""what a fresh sweep is made with (refused beside ``sweep``, which has its own)"""
 
 
 def serving_inputs_missing(sweep: object, batch_costs: object) -> str:
@@ -33,10 +37,6 @@ def serving_inputs_missing(sweep: object, batch_costs: object) -> str:
         ("--sweep DIR (a stored sweep)", sweep is None),
         (f"--batch-costs FILE (a shipped table such as {BatchCostTable.SHIPPED}, or one measured with "
          "`specpolicy bench batch-latency --out FILE`)", batch_costs is None)) if absent)
-"""the prompt labels ``by`` reports per (``context``: a stored prompt's length bucket)"""
-SWEEP_SETTINGS = ("datasets", "temperature", "max_samples", "max_new_tokens", "seed", "target", "drafter",
-                  "device", "dtype")
-"""what a fresh sweep is made with (refused beside ``sweep``, which has its own)"""
 
 
 class Mode(str, Enum):

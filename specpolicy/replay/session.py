@@ -31,7 +31,7 @@ class ReplaySession:
         """Replay one cycle of ``block_size`` (one of the table's candidates) at the current anchor,
         verifying ``length`` tokens of it (default: all)."""
         size = self._check(block_size)
-        return self._finish(size, size if length is None else check_verify_length(length, size, cap=True))
+        return self._finish(size, check_verify_length(length, size, cap=True))
 
     def draft(self, block_size: int) -> DraftedBlock:
         """The first half of a cycle: the block a live draft of ``block_size`` gives here (its recorded
