@@ -74,3 +74,9 @@ def check_temperature(temperature: float, name: str = "temperature") -> float:
         raise ValueError(f"{name} must be a finite number in 0..{MAX_TEMPERATURE:g} (0 = greedy), got "
                          f"{temperature}")
     return float(temperature)
+
+
+def check_engine(name: str | None, verb: str = "drives") -> None:
+    """The one check of an ``--engine`` name (``None``: no engine): llama.cpp's, or a ValueError naming it."""
+    if name not in (None, "llamacpp"):
+        raise ValueError(f"--engine {name} is not an engine specpolicy {verb}; use --engine llamacpp")

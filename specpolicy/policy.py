@@ -214,16 +214,17 @@ class LearnedPolicy(Policy):
         """Block sizes from predicted cycles per token [n, C]: per prompt (per cycle, for a :attr:`per_step`
         policy) the fewest expected seconds under its table (or :attr:`validated_with`; validated with none:
         every cycle alike)."""
+        return [self.fastest_choice(row, table)
+                for row, table in zip(np.atleast_2d(cycles_per_token), tables, strict=True)]
+
+    def fastest_choice(self, cycles_per_token: np.ndarray, table: CostTable | None) -> int:
+        """:meth:`fastest_choices` of one row [C] (a per-cycle policy asks every cycle)."""
         offered = self.allowed or self.candidates
-        rows = np.atleast_2d(cycles_per_token)
         if offered != self.candidates:
-            rows = rows[:, _columns(self.candidates, offered)]
-        chosen = []
-        for row, table in zip(rows, tables, strict=True):
-            # the fallback built only if read
-            table = table or self.validated_with or uniform_costs(self.candidates)
-            chosen.append(offered[table.fastest_index(row, offered, self.per_step)])
-        return chosen
+            cycles_per_token = cycles_per_token[_columns(self.candidates, offered)]
+        # the fallback built only if read
+        table = table or self.validated_with or uniform_costs(self.candidates)
+        return offered[table.fastest_index(cycles_per_token, offered, self.per_step)]
 
     def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0,
             **options: object ) -> dict:

@@ -72,9 +72,10 @@ def export(
 def _llamacpp(policy: str, engine: str, server: str | None) -> dict:
     """llama-server command lines that deploy ``policy`` with the shipped pair's GGUF files (``specpolicy
     engine convert`` writes other pairs')."""
+    from specpolicy.arguments import check_engine
     from specpolicy.defaults import DEFAULT_CANDIDATES, DEFAULT_THREADS, TRAINING_BLOCK_SIZE
     from specpolicy.engines.build import find_server, gguf_pair
-    from specpolicy.evaluation.engine import check_engine, deployable_settings, engine_sizes, for_engine
+    from specpolicy.evaluation.engine import deployable_settings, engine_sizes, for_engine
     from specpolicy.evaluation.export import llamacpp_deployment
     from specpolicy.registry import get_registry
 

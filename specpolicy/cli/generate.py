@@ -45,12 +45,12 @@ def generate(
 ) -> None:
     """Decode one prompt with a policy's block sizes (default: BlockPilot's start with a cost-aware guard);
     print the text, then the block sizes, tau and tokens/s on stderr."""
+    from specpolicy.arguments import check_engine
     from specpolicy.costs import CostTable
     from specpolicy.data.prompts import Prompt, encode_prompt
     from specpolicy.decoding import SpeculativeDecoder
     from specpolicy.decoding.engine import decode
     from specpolicy.engines.build import find_server
-    from specpolicy.evaluation.engine import check_engine
     from specpolicy.models import load_pair
     from specpolicy.sweep.latency import cached_costs, pin_threads
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 
-from specpolicy.arguments import check_candidate_set, check_counts, check_temperature
+from specpolicy.arguments import check_candidate_set, check_counts, check_engine, check_temperature
 from specpolicy.defaults import (
     COMPARE_BASELINE,
     COMPARE_ORACLE,
@@ -109,8 +109,6 @@ class CompareOptions:
 
     def _validate_where(self) -> None:
         """The engine, the labels and the stored sweep."""
-        from specpolicy.evaluation.engine import check_engine
-
         check_engine(self.engine)
         if self.engine and (self.mode is Mode.live or self.batch_costs is not None or self.costs):
             raise ValueError("--engine measures the engine and prices replay with the engine's own cost "

@@ -27,12 +27,6 @@ PLAIN = Setting(1)
 FED = Setting(1, feeds_drafter=True)
 
 
-def check_engine(name: str | None, verb: str = "drives") -> None:
-    """The one check of an ``--engine`` name (``None``: no engine): llama.cpp's, or a ValueError naming it."""
-    if name not in (None, "llamacpp"):
-        raise ValueError(f"--engine {name} is not an engine specpolicy {verb}; use --engine llamacpp")
-
-
 def engine_sizes(candidates: Sequence[int], largest: int = TRAINING_BLOCK_SIZE) -> list[int]:
     """The block sizes among ``candidates`` llama.cpp runs with a drafter trained at block ``largest`` (past
     it, llama.cpp clamps n_max)."""

@@ -11,13 +11,15 @@ import numpy as np
 from specpolicy.costs import CostTable
 from specpolicy.defaults import DAGGER_ROUNDS, TRAINING_BLOCK_SIZE
 from specpolicy.plugins import skops_io
-from specpolicy.plugins.cycle_rules import acceptance_rate, snap
+from specpolicy.plugins.cycle_rules import acceptance_rates, snap
 from specpolicy.policy import LearnedPolicy, PromptObservation, TrainingSet
 from specpolicy.state import DecodeState
 
 HISTORY = 6
 """cycles of history in the features"""
 SETTINGS_NAME = "cycle_policy.json"
+FEATURE_DECAYS = (0.5, 0.8, 0.95)
+"""the decays of the acceptance rates in the features"""
 
 
 def cycle_features(state: DecodeState) -> np.ndarray:
@@ -29,7 +31,7 @@ def cycle_features(state: DecodeState) -> np.ndarray:
     for b, a in zip(sizes[: -HISTORY - 1 : -1], accepted[: -HISTORY - 1 : -1]):  # the newest first
         rows += (a / (b - 1) if b > 1 else 0.0, float(b > 1 and a == b - 1), b / 32, float(b == 1))
     rows += [0.0] * (4 * HISTORY - len(rows))
-    rates = [acceptance_rate(state, decay=decay) for decay in (0.5, 0.8, 0.95)]
+    rates = acceptance_rates(state, FEATURE_DECAYS)
     speculative, good = _last_cycles(state)
     trailing_ar, since_good = len(sizes) - 1 - speculative, len(sizes) - 1 - good
     return np.array(rows + rates + [trailing_ar / 16, since_good / 16, len(sizes) / 16], dtype=np.float32)
@@ -79,7 +81,7 @@ class CycleLearnedPolicy(LearnedPolicy):
         out = self.outputs(cycle_features(state))
         if self.predicts == "regret":
             return self.candidates[int(np.argmin(out))]
-        return self.fastest_choices(1.0 / np.maximum(out, 1.0)[None], [observation.costs])[0]
+        return self.fastest_choice(1.0 / np.maximum(out, 1.0), observation.costs)
 
     # --- training -------------------------------------------------------------------------------
 

@@ -96,17 +96,30 @@ def acceptance_rate(state: DecodeState, prior: float = ACCEPTANCE_PRIOR,
                     prior_weight: float = ACCEPTANCE_PRIOR_WEIGHT, decay: float = ACCEPTANCE_DECAY) -> float:
     """Per-draft acceptance of a geometric model over the speculative cycles so far (older cycles weigh
     ``decay`` less each), its sums kept on the state and updated per cycle."""
+    return acceptance_rates(state, (decay,), prior, prior_weight)[0]
+
+
+_FOLD_KEYS: dict[tuple[float, ...], str] = {}
+
+
+def acceptance_rates(state: DecodeState, decays: tuple[float, ...], prior: float = ACCEPTANCE_PRIOR,
+                     prior_weight: float = ACCEPTANCE_PRIOR_WEIGHT) -> list[float]:
+    """:func:`acceptance_rate` at each of ``decays``, in one fold."""
     lengths = state.verify_history if len(state.verify_history) == len(state.block_size_history) \
         else state.block_size_history
 
-    def update(sums: tuple[float, float], i: int) -> tuple[float, float]:
+    def update(sums: tuple[tuple[float, float], ...], i: int) -> tuple[tuple[float, float], ...]:
         size, accepted = lengths[i], state.accepted_history[i]
         if size == 1:
             return sums
-        return accepted + decay * sums[0], accepted + (accepted < size - 1) + decay * sums[1]
+        tried = accepted + (accepted < size - 1)
+        return tuple([(accepted + decay * successes, tried + decay * trials)
+                      for decay, (successes, trials) in zip(decays, sums)])
 
-    successes, trials = state.fold(f"_acceptance_{decay}", (0.0, 0.0), update)
-    return min((prior * prior_weight + successes) / (prior_weight + trials), 0.999)
+    key = _FOLD_KEYS.get(decays) or _FOLD_KEYS.setdefault(decays, f"_acceptance_{decays}")
+    folded = state.fold(key, ((0.0, 0.0),) * len(decays), update)
+    return [min((prior * prior_weight + successes) / (prior_weight + trials), 0.999)
+            for successes, trials in folded]
 
 
 def required_costs(policy: Policy, observation: PromptObservation) -> CostTable:
@@ -131,8 +144,9 @@ class AdaptivePolicy(Policy):
         self.start = snap(start, self.candidates)
         self.prior, self.decay = prior, decay
         self.first_wait, self.full_wait_cost = first_wait, full_wait_cost
-        self._priced: tuple = (None, {}, 1.0, [])
-        """(the table priced, seconds by speculative B, the AR wait's scale, (B, seconds) by ascending B)"""
+        self._priced: tuple = (None, {}, 1.0, [], "")
+        """(the table priced, seconds by speculative B, the AR wait's scale, (B, seconds) by ascending B, the
+        key of the AR wait's fold)"""
 
     def select(self, observation: PromptObservation) -> int:
         return self.start
@@ -148,7 +162,7 @@ class AdaptivePolicy(Policy):
              choose: Callable[[DecodeState], int]) -> CostAwareBlocks:
         """This rule as a value (priced with the observation's table), ``choose`` running it in Python."""
         costs = required_costs(self, observation)
-        _, seconds, wait_scale, _ = self._prices(costs)
+        _, seconds, wait_scale, _, _ = self._prices(costs)
         sizes = sorted({*seconds, start, seen_block} - {0, 1})
         return CostAwareBlocks(tuple(seconds), tuple((b, costs.cycle_seconds(b)) for b in sizes),
                                costs.cycle_seconds(1), 1 in self.candidates, start, seen_block, self.prior,
@@ -156,14 +170,14 @@ class AdaptivePolicy(Policy):
                                PROBE_OPTIMISM, choose)
 
     def _prices(self, costs: CostTable) -> tuple:
-        """(the table, seconds by speculative B, the AR wait's scale, (B, seconds) by ascending B), priced
-        once per table (one table per prompt)."""
+        """(the table, seconds by speculative B, the AR wait's scale, (B, seconds) by ascending B, the AR
+        wait's key: this rule, this table), priced once per table (one table per prompt)."""
         if self._priced[0] is not costs:
             drafted = [b for b in self.candidates if b > 1] or list(self.candidates)
             seconds = {b: costs.cycle_seconds(b) for b in drafted}
             reference = seconds.get(TRAINING_BLOCK_SIZE, seconds[max(seconds)])
             wait_scale = min(1.0, (reference / costs.cycle_seconds(1) - 1) / self.full_wait_cost)
-            self._priced = (costs, seconds, wait_scale, sorted(seconds.items()))
+            self._priced = (costs, seconds, wait_scale, sorted(seconds.items()), f"{id(self)}:{id(costs)}")
         return self._priced
 
     def best_size(self, alpha: float, costs: CostTable) -> int:
@@ -186,7 +200,7 @@ class AdaptivePolicy(Policy):
         best = self.best_size(alpha, costs)  # prices the candidates once per table
         failed = 1 in self.candidates and ar_wait(
             state, lambda size, accepted: not self.beats_ar(accepted + 1, size, costs), self.first_wait,
-            self._priced[2], f"{id(self)}:{id(costs)}") is not None  # the predicate: this rule, this table
+            self._priced[2], self._priced[4]) is not None  # the predicate: this rule, this table
         pays = self.beats_ar(expected_tokens(alpha, best), best, costs)  # then at any higher acceptance too
         if failed and not pays:
             return 1  # a failed cycle, and the acceptance model expects AR to be faster: back off

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from specpolicy.arguments import check_block_size, check_verify_length
+from specpolicy.arguments import check_verify_length
 from specpolicy.cycles import CycleRecord, DraftedBlock
 from specpolicy.state import DecodeState
 
@@ -63,10 +63,4 @@ class ReplaySession:
             raise RuntimeError("the replayed decode has ended; start a new session")
         if self._drafted is not None:
             raise RuntimeError("a drafted block is waiting: call verify(length) before drafting another")
-        # the common case, checked already
-        if type(block_size) is int and block_size in self.table.candidates:
-            return block_size
-        size = check_block_size(block_size)
-        if size != 1:  # plain decoding: replayed by every table (ReplayTable.cycle)
-            self.table._column(size)
-        return size
+        return self.table.checked_size(block_size)

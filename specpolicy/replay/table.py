@@ -3,12 +3,13 @@ live decode (or imported) and read without torch."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from specpolicy.arguments import check_block_size
 from specpolicy.costs import CostTable
 from specpolicy.cycles import (
     AnchorActions,
@@ -20,6 +21,7 @@ from specpolicy.cycles import (
 )
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.policy import oracle_label
+from specpolicy.state import DecodeState
 
 if TYPE_CHECKING:
     from specpolicy.replay.session import ReplaySession
@@ -100,6 +102,16 @@ class ReplayTable:
             raise ValueError(f"anchor {position} was not replayed with {what} at B = {block_size}")
         return row.tolist()
 
+    def checked_size(self, block_size: object) -> int:
+        """``block_size`` as an int when a cycle here may have it (a candidate, or 1), else a ValueError
+        naming it."""
+        if type(block_size) is int and block_size in self.candidates:  # the common case, checked already
+            return block_size
+        size = check_block_size(block_size)
+        if size != 1:  # plain decoding: replayed by every table (:meth:`cycle`)
+            self._column(size)
+        return size
+
     def _column(self, block_size: int) -> int:
         if block_size not in self.candidates:
             raise ValueError(f"block size {block_size} is not among this replay's candidates "
@@ -157,9 +169,9 @@ class ReplayTable:
         """Cycles ``plan`` (or a fixed block size) would run, exactly as live decoding;
         ``prefill_logits`` [V] is what per-cycle policies read (default: empty)."""
         size = plan if isinstance(plan, int) else plan.always
-        if isinstance(plan, Plan) and isinstance(plan.block, AnchorActions) and \
-                plan.length in (None, plan.block.length):
-            return self._walk_anchors(plan.block)
+        if size is None and (plan.length is None or (isinstance(plan.block, AnchorActions) and
+                             plan.length == plan.block.length)):
+            return self._walk(plan.block, prefill_logits)
         if size is None:
             return run(self.session(prefill_logits), plan)
         if size not in self._fixed:
@@ -167,15 +179,21 @@ class ReplayTable:
             self._fixed[size] = self._walk_fixed(size) or tuple(run(self.session(), Plan.fixed(size)))
         return list(self._fixed[size])
 
-    def _walk_anchors(self, rule: AnchorActions) -> list[CycleRecord]:
-        """The cycles of a plan by anchor, :meth:`cycle` after :meth:`cycle` (what a session runs for it, with
-        no state to keep)."""
+    def _walk(self, rule: Callable[[DecodeState], int] | AnchorActions, prefill_logits: Any = None
+              ) -> list[CycleRecord]:
+        """The cycles of a whole-block rule, or a plan by anchor (its (B, L) read at each anchor, no state
+        kept), :meth:`cycle` after :meth:`cycle`: what a session runs for it, without one."""
+        anchors = rule if isinstance(rule, AnchorActions) else None
+        state = None if anchors else DecodeState.after_prefill(
+            np.zeros(0, np.float32) if prefill_logits is None else prefill_logits, self.prompt_length)
         cycles, (position, produced, done) = [], self.start()
         while not done:
-            size, length = rule.at(position)
+            size, length = anchors.at(position) if anchors else (self.checked_size(rule(state)), None)
             cycle, position, produced, done = self.cycle(position, produced, size, length)
             if cycle.committed:
                 cycles.append(cycle)
+            if state is not None:
+                state.advance(cycle, produced)
         return cycles
 
     def _walk_fixed(self, size: int) -> tuple[CycleRecord, ...] | None:

@@ -10,6 +10,7 @@ from specpolicy.plugins.cycle_rules import (
     AdaptivePolicy,
     GrowShrinkPolicy,
     acceptance_rate,
+    acceptance_rates,
     ar_wait,
     expected_tokens,
 )
@@ -80,6 +81,21 @@ def test_geometric_acceptance_model():
     state = DecodeState(None, 4, 4, 0, 1, [0, 0, 0], [16, 16, 16])
     # prior 0.5 x 2 trials, decay 0.8
     assert acceptance_rate(state) == pytest.approx(1 / (2 + 1 + 0.8 + 0.64))
+
+
+def test_acceptance_rates_fold_every_decay_as_one_rate_each():
+    """Several decays in one fold, the state growing a cycle at a time, read at every length: each the rate
+    folded alone from scratch (verify lengths cut the blocks from the third cycle on)."""
+    rng = np.random.default_rng(0)
+    sizes = rng.choice([1, 2, 8, 16], 40).tolist()
+    accepted = [int(rng.integers(0, b)) for b in sizes]
+    grown = DecodeState(None, 4, 4, 0, 1)
+    for n, (b, a) in enumerate(zip(sizes, accepted)):
+        grown.record(b, min(a, 3) if n >= 2 else a, min(b, 4) if n >= 2 else b)
+        fresh = DecodeState(None, 4, 4, 0, 1, list(grown.accepted_history), list(grown.block_size_history),
+                            list(grown.verify_history))
+        expected = [acceptance_rate(fresh, decay=d) for d in (0.5, 0.8, 0.95)]
+        assert acceptance_rates(grown, (0.5, 0.8, 0.95)) == pytest.approx(expected, rel=1e-12)
 
 
 def test_adaptive_grows_on_easy_text_and_falls_back_on_hard_text():

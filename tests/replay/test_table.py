@@ -91,3 +91,30 @@ def test_a_plan_by_anchor_names_the_anchor_it_has_no_action_for(replay_store):
     for cycles in (lambda: table.simulate(plan), lambda: run(table.session(), plan)):
         with pytest.raises(ValueError, match=f"anchor {table.prompt_length + 1} has no action here"):
             cycles()
+
+
+@pytest.mark.parametrize("store", ["replay_store", "verify_store"])
+def test_a_per_cycle_rule_walked_equals_the_session_run(store, request):
+    """A whole-block rule that reads the state (history, anchor, prefill logits) walks as a session runs it."""
+    def rule(state) -> int:
+        if state.block_size_history and state.accepted_history[-1] == state.block_size_history[-1] - 1:
+            return sizes[-1]
+        return sizes[(state.position + state.cycle + state.prefill_logits.size) % len(sizes)]
+
+    for table in _tables(request.getfixturevalue(store)):
+        sizes = table.candidates
+        for logits in (None, np.ones(3, np.float32)):
+            assert table.simulate(Plan(rule), logits) == run(table.session(logits), Plan(rule))
+
+
+def test_a_walked_rule_refuses_a_size_as_the_session_does(replay_store):
+    """A block size the table has no column for, or not a block size: the session's ValueError, word for
+    word."""
+    table = _tables(replay_store, 1)[0]
+    for bad in (max(table.candidates) + 1, 2.5):
+        plan = Plan(lambda state, bad=bad: bad)
+        with pytest.raises(ValueError) as walked:
+            table.simulate(plan)
+        with pytest.raises(ValueError) as session:
+            run(table.session(), plan)
+        assert str(walked.value) == str(session.value)
