@@ -139,15 +139,30 @@ def _fail(registry: PolicyRegistry, plugin: str, why: str) -> None:
 
 
 def _load_plugins(manager: pluggy.PluginManager, registry: PolicyRegistry) -> None:
-    """pluggy's entry-point loading, one name at a time so a broken plugin skips alone; then check_pending."""
+    """pluggy's entry-point loading: every plugin in one pass over the installed distributions, where each
+    loads (and ``SPECPOLICY_LOAD_PLUGINS`` is unset); else one name at a time, so a broken plugin skips alone
+    (those loaded stay); then check_pending."""
+    if os.environ.get("SPECPOLICY_LOAD_PLUGINS") is None:
+        try:
+            manager.load_setuptools_entrypoints(hookspecs.PROJECT)
+        except Exception:  # the names below say which plugin, and why
+            pass
+        else:
+            return _check_pending(manager, registry)
     for name in _entry_point_names():
         try:
             manager.load_setuptools_entrypoints(hookspecs.PROJECT, name=name)
         except Exception as exc:  # a broken plugin must not take the others down
             _fail(registry, name, f"failed to load ({type(exc).__name__}: {exc})")
+    _check_pending(manager, registry)
+
+
+def _check_pending(manager: pluggy.PluginManager, registry: PolicyRegistry) -> None:
+    """Unregister, each with a warning, the plugins implementing a hook no spec declares (a misspelling is an
+    error, not a silence)."""
     while True:
         try:
-            manager.check_pending()  # a hook name no spec declares (a misspelling) is an error, not a silence
+            manager.check_pending()
             return
         except pluggy.PluginValidationError as exc:
             name = manager.get_name(exc.plugin) or repr(exc.plugin)
@@ -165,8 +180,12 @@ def build_registry(extra_plugins: Sequence[object] = ()) -> PolicyRegistry:
     for plugin in extra_plugins:
         manager.register(plugin, name=getattr(plugin, "__name__", type(plugin).__name__))
     distributions = {id(plugin): dist.project_name for plugin, dist in manager.list_plugin_distinfo()}
-    impls = sorted(manager.hook.register_policies.get_hookimpls(),
-                   key=lambda impl: distributions.get(id(impl.plugin)) != BUILTIN_DISTRIBUTION)
+    def order(impl: object) -> tuple[bool, bool, str]:  # built-ins, then entry points by name, then extras
+        distribution = distributions.get(id(impl.plugin))
+        name = impl.plugin_name if distribution else ""  # extras: in the order given
+        return distribution != BUILTIN_DISTRIBUTION, distribution is None, name
+
+    impls = sorted(manager.hook.register_policies.get_hookimpls(), key=order)
     for impl in impls:
         _collect(registry, impl.plugin_name, distributions.get(id(impl.plugin), ""), impl.function)
     return registry
