@@ -180,7 +180,7 @@ def build_registry(extra_plugins: Sequence[object] = ()) -> PolicyRegistry:
     for plugin in extra_plugins:
         manager.register(plugin, name=getattr(plugin, "__name__", type(plugin).__name__))
     distributions = {id(plugin): dist.project_name for plugin, dist in manager.list_plugin_distinfo()}
-    def order(impl: object) -> tuple[bool, bool, str]:  # built-ins, then entry points by name, then extras
+    def order(impl: pluggy.HookImpl) -> tuple[bool, bool, str]:  # built-ins, entry points by name, extras
         distribution = distributions.get(id(impl.plugin))
         name = impl.plugin_name if distribution else ""  # extras: in the order given
         return distribution != BUILTIN_DISTRIBUTION, distribution is None, name
