@@ -95,7 +95,8 @@ def test_a_plan_by_anchor_names_the_anchor_it_has_no_action_for(replay_store):
 
 @pytest.mark.parametrize("store", ["replay_store", "verify_store"])
 def test_a_per_cycle_rule_walked_equals_the_session_run(store, request):
-    """A whole-block rule that reads the state (history, anchor, prefill logits) walks as a session runs it."""
+    """A whole-block rule that reads the state (history, anchor, prefill logits) walks as a session runs
+    it."""
     def rule(state) -> int:
         if state.block_size_history and state.accepted_history[-1] == state.block_size_history[-1] - 1:
             return sizes[-1]
