@@ -122,6 +122,15 @@ ACCEPTANCE_PRIOR_WEIGHT = 2.0
 """cost-aware rules: the prior's weight, in drafts"""
 ACCEPTANCE_DECAY = 0.8
 """cost-aware rules: weight decay per older cycle in the acceptance estimate"""
+BATCH_DRAFT_MARGIN = 0.1
+"""serving: a plain step is priced beside drafting requests (their drafter pass shared) only where some block
+pays for its batched cycle at the prior acceptance by at least this over a plain batch, else as a plain
+batch's step (:meth:`~specpolicy.replay.batch_costs.BatchCostTable.at_concurrency`). Chosen on the zoo's
+training sweep (`sharegpt-train`, the default at concurrency 1-256 on six DFlash serving tables:
+aiconfigurator's H100 and H200 under vLLM and SGLang, Qwen3-8B and Llama-3.1-8B, and the measured H200
+steps): 0.1 lifted four cells by 3.5-5.8% (H200 vLLM Qwen3-8B at 256: 0.983x -> 1.040x plain decoding) and
+lowered none; 0 (any block that pays at all) and 0.05 lifted fewer; 0.2 lowered three cells at 64-128 (by
+0.4-5%), 0.35 and 0.5 more."""
 POOLED_ACCEPTANCE_DECAY = 0.99
 """cost-aware rules under a chain drafter's batch: weight decay per older cycle of the engine's pooled
 estimate (every request's cycles). Chosen on the training side of SpecDecode-Bench's GSM8K and ShareGPT at

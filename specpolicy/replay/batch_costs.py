@@ -13,7 +13,7 @@ import numpy as np
 
 from specpolicy.arguments import check_count
 from specpolicy.costs import CostTable, TableFile, expected_tokens
-from specpolicy.defaults import ACCEPTANCE_PRIOR, MAX_LATENCY_SPREAD
+from specpolicy.defaults import ACCEPTANCE_PRIOR, BATCH_DRAFT_MARGIN, MAX_LATENCY_SPREAD
 
 
 def _interpolate(points: Mapping[int, float], x: float) -> float:
@@ -127,14 +127,15 @@ class BatchCostTable(TableFile):
 
     def at_concurrency(self, concurrency: int, block_sizes: Sequence[int]) -> CostTable:
         """Per-request costs at ``concurrency`` c: a cycle of B costs (draft of c blocks + verify of c x B) /
-        c; a plain step beside drafting requests shares their drafter pass; ``ar_seconds``: a c-request AR
-        step / c."""
+        c; a plain step beside drafting requests shares their drafter pass (the others draft where some block
+        pays at the prior acceptance by :data:`~specpolicy.defaults.BATCH_DRAFT_MARGIN`, else they step
+        plainly too); ``ar_seconds``: a c-request AR step / c."""
         c = check_count(concurrency, "concurrency")
         sizes = sorted(set(block_sizes) | {1})
         draft = {b: self.draft_cost([b] * c) for b in sizes}  # one batched pass of each size, priced once
         verify = {b: self.verify_cost([b] * c) for b in sizes}
-        drafts = any(expected_tokens(ACCEPTANCE_PRIOR, b) * verify[1] >= draft[b] + verify[b]
-                     for b in sizes[1:])
+        drafts = any(expected_tokens(ACCEPTANCE_PRIOR, b) * verify[1] >= (1 + BATCH_DRAFT_MARGIN) *
+                     (draft[b] + verify[b]) for b in sizes[1:])
         others = [(sizes[1], sizes[1]) if drafts else (1, 1)] * (c - 1)
         beside_others = self.step_seconds([*others, (1, 1)])
         return CostTable(
