@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from specpolicy.costs import CostTable, expected_tokens
 from specpolicy.cycles import CostAwareBlocks
@@ -131,6 +132,20 @@ def required_costs(policy: Policy, observation: PromptObservation) -> CostTable:
     return observation.costs
 
 
+class _Prices(NamedTuple):
+    """What the cost-aware rule reads of one cost table, priced once."""
+
+    table: CostTable | None
+    seconds: dict[int, float]
+    """a cycle's seconds by speculative B"""
+    wait_scale: float
+    """the AR wait's scale (:data:`FULL_WAIT_COST`)"""
+    ascending: list[tuple[int, float]]
+    """(B, seconds) by ascending B"""
+    wait_key: str
+    """the key of the AR wait's fold on the state: this rule, this table"""
+
+
 class AdaptivePolicy(Policy):
     """Cost-aware per-cycle choice: the most expected tokens per modelled second, re-probing after AR."""
 
@@ -144,9 +159,7 @@ class AdaptivePolicy(Policy):
         self.start = snap(start, self.candidates)
         self.prior, self.decay = prior, decay
         self.first_wait, self.full_wait_cost = first_wait, full_wait_cost
-        self._priced: tuple = (None, {}, 1.0, [], "")
-        """(the table priced, seconds by speculative B, the AR wait's scale, (B, seconds) by ascending B, the
-        key of the AR wait's fold)"""
+        self._priced = _Prices(None, {}, 1.0, [], "")
 
     def select(self, observation: PromptObservation) -> int:
         return self.start
@@ -162,28 +175,29 @@ class AdaptivePolicy(Policy):
              choose: Callable[[DecodeState], int]) -> CostAwareBlocks:
         """This rule as a value (priced with the observation's table), ``choose`` running it in Python."""
         costs = required_costs(self, observation)
-        _, seconds, wait_scale, _, _ = self._prices(costs)
+        prices = self._prices(costs)
+        seconds, wait_scale = prices.seconds, prices.wait_scale
         sizes = sorted({*seconds, start, seen_block} - {0, 1})
         return CostAwareBlocks(tuple(seconds), tuple((b, costs.cycle_seconds(b)) for b in sizes),
                                costs.cycle_seconds(1), 1 in self.candidates, start, seen_block, self.prior,
                                ACCEPTANCE_PRIOR_WEIGHT, self.decay, self.first_wait, MAX_WAIT, wait_scale,
                                PROBE_OPTIMISM, choose)
 
-    def _prices(self, costs: CostTable) -> tuple:
-        """(the table, seconds by speculative B, the AR wait's scale, (B, seconds) by ascending B, the AR
-        wait's key: this rule, this table), priced once per table (one table per prompt)."""
-        if self._priced[0] is not costs:
+    def _prices(self, costs: CostTable) -> _Prices:
+        """This rule's prices under ``costs``, priced once per table (one table per prompt)."""
+        if self._priced.table is not costs:
             drafted = [b for b in self.candidates if b > 1] or list(self.candidates)
             seconds = {b: costs.cycle_seconds(b) for b in drafted}
             reference = seconds.get(TRAINING_BLOCK_SIZE, seconds[max(seconds)])
             wait_scale = min(1.0, (reference / costs.cycle_seconds(1) - 1) / self.full_wait_cost)
-            self._priced = (costs, seconds, wait_scale, sorted(seconds.items()), f"{id(self)}:{id(costs)}")
+            key = f"{id(self)}:{id(costs)}"
+            self._priced = _Prices(costs, seconds, wait_scale, sorted(seconds.items()), key)
         return self._priced
 
     def best_size(self, alpha: float, costs: CostTable) -> int:
         """The speculative candidate (B > 1) with the most expected tokens per cycle second."""
         best, most = 0, -1.0
-        for size, seconds in self._prices(costs)[3]:  # ascending B: a tie keeps the smaller block
+        for size, seconds in self._prices(costs).ascending:  # a tie keeps the smaller block
             rate = (1 - alpha**size) / seconds  # expected_tokens x (1 - alpha), the same for every B
             if rate > most:
                 best, most = size, rate
@@ -200,7 +214,7 @@ class AdaptivePolicy(Policy):
         best = self.best_size(alpha, costs)  # prices the candidates once per table
         failed = 1 in self.candidates and ar_wait(
             state, lambda size, accepted: not self.beats_ar(accepted + 1, size, costs), self.first_wait,
-            self._priced[2], self._priced[4]) is not None  # the predicate: this rule, this table
+            self._priced.wait_scale, self._priced.wait_key) is not None
         pays = self.beats_ar(expected_tokens(alpha, best), best, costs)  # then at any higher acceptance too
         if failed and not pays:
             return 1  # a failed cycle, and the acceptance model expects AR to be faster: back off
@@ -227,7 +241,7 @@ class AdaptivePolicy(Policy):
     def beats_ar(self, tokens: float, size: int, costs: CostTable) -> bool:
         """Whether ``tokens`` from a cycle of ``size`` come at least as fast as from plain steps (the one
         test of this rule; the speculative sizes' prices cached per table)."""
-        seconds = self._prices(costs)[1]
+        seconds = self._prices(costs).seconds
         return tokens / (seconds[size] if size in seconds else costs.cycle_seconds(size)) >= \
             1 / costs.cycle_seconds(1)
 
