@@ -5,11 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from specpolicy.arguments import check_verify_length
 from specpolicy.cycles import CycleRecord, DraftedBlock
-from specpolicy.state import DecodeState
 
 if TYPE_CHECKING:
     from specpolicy.replay.table import ReplayTable
@@ -22,8 +19,7 @@ class ReplaySession:
     def __init__(self, table: ReplayTable, prefill_logits: Any = None) -> None:
         self.table = table
         self.position, _, self.done = table.start()
-        logits = prefill_logits if prefill_logits is not None else np.zeros(0, dtype=np.float32)
-        self.state = DecodeState.after_prefill(logits, table.prompt_length)
+        self.state = table.initial_state(prefill_logits)
         self.cycles: list[CycleRecord] = []
         self._drafted: int | None = None  # the block size drafted and not yet verified
 

@@ -118,6 +118,12 @@ class ReplayTable:
                              f"{list(self.candidates)}")
         return self.candidates.index(block_size)
 
+    def initial_state(self, prefill_logits: Any = None) -> DecodeState:
+        """The decode's state after prefill, what per-cycle policies read first (``prefill_logits`` [V];
+        default: empty)."""
+        logits = np.zeros(0, dtype=np.float32) if prefill_logits is None else prefill_logits
+        return DecodeState.after_prefill(logits, self.prompt_length)
+
     def start(self) -> tuple[int, int, bool]:
         """(anchor position, tokens produced, done) before the first cycle."""
         p = self.prompt_length
@@ -184,8 +190,7 @@ class ReplayTable:
         """The cycles of a whole-block rule, or a plan by anchor (its (B, L) read at each anchor, no state
         kept), :meth:`cycle` after :meth:`cycle`: what a session runs for it, without one."""
         anchors = rule if isinstance(rule, AnchorActions) else None
-        state = None if anchors else DecodeState.after_prefill(
-            np.zeros(0, np.float32) if prefill_logits is None else prefill_logits, self.prompt_length)
+        state = None if anchors else self.initial_state(prefill_logits)
         cycles, (position, produced, done) = [], self.start()
         while not done:
             size, length = anchors.at(position) if anchors else (self.checked_size(rule(state)), None)
