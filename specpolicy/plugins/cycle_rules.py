@@ -144,6 +144,8 @@ class _Prices(NamedTuple):
     """(B, seconds) by ascending B"""
     wait_key: str
     """the key of the AR wait's fold on the state: this rule, this table"""
+    best: dict[float, int]
+    """:meth:`AdaptivePolicy.best_size` by acceptance, as asked (decodes revisit the same rates)"""
 
 
 class AdaptivePolicy(Policy):
@@ -159,7 +161,7 @@ class AdaptivePolicy(Policy):
         self.start = snap(start, self.candidates)
         self.prior, self.decay = prior, decay
         self.first_wait, self.full_wait_cost = first_wait, full_wait_cost
-        self._priced = _Prices(None, {}, 1.0, [], "")
+        self._priced = _Prices(None, {}, 1.0, [], "", {})
 
     def select(self, observation: PromptObservation) -> int:
         return self.start
@@ -191,16 +193,20 @@ class AdaptivePolicy(Policy):
             reference = seconds.get(TRAINING_BLOCK_SIZE, seconds[max(seconds)])
             wait_scale = min(1.0, (reference / costs.cycle_seconds(1) - 1) / self.full_wait_cost)
             key = f"{id(self)}:{id(costs)}"
-            self._priced = _Prices(costs, seconds, wait_scale, sorted(seconds.items()), key)
+            self._priced = _Prices(costs, seconds, wait_scale, sorted(seconds.items()), key, {})
         return self._priced
 
     def best_size(self, alpha: float, costs: CostTable) -> int:
         """The speculative candidate (B > 1) with the most expected tokens per cycle second."""
-        best, most = 0, -1.0
-        for size, seconds in self._prices(costs).ascending:  # a tie keeps the smaller block
-            rate = (1 - alpha**size) / seconds  # expected_tokens x (1 - alpha), the same for every B
-            if rate > most:
-                best, most = size, rate
+        prices = self._prices(costs)
+        best = prices.best.get(alpha)
+        if best is None:
+            most = -1.0
+            for size, seconds in prices.ascending:  # a tie keeps the smaller block
+                rate = (1 - alpha**size) / seconds  # expected_tokens x (1 - alpha), the same for every B
+                if rate > most:
+                    best, most = size, rate
+            prices.best[alpha] = best
         return best
 
     def step(self, state: DecodeState, observation: PromptObservation) -> int:
