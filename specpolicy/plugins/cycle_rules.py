@@ -6,8 +6,8 @@
   a geometric acceptance model of this decode's recent cycles; a cycle slower than an AR step starts a
   back-off of plain AR cycles where the model expects AR to win (shorter on flat tables,
   :data:`FULL_WAIT_COST`), and no probe where even an optimistic acceptance would not pay
-  (:data:`PROBE_OPTIMISM`). Served concurrently with a chain drafter, one block per batch from the engine's
-  pooled acceptance (:meth:`AdaptivePolicy.batch_block`). """
+  (:data:`PROBE_OPTIMISM`). Served with a chain drafter (at any concurrency), one block per batch from the
+  engine's pooled acceptance (:meth:`AdaptivePolicy.batch_block`). """
 
 from __future__ import annotations
 
@@ -229,11 +229,15 @@ class AdaptivePolicy(Policy):
         return best
 
     def batch_block(self, state: DecodeState, observation: PromptObservation) -> int | None:
-        """Served concurrently with a chain drafter (``None`` elsewhere): the one block every request of a
-        step drafts (a chain drafts for the batch until its longest block is drafted), the fastest at the
-        engine's pooled acceptance (every request's cycles, :data:`POOLED_ACCEPTANCE_DECAY`) priced at the
-        scheduled batch; plain steps where no block beats them."""
-        if state.pooled is None or observation.concurrency < 2:
+        """Served with a chain drafter, at any concurrency (``None`` elsewhere: replayed alone, or a block
+        drafter): the one block every request of a step drafts (a chain drafts for the batch until its longest
+        block is drafted), the fastest at the engine's pooled acceptance (every request's cycles,
+        :data:`POOLED_ACCEPTANCE_DECAY`) priced at the scheduled batch. One request at a time as well: the
+        engine's recent cycles estimate a chain's acceptance better than a request's first few (docs: real
+        data). Where no block beats plain steps, plain steps for a stretch that doubles with each failed probe
+        (:func:`ar_wait` over the engine's cycles), then a probe: poor requests do not end speculation for
+        every later one."""
+        if state.pooled is None:
             return None
         costs = required_costs(self, observation)
         if costs.drafter != "chain":
@@ -241,8 +245,11 @@ class AdaptivePolicy(Policy):
         costs = state.batch_costs or costs
         alpha = acceptance_rate(state.pooled, self.prior, decay=POOLED_ACCEPTANCE_DECAY)
         best = self.best_size(alpha, costs)
-        paying = self.beats_ar(expected_tokens(alpha, best), best, costs) or 1 not in self.candidates
-        return best if paying else 1
+        if self.beats_ar(expected_tokens(alpha, best), best, costs) or 1 not in self.candidates:
+            return best
+        waiting = ar_wait(state.pooled, lambda size, accepted: not self.beats_ar(accepted + 1, size, costs),
+                          self.first_wait, key=f"_pooled{id(costs)}")
+        return 1 if waiting is not None else best
 
     def beats_ar(self, tokens: float, size: int, costs: CostTable) -> bool:
         """Whether ``tokens`` from a cycle of ``size`` come at least as fast as from plain steps (the one

@@ -180,3 +180,55 @@ def test_adaptive_decodes_plainly_where_not_even_its_first_probe_would_pay():
     flat = PromptObservation(np.zeros(4, np.float32), 4, costs=uniform_costs(sizes, per_token=0.1))
     assert AdaptivePolicy(sizes).plan(flat).always is None
     assert AdaptivePolicy((2, 4, 8, 16)).plan(steep).always is None  # without B = 1 among its choices
+
+
+CHAIN = CostTable({b: 0.3 * (b - 1) for b in WIDE}, {b: 5.0 + 0.02 * b for b in WIDE}, 5.0, drafter="chain")
+"""a chain drafter's table: one drafter pass (0.3 of a 5.0 step) per drafted position"""
+
+
+def engine_cycles(cycles: list[tuple[int, int]]) -> DecodeState:
+    """What a serving engine has run so far: (B, accepted) per cycle, every request's, in order."""
+    pooled = DecodeState.after_prefill(None, 0)
+    for size, accepted in cycles:
+        pooled.record(size, accepted)
+    return pooled
+
+
+def test_one_request_at_a_time_a_chain_drafter_drafts_from_the_engines_pooled_acceptance():
+    """Issue 56 (SpecDecode-Bench at concurrency 1): each request's cost-aware rule began at the training
+    block (16, DFlash's) and re-learned a chain drafter's acceptance from a prior of 0.5 over its first
+    cycles, 0.984 of the best fixed K on GSM8K held out. Served, one request at a time as under load, a chain
+    drafter's block is the fastest at the engine's pooled acceptance, from a request's first cycle; replayed
+    alone (no engine history), or with a block drafter, the request's own cycles decide as before."""
+    sizes = (1, 2, 4, 8, 16)
+    history = engine_cycles([(8, 2), (8, 3), (8, 1), (8, 2)] * 10)  # about 0.6 of drafts accepted
+    first = DecodeState.after_prefill(np.zeros(4), 4)
+    first.pooled = history
+    rule = AdaptivePolicy(sizes)
+    served = PromptObservation(np.zeros(4, np.float32), 4, costs=CHAIN, concurrency=1)
+    pooled = rule.best_size(acceptance_rate(history, decay=0.99), CHAIN)
+    assert pooled == 4 and rule.step(first, served) == pooled
+    alone = DecodeState.after_prefill(np.zeros(4), 4)
+    assert rule.step(alone, served) == 16  # no engine history: its start block
+    block = CostTable(CHAIN.draft_seconds, CHAIN.verify_seconds, 5.0)
+    assert rule.step(first, PromptObservation(np.zeros(4, np.float32), 4, costs=block)) == 16
+
+
+def test_an_engine_that_stops_drafting_for_poor_requests_probes_again():
+    """Where the engine's pooled acceptance makes no block pay, its requests step plainly, and plain steps
+    leave that acceptance as it is: a run of poor requests stopped a chain drafter's speculation for every
+    later request (InstructCoder at concurrency 1: 0.82 of the best fixed K; latent under load). The rule
+    steps plainly for a stretch that doubles with each failed probe (as a request's own rule waits), then
+    probes again."""
+    sizes = (1, 2, 4, 8, 16)
+    rule = AdaptivePolicy(sizes)
+    served = PromptObservation(np.zeros(4, np.float32), 4, costs=CHAIN, concurrency=4)
+    state = DecodeState.after_prefill(np.zeros(4), 4)
+    state.pooled = engine_cycles([(4, 0)] * 30)  # every draft rejected
+    assert rule.step(state, served) == 1
+    for _ in range(200):
+        state.pooled.record(1, 0)
+        if rule.step(state, served) > 1:
+            break
+    else:
+        pytest.fail("the engine never drafted again after 200 plain steps")
