@@ -235,8 +235,8 @@ class AdaptivePolicy(Policy):
         :data:`POOLED_ACCEPTANCE_DECAY`) priced at the scheduled batch. One request at a time as well: the
         engine's recent cycles estimate a chain's acceptance better than a request's first few (docs: real
         data). Where no block beats plain steps, plain steps for a stretch that doubles with each failed probe
-        (:func:`ar_wait` over the engine's cycles), then a probe: poor requests do not end speculation for
-        every later one."""
+        (:func:`ar_wait` over the engine's cycles, one fold: each cycle judged at the prices in force when it
+        is first read), then a probe: poor requests do not end speculation for every later one."""
         if state.pooled is None:
             return None
         costs = required_costs(self, observation)
@@ -248,7 +248,7 @@ class AdaptivePolicy(Policy):
         if self.beats_ar(expected_tokens(alpha, best), best, costs) or 1 not in self.candidates:
             return best
         waiting = ar_wait(state.pooled, lambda size, accepted: not self.beats_ar(accepted + 1, size, costs),
-                          self.first_wait, key=f"_pooled{id(costs)}")
+                          self.first_wait, key="_pooled")
         return 1 if waiting is not None else best
 
     def beats_ar(self, tokens: float, size: int, costs: CostTable) -> bool:
