@@ -19,10 +19,6 @@ class TauOraclePolicy(Policy):
         super().__init__(candidates)
         self.training_block_size = training_block_size
 
-    def select(self, observation: PromptObservation) -> int:
-        raise ValueError(f"{self.name} reads the sweep store; evaluate it with --mode replay (or --sweep "
-                         "DIR)")
-
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
         if answers is None:
             return super().plan(observation, answers)  # refuses: an oracle plans from a sweep's answers

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from specpolicy.costs import CostTable
 from specpolicy.cycles import ConfidentPrefix, DraftedBlock, Plan
 from specpolicy.plugins.cycle_rules import AdaptivePolicy, required_costs, start_block_size
+from specpolicy.plugins.fixed import FixedPolicy
 from specpolicy.policy import Answers, Policy, PromptObservation
 
 DEFAULT_THRESHOLD = 0.3
@@ -36,21 +37,15 @@ def _largest(candidates: Sequence[int], arg: str | None) -> int:
     return max(candidates)
 
 
-class ThresholdPolicy(Policy):
+class ThresholdPolicy(FixedPolicy):
     """Draft a fixed B every cycle; verify while the running confidence stays above a threshold."""
 
     def __init__(self, candidates: Sequence[int], block_size: int, threshold: float = DEFAULT_THRESHOLD,
                  running: bool = True) -> None:
-        super().__init__(candidates)
+        super().__init__(block_size, candidates)
         if not 0 <= threshold <= 1:
             raise ValueError(f"the threshold is a probability in [0, 1], got {threshold}")
-        self.block_size, self.threshold, self.running = block_size, threshold, running
-
-    def select(self, observation: PromptObservation) -> int:
-        return self.block_size
-
-    def choices(self) -> set[int]:
-        return {self.block_size}
+        self.threshold, self.running = threshold, running
 
     def confidence_sizes(self) -> set[int]:
         return {self.block_size} if self.threshold > 0 else set()
@@ -93,10 +88,6 @@ class VerifyOraclePolicy(Policy):
 
     needs_sweep = True
     per_step = True
-
-    def select(self, observation: PromptObservation) -> int:
-        raise ValueError(f"{self.name} reads the sweep store; evaluate it with --mode replay (or --sweep "
-                         "DIR)")
 
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
         """(B, L) by anchor position, from the DP over this prompt's replay (L by position: no block read)."""
