@@ -51,8 +51,10 @@ class GuardedPolicy(Policy):
             if start > 1:  # the guard from its own start block
                 return guard.step(state, observation)
             batched = guard.batch_block(state, observation)
-            if batched is not None or not state.block_size_history:
-                return 1 if batched is None else batched
+            if batched is not None:
+                return batched
+            if not state.block_size_history:
+                return 1
             known = len(seen.block_size_history) - 1  # the decode's cycles the guard has seen
             seen.accepted_history += state.accepted_history[known:]
             seen.block_size_history += state.block_size_history[known:]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from specpolicy.plugins.cycle_rules import snap
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Policy, PromptObservation
 from specpolicy.state import DecodeState
 
@@ -16,15 +17,10 @@ class HeuristicPolicy(Policy):
 
     def __init__(self, candidates: Sequence[int], start: int = TRAINING_BLOCK_SIZE) -> None:
         super().__init__(candidates)
-        self.start = start
-
-    def _snap(self, size: int) -> int:
-        low, high = self.candidates[0], self.candidates[-1]
-        size = min(max(size, low), high)
-        return min(self.candidates, key=lambda c: (abs(c - size), c))
+        self.start = snap(start, self.candidates)
 
     def select(self, observation: PromptObservation) -> int:
-        return self._snap(self.start)
+        return self.start
 
     def step(self, state: DecodeState, observation: PromptObservation) -> int:
         if not state.block_size_history:
