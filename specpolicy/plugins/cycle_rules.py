@@ -206,6 +206,8 @@ class AdaptivePolicy(Policy):
                 rate = (1 - alpha**size) / seconds  # expected_tokens x (1 - alpha), the same for every B
                 if rate > most:
                     best, most = size, rate
+            if len(prices.best) >= 65_536:  # a long run asks at ever new rates: the memo stays small
+                prices.best.clear()
             prices.best[alpha] = best
         return best
 

@@ -232,3 +232,16 @@ def test_an_engine_that_stops_drafting_for_poor_requests_probes_again():
             break
     else:
         pytest.fail("the engine never drafted again after 200 plain steps")
+
+
+def test_the_best_block_memo_stays_bounded_over_a_long_run():
+    """The cost-aware rule remembers its best block per acceptance rate it was asked at; a long served run
+    asks at ever new rates (the engine's pooled estimate moves every step), so the memo is cleared when it
+    fills rather than growing with the run, and answers stay the same."""
+    rule = AdaptivePolicy(WIDE)
+    rates = np.linspace(0.01, 0.99, 70_000).tolist()
+    first = [rule.best_size(alpha, COSTS) for alpha in rates[:50]]
+    for alpha in rates:
+        rule.best_size(alpha, COSTS)
+    assert len(rule._prices(COSTS).best) <= 65_536
+    assert [rule.best_size(alpha, COSTS) for alpha in rates[:50]] == first
