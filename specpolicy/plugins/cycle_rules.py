@@ -28,6 +28,9 @@ from specpolicy.state import DecodeState
 
 MAX_WAIT = 64
 """the longest stretch of plain AR cycles after failed speculation"""
+BEST_SIZE_MEMO = 65_536
+"""the acceptance rates whose best block the cost-aware rule remembers per table (cleared when full: a long
+served run asks at ever new pooled rates)"""
 ADAPTIVE_FIRST_WAIT = 4
 """``adaptive``'s first wait: chosen on the zoo's training sweep (4: 1.43x fixed16 there; 8: 1.41x; 16:
 1.38x)"""
@@ -206,7 +209,7 @@ class AdaptivePolicy(Policy):
                 rate = (1 - alpha**size) / seconds  # expected_tokens x (1 - alpha), the same for every B
                 if rate > most:
                     best, most = size, rate
-            if len(prices.best) >= 65_536:  # a long run asks at ever new rates: the memo stays small
+            if len(prices.best) >= BEST_SIZE_MEMO:
                 prices.best.clear()
             prices.best[alpha] = best
         return best
@@ -220,9 +223,8 @@ class AdaptivePolicy(Policy):
             return self.start
         alpha = acceptance_rate(state, self.prior, decay=self.decay)
         best = self.best_size(alpha, costs)  # prices the candidates once per table
-        failed = 1 in self.candidates and ar_wait(
-            state, lambda size, accepted: not self.beats_ar(accepted + 1, size, costs), self.first_wait,
-            self._priced.wait_scale, self._priced.wait_key) is not None
+        failed = 1 in self.candidates and ar_wait(state, self.cycle_failed(costs), self.first_wait,
+                                                  self._priced.wait_scale, self._priced.wait_key) is not None
         pays = self.beats_ar(expected_tokens(alpha, best), best, costs)  # then at any higher acceptance too
         if failed and not pays:
             return 1  # a failed cycle, and the acceptance model expects AR to be faster: back off
@@ -249,8 +251,7 @@ class AdaptivePolicy(Policy):
         best = self.best_size(alpha, costs)
         if self.beats_ar(expected_tokens(alpha, best), best, costs) or 1 not in self.candidates:
             return best
-        waiting = ar_wait(state.pooled, lambda size, accepted: not self.beats_ar(accepted + 1, size, costs),
-                          self.first_wait, key="_pooled")
+        waiting = ar_wait(state.pooled, self.cycle_failed(costs), self.first_wait, key="_pooled")
         return 1 if waiting is not None else best
 
     def beats_ar(self, tokens: float, size: int, costs: CostTable) -> bool:
@@ -259,6 +260,11 @@ class AdaptivePolicy(Policy):
         seconds = self._prices(costs).seconds
         return tokens / (seconds[size] if size in seconds else costs.cycle_seconds(size)) >= \
             1 / costs.cycle_seconds(1)
+
+    def cycle_failed(self, costs: CostTable) -> Callable[[int, int], bool]:
+        """``(B, accepted) -> bool``: whether a cycle committed its tokens slower than plain steps under
+        ``costs`` (what :func:`ar_wait` counts, for a request's own cycles and the engine's alike)."""
+        return lambda size, accepted: not self.beats_ar(accepted + 1, size, costs)
 
     def probe_pays(self, alpha: float, costs: CostTable) -> bool:
         """Whether some block beats AR at an optimistic acceptance (the rejection rate ``1 - alpha`` scaled by

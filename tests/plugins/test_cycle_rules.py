@@ -7,6 +7,7 @@ import pytest
 
 from specpolicy.costs import CostTable, uniform_costs
 from specpolicy.plugins.cycle_rules import (
+    BEST_SIZE_MEMO,
     AdaptivePolicy,
     GrowShrinkPolicy,
     acceptance_rate,
@@ -239,9 +240,9 @@ def test_the_best_block_memo_stays_bounded_over_a_long_run():
     asks at ever new rates (the engine's pooled estimate moves every step), so the memo is cleared when it
     fills rather than growing with the run, and answers stay the same."""
     rule = AdaptivePolicy(WIDE)
-    rates = np.linspace(0.01, 0.99, 70_000).tolist()
+    rates = np.linspace(0.01, 0.99, BEST_SIZE_MEMO + 4_464).tolist()
     first = [rule.best_size(alpha, COSTS) for alpha in rates[:50]]
     for alpha in rates:
         rule.best_size(alpha, COSTS)
-    assert len(rule._prices(COSTS).best) <= 65_536
+    assert len(rule._prices(COSTS).best) <= BEST_SIZE_MEMO
     assert [rule.best_size(alpha, COSTS) for alpha in rates[:50]] == first
