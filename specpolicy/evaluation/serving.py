@@ -37,7 +37,7 @@ def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: Batch
                      on_served: Callable[[Policy, ServingResult], object] | None = None,
                      prompts: StoredPrompts | None = None) -> list[PolicyResults]:
     """Every policy serving the store's prompts at ``concurrency``, against plain AR served through the same
-    simulation (tail included); ``on_served(policy, result)`` sees each simulation."""
+    simulation; ``on_served(policy, result)`` sees each simulation."""
     check_policies(policies, store)
     prompts = prompts or StoredPrompts.load(store)
     priced = costs.at_concurrency(concurrency, store.candidates)

@@ -1,5 +1,6 @@
 """A serving simulation (modelled, no torch): ``concurrency`` slots each run a request's replay, a step costs
-one batched drafter and one batched target pass shared equally by its requests, finished slots refill."""
+one batched drafter and one batched target pass shared equally by its requests, finished slots refill (with
+copies of the requests once all have started: a server at that concurrency, no drain)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ class ServingResult:
     latency: list[float] = field(default_factory=list)
     """wall seconds from a request's first step to its last"""
     total_seconds: float = 0.0
+    """wall seconds until the last request finished"""
     steps: int = 0
     cycles: list[int] = field(default_factory=list)
     records: list[CycleRecord] = field(default_factory=list)
@@ -34,8 +36,10 @@ class ServingResult:
 
     @property
     def throughput(self) -> float:
-        """Output tokens per second of the whole simulated server."""
-        return sum(self.tokens) / self.total_seconds if self.total_seconds else 0.0
+        """Output tokens per second of the simulated server: the requests' tokens over their shares of the
+        steps."""
+        seconds = sum(self.seconds)
+        return sum(self.tokens) / seconds if seconds else 0.0
 
     @property
     def time_per_output_token(self) -> float:
@@ -50,24 +54,35 @@ class _Active:
     session: ReplaySession
     plan: Plan
     started: float
+    counted: bool
+    """a request of the results (else a copy holding a slot after every request started)"""
 
 
 def simulate_serving(tables: Sequence[ReplayTable], plans: Sequence[Callable[[], Plan]],
                      costs: BatchCostTable, concurrency: int, sizes: Sequence[int] = ()) -> ServingResult:
     """Serve ``tables`` in order through ``concurrency`` slots; ``plans[i]()`` makes request i's
-    :class:`Plan`; ``sizes``: the block sizes each batch's per-request prices cover (none: not priced)."""
+    :class:`Plan`; ``sizes``: the block sizes each batch's per-request prices cover (none: not priced).
+    Every step holds ``concurrency`` requests until the last one finishes: once all have started, freed slots
+    take copies of them in order (in the steps and the engine's pooled cycles, not in the results), so no
+    request runs in a draining batch that a server at that concurrency never runs."""
     concurrency = check_count(concurrency, "concurrency")
     n = len(tables)
     result = ServingResult(tokens=[0] * n, seconds=[0.0] * n, latency=[0.0] * n, cycles=[0] * n)
-    queue, active, clock = list(range(len(tables))), [], 0.0
+    left, started, active, clock = n, 0, [], 0.0
     pooled, prices = DecodeState.after_prefill(None, 0), {}
-    while queue or active:
-        while queue and len(active) < concurrency:
-            i = queue.pop(0)
+    while left:
+        while len(active) < concurrency:
+            i, counted = started % n, started < n
+            started += 1
             session = tables[i].session()
             if session.done:  # finished by prefill: no cycle
+                left -= counted
+                if not left:
+                    break
                 continue
-            active.append(_Active(i, session, plans[i](), clock))
+            active.append(_Active(i, session, plans[i](), clock, counted))
+        if not active:
+            break
         if sizes and len(active) not in prices:
             prices[len(active)] = costs.at_concurrency(len(active), sizes)
         for request in active:  # what the engine knows: the scheduled batch (vLLM's schedule keys on it), its
@@ -77,15 +92,25 @@ def simulate_serving(tables: Sequence[ReplayTable], plans: Sequence[Callable[[],
         for cycle in cycles:
             if cycle.committed:
                 pooled.record(cycle.block_size, cycle.accepted, cycle.verify_length)
-        result.records.extend(cycles)
-        step = costs.step_seconds([(c.block_size, c.verify_length) for c in cycles])
-        clock += step
-        result.total_seconds, result.steps = clock, result.steps + 1
-        for request, cycle in zip(active, cycles):
-            result.tokens[request.index] += cycle.committed
-            result.seconds[request.index] += step / len(active)
-            result.cycles[request.index] += 1
-        for request in [r for r in active if r.session.done]:
-            result.latency[request.index] = clock - request.started
+        clock += costs.step_seconds([(c.block_size, c.verify_length) for c in cycles])
+        _account(result, active, cycles, clock, len(active))
+        left -= sum(r.counted and r.session.done for r in active)
         active = [r for r in active if not r.session.done]
     return result
+
+
+def _account(result: ServingResult, active: list[_Active], cycles: list[CycleRecord], clock: float,
+             batch: int) -> None:
+    """One step's time (``clock`` minus the last) shared equally by its ``batch`` requests, and its cycles,
+    added to the counted requests' results."""
+    step = clock - result.total_seconds
+    result.total_seconds, result.steps = clock, result.steps + 1
+    for request, cycle in zip(active, cycles):
+        if not request.counted:
+            continue
+        result.records.append(cycle)
+        result.tokens[request.index] += cycle.committed
+        result.seconds[request.index] += step / batch
+        result.cycles[request.index] += 1
+        if request.session.done:
+            result.latency[request.index] = clock - request.started
