@@ -21,8 +21,6 @@ class ServingResult:
 
     tokens: list[int] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
-    latency: list[float] = field(default_factory=list)
-    """wall seconds from a request's first step to its last"""
     total_seconds: float = 0.0
     """wall seconds until the last request finished"""
     steps: int = 0
@@ -41,19 +39,12 @@ class ServingResult:
         seconds = sum(self.seconds)
         return sum(self.tokens) / seconds if seconds else 0.0
 
-    @property
-    def time_per_output_token(self) -> float:
-        """Mean over requests of latency / tokens (TPOT)."""
-        pairs = [(s, t) for s, t in zip(self.latency, self.tokens) if t]
-        return sum(s / t for s, t in pairs) / len(pairs) if pairs else 0.0
-
 
 @dataclass
 class _Active:
     index: int
     session: ReplaySession
     plan: Plan
-    started: float
     counted: bool
     """a request of the results (else a copy holding a slot after every request started)"""
 
@@ -67,8 +58,8 @@ def simulate_serving(tables: Sequence[ReplayTable], plans: Sequence[Callable[[],
     request runs in a draining batch that a server at that concurrency never runs."""
     concurrency = check_count(concurrency, "concurrency")
     n = len(tables)
-    result = ServingResult(tokens=[0] * n, seconds=[0.0] * n, latency=[0.0] * n, cycles=[0] * n)
-    left, started, active, clock = n, 0, [], 0.0
+    result = ServingResult(tokens=[0] * n, seconds=[0.0] * n, cycles=[0] * n)
+    left, started, active = n, 0, []
     pooled, prices = DecodeState.after_prefill(None, 0), {}
     while left:
         while len(active) < concurrency:
@@ -78,11 +69,9 @@ def simulate_serving(tables: Sequence[ReplayTable], plans: Sequence[Callable[[],
             if session.done:  # finished by prefill: no cycle
                 left -= counted
                 if not left:
-                    break
+                    return result
                 continue
-            active.append(_Active(i, session, plans[i](), clock, counted))
-        if not active:
-            break
+            active.append(_Active(i, session, plans[i](), counted))
         if sizes and len(active) not in prices:
             prices[len(active)] = costs.at_concurrency(len(active), sizes)
         for request in active:  # what the engine knows: the scheduled batch (vLLM's schedule keys on it), its
@@ -92,25 +81,22 @@ def simulate_serving(tables: Sequence[ReplayTable], plans: Sequence[Callable[[],
         for cycle in cycles:
             if cycle.committed:
                 pooled.record(cycle.block_size, cycle.accepted, cycle.verify_length)
-        clock += costs.step_seconds([(c.block_size, c.verify_length) for c in cycles])
-        _account(result, active, cycles, clock, len(active))
+        _account(result, active, cycles, costs)
         left -= sum(r.counted and r.session.done for r in active)
         active = [r for r in active if not r.session.done]
     return result
 
 
-def _account(result: ServingResult, active: list[_Active], cycles: list[CycleRecord], clock: float,
-             batch: int) -> None:
-    """One step's time (``clock`` minus the last) shared equally by its ``batch`` requests, and its cycles,
-    added to the counted requests' results."""
-    step = clock - result.total_seconds
-    result.total_seconds, result.steps = clock, result.steps + 1
+def _account(result: ServingResult, active: list[_Active], cycles: list[CycleRecord],
+             costs: BatchCostTable) -> None:
+    """One step's ``cycles`` priced by ``costs``, its time shared equally by its requests, added to the
+    counted requests' results."""
+    step = costs.step_seconds([(c.block_size, c.verify_length) for c in cycles])
+    result.total_seconds, result.steps = result.total_seconds + step, result.steps + 1
     for request, cycle in zip(active, cycles):
         if not request.counted:
             continue
         result.records.append(cycle)
         result.tokens[request.index] += cycle.committed
-        result.seconds[request.index] += step / batch
+        result.seconds[request.index] += step / len(active)
         result.cycles[request.index] += 1
-        if request.session.done:
-            result.latency[request.index] = clock - request.started

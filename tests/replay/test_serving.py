@@ -142,7 +142,6 @@ def test_concurrent_requests_share_steps_and_finish_with_the_same_tokens(tables)
     assert together.total_seconds < alone.total_seconds  # one fixed cost per step instead of three
     assert together.total_seconds > sum(together.seconds)  # freed slots held by copies, paying their shares
     assert together.steps == max(len(t.simulate(4)) for t in tables)
-    assert np.all(np.array(together.latency) > 0)
 
 
 class RecordedSteps(BatchCostTable):
