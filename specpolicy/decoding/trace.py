@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import torch
 
@@ -40,24 +40,6 @@ class DecodeTrace:
         return sum(c.draft_seconds + c.verify_seconds for c in self.cycles)
 
     @property
-    def time_per_output_token(self) -> float:
-        """Decode seconds (prefill excluded) per token committed by cycles."""
-        return self.decode_seconds / max(1, self.cycle_tokens)
-
-    @property
     def tokens_per_second(self) -> float:
-        """Inverse of :attr:`time_per_output_token`."""
+        """Tokens committed by cycles per decode second (prefill excluded)."""
         return self.cycle_tokens / self.decode_seconds if self.decode_seconds > 0 else 0.0
-
-    def to_dict(self) -> dict:
-        """JSON-ready summary (without the prefill logits)."""
-        return {
-            "prompt_ids": self.prompt_ids,
-            "output_ids": self.output_ids,
-            "cycles": [asdict(c) for c in self.cycles],
-            "prefill_seconds": self.prefill_seconds,
-            "decode_seconds": self.decode_seconds,
-            "stop_reason": self.stop_reason,
-            "tau": self.tau,
-            "time_per_output_token": self.time_per_output_token,
-        }
