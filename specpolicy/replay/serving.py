@@ -60,7 +60,8 @@ def simulate_serving(tables: Sequence[ReplayTable], plans: Sequence[Callable[[],
     n = len(tables)
     result = ServingResult(tokens=[0] * n, seconds=[0.0] * n, cycles=[0] * n)
     left, started, active = n, 0, []
-    pooled, prices = DecodeState.after_prefill(None, 0), {}
+    pooled = DecodeState.after_prefill(None, 0)
+    prices = costs.at_concurrency(concurrency, sizes) if sizes else None  # every step holds the concurrency
     while left:
         while len(active) < concurrency:
             i, counted = started % n, started < n
@@ -72,11 +73,9 @@ def simulate_serving(tables: Sequence[ReplayTable], plans: Sequence[Callable[[],
                     return result
                 continue
             active.append(_Active(i, session, plans[i](), counted))
-        if sizes and len(active) not in prices:
-            prices[len(active)] = costs.at_concurrency(len(active), sizes)
         for request in active:  # what the engine knows: the scheduled batch (vLLM's schedule keys on it), its
             state = request.session.state  # prices, and every request's cycles so far
-            state.batch, state.batch_costs, state.pooled = len(active), prices.get(len(active)), pooled
+            state.batch, state.batch_costs, state.pooled = concurrency, prices, pooled
         cycles = [run_cycle(request.session, request.plan) for request in active]
         for cycle in cycles:
             if cycle.committed:
