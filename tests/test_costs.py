@@ -185,3 +185,16 @@ def test_plain_decoding_is_exactly_1x_and_the_oracles_bound_it(replay_store):
     assert rows["fixed1"].speedup == pytest.approx(1.0)
     assert rows["oracle-step"].speedup >= rows["oracle"].speedup - 1e-9 >= rows["fixed1"].speedup - 2e-9
     assert rows["oracle"].speedup >= rows["fixed4"].speedup - 1e-9
+
+
+def test_a_concurrency_past_a_tables_largest_batch_names_the_concurrency_it_prices():
+    """A composed GPU table cannot be remeasured on this machine: the fix that works is a --concurrency it
+    prices (a remeasure here is named as what it is, this machine's table)."""
+    from specpolicy.replay.batch_costs import BatchCostTable
+
+    batch = BatchCostTable({1: {1: 1.0, 4: 1.2}, 8: {1: 2.0, 4: 3.0}}, {1: {4: 0.3}, 8: {4: 0.5}},
+                           machine="H200 SXM (aiconfigurator)")
+    with pytest.raises(ValueError) as error:
+        batch.at_concurrency(64, [1, 4])
+    message = str(error.value)
+    assert "up to 8" in message and "--concurrency 1-8" in message and "this machine" in message

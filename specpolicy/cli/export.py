@@ -52,10 +52,7 @@ def export(
     costs = BatchCostTable.load(batch_costs)
     for line in costs.flag_warnings(batch_costs):
         warn_line(line)
-    if max(batches) > max(costs.batch_sizes):
-        raise fail(f"--batch-sizes go to {max(batches)} but {batch_costs} measured up to "
-                   f"{max(costs.batch_sizes)}; measure more with `specpolicy bench batch-latency "
-                   f"--batch-sizes 1-{max(batches)}`")
+    costs.check_batches(batches, "--batch-sizes")
     store = SweepStore.load(sweep)
     if not drafter:
         swept = str(store.meta.get("models", {}).get("drafter") or store.meta.get("drafter", ""))

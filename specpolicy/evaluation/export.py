@@ -55,6 +55,7 @@ def export_for_engines(built: Policy, store: SweepStore, costs: BatchCostTable, 
     """The document ``specpolicy export`` writes: ``built`` served at every concurrency and its closest vLLM
     and SGLang configurations, each priced; with ``fastest``, the fastest static ones for the store too."""
     check_policies([built], store)  # before reading the store
+    costs.check_batches(batches, "--batch-sizes")
     pricer = _Pricer(store, costs)
     dynamic = {batch: pricer.served(built, batch) for batch in batches}
     vllm, sglang = closest_configs({batch: run.records for batch, (run, _) in dynamic.items()}, drafter)

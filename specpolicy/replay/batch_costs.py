@@ -85,11 +85,19 @@ class BatchCostTable(TableFile):
     def batch_sizes(self) -> tuple[int, ...]:
         return tuple(sorted(self.verify))
 
+    def check_batches(self, batches: Sequence[int], option: str = "--concurrency") -> None:
+        """Refuse batches past the largest this table prices, naming the range of ``option`` it prices (a
+        composed or shipped GPU table cannot be remeasured on this machine)."""
+        largest, wanted = self.batch_sizes[-1], max(batches, default=0)
+        if wanted > largest:
+            raise ValueError(f"the batch cost table ({self.machine or 'unnamed'}) prices batches up to "
+                             f"{largest}, not {wanted}: pass {option} 1-{largest}, or a table that reaches "
+                             f"{wanted} (`specpolicy bench batch-latency --batch-sizes 1-{wanted}` measures "
+                             "this machine's)")
+
     def _along_batch(self, table: Mapping[int, Mapping[int, float]], batch: int, total: int) -> float:
         sizes = self.batch_sizes
-        if batch > sizes[-1]:
-            raise ValueError(f"the batch cost table measured batch sizes up to {sizes[-1]}, not {batch}; "
-                             f"remeasure with `specpolicy bench batch-latency --batch-sizes 1-{batch}`")
+        self.check_batches([batch])
         below = max(b for b in sizes if b <= batch)
         above = min(b for b in sizes if b >= batch)
 

@@ -94,6 +94,24 @@ def test_serving_and_its_refusals(replay_store, tmp_path):
     assert "--sweep" not in str(no.value)
 
 
+def test_a_concurrency_past_the_batch_tables_largest_is_refused_before_any_is_served(replay_store, tmp_path,
+                                                                                   monkeypatch):
+    """Reported: `--concurrency 1,4,16,64,100000` served the first four (3 s) and then named a remeasure on
+    this machine, which cannot make a GPU's table."""
+    from specpolicy.evaluation import serving
+    from tests.replay.test_serving import linear_table
+
+    linear_table(batches=(1, 2, 4, 8)).save(tmp_path / "batch.json")
+
+    def served(*args, **kwargs):
+        raise AssertionError("a concurrency was served before the options were checked")
+
+    monkeypatch.setattr(serving, "evaluate_serving", served)
+    with pytest.raises(ValueError, match=r"up to 8, not 64: pass --concurrency 1-8"):
+        compare_sweep(replay_store.path, ["fixed16"], concurrency=[1, 4, 64],
+                      batch_costs=tmp_path / "batch.json")
+
+
 def test_rows_by_label(replay_store):
     rows = compare_sweep(replay_store.path, ["fixed16", "fixed4"], by="context")
     assert {r.label for r in rows} == {"<512", "all"}

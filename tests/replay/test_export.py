@@ -144,7 +144,8 @@ def test_export_refuses_batch_sizes_the_table_lacks(replay_store, exported):
     too_far = CliRunner().invoke(app,
                                  ["export", "adaptive", "--sweep", str(replay_store.path), "--batch-costs",
                                        str(folder / "batch.json"), "--batch-sizes", "1-9"])
-    assert too_far.exit_code == 2 and "measured up to 4" in " ".join(too_far.output.split())
+    assert too_far.exit_code == 2
+    assert "up to 4, not 9: pass --batch-sizes 1-4" in " ".join(too_far.output.split())
 
 
 def test_export_reads_the_store_once_for_every_concurrency(replay_store, tmp_path, monkeypatch):
