@@ -278,6 +278,7 @@ def traces(
         raise fail(f"{folder} lacks {', '.join(missing)}; pass SpecDecode-Bench's data/llama3.1-8B folder")
     concurrencies = tuple(parse_candidates(concurrency, "--concurrency", block_sizes=False))
     table = BatchCostTable.load(costs)  # every input checked before the imports and the training
+    table.check_batches(concurrencies)
     verdicts = bench_traces(folder, work, table, drafter, concurrencies,
                             on_dataset=lambda name: stderr.print(f"traces: {name}"))
     typer.echo("\n".join(verdict_lines(verdicts)))

@@ -46,7 +46,7 @@ FRACTIONS = ["-1", "nan", "inf"]
 BAD = {
     "--candidates": ["0", "1,,0", "abc", "65", "8-4", "2,2"], "--block-size": ["0", "-1", "65", "abc"],
     "--confidences": ["0", "abc", "99"], "--lengths": ["0", "abc"], "--batch-sizes": ["0", "abc", "1,1"],
-    "--concurrency": ["0", "abc"],
+    "--concurrency": ["0", "abc", "100000"],
     "--temperature": ["-1", "nan", "inf"], "--max-new-tokens": INTS, "--max-samples": INTS,
     "--max-prompt-tokens": INTS, "--threads": INTS, "--repeats": INTS, "--context": INTS,
     "--prompts": INTS, "--hidden": INTS, "--depth": INTS, "--epochs": INTS, "--batch-size": INTS,
