@@ -56,6 +56,6 @@ def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: Batch
                                             f"concurrency {concurrency}")
         for i, record in enumerate(prompts.records):
             result.prompts.append(PromptResult(record.prompt_id, [], served.tau(i), served.tokens[i],
-                                               served.seconds[i], plain.seconds[i], 0, served.cycles[i]))
+                                               served.seconds[i], plain.seconds[i], None, served.cycles[i]))
         results.append(result)
     return results

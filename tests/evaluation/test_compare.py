@@ -94,6 +94,20 @@ def test_serving_and_its_refusals(replay_store, tmp_path):
     assert "--sweep" not in str(no.value)
 
 
+def test_served_rows_say_no_oracle_agreement_they_did_not_measure(replay_store, tmp_path):
+    """Reported: served at any concurrency, every policy's JSON and CSV said it chose the per-prompt oracle's
+    block for 100% of prompts (the simulation recorded no choice and no oracle, 0 and 0, which agreed)."""
+    import math
+
+    from tests.replay.test_serving import linear_table
+
+    linear_table(batches=(1, 2, 4, 8)).save(tmp_path / "batch.json")
+    rows = compare_sweep(replay_store.path, ["fixed16", "fixed4", "oracle"], concurrency=[4],
+                         batch_costs=tmp_path / "batch.json")
+    assert all(math.isnan(r.row.oracle_agreement) for r in rows)
+    assert all(r.to_dict()["oracle_agreement"] is None for r in rows)
+
+
 def test_a_concurrency_past_the_batch_tables_largest_is_refused_before_any_is_served(replay_store, tmp_path,
                                                                                    monkeypatch):
     """Reported: `--concurrency 1,4,16,64,100000` served the first four (3 s) and then named a remeasure on
