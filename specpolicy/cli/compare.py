@@ -115,6 +115,18 @@ def _labels(options: CompareOptions) -> dict[str, dict[str, str]]:
     return check_labels({name: prompt_labels(options, name) for name in sources}, options.by)
 
 
+def _decoded_at(options: CompareOptions) -> str:
+    """The temperature and threads the compared decodes ran at, as far as known: a stored sweep's own
+    temperature (an import records none) and no threads, as replay runs none; the engine's threads."""
+    if options.sweep is None:
+        return f", T={options.temperature:g}, {options.threads} thread(s)"
+    from specpolicy.sweep.store import SweepStore
+
+    temperature = SweepStore.load(options.sweep).meta.get("temperature")
+    threads = f", {options.threads} thread(s)" if options.engine else ""
+    return (f", T={temperature:g}" if temperature is not None else "") + threads
+
+
 def _report(options: CompareOptions, runs: list[Run], rows: list[ComparisonRow], labels: dict,
             fmt: OutputFormat ) -> None:
     """The table (stdout), its legend (stderr) and the plot."""
@@ -127,8 +139,8 @@ def _report(options: CompareOptions, runs: list[Run], rows: list[ComparisonRow],
     prompts = len(runs[0].results[0].prompts) if runs and runs[0].results else 0
     emit(_output_table(rows, fmt, options.by, many, mapped), fmt,
          title=f"specpolicy compare: {where}, "
-               f"{'taus only' if timing == 'none' else timing + ' time'}{served}, "
-               f"T={options.temperature:g}, {options.threads} thread(s), {prompts} prompts")
+               f"{'taus only' if timing == 'none' else timing + ' time'}{served}{_decoded_at(options)}, "
+               f"{prompts} prompts")
     if fmt is OutputFormat.table:
         stderr.print(_legend(timing, options.baseline, options.oracle, mapped, bool(options.by or many)))
     if options.plot is not None and mapped:

@@ -521,3 +521,18 @@ def test_every_hint_on_an_imported_store_names_a_fix_that_works_there(answers, t
                            ["compare", "--sweep", per_step, "--policies", "fixed7", "--baseline", "fixed7",
                                  "--concurrency", "1,2", "--batch-costs", str(tmp_path / "batch.json")])
     assert served.exit_code == 0, served.output
+
+
+def test_a_compare_of_imported_traces_claims_no_temperature_or_threads_it_did_not_run(trace, tmp_path):
+    """Reported: every `compare --sweep` was titled with the command's own --temperature and --threads
+    defaults ("T=0, 1 thread(s)"), which a stored sweep ignores: an import records neither, a replay sweep
+    its own temperature."""
+    store = tmp_path / "store"
+    assert CliRunner().invoke(app, ["import-traces", str(trace[0]), "--out", str(store), "--candidates",
+                                    "1-13"]).exit_code == 0
+    compare = CliRunner().invoke(app, ["compare", "--sweep", str(store), "--costs",
+                                       "aic-h100-sxm-vllm-llama-3.1-8b-eagle3-context-1024", "--policies",
+                                       "fixed4,oracle"])
+    assert compare.exit_code == 0, compare.output
+    title = " ".join(compare.stdout.split("┏")[0].split())
+    assert "specpolicy compare: replay" in title and "T=" not in title and "thread" not in title
