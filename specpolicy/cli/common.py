@@ -31,6 +31,7 @@ from specpolicy.defaults import (
 Settings = TypeVar("Settings")
 
 stderr = Console(stderr=True)
+stderr.soft_wrap = not stderr.is_terminal  # a log or a pipe keeps each message on one line
 stdout = Console()
 
 TargetOption = typer.Option(DEFAULT_MODEL, "--target", help="target: zoo name (tiny), local folder, or hub "

@@ -232,3 +232,16 @@ def test_an_oracles_export_says_it_is_no_deployable_policy(replay_store, tmp_pat
         document = _export(replay_store, tmp_path, name)
         assert "upper bound" in document["note"] and "not a policy a server can run" in document["note"]
     assert "note" not in _export(replay_store, tmp_path, "fixed16")
+
+
+def test_each_message_on_stderr_is_one_line_in_a_log(replay_store, exported):
+    """Reported: piped to a log, rich wrapped the per-concurrency lines at 80 columns ("... SGLang 1130.2" and
+    "tok/s (modelled)" on two lines), so a log line was half a message."""
+    folder, _ = exported
+    result = CliRunner().invoke(app, ["export", "adaptive", "--sweep", str(replay_store.path),
+                                      "--batch-costs", str(folder / "batch.json"), "--batch-sizes", "1-3",
+                                      "--out", str(folder / "again.json")])
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert any(len(line) > 80 for line in lines)
+    assert all(line.startswith(("concurrency ", "wrote ", "note: ")) for line in lines), lines
