@@ -36,7 +36,8 @@ from specpolicy.defaults import (
 )
 
 app = typer.Typer(help="The benchmarks behind docs/benchmarks.md (numbers, never test assertions).",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  rich_markup_mode="markdown")
 
 
 @app.command("decode")

@@ -514,3 +514,13 @@ def test_bench_latency_checks_its_decodes_at_a_block_size_it_measured(test_zoo, 
     result = run("bench", "latency", "--candidates", "1,4", "--repeats", "4", "--check-prompts", "1",
                  "--out", out, *zoo_args(test_zoo))
     assert "fixed B = 4: measured" in result.output and out.exists()
+
+
+def test_the_command_list_reads_each_summary_as_one_sentence():
+    """Reported: typer 0.29 keeps a docstring's source line breaks in `specpolicy --help`'s command list, so
+    "export ... that run it" and "as closely as each engine can" stood on two rows even with room for one."""
+    wide = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "250"})
+    assert wide.exit_code == 0
+    row = next(line for line in wide.output.splitlines() if "│ export " in line)
+    assert "that run it as closely as each engine can" in row
+    assert "`" not in wide.output  # code spans are styled, not shown as backticks
