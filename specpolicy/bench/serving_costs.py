@@ -93,6 +93,28 @@ def model_config(model: str) -> dict:
     return json.loads(file.read_text())
 
 
+def kv_capacity(model: str, gpu: str, engine: str, version: str, drafter: Drafter, layers: int,
+                tokens: int, batch: int) -> tuple[int, str, str]:
+    """(requests of ``tokens`` each that ``gpu``'s KV cache holds under ``engine``'s default memory fraction,
+    the cache named, how it was estimated): aiconfigurator's memory estimate of the target (``batch``
+    requests at most), less the drafter's layers' share of the weights, over the target's and the drafter's
+    layers' KV per token."""
+    from aiconfigurator_core.sdk.backends.factory import get_backend
+    from aiconfigurator_core.sdk.memory import estimate_kv_cache
+
+    backend = get_backend(engine)
+    fraction = backend.get_default_free_gpu_memory_fraction(version)
+    estimate = estimate_kv_cache(model, gpu, engine, version, max_num_tokens=8192, max_batch_size=batch,
+                                 memory_fraction_kind="of_free" if backend.memory_fraction_of_free()
+                                 else "of_total", memory_fraction_value=fraction)
+    share = drafter.layers / layers
+    budget = estimate["total_kv_size_bytes"] - share * estimate["memory_breakdown"]["weights_bytes"]
+    requests = int(budget // (estimate["kv_size_per_token_bytes"] * (1 + share) * tokens))
+    return (requests, f"the KV cache of {gpu} under {engine} {version}",
+            f"memory fraction {fraction}, aiconfigurator's estimate, with the drafter's {drafter.layers} "
+            f"layer{'s' if drafter.layers > 1 else ''}")
+
+
 def serving_costs(model: str, gpu: str, engine: str, drafter: str, context: int,
                   batches: Sequence[int] = SERVING_BATCHES, lengths: Sequence[int] = SERVING_LENGTHS,
                   version: str | None = None) -> BatchCostTable:
@@ -104,7 +126,7 @@ def serving_costs(model: str, gpu: str, engine: str, drafter: str, context: int,
     from aiconfigurator_core.sdk import EngineHandle, common
     from aiconfigurator_core.sdk.engine import build_ops_json
     from aiconfigurator_core.sdk.operations import GEMM
-    from aiconfigurator_core.sdk.perf_database import get_latest_database_version
+    from aiconfigurator_core.sdk.perf_database import get_latest_database_version, get_supported_databases
 
     if drafter not in DRAFTERS:
         raise ValueError(f"unknown drafter {drafter!r}; known: {', '.join(DRAFTERS)}")
@@ -112,8 +134,15 @@ def serving_costs(model: str, gpu: str, engine: str, drafter: str, context: int,
     layers = int(config["num_hidden_layers"])
     version = version or get_latest_database_version(gpu, engine)
     if version is None:
-        raise ValueError(f"aiconfigurator has no {engine} data for {gpu}; see its systems/data folder")
+        systems = sorted(system for system, engines in get_supported_databases().items() if engine in engines)
+        raise ValueError(f"aiconfigurator has no {engine} data for {gpu}; pass --gpu {' or '.join(systems)}")
     logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)
+    held, cache, basis = kv_capacity(model, gpu, engine, version, spec, layers, context + max(lengths),
+                                     max(batches))
+    if held < 1:
+        raise ValueError(f"{cache} holds no request of {context:,} tokens ({basis}); choose a shorter "
+                         "--context")
+    batches = [*(b for b in batches if b < held), held] if held < max(batches) else list(batches)
     handles: dict[int, EngineHandle] = {}
 
     @functools.cache
@@ -154,4 +183,5 @@ def serving_costs(model: str, gpu: str, engine: str, drafter: str, context: int,
               f"target "
               f"{model} ({layers} layers), {spec.about}; the estimator's default precision for the model")
     machine = f"{gpu} under {engine} {version} (modelled from measured operators)"
-    return BatchCostTable(verify, draft, None, machine, "bfloat16", context, {}, source, spec.kind)
+    capacity = f"{cache} holds {held:,} requests of {context:,} + {max(lengths)} tokens ({basis})"
+    return BatchCostTable(verify, draft, None, machine, "bfloat16", context, {}, source, spec.kind, capacity)

@@ -192,4 +192,5 @@ def serving_costs(
     except ValueError as exc:
         raise fail(str(exc)) from None
     table.save(out)
-    stderr.print(f"serving cost table saved to {out} ({table.source})")
+    stderr.print(f"serving cost table saved to {out}: batches 1-{table.batch_sizes[-1]}: {table.capacity}; "
+                 f"{table.source}")

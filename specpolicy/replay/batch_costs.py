@@ -46,6 +46,9 @@ class BatchCostTable(TableFile):
     """provenance of a table not measured here (where its numbers come from, versions, licence)"""
     drafter: str = ""
     """how its drafter drafts (:data:`~specpolicy.defaults.DRAFTER_KINDS`; empty: a block drafter)"""
+    capacity: str = ""
+    """why it prices no larger batch (a composed table: the requests its GPU's KV cache holds at its
+    context); empty: the batches measured"""
 
     def check(self, max_spread: float = MAX_LATENCY_SPREAD) -> list[str]:
         """Problems that make the table untrustworthy, as :meth:`CostTable.check` finds them: a time that is
@@ -89,11 +92,14 @@ class BatchCostTable(TableFile):
         """Refuse batches past the largest this table prices, naming the range of ``option`` it prices (a
         composed or shipped GPU table cannot be remeasured on this machine)."""
         largest, wanted = self.batch_sizes[-1], max(batches, default=0)
-        if wanted > largest:
-            raise ValueError(f"the batch cost table ({self.machine or 'unnamed'}) prices batches up to "
-                             f"{largest}, not {wanted}: pass {option} 1-{largest}, or a table that reaches "
-                             f"{wanted} (`specpolicy bench batch-latency --batch-sizes 1-{wanted}` measures "
-                             "this machine's)")
+        if wanted <= largest:
+            return
+        fix = (f"{self.capacity}; pass {option} 1-{largest}, or a table at a shorter context or of a GPU "
+               "with more memory (`specpolicy bench serving-costs`)" if self.capacity else
+               f"pass {option} 1-{largest}, or a table that reaches {wanted} (`specpolicy bench "
+               f"batch-latency --batch-sizes 1-{wanted}` measures this machine's)")
+        raise ValueError(f"the batch cost table ({self.machine or 'unnamed'}) prices batches up to "
+                         f"{largest}, not {wanted}: {fix}")
 
     def _along_batch(self, table: Mapping[int, Mapping[int, float]], batch: int, total: int) -> float:
         sizes = self.batch_sizes
@@ -163,7 +169,7 @@ class BatchCostTable(TableFile):
                 "spread": table(self.spread), "threads": self.threads, "machine": self.machine,
                 "dtype": self.dtype,
                 "context_length": self.context_length, "source": self.source, "drafter": self.drafter,
-                "warnings": self.check()}
+                "capacity": self.capacity, "warnings": self.check()}
 
     @classmethod
     def from_json(cls, data: Mapping) -> BatchCostTable:
@@ -176,4 +182,4 @@ class BatchCostTable(TableFile):
         return cls(table("verify"), table("draft"), data.get("threads"), data.get("machine", ""),
                    data.get("dtype", ""), int(data.get("context_length", 0)),
                    table("spread") if "spread" in data else {}, data.get("source", ""),
-                   data.get("drafter", ""))
+                   data.get("drafter", ""), data.get("capacity", ""))
