@@ -95,10 +95,6 @@ def compare(
     options.validate()
     labels = _labels(options)
     runs = list(results_per_dataset(options))
-    if sweep is not None:
-        from specpolicy.sweep.store import SweepStore
-
-        options.temperature = float(SweepStore.load(sweep).meta.get("temperature") or 0.0)
     _report(options, runs, comparison_rows(runs, labels, options), labels, fmt)
 
 
@@ -151,7 +147,7 @@ def _report(options: CompareOptions, runs: list[Run], rows: list[ComparisonRow],
                          title=f"{Path(str(options.sweep)).name}: pooled speedup over plain AR ({timing})")
         stderr.print(f"plot saved to {options.plot}")
     elif options.plot is not None:
-        _plot(runs, options.plot, f"{options.mode.value}, T={options.temperature:g}",
+        _plot(runs, options.plot, f"{options.mode.value}{_decoded_at(options)}",
               (options.by, labels) if options.by else None)
 
 

@@ -536,3 +536,20 @@ def test_a_compare_of_imported_traces_claims_no_temperature_or_threads_it_did_no
     assert compare.exit_code == 0, compare.output
     title = " ".join(compare.stdout.split("┏")[0].split())
     assert "specpolicy compare: replay" in title and "T=" not in title and "thread" not in title
+
+
+def test_the_plot_of_imported_traces_claims_no_temperature_it_did_not_run(trace, tmp_path, monkeypatch):
+    """Reproduced after the table's title was mended: `compare --sweep IMPORTED --plot` still titled its plot
+    "replay, T=0" (the command's ignored --temperature default)."""
+    from specpolicy.evaluation import report
+
+    titles = []
+    monkeypatch.setattr(report, "plot_comparison", lambda results, path, title: titles.append(title))
+    store = tmp_path / "store"
+    assert CliRunner().invoke(app, ["import-traces", str(trace[0]), "--out", str(store), "--candidates",
+                                    "1-13"]).exit_code == 0
+    compare = CliRunner().invoke(app, ["compare", "--sweep", str(store), "--costs",
+                                       "aic-h100-sxm-vllm-llama-3.1-8b-eagle3-context-1024", "--policies",
+                                       "fixed4,oracle", "--plot", str(tmp_path / "plot.png")])
+    assert compare.exit_code == 0, compare.output
+    assert titles == ["store: replay"]
