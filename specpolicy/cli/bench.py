@@ -19,6 +19,7 @@ from specpolicy.cli.common import (
     OutputFormat,
     TargetOption,
     ThreadsOption,
+    check_out_file,
     emit,
     fail,
     stderr,
@@ -67,8 +68,7 @@ def latency(
     from specpolicy.sweep.latency import measure_costs, pin_threads
 
     sizes = parse_candidates(candidates)
-    if out is not None and out.exists() and out.is_dir():
-        raise fail(f"--out {out} is a folder; pass a file path such as {out / 'costs.json'}")
+    check_out_file(out, "costs.json")
     pin_threads(threads)
     pair = load_pair(target, drafter, dtype, device)
     decoder = SpeculativeDecoder(pair.target, pair.drafter)
@@ -140,8 +140,7 @@ def batch_latency(
 
     batches = parse_candidates(batch_sizes, "--batch-sizes", block_sizes=False)
     sizes = parse_candidates(lengths, "--lengths")
-    if out is not None and out.is_dir():
-        raise fail(f"--out {out} is a folder; pass a file path such as {out / 'batch-costs.json'}")
+    check_out_file(out, "batch-costs.json")
     pin_threads(threads)
     pair = load_pair(target, drafter, dtype, device)
     stderr.print(f"timing {len(batches)} batch sizes x {len(sizes)} lengths x {repeats} repeats at "
@@ -180,8 +179,7 @@ def serving_costs(
         raise fail(f"unknown --drafter {drafter!r}; choose one of {', '.join(DRAFTERS)}")
     if engine not in SERVING_ENGINES:
         raise fail(f"unknown --engine {engine!r}; aiconfigurator measures {', '.join(SERVING_ENGINES)}")
-    if out.is_dir():
-        raise fail(f"--out {out} is a folder; pass a file path such as {out / 'serving-costs.json'}")
+    check_out_file(out, "serving-costs.json")
     try:
         import aiconfigurator_core  # noqa: F401
     except ImportError:

@@ -10,6 +10,7 @@ import re
 import sys
 from dataclasses import fields
 from enum import Enum
+from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
@@ -101,6 +102,12 @@ def fail(message: str) -> typer.Exit:
     """Print ``message`` as an error on stderr; raise the returned exit."""
     stderr.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
     return typer.Exit(code=2)
+
+
+def check_out_file(out: Path | None, example: str) -> None:
+    """Refuse an ``--out`` that is a folder, suggesting the file ``example`` in it."""
+    if out is not None and out.is_dir():
+        raise fail(f"--out {out} is a folder; pass a file path such as {out / example}")
 
 
 def warn_line(line: str) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from specpolicy.cli.common import BatchCostsOption, ServerOption, fail, stderr, warn_line
+from specpolicy.cli.common import BatchCostsOption, ServerOption, check_out_file, fail, stderr, warn_line
 from specpolicy.files import write_text
 
 
@@ -40,8 +40,7 @@ def export(
     from specpolicy.replay.batch_costs import BatchCostTable
     from specpolicy.sweep.store import SweepStore
 
-    if out is not None and out.is_dir():
-        raise fail(f"--out {out} is a folder; pass a file path such as {out / 'export.json'}")
+    check_out_file(out, "export.json")
     if engine is not None:
         return _write(_llamacpp(policy, engine, server), out)
     missing = serving_inputs_missing(sweep, batch_costs)
