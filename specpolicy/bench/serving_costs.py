@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata, resources
 
+from specpolicy.arguments import check_candidate_set, check_count, check_counts
 from specpolicy.defaults import SERVING_BATCHES, SERVING_LENGTHS
 from specpolicy.replay.batch_costs import BatchCostTable
 
@@ -93,6 +94,19 @@ def model_config(model: str) -> dict:
     return json.loads(file.read_text())
 
 
+def check_serving_arguments(engine: str, drafter: str, context: object, batches: object = SERVING_BATCHES,
+                            lengths: object = SERVING_LENGTHS) -> None:
+    """The one check of :func:`serving_costs`' arguments (the command's options too), before aiconfigurator
+    is imported: a ValueError naming the first bad one."""
+    if engine not in SERVING_ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; aiconfigurator measures {', '.join(SERVING_ENGINES)}")
+    if drafter not in DRAFTERS:
+        raise ValueError(f"unknown drafter {drafter!r}; known: {', '.join(DRAFTERS)}")
+    check_count(context, "context")
+    check_counts(batches, "batches")
+    check_candidate_set(lengths, "lengths")
+
+
 def kv_capacity(model: str, gpu: str, engine: str, version: str, drafter: Drafter, layers: int,
                 tokens: int, batch: int) -> tuple[int, str, str]:
     """(requests of ``tokens`` each that ``gpu``'s KV cache holds under ``engine``'s default memory fraction,
@@ -123,13 +137,12 @@ def serving_costs(model: str, gpu: str, engine: str, drafter: str, context: int,
     :data:`DRAFTERS` priced as it drafts."""
     import logging
 
+    check_serving_arguments(engine, drafter, context, batches, lengths)
     from aiconfigurator_core.sdk import EngineHandle, common
     from aiconfigurator_core.sdk.engine import build_ops_json
     from aiconfigurator_core.sdk.operations import GEMM
     from aiconfigurator_core.sdk.perf_database import get_latest_database_version, get_supported_databases
 
-    if drafter not in DRAFTERS:
-        raise ValueError(f"unknown drafter {drafter!r}; known: {', '.join(DRAFTERS)}")
     spec, config = DRAFTERS[drafter], model_config(model)
     layers = int(config["num_hidden_layers"])
     version = version or get_latest_database_version(gpu, engine)

@@ -172,13 +172,13 @@ def serving_costs(
                                        "batch one)"),
 ) -> None:
     """A GPU's serving cost table from aiconfigurator's measured operators (modelled; no GPU needed)."""
-    from specpolicy.bench.serving_costs import DRAFTERS, SERVING_ENGINES
+    from specpolicy.bench.serving_costs import check_serving_arguments
     from specpolicy.bench.serving_costs import serving_costs as build
 
-    if drafter not in DRAFTERS:
-        raise fail(f"unknown --drafter {drafter!r}; choose one of {', '.join(DRAFTERS)}")
-    if engine not in SERVING_ENGINES:
-        raise fail(f"unknown --engine {engine!r}; aiconfigurator measures {', '.join(SERVING_ENGINES)}")
+    try:
+        check_serving_arguments(engine, drafter, context)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
     check_out_file(out, "serving-costs.json")
     try:
         import aiconfigurator_core  # noqa: F401

@@ -180,6 +180,23 @@ def test_no_shipped_table_prices_a_batch_whose_kv_cache_outgrows_its_gpu():
     assert outgrown == []
 
 
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({"context": -5}, "context must be an integer >= 1, got -5"),
+    ({"batches": ()}, r"batches must be distinct counts >= 1, such as \[1, 4, 16\], got \(\)"),
+    ({"batches": (0, 4)}, "batches must be distinct counts >= 1"),
+    ({"lengths": (0, 4)}, r"lengths: block size must be an integer in 1\.\.64"),
+    ({"engine": "nope"}, "unknown engine 'nope'; aiconfigurator measures vllm, sglang, trtllm"),
+])
+def test_the_library_refuses_what_the_command_refuses_before_any_estimate(estimator, arguments, message):
+    """Reproduced: serving_costs(context=-5) raised OverflowError, batches=() "max() arg is an empty
+    sequence", batches=(0, 4) KeyError 'generation_attention', lengths=(0, 4) "nextn (-1) must be >= 0"
+    (the estimator's words), an unknown engine "no nope data for gpu_x" (the command checked its options
+    itself)."""
+    given = {"model": "Org/Model", "gpu": "gpu_x", "engine": "vllm", "drafter": "dflash", "context": 1024}
+    with pytest.raises(ValueError, match=message):
+        serving_costs(**(given | arguments))
+
+
 def _shipped(model: str, gpu: str, engine: str, drafter: str, context: int = 1024) -> BatchCostTable:
     return BatchCostTable.load(f"aic-{gpu.replace('_', '-')}-{engine}-{model}-{drafter}-context-{context}")
 
