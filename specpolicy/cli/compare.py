@@ -95,16 +95,20 @@ def compare(
     options.validate()
     labels = _labels(options)
     runs = list(results_per_dataset(options))
+    _notes(options)
     _report(options, runs, comparison_rows(runs, labels, options), labels, fmt)
 
 
-def _labels(options: CompareOptions) -> dict[str, dict[str, str]]:
-    """Dataset -> prompt id -> its ``--by`` label, refused before any work when no prompt carries one; a note
-    when the baseline or the oracle is not compared."""
+def _notes(options: CompareOptions) -> None:
+    """A note when the baseline or the oracle is not compared (after the runs: a refusal stays one line)."""
     if options.baseline not in options.policies:
         stderr.print(f"note: baseline {options.baseline} is not among the policies; no ratios or gain shares")
     elif options.oracle not in options.policies:
         stderr.print(f"note: {options.oracle} is not among the policies; no gain shares")
+
+
+def _labels(options: CompareOptions) -> dict[str, dict[str, str]]:
+    """Dataset -> prompt id -> its ``--by`` label, refused before any work when no prompt carries one."""
     if not options.by:
         return {}
     sources = [options.sweep.name] if options.sweep is not None else options.datasets

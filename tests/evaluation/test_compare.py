@@ -136,17 +136,20 @@ def test_a_concurrency_the_gpus_kv_cache_cannot_hold_is_refused_naming_it(replay
                       batch_costs="aic-h100-sxm-vllm-qwen3-8b-dflash-context-8192")
 
 
-def test_the_refusal_of_a_concurrency_the_table_cannot_price_is_the_only_line(replay_store):
-    """Reproduced: `compare --policies fixed4 --concurrency 1,64` with the H100 table at 8k printed "note:
-    baseline fixed16 is not among the policies" before refusing 64: the batch table was checked while
-    serving, after the options' notes."""
+@pytest.mark.parametrize(("arguments", "refusal"), [
+    (["--policies", "fixed4", "--concurrency", "1,64", "--batch-costs",
+      "aic-h100-sxm-vllm-qwen3-8b-dflash-context-8192"], "error: the batch cost table"),
+    (["--policies", "fixed5"], "error: policy 'fixed5' chooses among [5] but the sweep recorded"),
+])
+def test_a_refusal_is_the_only_line(replay_store, arguments, refusal):
+    """Reproduced: `compare --policies fixed4 --concurrency 1,64` with the H100 table at 8k, or a policy
+    whose size the sweep lacks, printed "note: baseline fixed16 is not among the policies" before the
+    refusal: the notes came before the store's and the serving checks."""
     from specpolicy.cli import app
 
-    result = CliRunner().invoke(app, ["compare", "--sweep", str(replay_store.path), "--policies", "fixed4",
-                                      "--concurrency", "1,64", "--batch-costs",
-                                      "aic-h100-sxm-vllm-qwen3-8b-dflash-context-8192"])
+    result = CliRunner().invoke(app, ["compare", "--sweep", str(replay_store.path), *arguments])
     assert result.exit_code == 2
-    assert result.stderr.startswith("error: the batch cost table") and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(refusal) and result.stderr.count("\n") == 1
 
 
 def test_rows_by_label(replay_store):
