@@ -3,6 +3,7 @@ one check per kind of argument, each a ValueError that names the argument and wh
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from specpolicy.defaults import MAX_BLOCK_SIZE, MAX_TEMPERATURE
@@ -53,6 +54,19 @@ def check_counts(values: object, what: str) -> tuple[int, ...]:
     if not items or any(not is_integer(v) or v < 1 for v in items) or len(set(items)) != len(items):
         raise ValueError(f"{what} must be distinct counts >= 1, such as [1, 4, 16], got {values!r}")
     return tuple(sorted(int(v) for v in items))
+
+
+def check_real(value: object, what: str, low: float, high: float = math.inf, *, strict_low: bool = False,
+               strict_high: bool = False) -> float:
+    """``value`` as a finite float between ``low`` and ``high`` (each excluded where strict; a bool or a
+    string refused), or a ValueError naming ``what``: the one check of a real-valued setting."""
+    number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not (number and (low < value if strict_low else low <= value)
+            and (value < high if strict_high else value <= high)):
+        bound = (f"{'>' if strict_low else '>='} {low:g}" if math.isinf(high) else
+                 f"in {'(' if strict_low else '['}{low:g}, {high:g}{')' if strict_high else ']'}")
+        raise ValueError(f"{what} must be a finite number {bound}, got {value!r}")
+    return float(value)
 
 
 def check_verify_length(verify_length: object, block_size: int, cap: bool = False) -> int:

@@ -135,8 +135,10 @@ def _cached_sweep(name: str, options: CompareOptions, candidates: list[int]):
     cached = _complete(out, prompts)
     if cached is not None:  # read back with no model loaded (and no write lock: the cache may be read-only)
         return cached
+    from specpolicy.models.loading import resolve_device, resolve_dtype
     from specpolicy.sweep.run import run_sweep  # torch: only where the sweep runs
 
+    resolve_dtype(options.dtype, resolve_device(options.device))  # refused before the sweep starts
     stderr.print(f"sweeping {name} into compare's cache (resumable): {out}", highlight=False, soft_wrap=True)
     with progress_bar(f"sweep {Path(name).name}", len(prompts)) as update:
         try:

@@ -49,17 +49,18 @@ def export(
                    "--engine llamacpp for llama-server command lines")
     batches = parse_candidates(batch_sizes, "--batch-sizes", block_sizes=False)
     costs = BatchCostTable.load(batch_costs)
-    for line in costs.flag_warnings(batch_costs):
-        warn_line(line)
     costs.check_batches(batches, "--batch-sizes")
     store = SweepStore.load(sweep)
-    if not drafter:
-        swept = str(store.meta.get("models", {}).get("drafter") or store.meta.get("drafter", ""))
-        drafter = f"<SET ME: the serving machine's path of {swept}>"
-        stderr.print(f"note: the configs name the drafter as {drafter!r}; pass --drafter PATH for the "
-                     "serving machine")
-    document = export_for_engines(get_registry().create(policy, store.candidates), store, costs, batches,
-                                  drafter, on_batch=stderr.print, fastest=fastest)
+    chosen = get_registry().create(policy, store.candidates)
+    for line in costs.flag_warnings(batch_costs):
+        warn_line(line)
+    swept = str(store.meta.get("models", {}).get("drafter") or store.meta.get("drafter", ""))
+    named = drafter or f"<SET ME: the serving machine's path of {swept}>"
+    document = export_for_engines(chosen, store, costs, batches, named, on_batch=stderr.print,
+                                  fastest=fastest)
+    if not drafter:  # after every refusal: a refusal stays one line
+        stderr.print(f"note: the configs name the drafter as {named!r}; pass --drafter PATH for the serving "
+                     "machine", highlight=False)
     if "note" in document:
         stderr.print(f"note: {document['note']}", highlight=False)
     _write(document, out)

@@ -51,8 +51,8 @@ def train(
 
     sizes = tuple(parse_candidates(candidates)) if candidates else None
     args = settings_from(TrainArgs, locals(), candidates=sizes)
-    stderr.print(f"training {policy} on {sweep}; the summary prints when it is done", highlight=False)
-    summary = main(args)
+    summary = main(args, on_start=lambda: stderr.print(f"training {policy} on {sweep}; the summary prints "
+                                                       "when it is done", highlight=False))
     summary.pop("history", None)
     typer.echo(json.dumps(summary, indent=2, default=str))
     if summary.get("objective") in SCORES and "validation_score" in summary:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from specpolicy import defaults
-from specpolicy.arguments import check_candidate_set, check_count
+from specpolicy.arguments import check_candidate_set, check_count, check_real
 from specpolicy.files import atomic_path, check_replaceable, write_text
 from specpolicy.policy import TRAINING_BLOCK_SIZE, LearnedPolicy, TrainingSet, oracle_label
 
@@ -69,8 +70,11 @@ class TrainArgs:
 
     def __post_init__(self) -> None:
         """The command's checks of its options, for callers from Python too (before any data is read)."""
-        for what in ("epochs", "batch_size", "patience"):
+        for what in ("epochs", "batch_size", "patience", "hidden", "depth"):
             check_count(getattr(self, what), what)
+        check_real(self.lr, "lr", 0, strict_low=True)
+        check_real(self.weight_decay, "weight_decay", 0)
+        check_real(self.dropout, "dropout", 0, 1, strict_high=True)
         if self.window is not None:
             check_count(self.window, "window", 0)
         if not 0 <= self.validation_share <= defaults.MAX_VALIDATION_SHARE:
@@ -127,8 +131,9 @@ def build_policy(args: TrainArgs, data: TrainingSet) -> LearnedPolicy:
     return policy
 
 
-def main(args: TrainArgs) -> dict:
-    """Train, save to ``args.out`` and return a summary (accuracies, chance level, timings)."""
+def main(args: TrainArgs, on_start: Callable[[], object] | None = None) -> dict:
+    """Train, save to ``args.out`` and return a summary (accuracies, chance level, timings); ``on_start``
+    is called once every input has been checked, as the fit begins."""
     from specpolicy.costs import CostTable
     from specpolicy.data.splits import validation_ids
     from specpolicy.sweep.store import SweepStore  # torch: imported only when training runs
@@ -153,6 +158,8 @@ def main(args: TrainArgs) -> dict:
         raise ValueError(f"sweep {args.sweep} has {len(data)} usable prompts; sweep more prompts to train on")
     policy = build_policy(args, data)
     fit_options = family_options(args, policy)
+    if on_start is not None:
+        on_start()
     start = time.time()
     summary = policy.fit(train, validation, seed=args.seed, **fit_options)
     majority = np.bincount(train.labels, minlength=len(data.candidates)).argmax()

@@ -218,3 +218,6 @@ def test_bad_input_is_refused_in_one_line_before_model_work(path, option, bad, w
     named = any(part and part in text for part in (option, bad, value, value.split(":")[-1]))
     assert named, f"the message names neither {option} nor {bad!r}: {text}"
     assert _flags_named(text, path) == [], text
+    if "error:" in result.output:  # ours (Typer's usage errors come boxed): the refusal alone, on one line
+        assert result.output.strip().startswith("error:") and result.output.strip().count("\n") == 0, \
+            result.output

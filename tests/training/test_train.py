@@ -16,6 +16,13 @@ from specpolicy.training.train import TrainArgs
     ({"validation_share": 0.95}, "validation_share must be a share in 0..0.5"),  # accepted
     ({"validation_share": float("nan")}, "validation_share must be a share in 0..0.5"),
     ({"candidates": "4,8"}, "candidates must be a list of block sizes"),  # split into characters
+    ({"lr": float("nan")}, r"lr must be a finite number > 0, got nan"),  # torch's "Invalid learning rate"
+    ({"lr": 0.0}, r"lr must be a finite number > 0"),  # accepted: trained nothing
+    ({"weight_decay": float("inf")}, r"weight_decay must be a finite number >= 0"),  # accepted
+    ({"dropout": 1.5}, r"dropout must be a finite number in \[0, 1\), got 1.5"),  # torch's words
+    ({"dropout": True}, r"dropout must be a finite number"),  # a bool read as 1
+    ({"hidden": 0}, "hidden must be an integer >= 1"),  # refused only after the sweep was read
+    ({"depth": -3}, "depth must be an integer >= 1"),
 ])
 def test_training_arguments_are_checked_as_the_command_checks_them(arguments, message):
     with pytest.raises(ValueError, match=message):
