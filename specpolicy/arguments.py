@@ -4,6 +4,7 @@ one check per kind of argument, each a ValueError that names the argument and wh
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable
 
 from specpolicy.defaults import MAX_BLOCK_SIZE, MAX_TEMPERATURE
@@ -60,7 +61,7 @@ def check_real(value: object, what: str, low: float, high: float = math.inf, *, 
                strict_high: bool = False) -> float:
     """``value`` as a finite float between ``low`` and ``high`` (each excluded where strict; a bool or a
     string refused), or a ValueError naming ``what``: the one check of a real-valued setting."""
-    number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    number = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
     if not (number and (low < value if strict_low else low <= value)
             and (value < high if strict_high else value <= high)):
         bound = (f"{'>' if strict_low else '>='} {low:g}" if math.isinf(high) else
@@ -84,10 +85,7 @@ def check_verify_length(verify_length: object, block_size: int, cap: bool = Fals
 def check_temperature(temperature: float, name: str = "temperature") -> float:
     """``temperature`` when it lies in 0..:data:`~specpolicy.defaults.MAX_TEMPERATURE` (0 = greedy), else a
     ValueError naming ``name``."""
-    if not 0 <= temperature <= MAX_TEMPERATURE:
-        raise ValueError(f"{name} must be a finite number in 0..{MAX_TEMPERATURE:g} (0 = greedy), got "
-                         f"{temperature}")
-    return float(temperature)
+    return check_real(temperature, name, 0, MAX_TEMPERATURE)
 
 
 def check_engine(name: str | None, verb: str = "drives") -> None:

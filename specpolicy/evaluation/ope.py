@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specpolicy.arguments import check_real
 from specpolicy.defaults import OPE_BOOTSTRAP_RESAMPLES
 
 
@@ -27,9 +28,7 @@ def epsilon_greedy_log(observations: np.ndarray, rewards: np.ndarray, base_actio
                        epsilon: float, seed: int = 0) -> BanditLog:
     """Log one interaction per row of ``observations`` [n, d]: ``base_actions`` [n] with prob 1 - eps + eps/K,
     any other with eps/K; ``rewards`` [n, K]: what every action would get."""
-    if not 0 <= epsilon <= 1:
-        raise ValueError(f"epsilon must be a probability in 0..1 (the share of rows logged at random), got "
-                         f"{epsilon!r}")
+    check_real(epsilon, "epsilon (the share of rows logged at random)", 0, 1)
     rng = np.random.default_rng(seed)
     n, k = rewards.shape
     explore = rng.random(n) < epsilon

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from specpolicy.arguments import check_real
 from specpolicy.costs import CostTable
 from specpolicy.cycles import ConfidentPrefix, DraftedBlock, Plan
 from specpolicy.plugins.cycle_rules import AdaptivePolicy, required_costs, start_block_size
@@ -43,8 +44,7 @@ class ThresholdPolicy(FixedPolicy):
     def __init__(self, candidates: Sequence[int], block_size: int, threshold: float = DEFAULT_THRESHOLD,
                  running: bool = True) -> None:
         super().__init__(block_size, candidates)
-        if not 0 <= threshold <= 1:
-            raise ValueError(f"the threshold is a probability in [0, 1], got {threshold}")
+        check_real(threshold, "the threshold (a probability)", 0, 1)
         self.threshold, self.running = threshold, running
 
     def confidence_sizes(self) -> set[int]:

@@ -77,9 +77,8 @@ class TrainArgs:
         check_real(self.dropout, "dropout", 0, 1, strict_high=True)
         if self.window is not None:
             check_count(self.window, "window", 0)
-        if not 0 <= self.validation_share <= defaults.MAX_VALIDATION_SHARE:
-            raise ValueError(f"validation_share must be a share in 0..{defaults.MAX_VALIDATION_SHARE} (of "
-                             f"prompts held out for early stopping), got {self.validation_share!r}")
+        check_real(self.validation_share, "validation_share (of prompts held out for early stopping)", 0,
+                   defaults.MAX_VALIDATION_SHARE)
         if self.candidates is not None:
             self.candidates = check_candidate_set(self.candidates, "candidates")
 

@@ -463,7 +463,7 @@ def test_generate_writes_its_text_unwrapped_to_a_pipe(test_zoo, monkeypatch):
 def test_an_absurd_temperature_is_refused(temperature):
     """Issue 48: --temperature 1e308 ran (every token uniform, in effect)."""
     result = run("compare", "--temperature", temperature, "--max-samples", "1", ok=False)
-    assert result.exit_code == 2 and "--temperature must be a finite number in 0..100" in result.output
+    assert result.exit_code == 2 and "--temperature must be a finite number in [0, 100]" in result.output
 
 
 def test_a_complete_cached_sweep_is_read_without_models_or_a_write_lock(

@@ -52,7 +52,7 @@ def test_broken_drafter_folders(test_zoo, broken_drafters, case, message):
 
 @pytest.mark.parametrize(("args", "message"), [
     (["generate", "hi", "--device", "foo"], "unknown device 'foo'; use cpu, cuda, cuda:N or auto"),
-    (["generate", "hi", "--temperature", "inf"], "--temperature must be a finite number in 0..100"),
+    (["generate", "hi", "--temperature", "inf"], "--temperature must be a finite number in [0, 100]"),
     (["generate", "caf\udce9"], "the prompt is not valid UTF-8 text"),
     (["compare", "--sweep", "SWEEP", "--dataset", "gsm8k", "--temperature", "0.7"],
      "--dataset, --temperature would be ignored"),

@@ -167,7 +167,7 @@ def test_ope_estimators_recover_a_known_value():
 def test_an_exploration_rate_outside_0_1_is_refused(epsilon):
     """1.5 logged negative propensities (every estimate then meaningless) without a word."""
     rewards = np.ones((4, 3))
-    with pytest.raises(ValueError, match="epsilon must be a probability in 0..1"):
+    with pytest.raises(ValueError, match=r"epsilon .* must be a finite number in \[0, 1\]"):
         epsilon_greedy_log(np.zeros((4, 2)), rewards, np.zeros(4, dtype=int), epsilon=epsilon)
 
 

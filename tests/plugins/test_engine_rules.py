@@ -102,7 +102,7 @@ def test_engine_rules_honour_the_policy_contract_and_decode_losslessly_live(name
      "has no parameter 'window'; its parameters: max_draft_len, draft_len_schedule"),
     ("trtllm-schedule:draft_len_schedule=4", "KEY:VALUE pairs"),
     ("llamacpp-pmin:p_min=high", "p_min='high' does not parse"),
-    ("llamacpp-pmin:p_min=1.5", "probability in \\[0, 1\\]"),
+    ("llamacpp-pmin:p_min=1.5", "a probability\\) must be a finite number in \\[0, 1\\]"),
     ("vllm-dsd:num_speculative_tokens_per_batch_size=", "START-END:K ranges"),
     # reported by the audit (issue 48): each of these was taken
     ("llamacpp-pmin:n_max=3,n_max=7", "llamacpp-pmin: n_max is given twice"),
