@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 from transformers import PreTrainedModel
 
-from specpolicy.arguments import check_temperature
+from specpolicy.arguments import check_count, check_real, check_temperature
 from specpolicy.cycles import Plan, run
 from specpolicy.decoding.sampling import PositionalUniforms, processed_probs, sample_with_uniforms
 from specpolicy.decoding.session import DecodeSession
@@ -50,10 +50,8 @@ class SpeculativeDecoder:
         record_confidences: bool = False,
     ) -> None:
         check_temperature(temperature)
-        if not 0 < top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-        if isinstance(top_k, bool) or int(top_k) != top_k or top_k < 0:
-            raise ValueError(f"top_k must be a whole number >= 0 (0 keeps every token), got {top_k!r}")
+        check_real(top_p, "top_p", 0, 1, strict_low=True)
+        check_count(top_k, "top_k (0 keeps every token)", 0)
         if draft_sampling and temperature == 0:
             raise ValueError("draft_sampling needs temperature > 0; at T = 0 drafts are argmax")
         self.target = target

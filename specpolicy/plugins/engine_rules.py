@@ -17,11 +17,11 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
+from specpolicy.arguments import check_count, check_real
 from specpolicy.cycles import Plan
 from specpolicy.defaults import ENGINE_DRAFTS, LLAMACPP_N_MAX, LLAMACPP_P_MIN
 from specpolicy.plugins.verify_rules import MarginalPolicy, ThresholdPolicy
@@ -94,9 +94,9 @@ def engine_args(family: str, arg: str | None, settings: type) -> object:
                 raise ValueError(f"{family}: {name}: {exc}") from None
             raise ValueError(f"{family}: {name}={text!r} does not parse ({exc})") from None
         least = MINIMUM.get(name)
-        if least is not None and not (math.isfinite(given[name]) and given[name] >= least):
-            what = "a whole number" if isinstance(least, int) else "a finite number"
-            raise ValueError(f"{family}: {name}={text}: {what} >= {least} (the engine's least)")
+        if least is not None:
+            check = check_count if isinstance(least, int) else check_real
+            check(given[name], f"{family}: {name} (at least the engine's least)", least)
     return settings(**given)
 
 

@@ -108,9 +108,10 @@ def test_engine_rules_honour_the_policy_contract_and_decode_losslessly_live(name
     ("llamacpp-pmin:n_max=3,n_max=7", "llamacpp-pmin: n_max is given twice"),
     ("llamacpp-pmin:n_max=1_5", "n_max='1_5' does not parse"),
     ("trtllm-schedule:draft_len_schedule=0:15", "draft_len_schedule: batch sizes start at 1, got 0"),
-    ("trtllm-schedule:acceptance_rate_threshold=nan", "acceptance_rate_threshold=nan: a finite number >= 0"),
-    ("trtllm-schedule:acceptance_rate_threshold=-1", "acceptance_rate_threshold=-1: a finite number >= 0"),
-    ("llamacpp-pmin:n_max=0", "n_max=0: a whole number >= 1"),
+    ("trtllm-schedule:acceptance_rate_threshold=nan",
+     r"acceptance_rate_threshold \(at least the engine's least\) must be a finite number >= 0, got nan"),
+    ("trtllm-schedule:acceptance_rate_threshold=-1", r"acceptance_rate_threshold .* >= 0, got -1"),
+    ("llamacpp-pmin:n_max=0", r"n_max .* must be an integer >= 1, got 0"),
     ("trtllm-schedule:draft_len_schedule=4:-2", "draft_len_schedule: drafts are >= 0, got -2"),
 ])
 def test_bad_engine_arguments_name_the_parameters(arg, message):
