@@ -84,10 +84,8 @@ class SpeculativeDecoder:
 
     def budget(self, max_new_tokens: int | None) -> int:
         """The output budget of one decode: ``max_new_tokens`` or the decoder's; a ValueError below 1."""
-        budget = self.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
-        if budget < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {budget}")
-        return budget
+        budget = self.max_new_tokens if max_new_tokens is None else max_new_tokens
+        return check_count(budget, "max_new_tokens")
 
     def check_prompt(self, prompt_ids: Sequence[int] | torch.Tensor) -> torch.Tensor:
         ids = torch.as_tensor(prompt_ids, dtype=torch.long).flatten()

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from specpolicy.arguments import check_block_size
+from specpolicy.arguments import check_block_size, check_count
 from specpolicy.cycles import CycleRecord, Plan
 from specpolicy.policy import Answers, Policy, PromptObservation
 
@@ -67,9 +67,7 @@ class VllmConfig:
     model: str = ""
 
     def __post_init__(self) -> None:
-        if self.num_speculative_tokens < 1:
-            raise ValueError("num_speculative_tokens must be >= 1 for DFlash, got "
-                             f"{self.num_speculative_tokens}")
+        check_count(self.num_speculative_tokens, "num_speculative_tokens (DFlash drafts at least one)")
         clamped = {int(b): min(self.num_speculative_tokens, int(k)) for b, k in self.per_batch.items()}
         object.__setattr__(self, "per_batch", clamped)
 
@@ -105,9 +103,8 @@ class VllmConfig:
         if config.get("method") != "dflash":
             raise ValueError("expected a DFlash speculative_config (method 'dflash'), got "
                              f"{config.get('method')!r}")
-        n = config["num_speculative_tokens"]
-        if isinstance(n, bool) or not isinstance(n, int):
-            raise ValueError(f"num_speculative_tokens must be a whole number, got {n!r}")
+        n = check_count(config["num_speculative_tokens"],
+                        "num_speculative_tokens (DFlash drafts at least one)")
         if config.get("num_speculative_tokens_per_batch_size", None) == []:
             raise ValueError("num_speculative_tokens_per_batch_size is [], which vLLM refuses; leave the "
                              "key out for the same K at every batch size")

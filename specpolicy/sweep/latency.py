@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import torch
 
+from specpolicy.arguments import check_count
 from specpolicy.costs import CostTable
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.defaults import LATENCY_CONTEXT, LATENCY_REPEATS, cache_dir
@@ -24,9 +25,7 @@ from specpolicy.models.target import crop_cache, new_cache, target_forward
 def pin_threads(threads: int | None) -> int:
     """Set torch's intra-op thread count (``None`` keeps it); returns the count in force."""
     if threads is not None:
-        if threads < 1:
-            raise ValueError(f"threads must be >= 1, got {threads}")
-        torch.set_num_threads(int(threads))
+        torch.set_num_threads(check_count(threads, "threads"))
     return torch.get_num_threads()
 
 

@@ -215,7 +215,7 @@ def test_a_never_drafting_export_reads_back_as_sglang_only(replay_store, tmp_pat
 @pytest.mark.parametrize("tokens", [7.9, "7", True])
 def test_a_vllm_config_with_a_fractional_token_count_is_refused(tokens):
     """Reproduced first: num_speculative_tokens 7.9 was read as 7."""
-    with pytest.raises(ValueError, match="whole number"):
+    with pytest.raises(ValueError, match="must be an integer >= 1, got "):
         VllmConfig.from_json({"method": "dflash", "num_speculative_tokens": tokens})
 
 
