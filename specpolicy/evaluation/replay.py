@@ -48,8 +48,11 @@ def check_candidates(policy: Policy, available: Sequence[int], confidences: Sequ
 
 def check_policies(policies: Sequence[Policy], store: SweepStore,
                    candidates: Sequence[int] | None = None) -> None:
-    """Everything a stored sweep must hold for ``policies`` (prefill logits, block sizes, confidences,
-    vocabulary), checked once before any work."""
+    """``policies`` as Policy objects, and everything a stored sweep must hold for them (prefill logits, block
+    sizes, confidences, vocabulary), checked once before any work."""
+    if isinstance(policies, str) or not all(isinstance(p, Policy) for p in policies):
+        raise ValueError("policies must be a list of Policy objects (create_policy(name, candidates)), got "
+                         f"{policies!r}")
     width = store.feature_width()
     unfed = [p.name for p in policies if width is None and p.vocabulary() is not None]
     if unfed:
@@ -84,8 +87,8 @@ def evaluate_replay(
     table(s) time is priced with (default: the store's; several, measured at several contexts: each cycle
     at the context it starts at, the policies deciding with the table of the prompt's length); ``candidates``:
     the oracle's range."""
-    candidates = _check_arguments(policies, costs, candidates) or store.candidates
     check_policies(policies, store)
+    candidates = _check_arguments(costs, candidates) or store.candidates
     costs = costs if costs is not None else store.latency()
     tables = [costs] if costs is None or isinstance(costs, CostTable) else list(costs)
     _check_priced(tables, candidates, policies)
@@ -128,11 +131,8 @@ def _check_priced(tables: Sequence[CostTable | None], candidates: Sequence[int],
                              "with them (`specpolicy bench latency --candidates ...`)")
 
 
-def _check_arguments(policies: object, costs: object, candidates: object) -> tuple[int, ...] | None:
+def _check_arguments(costs: object, candidates: object) -> tuple[int, ...] | None:
     """evaluate_replay's arguments as the command checks its options; the candidates, checked."""
-    if isinstance(policies, str) or not all(isinstance(p, Policy) for p in policies):
-        raise ValueError("policies must be a list of Policy objects (create_policy(name, candidates)), got "
-                         f"{policies!r}")
     tables = costs if isinstance(costs, list | tuple) else [costs]
     if not all(t is None or isinstance(t, CostTable) for t in tables):
         raise ValueError(f"costs must be a CostTable or a list of them (CostTable.load(path)), got {costs!r}")

@@ -39,6 +39,8 @@ def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: Batch
     """Every policy serving the store's prompts at ``concurrency``, against plain AR served through the same
     simulation; ``on_served(policy, result)`` sees each simulation."""
     check_policies(policies, store)
+    if not isinstance(costs, BatchCostTable):
+        raise ValueError(f"costs must be a BatchCostTable (BatchCostTable.load(path)), got {costs!r}")
     prompts = prompts or StoredPrompts.load(store)
     priced = costs.at_concurrency(concurrency, store.candidates)
     observations = [replace(o, costs=priced, concurrency=concurrency) for o in prompts.observations]

@@ -11,7 +11,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from specpolicy.arguments import check_count
+from specpolicy.arguments import check_candidate_set, check_count, check_counts
 from specpolicy.costs import CostTable, TableFile, expected_tokens
 from specpolicy.defaults import ACCEPTANCE_PRIOR, BATCH_DRAFT_MARGIN, MAX_LATENCY_SPREAD
 
@@ -91,7 +91,7 @@ class BatchCostTable(TableFile):
     def check_batches(self, batches: Sequence[int], option: str = "--concurrency") -> None:
         """Refuse batches past the largest this table prices, naming the range of ``option`` it prices (a
         composed or shipped GPU table cannot be remeasured on this machine)."""
-        largest, wanted = self.batch_sizes[-1], max(batches, default=0)
+        largest, wanted = self.batch_sizes[-1], max(check_counts(batches, option))
         if wanted <= largest:
             return
         fix = (f"{self.capacity}; pass {option} 1-{largest}, or a table at a shorter context or of a GPU "
@@ -146,7 +146,7 @@ class BatchCostTable(TableFile):
         pays at the prior acceptance by :data:`~specpolicy.defaults.BATCH_DRAFT_MARGIN`, else they step
         plainly too); ``ar_seconds``: a c-request AR step / c."""
         c = check_count(concurrency, "concurrency")
-        sizes = sorted(set(block_sizes) | {1})
+        sizes = sorted({*check_candidate_set(block_sizes, "block_sizes"), 1})
         draft = {b: self.draft_cost([b] * c) for b in sizes}  # one batched pass of each size, priced once
         verify = {b: self.verify_cost([b] * c) for b in sizes}
         drafts = any(expected_tokens(ACCEPTANCE_PRIOR, b) * verify[1] >= (1 + BATCH_DRAFT_MARGIN) *

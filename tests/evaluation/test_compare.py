@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 
 from specpolicy.costs import uniform_costs
 from specpolicy.evaluation.compare import CompareOptions, compare_sweep
+from specpolicy.evaluation.export import export_for_engines
+from specpolicy.evaluation.serving import evaluate_serving
 
 POLICIES = ["fixed16", "fixed4", "adaptive", "oracle", "oracle-step"]
 
@@ -150,6 +152,26 @@ def test_a_refusal_is_the_only_line(replay_store, arguments, refusal):
     result = CliRunner().invoke(app, ["compare", "--sweep", str(replay_store.path), *arguments])
     assert result.exit_code == 2
     assert result.stderr.startswith(refusal) and result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda p, s, t: export_for_engines(p, s, t, [], "x"), r"--batch-sizes must be distinct counts >= 1"),
+    (lambda p, s, t: export_for_engines(p, s, t, "1-4", "x"), r"--batch-sizes must be distinct counts"),
+    (lambda p, s, t: export_for_engines("fixed4", s, t, [1], "x"), "policies must be a list of Policy"),
+    (lambda p, s, t: evaluate_serving(s, "fixed4", t, 1), "policies must be a list of Policy objects"),
+    (lambda p, s, t: evaluate_serving(s, [p], None, 1), r"costs must be a BatchCostTable"),
+    (lambda p, s, t: t.check_batches(["a"]), r"--concurrency must be distinct counts >= 1"),
+    (lambda p, s, t: t.at_concurrency(1, "4"), r"block_sizes must be a list of block sizes"),
+])
+def test_the_serving_library_refuses_what_its_commands_refuse(replay_store, call, message):
+    """Reproduced: an empty batch list exported an empty document, "1-4" and ["a"] raised TypeError, a
+    policy's name or a missing table AttributeError, deep inside."""
+    from specpolicy.registry import create_policy
+    from specpolicy.replay.batch_costs import BatchCostTable
+
+    table = BatchCostTable.load("aic-h100-sxm-vllm-qwen3-8b-dflash-context-1024")
+    with pytest.raises(ValueError, match=message):
+        call(create_policy("fixed4", replay_store.candidates), replay_store, table)
 
 
 def test_rows_by_label(replay_store):
