@@ -57,6 +57,12 @@ def check_counts(values: object, what: str) -> tuple[int, ...]:
     return tuple(sorted(int(v) for v in items))
 
 
+def check_type(value: object, kind: type, what: str, example: str) -> None:
+    """A ValueError naming ``what`` unless ``value`` is a ``kind`` (``example``: how to make one)."""
+    if not isinstance(value, kind):
+        raise ValueError(f"{what} must be a {kind.__name__} ({example}), got {value!r}")
+
+
 def check_real(value: object, what: str, low: float, high: float = math.inf, *, strict_low: bool = False,
                strict_high: bool = False) -> float:
     """``value`` as a finite float between ``low`` and ``high`` (each excluded where strict; a bool or a

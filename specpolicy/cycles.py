@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from specpolicy.arguments import check_block_size, check_verify_length
+from specpolicy.arguments import check_block_size, check_type, check_verify_length
 from specpolicy.defaults import MAX_BLOCK_SIZE
 from specpolicy.state import DecodeState
 
@@ -266,6 +266,7 @@ def commit_tokens(new_tokens: list[int], stops: set[int], room: int) -> tuple[li
 
 def run(source: CycleSource, plan: Plan) -> list[CycleRecord]:
     """Drive ``source`` to the end with ``plan``; the cycles it ran (a step that commits nothing ends it)."""
+    check_type(plan, Plan, "plan", "Plan.fixed(16), or a policy's plan(observation)")
     cycles: list[CycleRecord] = []
     while not source.done:
         cycle = run_cycle(source, plan)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from specpolicy.arguments import check_type
 from specpolicy.cycles import Plan
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
 from specpolicy.evaluation.replay import check_policies, prompt_observation
@@ -39,8 +40,7 @@ def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: Batch
     """Every policy serving the store's prompts at ``concurrency``, against plain AR served through the same
     simulation; ``on_served(policy, result)`` sees each simulation."""
     check_policies(policies, store)
-    if not isinstance(costs, BatchCostTable):
-        raise ValueError(f"costs must be a BatchCostTable (BatchCostTable.load(path)), got {costs!r}")
+    check_type(costs, BatchCostTable, "costs", "BatchCostTable.load(path)")
     prompts = prompts or StoredPrompts.load(store)
     priced = costs.at_concurrency(concurrency, store.candidates)
     observations = [replace(o, costs=priced, concurrency=concurrency) for o in prompts.observations]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from specpolicy.arguments import check_block_size
+from specpolicy.arguments import check_block_size, check_candidate_set, check_type
 from specpolicy.costs import CostTable
 from specpolicy.cycles import (
     AnchorActions,
@@ -174,7 +174,7 @@ class ReplayTable:
     def simulate(self, plan: Plan | int, prefill_logits: Any = None) -> list[CycleRecord]:
         """Cycles ``plan`` (or a fixed block size) would run, exactly as live decoding;
         ``prefill_logits`` [V] is what per-cycle policies read (default: empty)."""
-        size = plan if isinstance(plan, int) else plan.always
+        size = plan.always if isinstance(plan, Plan) else check_block_size(plan)
         if size is None and (plan.length is None or (isinstance(plan.block, AnchorActions) and
                              plan.length == plan.block.length)):
             return self._walk(plan.block, prefill_logits)
@@ -240,7 +240,8 @@ class ReplayTable:
     def fixed_seconds(self, costs: CostTable, candidates: Sequence[int] | None = None) -> dict[int, float]:
         """Modelled decode seconds of each of ``candidates`` (default: every one) as a fixed block size
         (:meth:`CostTable.seconds` of its cycles); the table needs entries for these only."""
-        sizes = tuple(self.candidates if candidates is None else candidates)
+        sizes = self.candidates if candidates is None else check_candidate_set(candidates)
+        check_type(costs, CostTable, "costs", "CostTable.load(path)")
         if self._priced[0] is not costs:
             self._priced = (costs, {})
         if sizes not in self._priced[1]:
@@ -272,7 +273,7 @@ class ReplayTable:
         Returns value [n] (inf: unreachable), q [n, A] and the actions (B, L) in order of preference (ties
         go first: B nearest ``training_block_size``, or with verify lengths the cheaper cycle, then smaller).
         """
-        sizes = sorted(self.candidates if candidates is None else candidates,
+        sizes = sorted(self.candidates if candidates is None else check_candidate_set(candidates),
                        key=lambda b: (abs(b - training_block_size), b))
         actions = [(b, length) for b in sizes for length in (range(1, b + 1) if verify_lengths else (b,))]
         price = {a: costs.split_cycle_seconds(*a) if costs is not None else 1.0 for a in actions}

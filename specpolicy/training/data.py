@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from specpolicy.arguments import check_candidate_set
 from specpolicy.costs import CostTable
 from specpolicy.policy import TRAINING_BLOCK_SIZE, TrainingSet, oracle_label
 from specpolicy.replay.table import ReplayTable
@@ -41,7 +42,7 @@ def training_set(store: SweepStore, label: str = "time", candidates: Sequence[in
     read."""
     if label not in LABELS:
         raise ValueError(f"unknown label {label!r}; use one of {', '.join(LABELS)}")
-    candidates = tuple(sorted(candidates)) if candidates else store.candidates
+    candidates = check_candidate_set(candidates) if candidates is not None else store.candidates
     missing = sorted(set(candidates) - set(store.candidates))
     if missing:
         raise ValueError(f"block sizes {missing} are not in the sweep's {list(store.candidates)}; pass a "

@@ -119,3 +119,20 @@ def test_a_walked_rule_refuses_a_size_as_the_session_does(replay_store):
         with pytest.raises(ValueError) as session:
             run(table.session(), plan)
         assert str(walked.value) == str(session.value)
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda t, c: t.simulate("16"), r"block size must be an integer in 1\.\.64 .*got '16'"),
+    (lambda t, c: t.simulate(None), r"block size must be an integer in 1\.\.64 .*got None"),
+    (lambda t, c: run(t.session(), None), r"plan must be a Plan \(Plan\.fixed\(16\), or a policy's plan"),
+    (lambda t, c: t.fastest_fixed(None), r"costs must be a CostTable \(CostTable\.load\(path\)\), got None"),
+    (lambda t, c: t.oracle_plan(c, []), r"candidates must name distinct block sizes"),
+    (lambda t, c: t.cost_to_go(c, "4,8"), r"candidates must be a list of block sizes"),
+])
+def test_the_replay_api_refuses_its_arguments_in_words(replay_store, call, message):
+    """Reproduced: simulate('16') and run(session, None) raised AttributeError, fastest_fixed(None) too,
+    oracle_plan(costs, []) numpy's "need at least one array to stack", and cost_to_go read "4,8" as its
+    characters."""
+    table = _tables(replay_store, 1)[0]
+    with pytest.raises(ValueError, match=message):
+        call(table, replay_store.latency())

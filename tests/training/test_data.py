@@ -44,3 +44,10 @@ def test_split_by_prompt_is_disjoint_and_complete(replay_store):
     assert not set(train.prompt_ids) & set(validation.prompt_ids)
     assert len(train) + len(validation) == 8
     assert np.all(train.values == data.values[[data.prompt_ids.index(p) for p in train.prompt_ids]])
+
+
+def test_a_candidate_string_is_refused_not_read_letter_by_letter(replay_store):
+    """Reproduced: training_set(store, "time", "4,8") said "block sizes [',', '4', '8'] are not in the
+    sweep's"."""
+    with pytest.raises(ValueError, match=r"candidates must be a list of block sizes such as \[4, 8, 16\]"):
+        training_set(replay_store, "time", "4,8")
