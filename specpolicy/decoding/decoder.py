@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 from transformers import PreTrainedModel
 
-from specpolicy.arguments import check_count, check_real, check_temperature
+from specpolicy.arguments import check_count, check_real, check_temperature, check_type
 from specpolicy.cycles import Plan, run
 from specpolicy.decoding.sampling import PositionalUniforms, processed_probs, sample_with_uniforms
 from specpolicy.decoding.session import DecodeSession
@@ -49,6 +49,8 @@ class SpeculativeDecoder:
         max_new_tokens: int = GENERATE_MAX_NEW_TOKENS,
         record_confidences: bool = False,
     ) -> None:
+        check_type(target, torch.nn.Module, "target", "load_pair(target, drafter).target")
+        check_type(drafter, DFlashDrafter, "drafter", "load_pair(target, drafter).drafter")
         check_temperature(temperature)
         check_real(top_p, "top_p", 0, 1, strict_low=True)
         check_count(top_k, "top_k (0 keeps every token)", 0)
@@ -88,9 +90,15 @@ class SpeculativeDecoder:
         return check_count(budget, "max_new_tokens")
 
     def check_prompt(self, prompt_ids: Sequence[int] | torch.Tensor) -> torch.Tensor:
-        ids = torch.as_tensor(prompt_ids, dtype=torch.long).flatten()
+        if isinstance(prompt_ids, str | bytes):
+            raise ValueError("prompt_ids must be token ids, got text; encode it first "
+                             "(tokenizer(text)['input_ids'])")
+        ids = torch.as_tensor(prompt_ids).flatten()
         if ids.numel() == 0:
             raise ValueError("empty prompt: pass at least one token id (apply the chat template first)")
+        if ids.is_floating_point() or ids.dtype == torch.bool:
+            raise ValueError(f"prompt token ids must be integers, got {ids.dtype}")
+        ids = ids.to(torch.long)
         vocab = self.embed.num_embeddings
         if int(ids.min()) < 0 or int(ids.max()) >= vocab:
             raise ValueError(f"prompt token ids must lie in [0, {vocab}); got "

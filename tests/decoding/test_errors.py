@@ -75,3 +75,23 @@ def test_a_negative_or_fractional_top_k_is_refused(random_pair, top_k):
     target, drafter = random_pair
     with pytest.raises(ValueError, match=r"top_k \(0 keeps every token\) must be an integer >= 0"):
         SpeculativeDecoder(target, drafter, temperature=1.0, top_k=top_k)
+
+
+@pytest.mark.parametrize(("prompt", "message"), [
+    ("hello", r"prompt_ids must be token ids, got text; encode it first"),  # torch: "invalid data type"
+    ([5.7, 6.2], r"prompt token ids must be integers, got torch\.float"),  # read as [5, 6]
+    ([True, False], r"prompt token ids must be integers, got torch\.bool"),  # read as [1, 0]
+])
+def test_a_prompt_that_is_not_token_ids_is_refused(decoder, prompt, message):
+    with pytest.raises(ValueError, match=message):
+        decoder.generate(prompt, 4)
+
+
+def test_a_decoder_without_a_model_is_refused_where_it_is_built(random_pair):
+    """Reproduced: SpeculativeDecoder(None, drafter) raised AttributeError ('config'); (target, None) was
+    accepted and failed at the first draft."""
+    target, drafter = random_pair
+    with pytest.raises(ValueError, match=r"target must be a Module \(load_pair\(target, drafter\)\.target\)"):
+        SpeculativeDecoder(None, drafter)
+    with pytest.raises(ValueError, match=r"drafter must be a DFlashDrafter \(load_pair"):
+        SpeculativeDecoder(target, None)
