@@ -177,6 +177,10 @@ MAX_DRAWN_POSITIONS = 10_000_000
 
 
 def cache_dir() -> Path:
-    """Where sweeps run by compare and measured cost tables are kept (``SPECPOLICY_CACHE``, default
-    ``~/.cache/specpolicy``)."""
-    return Path(os.environ.get("SPECPOLICY_CACHE", Path.home() / ".cache" / "specpolicy")).expanduser()
+    """Where sweeps run by compare and measured cost tables are kept (``SPECPOLICY_CACHE``, default, or when
+    empty, ``~/.cache/specpolicy``); a ValueError where it names a file."""
+    folder = Path(os.environ.get("SPECPOLICY_CACHE") or Path.home() / ".cache" / "specpolicy").expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"$SPECPOLICY_CACHE {folder} is a file; point it at a folder, or unset it for "
+                         "~/.cache/specpolicy")
+    return folder

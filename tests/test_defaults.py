@@ -54,3 +54,19 @@ def test_the_stray_literal_check_sees_each_kind(tmp_path):
         assert [hit.split(" ")[1] for hit in _stray_defaults(probe)] == ["(0.05)", "(-2)", "(64)", "(128)"]
     finally:
         PACKAGE = saved
+
+
+def test_the_cache_folder_is_never_the_current_folder_or_a_file(tmp_path, monkeypatch):
+    """Reproduced: SPECPOLICY_CACHE="" put compare's cache in the current folder (./sweeps/...), and a file
+    there was refused as "--out ... lies under the file", a flag the user never passed, after the sweep
+    began."""
+    import pytest
+
+    from specpolicy.defaults import cache_dir
+
+    monkeypatch.setenv("SPECPOLICY_CACHE", "")
+    assert cache_dir() == Path.home() / ".cache" / "specpolicy"
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path / "file"))
+    with pytest.raises(ValueError, match=r"\$SPECPOLICY_CACHE .*file is a file; point it at a folder"):
+        cache_dir()

@@ -41,6 +41,10 @@ def results_per_dataset(options: CompareOptions) -> Iterator[Run]:
             chosen = sorted({*chosen, *(b for policy in built for b in policy.choices())})
         for policy in built:
             check_candidates(policy, chosen, given=True)
+    if options.engine:
+        from specpolicy.engines.build import find_server
+
+        find_server(options.server)  # before any model loads
     for name in [options.sweep.name] if store is not None else options.datasets:
         if options.engine:
             from specpolicy.cli.engine import engine_results

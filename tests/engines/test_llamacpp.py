@@ -463,3 +463,20 @@ def test_generate_decodes_one_prompt_in_the_engine_with_a_policys_plan(
                            [*base, "--policy", "adaptive", "--costs", str(tmp_path / "steps" / "costs.json")])
     assert result.exit_code == 0, result.output
     assert "a per-step plan on the patched server (adaptive)" in result.output
+
+
+def test_a_compare_in_the_engine_names_a_bad_server_before_any_model_loads(tmp_path, monkeypatch):
+    """Reproduced: `SPECPOLICY_LLAMA_SERVER=FILE compare --engine llamacpp` swept its prompts with the
+    models (3 s) and then refused the server."""
+    from typer.testing import CliRunner
+
+    from specpolicy.cli import app
+
+    (tmp_path / "not-a-server").write_text("")
+    monkeypatch.setenv("SPECPOLICY_LLAMA_SERVER", str(tmp_path / "not-a-server"))
+    monkeypatch.setenv("SPECPOLICY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr("specpolicy.models.load_pair", lambda *a, **k: pytest.fail("a model loaded"))
+    result = CliRunner().invoke(app, ["compare", "--engine", "llamacpp", "--policies", "fixed16",
+                                      "--max-samples", "1", "--max-new-tokens", "8"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: $SPECPOLICY_LLAMA_SERVER") and result.stderr.count("\n") == 1
