@@ -117,16 +117,16 @@ def kv_capacity(model: str, gpu: str, engine: str, version: str, drafter: Drafte
     from aiconfigurator_core.sdk.memory import estimate_kv_cache
 
     backend = get_backend(engine)
-    fraction = backend.get_default_free_gpu_memory_fraction(version)
+    fraction, pool = backend.get_default_free_gpu_memory_fraction(version), backend.memory_fraction_of_free()
     estimate = estimate_kv_cache(model, gpu, engine, version, max_num_tokens=8192, max_batch_size=batch,
-                                 memory_fraction_kind="of_free" if backend.memory_fraction_of_free()
-                                 else "of_total", memory_fraction_value=fraction)
+                                 memory_fraction_kind="of_free" if pool else "of_total",
+                                 memory_fraction_value=fraction)
     share = drafter.layers / layers
     budget = estimate["total_kv_size_bytes"] - share * estimate["memory_breakdown"]["weights_bytes"]
     requests = int(budget // (estimate["kv_size_per_token_bytes"] * (1 + share) * tokens))
     return (requests, f"the KV cache of {gpu} under {engine} {version}",
-            f"memory fraction {fraction}, aiconfigurator's estimate, with the drafter's {drafter.layers} "
-            f"layer{'s' if drafter.layers > 1 else ''}")
+            f"{fraction} of its {'free' if pool else 'total'} memory, aiconfigurator's estimate, with the "
+            f"drafter's {drafter.layers} layer{'s' if drafter.layers > 1 else ''}")
 
 
 def serving_costs(model: str, gpu: str, engine: str, drafter: str, context: int,
