@@ -176,8 +176,8 @@ def _legend(timing: str, baseline: str, oracle: str, mapped: bool, narrow: bool)
                 "block size had the highest tau. Speed needs a cost table: pass --costs FILE (an imported "
                 "trace: a measured GPU table from specpolicy/zoo/measured/, docs: on real models' data)")
     if mapped:
-        return ("cells: pooled speedup over plain AR at each concurrency (modelled); '<' marks a cell "
-                "slower than AR; every figure and interval: --format csv")
+        return ("cells: pooled speedup over plain AR at each concurrency (modelled decode steps; prefills "
+                "are not priced); '<' marks a cell slower than AR; every figure and interval: --format csv")
     spread = "p10: per-prompt speedups' 10th percentile (tok/s, median: --format csv)" if narrow else \
         "p10/median: per-prompt speedups"
     return (f"speedup: pooled over plain AR, {timing}; vs {baseline}: pooled speed ratio, paired 95% CI; "
