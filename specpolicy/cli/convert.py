@@ -1,4 +1,4 @@
-"""``specpolicy convert SRC OUT``: a DFlash drafter checkpoint in the other layout (z-lab <->
+"""``specpolicy convert SOURCE OUT``: a DFlash drafter checkpoint in the other layout (z-lab <->
 transformers)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from specpolicy.files import atomic_path
 def _model_type(folder: Path) -> str:
     config = folder / "config.json"
     if not config.is_file():
-        raise fail(f"{folder} has no config.json; SRC must be a drafter checkpoint folder")
+        raise fail(f"{folder} has no config.json; SOURCE must be a drafter checkpoint folder")
     try:
         raw = json.loads(config.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -37,7 +37,7 @@ def convert(
                                           "when they do not fix it)"),
 ) -> None:
     """Convert a DFlash drafter between the z-lab layout (specpolicy, vLLM, SGLang) and transformers'
-    DFlash assistant (generate(..., speculation_type="dflash")); the direction follows SRC."""
+    DFlash assistant (generate(..., speculation_type="dflash")); the direction follows SOURCE."""
     from specpolicy.hf import from_transformers_assistant, require_dflash_support, to_transformers_assistant
 
     require_dflash_support()
