@@ -179,8 +179,8 @@ MAX_DRAWN_POSITIONS = 10_000_000
 def cache_dir() -> Path:
     """Where sweeps run by compare and measured cost tables are kept (``SPECPOLICY_CACHE``, default, or when
     empty, ``~/.cache/specpolicy``); a ValueError where it names a file."""
+    from specpolicy.files import check_folder_path
+
     folder = Path(os.environ.get("SPECPOLICY_CACHE") or Path.home() / ".cache" / "specpolicy").expanduser()
-    if folder.exists() and not folder.is_dir():
-        raise ValueError(f"$SPECPOLICY_CACHE {folder} is a file; point it at a folder, or unset it for "
-                         "~/.cache/specpolicy")
-    return folder
+    return check_folder_path(folder, f"$SPECPOLICY_CACHE {folder}",
+                             "point it at a folder, or unset it for ~/.cache/specpolicy")

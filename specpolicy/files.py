@@ -15,6 +15,18 @@ TMP_SUFFIX = ".tmp"
 """what a file or folder being written is called until it is complete: its name plus this"""
 
 
+def check_folder_path(path: str | Path, what: str, fix: str = "pass a folder") -> Path:
+    """``path`` where a folder is or can be made (no file there or above it); else a ValueError naming
+    ``what`` (``--out PATH``, ``$VARIABLE PATH``) and ``fix``."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{what} is a file; {fix}")
+    blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise ValueError(f"{what} lies under the file {blocking}; {fix}")
+    return path
+
+
 def check_replaceable(path: str | Path, marker: str) -> Path:
     """``path`` when an output folder may be written there: new, empty, or an earlier output of the same kind
     (holding ``marker``, replaced whole); otherwise a ValueError, raised before any work starts."""

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from specpolicy.defaults import LLAMACPP_BUILD_JOBS, LLAMACPP_VERSION, cache_dir
-from specpolicy.files import atomic_path, write_text
+from specpolicy.files import atomic_path, check_folder_path, write_text
 
 CMAKE_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
                "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DBUILD_SHARED_LIBS=OFF")
@@ -187,6 +187,8 @@ def gguf_pair(target: str, drafter: str, out: Path | None = None,
     an older llama.cpp's, a deleted or truncated GGUF file are converted again, replacing them."""
     from specpolicy.models.sources import resolve_source, weights_fingerprint
 
+    if out is not None:
+        check_folder_path(out, f"--out {out}", "pass a folder for the GGUF pair")
     sources = [Path(resolve_source(target, "target")), Path(resolve_source(drafter, "drafter"))]
     if not all(source.is_dir() for source in sources):
         raise ValueError("the engine converts local model folders; download the hub model first and pass "

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from specpolicy.files import check_folder_path
+
 MATCHING_KEYS = ("candidates", "temperature", "max_new_tokens", "seed", "target", "drafter", "dataset",
                  "mode", "max_prompt_tokens", "dtype", "device", "reference_block_size", "requests", "tokens")
 """settings that change results: a resume must match every one the store holds"""
@@ -43,12 +45,10 @@ these)"""
 def check_resumable(path: str | Path, meta: dict) -> None:
     """Fail, naming every differing setting, when ``path`` holds a sweep ``meta`` cannot resume (before models
     load; fingerprints are checked again by :meth:`~specpolicy.sweep.store.SweepStore.open`)."""
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise StoreUnusableError(f"--out {path} is a file; pass a folder for the sweep store")
-    blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
-    if blocking is not None:
-        raise StoreUnusableError(f"--out {path} lies under the file {blocking}; pass a folder path")
+    try:
+        path = check_folder_path(path, f"--out {path}", "pass a folder for the sweep store")
+    except ValueError as error:
+        raise StoreUnusableError(str(error)) from None
     meta_file = path / "meta.json"
     if not meta_file.exists():
         if path.is_dir() and any(p.name not in BEFORE_META for p in path.iterdir()):

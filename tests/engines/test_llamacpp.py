@@ -272,6 +272,20 @@ def test_a_conversion_is_identified_by_its_inputs_and_a_stale_or_damaged_one_is_
     assert len(runs) == 8
 
 
+def test_engine_convert_names_an_out_that_is_a_file_before_converting(tmp_path):
+    """Reproduced: `engine convert --out FILE` said "File exists: FILE; check the path, its space and limits"
+    (the write's OSError), and --out FILE/sub the same of its parent."""
+    from typer.testing import CliRunner
+
+    from specpolicy.cli import app
+
+    (tmp_path / "file").write_text("")
+    for out, said in ((tmp_path / "file", "is a file"), (tmp_path / "file" / "sub", "lies under the file")):
+        result = CliRunner().invoke(app, ["engine", "convert", "--out", str(out)])
+        assert result.exit_code == 2
+        assert result.stderr.startswith(f"error: --out {out} {said}") and "pass a folder" in result.stderr
+
+
 def test_a_cost_aware_rule_is_a_value_a_patched_server_runs_and_a_stock_one_refuses(replay_store):
     """adaptive's plan (and the default's guard) carries its choices, cost table and parameters as a value;
     the patched engine gets it as the request's plan, a stock one refuses the policy naming why."""
