@@ -30,7 +30,7 @@ def check_folder_path(path: str | Path, what: str, fix: str = "pass a folder") -
 def check_replaceable(path: str | Path, marker: str) -> Path:
     """``path`` when an output folder may be written there: new, empty, or an earlier output of the same kind
     (holding ``marker``, replaced whole); otherwise a ValueError, raised before any work starts."""
-    path = Path(path)
+    path = check_folder_path(path, str(path), "pass a new folder")
     if path.exists() and (not path.is_dir() or (any(path.iterdir()) and not (path / marker).exists())):
         raise ValueError(f"{path} exists and is not an earlier output of this command (it has no {marker}); "
                          "pass a new folder: an earlier output is replaced whole, other files are never "

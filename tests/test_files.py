@@ -79,3 +79,15 @@ def test_a_refused_write_names_the_users_path_not_the_temporary_one(tmp_path):
     with pytest.raises(OSError) as inside, atomic_path(tmp_path / "model", folder="summary.json") as tmp:
         raise OSError(errno.EFBIG, "File too large", str(tmp / "weights.safetensors"))
     assert inside.value.filename == str(tmp_path / "model" / "weights.safetensors")
+
+
+def test_an_output_folder_under_a_file_is_refused_before_any_work(tmp_path):
+    """Reproduced: `train --out FILE/sub` trained the whole model and then failed to save it ("Not a
+    directory: FILE/sub.tmp; pass a file path where a file is expected, a folder otherwise")."""
+    from specpolicy.files import check_replaceable
+
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match=r"file/sub lies under the file .*file; pass a new folder"):
+        check_replaceable(tmp_path / "file" / "sub", "summary.json")
+    with pytest.raises(ValueError, match=r"file is a file; pass a new folder"):
+        check_replaceable(tmp_path / "file", "summary.json")

@@ -28,6 +28,7 @@ from specpolicy.defaults import (
     DEFAULT_THREADS,
     MAX_NEW_TOKENS,
 )
+from specpolicy.files import check_folder_path
 
 Settings = TypeVar("Settings")
 
@@ -105,9 +106,14 @@ def fail(message: str) -> typer.Exit:
 
 
 def check_out_file(out: Path | None, example: str) -> None:
-    """Refuse an ``--out`` that is a folder, suggesting the file ``example`` in it."""
+    """Refuse an ``--out`` that is a folder (suggesting the file ``example`` in it) or lies under a file."""
     if out is not None and out.is_dir():
         raise fail(f"--out {out} is a folder; pass a file path such as {out / example}")
+    try:
+        check_folder_path(out.parent if out is not None else Path(), f"--out {out}'s folder",
+                          "pass a file path in a folder")
+    except ValueError as error:
+        raise fail(str(error)) from None
 
 
 def warn_line(line: str) -> None:

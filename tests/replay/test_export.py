@@ -245,3 +245,19 @@ def test_each_message_on_stderr_is_one_line_in_a_log(replay_store, exported):
     lines = result.stderr.splitlines()
     assert any(len(line) > 80 for line in lines)
     assert all(line.startswith(("concurrency ", "wrote ", "note: ")) for line in lines), lines
+
+
+def test_an_export_under_a_file_is_refused_before_it_simulates(replay_store, tmp_path, monkeypatch):
+    """Reproduced: `export --out FILE/x.json` simulated every concurrency and then failed to write ("Not a
+    directory: FILE/x.json.tmp")."""
+    from specpolicy.evaluation import export
+    from tests.replay.test_serving import linear_table
+
+    linear_table(batches=(1, 2)).save(tmp_path / "batch.json")
+    (tmp_path / "file").write_text("")
+    monkeypatch.setattr(export, "export_for_engines", lambda *a, **k: pytest.fail("it simulated"))
+    result = CliRunner().invoke(app, ["export", "fixed4", "--sweep", str(replay_store.path), "--batch-costs",
+                                      str(tmp_path / "batch.json"), "--batch-sizes", "1-2", "--out",
+                                      str(tmp_path / "file" / "x.json")])
+    assert result.exit_code == 2
+    assert "x.json's folder is a file; pass a file path in a folder" in result.stderr
