@@ -267,6 +267,7 @@ def traces(
     drafted position: fixed K, oracles, rules, a learned per-cycle policy, on held-out requests."""
     from benchmarks.traces import DATASETS, bench_traces, verdict_lines
     from specpolicy.cli.sweep import parse_candidates
+    from specpolicy.files import check_folder_path
     from specpolicy.replay.batch_costs import BatchCostTable
     from specpolicy.sweep.traces.specdecode import SPECDECODE_DRAFTERS
 
@@ -278,6 +279,7 @@ def traces(
     if missing:
         raise fail(f"{folder} lacks {', '.join(missing)}; pass SpecDecode-Bench's data/llama3.1-8B folder")
     concurrencies = tuple(parse_candidates(concurrency, "--concurrency", block_sizes=False))
+    check_folder_path(work, f"--work {work}", "pass a folder for the imported stores")
     table = BatchCostTable.load(costs)  # every input checked before the imports and the training
     table.check_batches(concurrencies)
     verdicts = bench_traces(folder, work, table, drafter, concurrencies,

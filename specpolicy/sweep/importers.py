@@ -11,7 +11,7 @@ from pathlib import Path
 
 from specpolicy.arguments import check_candidate_set
 from specpolicy.defaults import MAX_BLOCK_SIZE, PAPER_CANDIDATES, TRAINING_BLOCK_SIZE
-from specpolicy.files import write_text
+from specpolicy.files import check_folder_path, write_text
 from specpolicy.sweep.records import RECORD_VERSION, SweepRecord
 from specpolicy.sweep.store import SweepStore
 
@@ -25,6 +25,7 @@ def import_blockpilot(folder: str | Path, out: str | Path, candidates: Sequence[
     folder = Path(folder)
     if candidates is not None:
         candidates = check_candidate_set(candidates, "candidates")
+    check_folder_path(out, f"--out {out}", "pass a folder for the sweep store")
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is {'a file' if folder.exists() else 'missing'}; pass the "
                                 "authors' folder {dataset}_{seed}T{temperature} that holds their "

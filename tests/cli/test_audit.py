@@ -66,7 +66,8 @@ BAD = {
     "--policies": ["nope", "fixed0", "fixed99", "blockpilot:MISSING", "agent:MISSING"],
     "--policy": ["nope", "fixed0", "blockpilot:MISSING"], "--baseline": ["nope", "fixed99"],
        "--oracle": ["nope"],
-    "--plot": ["TXT", "EMPTY_DIR"], "--run-dir": ["FILE"], "--engine": ["nope"],
+    "--plot": ["TXT", "EMPTY_DIR", "UNDER_FILE.png"], "--run-dir": ["FILE"], "--engine": ["nope"],
+    "--out": ["UNDER_FILE"], "--work": ["UNDER_FILE"],
        "--blocks": ["0", "abc", "99"],
 }
 NOT_CHECKED = {  # (command, option): why its values are not the command's to refuse
@@ -151,6 +152,7 @@ def world(test_zoo, replay_store, tmp_path_factory) -> dict[str, str]:
             "DRAFTER": str(drafter), "TRACE": str(tmp / "trace.jsonl"), "SPECDECODE": str(tmp / "specdecode"),
             "PROMPTS": str(tmp / "prompts.txt"), "OUT": str(tmp / "out"), "BP": str(tmp / "bp"),
             "MISSING": str(tmp / "no" / "such" / "path"), "FILE": str(tmp / "file"),
+            "UNDER_FILE": str(tmp / "file" / "out"),
             "EMPTY_DIR": str(tmp / "empty"),
             "EMPTY": str(tmp / "empty"), "GARBAGE": str(tmp / "garbage"), "NAN_TABLE": str(tmp / "nan"),
             "TXT": str(tmp / "plot.txt")}
