@@ -107,11 +107,12 @@ def fail(message: str) -> typer.Exit:
 
 def check_out_file(out: Path | None, example: str) -> None:
     """Refuse an ``--out`` that is a folder (suggesting the file ``example`` in it) or lies under a file."""
-    if out is not None and out.is_dir():
+    if out is None:
+        return
+    if out.is_dir():
         raise fail(f"--out {out} is a folder; pass a file path such as {out / example}")
     try:
-        check_folder_path(out.parent if out is not None else Path(), f"--out {out}'s folder",
-                          "pass a file path in a folder")
+        check_folder_path(out.parent, f"--out {out}'s folder", "pass a file path in a folder")
     except ValueError as error:
         raise fail(str(error)) from None
 

@@ -137,10 +137,10 @@ def _report(options: CompareOptions, runs: list[Run], rows: list[ComparisonRow],
     served = f", concurrency {','.join(map(str, options.concurrency))}" if mapped else ""
     where = "llama.cpp" if options.engine else options.mode.value
     prompts = len(runs[0].results[0].prompts) if runs and runs[0].results else 0
+    decoded = _decoded_at(options)  # read once: a stored sweep's meta.json
     emit(_output_table(rows, fmt, options.by, many, mapped), fmt,
          title=f"specpolicy compare: {where}, "
-               f"{'taus only' if timing == 'none' else timing + ' time'}{served}{_decoded_at(options)}, "
-               f"{prompts} prompts")
+               f"{'taus only' if timing == 'none' else timing + ' time'}{served}{decoded}, {prompts} prompts")
     if fmt is OutputFormat.table:
         stderr.print(_legend(timing, options.baseline, options.oracle, mapped, bool(options.by or many)))
     if options.plot is not None and mapped:
@@ -151,7 +151,7 @@ def _report(options: CompareOptions, runs: list[Run], rows: list[ComparisonRow],
                          title=f"{Path(str(options.sweep)).name}: pooled speedup over plain AR ({timing})")
         stderr.print(f"plot saved to {options.plot}")
     elif options.plot is not None:
-        _plot(runs, options.plot, f"{options.mode.value}{_decoded_at(options)}",
+        _plot(runs, options.plot, f"{options.mode.value}{decoded}",
               (options.by, labels) if options.by else None)
 
 
