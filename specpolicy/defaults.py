@@ -165,15 +165,20 @@ LLAMACPP_N_MAX = 3
 LLAMACPP_P_MIN = 0.0
 """llama.cpp's ``--spec-draft-p-min`` default (``common/common.h``; 0: no drafted block is cut)"""
 ENGINE_CALIBRATION_PROMPTS = 8
+"""prompts ``compare --engine`` decodes at every block size to measure the engine's own cost table"""
 STOCK_SETTINGS = ((1, 2, 3, 5, 7, 11, 15), (0.0, 0.5, 0.75, 0.9))
 """the stock llama.cpp flags searched for the fastest (``--spec-draft-n-max``, ``--spec-draft-p-min``)"""
-"""prompts ``compare --engine`` decodes at every block size to measure the engine's own cost table"""
 PROFILE_DRAW = (200, 256)
 """decodes, and tokens per decode, ``import-traces`` draws from a speculation profile"""
 MAX_RECORDED_RUN = 65_536
 """the most tokens an imported trace may say one draft committed (no engine drafts more; larger is damage)"""
 MAX_DRAWN_POSITIONS = 10_000_000
 """the most positions (decodes x tokens) one draw from a speculation profile holds (about 1 GB of records)"""
+SCHEDULED_TOKENS = 8192
+"""the tokens one engine step schedules at most, as the KV-capacity estimate sizes its activations (vLLM's
+default ``max_num_batched_tokens``)"""
+TABLE_WIDTH = 100
+"""columns of a table written to a pipe or a file where the environment names none (``COLUMNS``)"""
 
 
 def cache_dir() -> Path:

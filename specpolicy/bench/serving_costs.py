@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from importlib import metadata, resources
 
 from specpolicy.arguments import check_candidate_set, check_count, check_counts
-from specpolicy.defaults import SERVING_BATCHES, SERVING_LENGTHS
+from specpolicy.defaults import SCHEDULED_TOKENS, SERVING_BATCHES, SERVING_LENGTHS
 from specpolicy.replay.batch_costs import BatchCostTable
 
 SERVING_ENGINES = ("vllm", "sglang", "trtllm")
@@ -118,8 +118,8 @@ def kv_capacity(model: str, gpu: str, engine: str, version: str, drafter: Drafte
 
     backend = get_backend(engine)
     fraction, pool = backend.get_default_free_gpu_memory_fraction(version), backend.memory_fraction_of_free()
-    estimate = estimate_kv_cache(model, gpu, engine, version, max_num_tokens=8192, max_batch_size=batch,
-                                 memory_fraction_kind="of_free" if pool else "of_total",
+    estimate = estimate_kv_cache(model, gpu, engine, version, max_num_tokens=SCHEDULED_TOKENS,
+                                 max_batch_size=batch, memory_fraction_kind="of_free" if pool else "of_total",
                                  memory_fraction_value=fraction)
     share = drafter.layers / layers
     budget = estimate["total_kv_size_bytes"] - share * estimate["memory_breakdown"]["weights_bytes"]

@@ -27,6 +27,7 @@ from specpolicy.defaults import (
     DEFAULT_MODEL,
     DEFAULT_THREADS,
     MAX_NEW_TOKENS,
+    TABLE_WIDTH,
 )
 from specpolicy.files import check_folder_path
 
@@ -152,8 +153,9 @@ def emit(rows: list[dict], fmt: OutputFormat, title: str | None = None,
         sys.stdout.write("\n".join(lines) + "\n")
         return
     table, columns = Table(title=title), columns[:table_columns]
-    # pipes and files get full rows, unless the environment names a width (COLUMNS, which rich reads)
-    console = stdout if stdout.is_terminal else Console(width=None if os.environ.get("COLUMNS") else 200)
+    # pipes and files: the width the environment names (COLUMNS, which rich reads), else TABLE_WIDTH
+    width = None if os.environ.get("COLUMNS") else TABLE_WIDTH
+    console = stdout if stdout.is_terminal else Console(width=width)
     for column in columns:  # figures never break; names fold where the width runs out
         table.add_column(column, overflow="fold",
                          no_wrap=all(re.fullmatch(r"[-<+\d.,x%/ ]*", str(row[column])) for row in rows))

@@ -387,6 +387,15 @@ def test_tables_in_a_pipe_fit_the_columns_the_environment_names():
     assert result.exit_code == 0 and max(map(len, result.stdout.splitlines())) <= 100
 
 
+def test_tables_in_a_pipe_fit_100_columns_where_the_environment_names_none(monkeypatch):
+    """Seen: `specpolicy policies | less` drew a table 199 columns wide (a pipe got 200 columns)."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    result = runner.invoke(app, ["policies"])
+    lines = result.stdout.splitlines()
+    assert result.exit_code == 0 and max(map(len, lines)) <= 100
+    assert any(line.startswith("│ blockpilot-guard │") for line in lines)  # names whole, descriptions fold
+
+
 def test_zoo_info_says_where_the_zoo_is_and_sums_each_folder():
     """Reported: 1,209 lines, one per file, and no word of where the zoo is."""
     from specpolicy.zoo import ZOO_DIR
