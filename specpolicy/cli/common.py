@@ -152,11 +152,20 @@ def emit(rows: list[dict], fmt: OutputFormat, title: str | None = None,
         lines += ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in rows]
         sys.stdout.write("\n".join(lines) + "\n")
         return
-    table, columns = Table(title=title), columns[:table_columns]
-    # pipes and files: the width the environment names (COLUMNS, which rich reads), else TABLE_WIDTH
-    width = None if os.environ.get("COLUMNS") else TABLE_WIDTH
-    console = stdout if stdout.is_terminal else Console(width=width)
-    for column in columns:  # figures never break; names fold where the width runs out
+    draw_table(rows, title, table_columns)
+
+
+def draw_table(rows: list[dict], title: str | None = None, table_columns: int | None = None,
+               console: Console | None = None) -> None:
+    """``rows`` (same keys) as a table on ``console`` (default stdout; stderr beside a result), the first
+    ``table_columns`` keys; a pipe or a file gets the width the environment names (COLUMNS, which rich
+    reads), else ``TABLE_WIDTH``. Figures never break; names fold where the width runs out."""
+    table, columns = Table(title=title), list(rows[0].keys())[:table_columns] if rows else []
+    console = console or stdout
+    if not console.is_terminal:
+        width = None if os.environ.get("COLUMNS") else TABLE_WIDTH
+        console = Console(width=width, stderr=console.stderr)
+    for column in columns:
         table.add_column(column, overflow="fold",
                          no_wrap=all(re.fullmatch(r"[-<+\d.,x%/ ]*", str(row[column])) for row in rows))
     for row in rows:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from specpolicy.cli.common import DrafterOption, TargetOption, stderr
+from specpolicy.cli.common import DrafterOption, TargetOption, draw_table, stderr
 from specpolicy.defaults import LLAMACPP_BUILD_JOBS
 
 app = typer.Typer(help="llama.cpp's llama-server as a DFlash engine: build it, convert the pair",
@@ -69,18 +69,14 @@ def engine_results(store, policies, threads: int, server: str | None, target: st
 def _report(run, modelled, prompts: int) -> None:
     """Beside the measured table (stderr): replay's prediction priced with the engine's own costs, and how the
     engine's outputs compare with its plain decoding and with specpolicy's recorded ones."""
-    from rich.table import Table
-
     from specpolicy.evaluation.metrics import summarize
 
-    table = Table(title="measured in llama.cpp against replay priced with its cost table")
-    for column in ("policy", "measured", "modelled", "meas/model", "tau engine", "tau replay"):
-        table.add_column(column)
-    for measured, predicted in zip(summarize(run.results, "-", "-"), summarize(modelled, "-", "-")):
-        table.add_row(measured.policy, f"{measured.speedup:.2f}x", f"{predicted.speedup:.2f}x",
-                      f"{measured.speedup / predicted.speedup:.2f}", f"{measured.tau:.2f}",
-                      f"{predicted.tau:.2f}")
-    stderr.print(table)
+    rows = [{"policy": measured.policy, "measured": f"{measured.speedup:.2f}x",
+             "modelled": f"{predicted.speedup:.2f}x",
+             "meas/model": f"{measured.speedup / predicted.speedup:.2f}",
+             "tau engine": f"{measured.tau:.2f}", "tau replay": f"{predicted.tau:.2f}"}
+            for measured, predicted in zip(summarize(run.results, "-", "-"), summarize(modelled, "-", "-"))]
+    draw_table(rows, "measured in llama.cpp against replay priced with its cost table", console=stderr)
     failures = run.lossless_failures()
     differing = {pid: run.first_difference(pid) for pid in run.recorded}
     differing = {pid: at for pid, at in differing.items() if at is not None}

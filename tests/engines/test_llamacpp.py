@@ -494,3 +494,28 @@ def test_a_compare_in_the_engine_names_a_bad_server_before_any_model_loads(tmp_p
                                       "--max-samples", "1", "--max-new-tokens", "8"])
     assert result.exit_code == 2
     assert result.stderr.startswith("error: $SPECPOLICY_LLAMA_SERVER") and result.stderr.count("\n") == 1
+
+
+def test_the_engine_check_table_on_stderr_keeps_every_policy_name_whole(fake_binary, replay_store, tmp_path,
+                                                                         monkeypatch):
+    """Seen in a log: compare --engine's table of measured against modelled speed, drawn on stderr at a
+    pipe's 80 columns, cut the name `blockpilot-guard` to `blockpilot-gua…`."""
+    from typer.testing import CliRunner
+
+    from specpolicy.cli import app
+    from specpolicy.engines.build import patch_digest
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    (tmp_path / "llama-server.json").write_text(json.dumps({"patch": patch_digest()}))
+    monkeypatch.setenv("FAKE_PATCHED", "1")
+    monkeypatch.setattr("specpolicy.engines.build.gguf_pair",
+                        lambda target, drafter, out=None, report=print: tmp_path)
+    policy = "llamacpp-pmin:n_max=3,p_min=0"
+    result = CliRunner().invoke(app, ["compare", "--engine", "llamacpp", "--server", str(fake_binary),
+                                      "--sweep", str(replay_store.path), "--policies", f"fixed4,{policy}",
+                                      "--candidates", "1,2,4,8"])
+    assert result.exit_code == 0, result.output
+    start = result.stderr.index("measured in llama.cpp")
+    table = result.stderr[start:result.stderr.index("└", start)]
+    assert "…" not in table and policy in "".join(table.split())
+    assert max(map(len, table.splitlines())) <= 100
