@@ -31,6 +31,7 @@ from specpolicy.defaults import (
     LATENCY_CONTEXT,
     LATENCY_REPEATS,
     MAX_PROMPT_TOKENS,
+    SERVING_BATCHES,
     SERVING_CONTEXT,
     SHIPPED_SWEEP_CANDIDATES,
     TRAINING_BLOCK_SIZE,
@@ -167,6 +168,8 @@ def serving_costs(
     drafter: str = typer.Option("dflash", help="priced as it drafts: dflash (a pass per block), eagle3 "
                                                "(a pass per drafted position)"),
     context: int = typer.Option(SERVING_CONTEXT, min=1, help="tokens already in each request's cache"),
+    batch_sizes: str = typer.Option(",".join(map(str, SERVING_BATCHES)), help="requests per step to price "
+                                    "(the table stops where the GPU's KV cache is full)"),
     version: str = typer.Option(None, help="engine version of the operator data (default: aiconfigurator's)"),
     out: Path = typer.Option(..., help="save the batch cost table as JSON (for --batch-costs, or --costs at "
                                        "batch one)"),
@@ -174,9 +177,11 @@ def serving_costs(
     """A GPU's serving cost table from aiconfigurator's measured operators (modelled; no GPU needed)."""
     from specpolicy.bench.serving_costs import check_serving_arguments
     from specpolicy.bench.serving_costs import serving_costs as build
+    from specpolicy.cli.sweep import parse_candidates
 
+    batches = parse_candidates(batch_sizes, "--batch-sizes", block_sizes=False)
     try:
-        check_serving_arguments(engine, drafter, context)
+        check_serving_arguments(engine, drafter, context, batches)
     except ValueError as exc:
         raise fail(str(exc)) from None
     check_out_file(out, "serving-costs.json")
@@ -186,7 +191,7 @@ def serving_costs(
         raise fail("serving-costs needs aiconfigurator: pip install 'specpolicy[aiconfigurator]' (the "
                    "shipped tables in specpolicy/zoo/measured need nothing)") from None
     try:
-        table = build(model, gpu, engine, drafter, context, version=version)
+        table = build(model, gpu, engine, drafter, context, batches, version=version)
     except ValueError as exc:
         raise fail(str(exc)) from None
     table.save(out)

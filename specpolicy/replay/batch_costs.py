@@ -94,8 +94,9 @@ class BatchCostTable(TableFile):
         largest, wanted = self.batch_sizes[-1], max(check_counts(batches, option))
         if wanted <= largest:
             return
-        fix = (f"{self.capacity}; pass {option} 1-{largest}, or a table at a shorter context or of a GPU "
-               "with more memory (`specpolicy bench serving-costs`)" if self.capacity else
+        fix = (f"{self.capacity}; pass {option} 1-{largest}, or compose a table for more (`specpolicy "
+               f"bench serving-costs --batch-sizes 1-{wanted}`: it stops where the cache is full, later at a "
+               "shorter context or on a GPU with more memory)" if self.capacity else
                f"pass {option} 1-{largest}, or a table that reaches {wanted} (`specpolicy bench "
                f"batch-latency --batch-sizes 1-{wanted}` measures this machine's)")
         raise ValueError(f"the batch cost table ({self.machine or 'unnamed'}) prices batches up to "

@@ -161,6 +161,26 @@ def test_a_table_prices_no_batch_the_gpus_memory_cannot_hold(estimator):
         serving_costs("Org/Model", "gpu_x", "vllm", "dflash", 999_999, batches=(1, 8), lengths=(1, 4, 16))
 
 
+def test_a_concurrency_past_a_tables_batches_but_within_its_cache_names_a_fix_that_prices_it(estimator,
+                                                                                             tmp_path):
+    """Reported: a 1k table's cache holds more requests than the 256 it prices, yet asking for more was told
+    to use a shorter context or a GPU with more memory, neither of which prices a larger batch; and the
+    command could not compose a table for more requests (the library could)."""
+    from typer.testing import CliRunner
+
+    from specpolicy.cli import app
+
+    table = serving_costs("Org/Model", "gpu_x", "vllm", "dflash", 2048, batches=(1, 8), lengths=(1, 4, 16))
+    with pytest.raises(ValueError, match=r"up to 8, not 64: .*holds 107 .*pass --concurrency 1-8, or "
+                                         r"compose a table for more .*serving-costs --batch-sizes 1-64"):
+        table.check_batches([1, 64])
+    out = tmp_path / "table.json"
+    result = CliRunner().invoke(app, ["bench", "serving-costs", "--model", "Org/Model", "--gpu", "gpu_x",
+                                      "--context", "2048", "--batch-sizes", "1,8,64,512", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert BatchCostTable.load(out).batch_sizes == (1, 8, 64, 106)  # verifies of up to 32 tokens: 2,048 + 32
+
+
 GPU_BYTES = {"h100_sxm": 80e9, "h200_sxm": 141e9, "rtx_pro_6000_server": 96e9}
 KV_BYTES_PER_TOKEN = {"llama-3.1-8b": 32 * 8 * 128 * 2 * 2, "qwen3-8b": 36 * 8 * 128 * 2 * 2}
 """published: the GPUs' memory; each target's KV per token (layers x KV heads x head dim x K and V x bf16)"""

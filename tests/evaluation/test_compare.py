@@ -132,8 +132,8 @@ def test_a_concurrency_the_gpus_kv_cache_cannot_hold_is_refused_naming_it(replay
     """Reported: the shipped H100 table at 8,192 tokens served 64 and 256 requests at once, 310 GB of
     Qwen3-8B's KV cache on an 80 GB GPU; it now prices the 40 its cache holds and says so."""
     with pytest.raises(ValueError, match=r"up to 40, not 64: the KV cache of h100_sxm under vllm .* holds 40 "
-                                         r"requests of 8,192 \+ 32 tokens .*; pass --concurrency 1-40, or a "
-                                         "table at a shorter context"):
+                                         r"requests of 8,192 \+ 32 tokens .*; pass --concurrency 1-40, or "
+                                         "compose a table for more .* later at a shorter context"):
         compare_sweep(replay_store.path, ["fixed16"], concurrency=[1, 64],
                       batch_costs="aic-h100-sxm-vllm-qwen3-8b-dflash-context-8192")
 
