@@ -164,7 +164,7 @@ def draw_table(rows: list[dict], title: str | None = None, table_columns: int | 
     console = console or stdout
     if not console.is_terminal:
         width = None if os.environ.get("COLUMNS") else TABLE_WIDTH
-        console = Console(width=width, stderr=console.stderr)
+        console = Console(file=console.file, width=width)
     for column in columns:
         table.add_column(column, overflow="fold",
                          no_wrap=all(re.fullmatch(r"[-<+\d.,x%/ ]*", str(row[column])) for row in rows))
