@@ -138,9 +138,6 @@ def serving_costs(model: str, gpu: str, engine: str, drafter: str, context: int,
     import logging
 
     check_serving_arguments(engine, drafter, context, batches, lengths)
-    from aiconfigurator_core.sdk import EngineHandle, common
-    from aiconfigurator_core.sdk.engine import build_ops_json
-    from aiconfigurator_core.sdk.operations import GEMM
     from aiconfigurator_core.sdk.perf_database import get_latest_database_version, get_supported_databases
 
     spec, config = DRAFTERS[drafter], model_config(model)
@@ -156,6 +153,26 @@ def serving_costs(model: str, gpu: str, engine: str, drafter: str, context: int,
         raise ValueError(f"{cache} holds no request of {context:,} tokens ({basis}); choose a shorter "
                          "--context")
     batches = [*(b for b in batches if b < held), held] if held < max(batches) else list(batches)
+    verify, draft = _compose(model, gpu, engine, version, context, spec, config, batches, lengths)
+    source = (f"aiconfigurator-core {metadata.version('aiconfigurator-core')} (Apache-2.0, NVIDIA), measured "
+              f"operator data {gpu}/{engine} {version}, composed by its estimator (decode_step_per_op; a "
+              f"verify's attention as its decode attention over the same caches; padded to a cheaper shape); "
+              f"target "
+              f"{model} ({layers} layers), {spec.about}; the estimator's default precision for the model")
+    machine = f"{gpu} under {engine} {version} (modelled from measured operators)"
+    capacity = f"{cache} holds {held:,} requests of {context:,} + {max(lengths)} tokens ({basis})"
+    return BatchCostTable(verify, draft, None, machine, "bfloat16", context, {}, source, spec.kind, capacity)
+
+
+def _compose(model: str, gpu: str, engine: str, version: str, context: int, spec: Drafter, config: dict,
+             batches: Sequence[int], lengths: Sequence[int]) -> tuple[dict, dict]:
+    """(``verify[b][n]``, ``draft[b][n]``) seconds from the estimator's steps taken apart (the module's
+    docstring says how), every step at ``context`` cached tokens per request."""
+    from aiconfigurator_core.sdk import EngineHandle, common
+    from aiconfigurator_core.sdk.engine import build_ops_json
+    from aiconfigurator_core.sdk.operations import GEMM
+
+    layers = int(config["num_hidden_layers"])
     handles: dict[int, EngineHandle] = {}
 
     @functools.cache
@@ -190,11 +207,4 @@ def serving_costs(model: str, gpu: str, engine: str, drafter: str, context: int,
     else:
         heads = {b: row[1].drafter(layers, spec.layers, own_logits(b)) for b, row in steps.items()}
         draft = {b: {n: (n - 1) * heads[b] for n in row if n > 1} for b, row in steps.items()}
-    source = (f"aiconfigurator-core {metadata.version('aiconfigurator-core')} (Apache-2.0, NVIDIA), measured "
-              f"operator data {gpu}/{engine} {version}, composed by its estimator (decode_step_per_op; a "
-              f"verify's attention as its decode attention over the same caches; padded to a cheaper shape); "
-              f"target "
-              f"{model} ({layers} layers), {spec.about}; the estimator's default precision for the model")
-    machine = f"{gpu} under {engine} {version} (modelled from measured operators)"
-    capacity = f"{cache} holds {held:,} requests of {context:,} + {max(lengths)} tokens ({basis})"
-    return BatchCostTable(verify, draft, None, machine, "bfloat16", context, {}, source, spec.kind, capacity)
+    return verify, draft
