@@ -83,11 +83,7 @@ def compare(
     names = policy_names(policies)
     if not names:
         raise fail("no policies given; e.g. --policies fixed16,blockpilot,oracle")
-    tables = tuple(Path(p.strip()) for p in (costs or "").split(",") if p.strip())
-    if costs is not None and not tables:
-        raise fail(f"--costs names no table ({costs!r}); pass a table's path or a shipped table's name, such "
-                   "as cast-h100-sxm-llama-3.1-8b-context-1024, or leave --costs out")
-    options = settings_from(CompareOptions, locals(), policies=names, costs=tables,
+    options = settings_from(CompareOptions, locals(), policies=names, costs=_cost_tables(costs),
                             datasets=[d.strip() for d in dataset.split(",") if d.strip()],
                             candidates=parse_candidates(candidates) if candidates else None,
                             concurrency=tuple(
@@ -97,6 +93,16 @@ def compare(
     runs = list(results_per_dataset(options))
     _notes(options)
     _report(options, runs, comparison_rows(runs, labels, options), labels, fmt)
+
+
+def _cost_tables(costs: str | None) -> tuple[Path, ...]:
+    """``--costs``: the tables it names, comma-separated (paths or shipped names); one that names none is
+    refused."""
+    tables = tuple(Path(p.strip()) for p in (costs or "").split(",") if p.strip())
+    if costs is not None and not tables:
+        raise fail(f"--costs names no table ({costs!r}); pass a table's path or a shipped table's name, such "
+                   "as cast-h100-sxm-llama-3.1-8b-context-1024, or leave --costs out")
+    return tables
 
 
 def _notes(options: CompareOptions) -> None:

@@ -54,13 +54,7 @@ def generate(
     from specpolicy.models import load_pair
     from specpolicy.sweep.latency import cached_costs, pin_threads
 
-    if not prompt.strip():
-        raise fail("empty prompt: pass the text to decode, e.g. specpolicy generate \"Hello\"")
-    try:
-        prompt.encode("utf-8")
-    except UnicodeEncodeError:
-        raise fail("the prompt is not valid UTF-8 text (check the terminal's encoding); pass "
-                   "UTF-8 text") from None
+    _check_prompt(prompt)
     check_draft_sampling(draft_sampling, temperature)
     check_engine(engine)
     if engine is not None and (temperature > 0 or draft_sampling):
@@ -84,13 +78,27 @@ def generate(
             trace = decode(decoder, ids, chosen, prompt_id="cli", costs=costs, seed=seed)
     except ValueError as exc:
         raise fail(str(exc)) from exc
-    stdout.print(pair.tokenizer.decode(trace.output_ids, skip_special_tokens=True), markup=False,
-                 highlight=False,
-                 # the text as decoded: no line breaks of the console's width in a file or pipe
+    _print_decode(pair.tokenizer, trace, "fixed" if chosen is None else chosen.name)
+
+
+def _check_prompt(prompt: str) -> None:
+    """Refuse an empty prompt or one that is not UTF-8 text, before anything loads."""
+    if not prompt.strip():
+        raise fail("empty prompt: pass the text to decode, e.g. specpolicy generate \"Hello\"")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError:
+        raise fail("the prompt is not valid UTF-8 text (check the terminal's encoding); pass "
+                   "UTF-8 text") from None
+
+
+def _print_decode(tokenizer, trace, source: str) -> None:
+    """The decoded text on stdout (no line breaks of the console's width in a file or pipe), and what the
+    decoder did on stderr."""
+    stdout.print(tokenizer.decode(trace.output_ids, skip_special_tokens=True), markup=False, highlight=False,
                  soft_wrap=True)
     sizes = sorted({c.block_size for c in trace.cycles})
     label = f"block size {sizes[0]}" if len(sizes) == 1 else f"block sizes {sizes}"
-    source = "fixed" if chosen is None else chosen.name
     stderr.print(
         f"{label} ({source}) | tau {trace.tau:.2f} | {trace.tokens_per_second:.1f} tokens/s | "
         f"{len(trace.output_ids)} tokens, stop: {trace.stop_reason}", soft_wrap=True
