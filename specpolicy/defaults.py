@@ -18,6 +18,12 @@ SHIPPED_SWEEP_CANDIDATES = (1, 2, 4, 8, 12, 14, 15, 16, 17, 18, 20, 24, 32)
 window, so both evaluate from one store"""
 MAX_BLOCK_SIZE = 64
 """largest block size accepted by sweeps, replay and the decoder's callers"""
+TWIN_LAYERS = 24
+"""the cost twin's target layers (the tiny target's 6, and 18 added whose outputs are zero)"""
+TWIN_HEADS = 16
+"""the cost twin's attention heads (8 key-value heads; the tiny target's 4 and 2 among them)"""
+TWIN_INTERMEDIATE = 3072
+"""the cost twin's MLP units per layer (the tiny target's 768 among them)"""
 MAX_PROMPT_TOKENS = 256
 """prompts are cut to their last this-many tokens"""
 MAX_NEW_TOKENS = 128

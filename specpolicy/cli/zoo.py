@@ -3,9 +3,15 @@ zoo_build``)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import typer
 
-app = typer.Typer(help="The built-in tiny target and DFlash drafter.", no_args_is_help=True)
+from specpolicy.cli.common import fail, stderr
+from specpolicy.defaults import TWIN_HEADS, TWIN_INTERMEDIATE, TWIN_LAYERS
+
+app = typer.Typer(help="The built-in tiny target and DFlash drafter; its cost twin.", no_args_is_help=True)
 
 
 @app.command("info")
@@ -19,3 +25,33 @@ def info() -> None:
         size = sum(p.stat().st_size for p in files) / 1e6
         typer.echo(f"{entry.name}/\t{len(files)} files\t{size:.2f} MB" if entry.is_dir() else
                    f"{entry.name}\t{size:.2f} MB")
+
+
+@app.command("twin")
+def twin(layers: int = typer.Option(TWIN_LAYERS, min=1, help="target layers (the tiny target's 6 first)"),
+         heads: int = typer.Option(TWIN_HEADS, min=1, help="attention heads (the tiny target's 4 first)"),
+         intermediate: int = typer.Option(TWIN_INTERMEDIATE, min=1, help="MLP units per layer (768 first)"),
+         out: Path = typer.Option(None, help="folder for target/ and drafter/ (default: the cache, where "
+                                             "--target twin --drafter twin find it)")) -> None:
+    """Build the cost twin: the tiny pair's function (the same drafts, acceptance and outputs) in a target
+    many times larger, so cycles cost what a real pair's cost (docs/cost-twin.md)."""
+    import time
+
+    from specpolicy.files import check_replaceable
+    from specpolicy.models.sources import twin_dir
+    from specpolicy.models.twin import MARKER, TwinShape, build_twin
+    from specpolicy.zoo import DRAFTER_DIR, TARGET_DIR
+
+    shape = TwinShape(layers, heads, intermediate)
+    try:
+        shape.check(json.loads((TARGET_DIR / "config.json").read_text(encoding="utf-8")))
+        folder = check_replaceable(out or twin_dir(), MARKER)
+    except ValueError as error:
+        raise fail(str(error)) from None
+    start = time.perf_counter()
+    build_twin(TARGET_DIR, DRAFTER_DIR, folder, shape)
+    stderr.print(f"the cost twin ({layers} layers, {heads} heads, {intermediate} MLP units) in {folder} "
+                 f"({time.perf_counter() - start:.0f} s); use it with "
+                 + ("--target twin --drafter twin" if out is None else f"--target {folder}/target --drafter "
+                    f"{folder}/drafter"),
+                 highlight=False)

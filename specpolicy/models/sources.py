@@ -8,15 +8,30 @@ import hashlib
 import json
 from pathlib import Path
 
-ZOO_NAMES = ("tiny",)
+ZOO_NAMES = ("tiny", "twin")
+"""the built-in pair, and its cost twin (the same function in a larger network, built into the cache by
+``specpolicy zoo twin``)"""
+
+
+def twin_dir() -> Path:
+    """Where ``specpolicy zoo twin`` builds the cost twin (in specpolicy's cache)."""
+    from specpolicy.defaults import cache_dir
+
+    return cache_dir() / "twin"
 
 
 def zoo_path(name: str, kind: str) -> Path:
     """Folder of a built-in zoo model (``kind`` is ``target`` or ``drafter``)."""
     from specpolicy.zoo import ZOO_DIR, finish_publish
 
+    if name == "twin":
+        folder = twin_dir() / kind
+        if not (folder / "config.json").exists():
+            raise FileNotFoundError(f"the cost twin is not built ({folder} is missing); build it once with "
+                                    "`specpolicy zoo twin` (about a minute, no downloads)")
+        return folder
     finish_publish(ZOO_DIR)  # an interrupted `python -m zoo_build publish` completes before the zoo is read
-    folder = ZOO_DIR / kind if name == "tiny" else ZOO_DIR / name / kind
+    folder = ZOO_DIR / kind
     if not (folder / "config.json").exists():
         raise FileNotFoundError(
             f"the built-in zoo {kind} {name!r} is missing from {folder}; reinstall specpolicy, or from a "
