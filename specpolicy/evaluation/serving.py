@@ -56,8 +56,10 @@ def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: Batch
         result = PolicyResults(policy.name,
                                f"modelled{', synthetic costs' if 'synthetic' in costs.machine else ''}, "
                                             f"concurrency {concurrency}")
-        for i, record in enumerate(prompts.records):
+        for i, record in enumerate(prompts.records):  # plain's seconds per token, for the policy's tokens (a
+            # store of rounds: plain walks the rounds a token each, so it serves fewer tokens than a policy)
+            ar_seconds = plain.seconds[i] * served.tokens[i] / plain.tokens[i] if plain.tokens[i] else None
             result.prompts.append(PromptResult(record.prompt_id, [], served.tau(i), served.tokens[i],
-                                               served.seconds[i], plain.seconds[i], None, served.cycles[i]))
+                                               served.seconds[i], ar_seconds, None, served.cycles[i]))
         results.append(result)
     return results

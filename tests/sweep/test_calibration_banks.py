@@ -12,6 +12,7 @@ from specpolicy.costs import CostTable
 from specpolicy.cycles import Plan
 from specpolicy.evaluation.replay import evaluate_replay
 from specpolicy.registry import create_policy
+from specpolicy.replay.batch_costs import BatchCostTable
 from specpolicy.sweep.traces import TraceArgs, import_traces
 
 pa = pytest.importorskip("pyarrow")
@@ -166,3 +167,19 @@ def test_a_bank_named_by_a_relative_path_keeps_its_datasets_name(tmp_path, monke
     bank = write_bank(tmp_path / "humaneval" / "mtp" / "acceptance")
     monkeypatch.chdir(bank.parent)
     assert import_traces("acceptance.parquet", tmp_path / "store").store.meta["dataset"] == "humaneval"
+
+
+def test_served_speedups_of_a_store_of_rounds_count_plain_decodings_tokens(tmp_path):
+    """Reported: served through the batch simulation, every policy over a store of rounds was its batch-one
+    speedup divided by tau: plain decoding walks the recorded rounds a token at a time, so it served fewer
+    tokens than the policy, and the policy's tokens were priced at plain's seconds for fewer."""
+    from specpolicy.evaluation.compare import compare_sweep
+
+    store = import_traces(write_bank(tmp_path / "bank"), tmp_path / "store").store
+    table = "aic-h200-sxm-sglang-qwen3-8b-dflash-context-1024"
+    served = compare_sweep(store.path, ["fixed4"], concurrency=[1], batch_costs=table, baseline="fixed4")
+    batch = BatchCostTable.load(table)
+    plain_step, block_step = (batch.step_seconds([(size, size)]) for size in (1, 4))
+    row = served[0].row
+    tokens, cycles = sum(a + 1 for a, _ in ROUNDS.values()), len(ROUNDS)  # fixed4 commits accept + 1 a round
+    assert row.speedup == pytest.approx(tokens * plain_step / (cycles * block_step), rel=1e-6)
