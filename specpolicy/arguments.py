@@ -7,7 +7,7 @@ import math
 import numbers
 from collections.abc import Iterable
 
-from specpolicy.defaults import MAX_BLOCK_SIZE, MAX_TEMPERATURE
+from specpolicy.defaults import DRAFTER_KINDS, MAX_BLOCK_SIZE, MAX_TEMPERATURE
 
 
 def is_integer(value: object) -> bool:
@@ -61,6 +61,15 @@ def check_type(value: object, kind: type, what: str, example: str) -> None:
     """A ValueError naming ``what`` unless ``value`` is a ``kind`` (``example``: how to make one)."""
     if not isinstance(value, kind):
         raise ValueError(f"{what} must be a {kind.__name__} ({example}), got {value!r}")
+
+
+def check_drafter_kind(kind: object, what: str) -> str:
+    """``kind`` when it names how a drafter drafts (:data:`~specpolicy.defaults.DRAFTER_KINDS`, or empty:
+    a block drafter); else a ValueError naming ``what`` and the kinds."""
+    if kind != "" and kind not in DRAFTER_KINDS:
+        raise ValueError(f"{what}'s drafter must be one of {', '.join(DRAFTER_KINDS)} (how it drafts: "
+                         f"{'; '.join(f'{k}: {v}' for k, v in DRAFTER_KINDS.items())}), got {kind!r}")
+    return kind
 
 
 def check_real(value: object, what: str, low: float, high: float = math.inf, *, strict_low: bool = False,

@@ -14,6 +14,7 @@ from typing import ClassVar, TypeVar
 
 import numpy as np
 
+from specpolicy.arguments import check_drafter_kind
 from specpolicy.defaults import CONTEXT_BUCKETS, MAX_LATENCY_SPREAD, MEASURED_DIR
 from specpolicy.files import shipped, write_text
 
@@ -97,6 +98,7 @@ class CostTable(TableFile):
         if bad:
             raise ValueError(f"a cost table needs positive finite seconds, got {', '.join(bad[:4])}; "
                              "remeasure it with `specpolicy bench latency --out FILE`")
+        check_drafter_kind(self.drafter, "a cost table")
 
     @property
     def block_sizes(self) -> tuple[int, ...]:

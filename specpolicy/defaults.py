@@ -114,6 +114,9 @@ SERVING_CONTEXT = 1024
 DRAFTER_KINDS = {"block": "one pass drafts the whole block (DFlash)",
                  "chain": "one pass per drafted position (EAGLE, MTP, a draft model)"}
 """how a cost table's drafter spends, and how a trace's drafts were made (chain: a short draft is a prefix)"""
+BLOCK_SPECULATORS = ("dflash", "dspark")
+"""speculators (by a name a record gives, any case) that draft a whole block in one pass; any other drafts a
+chain"""
 SERVING_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 """requests per step a serving cost table prices"""
 SERVING_LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)

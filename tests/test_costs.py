@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from specpolicy.costs import CostTable, uniform_costs
@@ -198,3 +200,19 @@ def test_a_concurrency_past_a_tables_largest_batch_names_the_concurrency_it_pric
         batch.at_concurrency(64, [1, 4])
     message = str(error.value)
     assert "up to 8" in message and "--concurrency 1-8" in message and "this machine" in message
+
+
+@pytest.mark.parametrize("kind", ["tree", "Chain"])
+def test_a_table_whose_drafter_kind_is_unknown_is_refused_naming_the_kinds(tmp_path, kind):
+    """Reported: a cost table whose drafter is EAGLE's "tree" (or "Chain") crashed every compare with
+    "unexpected KeyError ... This is a bug in specpolicy"."""
+    from specpolicy.defaults import MEASURED_DIR
+    from specpolicy.replay.batch_costs import BatchCostTable
+
+    for name, load in (("aic-h100-sxm-vllm-llama-3.1-8b-dflash-context-1024", CostTable.load),
+                       ("aic-h100-sxm-vllm-llama-3.1-8b-dflash-context-1024", BatchCostTable.load)):
+        data = json.loads((MEASURED_DIR / f"{name}.json").read_text())
+        data["drafter"] = kind
+        (tmp_path / "t.json").write_text(json.dumps(data))
+        with pytest.raises(ValueError, match=f"drafter must be one of block, chain .*got '{kind}'"):
+            load(tmp_path / "t.json")

@@ -11,7 +11,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from specpolicy.arguments import check_candidate_set, check_count, check_counts
+from specpolicy.arguments import check_candidate_set, check_count, check_counts, check_drafter_kind
 from specpolicy.costs import CostTable, TableFile, expected_tokens
 from specpolicy.defaults import ACCEPTANCE_PRIOR, BATCH_DRAFT_MARGIN, MAX_LATENCY_SPREAD
 
@@ -49,6 +49,9 @@ class BatchCostTable(TableFile):
     capacity: str = ""
     """why it prices no larger batch (a composed table: the requests its GPU's KV cache holds at its
     context); empty: the batches measured"""
+
+    def __post_init__(self) -> None:
+        check_drafter_kind(self.drafter, "a batch cost table")
 
     def check(self, max_spread: float = MAX_LATENCY_SPREAD) -> list[str]:
         """Problems that make the table untrustworthy, as :meth:`CostTable.check` finds them: a time that is

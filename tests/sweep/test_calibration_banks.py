@@ -183,3 +183,12 @@ def test_served_speedups_of_a_store_of_rounds_count_plain_decodings_tokens(tmp_p
     row = served[0].row
     tokens, cycles = sum(a + 1 for a, _ in ROUNDS.values()), len(ROUNDS)  # fixed4 commits accept + 1 a round
     assert row.speedup == pytest.approx(tokens * plain_step / (cycles * block_step), rel=1e-6)
+
+
+@pytest.mark.parametrize(("speculator", "kind"), [("dspark@1a2b", "block"), ("DFlash-b16", "block"),
+                                                  ("mtp", "chain"), ("eagle3@9f", "chain")])
+def test_a_banks_drafter_kind_follows_how_its_speculator_drafts(tmp_path, speculator, kind):
+    """Reported: a dspark bank (a block drafter) was imported as a chain drafter, the kind guessed from
+    whether the speculator's name holds "dflash"."""
+    bank = write_bank(tmp_path / "bank", run=("qwen3.6", speculator, "t0.6"))
+    assert import_traces(bank, tmp_path / "store").store.meta["drafter_kind"] == kind

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specpolicy.defaults import MAX_BLOCK_SIZE
+from specpolicy.defaults import BLOCK_SPECULATORS, MAX_BLOCK_SIZE
 from specpolicy.sweep.store import SweepStore
 from specpolicy.sweep.traces.common import TraceImport, per_step_record, store_meta, trace_file
 
@@ -122,9 +122,10 @@ def import_calibration(file: str | Path, out: str | Path, block_size: int | None
     run_folder = file.resolve().parent  # <dataset>/<drafter>/<experiment>/ in the published layout
     dataset = dataset or (run_folder.parents[1].name if len(run_folder.parents) > 1 else run_folder.name)
     digest = hashlib.sha256((file.parent / BANKS[1]).read_bytes()).hexdigest()[:16]
+    block = any(name in speculator.lower() for name in BLOCK_SPECULATORS)
     meta = store_meta(file.parent / BANKS[0], dataset, FORMAT, [size], training_block_size=size,
                       model=model, drafter=speculator, config=config, confidence_sizes=[size],
-                      drafter_kind="block" if "dflash" in speculator.lower() else "chain",
+                      drafter_kind="block" if block else "chain",
                       speculator_sha256=digest)
     store = SweepStore.fill(out, meta, (
         per_step_record(index, f"{category}:{prompt}:{turn}", [int(bank.accepted[r]) + 1 for r in rows],
