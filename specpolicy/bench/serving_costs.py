@@ -138,6 +138,7 @@ def serving_costs(model: str, gpu: str, engine: str, drafter: str, context: int,
     import logging
 
     check_serving_arguments(engine, drafter, context, batches, lengths)
+    batches = sorted({1, *batches})  # every table prices one request: a served batch interpolates from it
     from aiconfigurator_core.sdk.perf_database import get_latest_database_version, get_supported_databases
 
     spec, config = DRAFTERS[drafter], model_config(model)

@@ -94,7 +94,13 @@ class BatchCostTable(TableFile):
     def check_batches(self, batches: Sequence[int], option: str = "--concurrency") -> None:
         """Refuse batches past the largest this table prices, naming the range of ``option`` it prices (a
         composed or shipped GPU table cannot be remeasured on this machine)."""
-        largest, wanted = self.batch_sizes[-1], max(check_counts(batches, option))
+        wanted = check_counts(batches, option)
+        smallest, largest, fewest, wanted = self.batch_sizes[0], self.batch_sizes[-1], wanted[0], wanted[-1]
+        if fewest < smallest:
+            raise ValueError(f"the batch cost table ({self.machine or 'unnamed'}) prices batches from "
+                             f"{smallest}, not {fewest}: pass {option} {smallest} or more, or a table that "
+                             "prices one request (`specpolicy bench serving-costs --batch-sizes 1-N` or "
+                             "`bench batch-latency`)")
         if wanted <= largest:
             return
         fix = (f"{self.capacity}; pass {option} 1-{largest}, or compose a table for more (`specpolicy "
@@ -107,7 +113,7 @@ class BatchCostTable(TableFile):
 
     def _along_batch(self, table: Mapping[int, Mapping[int, float]], batch: int, total: int) -> float:
         sizes = self.batch_sizes
-        if batch > sizes[-1]:  # the one refusal, only where it applies: this runs twice every served step
+        if not sizes[0] <= batch <= sizes[-1]:  # the one refusal, only where it applies: this runs twice a step
             self.check_batches([batch])
         below = max(b for b in sizes if b <= batch)
         above = min(b for b in sizes if b >= batch)
