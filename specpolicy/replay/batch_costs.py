@@ -113,7 +113,7 @@ class BatchCostTable(TableFile):
 
     def _along_batch(self, table: Mapping[int, Mapping[int, float]], batch: int, total: int) -> float:
         sizes = self.batch_sizes
-        if not sizes[0] <= batch <= sizes[-1]:  # the one refusal, only where it applies: this runs twice a step
+        if not sizes[0] <= batch <= sizes[-1]:  # the one refusal, only where it applies (twice a served step)
             self.check_batches([batch])
         below = max(b for b in sizes if b <= batch)
         above = min(b for b in sizes if b >= batch)

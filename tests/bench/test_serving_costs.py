@@ -302,7 +302,8 @@ def test_a_verify_under_load_against_the_measured_h200_steps_is_as_published(mod
 def test_batch_sizes_all_past_the_cache_still_price_from_one_request(estimator, tmp_path):
     """Reported: at 8k an H100 holds 40 requests; `--batch-sizes 64,128` saved a table whose only row was 40,
     and every `compare --concurrency 8` or `export` with it ended in "max() arg is an empty sequence"."""
-    table = serving_costs("Org/Model", "gpu_x", "vllm", "dflash", 2048, batches=(256, 512), lengths=(1, 4, 16))
+    table = serving_costs("Org/Model", "gpu_x", "vllm", "dflash", 2048, batches=(256, 512),
+                          lengths=(1, 4, 16))
     assert table.batch_sizes == (1, 107)
     table.at_concurrency(8, [1, 4, 16])
     only = BatchCostTable({107: table.verify[107]}, {107: table.draft[107]}, None, "gpu_x", "bfloat16", 2048,
