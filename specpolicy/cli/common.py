@@ -37,10 +37,10 @@ stderr = Console(stderr=True)
 stderr.soft_wrap = not stderr.is_terminal  # a log or a pipe keeps each message on one line
 stdout = Console()
 
-TargetOption = typer.Option(DEFAULT_MODEL, "--target", help="target: zoo name (tiny), local folder, or hub "
-                                                            "id")
-DrafterOption = typer.Option(DEFAULT_MODEL, "--drafter", help="DFlash drafter: zoo name (tiny), folder, or "
-                                                              "hub id")
+TargetOption = typer.Option(DEFAULT_MODEL, "--target", help="target: zoo name (tiny; twin, its cost twin), "
+                                                            "local folder, or hub id")
+DrafterOption = typer.Option(DEFAULT_MODEL, "--drafter", help="DFlash drafter: zoo name (tiny, twin), "
+                                                              "folder, or hub id")
 DeviceOption = typer.Option(DEFAULT_DEVICE, "--device", help="cpu, cuda, cuda:N or auto")
 DtypeOption = typer.Option(DEFAULT_DTYPE, "--dtype", help="auto (CUDA: bf16, CPU: fp32), float32, "
                                                           "bfloat16, float16")

@@ -122,8 +122,9 @@ class CompareOptions:
         if self.by == "context" and self.sweep is None:
             raise ValueError("--by context reads each stored prompt's length: pass --sweep DIR")
         if self.sweep is not None:
+            engine_pair = ("target", "drafter") if self.engine else ()  # the engine runs them on its prompts
             ignored = [{"datasets": "--dataset"}.get(name, f"--{name.replace('_', '-')}")
-                       for name in SWEEP_SETTINGS if self.given(name)]
+                       for name in SWEEP_SETTINGS if self.given(name) and name not in engine_pair]
             if ignored:
                 raise ValueError("--sweep evaluates a stored sweep with its own prompts and settings; "
                                  f"{', '.join(ignored)} would be ignored: drop them, or drop --sweep to "

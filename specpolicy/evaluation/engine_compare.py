@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
-from specpolicy.costs import CostTable
+from specpolicy.costs import CostTable, uniform_costs
 from specpolicy.defaults import DEFAULT_MODEL, ENGINE_CALIBRATION_PROMPTS, STOCK_SETTINGS
 from specpolicy.engines.llamacpp import ServerPool, Setting
 from specpolicy.evaluation.engine import (
@@ -136,7 +136,8 @@ def compare_engine(store: SweepStore, policies: Sequence[Policy], *, threads: in
 
     binary = find_server(server)  # before any conversion or server
     records = list(store.records())
-    plan_settings(store, records[:1], policies, store.latency(), patched(binary))  # refused before any work
+    stand_in = store.latency() or uniform_costs(store.candidates)  # the engine's own table prices the run
+    plan_settings(store, records[:1], policies, stand_in, patched(binary))  # refused before any work
     folder = gguf_pair(target, drafter, report=report)
     sizes = engine_sizes(store.candidates, trained_block(store))
     with ServerPool(binary, folder / "target.gguf", folder / "drafter.gguf", threads) as pool:

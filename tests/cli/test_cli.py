@@ -535,3 +535,16 @@ def test_the_command_list_reads_each_summary_as_one_sentence():
     row = next(line for line in wide.output.splitlines() if "│ export " in line)
     assert "that run it as closely as each engine can" in row
     assert "`" not in wide.output  # code spans are styled, not shown as backticks
+
+
+def test_a_replay_tables_title_names_the_cost_table_that_priced_it(replay_store):
+    """The same decodes priced by two tables read alike (the twin's and the tiny pair's): the title says which
+    priced them."""
+    from tests.fixtures.prebuilt import HERE
+
+    own = run("compare", "--policies", "fixed16,oracle", "--sweep", replay_store.path)
+    table = HERE / "costs-quiet-2core.json"
+    other = run("compare", "--policies", "fixed16,oracle", "--sweep", replay_store.path, "--costs", table,
+                "--candidates", "1,2,4,8,16")
+    assert "modelled (the sweep's own table) time" in " ".join(own.stdout.split("┏")[0].split())
+    assert "modelled (costs-quiet-2core) time" in " ".join(other.stdout.split("┏")[0].split())

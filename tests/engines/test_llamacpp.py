@@ -519,3 +519,26 @@ def test_the_engine_check_table_on_stderr_keeps_every_policy_name_whole(fake_bin
     table = result.stderr[start:result.stderr.index("└", start)]
     assert "…" not in table and policy in "".join(table.split())
     assert max(map(len, table.splitlines())) <= 100
+
+
+def test_a_store_without_a_cost_table_runs_cost_aware_policies_in_the_engine(
+        fake_binary, replay_store, tmp_path, monkeypatch):
+    """Seen running the cost twin: a sweep whose flagged table compare had dropped refused `compare --engine
+    --policies blockpilot-guard` ("needs the machine's cost table"), though the engine measures its own table
+    and prices the run with it."""
+    import shutil
+
+    from specpolicy.engines.build import patch_digest
+    from specpolicy.evaluation.engine_compare import compare_engine
+    from specpolicy.sweep.store import SweepStore
+
+    shutil.copytree(replay_store.path, tmp_path / "store")
+    (tmp_path / "store" / "latency.json").unlink()
+    (tmp_path / "llama-server.json").write_text(json.dumps({"patch": patch_digest()}))
+    monkeypatch.setenv("FAKE_PATCHED", "1")
+    monkeypatch.setattr("specpolicy.engines.build.gguf_pair",
+                        lambda target, drafter, out=None, report=print: tmp_path)
+    policies = [create_policy(name, [1, 2, 4, 8]) for name in ("fixed4", "adaptive")]
+    comparison = compare_engine(SweepStore.load(tmp_path / "store"), policies, server=fake_binary,
+                                report=lambda line: None)
+    assert [r.policy for r in comparison.run.results] == ["fixed4", "adaptive"]
