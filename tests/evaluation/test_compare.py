@@ -266,6 +266,7 @@ def test_tables_at_several_contexts_price_each_cycle_at_the_context_it_starts_at
 def test_an_engine_runs_another_pair_on_a_stored_sweeps_prompts(tmp_path):
     """The cost twin decodes what the tiny pair decodes, so its engine run reads the tiny pair's sweep:
     --target and --drafter name the pair the engine runs beside --sweep, and are refused without --engine."""
-    CompareOptions(["fixed16"], sweep=tmp_path, target="twin", drafter="twin", engine="llamacpp")._validate_where()
+    engine = CompareOptions(["fixed16"], sweep=tmp_path, target="twin", drafter="twin", engine="llamacpp")
+    engine._validate_where()
     with pytest.raises(ValueError, match="--target, --drafter would be ignored"):
         CompareOptions(["fixed16"], sweep=tmp_path, target="twin", drafter="twin")._validate_where()
