@@ -3,11 +3,12 @@ environments follow, the :class:`Plan` a policy decides, and :func:`run`, the lo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Protocol
 
-from specpolicy.arguments import check_block_size, check_type, check_verify_length
+from specpolicy.arguments import check_block_size, check_count, check_real, check_type, check_verify_length
 from specpolicy.defaults import MAX_BLOCK_SIZE
 from specpolicy.state import DecodeState
 
@@ -61,6 +62,16 @@ class AnchorActions:
     actions: tuple[tuple[int, int], ...]
     missing: str = "was not replayed"
 
+    def __post_init__(self) -> None:
+        check_count(self.first, "AnchorActions' first anchor", least=0)
+        if not isinstance(self.actions, tuple):
+            raise ValueError(f"AnchorActions' actions must be a tuple of (B, L), got {self.actions!r}")
+        for action in self.actions:
+            if not (isinstance(action, tuple) and len(action) == 2):
+                raise ValueError(f"AnchorActions' actions must be (B, L) pairs, got {action!r}")
+            if action[0] != 0 or action[1] != 0:  # (0, 0): an anchor the plan did not reach
+                check_verify_length(action[1], check_block_size(action[0]))
+
     def at(self, position: int) -> tuple[int, int]:
         """(B, L) at anchor ``position``, or a ValueError naming it."""
         i = position - self.first
@@ -105,6 +116,10 @@ class ConfidentPrefix:
     threshold: float
     running: bool = True
 
+    def __post_init__(self) -> None:
+        check_real(self.threshold, "ConfidentPrefix's threshold (a probability)", 0.0, 1.0)
+        check_type(self.running, bool, "ConfidentPrefix's running", "True: the running product")
+
     def __call__(self, state: DecodeState, drafted: DraftedBlock) -> int:
         return confident_prefix(drafted.confidences, self.threshold, self.running)
 
@@ -133,6 +148,21 @@ class CostAwareBlocks:
     wait_scale: float
     optimism: float
     choose: Callable[[DecodeState], int] = field(compare=False, repr=False, default=None)
+
+    def __post_init__(self) -> None:
+        blocks = [check_block_size(b) for b in self.blocks]
+        if not blocks or blocks != sorted(set(blocks)):
+            raise ValueError(f"CostAwareBlocks' blocks must be ascending block sizes, got {self.blocks!r}")
+        check_real(self.ar_seconds, "CostAwareBlocks' ar_seconds", 0.0, strict_low=True)
+        for block, seconds in self.seconds:
+            check_real(seconds, f"CostAwareBlocks' seconds of a cycle at B = {block}", 0.0, strict_low=True)
+        for name in ("prior", "decay"):
+            check_real(getattr(self, name), f"CostAwareBlocks' {name}", 0.0, 1.0)
+        check_real(self.prior_weight, "CostAwareBlocks' prior_weight", 0.0)
+        for name in ("wait_scale", "optimism"):
+            check_real(getattr(self, name), f"CostAwareBlocks' {name}", -math.inf)
+        for name in ("start", "seen_block", "first_wait", "max_wait"):
+            check_count(getattr(self, name), f"CostAwareBlocks' {name}", least=0)
 
     def __call__(self, state: DecodeState) -> int:
         return self.choose(state)
@@ -164,6 +194,17 @@ class Plan:
     reads_block: bool = True
     block_size: int | None = None
     """the one block size of a fixed plan (:meth:`fixed`), else ``None``"""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.block, ConfidentPrefix) or not callable(self.block):
+            raise ValueError(f"a Plan's block rule picks B from the decode state, got {self.block!r}; a "
+                             "verify rule goes second: Plan.fixed(B).with_length(ConfidentPrefix(p))")
+        if self.length is not None and not callable(self.length):
+            raise ValueError(f"a Plan's length picks L after a draft (a callable, or None), got "
+                             f"{self.length!r}")
+        if isinstance(self.block, AnchorActions) and self.length is None:  # its L, as every runtime reads it
+            object.__setattr__(self, "length", self.block.length)
+            object.__setattr__(self, "reads_block", False)
 
     @classmethod
     def fixed(cls, block_size: int, length: int | None = None) -> Plan:
@@ -234,34 +275,6 @@ class CycleSource(Protocol):
         """The second half: the target verifies the first ``length`` tokens of the drafted block (default:
         all; capped at its size); returns the cycle's record."""
         ...
-
-
-def context_cap(block_size: int, position: int, max_positions: int | None) -> int:
-    """Tokens a block of ``block_size`` at ``position`` can verify within ``max_positions`` (``None``: no
-    limit). A capped cycle keeps the policy's B and records the cap as its L."""
-    return block_size if max_positions is None else max(0, min(block_size, max_positions - position))
-
-
-def commit_length(offered: Any, first_stop: Any, room: Any) -> tuple[Any, Any]:
-    """The one commit rule, elementwise over ints or arrays: of ``offered`` tokens with the first stop token
-    at ``first_stop``, how many are kept (cut after the stop, then to ``room``) and why decoding ends
-    (``STOPPED``, ``BUDGET``, else 0; a stop cut off by the budget counts as the budget)."""
-    stopped = (first_stop < offered) * 1  # plain arithmetic: the same expression for ints and arrays
-    kept = offered + stopped * (first_stop + 1 - offered)
-    budget = (kept > room) | ((kept == room) & (1 - stopped))
-    return kept + budget * (room - kept), budget * BUDGET + (1 - budget) * stopped * STOPPED
-
-
-STOPPED, BUDGET = 1, 2
-REASONS = {0: "", STOPPED: "stop_token", BUDGET: "max_new_tokens"}
-
-
-def commit_tokens(new_tokens: list[int], stops: set[int], room: int) -> tuple[list[int], str]:
-    """The tokens a cycle keeps, and why decoding ends there (``""`` when it goes on): :func:`commit_length`
-    on a list. Live decoding, plain AR and exact replay share it."""
-    first_stop = next((i for i, token in enumerate(new_tokens) if token in stops), len(new_tokens))
-    kept, reason = commit_length(len(new_tokens), first_stop, room)
-    return new_tokens[: int(kept)], REASONS[int(reason)]
 
 
 def run(source: CycleSource, plan: Plan) -> list[CycleRecord]:

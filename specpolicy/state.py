@@ -1,4 +1,5 @@
-"""What a per-cycle policy sees before each cycle (shared by live decoding, replay and the envs; no torch)."""
+"""What a per-cycle policy sees before each cycle, and the one rule of what a cycle commits and where a decode
+ends (shared by live decoding, replay and the envs; no torch)."""
 
 from __future__ import annotations
 
@@ -70,3 +71,31 @@ class DecodeState:
         self.block_size_history.append(int(block_size))
         self.accepted_history.append(int(accepted))
         self.verify_history.append(int(verify_length or block_size))
+
+
+def context_cap(block_size: int, position: int, max_positions: int | None) -> int:
+    """Tokens a block of ``block_size`` at ``position`` can verify within ``max_positions`` (``None``: no
+    limit). A capped cycle keeps the policy's B and records the cap as its L."""
+    return block_size if max_positions is None else max(0, min(block_size, max_positions - position))
+
+
+def commit_length(offered: Any, first_stop: Any, room: Any) -> tuple[Any, Any]:
+    """The one commit rule, elementwise over ints or arrays: of ``offered`` tokens with the first stop token
+    at ``first_stop``, how many are kept (cut after the stop, then to ``room``) and why decoding ends
+    (``STOPPED``, ``BUDGET``, else 0; a stop cut off by the budget counts as the budget)."""
+    stopped = (first_stop < offered) * 1  # plain arithmetic: the same expression for ints and arrays
+    kept = offered + stopped * (first_stop + 1 - offered)
+    budget = (kept > room) | ((kept == room) & (1 - stopped))
+    return kept + budget * (room - kept), budget * BUDGET + (1 - budget) * stopped * STOPPED
+
+
+STOPPED, BUDGET = 1, 2
+REASONS = {0: "", STOPPED: "stop_token", BUDGET: "max_new_tokens"}
+
+
+def commit_tokens(new_tokens: list[int], stops: set[int], room: int) -> tuple[list[int], str]:
+    """The tokens a cycle keeps, and why decoding ends there (``""`` when it goes on): :func:`commit_length`
+    on a list. Live decoding, plain AR and exact replay share it."""
+    first_stop = next((i for i, token in enumerate(new_tokens) if token in stops), len(new_tokens))
+    kept, reason = commit_length(len(new_tokens), first_stop, room)
+    return new_tokens[: int(kept)], REASONS[int(reason)]

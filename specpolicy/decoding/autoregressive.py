@@ -9,12 +9,13 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from specpolicy.cycles import CycleRecord, commit_tokens
+from specpolicy.cycles import CycleRecord
 from specpolicy.decoding.decoder import SpeculativeDecoder
 from specpolicy.decoding.sampling import PositionalUniforms
 from specpolicy.decoding.session import prefill
 from specpolicy.decoding.trace import DecodeTrace
 from specpolicy.models.target import target_forward
+from specpolicy.state import commit_tokens
 
 
 @torch.inference_mode()

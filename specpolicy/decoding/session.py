@@ -11,11 +11,11 @@ from typing import Any, Protocol
 import torch
 
 from specpolicy.arguments import check_block_size, check_verify_length
-from specpolicy.cycles import CycleRecord, DraftedBlock, commit_tokens, context_cap
+from specpolicy.cycles import CycleRecord, DraftedBlock
 from specpolicy.decoding.sampling import PositionalUniforms, draft_confidences
 from specpolicy.decoding.trace import DecodeTrace
 from specpolicy.models.target import crop_cache, new_cache, target_forward
-from specpolicy.state import DecodeState
+from specpolicy.state import DecodeState, commit_tokens, context_cap
 
 
 class DecoderParts(Protocol):
@@ -112,7 +112,7 @@ class DecodeSession:
     @torch.inference_mode()
     def step(self, block_size: int, length: int | None = None) -> CycleRecord:
         """2-6. One cycle of ``block_size`` verifying ``length`` tokens (default the block); at the context
-        limit it verifies the positions left (:func:`~specpolicy.cycles.context_cap`), with none, it ends the
+        limit it verifies the positions left (:func:`~specpolicy.state.context_cap`), with none, it ends the
         decode."""
         block = self._draft_block(block_size, record=False)
         return self.verify(length if block.block_size else None)

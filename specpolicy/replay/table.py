@@ -16,12 +16,11 @@ from specpolicy.cycles import (
     CycleRecord,
     DraftedBlock,
     Plan,
-    commit_length,
     run,
 )
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.policy import oracle_label
-from specpolicy.state import DecodeState
+from specpolicy.state import DecodeState, commit_length
 
 if TYPE_CHECKING:
     from specpolicy.replay.session import ReplaySession
