@@ -48,8 +48,8 @@ def test_replay_and_live_read_a_plan_by_anchor_alike(verify_store):
     (lambda c: c.Plan(c.Plan.fixed(4).block, length=3), "length picks L after a draft"),
 ])
 def test_plan_values_check_themselves_when_built(make, message):
-    """Reported: ``ConfidentPrefix(nan)``, ``-1.0`` and ``2.0`` and ``AnchorActions`` with L > B, L = 2.5 or B =
-    True passed silently; ``ConfidentPrefix("0.5")``, ``AnchorActions(first="16")`` and
+    """Reported: ``ConfidentPrefix(nan)``, ``-1.0`` and ``2.0`` and ``AnchorActions`` with L > B, L = 2.5 or
+    B = True passed silently; ``ConfidentPrefix("0.5")``, ``AnchorActions(first="16")`` and
     ``Plan(ConfidentPrefix(0.5))`` ended in raw TypeErrors."""
     from specpolicy import cycles
 
