@@ -48,9 +48,14 @@ def engine_results(store, policies, threads: int, server: str | None, target: st
                                 drafter=drafter, progress=progress_bar,
                                 report=lambda line: stderr.print(line, highlight=False))
     _report(comparison.run, comparison.modelled, len(comparison.run.recorded))
-    if steps is not None:
-        files, table = comparison.run.save_steps(steps), Path(steps) / "costs.json"
-        comparison.costs.save(table)
+    if steps is not None:  # replaced whole: an earlier run's replies never stay beside this one's table
+        from specpolicy.evaluation.compare_options import STEPS_TABLE
+        from specpolicy.files import atomic_path
+
+        with atomic_path(steps, STEPS_TABLE) as staged:
+            saved = comparison.run.save_steps(staged)
+            comparison.costs.save(staged / STEPS_TABLE)
+        files, table = [Path(steps) / f.name for f in saved], Path(steps) / STEPS_TABLE
         stderr.print(f"the engine's replies (per-step records for `specpolicy import-traces`): "
                      f"{', '.join(str(f) for f in files)}; its cost table (for `generate --engine "
                      f"llamacpp --costs`): {table}", highlight=False, soft_wrap=True)

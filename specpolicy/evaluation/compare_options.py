@@ -21,6 +21,7 @@ from specpolicy.defaults import (
     MAX_NEW_TOKENS,
 )
 from specpolicy.evaluation.report import check_plot_path
+from specpolicy.files import check_replaceable
 from specpolicy.replay.batch_costs import BatchCostTable
 
 BY = ("category", "group", "context")
@@ -28,6 +29,8 @@ BY = ("category", "group", "context")
 SWEEP_SETTINGS = ("datasets", "temperature", "max_samples", "max_new_tokens", "seed", "target", "drafter",
                   "device", "dtype")
 """what a fresh sweep is made with (refused beside ``sweep``, which has its own)"""
+STEPS_TABLE = "costs.json"
+"""the engine's cost table in a ``--steps`` folder, beside each policy's replies: what marks the folder as one"""
 
 
 def serving_inputs_missing(sweep: object, batch_costs: object) -> str:
@@ -115,8 +118,8 @@ class CompareOptions:
                              "table; drop --mode live, --costs and --batch-costs")
         if self.steps is not None and not self.engine:
             raise ValueError("--steps saves the engine's per-step records: add --engine llamacpp, or drop it")
-        if self.steps is not None and self.steps.exists() and not self.steps.is_dir():
-            raise ValueError(f"--steps {self.steps} is a file; pass a folder for the engine's replies")
+        if self.steps is not None:  # a new folder, or an earlier run's (replaced whole, never mixed)
+            check_replaceable(self.steps, STEPS_TABLE)
         if self.by not in (None, *BY):
             raise ValueError(f"--by {self.by} is not a prompt label; use --by category, group or context")
         if self.by == "context" and self.sweep is None:

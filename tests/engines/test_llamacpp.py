@@ -473,6 +473,18 @@ def test_generate_decodes_one_prompt_in_the_engine_with_a_policys_plan(
                                  "--steps", str(tmp_path / "steps")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "steps" / "fixed4.jsonl").is_file() and (tmp_path / "steps" / "costs.json").is_file()
+    # issue 75: a second run into the same folder replaces the first whole (its fixed4.jsonl stayed beside the
+    # second run's table), and a folder that is no run's is refused before any work
+    compare = ["compare", "--engine", "llamacpp", "--server", str(fake_binary), "--sweep",
+               str(replay_store.path), "--candidates", "1,2,4,8", "--steps"]
+    assert runner.invoke(app, [*compare, str(tmp_path / "steps"), "--policies", "fixed2"]).exit_code == 0
+    assert sorted(p.name for p in (tmp_path / "steps").iterdir()) == ["costs.json", "fixed2.jsonl"]
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    monkeypatch.setattr("specpolicy.evaluation.engine_compare.compare_engine",
+                        lambda *a, **k: pytest.fail("the engine ran"))
+    refused = runner.invoke(app, [*compare, str(tmp_path / "mine"), "--policies", "fixed2"])
+    assert refused.exit_code == 2 and "is not an earlier output of this command" in refused.output
     result = runner.invoke(app,
                            [*base, "--policy", "adaptive", "--costs", str(tmp_path / "steps" / "costs.json")])
     assert result.exit_code == 0, result.output
