@@ -30,7 +30,7 @@ SWEEP_SETTINGS = ("datasets", "temperature", "max_samples", "max_new_tokens", "s
                   "device", "dtype")
 """what a fresh sweep is made with (refused beside ``sweep``, which has its own)"""
 STEPS_TABLE = "costs.json"
-"""the engine's cost table in a ``--steps`` folder, beside each policy's replies: what marks the folder as one"""
+"""the engine's cost table in a ``--steps`` folder, beside each policy's replies: what marks such a folder"""
 
 
 def serving_inputs_missing(sweep: object, batch_costs: object) -> str:
