@@ -1,4 +1,5 @@
-"""``python -m benchmarks decode|hf|verify|sweep|env``: the maintainers' benchmarks (run from a checkout)."""
+"""``python -m benchmarks decode|hf|verify|sweep|env|twin|...``: the maintainers' benchmarks (run from a
+checkout)."""
 
 from __future__ import annotations
 
@@ -316,3 +317,25 @@ guard_all(app)  # after every command: each bad input becomes one line
 
 if __name__ == "__main__":
     app()
+
+
+@app.command("twin")
+def twin(sweep: Path = typer.Option(..., help="a replay sweep of the tiny pair (the main job's: "
+                                           "~/.cache/specpolicy/sweeps/sharegpt-...)"),
+         target: str = typer.Option("twin", help="the twin's target"),
+         drafter: str = typer.Option("twin", help="the twin's drafter"),
+         block_sizes: str = typer.Option("16", help="block sizes to decode at"),
+         threads: int = ThreadsOption, fmt: OutputFormat = FormatOption) -> None:
+    """The cost twin decodes what the tiny pair decodes: outputs and every cycle's accepted drafts against the
+    sweep's record and replay."""
+    from benchmarks.twin import bench_twin
+    from specpolicy.cli.progress import progress_bar
+    from specpolicy.cli.sweep import parse_candidates
+    from specpolicy.sweep.latency import pin_threads
+    from specpolicy.sweep.store import SweepStore
+
+    pin_threads(threads)
+    store = SweepStore.load(sweep)
+    with progress_bar("twin", len(list(store.records()))) as update:
+        result = bench_twin(store, target, drafter, parse_candidates(block_sizes), on_progress=update)
+    emit(result.rows(), fmt, title=f"the cost twin against the tiny pair: {sweep}, {threads} thread(s)")

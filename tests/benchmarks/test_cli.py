@@ -22,4 +22,4 @@ def test_bad_input_fails_with_one_clear_line(args, message):
 
 def test_every_benchmark_is_listed():
     result = CliRunner().invoke(app, ["--help"])
-    assert all(name in result.output for name in ("decode", "hf", "verify", "sweep", "env"))
+    assert all(name in result.output for name in ("decode", "hf", "verify", "sweep", "env", "twin"))
