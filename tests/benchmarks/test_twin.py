@@ -1,4 +1,5 @@
-"""``python -m benchmarks twin``: a twin built from the test zoo decodes the stored sweep's outputs and cycles."""
+"""``python -m benchmarks twin``: a twin built from the test zoo decodes the stored sweep's outputs and
+cycles."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ def test_a_twin_of_the_pair_that_swept_matches_its_record_cycle_for_cycle(test_z
 
 
 def test_a_pair_that_did_not_sweep_is_told_apart(test_zoo, replay_store, tmp_path):
-    """The check can fail: a twin whose added MLP units write (a non-zero down projection) decodes otherwise."""
+    """The check can fail: a twin whose MLP units all write (random down projections) decodes otherwise."""
     import json
 
     import torch
