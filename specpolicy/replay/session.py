@@ -3,20 +3,30 @@ decoding's ``DecodeSession`` also speaks, over a :class:`~specpolicy.replay.tabl
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from specpolicy.arguments import check_verify_length
 from specpolicy.cycles import CycleRecord, DraftedBlock
+from specpolicy.state import DecodeState
 
-if TYPE_CHECKING:
-    from specpolicy.replay.table import ReplayTable
+
+class Replayed(Protocol):
+    """What a session steps over: a :class:`~specpolicy.replay.table.ReplayTable` (which makes sessions, so
+    this module names it only in words)."""
+
+    def start(self) -> tuple[int, int, bool]: ...
+    def initial_state(self, prefill_logits: Any = None) -> DecodeState: ...
+    def checked_size(self, block_size: object) -> int: ...
+    def drafted_block(self, position: int, block_size: int) -> DraftedBlock: ...
+    def cycle(self, position: int, produced: int, size: int, length: int | None = None
+              ) -> tuple[CycleRecord, int, int, bool]: ...
 
 
 class ReplaySession:
     """A replayed decode, one cycle per :meth:`step` (the :class:`~specpolicy.cycles.CycleSource`
     protocol)."""
 
-    def __init__(self, table: ReplayTable, prefill_logits: Any = None) -> None:
+    def __init__(self, table: Replayed, prefill_logits: Any = None) -> None:
         self.table = table
         self.position, _, self.done = table.start()
         self.state = table.initial_state(prefill_logits)
