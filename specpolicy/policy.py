@@ -288,12 +288,10 @@ class TrainingSet:
 
 
 def oracle_label(taus: Sequence[float], candidates: Sequence[int],
-                 training_block_size: int = TRAINING_BLOCK_SIZE ) -> int:
+                 training_block_size: int = TRAINING_BLOCK_SIZE) -> int:
     """Index of the best candidate (highest tau; ties: nearest ``training_block_size``, then smaller)."""
-    order = sorted(range(len(candidates)), key=lambda j: (-round(float(taus[j]), 9),
-                                                          abs(candidates[j] - training_block_size),
-                                                          candidates[j]))
-    return order[0]
+    distance = [abs(b - training_block_size) for b in candidates]
+    return min(range(len(candidates)), key=lambda j: (-round(float(taus[j]), 9), distance[j], candidates[j]))
 
 
 @functools.lru_cache(maxsize=64)

@@ -291,12 +291,10 @@ class SweepStore:
                    candidates: Sequence[int] | None = None) -> np.ndarray:
         """tau of every candidate (default: the store's) for ``records``: float64 [n, C]."""
         sizes = self.candidates if candidates is None else candidates
-        taus = np.array([r.tau_row(sizes) for r in records], dtype=np.float64)
-        return taus.reshape(len(records), len(sizes))
+        return np.array([r.tau_row(sizes) for r in records], np.float64).reshape(len(records), len(sizes))
 
     def feature_matrix(self, records: Sequence[SweepRecord]) -> np.ndarray:
         """Features of ``records`` stacked: float32 [n, V]; [n, 0] for a store that records none (imported
         traces: what per-cycle policies learn from is the replay, not the prefill)."""
-        if all(r.features is None for r in records):
-            return np.zeros((len(records), 0), np.float32)
-        return np.stack([self.features(r) for r in records])
+        return (np.zeros((len(records), 0), np.float32) if all(r.features is None for r in records)
+                else np.stack([self.features(r) for r in records]))
