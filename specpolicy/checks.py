@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specpolicy.arguments import check_candidate_set
+from specpolicy.arguments import check_candidate_set, check_type
 from specpolicy.costs import uniform_costs
 from specpolicy.cycles import DraftedBlock, Plan
 from specpolicy.defaults import CHECK_OBSERVATIONS, CHECK_VOCAB
@@ -56,6 +56,8 @@ def check_policy(policy: Policy, vocab_size: int = CHECK_VOCAB, n: int = CHECK_O
     >>> from specpolicy.plugins.fixed import FixedPolicy
     >>> check_policy(FixedPolicy(16, (14, 15, 16, 17, 18)))
     """
+    check_type(policy, Policy, "policy", 'a Policy object; a name makes one: create_policy("fixed16", '
+                                         "candidates)")
     candidates = policy.candidates
     try:
         if check_candidate_set(candidates) != tuple(candidates):

@@ -198,3 +198,10 @@ def test_the_vocabulary_hint_names_only_policies_that_exist():
     suggested = str(refused.value).split("such as ")[1].replace(" or ", ", ").split(", ")
     for name in suggested:
         get_registry().create(name, CANDIDATES)  # each is a registered policy
+
+
+@pytest.mark.parametrize("given", [None, "fixed16"])
+def test_check_policy_refuses_what_is_not_a_policy_in_words(given):
+    """Reported: ``check_policy(None)`` and ``check_policy("fixed16")`` raised AttributeError."""
+    with pytest.raises(ValueError, match="policy must be a Policy .*create_policy"):
+        check_policy(given)
