@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel
 
-from specpolicy.cycles import mean_acceptance
 from specpolicy.decoding import DecodeTrace, SpeculativeDecoder, plain_decode
 from specpolicy.defaults import MAX_NEW_TOKENS, TRAINING_BLOCK_SIZE
 from specpolicy.models.dflash import DFlashDrafter
+from specpolicy.state import mean_acceptance
 
 
 @dataclass

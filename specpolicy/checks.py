@@ -9,10 +9,10 @@ import numpy as np
 
 from specpolicy.arguments import check_candidate_set, check_type
 from specpolicy.costs import uniform_costs
-from specpolicy.cycles import DraftedBlock, Plan
+from specpolicy.cycles import Plan
 from specpolicy.defaults import CHECK_OBSERVATIONS, CHECK_VOCAB
 from specpolicy.policy import Answers, Policy, PromptObservation
-from specpolicy.state import DecodeState
+from specpolicy.state import DecodeState, DraftedBlock
 
 
 class PolicyContractError(AssertionError):

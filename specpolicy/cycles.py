@@ -10,14 +10,13 @@ from typing import Protocol
 
 from specpolicy.arguments import check_block_size, check_count, check_real, check_type, check_verify_length
 from specpolicy.defaults import MAX_BLOCK_SIZE
-from specpolicy.state import DecodeState
+from specpolicy.state import DecodeState, DraftedBlock
 
 
 @dataclass(frozen=True)
 class CycleRecord:
-    """One draft -> verify -> commit cycle (timings 0 where untimed). ``accepted``: drafts passed (0..L-1);
-    ``committed``: tokens kept (fewer than accepted + 1 only at a stop or the budget); ``verified``: L if <
-    B."""
+    """One draft -> verify -> commit cycle (timings 0 where untimed): ``accepted`` drafts passed (0..L-1),
+    ``committed`` tokens kept (< accepted + 1 only at a stop or the budget), ``verified``: L if < B."""
 
     block_size: int
     accepted: int
@@ -30,16 +29,6 @@ class CycleRecord:
     def verify_length(self) -> int:
         """L: the tokens the target verified (anchor + drafts), B unless a verify rule cut the block."""
         return self.verified or self.block_size
-
-
-@dataclass(frozen=True)
-class DraftedBlock:
-    """The drafter's block before verification (``block_size`` 0: no position left): ``confidences`` and
-    ``entropies`` [B - 1] of each draft, float16-rounded so live and replay agree (empty at B = 1)."""
-
-    block_size: int
-    confidences: tuple[float, ...] = ()
-    entropies: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -64,12 +53,10 @@ class AnchorActions:
 
     def __post_init__(self) -> None:
         check_count(self.first, "AnchorActions' first anchor", least=0)
-        if not isinstance(self.actions, tuple):
-            raise ValueError(f"AnchorActions' actions must be a tuple of (B, L), got {self.actions!r}")
-        for action in self.actions:
+        for action in self.actions if isinstance(self.actions, tuple) else [self.actions]:
             if not (isinstance(action, tuple) and len(action) == 2):
-                raise ValueError(f"AnchorActions' actions must be (B, L) pairs, got {action!r}")
-            if action[0] != 0 or action[1] != 0:  # (0, 0): an anchor the plan did not reach
+                raise ValueError(f"AnchorActions' actions must be a tuple of (B, L) pairs, got {action!r}")
+            if action != (0, 0):  # (0, 0): an anchor the plan did not reach
                 check_verify_length(action[1], check_block_size(action[0]))
 
     def at(self, position: int) -> tuple[int, int]:
@@ -85,33 +72,16 @@ class AnchorActions:
     def length(self, state: DecodeState, drafted: DraftedBlock) -> int:
         return self.at(state.position)[1]
 
-    def sizes(self) -> set[int]:
-        return {b for b, _ in self.actions if b}
-
-
-def confident_prefix(confidences: Sequence[float], threshold: float, running: bool = True) -> int:
-    """L = 1 + the drafts whose running product of confidences stays >= ``threshold``; with ``running=False``,
-    1 + the drafts before the first below it (llama.cpp's p_min).
-
-    >>> confident_prefix([0.9, 0.8, 0.2, 0.9], 0.5)
-    3
-    >>> confident_prefix([0.9, 0.8, 0.6, 0.9], 0.7, running=False)
-    3
-    """
-    product, length = 1.0, 1
-    for confidence in confidences:
-        product = product * confidence if running else confidence
-        if product < threshold:
-            break
-        length += 1
-    return length
-
 
 @dataclass(frozen=True)
 class ConfidentPrefix:
-    """A verify rule as a value: verify the drafts while their confidence (``running``: the running product)
-    stays >= ``threshold``; ``running=False`` is llama.cpp's p_min, which its server runs from a flag or a
-    request."""
+    """A verify rule as a value: L = 1 + the drafts whose confidence (``running``: the running product) stays
+    >= ``threshold``; ``running=False`` is llama.cpp's p_min (the drafts before the first below it), which its
+    server runs from a flag or a request.
+
+    >>> ConfidentPrefix(0.5).length([0.9, 0.8, 0.2, 0.9]), ConfidentPrefix(0.7, False).length([0.9, 0.6, 0.9])
+    (3, 2)
+    """
 
     threshold: float
     running: bool = True
@@ -121,7 +91,48 @@ class ConfidentPrefix:
         check_type(self.running, bool, "ConfidentPrefix's running", "True: the running product")
 
     def __call__(self, state: DecodeState, drafted: DraftedBlock) -> int:
-        return confident_prefix(drafted.confidences, self.threshold, self.running)
+        return self.length(drafted.confidences)
+
+    def length(self, confidences: Sequence[float]) -> int:
+        """L for a block whose drafts have ``confidences``."""
+        product, length = 1.0, 1
+        for confidence in confidences:
+            product = product * confidence if self.running else confidence
+            if product < self.threshold:
+                break
+            length += 1
+        return length
+
+
+@dataclass(frozen=True)
+class CostAwareLength:
+    """The marginal verify rule as a value (``marginal``'s, ``adaptive-verify``'s): of a drafted block of B,
+    the L with the most expected tokens per modelled second, (1 + sum_k prod_{i<k} c_i) / ``seconds[B][L-1]``;
+    an engine that knows the rule (a patched llama-server) runs :meth:`request` instead."""
+
+    seconds: tuple[tuple[int, tuple[float, ...]], ...]
+    """(B, modelled seconds of a cycle drafting B and verifying L = 1..B) of every B it may see"""
+
+    def __post_init__(self) -> None:
+        for block, row in self.seconds:
+            if check_block_size(block) != len(row):
+                raise ValueError(f"CostAwareLength prices B = {block} at L = 1..{block}, got {row!r}")
+            for seconds in row:
+                check_real(seconds, f"CostAwareLength's seconds at B = {block}", 0.0, strict_low=True)
+
+    def __call__(self, state: DecodeState, drafted: DraftedBlock) -> int:
+        row, best, most, expected, running = dict(self.seconds)[drafted.block_size], 1, 0.0, 1.0, 1.0
+        for length in range(1, len(drafted.confidences) + 2):
+            if length > 1:
+                running *= drafted.confidences[length - 2]
+                expected += running
+            if expected / row[length - 1] > most:
+                best, most = length, expected / row[length - 1]
+        return best
+
+    def request(self) -> dict:
+        """The rule as a patched llama-server's ``speculative.plan`` fields (engines/patches)."""
+        return {"lengths": [b for b, _ in self.seconds], "length_seconds": [list(r) for _, r in self.seconds]}
 
 
 @dataclass(frozen=True)
@@ -153,14 +164,12 @@ class CostAwareBlocks:
         blocks = [check_block_size(b) for b in self.blocks]
         if not blocks or blocks != sorted(set(blocks)):
             raise ValueError(f"CostAwareBlocks' blocks must be ascending block sizes, got {self.blocks!r}")
-        check_real(self.ar_seconds, "CostAwareBlocks' ar_seconds", 0.0, strict_low=True)
-        for block, seconds in self.seconds:
-            check_real(seconds, f"CostAwareBlocks' seconds of a cycle at B = {block}", 0.0, strict_low=True)
-        for name in ("prior", "decay"):
-            check_real(getattr(self, name), f"CostAwareBlocks' {name}", 0.0, 1.0)
-        check_real(self.prior_weight, "CostAwareBlocks' prior_weight", 0.0)
-        for name in ("wait_scale", "optimism"):
-            check_real(getattr(self, name), f"CostAwareBlocks' {name}", -math.inf)
+        for name, value in (("ar_seconds", self.ar_seconds), *((f"seconds at B = {b}", s) for b, s in
+                                                                self.seconds)):
+            check_real(value, f"CostAwareBlocks' {name}", 0.0, strict_low=True)
+        for name, low, high in (("prior", 0, 1), ("decay", 0, 1), ("prior_weight", 0, math.inf),
+                                ("wait_scale", -math.inf, math.inf), ("optimism", -math.inf, math.inf)):
+            check_real(getattr(self, name), f"CostAwareBlocks' {name}", low, high)
         for name in ("start", "seen_block", "first_wait", "max_wait"):
             check_count(getattr(self, name), f"CostAwareBlocks' {name}", least=0)
 
@@ -200,8 +209,7 @@ class Plan:
             raise ValueError(f"a Plan's block rule picks B from the decode state, got {self.block!r}; a "
                              "verify rule goes second: Plan.fixed(B).with_length(ConfidentPrefix(p))")
         if self.length is not None and not callable(self.length):
-            raise ValueError(f"a Plan's length picks L after a draft (a callable, or None), got "
-                             f"{self.length!r}")
+            raise ValueError(f"a Plan's length picks L after a draft (a callable, or None): {self.length!r}")
         if isinstance(self.block, AnchorActions) and self.length is None:  # its L, as every runtime reads it
             object.__setattr__(self, "length", self.block.length)
             object.__setattr__(self, "reads_block", False)
@@ -224,12 +232,11 @@ class Plan:
     def known_sizes(self) -> set[int] | None:
         """Every B the plan can pick, where its rule is a value that says (:meth:`fixed`, an
         :class:`AnchorActions`), else ``None``."""
-        if isinstance(self.block, _Always):
-            return {self.block.size}
-        return self.block.sizes() if isinstance(self.block, AnchorActions) else None
+        return {self.block.size} if isinstance(self.block, _Always) else (
+            {b for b, _ in self.block.actions if b} if isinstance(self.block, AnchorActions) else None)
 
-    def with_length(self, length: Callable[[DecodeState, DraftedBlock], int],
-                    reads_block: bool = True) -> Plan:
+    def with_length(self, length: Callable[[DecodeState, DraftedBlock], int], reads_block: bool = True
+                    ) -> Plan:
         """This plan's block sizes, with ``length`` picking L after every draft."""
         return replace(self, length=length, reads_block=reads_block)
 
@@ -243,17 +250,8 @@ class Plan:
 
     def verify_length(self, state: DecodeState, drafted: DraftedBlock) -> int:
         """L for ``drafted`` (its size B by default), checked to lie in 1..B."""
-        if self.length is None:
-            return drafted.block_size
-        return check_verify_length(self.length(state, drafted), drafted.block_size)
-
-
-def mean_acceptance(cycles: Sequence[CycleRecord]) -> float:
-    """tau, the field's: tokens committed per cycle over ``cycles`` (0 without cycles), so a cycle cut by the
-    budget or a stop counts what it kept (Spec-Bench's mean accepted tokens, vLLM's mean acceptance length).
-    The one definition of tau; pooled over prompts by
-    :meth:`~specpolicy.evaluation.metrics.PolicyResults.tau`."""
-    return sum(c.committed for c in cycles) / len(cycles) if cycles else 0.0
+        return drafted.block_size if self.length is None else check_verify_length(
+            self.length(state, drafted), drafted.block_size)
 
 
 class CycleSource(Protocol):

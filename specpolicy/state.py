@@ -1,9 +1,9 @@
-"""What a per-cycle policy sees before each cycle, and the one rule of what a cycle commits and where a decode
-ends (shared by live decoding, replay and the envs; no torch)."""
+"""What a per-cycle policy sees before each cycle (and a verify rule after the draft), the one rule of what a
+cycle commits and where a decode ends, and tau (shared by live decoding, replay and the envs; no torch)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -99,3 +99,21 @@ def commit_tokens(new_tokens: list[int], stops: set[int], room: int) -> tuple[li
     first_stop = next((i for i, token in enumerate(new_tokens) if token in stops), len(new_tokens))
     kept, reason = commit_length(len(new_tokens), first_stop, room)
     return new_tokens[: int(kept)], REASONS[int(reason)]
+
+
+@dataclass(frozen=True)
+class DraftedBlock:
+    """The drafter's block before verification (``block_size`` 0: no position left): ``confidences`` and
+    ``entropies`` [B - 1] of each draft, float16-rounded so live and replay agree (empty at B = 1)."""
+
+    block_size: int
+    confidences: tuple[float, ...] = ()
+    entropies: tuple[float, ...] = ()
+
+
+def mean_acceptance(cycles: Sequence[Any]) -> float:
+    """tau, the field's: tokens committed per cycle over ``cycles`` (0 without cycles), so a cycle cut by the
+    budget or a stop counts what it kept (Spec-Bench's mean accepted tokens, vLLM's mean acceptance length).
+    The one definition of tau; pooled over prompts by
+    :meth:`~specpolicy.evaluation.metrics.PolicyResults.tau`."""
+    return sum(c.committed for c in cycles) / len(cycles) if cycles else 0.0

@@ -11,11 +11,11 @@ from typing import Any, Protocol
 import torch
 
 from specpolicy.arguments import check_block_size, check_verify_length
-from specpolicy.cycles import CycleRecord, DraftedBlock
+from specpolicy.cycles import CycleRecord
 from specpolicy.decoding.sampling import PositionalUniforms, draft_confidences
 from specpolicy.decoding.trace import DecodeTrace
 from specpolicy.models.target import crop_cache, new_cache, target_forward
-from specpolicy.state import DecodeState, commit_tokens, context_cap
+from specpolicy.state import DecodeState, DraftedBlock, commit_tokens, context_cap
 
 
 class DecoderParts(Protocol):

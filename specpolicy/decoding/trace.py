@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specpolicy.cycles import CycleRecord, mean_acceptance
+from specpolicy.cycles import CycleRecord
+from specpolicy.state import mean_acceptance
 
 
 @dataclass

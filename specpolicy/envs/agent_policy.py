@@ -12,11 +12,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from specpolicy.cycles import DraftedBlock, Plan
+from specpolicy.cycles import Plan
 from specpolicy.envs.replay_data import prompt_features
 from specpolicy.features import compact, get_extractor
 from specpolicy.policy import Answers, Policy, PromptObservation
-from specpolicy.state import DecodeState
+from specpolicy.state import DecodeState, DraftedBlock
 
 Agent = Callable[[np.ndarray], int]
 """observation [d] -> action index into the agent's candidates"""

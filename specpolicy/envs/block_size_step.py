@@ -10,11 +10,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from specpolicy.cycles import CycleRecord, mean_acceptance
+from specpolicy.cycles import CycleRecord
 from specpolicy.envs.replay_data import OBSERVATION_BOUND
 from specpolicy.envs.rewards import check_reward
 from specpolicy.envs.sources import open_source
-from specpolicy.state import DecodeState
+from specpolicy.state import DecodeState, mean_acceptance
 
 OBSERVATION_SIZE = 20
 

@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from specpolicy.cycles import CycleRecord, DraftedBlock, mean_acceptance
+from specpolicy.cycles import CycleRecord
 from specpolicy.envs.block_size_step import OBSERVATION_SIZE, BlockSizeStepEnv, step_observation
 from specpolicy.envs.replay_data import OBSERVATION_BOUND
-from specpolicy.state import DecodeState
+from specpolicy.state import DecodeState, DraftedBlock, mean_acceptance
 
 DRAFT, VERIFY = 0, 1
 

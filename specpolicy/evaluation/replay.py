@@ -10,9 +10,10 @@ import numpy as np
 from specpolicy.arguments import check_candidate_set
 from specpolicy.checks import check_vocabulary
 from specpolicy.costs import CostTable, nearest_context
-from specpolicy.cycles import CycleRecord, mean_acceptance
+from specpolicy.cycles import CycleRecord
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
 from specpolicy.policy import Answers, Policy, PromptObservation
+from specpolicy.state import mean_acceptance
 from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
 

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 from specpolicy.arguments import check_block_size, is_integer
 from specpolicy.checks import check_vocabulary
 from specpolicy.costs import CostTable
-from specpolicy.cycles import CycleRecord, Plan, mean_acceptance
+from specpolicy.cycles import CycleRecord, Plan
 from specpolicy.hf.bridge import check_assistant, to_transformers_assistant
 from specpolicy.hf.compat import require_dflash_support
 from specpolicy.models.dflash import DFlashDrafter
 from specpolicy.policy import Policy
-from specpolicy.state import DecodeState
+from specpolicy.state import DecodeState, mean_acceptance
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel

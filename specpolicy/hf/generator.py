@@ -10,10 +10,10 @@ import torch
 from transformers.generation.candidate_generator import DFlashTokenCandidateGenerator
 
 from specpolicy.arguments import check_block_size
-from specpolicy.cycles import CycleRecord, DraftedBlock, Plan
+from specpolicy.cycles import CycleRecord, Plan
 from specpolicy.decoding.sampling import draft_confidences
 from specpolicy.models.target import cache_kwarg
-from specpolicy.state import DecodeState, context_cap
+from specpolicy.state import DecodeState, DraftedBlock, context_cap
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel

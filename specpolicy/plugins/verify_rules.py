@@ -8,25 +8,12 @@ from collections.abc import Sequence
 
 from specpolicy.arguments import check_real
 from specpolicy.costs import CostTable
-from specpolicy.cycles import ConfidentPrefix, DraftedBlock, Plan
+from specpolicy.cycles import ConfidentPrefix, CostAwareLength, Plan
 from specpolicy.plugins.cycle_rules import AdaptivePolicy, required_costs, start_block_size
 from specpolicy.plugins.fixed import FixedPolicy
 from specpolicy.policy import Answers, Policy, PromptObservation
 
 DEFAULT_THRESHOLD = 0.3
-
-
-def most_tokens_per_second(confidences: Sequence[float], block_size: int, costs: CostTable) -> int:
-    """The L maximising (1 + sum_k prod_{i<=k} c_i) / (draft seconds of B + verify seconds of L)."""
-    best, best_rate, expected, running = 1, 0.0, 1.0, 1.0
-    for length in range(1, len(confidences) + 2):
-        if length > 1:
-            running *= confidences[length - 2]
-            expected += running
-        rate = expected / costs.split_cycle_seconds(block_size, length)
-        if rate > best_rate:
-            best, best_rate = length, rate
-    return best
 
 
 def _largest(candidates: Sequence[int], arg: str | None) -> int:
@@ -56,19 +43,18 @@ class ThresholdPolicy(FixedPolicy):
         return super().plan(observation).with_length(ConfidentPrefix(self.threshold, self.running))
 
 
-def marginal_length(costs: CostTable):
-    """``(state, drafted) -> L``: :func:`most_tokens_per_second` for whatever block was drafted."""
-    def length(state, drafted: DraftedBlock) -> int:
-        return most_tokens_per_second(drafted.confidences, drafted.block_size, costs)
-
-    return length
+def marginal_length(costs: CostTable, blocks: Sequence[int]) -> CostAwareLength:
+    """The marginal verify rule priced by ``costs`` for every drafted B of ``blocks`` (B > 1)."""
+    return CostAwareLength(tuple((b, tuple(costs.split_cycle_seconds(b, n) for n in range(1, b + 1)))
+                                 for b in sorted(set(blocks)) if b > 1))
 
 
 class MarginalPolicy(ThresholdPolicy):
     """Draft a fixed B every cycle; verify the L with the most expected tokens per modelled second."""
 
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
-        return Policy.plan(self, observation).with_length(marginal_length(required_costs(self, observation)))
+        costs = required_costs(self, observation)
+        return Policy.plan(self, observation).with_length(marginal_length(costs, [self.block_size]))
 
 
 class AdaptiveVerifyPolicy(AdaptivePolicy):
@@ -80,7 +66,7 @@ class AdaptiveVerifyPolicy(AdaptivePolicy):
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
         plan = super().plan(observation)  # plain decoding where adaptive's gate says so
         costs = required_costs(self, observation)
-        return plan if plan.always == 1 else plan.with_length(marginal_length(costs))
+        return plan if plan.always == 1 else plan.with_length(marginal_length(costs, self.candidates))
 
 
 class VerifyOraclePolicy(Policy):

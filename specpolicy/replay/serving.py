@@ -29,7 +29,7 @@ class ServingResult:
     """every cycle run, in order"""
 
     def tau(self, request: int) -> float:
-        """tau of one request: tokens committed per cycle (:func:`~specpolicy.cycles.mean_acceptance`)."""
+        """tau of one request: tokens committed per cycle (:func:`~specpolicy.state.mean_acceptance`)."""
         return self.tokens[request] / self.cycles[request] if self.cycles[request] else 0.0
 
     @property

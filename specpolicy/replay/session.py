@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from specpolicy.arguments import check_verify_length
-from specpolicy.cycles import CycleRecord, DraftedBlock
-from specpolicy.state import DecodeState
+from specpolicy.cycles import CycleRecord
+from specpolicy.state import DecodeState, DraftedBlock
 
 
 class Replayed(Protocol):

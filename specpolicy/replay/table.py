@@ -11,18 +11,12 @@ import numpy as np
 
 from specpolicy.arguments import check_block_size, check_candidate_set, check_type
 from specpolicy.costs import CostTable
-from specpolicy.cycles import (
-    AnchorActions,
-    CycleRecord,
-    DraftedBlock,
-    Plan,
-    run,
-)
+from specpolicy.cycles import AnchorActions, CycleRecord, Plan, run
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.policy import oracle_label
 from specpolicy.replay.schedules import Action, ExactSchedules, Outcomes
 from specpolicy.replay.session import ReplaySession
-from specpolicy.state import DecodeState
+from specpolicy.state import DecodeState, DraftedBlock
 
 
 @dataclass
@@ -208,7 +202,7 @@ class ReplayTable(ExactSchedules):
         return anchors
 
     def taus(self) -> dict[int, float]:
-        """tau of every candidate as a fixed block size (:func:`~specpolicy.cycles.mean_acceptance` of the
+        """tau of every candidate as a fixed block size (:func:`~specpolicy.state.mean_acceptance` of the
         cycles :meth:`simulate` runs: each schedule commits :meth:`tokens` in its :meth:`fixed_cycles`)."""
         cycles = self.fixed_cycles(self.candidates)
         return {b: self.tokens() / n if n else 0.0 for b, n in zip(self.candidates, cycles)}

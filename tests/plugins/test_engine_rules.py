@@ -6,14 +6,13 @@ import numpy as np
 import pytest
 
 from specpolicy.checks import check_policy
-from specpolicy.cycles import DraftedBlock
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.decoding.engine import decode
 from specpolicy.plugins.engine_rules import TrtllmSchedule
 from specpolicy.policy import PromptObservation
 from specpolicy.registry import create_policy
 from specpolicy.replay.table import ReplayTable
-from specpolicy.state import DecodeState
+from specpolicy.state import DecodeState, DraftedBlock
 
 CANDIDATES = (1, 4)
 

@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 
 from specpolicy.costs import uniform_costs
-from specpolicy.cycles import confident_prefix
+from specpolicy.cycles import ConfidentPrefix
 from specpolicy.decoding import SpeculativeDecoder
-from specpolicy.plugins.verify_rules import most_tokens_per_second
+from specpolicy.plugins.verify_rules import marginal_length
 from specpolicy.policy import Answers, PromptObservation
 from specpolicy.registry import get_registry
+from specpolicy.state import DraftedBlock
 from specpolicy.sweep.replay import build_replay
 
 SIZES = [1, 2, 4, 8]
@@ -24,7 +25,7 @@ SIZES = [1, 2, 4, 8]
     ([1.0, 1.0], 1.0, 3),
 ])
 def test_confident_prefix(confidences, threshold, length):
-    assert confident_prefix(confidences, threshold) == length
+    assert ConfidentPrefix(threshold).length(confidences) == length
 
 
 @pytest.mark.parametrize(("confidences", "per_token", "length"), [
@@ -34,7 +35,7 @@ def test_confident_prefix(confidences, threshold, length):
 ])
 def test_marginal_rule_maximises_expected_tokens_per_second(confidences, per_token, length):
     costs = uniform_costs([1, 2, 4, 8], ar_seconds=1.0, per_token=per_token)
-    assert most_tokens_per_second(confidences, 8, costs) == length
+    assert marginal_length(costs, [8])(None, DraftedBlock(8, tuple(confidences))) == length
 
 
 def _brute_force(table, costs, position, produced):

@@ -10,9 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from specpolicy.cli import app
-from specpolicy.cycles import DraftedBlock
 from specpolicy.replay.export import SglangConfig, VllmConfig, vllm_lookup, vllm_schedule
-from specpolicy.state import DecodeState
+from specpolicy.state import DecodeState, DraftedBlock
 
 
 @pytest.mark.parametrize(("drafts", "ranges"), [

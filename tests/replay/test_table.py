@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from specpolicy.costs import CostTable
-from specpolicy.cycles import Plan, mean_acceptance, run
+from specpolicy.cycles import Plan, run
 from specpolicy.replay.table import ReplayTable
-from specpolicy.state import REASONS, commit_length, commit_tokens
+from specpolicy.state import REASONS, commit_length, commit_tokens, mean_acceptance
 
 SHIPPED = ["specpolicy/zoo/tiny/sweeps/sharegpt", "specpolicy/zoo/tiny/sweeps/spec-bench",
            "specpolicy/zoo/tiny/sweeps/sharegpt-verify"]
