@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from specpolicy.costs import CostTable
-from specpolicy.cycles import ConfidentPrefix, CostAwareBlocks, Plan
+from specpolicy.cycles import ConfidentPrefix, CostAwareBlocks, CostAwareLength, Plan
 from specpolicy.defaults import DEFAULT_MODEL, TRAINING_BLOCK_SIZE
 from specpolicy.engines.llamacpp import Reply, ServerPool, Setting
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
@@ -79,27 +79,39 @@ def engine_setting(policy: Policy, plan: Plan | None, largest: int, per_request:
     """The setting ``plan`` (a policy's for one prompt; ``None``: one no prompt fixes) runs as in llama.cpp,
     matched on its values: a fixed block (B <= ``largest``, the drafter's trained block, past which llama.cpp
     clamps), verified whole or up to the first draft below p (llama.cpp's p_min); on a patched server
-    (``per_request``) the cost-aware block rule (:class:`~specpolicy.cycles.CostAwareBlocks`), which the
-    server runs per step."""
+    (``per_request``) the cost-aware block rule (:class:`~specpolicy.cycles.CostAwareBlocks`) and verify
+    length (:class:`~specpolicy.cycles.CostAwareLength`, beside that rule or a fixed B), which the server runs
+    per step."""
     rule = plan.block if plan is not None else None
     verify = plan.length if plan is not None else None
-    if per_request and isinstance(rule, CostAwareBlocks) and verify is None:
-        if max(rule.blocks) > largest:
-            raise ValueError(f"{policy.name} chooses blocks up to {max(rule.blocks)}, past the drafter's "
+    lengths = verify if isinstance(verify, CostAwareLength) else None  # the cost-aware verify length
+    blocks = rule.blocks if isinstance(rule, CostAwareBlocks) else (plan.block_size,) if lengths else None
+    if per_request and blocks and blocks[0] and (verify is None or lengths):
+        if max(blocks) > largest:
+            raise ValueError(f"{policy.name} chooses blocks up to {max(blocks)}, past the drafter's "
                              f"trained block {largest}; pass --candidates up to {largest}")
-        return Setting(largest, plan=json.dumps(rule.request(), sort_keys=True))
+        request = rule.request() if isinstance(rule, CostAwareBlocks) else _fixed_rule(plan.block_size)
+        return Setting(largest, plan=json.dumps(request | (lengths.request() if lengths else {}),
+                                                sort_keys=True))
     p_min = verify.threshold if isinstance(verify, ConfidentPrefix) and not verify.running else None
     if plan is None or plan.block_size is None or (verify is not None and p_min is None):
         raise ValueError(f"{policy.name} decides per cycle or sets verify lengths with a rule llama.cpp "
                          "cannot run: a server built by `specpolicy engine build` (patched) runs the "
-                         "cost-aware rule per step (adaptive, blockpilot-guard), a stock one takes its "
-                         "settings per server; compare it in replay, or run llama.cpp's own rule "
-                         "llamacpp-pmin:n_max=N,p_min=P")
+                         "cost-aware block rule (adaptive, blockpilot-guard) and verify length (marginal, "
+                         "adaptive-verify) per step, a stock one takes its settings per server; compare it "
+                         "in replay, or run llama.cpp's own rule llamacpp-pmin:n_max=N,p_min=P")
     if plan.block_size > largest:
         raise ValueError(f"{policy.name} chose block size {plan.block_size}, past the drafter's trained "
                          f"block {largest}, which llama.cpp clamps to {largest}; pass --candidates up to "
                          f"{largest}")
     return Setting(plan.block_size, p_min or 0.0)
+
+
+def _fixed_rule(block_size: int) -> dict:
+    """A fixed B as the patched server's block rule (one block, never a plain step), for a verify rule to run
+    beside."""
+    return {"blocks": [block_size], "priced": [block_size], "seconds": [1.0], "ar_seconds": 1.0,
+            "ar_allowed": False, "start": block_size}
 
 
 def for_engine(policy: Policy, sizes: Sequence[int]) -> Policy:

@@ -554,3 +554,25 @@ def test_a_store_without_a_cost_table_runs_cost_aware_policies_in_the_engine(
     comparison = compare_engine(SweepStore.load(tmp_path / "store"), policies, server=fake_binary,
                                 report=lambda line: None)
     assert [r.policy for r in comparison.run.results] == ["fixed4", "adaptive"]
+
+
+@pytest.mark.parametrize(("name", "block_rule"), [("marginal8", False), ("adaptive-verify", True)])
+def test_a_cost_aware_verify_length_is_a_value_a_patched_server_runs_and_a_stock_one_refuses(
+        verify_store, name, block_rule):
+    """Issue 76: (B, L) plans in the engine. marginal's and adaptive-verify's verify length carries its
+    prices by (B, L) as a value; the patched engine gets it in the request's plan, beside the cost-aware block
+    rule or a fixed B (one block, no plain steps); a stock one refuses the policy."""
+    from specpolicy.cycles import CostAwareLength
+    from specpolicy.evaluation.engine import engine_setting
+    from specpolicy.evaluation.replay import prompt_observation
+
+    record, costs = next(verify_store.records()), verify_store.latency()
+    policy = create_policy(name, [1, 2, 4, 8])
+    plan = policy.checked_plan(prompt_observation(verify_store, record, costs))
+    assert isinstance(plan.length, CostAwareLength)
+    request = json.loads(engine_setting(policy, plan, 16, per_request=True).plan)
+    assert request["lengths"] == ([2, 4, 8] if block_rule else [8])
+    assert request["length_seconds"][-1] == [costs.split_cycle_seconds(8, n) for n in range(1, 9)]
+    assert (request["blocks"], request["ar_allowed"]) == (([2, 4, 8], True) if block_rule else ([8], False))
+    with pytest.raises(ValueError, match="decides per cycle or sets verify lengths"):
+        engine_setting(policy, plan, 16)
