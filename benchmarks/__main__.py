@@ -313,12 +313,6 @@ def signals(
         typer.echo(f"{name:64} {value:.3f}")
 
 
-guard_all(app)  # after every command: each bad input becomes one line
-
-if __name__ == "__main__":
-    app()
-
-
 @app.command("twin")
 def twin(sweep: Path = typer.Option(..., help="a replay sweep of the tiny pair (the main job's: "
                                            "~/.cache/specpolicy/sweeps/sharegpt-...)"),
@@ -339,3 +333,10 @@ def twin(sweep: Path = typer.Option(..., help="a replay sweep of the tiny pair (
     with progress_bar("twin", len(list(store.records()))) as update:
         result = bench_twin(store, target, drafter, parse_candidates(block_sizes), on_progress=update)
     emit(result.rows(), fmt, title=f"the cost twin against the tiny pair: {sweep}, {threads} thread(s)")
+
+
+guard_all(app)  # after every command: each bad input becomes one line
+
+if __name__ == "__main__":
+    app()
+

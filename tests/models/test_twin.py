@@ -75,3 +75,20 @@ def test_a_folder_that_is_not_a_twin_is_never_replaced(test_zoo, tmp_path):
     with pytest.raises(ValueError, match="not an earlier output"):
         build_twin(*test_zoo, tmp_path, SMALL)
     assert (tmp_path / "keep.txt").read_text() == "mine"
+
+
+def test_the_shipped_twin_tables_hold_the_figures_the_docs_publish():
+    """docs/cost-twin.md's costs of the twin are the shipped tables' (a test per published number)."""
+    from pathlib import Path
+
+    from specpolicy.costs import CostTable
+
+    page = " ".join((Path(__file__).parents[2] / "docs" / "cost-twin.md").read_text().split())
+    for name in ("twin-cpu-llamacpp", "twin-cpu-torch"):
+        table = CostTable.load(name)
+        draft, verify = table.draft_seconds[16], table.verify_seconds[16]
+        row = (f"| {1e3 * table.ar_seconds:.1f} ms | {1e3 * draft:.2f} ms ({draft / verify:.2f} of the "
+               f"verify) | {1e3 * verify:.1f} ms | {table.in_ar_steps(16):.2f} plain steps | "
+               f"{table.in_ar_steps(2):.2f} plain steps |")
+        assert row in page, name
+        assert table.source and "cost twin" in table.source
