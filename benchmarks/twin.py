@@ -19,7 +19,7 @@ class TwinFidelity:
     cycles_differ: list[str] = field(default_factory=list)
     cycles: int = 0
     first_differences: list[str] = field(default_factory=list)
-    """per differing prompt: where the outputs part, and the tiny pair's top-two logit margin there"""
+    """per differing prompt: where the outputs part, and the twin's top-two logit margin there"""
 
     def rows(self) -> list[dict[str, object]]:
         return [{"check": "prompts", "value": self.prompts},

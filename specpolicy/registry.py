@@ -92,10 +92,13 @@ class PolicyRegistry:
         if not isinstance(name, str) or not name.strip():
             raise ValueError("a policy name is a non-empty string such as 'fixed16' or 'blockpilot', got "
                              f"{name!r}")
-        head, _, path = name.strip().partition(":")
+        head, colon, path = name.strip().partition(":")
+        if colon and not path.strip():
+            raise ValueError(f"policy {name!r} ends in ':' with no argument: drop the ':', or give one (such as "
+                             "blockpilot:PATH or threshold:0.5)")
         if head in self.families:
             return self.families[head], (path or None)
-        match = re.fullmatch(r"(.*?)(\d+)", head)
+        match = re.fullmatch(r"(.*?)([0-9]+)", head)
         if match and match.group(1) in self.families and not path:
             return self.families[match.group(1)], match.group(2)
         known = sorted(self.families)

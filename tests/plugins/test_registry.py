@@ -251,3 +251,15 @@ def test_a_factory_that_returns_no_policy_is_named_not_a_traceback(install, retu
     with pytest.raises(ValueError, match=f"policy 'broken': the factory registered for 'broken' returned "
                                          f"{type(returned).__name__}, not a Policy; fix the plugin"):
         registry.create("broken")
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("fixed16:", "ends in ':' with no argument"), ("blockpilot:", "ends in ':' with no argument"),
+    ("fixed\u0661\u0666", "unknown policy")])
+def test_a_policy_name_with_an_empty_argument_or_other_digits_is_refused(name, message):
+    """Reported: `fixed16:`, `blockpilot:` and `fixed` with Arabic-Indic digits were accepted (the last as a
+    block size of 16)."""
+    from specpolicy.registry import create_policy
+
+    with pytest.raises(ValueError, match=message):
+        create_policy(name, [1, 2, 4, 8, 16])
