@@ -94,8 +94,8 @@ class PolicyRegistry:
                              f"{name!r}")
         head, colon, path = name.strip().partition(":")
         if colon and not path.strip():
-            raise ValueError(f"policy {name!r} ends in ':' with no argument: drop the ':', or give one (such as "
-                             "blockpilot:PATH or threshold:0.5)")
+            raise ValueError(f"policy {name!r} ends in ':' with no argument: drop the ':', or give one "
+                             "(such as blockpilot:PATH or threshold:0.5)")
         if head in self.families:
             return self.families[head], (path or None)
         match = re.fullmatch(r"(.*?)([0-9]+)", head)
