@@ -98,7 +98,7 @@ def _base(command: tuple[str, ...], w: dict[str, str]) -> list[str]:
         ("import-blockpilot",): [w["BP"], "--out", w["OUT"]],
         ("import-traces",): [w["TRACE"], "--out", w["OUT"], "--candidates", "1-3"],
         ("benchmarks", "traces"): [w["SPECDECODE"], "--work", w["OUT"]],
-        ("benchmarks", "twin"): ["--sweep", w["STORE"]],
+        ("benchmarks", "twin"): ["--sweep", w["STORE"], *models],
         ("convert",): [w["DRAFTER"], w["OUT"]],
         ("bench", "serving-costs"): ["--model", "Qwen/Qwen3-8B", "--gpu", "h100_sxm", "--out",
                                      w["OUT"] + ".json"],
