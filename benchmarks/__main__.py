@@ -329,9 +329,9 @@ def twin(sweep: Path = typer.Option(..., help="a replay sweep of the tiny pair (
     from specpolicy.sweep.store import SweepStore
 
     pin_threads(threads)
-    store = SweepStore.load(sweep)
-    with progress_bar("twin", len(list(store.records()))) as update:
-        result = bench_twin(store, target, drafter, parse_candidates(block_sizes), on_progress=update)
+    records = list(SweepStore.load(sweep).records())
+    with progress_bar("twin", len(records)) as update:
+        result = bench_twin(records, target, drafter, parse_candidates(block_sizes), on_progress=update)
     emit(result.rows(), fmt, title=f"the cost twin against the tiny pair: {sweep}, {threads} thread(s)")
 
 
@@ -339,4 +339,3 @@ guard_all(app)  # after every command: each bad input becomes one line
 
 if __name__ == "__main__":
     app()
-

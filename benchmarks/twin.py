@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from specpolicy.cycles import Plan
-from specpolicy.sweep.store import SweepStore
+from specpolicy.sweep.records import SweepRecord
 
 
 @dataclass
@@ -30,10 +30,10 @@ class TwinFidelity:
                 *({"check": "difference", "value": line} for line in self.first_differences)]
 
 
-def bench_twin(store: SweepStore, target: str, drafter: str, block_sizes: Sequence[int] = (16,),
+def bench_twin(records: Sequence[SweepRecord], target: str, drafter: str, block_sizes: Sequence[int] = (16,),
                on_progress: Callable[[int, int], None] | None = None) -> TwinFidelity:
-    """Decode every prompt of ``store`` with the twin (``target``, ``drafter``) at each of ``block_sizes``
-    (float32, live) and compare with the store's recorded output and its replay, cycle for cycle."""
+    """Decode every prompt of a replay sweep's ``records`` with the twin (``target``, ``drafter``) at each of
+    ``block_sizes`` (float32, live) and compare with its recorded output and its replay, cycle for cycle."""
     import torch
 
     from specpolicy.decoding import SpeculativeDecoder
@@ -41,7 +41,7 @@ def bench_twin(store: SweepStore, target: str, drafter: str, block_sizes: Sequen
 
     pair = load_pair(target, drafter, "float32", "cpu")
     decoder = SpeculativeDecoder(pair.target, pair.drafter)
-    result, records = TwinFidelity(), list(store.records())
+    result = TwinFidelity()
     for n, record in enumerate(records, start=1):
         table = record.table()
         prompt = list(table.sequence[:table.prompt_length])

@@ -3,7 +3,6 @@ zoo_build``)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -37,19 +36,15 @@ def twin(layers: int = typer.Option(TWIN_LAYERS, min=1, help="target layers (the
     many times larger, so cycles cost what a real pair's cost (docs/cost-twin.md)."""
     import time
 
-    from specpolicy.files import check_replaceable
     from specpolicy.models.sources import twin_dir
-    from specpolicy.models.twin import MARKER, TwinShape, build_twin
+    from specpolicy.models.twin import TwinShape, build_twin
     from specpolicy.zoo import DRAFTER_DIR, TARGET_DIR
 
-    shape = TwinShape(layers, heads, intermediate)
-    try:
-        shape.check(json.loads((TARGET_DIR / "config.json").read_text(encoding="utf-8")))
-        folder = check_replaceable(out or twin_dir(), MARKER)
+    start, shape = time.perf_counter(), TwinShape(layers, heads, intermediate)
+    try:  # the shape and the folder are refused before the weights grow
+        folder = build_twin(TARGET_DIR, DRAFTER_DIR, out or twin_dir(), shape)
     except ValueError as error:
         raise fail(str(error)) from None
-    start = time.perf_counter()
-    build_twin(TARGET_DIR, DRAFTER_DIR, folder, shape)
     stderr.print(f"the cost twin ({layers} layers, {heads} heads, {intermediate} MLP units) in {folder} "
                  f"({time.perf_counter() - start:.0f} s); use it with "
                  + ("--target twin --drafter twin" if out is None else f"--target {folder}/target --drafter "

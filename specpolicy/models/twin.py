@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from specpolicy.defaults import TWIN_HEADS, TWIN_INTERMEDIATE, TWIN_LAYERS
-from specpolicy.files import atomic_path
+from specpolicy.files import atomic_path, check_replaceable
 
 MARKER = "twin.json"
 """the shape a twin folder was built with; marks it as ``build_twin``'s (an earlier one is replaced whole)"""
@@ -99,7 +99,9 @@ def enlarge_target(state: dict, config: dict, shape: TwinShape) -> tuple[dict, d
 
 def build_twin(tiny: Path, drafter: Path, out: Path, shape: TwinShape = TwinShape()) -> Path:
     """Write the twin pair into ``out``/target and ``out``/drafter (atomically; the tokenizer and the
-    drafter's weights copied as they are); ``out`` must be new, empty or an earlier twin. Returns ``out``."""
+    drafter's weights copied as they are); ``out`` must be new, empty or an earlier twin, and a shape that
+    cannot hold the tiny target is refused, both before the weights grow. Returns ``out``."""
+    check_replaceable(out, MARKER)  # atomic_path checks it again where it writes
     config = json.loads((tiny / "config.json").read_text(encoding="utf-8"))
     state, config = enlarge_target(load_file(tiny / "model.safetensors"), config, shape)
     drafter_config = json.loads((drafter / "config.json").read_text(encoding="utf-8"))
