@@ -91,6 +91,17 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
         ("llamacpp-pmin", "engine_rules:llamacpp_pmin_policy", {
             "description": "llama.cpp's server: draft n_max + 1, verify up to the first draft below p_min "
                            "(llamacpp-pmin:n_max=3,p_min=0, its defaults)"}),
+        ("dflash-mlx", "field_rules:dflash_mlx_policy", {
+            "description": "dflash-mlx's adaptive block: full block until a window accepts < 0.75, then "
+                           "4; returns after a probe that is as fast as the reduced block"}),
+        ("dflash-mlx-count", "field_rules:dflash_mlx_count_policy", {
+            "description": "dflash-mlx's adaptive block before its speed gate: reduce on low average "
+                           "commits, probe every 24 cycles"}),
+        ("sglang-adaptive", "field_rules:sglang_adaptive_policy", {
+            "description": "SGLang's adaptive speculative steps: an EMA of accepted drafts picks the "
+                           "steps per batch-size slot (sglang-adaptive:candidate_steps=1/3/7,...)"}),
+        ("mistralrs-dflash", "field_rules:mistralrs_dflash_policy", {
+            "description": "mistral.rs's DFlash depth: max_drafts (7) at batches <= 2, one draft above"}),
     ],
     "agent": [("agent", "specpolicy.envs.agent_store:agent_policy", {
         "description": "a saved RL agent trained on a specpolicy environment, over its own "

@@ -88,6 +88,7 @@ def engine_args(family: str, arg: str | None, settings: type) -> object:
         kind = str(known[name].type)
         try:
             given[name] = (_mapping(text) if "dict" in kind else _ranges(text) if "list" in kind
+                           else tuple(map(_whole, text.split("/"))) if "tuple" in kind
                            else _decimal(text) if "float" in kind else _whole(text))
         except ValueError as exc:
             if "dict" in kind:
