@@ -91,17 +91,26 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
         ("llamacpp-pmin", "engine_rules:llamacpp_pmin_policy", {
             "description": "llama.cpp's server: draft n_max + 1, verify up to the first draft below p_min "
                            "(llamacpp-pmin:n_max=3,p_min=0, its defaults)"}),
-        ("dflash-mlx", "field_rules:dflash_mlx_policy", {
+        ("dflash-mlx", "field_dflash_mlx:dflash_mlx_policy", {
             "description": "dflash-mlx's adaptive block: full block until a window accepts < 0.75, then "
                            "4; returns after a probe that is as fast as the reduced block"}),
-        ("dflash-mlx-count", "field_rules:dflash_mlx_count_policy", {
+        ("dflash-mlx-count", "field_dflash_mlx:dflash_mlx_count_policy", {
             "description": "dflash-mlx's adaptive block before its speed gate: reduce on low average "
                            "commits, probe every 24 cycles"}),
-        ("sglang-adaptive", "field_rules:sglang_adaptive_policy", {
+        ("sglang-adaptive", "field_controllers:sglang_adaptive_policy", {
             "description": "SGLang's adaptive speculative steps: an EMA of accepted drafts picks the "
                            "steps per batch-size slot (sglang-adaptive:candidate_steps=1/3/7,...)"}),
-        ("mistralrs-dflash", "field_rules:mistralrs_dflash_policy", {
+        ("mistralrs-dflash", "field_controllers:mistralrs_dflash_policy", {
             "description": "mistral.rs's DFlash depth: max_drafts (7) at batches <= 2, one draft above"}),
+        ("mistralrs-adaptive", "field_controllers:mistralrs_adaptive_policy", {
+            "description": "mistral.rs v0.9.2's adaptive depth: an EMA of accepted drafts picks 3, 5 or 7 "
+                           "drafts, with hysteresis, 4 agreeing decisions and a cooldown of 32"}),
+        ("llamacpp-streak", "field_controllers:llamacpp_streak_policy", {
+            "description": "llama.cpp #25726: threshold (11) full drafts in a row add a draft, as many "
+                           "short ones remove one"}),
+        ("llamacpp-ema", "field_controllers:llamacpp_ema_policy", {
+            "description": "llama.cpp forks' --spec-draft-adaptive: a censoring-aware EMA of accepted "
+                           "drafts sizes each draft"}),
     ],
     "agent": [("agent", "specpolicy.envs.agent_store:agent_policy", {
         "description": "a saved RL agent trained on a specpolicy environment, over its own "

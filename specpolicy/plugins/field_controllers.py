@@ -1,0 +1,219 @@
+"""Other engines' DFlash depth controllers as field controllers.
+
+- ``sglang-adaptive``: SGLang's adaptive speculative steps (``speculative/adaptive_spec_params.py`` @015c872,
+  #21599, per batch-size slots of #24055): an EMA (alpha 0.2) of accepted drafts, after 10 warm-up verifies
+  every 5th re-picks the steps between its slot's candidates by thresholds at step - 0.5 with hysteresis;
+  the slot is the largest configured batch size <= the batch; B = steps + 1. ``candidate_steps``,
+  ``up_hysteresis`` and ``down_hysteresis`` set the batch-one slot (#21599's default was 1/3/7).
+- ``mistralrs-dflash``: mistral.rs's DFlash depth (``speculative/dflash.rs`` @48be6c1,
+  ``MISTRALRS_DFLASH_ADAPTIVE=1``): ``max_drafts`` drafts at batches <= 2, one draft above.
+- ``mistralrs-adaptive``: its depth controller of v0.9.2 (``speculative/dflash.rs`` @d184053, #2388, on by
+  default there): an EMA (alpha 0.2, the first value taken whole) of accepted drafts picks a tier of {3, 5, 7}
+  drafts after 8 warm-up steps: up when the EMA is within 0.5 of the depth, down below 0.65 of it less 0.25,
+  once 4 decisions in a row agree, then 32 steps held; batches above 2 draft 7.
+- ``llamacpp-streak``: llama.cpp's draft-length streak rule (#25726, from its description: code not at hand):
+  ``threshold`` drafts in a row accepted to within ``bias`` of the draft add one draft, as many in a row
+  short of it remove one, between ``n_min`` and ``n_max`` (the server's 0 and 3; 11 is the author's
+  threshold).
+- ``llamacpp-ema``: the censoring-aware EMA behind llama.cpp forks' ``--spec-draft-adaptive`` (halo-box #1,
+  from its description): a partly accepted draft moves the EMA (alpha 0.25, from 2.0) to its accepted
+  count, a fully accepted one only raises it by 1.0; each draft is the EMA rounded, in ``n_min``..``n_max``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from specpolicy.defaults import LLAMACPP_N_MAX
+from specpolicy.plugins.field_rules import ControllerState as State
+from specpolicy.plugins.field_rules import field_policy
+
+SGLANG_SLOTS = {1: ((1, 3, 5, 7), 0.0, -0.25), 8: ((0, 1, 3), 0.0, 0.0), 32: ((0, 1), 0.0, 0.0),
+                64: ((0,), 0.0, 0.0)}
+"""SGLang's ``DEFAULT_ADAPTIVE_CONFIG``: batch size -> (candidate steps, up and down hysteresis)"""
+
+
+@dataclass(frozen=True)
+class SglangAdaptive:
+    candidate_steps: tuple = SGLANG_SLOTS[1][0]
+    up_hysteresis: float = SGLANG_SLOTS[1][1]
+    down_hysteresis: float = SGLANG_SLOTS[1][2]
+    initial_steps: int = 3
+    ema_alpha: float = 0.2
+    update_interval: int = 5
+    warmup_batches: int = 10
+    reads_time = False
+
+    def slots(self) -> dict[int, tuple[tuple[int, ...], float, float]]:
+        return {**SGLANG_SLOTS, 1: (tuple(sorted(set(self.candidate_steps))), self.up_hysteresis,
+                                    self.down_hysteresis)}
+
+    def start(self, prompt_length: int) -> State:
+        steps = {key: self.initial_steps if self.initial_steps in c else c[len(c) // 2]
+                 for key, (c, _, _) in self.slots().items()}
+        return State(steps=steps, ema={key: float(s - 1) for key, s in steps.items()},
+                      count=dict.fromkeys(steps, 0), batch=1)
+
+    def _slot(self, batch: int) -> int:
+        return max([key for key in self.slots() if key <= batch], default=min(self.slots()))
+
+    def block(self, s: State, batch: int) -> int:
+        s.batch = batch
+        return s.steps[self._slot(batch)] + 1
+
+    def choices(self) -> set[int]:
+        return {step + 1 for candidates, _, _ in self.slots().values() for step in candidates}
+
+    def update(self, s: State, length: int, accepted: int, seconds: float) -> None:
+        key = self._slot(s.batch)
+        if s.steps[key] > 0:
+            s.ema[key] = (1 - self.ema_alpha) * s.ema[key] + self.ema_alpha * accepted
+        s.count[key] += 1
+        after = s.count[key] - self.warmup_batches
+        if after > 0 and after % self.update_interval == 0:
+            s.steps[key] = self._recompute(key, s.steps[key], s)
+
+    def _recompute(self, key: int, old: int, s: State) -> int:
+        candidates, up, down = self.slots()[key]
+        i = candidates.index(old)
+        if old == 0:
+            i = min(i + 1, len(candidates) - 1)
+            if candidates[i] > 0 and s.ema[key] < 0:
+                s.ema[key] = float(candidates[i] - 1)
+            return candidates[i]
+        old_index = i
+        while i > 0 and s.ema[key] <= (0.5 if candidates[i - 1] == 0 else candidates[i - 1] - 0.5) + down:
+            i -= 1
+        while i == old_index and i < len(candidates) - 1 and s.ema[key] > candidates[i] - 0.5 + up:
+            i = old_index = i + 1  # up only where it did not move down
+        return candidates[i]
+
+
+@dataclass(frozen=True)
+class MistralrsDflash:
+    max_drafts: int = 7
+    adaptive: int = 1
+    full_depth_max_batch: int = 2
+    reads_time = False
+
+    def start(self, prompt_length: int) -> State:
+        return State()
+
+    def block(self, s: State, batch: int) -> int:
+        full = not self.adaptive or self.max_drafts == 0 or batch <= self.full_depth_max_batch
+        return (self.max_drafts if full else min(1, self.max_drafts)) + 1
+
+    def choices(self) -> set[int]:
+        return {self.max_drafts + 1, min(1, self.max_drafts) + 1 if self.adaptive else self.max_drafts + 1}
+
+    def update(self, s: State, length: int, accepted: int, seconds: float) -> None:
+        """Stateless: the depth follows the batch."""
+
+
+@dataclass(frozen=True)
+class MistralrsAdaptive:
+    max_drafts: int = 7
+    tiers: tuple = (3, 5)
+    ema_alpha: float = 0.2
+    tier_frac: float = 0.65
+    hysteresis: float = 0.25
+    up_margin: float = 0.5
+    sticky: int = 4
+    warmup: int = 8
+    cooldown: int = 32
+    max_batch: int = 2
+    reads_time = False
+
+    def depths(self) -> list[int]:
+        return sorted({t for t in self.tiers if t <= self.max_drafts} | {self.max_drafts})
+
+    def start(self, prompt_length: int) -> State:
+        return State(ema=0.0, current=self.max_drafts, pending=self.max_drafts, streak=0, seen=0, cooldown=0,
+                     batch=1)
+
+    def block(self, s: State, batch: int) -> int:
+        s.batch = batch
+        return (s.current if batch <= self.max_batch else self.max_drafts) + 1
+
+    def choices(self) -> set[int]:
+        return {d + 1 for d in self.depths()}
+
+    def update(self, s: State, length: int, accepted: int, seconds: float) -> None:
+        if s.batch > self.max_batch:
+            if s.current != self.max_drafts:
+                s.current, s.cooldown = self.max_drafts, self.cooldown
+            s.streak = 0
+            return
+        s.seen += 1
+        s.ema = accepted if s.seen == 1 else self.ema_alpha * accepted + (1 - self.ema_alpha) * s.ema
+        if s.seen < self.warmup:
+            return
+        if s.cooldown > 0:
+            s.cooldown -= 1
+            return
+        tiers, current = self.depths(), s.current
+        i = tiers.index(current)
+        desired = tiers[i + 1] if i + 1 < len(tiers) and s.ema >= current - self.up_margin else \
+            tiers[i - 1] if i > 0 and s.ema < current * self.tier_frac - self.hysteresis else current
+        if desired == current:
+            s.streak = 0
+            return
+        s.streak, s.pending = (s.streak + 1, s.pending) if s.pending == desired else (1, desired)
+        if s.streak >= self.sticky:
+            s.current, s.streak, s.cooldown = desired, 0, self.cooldown
+
+
+@dataclass(frozen=True)
+class LlamacppStreak:
+    threshold: int = 11
+    bias: int = 0
+    n_min: int = 0
+    n_max: int = LLAMACPP_N_MAX
+    reads_time = False
+
+    def start(self, prompt_length: int) -> State:
+        return State(n=self.n_max, run=0)
+
+    def block(self, s: State, batch: int) -> int:
+        return s.n + 1
+
+    def choices(self) -> set[int]:
+        return set(range(self.n_min + 1, self.n_max + 2))
+
+    def update(self, s: State, length: int, accepted: int, seconds: float) -> None:
+        success = accepted >= length - 1 - self.bias
+        s.run = max(1, s.run + 1) if success else min(-1, s.run - 1)  # > 0: successes in a row, < 0: failures
+        if self.threshold and abs(s.run) >= self.threshold:
+            s.n, s.run = min(self.n_max, max(self.n_min, s.n + (1 if success else -1))), 0
+
+
+@dataclass(frozen=True)
+class LlamacppEma:
+    alpha: float = 0.25
+    probe: float = 1.0
+    initial: float = 2.0
+    n_min: int = 1
+    n_max: int = LLAMACPP_N_MAX
+    reads_time = False
+
+    def start(self, prompt_length: int) -> State:
+        return State(ema=self.initial)
+
+    def block(self, s: State, batch: int) -> int:
+        return min(self.n_max, max(self.n_min, math.floor(s.ema + 0.5))) + 1
+
+    def choices(self) -> set[int]:
+        return set(range(self.n_min + 1, self.n_max + 2))
+
+    def update(self, s: State, length: int, accepted: int, seconds: float) -> None:
+        if length > 1:
+            s.ema = s.ema + self.probe if accepted >= length - 1 else \
+                (1 - self.alpha) * s.ema + self.alpha * accepted
+
+
+sglang_adaptive_policy = field_policy("sglang-adaptive", SglangAdaptive)
+mistralrs_dflash_policy = field_policy("mistralrs-dflash", MistralrsDflash)
+mistralrs_adaptive_policy = field_policy("mistralrs-adaptive", MistralrsAdaptive)
+llamacpp_streak_policy = field_policy("llamacpp-streak", LlamacppStreak)
+llamacpp_ema_policy = field_policy("llamacpp-ema", LlamacppEma)

@@ -1,0 +1,138 @@
+"""The field's controllers, each walked through its source's own logic on hand-made acceptance traces."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from specpolicy.costs import uniform_costs
+from specpolicy.policy import PromptObservation
+from specpolicy.registry import create_policy
+from specpolicy.state import DecodeState
+
+CANDIDATES = (1, 16)
+
+
+def walk(name: str, accepted: Callable[[int, int], int], cycles: int, batch: int = 1, prompt_length: int = 10,
+         costs=None) -> list[int]:
+    """The B of each of ``cycles`` cycles where cycle ``i`` of B accepts ``accepted(B, i)`` drafts."""
+    policy = create_policy(name, CANDIDATES)
+    plan = policy.plan(PromptObservation(np.zeros(0, np.float32), prompt_length, "p", costs=costs))
+    state = DecodeState.after_prefill(np.zeros(0, np.float32), prompt_length)
+    state.batch = batch
+    sizes = []
+    for i in range(cycles):
+        size = plan.block(state)
+        assert size in policy.choices()
+        sizes.append(size)
+        state.record(size, min(size - 1, accepted(size, i)))
+    return sizes
+
+
+def runs(sizes: list[int]) -> list[tuple[int, int]]:
+    """``[16, 16, 4]`` -> ``[(16, 2), (4, 1)]``."""
+    out: list[tuple[int, int]] = []
+    for size in sizes:
+        out[-1:] = [(size, out[-1][1] + 1)] if out and out[-1][0] == size else [*out[-1:], (size, 1)]
+    return out
+
+
+def test_dflash_mlx_reduces_after_a_weak_window_and_probes_early_when_reduced_blocks_fill():
+    """Window 4 at B = 16 accepting 1 (acceptance 4/8 < 0.75) reduces to 4; 16 fully accepted reduced cycles
+    (8 in the early window, >= 0.75 full) start an early probe of 4 full blocks; accepting 15 each (0.94, 16
+    per cycle, as fast as 4 per reduced cycle under a flat table) returns to the full block."""
+    costs = uniform_costs(range(1, 17))
+    sizes = walk("dflash-mlx", lambda b, i: 1 if i < 4 else b - 1, 30, costs=costs)
+    assert runs(sizes) == [(16, 4), (4, 16), (16, 10)]
+
+
+def test_dflash_mlx_probe_that_fails_locks_out_early_probes_until_the_burst():
+    """A failed early probe (accepting 1) goes back to 4 with early probes locked out, so the next probe waits
+    for the burst of 64 reduced cycles, and lasts 8 cycles."""
+    costs = uniform_costs(range(1, 17))
+    sizes = walk("dflash-mlx", lambda b, i: 1 if b == 16 else 3, 4 + 16 + 4 + 64 + 8 + 1, costs=costs)
+    assert runs(sizes) == [(16, 4), (4, 16), (16, 4), (4, 64), (16, 8), (4, 1)]
+
+
+def test_dflash_mlx_probe_must_be_as_fast_as_the_reduced_block():
+    """Where a cycle costs 1 + 2 (L - 1) steps, a probe committing 16 per 31 steps is slower than reduced
+    cycles committing 4 per 7, so it returns to the reduced block though its acceptance passes; without the
+    speed gate (ratio 0) it resumes the full block."""
+    costs = uniform_costs(range(1, 17), per_token=2.0)
+    gated = walk("dflash-mlx", lambda b, i: 1 if i < 4 else b - 1, 26, costs=costs)
+    ungated = walk("dflash-mlx:resume_speed_ratio=0", lambda b, i: 1 if i < 4 else b - 1, 26, costs=costs)
+    assert runs(gated) == [(16, 4), (4, 16), (16, 4), (4, 2)]
+    assert runs(ungated) == [(16, 4), (4, 16), (16, 6)]
+
+
+def test_dflash_mlx_starts_reduced_on_a_long_prompt():
+    assert walk("dflash-mlx", lambda b, i: b - 1, 2, prompt_length=32768,
+                costs=uniform_costs(range(1, 17)))[0] == 4
+
+
+def test_dflash_mlx_count_reduces_probes_every_24_and_cools_down_after_resuming():
+    """Average commits 2 <= 3 (most 2 <= 5) over the window of 4 reduce; 24 reduced cycles start a two-cycle
+    probe; one probe cycle committing 5 > 4 resumes the full block; 4 cooldown cycles ignore weak ones, and the
+    cycle after them finds the window weak again."""
+    weak_then_good = {28: 4}  # the first probe cycle (cycle 28) accepts 4, committing 5
+    sizes = walk("dflash-mlx-count", lambda b, i: weak_then_good.get(i, 1 if b == 16 else 3), 4 + 24 + 1 + 8)
+    assert runs(sizes) == [(16, 4), (4, 24), (16, 6), (4, 3)]
+
+
+def test_sglang_adaptive_warms_up_then_moves_one_threshold_per_update():
+    """Steps 3 (B = 4) through 10 warm-up verifies; accepting 3 lifts the EMA from 2.0 to 2.96 by the 15th,
+    above 3 - 0.5: steps 5 (B = 6); accepting 0 then lowers it below 3 - 0.5 - 0.25 at the next 5-verify
+    update that sees it."""
+    sizes = walk("sglang-adaptive", lambda b, i: 3 if i < 15 else 0, 25)
+    assert runs(sizes) == [(4, 15), (6, 5), (4, 5)]
+
+
+def test_sglang_adaptive_reads_the_batch_slot():
+    """At batch 8 the slot's candidates are 0, 1, 3: steps 3, so B = 4; at 64 only 0: plain decoding."""
+    assert walk("sglang-adaptive", lambda b, i: 0, 3, batch=8) == [4, 4, 4]
+    assert walk("sglang-adaptive", lambda b, i: 0, 3, batch=64) == [1, 1, 1]
+    assert create_policy("sglang-adaptive:candidate_steps=1/3/7", CANDIDATES).choices() == {1, 2, 4, 8}
+
+
+def test_mistralrs_depth_follows_the_batch():
+    assert walk("mistralrs-dflash", lambda b, i: 0, 2, batch=2) == [8, 8]
+    assert walk("mistralrs-dflash", lambda b, i: 0, 2, batch=3) == [2, 2]
+    assert walk("mistralrs-dflash:adaptive=0", lambda b, i: 0, 1, batch=3) == [8]
+
+
+def test_mistralrs_adaptive_needs_four_agreeing_decisions_then_holds_32():
+    """The EMA starts at the first mean (0) and stays below 7 x 0.65 - 0.25: after 8 warm-up steps, the 4th
+    agreeing decision (step 11) moves to 5 drafts; 32 cooldown steps later, 4 more move to 3."""
+    sizes = walk("mistralrs-adaptive", lambda b, i: 0, 11 + 32 + 4 + 1)
+    assert runs(sizes) == [(8, 11), (6, 36), (4, 1)]
+    assert walk("mistralrs-adaptive", lambda b, i: 0, 20, batch=3) == [8] * 20
+
+
+def test_llamacpp_streak_adds_and_removes_a_draft_per_streak():
+    sizes = walk("llamacpp-streak:threshold=2,n_max=4", lambda b, i: b - 1 if i >= 4 else 0, 8)
+    assert sizes == [5, 5, 4, 4, 3, 3, 4, 4]
+
+
+def test_llamacpp_ema_probes_up_on_full_accepts_and_averages_partial_ones():
+    """From 2.0: a full accept of 2 adds 1.0 (3 drafts, B = 4); accepting 0 of 3 averages to 2.25 (B = 3)."""
+    assert walk("llamacpp-ema", lambda b, i: b - 1 if i == 0 else 0, 3) == [3, 4, 3]
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("dflash-mlx:window_size=0", "window_size"),
+    ("sglang-adaptive:candidate_steps=", "candidate_steps"),
+    ("sglang-adaptive:update_interval=0", "update_interval"),
+    ("mistralrs-adaptive:depth=3", "no parameter 'depth'"),
+    ("llamacpp-ema:alpha=nan", "alpha"),
+])
+def test_bad_parameters_are_refused_naming_them(name, message):
+    with pytest.raises(ValueError, match=message):
+        create_policy(name, CANDIDATES)
+
+
+def test_time_reading_controllers_need_a_cost_table():
+    policy = create_policy("dflash-mlx", CANDIDATES)
+    with pytest.raises(ValueError, match="cost"):
+        policy.plan(PromptObservation(np.zeros(0, np.float32), 10, "p"))
