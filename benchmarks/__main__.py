@@ -335,6 +335,28 @@ def twin(sweep: Path = typer.Option(..., help="a replay sweep of the tiny pair (
     emit(result.rows(), fmt, title=f"the cost twin against the tiny pair: {sweep}, {threads} thread(s)")
 
 
+@app.command("field")
+def field(sweep: Path = typer.Option(..., help="a replay sweep recording every block size the controllers "
+                                           "pick (specpolicy sweep --candidates 1-16)"),
+          costs: list[str] = typer.Option([], help="cost tables beside the sweep's own (names or files)"),
+          served: str = typer.Option("", help="a batch cost table to serve with at --concurrency"),
+          concurrency: str = typer.Option("8,64", help="concurrencies served with --served"),
+          fixed: str = typer.Option("1-16", help="the fixed blocks to compare (1: plain decoding)"),
+          fmt: OutputFormat = FormatOption) -> None:
+    """The field's controllers at their defaults beside the fixed blocks, the default, BlockPilot and the
+    oracles, per cost table and concurrency; the default's paired ratio over each (modelled, exact replay)."""
+    from benchmarks.field import Cell, bench_field, holds
+    from specpolicy.cli.sweep import parse_candidates
+
+    cells = [Cell("own"), *(Cell(Path(c).stem, Path(c)) for c in costs),
+             *(Cell(f"{Path(served).stem} c={c}", None, c, Path(served))
+               for c in (parse_candidates(concurrency, "--concurrency") if served else ()))]
+    verdicts = bench_field(sweep, cells, list(parse_candidates(fixed, "--fixed")))
+    emit([v.to_dict() for v in verdicts], fmt, title=f"the field's controllers: {sweep}, modelled")
+    for cell, beaten in holds(verdicts).items():
+        stderr.print(f"{cell}: the default {'is beaten by ' + ', '.join(beaten) if beaten else 'holds'}")
+
+
 guard_all(app)  # after every command: each bad input becomes one line
 
 if __name__ == "__main__":

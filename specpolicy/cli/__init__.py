@@ -8,7 +8,19 @@ import warnings
 
 import typer
 
-from specpolicy.cli import bench, compare, convert, engine, export, generate, policies, sweep, train, zoo
+from specpolicy.cli import (
+    bench,
+    compare,
+    convert,
+    engine,
+    export,
+    generate,
+    policies,
+    sweep,
+    train,
+    tune,
+    zoo,
+)
 from specpolicy.cli.errors import DEBUG, guard_all
 
 app = typer.Typer(
@@ -41,6 +53,7 @@ app.command("train")(train.train)
 app.command("generate")(generate.generate)
 app.command("convert")(convert.convert)
 app.command("export")(export.export)
+app.command("tune")(tune.tune)
 
 
 @app.command("version")

@@ -42,7 +42,7 @@ def compare(
     temperature: float = TemperatureOption,
     candidates: str = typer.Option(None, help="block sizes (default: the sweep's, or "
                                               "1,2,4,8,12,16,20,24,32); with --sweep, any subset of the "
-                                              "sweep's"),
+                                              "sweep's; learned policies choose among them"),
     max_samples: int = typer.Option(COMPARE_SAMPLES, min=1, help="prompts per dataset (seeded shuffle)"),
     max_new_tokens: int = MaxNewTokensOption,
     seed: int = SeedOption,

@@ -66,7 +66,8 @@ def price_tables(options: CompareOptions, on_warning: Callable[[str], object] = 
 
 
 def build_policies(options: CompareOptions, candidates: Sequence[int]) -> list[Policy]:
-    """The named policies over ``candidates`` (the sizes llama.cpp runs, for ``engine``)."""
+    """The named policies over ``candidates`` (the sizes llama.cpp runs, for ``engine``); where
+    ``--candidates`` are given, learned policies choose only among them."""
     from specpolicy.registry import get_registry
 
     registry = get_registry()
@@ -75,7 +76,8 @@ def build_policies(options: CompareOptions, candidates: Sequence[int]) -> list[P
 
         candidates = engine_sizes(candidates)
         return [for_engine(registry.create(name, candidates), candidates) for name in options.policies]
-    return [registry.create(name, candidates) for name in options.policies]
+    built = [registry.create(name, candidates) for name in options.policies]
+    return [policy.restrict(candidates) for policy in built] if options.candidates else built
 
 
 def chosen_candidates(options: CompareOptions, store: object | None) -> list[int]:

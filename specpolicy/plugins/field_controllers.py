@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 from specpolicy.defaults import LLAMACPP_N_MAX
 from specpolicy.plugins.field_rules import ControllerState as State
@@ -44,6 +45,17 @@ class SglangAdaptive:
     update_interval: int = 5
     warmup_batches: int = 10
     reads_time = False
+    TERMS: ClassVar[dict[str, str]] = {
+        "candidate_steps": "json:1.candidate_steps", "up_hysteresis": "json:1.up_hysteresis",
+        "down_hysteresis": "json:1.down_hysteresis", "initial_steps": "--speculative-num-steps",
+        "ema_alpha": "json:ema_alpha", "update_interval": "json:update_interval",
+        "warmup_batches": "json:warmup_batches"}
+    """the ``--speculative-adaptive-config`` JSON's keys (``json:``) and flags"""
+
+    def config_base(self) -> dict:
+        """The config file's other slots: a file replaces SGLang's defaults whole."""
+        return {str(key): {"candidate_steps": list(steps), "up_hysteresis": up, "down_hysteresis": down}
+                for key, (steps, up, down) in SGLANG_SLOTS.items() if key != 1}
 
     def slots(self) -> dict[int, tuple[tuple[int, ...], float, float]]:
         return {**SGLANG_SLOTS, 1: (tuple(sorted(set(self.candidate_steps))), self.up_hysteresis,
@@ -96,6 +108,9 @@ class MistralrsDflash:
     adaptive: int = 1
     full_depth_max_batch: int = 2
     reads_time = False
+    TERMS: ClassVar[dict[str, str]] = {"max_drafts": "--mtp-n-predict",
+                                       "adaptive": "$MISTRALRS_DFLASH_ADAPTIVE",
+                                       "full_depth_max_batch": "ADAPT_FULL_DEPTH_MAX_BATCH"}
 
     def start(self, prompt_length: int) -> State:
         return State()
@@ -124,6 +139,11 @@ class MistralrsAdaptive:
     cooldown: int = 32
     max_batch: int = 2
     reads_time = False
+    TERMS: ClassVar[dict[str, str]] = {
+        "max_drafts": "DFLASH_DEFAULT_MAX_DRAFTS", "tiers": "ADAPT_MIN_TIER, ADAPT_MID_TIER",
+        "ema_alpha": "ADAPT_EMA_ALPHA", "tier_frac": "ADAPT_TIER_FRAC", "hysteresis": "ADAPT_HYSTERESIS",
+        "up_margin": "ADAPT_UP_MARGIN", "sticky": "ADAPT_STICKY", "warmup": "ADAPT_WARMUP",
+        "cooldown": "ADAPT_COOLDOWN", "max_batch": "ADAPT_MAX_BATCH"}
 
     def depths(self) -> list[int]:
         return sorted({t for t in self.tiers if t <= self.max_drafts} | {self.max_drafts})
@@ -171,6 +191,9 @@ class LlamacppStreak:
     n_min: int = 0
     n_max: int = LLAMACPP_N_MAX
     reads_time = False
+    TERMS: ClassVar[dict[str, str]] = {
+        "threshold": "--spec-draft-adaptive-length-threshold", "bias": "--spec-draft-adaptive-length-bias",
+        "n_min": "--spec-draft-n-min", "n_max": "--spec-draft-n-max"}
 
     def start(self, prompt_length: int) -> State:
         return State(n=self.n_max, run=0)
@@ -196,6 +219,9 @@ class LlamacppEma:
     n_min: int = 1
     n_max: int = LLAMACPP_N_MAX
     reads_time = False
+    TERMS: ClassVar[dict[str, str]] = {"n_min": "--spec-draft-n-min", "n_max": "--spec-draft-n-max",
+                                       "alpha": "# alpha", "probe": "# probe", "initial": "# initial EMA"}
+    """with ``--spec-draft-adaptive``; alpha, probe and init are constants of the fork's source"""
 
     def start(self, prompt_length: int) -> State:
         return State(ema=self.initial)

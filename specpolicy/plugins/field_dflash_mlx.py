@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from specpolicy.plugins.field_rules import ControllerState as State
 from specpolicy.plugins.field_rules import field_policy
@@ -43,6 +44,8 @@ class DflashMlx:
     tpc_threshold: float = 3.5
     resume_speed_ratio: float = 1.0
     reads_time = True
+    TERMS: ClassVar[dict[str, str]] = {"block_tokens": "full_block_tokens"}
+    """fields under another name in the engine (the rest keep theirs): ``_AdaptiveBlockPolicy``'s fields"""
 
     def start(self, prompt_length: int) -> State:
         long = prompt_length >= self.long_context_prompt_tokens
@@ -121,6 +124,9 @@ class DflashMlxCount:
     probe_cycles: int = 2
     resume_commits: float = 4.25
     reads_time = False
+    TERMS: ClassVar[dict[str, str]] = {"block_tokens": "full_block_tokens",
+                                       "probe_cycles": "# probe_cycles_remaining on entering a probe",
+                                       "resume_commits": "# the probe average that resumes"}
 
     def start(self, prompt_length: int) -> State:
         long = prompt_length >= self.long_context_prompt_tokens

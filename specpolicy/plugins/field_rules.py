@@ -6,6 +6,7 @@ server, as SGLang's slots, carry it across requests)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Protocol
@@ -31,6 +32,9 @@ class Controller(Protocol):
     length L, accepted drafts and modelled seconds), and pick the next ``block`` at a batch size."""
 
     reads_time: bool
+    TERMS: dict[str, str]
+    """each field's name in the engine where it differs: ``--flag``, ``$ENV``, ``json:key.path`` of the
+    engine's config file, or a constant of its source (``# ...``: a literal in its code)"""
 
     def start(self, prompt_length: int) -> ControllerState: ...
 
@@ -99,3 +103,28 @@ def field_policy(family: str, settings: type) -> object:
     def factory(arg: str | None, candidates: Sequence[int]) -> FieldPolicy:
         return FieldPolicy(candidates, _checked(family, engine_args(family, arg, settings)))
     return factory
+
+
+def engine_terms(controller: Controller) -> str:
+    """``controller``'s settings as its engine takes them: flags and environment on one line each, the config
+    file's JSON, then the source's constants (``NAME = value``)."""
+    flags, env, constants = [], [], []
+    config = controller.config_base() if hasattr(controller, "config_base") else {}
+    for f in fields(controller):
+        value, term = getattr(controller, f.name), controller.TERMS.get(f.name, f.name)
+        shown = ", ".join(map(str, value)) if isinstance(value, tuple) else value
+        if term.startswith("--"):
+            flags.append(f"{term} {shown}")
+        elif term.startswith("$"):
+            env.append(f"{term[1:]}={shown}")
+        elif term.startswith("json:"):
+            *parents, key = term[5:].split(".")
+            node = config
+            for parent in parents:
+                node = node.setdefault(parent, {})
+            node[key] = list(value) if isinstance(value, tuple) else value
+        else:
+            constants.append(f"{term.lstrip('# ')} = {shown}" + ("  # a literal in the source"
+                                                                 if term.startswith("#") else ""))
+    return "\n".join(filter(None, [" ".join(env), " ".join(flags), json.dumps(config) if config else "",
+                                   *constants]))

@@ -21,7 +21,8 @@ class GuardedPolicy(Policy):
         self.start_policy = start_policy
 
     def choices(self) -> set[int]:
-        return set(self.candidates) | self.start_policy.choices()
+        """Its candidates: the start policy's choice is snapped to them."""
+        return set(self.candidates)
 
     def restrict(self, offered: Sequence[int]) -> GuardedPolicy:
         """A learned start policy chooses only among ``offered`` (an engine that cannot run the others)."""

@@ -76,6 +76,17 @@ def test_a_subset_of_the_sweeps_candidates(replay_store):
     assert rows["oracle"].vs_baseline >= 1.0 and rows["oracle-step"].speedup >= rows["oracle"].speedup - 1e-9
 
 
+def test_learned_policies_choose_among_the_given_candidates():
+    """``--candidates`` (a subset of the sweep's) is what a learned policy chooses among, as on an engine: the
+    shipped BlockPilot and the default were refused on any set without their trained 20, 24 and 32."""
+    sizes = [1, 2, 4, 8, 12, 14, 15, 16]
+    rows = compare_sweep("specpolicy/zoo/tiny/sweeps/sharegpt", ["blockpilot", "blockpilot-guard", "fixed16"],
+                         candidates=sizes)
+    assert {r.row.policy for r in rows} == {"blockpilot", "blockpilot-guard", "fixed16"}
+    with pytest.raises(ValueError, match="add them to --candidates"):  # a rule's own blocks stay refused
+        compare_sweep("specpolicy/zoo/tiny/sweeps/sharegpt", ["fixed20"], candidates=sizes)
+
+
 def test_serving_and_its_refusals(replay_store, tmp_path):
     from tests.replay.test_serving import linear_table
 

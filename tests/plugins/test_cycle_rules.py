@@ -149,6 +149,16 @@ def test_guarded_policy_starts_where_the_per_prompt_policy_says():
     assert ar_start[:4] == [1] * 4 and ar_start[4] > 1
 
 
+def test_guarded_policy_chooses_only_its_candidates():
+    """The default on a store of blocks up to 16 (``compare --candidates``): its start is snapped to its
+    candidates, so it says it picks only those; it claimed BlockPilot's trained 20, 24 and 32 too and was
+    refused on any store without them."""
+    narrow = (1, 2, 4, 8, 12, 16)
+    guard = GuardedPolicy(FixedPolicy(32, WIDE), narrow)
+    assert guard.choices() == set(narrow)
+    assert set(run(guard, [15] * 8)) <= set(narrow)
+
+
 ENGINE_CPU = CostTable.load("tests/fixtures/costs-llamacpp-engine-cpu.json")
 """llama.cpp's DFlash server with the shipped pair on this CPU: a B = 16 cycle costs 7.3 plain steps"""
 

@@ -1,0 +1,81 @@
+"""``specpolicy tune RULE``: a field controller's parameters searched by exact replay on the training side of
+a sweep's split (every setting of a grid, or a seeded budget of draws from it); the best setting held out
+against the rule's defaults and the best fixed block (chosen on the training side too) with paired
+intervals, and written in the engine's own terms."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from specpolicy.evaluation.compare import compare_sweep
+from specpolicy.evaluation.metrics import SummaryRow
+from specpolicy.registry import create_policy
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """A tuning's outcome: the best ``setting`` of those ``tried`` on the training side, and the held-out rows
+    (the setting, the rule at its defaults, the best fixed block), their ratios against the defaults."""
+
+    rule: str
+    setting: str
+    tried: int
+    train_speedup: float
+    train_defaults: float
+    held_out: tuple[SummaryRow, ...]
+    terms: str
+
+
+def parse_grid(items: Sequence[str]) -> dict[str, list[str]]:
+    """``["window_size=2/4/8", "tpc_threshold=3/3.5"]`` -> each parameter's values (checked by the rule)."""
+    grid: dict[str, list[str]] = {}
+    for item in items:
+        name, _, values = item.partition("=")
+        if not name.strip() or not values.strip() or name.strip() in grid:
+            raise ValueError("--grid takes NAME=V1/V2/... once per parameter, such as window_size=2/4/8; "
+                             f"got {item!r}")
+        grid[name.strip()] = [v.strip() for v in values.split("/") if v.strip()]
+    return grid
+
+
+def settings(rule: str, grid: Mapping[str, Sequence[str]], draws: int | None = None, seed: int = 0
+             ) -> list[str]:
+    """The policy names of the grid's settings (``draws``: that many of them, drawn with ``seed``), each
+    built once so a bad name or value is refused before any replay."""
+    if not grid:
+        raise ValueError("tune needs a --grid of at least one parameter, such as --grid window_size=2/4/8")
+    if ":" in rule:
+        raise ValueError(f"tune takes a rule's name ({rule.partition(':')[0]}); give its parameters in "
+                         "--grid")
+    names = [f"{rule}:" + ",".join(f"{key}={value}" for key, value in zip(grid, combo))
+             for combo in itertools.product(*grid.values())]
+    if draws is not None and draws < len(names):
+        names = random.Random(seed).sample(names, draws)
+    for name in [rule, *names]:
+        if not hasattr(create_policy(name, (1,)), "controller"):
+            raise ValueError(f"{rule} is not a field controller; `specpolicy policies` lists them "
+                             "(dflash-mlx, sglang-adaptive, mistralrs-adaptive, llamacpp-streak, ...)")
+    return names
+
+
+def tune(sweep: str | Path, rule: str, names: Sequence[str], *, costs: Sequence[str | Path] = (),
+         fixed: Sequence[int] | None = None) -> Tuned:
+    """Replay ``names`` and the rule's defaults on the training side of ``sweep``, then the best of them, the
+    defaults and the best fixed block (of ``fixed``, default the sweep's sizes) on its validation side."""
+    from specpolicy.plugins.field_rules import engine_terms
+    from specpolicy.sweep.store import SweepStore
+
+    sizes = list(fixed or SweepStore.load(sweep).candidates)
+    blocks = [f"fixed{b}" for b in sizes]
+    train = {r.row.policy: r.row for r in compare_sweep(sweep, [rule, *names, *blocks], costs=costs,
+                                                        candidates=sizes, split="train", baseline=rule)}
+    best = max([rule, *names], key=lambda name: train[name].speedup)
+    best_fixed = max(blocks, key=lambda name: train[name].speedup)
+    held = compare_sweep(sweep, list(dict.fromkeys([best, rule, best_fixed])), costs=costs, candidates=sizes,
+                         split="validation", baseline=rule)
+    return Tuned(rule, best, len(names), train[best].speedup, train[rule].speedup,
+                 tuple(r.row for r in held), engine_terms(create_policy(best, sizes).controller))

@@ -1,0 +1,51 @@
+"""``specpolicy tune``: settings from a grid, the best on the training side held out beside the defaults."""
+
+from __future__ import annotations
+
+import pytest
+
+from specpolicy.evaluation.tune import parse_grid, settings, tune
+from specpolicy.plugins.field_rules import engine_terms
+from specpolicy.registry import create_policy
+
+ZOO = "specpolicy/zoo/tiny/sweeps/sharegpt"
+
+
+def test_the_grid_names_every_setting_and_draws_a_seeded_budget():
+    grid = parse_grid(["window_size=2/4/8", "tpc_threshold=3/3.5"])
+    names = settings("dflash-mlx", grid)
+    assert len(names) == 6 and "dflash-mlx:window_size=8,tpc_threshold=3.5" in names
+    drawn = settings("dflash-mlx", grid, draws=3, seed=1)
+    assert len(drawn) == 3 and set(drawn) <= set(names) and drawn == settings("dflash-mlx", grid, 3, 1)
+
+
+@pytest.mark.parametrize(("rule", "grid", "message"), [
+    ("dflash-mlx", ["window_size"], "NAME=V1/V2"),
+    ("dflash-mlx", ["window_size=2", "window_size=4"], "once per parameter"),
+    ("dflash-mlx", ["window_size=0/4"], "window_size"),
+    ("dflash-mlx", ["depth=3"], "no parameter 'depth'"),
+    ("dflash-mlx:window_size=2", ["tpc_threshold=3"], "a rule's name"),
+    ("fixed16", ["x=1"], "fixed"),
+])
+def test_bad_grids_are_refused_before_any_replay(rule, grid, message):
+    with pytest.raises(ValueError, match=message):
+        settings(rule, parse_grid(grid))
+
+
+def test_tune_holds_the_training_sides_best_out_beside_the_defaults_and_the_best_fixed_block():
+    names = settings("dflash-mlx-count", parse_grid(["min_block_tokens=1/2/4"]))
+    tuned = tune(ZOO, "dflash-mlx-count", names, fixed=[1, 2, 4, 8, 16])
+    assert tuned.setting in [*names, "dflash-mlx-count"] and tuned.tried == 3
+    rows = {r.policy: r for r in tuned.held_out}
+    assert tuned.setting in rows and "dflash-mlx-count" in rows and any(p.startswith("fixed") for p in rows)
+    assert rows["dflash-mlx-count"].vs_baseline == 1.0
+    assert "min_block_tokens = " in tuned.terms and "full_block_tokens = 16" in tuned.terms
+
+
+def test_engine_terms_speak_each_engines_language():
+    sglang = engine_terms(create_policy("sglang-adaptive:candidate_steps=1/3/7", (1,)).controller)
+    assert '"1": {"candidate_steps": [1, 3, 7]' in sglang and '"64": {"candidate_steps": [0]' in sglang
+    assert "--speculative-num-steps 3" in sglang
+    streak = engine_terms(create_policy("llamacpp-streak:threshold=5", (1,)).controller)
+    assert "--spec-draft-adaptive-length-threshold 5" in streak
+    assert "MISTRALRS_DFLASH_ADAPTIVE=1" in engine_terms(create_policy("mistralrs-dflash", (1,)).controller)
