@@ -342,15 +342,21 @@ def field(sweep: Path = typer.Option(..., help="a replay sweep recording every b
           served: str = typer.Option("", help="a batch cost table to serve with at --concurrency"),
           concurrency: str = typer.Option("8,64", help="concurrencies served with --served"),
           fixed: str = typer.Option("1-16", help="the fixed blocks to compare (1: plain decoding)"),
+          tune: bool = typer.Option(False, help="tune each controller on the sweep's training side instead "
+                                                "(concurrency-1 cells), held out against its defaults"),
           fmt: OutputFormat = FormatOption) -> None:
     """The field's controllers at their defaults beside the fixed blocks, the default, BlockPilot and the
     oracles, per cost table and concurrency; the default's paired ratio over each (modelled, exact replay)."""
-    from benchmarks.field import Cell, bench_field, holds
+    from benchmarks.field import Cell, bench_field, bench_tune, holds
     from specpolicy.cli.sweep import parse_candidates
 
     cells = [Cell("own"), *(Cell(Path(c).stem, Path(c)) for c in costs),
              *(Cell(f"{Path(served).stem} c={c}", None, c, Path(served))
                for c in (parse_candidates(concurrency, "--concurrency") if served else ()))]
+    if tune:
+        emit(bench_tune(sweep, cells, list(parse_candidates(fixed, "--fixed"))), fmt,
+             title=f"the field's controllers tuned on {sweep}'s training side, held out (modelled)")
+        return
     verdicts = bench_field(sweep, cells, list(parse_candidates(fixed, "--fixed")))
     emit([v.to_dict() for v in verdicts], fmt, title=f"the field's controllers: {sweep}, modelled")
     for cell, beaten in holds(verdicts).items():

@@ -13,6 +13,18 @@ from specpolicy.evaluation.compare import compare_sweep
 FIELD = ("dflash-mlx", "dflash-mlx-count", "sglang-adaptive", "mistralrs-dflash", "mistralrs-adaptive",
          "llamacpp-streak", "llamacpp-ema", "llamacpp-pmin", "heuristic", "vllm-dsd", "trtllm-schedule")
 """the field's controllers at their defaults (``heuristic``: Hugging Face's and llama.cpp #3006's rule)"""
+GRIDS = {
+    "dflash-mlx": ["window_size=2,4,8", "tpc_threshold=2,2.5,3,3.5,4", "min_block_tokens=2,4,6,8"],
+    "dflash-mlx-count": ["window_size=2,4,8", "low_commit_threshold=2,3,4,5", "min_block_tokens=2,4,8",
+                         "reduced_burst_cycles=8,24,64"],
+    "sglang-adaptive": ["candidate_steps=1/3/7,1/3/5/7,3/7/15,1/3/7/15", "ema_alpha=0.1,0.2,0.4",
+                        "update_interval=1,5", "down_hysteresis=-0.5,-0.25,0"],
+    "mistralrs-dflash": ["max_drafts=3,5,7,11,15"],
+    "mistralrs-adaptive": ["tiers=3/5,2/4,4/8", "max_drafts=7,11,15", "ema_alpha=0.2,0.4", "sticky=1,4"],
+    "llamacpp-streak": ["threshold=2,5,11", "bias=0,1", "n_min=0,1", "n_max=3,7,15"],
+    "llamacpp-ema": ["alpha=0.25,0.5", "probe=0.5,1,2", "n_max=3,7,15"],
+}
+"""each field controller's tuning grid (``specpolicy tune RULE --grid ...``)"""
 REFERENCES = (DEFAULT_POLICY, "blockpilot", "oracle", "oracle-step")
 MARGIN = 0.99
 """the default holds a cell where every controller's paired interval (default over it) starts at >= this and
@@ -71,3 +83,33 @@ def holds(verdicts: list[Verdict]) -> dict[str, list[str]]:
         beaten[cell] = [v.policy for v in rows if v.policy in FIELD and v.low < MARGIN] + \
             ([f"{best.policy} (best fixed)"] if best.default_over < MARGIN else [])
     return beaten
+
+
+def bench_tune(sweep: Path, cells: list[Cell], fixed: list[int]) -> list[dict]:
+    """Per cell at concurrency 1 and per controller of :data:`GRIDS`: the setting tuned on the training side,
+    held out (validation side) against its defaults and against the default, both paired."""
+    from specpolicy.evaluation.tune import parse_grid, settings, tune
+
+    rows = []
+    for cell in (c for c in cells if c.concurrency == 1 and c.batch_costs is None):
+        costs = [cell.costs] if cell.costs else ()
+        tuned = {rule: tune(sweep, rule, settings(rule, parse_grid(grid)), costs=costs, fixed=fixed)
+                 for rule, grid in GRIDS.items()}
+        against = {r.row.policy: r.row for r in compare_sweep(
+            sweep, list(dict.fromkeys([DEFAULT_POLICY, *(t.setting for t in tuned.values())])), costs=costs,
+            candidates=fixed, split="validation", baseline=DEFAULT_POLICY)}
+        for rule, result in tuned.items():
+            best = next(r for r in result.held_out if r.policy == result.setting)
+            defaults = next(r for r in result.held_out if r.policy == rule)
+            other = against[result.setting]
+            rows.append({"cell": cell.label, "rule": rule, "tuned": result.setting.partition(":")[2] or "-",
+                         "defaults": round(defaults.speedup, 3), "tuned speedup": round(best.speedup, 3),
+                         "tuned / defaults": _ratio(best.vs_baseline, best.vs_baseline_ci95),
+                         "default": round(against[DEFAULT_POLICY].speedup, 3),
+                         "default / tuned": _ratio(1 / other.vs_baseline,
+                                                   tuple(1 / v for v in reversed(other.vs_baseline_ci95)))})
+    return rows
+
+
+def _ratio(value: float, interval: tuple[float, float]) -> str:
+    return f"{value:.3f} ({interval[0]:.3f}-{interval[1]:.3f})"

@@ -31,14 +31,15 @@ class Tuned:
 
 
 def parse_grid(items: Sequence[str]) -> dict[str, list[str]]:
-    """``["window_size=2/4/8", "tpc_threshold=3/3.5"]`` -> each parameter's values (checked by the rule)."""
+    """``["window_size=2,4,8", "candidate_steps=1/3/7,1/3/5/7"]`` -> each parameter's values (a tuple's
+    items joined by '/'; checked by the rule)."""
     grid: dict[str, list[str]] = {}
     for item in items:
         name, _, values = item.partition("=")
         if not name.strip() or not values.strip() or name.strip() in grid:
-            raise ValueError("--grid takes NAME=V1/V2/... once per parameter, such as window_size=2/4/8; "
+            raise ValueError("--grid takes NAME=V1,V2,... once per parameter, such as window_size=2,4,8; "
                              f"got {item!r}")
-        grid[name.strip()] = [v.strip() for v in values.split("/") if v.strip()]
+        grid[name.strip()] = [v.strip() for v in values.split(",") if v.strip()]
     return grid
 
 
@@ -47,7 +48,7 @@ def settings(rule: str, grid: Mapping[str, Sequence[str]], draws: int | None = N
     """The policy names of the grid's settings (``draws``: that many of them, drawn with ``seed``), each
     built once so a bad name or value is refused before any replay."""
     if not grid:
-        raise ValueError("tune needs a --grid of at least one parameter, such as --grid window_size=2/4/8")
+        raise ValueError("tune needs a --grid of at least one parameter, such as --grid window_size=2,4,8")
     if ":" in rule:
         raise ValueError(f"tune takes a rule's name ({rule.partition(':')[0]}); give its parameters in "
                          "--grid")

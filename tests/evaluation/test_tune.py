@@ -12,7 +12,7 @@ ZOO = "specpolicy/zoo/tiny/sweeps/sharegpt"
 
 
 def test_the_grid_names_every_setting_and_draws_a_seeded_budget():
-    grid = parse_grid(["window_size=2/4/8", "tpc_threshold=3/3.5"])
+    grid = parse_grid(["window_size=2,4,8", "tpc_threshold=3,3.5"])
     names = settings("dflash-mlx", grid)
     assert len(names) == 6 and "dflash-mlx:window_size=8,tpc_threshold=3.5" in names
     drawn = settings("dflash-mlx", grid, draws=3, seed=1)
@@ -20,9 +20,9 @@ def test_the_grid_names_every_setting_and_draws_a_seeded_budget():
 
 
 @pytest.mark.parametrize(("rule", "grid", "message"), [
-    ("dflash-mlx", ["window_size"], "NAME=V1/V2"),
+    ("dflash-mlx", ["window_size"], "NAME=V1,V2"),
     ("dflash-mlx", ["window_size=2", "window_size=4"], "once per parameter"),
-    ("dflash-mlx", ["window_size=0/4"], "window_size"),
+    ("dflash-mlx", ["window_size=0,4"], "window_size"),
     ("dflash-mlx", ["depth=3"], "no parameter 'depth'"),
     ("dflash-mlx:window_size=2", ["tpc_threshold=3"], "a rule's name"),
     ("fixed16", ["x=1"], "fixed"),
@@ -33,7 +33,7 @@ def test_bad_grids_are_refused_before_any_replay(rule, grid, message):
 
 
 def test_tune_holds_the_training_sides_best_out_beside_the_defaults_and_the_best_fixed_block():
-    names = settings("dflash-mlx-count", parse_grid(["min_block_tokens=1/2/4"]))
+    names = settings("dflash-mlx-count", parse_grid(["min_block_tokens=1,2,4"]))
     tuned = tune(ZOO, "dflash-mlx-count", names, fixed=[1, 2, 4, 8, 16])
     assert tuned.setting in [*names, "dflash-mlx-count"] and tuned.tried == 3
     rows = {r.policy: r for r in tuned.held_out}
