@@ -92,25 +92,22 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
             "description": "llama.cpp's server: draft n_max + 1, verify up to the first draft below p_min "
                            "(llamacpp-pmin:n_max=3,p_min=0, its defaults)"}),
         ("dflash-mlx", "field_dflash_mlx:dflash_mlx_policy", {
-            "description": "dflash-mlx's adaptive block: full block until a window accepts < 0.75, then "
-                           "4; returns after a probe that is as fast as the reduced block"}),
+            "description": "dflash-mlx's adaptive block: 4 after weak full blocks, back after a probe "
+                           "as fast as 4"}),
         ("dflash-mlx-count", "field_dflash_mlx:dflash_mlx_count_policy", {
-            "description": "dflash-mlx's adaptive block before its speed gate: reduce on low average "
-                           "commits, probe every 24 cycles"}),
+            "description": "dflash-mlx's adaptive block before its speed gate (count-gated)"}),
         ("sglang-adaptive", "field_controllers:sglang_adaptive_policy", {
-            "description": "SGLang's adaptive speculative steps: an EMA of accepted drafts picks the "
-                           "steps per batch-size slot (sglang-adaptive:candidate_steps=1/3/7,...)"}),
+            "description": "SGLang's adaptive steps: an EMA of accepted drafts per batch-size slot "
+                           "(:candidate_steps=1/3/7,...)"}),
         ("mistralrs-dflash", "field_controllers:mistralrs_dflash_policy", {
-            "description": "mistral.rs's DFlash depth: max_drafts (7) at batches <= 2, one draft above"}),
+            "description": "mistral.rs's DFlash depth: 7 drafts at batches <= 2, one above"}),
         ("mistralrs-adaptive", "field_controllers:mistralrs_adaptive_policy", {
-            "description": "mistral.rs v0.9.2's adaptive depth: an EMA of accepted drafts picks 3, 5 or 7 "
-                           "drafts, with hysteresis, 4 agreeing decisions and a cooldown of 32"}),
+            "description": "mistral.rs v0.9.2's depth: an EMA of accepted drafts picks 3, 5 or 7 "
+                           "drafts"}),
         ("llamacpp-streak", "field_controllers:llamacpp_streak_policy", {
-            "description": "llama.cpp #25726: threshold (11) full drafts in a row add a draft, as many "
-                           "short ones remove one"}),
+            "description": "llama.cpp #25726: 11 full drafts in a row add a draft, 11 short remove one"}),
         ("llamacpp-ema", "field_controllers:llamacpp_ema_policy", {
-            "description": "llama.cpp forks' --spec-draft-adaptive: a censoring-aware EMA of accepted "
-                           "drafts sizes each draft"}),
+            "description": "llama.cpp forks' --spec-draft-adaptive: a censoring-aware EMA sizes drafts"}),
     ],
     "agent": [("agent", "specpolicy.envs.agent_store:agent_policy", {
         "description": "a saved RL agent trained on a specpolicy environment, over its own "
