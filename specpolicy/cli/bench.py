@@ -197,3 +197,38 @@ def serving_costs(
     table.save(out)
     stderr.print(f"serving cost table saved to {out}: batches 1-{table.batch_sizes[-1]}: {table.capacity}; "
                  f"{table.source}")
+
+
+@app.command("from-run")
+def from_run(
+    file: Path = typer.Argument(..., help="dflash-mlx's cycle_events.jsonl, or a CSV of tokens,seconds per "
+                                          "target verify"),
+    draft_seconds: float = typer.Option(None, min=0.0, help="with a CSV: the drafter's pass you measured, "
+                                                            "in seconds"),
+    ar_seconds: float = typer.Option(None, min=0.0, help="the plain step's seconds, where the run has no "
+                                                         "one-token verify"),
+    out: Path = typer.Option(None, help="save the table as JSON (for `compare --costs`)"),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """A cost table from an engine's own timings: verify cost by tokens verified, the drafter's pass by block,
+    every cell's spread, and its cliffs (a width whose verify jumps past the trend)."""
+    from specpolicy.bench.from_run import fit_csv, fit_cycles
+
+    check_out_file(out, "costs.json")
+    if ar_seconds == 0 or (file.suffix.lower() == ".csv") != (draft_seconds is not None):
+        raise fail("--ar-seconds must be above 0" if ar_seconds == 0 else
+                   "a CSV of verifies needs --draft-seconds (the drafter's pass you measured); a cycle_events"
+                   ".jsonl times its own drafts, so leave --draft-seconds out")
+    if draft_seconds is not None:
+        fitted = fit_csv(file, draft_seconds, ar_seconds)
+    else:
+        from specpolicy.sweep.traces.dflash_mlx import read_cycles
+
+        fitted = fit_cycles([c for run in read_cycles(file).values() for c in run], str(file), ar_seconds)
+    emit(fitted.rows(), fmt, title=f"cost table fitted from {file.name} (plain step "
+                                    f"{1e3 * fitted.table.ar_seconds:.3f} ms)")
+    for warning in [*fitted.table.warnings, *fitted.table.check()]:
+        stderr.print(f"note: {warning}")
+    if out is not None:
+        fitted.table.save(out)
+        stderr.print(f"cost table saved to {out}")

@@ -79,6 +79,11 @@ class FieldPolicy(Policy):
     def choices(self) -> set[int]:
         return self.controller.choices()
 
+    def select(self, observation: PromptObservation) -> int:
+        """The first cycle's block, read from a fresh state (no cost table needed)."""
+        controller = self.controller
+        return controller.block(controller.start(observation.prompt_length), observation.concurrency)
+
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
         costs = required_costs(self, observation) if self.controller.reads_time else None
         return Plan(FieldRule(self.controller, costs))

@@ -393,7 +393,8 @@ def test_tables_in_a_pipe_fit_100_columns_where_the_environment_names_none(monke
     result = runner.invoke(app, ["policies"])
     lines = result.stdout.splitlines()
     assert result.exit_code == 0 and max(map(len, lines)) <= 100
-    assert any(line.startswith("│ blockpilot-guard │") for line in lines)  # names whole, descriptions fold
+    for name in ("blockpilot-guard", "mistralrs-adaptive"):  # names whole, descriptions fold
+        assert any(line.startswith(f"│ {name} ") for line in lines)
 
 
 def test_zoo_info_says_where_the_zoo_is_and_sums_each_folder():

@@ -73,9 +73,9 @@ def test_dflash_mlx_starts_reduced_on_a_long_prompt():
 
 
 def test_dflash_mlx_count_reduces_probes_every_24_and_cools_down_after_resuming():
-    """Average commits 2 <= 3 (most 2 <= 5) over the window of 4 reduce; 24 reduced cycles start a two-cycle
-    probe; one probe cycle committing 5 > 4 resumes the full block; 4 cooldown cycles ignore weak ones, and the
-    cycle after them finds the window weak again."""
+    """Average commits 2 <= 3 (most 2 <= 5) over the window of 4 reduce; 24 reduced cycles start a
+    two-cycle probe; one probe cycle committing 5 > 4 resumes the full block; 4 cooldown cycles ignore weak
+    ones, and the cycle after them finds the window weak again."""
     weak_then_good = {28: 4}  # the first probe cycle (cycle 28) accepts 4, committing 5
     sizes = walk("dflash-mlx-count", lambda b, i: weak_then_good.get(i, 1 if b == 16 else 3), 4 + 24 + 1 + 8)
     assert runs(sizes) == [(16, 4), (4, 24), (16, 6), (4, 3)]

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specpolicy.arguments import check_candidate_set
-from specpolicy.sweep.traces import calibration, llamacpp, profile, spec_bench, specdecode, vllm
+from specpolicy.sweep.traces import calibration, dflash_mlx, llamacpp, profile, spec_bench, specdecode, vllm
 from specpolicy.sweep.traces.common import TraceImport, first_object, trace_file
 from specpolicy.sweep.traces.profile import ProfileDraw
 
@@ -52,6 +52,8 @@ FORMATS = (
                 lambda file, out, a: spec_bench.import_spec_bench(file, out, a.one_block(file), a.dataset)),
     TraceFormat(llamacpp.FORMAT, lambda file, first: "timings" in first,
                 lambda file, out, a: llamacpp.import_llamacpp(file, out, a.one_block(file), a.dataset)),
+    TraceFormat(dflash_mlx.FORMAT, lambda file, first: {"block_len", "acceptance_len"} <= set(first),
+                lambda file, out, a: dflash_mlx.import_dflash_mlx(file, out, a.one_block(file), a.dataset)),
     TraceFormat(vllm.FORMAT, lambda file, first: bool({"metrics", "choices"} & set(first)),
                 lambda file, out, a: vllm.import_vllm(file, out, a.one_block(file), a.dataset)),
     TraceFormat(specdecode.FORMAT, lambda file, first: True,  # the per-position JSONL: what is left
@@ -64,8 +66,8 @@ FORMATS = (
 def import_traces(file: str | Path, out: str | Path, args: TraceArgs = TraceArgs()) -> TraceImport:
     """A trace file of any format of :data:`FORMATS`, told apart by its first object."""
     file = trace_file(file, "a SpecDecode-Bench trace, a Spec-Bench answer file, vLLM or llama.cpp "
-                            "responses, a speculation_profile.json or a calibration bank's "
-                            "acceptance.parquet")
+                            "responses, dflash-mlx's cycle_events.jsonl, a speculation_profile.json or a "
+                            "calibration bank's acceptance.parquet")
     first = first_object(file)
     form = next(f for f in FORMATS if f.sniff(file, first))
     return form.load(file, Path(out), args)
