@@ -340,7 +340,7 @@ def field(sweep: Path = typer.Option(..., help="a replay sweep recording every b
                                            "pick (specpolicy sweep --candidates 1-16)"),
           costs: list[str] = typer.Option([], help="cost tables beside the sweep's own (names or files)"),
           served: str = typer.Option("", help="a batch cost table to serve with at --concurrency"),
-          concurrency: str = typer.Option("8,64", help="concurrencies served with --served"),
+          concurrency: str = typer.Option(None, help="concurrencies served with --served (default 1,8,64)"),
           fixed: str = typer.Option("1-16", help="the fixed blocks to compare (1: plain decoding)"),
           tune: bool = typer.Option(False, help="tune each controller on the sweep's training side instead "
                                                 "(concurrency-1 cells), held out against its defaults"),
@@ -349,10 +349,18 @@ def field(sweep: Path = typer.Option(..., help="a replay sweep recording every b
     oracles, per cost table and concurrency; the default's paired ratio over each (modelled, exact replay)."""
     from benchmarks.field import Cell, bench_field, bench_tune, holds
     from specpolicy.cli.sweep import parse_candidates
+    from specpolicy.costs import CostTable
+    from specpolicy.replay.batch_costs import BatchCostTable
 
+    if concurrency is not None and not served:
+        raise fail("--concurrency serves with a batch cost table: pass --served FILE too")
+    levels = parse_candidates(concurrency or "1,8,64", "--concurrency", block_sizes=False) if served else []
+    for table in costs:  # every table read before any replay (a bad one is refused in one line)
+        CostTable.load(table)
+    if served:
+        BatchCostTable.load(served).check_batches(levels)
     cells = [Cell("own"), *(Cell(Path(c).stem, Path(c)) for c in costs),
-             *(Cell(f"{Path(served).stem} c={c}", None, c, Path(served))
-               for c in (parse_candidates(concurrency, "--concurrency") if served else ()))]
+             *(Cell(f"{Path(served).stem} c={c}", None, c, Path(served)) for c in levels)]
     if tune:
         emit(bench_tune(sweep, cells, list(parse_candidates(fixed, "--fixed"))), fmt,
              title=f"the field's controllers tuned on {sweep}'s training side, held out (modelled)")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from specpolicy.cli.common import FormatOption, OutputFormat, SeedOption, emit, fail, stderr
+from specpolicy.cli.common import FormatOption, OutputFormat, SeedOption, check_out_file, emit, stderr
 from specpolicy.cli.sweep import parse_candidates
 
 
@@ -28,11 +28,15 @@ def tune(
 ) -> None:
     """Search a field controller's parameters on the training side of a sweep, hold the best out against
     its defaults and the best fixed block (paired 95% CIs), and write it as the engine takes it."""
+    from specpolicy.costs import CostTable
     from specpolicy.evaluation.tune import parse_grid, settings
     from specpolicy.evaluation.tune import tune as run_tune
+    from specpolicy.sweep.store import SweepStore
 
-    if out is not None and out.is_dir():
-        raise fail(f"--out {out} is a folder; give a file such as tuned.json")
+    check_out_file(out, "tuned.json")
+    SweepStore.load(sweep)  # the store and the table, read before any replay
+    if costs is not None:
+        CostTable.load(costs)
     names = settings(rule, parse_grid(grid), draws, seed)
     stderr.print(f"replaying {len(names)} settings of {rule} on the training side of {sweep} ...")
     tuned = run_tune(sweep, rule, names, costs=[costs] if costs else (),

@@ -80,6 +80,8 @@ POSITIONAL = {  # (command, argument) -> bad values
     (("convert",), "source"): ["MISSING", "EMPTY_DIR"],
     (("import-traces",), "file"): ["MISSING", "FILE", "EMPTY_DIR", "EMPTY.jsonl", "GARBAGE.jsonl"],
     (("benchmarks", "traces"), "folder"): ["MISSING", "FILE", "EMPTY_DIR"],
+    (("tune",), "rule"): ["nope", "fixed16", "dflash-mlx:window_size=2"],
+    (("bench", "from-run"), "file"): ["MISSING", "FILE", "EMPTY_DIR", "EMPTY.jsonl", "GARBAGE.jsonl"],
 }
 
 
@@ -99,6 +101,9 @@ def _base(command: tuple[str, ...], w: dict[str, str]) -> list[str]:
         ("import-traces",): [w["TRACE"], "--out", w["OUT"], "--candidates", "1-3"],
         ("benchmarks", "traces"): [w["SPECDECODE"], "--work", w["OUT"]],
         ("benchmarks", "twin"): ["--sweep", w["STORE"], *models],
+        ("benchmarks", "field"): ["--sweep", w["STORE"], "--fixed", "1,2,4,8,16"],
+        ("tune",): ["dflash-mlx", "--sweep", w["STORE"], "--grid", "window_size=2,4"],
+        ("bench", "from-run"): [w["CYCLES"]],
         ("convert",): [w["DRAFTER"], w["OUT"]],
         ("bench", "serving-costs"): ["--model", "Qwen/Qwen3-8B", "--gpu", "h100_sxm", "--out",
                                      w["OUT"] + ".json"],
@@ -143,13 +148,17 @@ def world(test_zoo, replay_store, tmp_path_factory) -> dict[str, str]:
     (tmp / "specdecode").mkdir()
     for name in ("gsm8k", "instructcoder", "sharegpt", "cnn"):
         (tmp / "specdecode" / f"combined_{name}.jsonl").write_text((tmp / "trace.jsonl").read_text())
+    from tests.sweep.test_dflash_mlx_cycles import write_cycles
+
+    write_cycles(tmp / "cycle_events.jsonl", requests=2)
     (tmp / "bp").mkdir()
     (tmp / "bp" / "16.json").write_text(json.dumps({"0": 2.0}))
     from tests.replay.test_serving import linear_table
 
     linear_table(batches=(1, 2)).save(tmp / "batch.json")
     target, drafter = test_zoo
-    return {"BATCH": str(tmp / "batch.json"), "STORE": str(replay_store.path), "TARGET": str(target),
+    return {"BATCH": str(tmp / "batch.json"), "STORE": str(replay_store.path),
+            "CYCLES": str(tmp / "cycle_events.jsonl"), "TARGET": str(target),
             "DRAFTER": str(drafter), "TRACE": str(tmp / "trace.jsonl"), "SPECDECODE": str(tmp / "specdecode"),
             "PROMPTS": str(tmp / "prompts.txt"), "OUT": str(tmp / "out"), "BP": str(tmp / "bp"),
             "MISSING": str(tmp / "no" / "such" / "path"), "FILE": str(tmp / "file"),
