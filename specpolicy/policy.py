@@ -138,8 +138,11 @@ class Policy:
         return set(self.candidates)
 
     def vocabulary(self) -> int | None:
-        """The logits width this policy reads (a learned policy's training vocabulary); ``None``: any
-        target."""
+        """The logits width it reads (a learned policy's training vocabulary); ``None``: any target."""
+        return None
+
+    def engine_terms(self) -> str | None:
+        """Its settings as its engine takes them (flags, config, constants); ``None``: no engine's."""
         return None
 
     def confidence_sizes(self) -> set[int]:
@@ -227,7 +230,7 @@ class LearnedPolicy(Policy):
         return offered[table.fastest_index(cycles_per_token, offered, self.per_step)]
 
     def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0,
-            **options: object ) -> dict:
+            **options: object) -> dict:
         """Train on ``dataset`` (early stopping on ``validation``); ``options``: those of
         :attr:`training_options` that fit reads. Returns a summary (accuracies, epochs, ...)."""
         raise NotImplementedError
@@ -267,8 +270,7 @@ class TrainingSet:
         return len(self.labels)
 
     def prefill_features(self) -> np.ndarray:
-        """``logits``, for policies that learn from the prefill; a ValueError for a store that records
-        none."""
+        """``logits``, for policies that learn from the prefill; a ValueError for a store with none."""
         if self.logits.shape[1] == 0:
             raise ValueError("this policy learns from the prefill logits, which the sweep does not record "
                              "(imported traces); train a per-cycle policy such as `cycle` on it, or sweep "
@@ -277,8 +279,8 @@ class TrainingSet:
 
     def subset(self, index: np.ndarray) -> TrainingSet:
         return TrainingSet(self.logits[index], self.prompt_lengths[index], self.labels[index],
-                           self.taus[index],
-                           self.candidates, [self.prompt_ids[i] for i in index], self.values[index],
+                           self.taus[index], self.candidates, [self.prompt_ids[i] for i in index],
+                           self.values[index],
                            [self.episodes[i] for i in index] if self.episodes is not None else None,
                            self.costs, self.cycles_per_token[index])
 

@@ -57,7 +57,7 @@ def settings(rule: str, grid: Mapping[str, Sequence[str]], draws: int | None = N
     if draws is not None and draws < len(names):
         names = random.Random(seed).sample(names, draws)
     for name in [rule, *names]:
-        if not hasattr(create_policy(name, (1,)), "controller"):
+        if create_policy(name, (1,)).engine_terms() is None:
             raise ValueError(f"{rule} is not a field controller; `specpolicy policies` lists them "
                              "(dflash-mlx, sglang-adaptive, mistralrs-adaptive, llamacpp-streak, ...)")
     return names
@@ -67,7 +67,6 @@ def tune(sweep: str | Path, rule: str, names: Sequence[str], *, costs: Sequence[
          fixed: Sequence[int] | None = None) -> Tuned:
     """Replay ``names`` and the rule's defaults on the training side of ``sweep``, then the best of them, the
     defaults and the best fixed block (of ``fixed``, default the sweep's sizes) on its validation side."""
-    from specpolicy.plugins.field_rules import engine_terms
     from specpolicy.sweep.store import SweepStore
 
     sizes = list(fixed or SweepStore.load(sweep).candidates)
@@ -79,4 +78,4 @@ def tune(sweep: str | Path, rule: str, names: Sequence[str], *, costs: Sequence[
     held = compare_sweep(sweep, list(dict.fromkeys([best, rule, best_fixed])), costs=costs, candidates=sizes,
                          split="validation", baseline=rule)
     return Tuned(rule, best, len(names), train[best].speedup, train[rule].speedup,
-                 tuple(r.row for r in held), engine_terms(create_policy(best, sizes).controller))
+                 tuple(r.row for r in held), create_policy(best, sizes).engine_terms())

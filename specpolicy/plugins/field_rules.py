@@ -79,6 +79,9 @@ class FieldPolicy(Policy):
     def choices(self) -> set[int]:
         return self.controller.choices()
 
+    def engine_terms(self) -> str:
+        return engine_terms(self.controller)
+
     def select(self, observation: PromptObservation) -> int:
         """The first cycle's block, read from a fresh state (no cost table needed)."""
         controller = self.controller
