@@ -44,19 +44,18 @@ class Answers:
     seconds_per_token: Mapping[int, float] | None = None
 
     def fastest_measured(self, candidates: Sequence[int]) -> int:
-        """The candidate with the fewest measured seconds per token (ties: nearest the training block
-        size)."""
+        """The candidate with the fewest measured seconds per token (ties: nearest the training size)."""
         values = [-self.seconds_per_token[b] for b in candidates]
         return candidates[oracle_label(values, candidates, self.training_block_size)]
 
     def best_tau(self, candidates: Sequence[int]) -> int:
-        """The candidate with the highest tau (BlockPilot's label; ties: nearest the training block size)."""
+        """The candidate with the highest tau (BlockPilot's label; ties: nearest the training size)."""
         missing = [b for b in candidates if b not in self.taus]
         if missing:
             raise ValueError(f"the sweep has no tau for block sizes {missing}; sweep them or pass "
                              f"--candidates {','.join(map(str, sorted(self.taus)))}")
-        return candidates[oracle_label([self.taus[b] for b in candidates], candidates,
-                                       self.training_block_size)]
+        taus = [self.taus[b] for b in candidates]
+        return candidates[oracle_label(taus, candidates, self.training_block_size)]
 
     def fastest(self, candidates: Sequence[int], costs: Any = None) -> int:
         """The per-prompt time oracle, the one rule: the fewest measured seconds (live sweeps), else the
@@ -156,13 +155,8 @@ class Policy:
         """:meth:`select` for many prompts (learned policies override this with one forward)."""
         return [self.select(o) for o in observations]
 
-    def predict(
-        self,
-        observation: np.ndarray,
-        state: object = None,
-        episode_start: np.ndarray | None = None,
-        deterministic: bool = False,
-    ) -> tuple[np.ndarray, object]:
+    def predict(self, observation: np.ndarray, state: object = None, episode_start: np.ndarray | None = None,
+                deterministic: bool = False) -> tuple[np.ndarray, object]:
         """stable-baselines3-style: observations [n, V] (or [V]) of raw logits -> candidate indices [n]."""
         obs = np.asarray(observation, dtype=np.float32)
         single = obs.ndim == 1
