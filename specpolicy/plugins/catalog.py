@@ -104,6 +104,8 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
         ("mistralrs-adaptive", "field_controllers:mistralrs_adaptive_policy", {
             "description": "mistral.rs v0.9.2's depth: an EMA of accepted drafts picks 3, 5 or 7 "
                            "drafts"}),
+        ("mlx-vlm", "field_controllers:mlx_vlm_policy", {
+            "description": "mlx-vlm's DFlash block: halve or -2 on weak rounds, +2 on strong ones, 4..16"}),
         ("llamacpp-streak", "field_controllers:llamacpp_streak_policy", {
             "description": "llama.cpp #25726: 11 full drafts in a row add a draft, 11 short remove one"}),
         ("llamacpp-ema", "field_controllers:llamacpp_ema_policy", {

@@ -11,6 +11,10 @@
   default there): an EMA (alpha 0.2, the first value taken whole) of accepted drafts picks a tier of {3, 5, 7}
   drafts after 8 warm-up steps: up when the EMA is within 0.5 of the depth, down below 0.65 of it less 0.25,
   once 4 decisions in a row agree, then 32 steps held; batches above 2 draft 7.
+- ``mlx-vlm``: mlx-vlm's DFlash block (``speculative/dflash.py`` @9b13f52, ``_dflash_next_block_size``):
+  over the last 8 rounds, acceptance under 0.30 or a mean under 2 accepted drafts halves a block of 8 or more
+  (else -2), under 0.50 takes 2 off, at least 0.85 with 3 in 4 rounds fully accepted adds 2; between 4 and
+  the checkpoint's block (16), the first round at it.
 - ``llamacpp-streak``: llama.cpp's draft-length streak rule (#25726, from its description: code not at hand):
   ``threshold`` drafts in a row accepted to within ``bias`` of the draft add one draft, as many in a row
   short of it remove one, between ``n_min`` and ``n_max`` (the server's 0 and 3; 11 is the author's
@@ -185,6 +189,42 @@ class MistralrsAdaptive:
 
 
 @dataclass(frozen=True)
+class MlxVlm:
+    block_size: int = 16
+    first_block: int = 0
+    window: int = 8
+    min_block_size: int = 4
+    reads_time = False
+    TERMS: ClassVar[dict[str, str]] = {"block_size": "--draft-block-size",
+                                       "first_block": "dflash_initial_block_size (0: none)",
+                                       "window": "# the recent rounds read", "min_block_size": "# min_total"}
+
+    def start(self, prompt_length: int) -> State:
+        return State(recent=[])
+
+    def choices(self) -> set[int]:
+        return set(range(min(self.block_size, self.min_block_size), self.block_size + 1))
+
+    def block(self, s: State, batch: int) -> int:
+        top, low = self.block_size, min(self.block_size, self.min_block_size)
+        if not s.recent:
+            return min(top, max(2, self.first_block)) if self.first_block else top
+        current = min(top, max(2, s.recent[-1][1] + 1))
+        accepted, drafted = sum(a for a, _ in s.recent), sum(d for _, d in s.recent)
+        rate, mean = accepted / drafted, accepted / len(s.recent)
+        if rate < 0.30 or mean < 2.0:
+            return max(low, min(top, current // 2 if current >= 8 else current - 2))
+        if rate < 0.50:
+            return max(low, min(top, current - 2))
+        full = sum(a >= d for a, d in s.recent) / len(s.recent)
+        return min(top, current + 2) if rate >= 0.85 and full >= 0.75 else min(top, current)
+
+    def update(self, s: State, length: int, accepted: int, seconds: float) -> None:
+        if length > 1:
+            s.recent = [*s.recent, (accepted, length - 1)][-self.window:]
+
+
+@dataclass(frozen=True)
 class LlamacppStreak:
     threshold: int = 11
     bias: int = 0
@@ -241,5 +281,6 @@ class LlamacppEma:
 sglang_adaptive_policy = field_policy("sglang-adaptive", SglangAdaptive)
 mistralrs_dflash_policy = field_policy("mistralrs-dflash", MistralrsDflash)
 mistralrs_adaptive_policy = field_policy("mistralrs-adaptive", MistralrsAdaptive)
+mlx_vlm_policy = field_policy("mlx-vlm", MlxVlm)
 llamacpp_streak_policy = field_policy("llamacpp-streak", LlamacppStreak)
 llamacpp_ema_policy = field_policy("llamacpp-ema", LlamacppEma)

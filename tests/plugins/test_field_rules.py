@@ -110,6 +110,14 @@ def test_mistralrs_adaptive_needs_four_agreeing_decisions_then_holds_32():
     assert walk("mistralrs-adaptive", lambda b, i: 0, 20, batch=3) == [8] * 20
 
 
+def test_mlx_vlm_halves_weak_blocks_and_grows_strong_ones_by_two():
+    """Accepting 2 of 15 drafts (0.13 < 0.30) halves 16 to 8, then to 4 (its floor); eight rounds fully
+    accepted at 4 lift the window's acceptance past 0.85 with every round full: +2 a round."""
+    assert runs(walk("mlx-vlm", lambda b, i: 2 if i < 2 else b - 1, 13)) == [(16, 1), (8, 1), (4, 8), (6, 1),
+                                                                           (8, 1), (10, 1)]
+    assert walk("mlx-vlm:first_block=6", lambda b, i: 5, 2) == [6, 8]
+
+
 def test_llamacpp_streak_adds_and_removes_a_draft_per_streak():
     sizes = walk("llamacpp-streak:threshold=2,n_max=4", lambda b, i: b - 1 if i >= 4 else 0, 8)
     assert sizes == [5, 5, 4, 4, 3, 3, 4, 4]
