@@ -11,7 +11,7 @@ from specpolicy.defaults import DEFAULT_POLICY
 from specpolicy.evaluation.compare import compare_sweep
 
 FIELD = ("dflash-mlx", "dflash-mlx-count", "sglang-adaptive", "mistralrs-dflash", "mistralrs-adaptive",
-         "mlx-vlm", "llamacpp-streak", "llamacpp-ema", "llamacpp-pmin", "heuristic", "vllm-dsd",
+         "mlx-vlm", "ollama", "llamacpp-streak", "llamacpp-ema", "llamacpp-pmin", "heuristic", "vllm-dsd",
          "trtllm-schedule")
 """the field's controllers at their defaults (``heuristic``: Hugging Face's and llama.cpp #3006's rule)"""
 GRIDS = {
@@ -23,6 +23,7 @@ GRIDS = {
     "mistralrs-dflash": ["max_drafts=3,5,7,11,15"],
     "mistralrs-adaptive": ["tiers=3/5,2/4,4/8", "max_drafts=7,11,15", "ema_alpha=0.2,0.4", "sticky=1,4"],
     "mlx-vlm": ["window=2,4,8,16", "min_block_size=1,2,4,8", "first_block=0,4,8"],
+    "ollama": ["probe_interval=2,4,8", "acceptance_min_samples=3,5,10", "acceptance_alpha=0.1,0.3"],
     "llamacpp-streak": ["threshold=2,5,11", "bias=0,1", "n_min=0,1", "n_max=3,7,15"],
     "llamacpp-ema": ["alpha=0.25,0.5", "probe=0.5,1,2", "n_max=3,7,15"],
 }

@@ -6,6 +6,7 @@ server, as SGLang's slots, carry it across requests)."""
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
@@ -48,33 +49,43 @@ class Controller(Protocol):
 @dataclass(frozen=True)
 class FieldRule:
     """A field controller as a plan's block rule: its state folded over the request's finished cycles (each
-    seen at its verified length L, the tokens an engine counts, priced by ``costs`` where it reads time)."""
+    seen at its verified length L, the tokens an engine counts, priced by ``costs`` where it reads time);
+    ``shared`` holds the latest state of a controller an engine keeps across requests (it seeds the next)."""
 
     controller: Controller
     costs: CostTable | None = field(default=None, compare=False, repr=False)
+    shared: list = field(default=None, compare=False, repr=False)
+
+    def _start(self, prompt_length: int) -> ControllerState:
+        carried = self.shared[0] if self.shared else None
+        controller = self.controller
+        return controller.resume(copy.deepcopy(carried)) if carried else controller.start(prompt_length)
 
     def __call__(self, state: DecodeState) -> int:
         controller, costs, verified = self.controller, self.costs, state.verify_history
 
         def update(s: ControllerState | None, i: int) -> ControllerState:
-            s = s or controller.start(state.prompt_length)
+            s = s or self._start(state.prompt_length)
             block, length = state.block_size_history[i], verified[i]
             controller.update(s, length, state.accepted_history[i],
                               costs.split_cycle_seconds(block, length) if costs else 0.0)
             return s
 
-        folded = state.fold(f"_field{id(controller)}", None, update) or controller.start(state.prompt_length)
+        folded = state.fold(f"_field{id(controller)}", None, update) or self._start(state.prompt_length)
+        if self.shared:
+            self.shared[0] = folded
         return controller.block(folded, state.batch)
 
 
 class FieldPolicy(Policy):
-    """A field controller run per request."""
+    """A field controller run per request (one with ``resume`` carries its state to the next request)."""
 
     per_step = True
 
     def __init__(self, candidates: Sequence[int], controller: Controller) -> None:
         super().__init__(candidates)
         self.controller = controller
+        self.shared = [None] if hasattr(controller, "resume") else None  # one state across its requests
 
     def choices(self) -> set[int]:
         return self.controller.choices()
@@ -89,7 +100,7 @@ class FieldPolicy(Policy):
 
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
         costs = required_costs(self, observation) if self.controller.reads_time else None
-        return Plan(FieldRule(self.controller, costs))
+        return Plan(FieldRule(self.controller, costs, self.shared))
 
 
 def _checked(family: str, controller: Controller) -> Controller:

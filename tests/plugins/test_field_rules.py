@@ -118,6 +118,29 @@ def test_mlx_vlm_halves_weak_blocks_and_grows_strong_ones_by_two():
     assert walk("mlx-vlm:first_block=6", lambda b, i: 5, 2) == [6, 8]
 
 
+def test_ollama_climbs_one_trusted_position_at_a_time_and_backs_off_its_probes():
+    """From plain decoding it seeds depths 0 and 1 with cost samples (the first round of a depth records
+    none), then climbs a depth per 10 reaches of the deepest position while every draft is accepted; where
+    nothing is accepted it parks at depth 0 and probes depth 1 at doubling intervals (4, 8, 16)."""
+    costs = uniform_costs(range(1, 17), per_token=0.05)
+    assert runs(walk("ollama", lambda b, i: b - 1, 40, costs=costs)) == [(1, 2), (2, 10), (3, 10), (4, 10),
+                                                                        (5, 8)]
+    assert runs(walk("ollama", lambda b, i: 0, 40, costs=costs)) == [
+        (1, 2), (2, 10), (3, 2), (1, 1), (2, 1), (1, 7), (2, 1), (1, 15), (2, 1)]
+
+
+def test_a_controller_the_engine_keeps_across_requests_starts_where_the_last_request_left_it():
+    policy = create_policy("ollama", CANDIDATES)
+    observation = PromptObservation(np.zeros(0, np.float32), 10, "p", costs=uniform_costs(range(1, 17)))
+    for request in range(2):
+        plan, state = policy.plan(observation), DecodeState.after_prefill(np.zeros(0, np.float32), 10)
+        sizes = []
+        for _ in range(25):
+            sizes.append(plan.block(state))
+            state.record(sizes[-1], sizes[-1] - 1)
+        assert sizes[0] == (1 if request == 0 else 4)  # the second starts at the depth the first scheduled
+
+
 def test_llamacpp_streak_adds_and_removes_a_draft_per_streak():
     sizes = walk("llamacpp-streak:threshold=2,n_max=4", lambda b, i: b - 1 if i >= 4 else 0, 8)
     assert sizes == [5, 5, 4, 4, 3, 3, 4, 4]
