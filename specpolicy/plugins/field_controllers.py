@@ -203,7 +203,9 @@ class MlxVlm:
         return State(recent=[])
 
     def choices(self) -> set[int]:
-        return set(range(min(self.block_size, self.min_block_size), self.block_size + 1))
+        """Its floor up to its block, and a first block below it (held while acceptance is middling)."""
+        first = min(self.block_size, max(2, self.first_block)) if self.first_block else self.block_size
+        return set(range(min(self.block_size, self.min_block_size, first), self.block_size + 1))
 
     def block(self, s: State, batch: int) -> int:
         top, low = self.block_size, min(self.block_size, self.min_block_size)

@@ -116,6 +116,8 @@ def test_mlx_vlm_halves_weak_blocks_and_grows_strong_ones_by_two():
     assert runs(walk("mlx-vlm", lambda b, i: 2 if i < 2 else b - 1, 13)) == [(16, 1), (8, 1), (4, 8), (6, 1),
                                                                            (8, 1), (10, 1)]
     assert walk("mlx-vlm:first_block=6", lambda b, i: 5, 2) == [6, 8]
+    # a first block below the floor is held while acceptance is middling (0.5-0.85), as mlx-vlm does
+    assert walk("mlx-vlm:first_block=4,min_block_size=8", lambda b, i: 2, 3) == [4, 4, 4]
 
 
 def test_ollama_climbs_one_trusted_position_at_a_time_and_backs_off_its_probes():
