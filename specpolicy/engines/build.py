@@ -62,11 +62,20 @@ def patch_digest() -> str:
     return hashlib.sha256(PATCH.read_bytes()).hexdigest()[:16]
 
 
+PATCH_MARKERS = (b"length_seconds", b"spec_steps")
+"""strings only a binary built with this :data:`PATCH` holds (the newest plan field it reads, the steps it
+records)"""
+
+
 def patched(binary: Path) -> bool:
-    """Whether ``binary`` was built with this :data:`PATCH` (its ``llama-server.json`` beside it says so)."""
+    """Whether ``binary`` was built with this :data:`PATCH`: its ``llama-server.json`` beside it says so, or,
+    copied without it, the binary holds :data:`PATCH_MARKERS`."""
+    sidecar = binary.with_name(binary.name + ".json")
     with contextlib.suppress(OSError, ValueError, AttributeError):
-        built = json.loads(binary.with_name(binary.name + ".json").read_text())
-        return binary.is_file() and built.get("patch") == patch_digest()
+        if sidecar.exists():
+            return binary.is_file() and json.loads(sidecar.read_text()).get("patch") == patch_digest()
+        content = binary.read_bytes()
+        return all(marker in content for marker in PATCH_MARKERS)
     return False
 
 

@@ -105,6 +105,25 @@ def test_a_pool_starts_one_server_per_setting_with_pinned_threads_and_stops_them
     assert all(process.poll() is not None for process in processes)
 
 
+def test_a_patched_binary_is_known_by_itself_not_by_the_file_beside_it(tmp_path):
+    """Issue 75: a patched llama-server copied without its llama-server.json was taken for a stock one (so
+    `compare --engine` refused per-step plans and `export --engine` wrote one server per setting); the binary
+    is asked instead: it holds the plan fields only the patch reads. A stale sidecar still says no."""
+    from specpolicy.engines.build import patch_digest, patched
+
+    copy = tmp_path / "copy" / "llama-server"
+    copy.parent.mkdir()
+    copy.write_bytes(b"\x7fELF..." + b"length_seconds\0spec_steps\0" + b"...")
+    assert patched(copy)
+    stock = tmp_path / "stock"
+    stock.write_bytes(b"\x7fELF...spec_steps... a stock build's strings")
+    assert not patched(stock)
+    (tmp_path / "copy" / "llama-server.json").write_text(json.dumps({"patch": "an older patch"}))
+    assert not patched(copy)
+    (tmp_path / "copy" / "llama-server.json").write_text(json.dumps({"patch": patch_digest()}))
+    assert patched(copy)
+
+
 def test_a_patched_server_takes_every_setting_per_request_on_one_server(fake_binary, tmp_path, monkeypatch):
     """A binary built with the patch set (its llama-server.json names the patch): one DFlash server, each
     request carrying its own n_max and p_min, and the steps it records in the reply; plain decoding keeps its
