@@ -460,6 +460,27 @@ def test_a_fixed_runs_steps_import_where_a_stop_token_ends_the_output_short_of_t
         import_traces(steps, tmp_path / "plan")
 
 
+def test_a_run_whose_budget_capped_every_block_names_the_block_it_cannot_read(tmp_path):
+    """Issue 75 #6: a fixed16 run with a 12-token budget imported as "B = 11" (its first, capped block),
+    without a word that llama.cpp capped every draft at the budget; the run's block is not in the record, so
+    the import asks for it, and takes it where every step agrees with it."""
+    from specpolicy.sweep.traces import TraceArgs, import_traces
+
+    def step(block: int, accepted: int) -> dict:
+        return {"block": block, "drafted": block - 1, "verified": block - 1, "accepted": accepted,
+                "p": [0.5] * (block - 1)}
+
+    steps = tmp_path / "fixed16.jsonl"  # budget 12: blocks of 11, then of the room left
+    steps.write_text(json.dumps({"id": "s", "tokens": list(range(12)), "timings": {"spec_steps": [
+        step(11, 2), step(8, 7)]}}) + "\n")
+    with pytest.raises(ValueError, match=r"capped every block at its budget.*--candidates B"):
+        import_traces(steps, tmp_path / "unknown")
+    store = import_traces(steps, tmp_path / "store", TraceArgs(candidates=[16])).store
+    assert store.candidates == (16,)
+    with pytest.raises(ValueError, match="a block of 11 where the run's is 8"):
+        import_traces(steps, tmp_path / "eight", TraceArgs(candidates=[8]))  # 11 > 8: not a run at 8
+
+
 def test_generate_decodes_one_prompt_in_the_engine_with_a_policys_plan(
         fake_binary, replay_store, test_zoo, tmp_path, monkeypatch):
     """Issue 55: generate runs in the engine too: a per-prompt setting on its server, a per-step plan on a

@@ -53,13 +53,19 @@ def engine_response(file: Path, line_number: int, line: bytes) -> tuple[str, lis
     return str(body.get("id", line_number)), parsed, tokens if type(tokens) is int and tokens > 0 else None
 
 
-def run_block(file: Path, responses: list[tuple[str, list[Step], int | None]]) -> int:
-    """The one block a fixed setting's run drafted: its largest, every smaller step one the budget's room
-    capped (its block the tokens left of a budget, n_predict, at least the output's length: a stop token
-    may end the output short of it); a ValueError for a per-step plan's steps."""
-    size = max((s.block for _, run, _ in responses for s in run), default=0)
+def run_block(file: Path, responses: list[tuple[str, list[Step], int | None]], given: int | None = None
+              ) -> int:
+    """The one block a fixed setting's run drafted (``given``, else its largest), every smaller step one the
+    budget's room capped (its block the tokens left of a budget, n_predict, at least the output's length: a
+    stop token may end the output short of it); a ValueError for a per-step plan's steps, or where the budget
+    capped every block so the run's is not in the record."""
+    size = given or max((s.block for _, run, _ in responses for s in run), default=0)
     if size == 0:
         raise ValueError(f"{file}: no response records a drafting step")
+    if given is None and all(tokens and 1 + run[0].block >= tokens for _, run, tokens in responses if run):
+        raise ValueError(f"{file}: llama.cpp capped every block at its budget (n_predict), so the run's "
+                         f"block is not in the record (the largest drafted: {size}); import it with "
+                         "--candidates B, the block the run drafted")
     for rid, run, tokens in responses:
         produced, budget, capped = 1, None, 0
         for step in run:
@@ -82,13 +88,10 @@ def import_llamacpp(file: str | Path, out: str | Path, block_size: int | None = 
     dataset = dataset or file.stem
     responses = [engine_response(file, n, line) for n, line in common.jsonl_lines(file)]
     steps = [s for _, run, _ in responses for s in run]
-    size = run_block(file, responses)
+    size = run_block(file, responses, block_size)
     if any(s.verified < s.drafted for s in steps):
         raise ValueError(f"{file}: the run cut its verifies (a p_min above 0), so what the cut drafts would "
                          "have done is unknown; record with every draft verified (fixedN, or p_min=0)")
-    if block_size not in (None, size):
-        raise ValueError(f"{file}: the run drafted blocks of {size}; pass --candidates {size} or leave it "
-                         "out")
     meta = store_meta(file, dataset, FORMAT, [size], training_block_size=size, confidence_sizes=[size],
                       drafter_kind="block")
     store = SweepStore.fill(out, meta, (
