@@ -91,6 +91,8 @@ def test_a_csv_of_verifies_and_a_measured_drafter_pass(tmp_path):
     (lambda e: e.update(verify_us=0), "verify_us must be above 0"),
     (lambda e: e.update(verify_us=float("nan")), "finite"),
     (lambda e: e.update(block_len=80, verify_token_count=80), "block_len must be in"),
+    (lambda e: e.update(request_id=""), "request_id is ''"),  # issue 75 #8: ids "" and null were taken
+    (lambda e: e.update(request_id=None), "request_id is None"),
 ])
 def test_malformed_cycles_are_refused_in_one_line_before_anything_is_written(tmp_path, change, message):
     events = write_cycles(tmp_path / "run.jsonl", requests=2)

@@ -89,6 +89,15 @@ def json_line(file: Path, line_number: int, line: bytes) -> tuple[dict, str]:
     return body, where
 
 
+def request_id(body: dict, key: str, where: str) -> str:
+    """``body[key]`` (a KeyError where it lacks one) as text; an empty, null or nested id refused."""
+    value = body[key]
+    if value is None or value == "" or isinstance(value, dict | list | bool):
+        raise ValueError(f"{where}: {key} is {value!r}; every record needs an id of its own (a string or "
+                         "number)")
+    return str(value)
+
+
 def jsonl_lines(file: Path) -> list[tuple[int, bytes]]:
     """(line number, line) of every non-blank line of a JSONL file (read whole, the file closed)."""
     return [(n, line) for n, line in enumerate(file.read_bytes().splitlines(), 1) if line.strip()]

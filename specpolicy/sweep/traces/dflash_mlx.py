@@ -58,7 +58,8 @@ def cycle_event(file: Path, line_number: int, line: bytes) -> Cycle:
                if verify <= 0 or draft < 0 or (block > 1 and draft == 0) else None)
     if problem:
         raise ValueError(f"{where} (request {body['request_id']}): {problem}; the file is damaged")
-    return Cycle(str(body["request_id"]), body["cycle"], block, verified, accepted, draft / 1e6, verify / 1e6)
+    request = common.request_id(body, "request_id", where)
+    return Cycle(request, body["cycle"], block, verified, accepted, draft / 1e6, verify / 1e6)
 
 
 def read_cycles(file: str | Path) -> dict[str, list[Cycle]]:

@@ -27,11 +27,12 @@ def engine_response(file: Path, line_number: int, line: bytes) -> tuple[str, lis
     from specpolicy.engines.llamacpp import Step
 
     body, where = common.json_line(file, line_number, line)
+    rid = common.request_id(body, "id", where) if "id" in body else str(line_number)
     steps = (body.get("timings") or {}).get("spec_steps")
     if not isinstance(steps, list):
         raise ValueError(f"{where} has no timings.spec_steps: a response of a server built by `specpolicy "
                          "engine build` (patched) carries them; a stock llama-server's does not")
-    where, parsed = f"{where} (request {body.get('id', line_number)})", []
+    where, parsed = f"{where} (request {rid})", []
     for step in steps:
         try:
             counts, p = [step["block"], step["drafted"], step["verified"], step["accepted"]], step["p"]
@@ -50,7 +51,7 @@ def engine_response(file: Path, line_number: int, line: bytes) -> tuple[str, lis
                              "response is damaged") from None
     tokens = body.get("tokens")
     tokens = len(tokens) if isinstance(tokens, list) else body["timings"].get("predicted_n")
-    return str(body.get("id", line_number)), parsed, tokens if type(tokens) is int and tokens > 0 else None
+    return rid, parsed, tokens if type(tokens) is int and tokens > 0 else None
 
 
 def run_block(file: Path, responses: list[tuple[str, list[Step], int | None]], given: int | None = None

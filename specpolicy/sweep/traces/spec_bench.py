@@ -15,6 +15,7 @@ from specpolicy.sweep.traces.common import (
     json_line,
     jsonl_lines,
     per_step_record,
+    request_id,
     store_meta,
     trace_file,
 )
@@ -36,7 +37,7 @@ def spec_bench_answer(file: Path, line_number: int, line: bytes) -> SpecBenchAns
     by ``new_tokens`` (a turn's steps commit exactly its new tokens)."""
     body, where = json_line(file, line_number, line)
     try:
-        question, choice = str(body["question_id"]), body["choices"][0]
+        question, choice = request_id(body, "question_id", where), body["choices"][0]
         steps, per_turn = choice["accept_lengths"], choice["new_tokens"]
     except (KeyError, TypeError, IndexError) as missing:
         raise ValueError(f"{where} has no {missing} field: not a Spec-Bench answer with "

@@ -16,6 +16,7 @@ from specpolicy.sweep.traces.common import (
     counts,
     json_line,
     jsonl_lines,
+    request_id,
     store_meta,
     trace_file,
 )
@@ -41,7 +42,7 @@ def specdecode_request(file: Path, line_number: int, line: bytes, drafter: str) 
     """One line's :class:`SpecDecodeRequest`; a ValueError naming the line otherwise."""
     body, where = json_line(file, line_number, line)
     try:
-        request = str(body["id"])
+        request = request_id(body, "id", where)
         prompt, tokens = body["prompt_token_ids"], body.get("generated_token_ids", [])
         lengths = body[f"acc_{drafter}"]["acc_len"]
     except (KeyError, TypeError) as missing:

@@ -30,7 +30,7 @@ def vllm_response(file: Path, line_number: int, line: bytes) -> VllmRequest:
     """One response's :class:`VllmRequest`; a ValueError naming the line and the problem otherwise."""
     body, where = common.json_line(file, line_number, line)
     try:
-        request, metrics = str(body["id"]), body["metrics"]["speculative_decoding"]
+        request, metrics = common.request_id(body, "id", where), body["metrics"]["speculative_decoding"]
     except (KeyError, TypeError) as missing:
         raise ValueError(f"{where} has no {missing} field: not a vLLM response with "
                          "metrics.speculative_decoding (start the server with "
