@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 import typer
@@ -131,7 +132,8 @@ def import_blockpilot(
 
 def import_traces(
     file: Path = typer.Argument(..., help="a trace: SpecDecode-Bench's per-position JSONL, Spec-Bench "
-                                          "answers, vLLM or patched llama-server responses, a "
+                                          "answers, vLLM or patched llama-server responses, dflash-mlx's "
+                                          "cycle_events.jsonl, a "
                                           "speculation_profile.json (told apart by the first object) or "
                                           "a calibration bank's acceptance.parquet (speculator.parquet "
                                           "beside it)"),
@@ -152,7 +154,11 @@ def import_traces(
     from specpolicy.sweep.traces import import_traces as import_file
 
     sizes = parse_candidates(candidates) if candidates else None
-    result = import_file(file, out, TraceArgs(drafter, sizes, dataset, ProfileDraw(requests, tokens, seed)))
+    given = {name for name, value, default in (("drafter", drafter, TraceArgs.drafter), *(
+        (f.name, value, f.default) for f, value in zip(fields(ProfileDraw), (requests, tokens, seed))))
+        if value != default}
+    result = import_file(file, out, TraceArgs(drafter, sizes, dataset, ProfileDraw(requests, tokens, seed),
+                                              frozenset(given)))
     stderr.print(f"imported {result.requests} decodes into {out}; replay is exact for "
                  f"{result.exact_for} (the longest accepted run is {result.longest_drafts} "
                  "drafts)", soft_wrap=True)

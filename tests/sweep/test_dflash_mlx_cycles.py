@@ -121,3 +121,12 @@ def test_repeated_cycles_an_adaptive_run_and_cut_verifies_are_refused(tmp_path):
         import_traces(tmp_path / "run.jsonl", tmp_path / "d", TraceArgs(candidates=[8]))
     for out in "abcd":
         assert not (tmp_path / out).exists()
+
+
+def test_an_option_the_format_does_not_read_is_refused_not_ignored(tmp_path):
+    """Issue 75 #8: --drafter, --requests or --seed given for a format that reads none of them was silently
+    ignored."""
+    write_cycles(tmp_path / "run.jsonl", requests=2)
+    with pytest.raises(ValueError, match="does not read --drafter, --seed"):
+        import_traces(tmp_path / "run.jsonl", tmp_path / "a", TraceArgs(given=frozenset({"drafter", "seed"})))
+    assert not (tmp_path / "a").exists()

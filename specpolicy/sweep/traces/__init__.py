@@ -22,6 +22,9 @@ class TraceArgs:
     candidates: Sequence[int] | None = None
     dataset: str | None = None
     draw: ProfileDraw = field(default_factory=ProfileDraw)
+    given: frozenset[str] = frozenset()
+    """the options of these a user gave (drafter, requests, tokens, seed): one a format does not read is
+    refused"""
 
     def __post_init__(self) -> None:
         if self.candidates is not None:  # the command's check, for callers from Python too
@@ -41,13 +44,16 @@ class TraceFormat:
     sniff: Callable[[Path, dict], bool]
     """whether a file (its path, its first JSON object) is of this format"""
     load: Callable[[Path, Path, TraceArgs], TraceImport]
+    reads: tuple[str, ...] = ()
+    """the options of :class:`TraceArgs` it reads beyond the block sizes and the dataset's name"""
 
 
 FORMATS = (
     TraceFormat(calibration.FORMAT, lambda file, first: file.name in calibration.BANKS,
                 lambda file, out, a: calibration.import_calibration(file, out, a.one_block(file), a.dataset)),
     TraceFormat(profile.FORMAT, lambda file, first: "conditional_accept_rates" in first,
-                lambda file, out, a: profile.import_profile(file, out, a.candidates, a.dataset, a.draw)),
+                lambda file, out, a: profile.import_profile(file, out, a.candidates, a.dataset, a.draw),
+                ("requests", "tokens", "seed")),
     TraceFormat(spec_bench.FORMAT, lambda file, first: "question_id" in first,
                 lambda file, out, a: spec_bench.import_spec_bench(file, out, a.one_block(file), a.dataset)),
     TraceFormat(llamacpp.FORMAT, lambda file, first: "timings" in first,
@@ -58,7 +64,7 @@ FORMATS = (
                 lambda file, out, a: vllm.import_vllm(file, out, a.one_block(file), a.dataset)),
     TraceFormat(specdecode.FORMAT, lambda file, first: True,  # the per-position JSONL: what is left
                 lambda file, out, a:
-                specdecode.import_specdecode(file, out, a.drafter, a.candidates, a.dataset)),
+                specdecode.import_specdecode(file, out, a.drafter, a.candidates, a.dataset), ("drafter",)),
 )
 """every format ``import-traces`` reads, in the order their ``sniff`` is asked"""
 
@@ -70,4 +76,8 @@ def import_traces(file: str | Path, out: str | Path, args: TraceArgs = TraceArgs
                             "calibration bank's acceptance.parquet")
     first = first_object(file)
     form = next(f for f in FORMATS if f.sniff(file, first))
+    unread = sorted(args.given - set(form.reads))
+    if unread:
+        raise ValueError(f"{file} is {form.name}, which does not read {', '.join('--' + o for o in unread)}; "
+                         "drop it")
     return form.load(file, Path(out), args)
