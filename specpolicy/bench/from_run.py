@@ -86,8 +86,9 @@ def fit(verify: dict[int, list[float]], draft: dict[int, list[float]], source: s
         ar_seconds = max(means[a] - (a - 1) * (means[b] - means[a]) / (b - a), 0.5 * means[a])
         warnings.append(f"the plain step is extrapolated from verifies of {a} and {b} tokens")
     found = cliffs(means)
-    warnings += [f"cliff at {w} tokens verified: {means[w] / means[max(v for v in means if v < w)]:.2f}x the "
-                 f"cost of {max(v for v in means if v < w)}" for w in found]
+    narrower = dict(zip(sorted(means)[1:], sorted(means)))  # each width -> the next narrower one measured
+    warnings += [f"cliff at {w} tokens verified: {means[w] / means[narrower[w]]:.2f}x the cost of "
+                 f"{narrower[w]}" for w in found]
     table = CostTable({b: float(np.mean(s)) for b, s in draft.items()}, means, float(ar_seconds),
                       machine=f"fitted from {source}", source=source, repeats=min(map(len, verify.values())),
                       spread={w: _spread(s) for w, s in verify.items()}, warnings=tuple(warnings))

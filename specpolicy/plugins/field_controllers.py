@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import ClassVar
 
 from specpolicy.defaults import LLAMACPP_N_MAX
@@ -61,25 +62,27 @@ class SglangAdaptive:
         return {str(key): {"candidate_steps": list(steps), "up_hysteresis": up, "down_hysteresis": down}
                 for key, (steps, up, down) in SGLANG_SLOTS.items() if key != 1}
 
+    @cached_property
     def slots(self) -> dict[int, tuple[tuple[int, ...], float, float]]:
+        """Batch size -> (candidate steps, up and down hysteresis): SGLang's, with this batch-one slot."""
         return {**SGLANG_SLOTS, 1: (tuple(sorted(set(self.candidate_steps))), self.up_hysteresis,
                                     self.down_hysteresis)}
 
     def start(self, prompt_length: int) -> State:
         steps = {key: self.initial_steps if self.initial_steps in c else c[len(c) // 2]
-                 for key, (c, _, _) in self.slots().items()}
+                 for key, (c, _, _) in self.slots.items()}
         return State(steps=steps, ema={key: float(s - 1) for key, s in steps.items()},
                       count=dict.fromkeys(steps, 0), batch=1)
 
     def _slot(self, batch: int) -> int:
-        return max([key for key in self.slots() if key <= batch], default=min(self.slots()))
+        return max([key for key in self.slots if key <= batch], default=min(self.slots))
 
     def block(self, s: State, batch: int) -> int:
         s.batch = batch
         return s.steps[self._slot(batch)] + 1
 
     def choices(self) -> set[int]:
-        return {step + 1 for candidates, _, _ in self.slots().values() for step in candidates}
+        return {step + 1 for candidates, _, _ in self.slots.values() for step in candidates}
 
     def update(self, s: State, length: int, accepted: int, seconds: float) -> None:
         key = self._slot(s.batch)
@@ -91,7 +94,7 @@ class SglangAdaptive:
             s.steps[key] = self._recompute(key, s.steps[key], s)
 
     def _recompute(self, key: int, old: int, s: State) -> int:
-        candidates, up, down = self.slots()[key]
+        candidates, up, down = self.slots[key]
         i = candidates.index(old)
         if old == 0:
             i = min(i + 1, len(candidates) - 1)
@@ -149,6 +152,7 @@ class MistralrsAdaptive:
         "up_margin": "ADAPT_UP_MARGIN", "sticky": "ADAPT_STICKY", "warmup": "ADAPT_WARMUP",
         "cooldown": "ADAPT_COOLDOWN", "max_batch": "ADAPT_MAX_BATCH"}
 
+    @cached_property
     def depths(self) -> list[int]:
         return sorted({t for t in self.tiers if t <= self.max_drafts} | {self.max_drafts})
 
@@ -161,7 +165,7 @@ class MistralrsAdaptive:
         return (s.current if batch <= self.max_batch else self.max_drafts) + 1
 
     def choices(self) -> set[int]:
-        return {d + 1 for d in self.depths()}
+        return {d + 1 for d in self.depths}
 
     def update(self, s: State, length: int, accepted: int, seconds: float) -> None:
         if s.batch > self.max_batch:
@@ -176,7 +180,7 @@ class MistralrsAdaptive:
         if s.cooldown > 0:
             s.cooldown -= 1
             return
-        tiers, current = self.depths(), s.current
+        tiers, current = self.depths, s.current
         i = tiers.index(current)
         desired = tiers[i + 1] if i + 1 < len(tiers) and s.ema >= current - self.up_margin else \
             tiers[i - 1] if i > 0 and s.ema < current * self.tier_frac - self.hysteresis else current
@@ -202,15 +206,19 @@ class MlxVlm:
     def start(self, prompt_length: int) -> State:
         return State(recent=[])
 
+    @cached_property
+    def first(self) -> int:
+        """The first round's block: ``first_block`` (at least 2, at most the block), else the block."""
+        return min(self.block_size, max(2, self.first_block)) if self.first_block else self.block_size
+
     def choices(self) -> set[int]:
         """Its floor up to its block, and a first block below it (held while acceptance is middling)."""
-        first = min(self.block_size, max(2, self.first_block)) if self.first_block else self.block_size
-        return set(range(min(self.block_size, self.min_block_size, first), self.block_size + 1))
+        return set(range(min(self.block_size, self.min_block_size, self.first), self.block_size + 1))
 
     def block(self, s: State, batch: int) -> int:
         top, low = self.block_size, min(self.block_size, self.min_block_size)
         if not s.recent:
-            return min(top, max(2, self.first_block)) if self.first_block else top
+            return self.first
         current = min(top, max(2, s.recent[-1][1] + 1))
         accepted, drafted = sum(a for a, _ in s.recent), sum(d for _, d in s.recent)
         rate, mean = accepted / drafted, accepted / len(s.recent)
@@ -271,8 +279,7 @@ class LlamacppEma:
     def block(self, s: State, batch: int) -> int:
         return min(self.n_max, max(self.n_min, math.floor(s.ema + 0.5))) + 1
 
-    def choices(self) -> set[int]:
-        return set(range(self.n_min + 1, self.n_max + 2))
+    choices = LlamacppStreak.choices
 
     def update(self, s: State, length: int, accepted: int, seconds: float) -> None:
         if length > 1:

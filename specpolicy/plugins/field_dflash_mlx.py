@@ -82,8 +82,9 @@ class DflashMlx:
             s.reduced, s.reduced_cost = [*s.reduced, commit][-32:], [*s.reduced_cost, seconds][-32:]
             s.full_accepts = [*s.full_accepts, int(length > 1 and accepted >= length - 1)][
                 -max(1, self.early_probe_window):]
-            if self._early(s) or s.since_probe >= s.burst:
-                self._probe(s, early=self._early(s))
+            early = self._early(s)
+            if early or s.since_probe >= s.burst:
+                self._probe(s, early)
             return
         if length < self.block_tokens:
             return

@@ -1,8 +1,8 @@
 """The field's block-size controllers as plan values: a controller (a frozen dataclass of its engine's
 parameters, overridable as ``name=value`` pairs like the engine rules) folds a request's finished cycles into
 its state and picks the next B. The controllers, each its engine's code at its defaults, live in
-``field_dflash_mlx`` and ``field_controllers``; state is per request (engines that keep one controller per
-server, as SGLang's slots, carry it across requests)."""
+``field_dflash_mlx``, ``field_controllers`` and ``field_ollama``; state is per request, except for a
+controller with ``resume`` (ollama's), which carries it from request to request as its engine does."""
 
 from __future__ import annotations
 

@@ -102,8 +102,8 @@ def import_dflash_mlx(file: str | Path, out: str | Path, block_size: int | None 
     priced by a cost table fitted from its own cycles' timings."""
     from specpolicy.bench.from_run import fit_cycles
 
-    file = common.trace_file(file, "dflash-mlx's cycle_events.jsonl (DFLASH_BENCH_LOG_DIR)")
-    runs = read_cycles(file)
+    runs = read_cycles(file)  # checks the file is one
+    file = Path(file)
     size = run_block(file, runs)
     if block_size not in (None, size):
         raise ValueError(f"{file}: the run drafted blocks of {size}; pass --candidates {size} or leave it "
