@@ -96,6 +96,8 @@ class PolicyRegistry:
         if colon and not path.strip():
             raise ValueError(f"policy {name!r} ends in ':' with no argument: drop the ':', or give one "
                              "(such as blockpilot:PATH or threshold:0.5)")
+        if any(c.isdecimal() and not c.isascii() for c in name):
+            raise ValueError(f"policy {name!r} has a digit outside 0-9; write its numbers with 0-9")
         if head in self.families:
             return self.families[head], (path or None)
         match = re.fullmatch(r"(.*?)([0-9]+)", head)

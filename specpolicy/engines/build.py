@@ -86,8 +86,6 @@ def die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-
-
 def _run(command: list[str], log: Path, cwd: Path | None = None) -> None:
     """Run ``command`` appending to ``log``; on any way out before it ends (an error, Ctrl-C) its whole
     process group is killed, so no compiler outlives the build."""
@@ -202,6 +200,16 @@ def gguf_pair(target: str, drafter: str, out: Path | None = None,
     if not all(source.is_dir() for source in sources):
         raise ValueError("the engine converts local model folders; download the hub model first and pass "
                          "its folder")
+    for option, source, is_drafter in (("--target", sources[0], False), ("--drafter", sources[1], True)):
+        config = {}
+        with contextlib.suppress(OSError, ValueError):  # an unreadable config: the converter says so
+            config = json.loads((source / "config.json").read_text())
+        if isinstance(config, dict) and config and ("dflash_config" in config) != is_drafter:
+            raise ValueError(f"{option} {source} is {'not ' if is_drafter else ''}a DFlash drafter; "
+                             "pass the target model as --target and its DFlash drafter as --drafter")
+    if not any((sources[0] / name).is_file() for name in ("tokenizer.json", "tokenizer.model")):
+        raise ValueError(f"--target {sources[0]} has no tokenizer (tokenizer.json); the GGUF pair needs the "
+                         "target's, so copy it beside the weights")
     inputs = {"target": weights_fingerprint(target, "target"),
               "drafter": weights_fingerprint(drafter, "drafter"), "llama_cpp": LLAMACPP_VERSION}
     folder = out or cache_dir() / "gguf" / f"{inputs['target']}-{inputs['drafter']}"

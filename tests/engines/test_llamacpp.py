@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -289,6 +291,23 @@ def test_a_conversion_is_identified_by_its_inputs_and_a_stale_or_damaged_one_is_
     (out / "target.gguf").unlink()
     build.gguf_pair(target, drafter, out, report=lambda line: None)
     assert len(runs) == 8
+
+
+def test_engine_convert_refuses_a_swapped_pair_or_a_target_without_its_tokenizer_before_converting(
+        test_zoo, tmp_path, monkeypatch):
+    """Reproduced (issue 75, #8): a swapped pair, or a target folder without a tokenizer, printed the
+    converter's embedded script and llama.cpp's 39-line traceback."""
+    from specpolicy.engines import build
+
+    monkeypatch.setattr(build, "_run", lambda *args, **kwargs: pytest.fail("the converter ran"))
+    target, drafter = test_zoo
+    bare = tmp_path / "bare"
+    shutil.copytree(target, bare, ignore=shutil.ignore_patterns("tokenizer*"))
+    for pair, said in (((drafter, target), f"--target {drafter} is a DFlash drafter"),
+                       ((target, target), f"--drafter {target} is not a DFlash drafter"),
+                       ((bare, drafter), f"--target {bare} has no tokenizer")):
+        with pytest.raises(ValueError, match=re.escape(said)):
+            build.gguf_pair(str(pair[0]), str(pair[1]), tmp_path / "out", report=lambda line: None)
 
 
 def test_engine_convert_names_an_out_that_is_a_file_before_converting(tmp_path):

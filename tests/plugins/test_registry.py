@@ -255,10 +255,11 @@ def test_a_factory_that_returns_no_policy_is_named_not_a_traceback(install, retu
 
 @pytest.mark.parametrize(("name", "message"), [
     ("fixed16:", "ends in ':' with no argument"), ("blockpilot:", "ends in ':' with no argument"),
-    ("fixed\u0661\u0666", "unknown policy")])
+    ("fixed\u0661\u0666", "a digit outside 0-9"), ("threshold:\u0660.5", "a digit outside 0-9"),
+    ("adaptive:\u0661\u0666", "a digit outside 0-9")])
 def test_a_policy_name_with_an_empty_argument_or_other_digits_is_refused(name, message):
     """Reported: `fixed16:`, `blockpilot:` and `fixed` with Arabic-Indic digits were accepted (the last as a
-    block size of 16)."""
+    block size of 16); so were such digits after the colon (`threshold:<U+0660>.5` as 0.5)."""
     from specpolicy.registry import create_policy
 
     with pytest.raises(ValueError, match=message):
