@@ -48,3 +48,18 @@ def test_batch_costs_time_every_batch_and_length_with_the_passes_the_cost_table_
     assert {b: sorted(row) for b, row in table.verify.items()} == {1: [1, 4], 2: [1, 4]}
     assert {b: sorted(row) for b, row in table.draft.items()} == {1: [4], 2: [4]}
     assert all(s > 0 for row in [*table.verify.values(), *table.draft.values()] for s in row.values())
+
+
+def test_a_context_past_the_targets_positions_is_refused_before_any_pass(trained_pair):
+    """Reproduced (issue 75, #8): `bench latency --context 5000` on a 2,048-position target measured a table
+    (RoPE past its positions) instead of refusing."""
+    import pytest
+
+    from specpolicy.sweep.batch_latency import measure_batch_costs
+
+    decoder = SpeculativeDecoder(*trained_pair)
+    room = decoder.max_positions - 16
+    for measure in (lambda: latency.measure_costs(decoder, [1, 16], context_length=room + 1),
+                    lambda: measure_batch_costs(decoder, [1], [16], context_length=room + 1, repeats=3)):
+        with pytest.raises(ValueError, match=f"pass --context {room} or less"):
+            measure()
