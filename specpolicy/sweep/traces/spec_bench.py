@@ -45,6 +45,9 @@ def spec_bench_answer(file: Path, line_number: int, line: bytes) -> SpecBenchAns
     for name, values, least in (("accept_lengths", steps, 1), ("new_tokens", per_turn, 0)):
         if not counts(values, least):
             raise ValueError(f"{where} (question {question}): {name} must be a list of integers >= {least}")
+    if not per_turn:
+        raise ValueError(f"{where} (question {question}): new_tokens is empty, an answer with no turns; the "
+                         "answer is damaged")
     turns, start = [], 0
     for tokens in per_turn:
         end, total = start, 0
