@@ -56,7 +56,8 @@ class Setting:
         if self.block_size == 1:
             return ["--spec-type", "none"]
         return ["--spec-type", "draft-dflash", "--spec-draft-n-max", str(self.block_size - 1),
-                "--spec-draft-n-min", "0", "--spec-draft-p-min", f"{self.p_min:g}"]
+                "--spec-draft-n-min", "0", "--spec-draft-p-min", f"{self.p_min:g}",
+                "--no-spec-draft-backend-sampling"]  # the host's logits: whole-vocabulary probabilities
 
 
 SHARED = Setting(MAX_BLOCK_SIZE)
@@ -67,7 +68,7 @@ trained one), each request's own ``speculative.n_max`` and ``p_min`` below it"""
 @dataclass(frozen=True)
 class Step:
     """One step a patched server recorded: its B, drafts drafted (B - 1, fewer where the budget leaves less
-    room), sent to verify (L - 1) and accepted, and the drafter's top-1 probability (over its top 10) at every
+    room), sent to verify (L - 1) and accepted, and the drafter's top-1 probability (whole vocabulary) at each
     drafted position [drafted]. Every drafting step; with a plan, its plain steps (B = 1) too.
     ``draft_seconds``: the drafter's pass; ``seconds``: the whole step (0: a server built before steps were
     timed)."""

@@ -176,7 +176,7 @@ def test_a_server_that_fails_to_start_is_reported_with_its_own_words(tmp_path):
 def test_settings_name_their_flags():
     assert Setting(1).flags() == ["--spec-type", "none"] and Setting(1).name == "none"
     assert Setting(16, 0.5).name == "n_max=15,p_min=0.5"
-    assert Setting(4).flags()[-2:] == ["--spec-draft-p-min", "0"]
+    assert Setting(4).flags()[-3:] == ["--spec-draft-p-min", "0", "--no-spec-draft-backend-sampling"]
 
 
 @pytest.mark.parametrize(("name", "setting"), [
