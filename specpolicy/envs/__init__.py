@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from specpolicy._gymnasium_hook import register_envs
+from specpolicy import register_envs
 
 register_envs()
 
