@@ -307,9 +307,13 @@ def test_vllm_responses_replay_exactly_the_recorded_steps(responses, tmp_path):
     ({"num_spec_steps": 4}, "num_spec_steps is not the number of steps"),
     ({"num_accepted_draft_tokens": 9}, "does not add up to num_accepted_draft_tokens"),
     ({"num_spec_tokens": 0}, "num_spec_tokens must be an integer in 1..63"),
+    ({"usage": {"completion_tokens": 8}}, r"completion_tokens 8 contradicts the steps \(9..11 tokens"),
+    ({"usage": {"completion_tokens": 12}}, r"completion_tokens 12 contradicts"),  # reported: accepted
 ])
 def test_a_damaged_vllm_response_is_refused_in_one_line(tmp_path, damage, message):
-    file = _write(tmp_path / "v.jsonl", [_response("a", [1, 2]), _response("b", [3, 2, 0], **damage)])
+    usage = damage.pop("usage", None)
+    row = _response("b", [3, 2, 2] if usage else [3, 2, 0], **damage) | ({"usage": usage} if usage else {})
+    file = _write(tmp_path / "v.jsonl", [_response("a", [1, 2]), row])
     with pytest.raises(ValueError, match=f"line 2 \\(request b\\): .*{message}"):
         import_traces(file, tmp_path / "store")
     assert not (tmp_path / "store").exists()

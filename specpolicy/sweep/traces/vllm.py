@@ -55,6 +55,10 @@ def vllm_response(file: Path, line_number: int, line: bytes) -> VllmRequest:
                "per_step_accepted does not add up to num_accepted_draft_tokens"
                if metrics.get("num_accepted_draft_tokens", sum(accepted)) != sum(accepted) else None)
     tokens = (body.get("usage") or {}).get("completion_tokens")
+    output = 0 if problem else 1 + sum(accepted) + len(accepted)  # the prefill's token, a + 1 a step
+    if output and type(tokens) is int and accepted and not output - accepted[-1] <= tokens <= output:
+        problem = (f"usage.completion_tokens {tokens} contradicts the steps ({output - accepted[-1]}.."
+                   f"{output} tokens: the prefill's, then each step's accepted drafts + 1, the last cut)")
     if problem or not (tokens is None or (type(tokens) is int and tokens >= 1)):
         raise ValueError(f"{where}: {problem or 'usage.completion_tokens must be an integer >= 1'}; the "
                          "response is damaged")
