@@ -105,12 +105,7 @@ class _AfterGymnasium(importlib.abc.MetaPathFinder):
         return spec
 
 
-def _install_gymnasium_hook() -> None:
-    """Register now if gymnasium is loaded, else when it is (idempotent)."""
-    if "gymnasium" in sys.modules:
-        register_envs()
-    elif not any(isinstance(finder, _AfterGymnasium) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _AfterGymnasium())
-
-
-_install_gymnasium_hook()
+if "gymnasium" in sys.modules:  # register now if gymnasium is loaded, else when it is
+    register_envs()
+elif not any(isinstance(finder, _AfterGymnasium) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _AfterGymnasium())

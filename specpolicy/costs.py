@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 import re
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
@@ -248,6 +249,12 @@ class CostTable(TableFile):
                    data.get("device", ""), data.get("machine", ""), int(data.get("context_length", 0)),
                    int(data.get("repeats", 0)), by_size("spread"), tuple(data.get("warnings", ())),
                    data.get("source", ""), data.get("drafter", ""))
+
+
+def quartile_spread(times: Sequence[float]) -> float:
+    """Relative interquartile range of ``times`` (a cell's ``spread``; 0 for one time or a median of 0)."""
+    q1, median, q3 = statistics.quantiles(times, n=4) if len(times) > 1 else [times[0]] * 3
+    return (q3 - q1) / median if median > 0 else 0.0
 
 
 def nearest_context(tables: Sequence[CostTable], context: int) -> CostTable:

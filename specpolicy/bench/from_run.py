@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import csv
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-from specpolicy.costs import CostTable
+from specpolicy.costs import CostTable, quartile_spread
 
 CLIFF_SLOPE = 3.0
 """a width is a cliff where its cost per added row is at least this many times the median per-row step"""
@@ -61,11 +61,6 @@ def cliffs(verify: dict[int, float]) -> tuple[int, ...]:
                  if slopes[w] >= CLIFF_SLOPE * typical and verify[w] >= (1 + CLIFF_JUMP) * verify[v])
 
 
-def _spread(values: Sequence[float]) -> float:
-    low, mid, high = np.percentile(values, [25, 50, 75])
-    return float((high - low) / mid) if mid > 0 else 0.0
-
-
 def fit(verify: dict[int, list[float]], draft: dict[int, list[float]], source: str,
         ar_seconds: float | None = None) -> FittedTable:
     """A table from seconds per verify width and per drafted block: the plain step is the one-token verify
@@ -91,7 +86,7 @@ def fit(verify: dict[int, list[float]], draft: dict[int, list[float]], source: s
                  f"{narrower[w]}" for w in found]
     table = CostTable({b: float(np.mean(s)) for b, s in draft.items()}, means, float(ar_seconds),
                       machine=f"fitted from {source}", source=source, repeats=min(map(len, verify.values())),
-                      spread={w: _spread(s) for w, s in verify.items()}, warnings=tuple(warnings))
+                      spread={w: quartile_spread(s) for w, s in verify.items()}, warnings=tuple(warnings))
     return FittedTable(table, {w: len(s) for w, s in verify.items()}, found)
 
 

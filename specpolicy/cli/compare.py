@@ -141,7 +141,8 @@ def _report(options: CompareOptions, runs: list[Run], rows: list[ComparisonRow],
     if mapped:
         timing = timing.rpartition(", concurrency")[0]
     if timing.startswith("modelled") and "(" not in timing and not mapped:  # which cost table priced it
-        timing += f" ({', '.join(p.stem for p in options.costs) or _own_table(options)})"
+        own = "this machine's table" if options.sweep is None else "the sweep's own table"  # without --costs
+        timing += f" ({', '.join(p.stem for p in options.costs) or own})"
     served = f", concurrency {','.join(map(str, options.concurrency))}" if mapped else ""
     where = "llama.cpp" if options.engine else options.mode.value
     prompts = len(runs[0].results[0].prompts) if runs and runs[0].results else 0
@@ -161,12 +162,6 @@ def _report(options: CompareOptions, runs: list[Run], rows: list[ComparisonRow],
     elif options.plot is not None:
         _plot(runs, options.plot, f"{options.mode.value}{decoded}",
               (options.by, labels) if options.by else None)
-
-
-def _own_table(options: CompareOptions) -> str:
-    """The table a replay without ``--costs`` prices with: the one measured here with the sweep, or a stored
-    sweep's own."""
-    return "this machine's table" if options.sweep is None else "the sweep's own table"
 
 
 def _output_table(rows: list[ComparisonRow], fmt: OutputFormat, by: str | None, many: bool, mapped: bool

@@ -132,8 +132,8 @@ def import_blockpilot(
 
 def import_traces(
     file: Path = typer.Argument(..., help="a trace: SpecDecode-Bench's per-position JSONL, Spec-Bench "
-                                          "answers, vLLM or patched llama-server responses, dflash-mlx's "
-                                          "cycle_events.jsonl, a "
+                                          "answers, vLLM, SGLang or patched llama-server responses, "
+                                          "dflash-mlx's cycle_events.jsonl, a "
                                           "speculation_profile.json (told apart by the first object) or "
                                           "a calibration bank's acceptance.parquet (speculator.parquet "
                                           "beside it)"),

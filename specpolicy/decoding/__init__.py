@@ -10,15 +10,5 @@ from specpolicy.decoding.trace import DecodeTrace
 from specpolicy.decoding.verify import VerifyResult, greedy_verify, match_verify, speculative_sampling_verify
 from specpolicy.state import DecodeState
 
-__all__ = [
-    "CycleRecord",
-    "DecodeSession",
-    "DecodeState",
-    "DecodeTrace",
-    "SpeculativeDecoder",
-    "VerifyResult",
-    "greedy_verify",
-    "match_verify",
-    "plain_decode",
-    "speculative_sampling_verify",
-]
+__all__ = ["CycleRecord", "DecodeSession", "DecodeState", "DecodeTrace", "SpeculativeDecoder", "VerifyResult",
+           "greedy_verify", "match_verify", "plain_decode", "speculative_sampling_verify"]

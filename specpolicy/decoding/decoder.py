@@ -18,7 +18,8 @@ from specpolicy.defaults import GENERATE_MAX_NEW_TOKENS, TRAINING_BLOCK_SIZE
 from specpolicy.models.dflash import DFlashDrafter
 
 
-def _max_positions(model: PreTrainedModel) -> int | None:
+def max_positions(model: PreTrainedModel) -> int | None:
+    """The target's context (its text config's ``max_position_embeddings``; ``None`` if unset)."""
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     return getattr(config, "max_position_embeddings", None)
 
@@ -68,7 +69,7 @@ class SpeculativeDecoder:
         self.device = next(target.parameters()).device
         self.embed = target.get_input_embeddings()
         self.lm_head = target.get_output_embeddings()
-        self.max_positions = _max_positions(target)
+        self.max_positions = max_positions(target)
 
     # --- helpers -----------------------------------------------------------------------------------
 

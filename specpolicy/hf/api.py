@@ -16,6 +16,7 @@ from specpolicy.arguments import check_block_size, is_integer
 from specpolicy.checks import check_vocabulary
 from specpolicy.costs import CostTable
 from specpolicy.cycles import CycleRecord, Plan
+from specpolicy.decoding.decoder import max_positions
 from specpolicy.hf.bridge import check_assistant, to_transformers_assistant
 from specpolicy.hf.compat import require_dflash_support
 from specpolicy.models.dflash import DFlashDrafter
@@ -76,9 +77,8 @@ class Attachment:
                              f"FILE`), got {costs!r}")
         self.costs = CostTable.load(costs) if isinstance(costs, (str, Path)) else costs
         self.generator: PolicyCandidateGenerator | None = None
-        config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         self._uninstall = install(model, _planner(self.policy, self.costs, prompt_id), self._bind,
-                                  getattr(config, "max_position_embeddings", None))
+                                  max_positions(model))
 
     def _bind(self, generator: PolicyCandidateGenerator) -> None:
         self.generator = generator

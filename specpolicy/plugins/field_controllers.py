@@ -1,27 +1,15 @@
-"""Other engines' DFlash depth controllers as field controllers.
+"""Other engines' DFlash depth controllers as field controllers, each its engine's code at its defaults
+(docs/field.md walks each rule through):
 
 - ``sglang-adaptive``: SGLang's adaptive speculative steps (``speculative/adaptive_spec_params.py`` @015c872,
-  #21599, per batch-size slots of #24055): an EMA (alpha 0.2) of accepted drafts, after 10 warm-up verifies
-  every 5th re-picks the steps between its slot's candidates by thresholds at step - 0.5 with hysteresis;
-  the slot is the largest configured batch size <= the batch; B = steps + 1. ``candidate_steps``,
-  ``up_hysteresis`` and ``down_hysteresis`` set the batch-one slot (#21599's default was 1/3/7).
+  #21599, per batch-size slots of #24055; ``candidate_steps`` and the hystereses set the batch-one slot).
 - ``mistralrs-dflash``: mistral.rs's DFlash depth (``speculative/dflash.rs`` @48be6c1,
   ``MISTRALRS_DFLASH_ADAPTIVE=1``): ``max_drafts`` drafts at batches <= 2, one draft above.
-- ``mistralrs-adaptive``: its depth controller of v0.9.2 (``speculative/dflash.rs`` @d184053, #2388, on by
-  default there): an EMA (alpha 0.2, the first value taken whole) of accepted drafts picks a tier of {3, 5, 7}
-  drafts after 8 warm-up steps: up when the EMA is within 0.5 of the depth, down below 0.65 of it less 0.25,
-  once 4 decisions in a row agree, then 32 steps held; batches above 2 draft 7.
-- ``mlx-vlm``: mlx-vlm's DFlash block (``speculative/dflash.py`` @9b13f52, ``_dflash_next_block_size``):
-  over the last 8 rounds, acceptance under 0.30 or a mean under 2 accepted drafts halves a block of 8 or more
-  (else -2), under 0.50 takes 2 off, at least 0.85 with 3 in 4 rounds fully accepted adds 2; between 4 and
-  the checkpoint's block (16), the first round at it.
-- ``llamacpp-streak``: llama.cpp's draft-length streak rule (#25726, from its description: code not at hand):
-  ``threshold`` drafts in a row accepted to within ``bias`` of the draft add one draft, as many in a row
-  short of it remove one, between ``n_min`` and ``n_max`` (the server's 0 and 3; 11 is the author's
-  threshold).
+- ``mistralrs-adaptive``: its tiered EMA of v0.9.2 (``speculative/dflash.rs`` @d184053, #2388).
+- ``mlx-vlm``: mlx-vlm's DFlash block back-off and growth (``speculative/dflash.py`` @9b13f52).
+- ``llamacpp-streak``: llama.cpp's draft-length streak rule (#25726, from its description: code not at hand).
 - ``llamacpp-ema``: the censoring-aware EMA behind llama.cpp forks' ``--spec-draft-adaptive`` (halo-box #1,
-  from its description): a partly accepted draft moves the EMA (alpha 0.25, from 2.0) to its accepted
-  count, a fully accepted one only raises it by 1.0; each draft is the EMA rounded, in ``n_min``..``n_max``.
+  from its description).
 """
 
 from __future__ import annotations

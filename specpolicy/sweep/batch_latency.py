@@ -9,10 +9,11 @@ from collections.abc import Sequence
 
 import torch
 
+from specpolicy.costs import quartile_spread
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.defaults import BATCH_LATENCY_CONTEXT, BATCH_LATENCY_REPEATS
 from specpolicy.replay.batch_costs import BatchCostTable
-from specpolicy.sweep.latency import _timer, machine_name, passes, quartile_spread
+from specpolicy.sweep.latency import _timer, machine_name, passes
 
 
 @torch.inference_mode()

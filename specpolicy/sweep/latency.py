@@ -16,7 +16,7 @@ from dataclasses import replace
 import torch
 
 from specpolicy.arguments import check_count
-from specpolicy.costs import CostTable
+from specpolicy.costs import CostTable, quartile_spread
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.defaults import LATENCY_CONTEXT, LATENCY_REPEATS, cache_dir
 from specpolicy.models.target import crop_cache, new_cache, target_forward
@@ -41,12 +41,6 @@ def machine_name(device: torch.device) -> str:
     except OSError:
         pass
     return f"{model} ({os.cpu_count()} cores)"
-
-
-def quartile_spread(times: list[float]) -> float:
-    """Relative interquartile range of ``times``."""
-    q1, _, q3 = statistics.quantiles(times, n=4)
-    return (q3 - q1) / statistics.median(times)
 
 
 def _timer(decoder: SpeculativeDecoder) -> Callable[[Callable[[], object]], float]:

@@ -220,14 +220,12 @@ class SweepStore:
         except ValidationError as error:
             first = error.errors()[0]
             return None, f"invalid record ({'.'.join(map(str, first['loc']))}: {first['msg']})"
-        if record.features is not None and not self._features_intact(record):
+        features = self.path / (record.features or "")
+        if record.features is not None and not (features.is_file() and hashlib.sha256(
+                features.read_bytes()).hexdigest() == record.features_sha256):
             return None, (f"its features file {record.features} is missing or damaged (a resume sweeps the "
                           "prompt again)")
         return record, None
-
-    def _features_intact(self, record: SweepRecord) -> bool:
-        file = self.path / record.features
-        return file.exists() and hashlib.sha256(file.read_bytes()).hexdigest() == record.features_sha256
 
     def records(self) -> Iterator[SweepRecord]:
         """Valid records in file order (of the store's ``split`` side, if set); bad ones are reported (warning

@@ -150,8 +150,8 @@ def test_llamacpp_pmin_defaults_are_the_servers():
     assert (policy.choices(), policy.confidence_sizes(), deployable_settings(policy, 16)) == \
         ({4}, set(), [Setting(4)])
     assert _run(policy, _table(3)) == [(4, 4, 3, 4), (4, 4, 3, 4)]
-    assert Setting(4).flags()[-6:] == ["--spec-draft-n-max", "3", "--spec-draft-n-min", "0",
-                                       "--spec-draft-p-min", "0"]
+    assert Setting(4).flags()[-7:-1] == ["--spec-draft-n-max", "3", "--spec-draft-n-min", "0",
+                                         "--spec-draft-p-min", "0"]
     # its verify rule is a value the engine maps
     cut = create_policy("llamacpp-pmin:p_min=0.5,n_max=7", CANDIDATES)
     assert deployable_settings(cut, 16) == [Setting(8, 0.5)]

@@ -319,6 +319,56 @@ def test_a_damaged_vllm_response_is_refused_in_one_line(tmp_path, damage, messag
     assert not (tmp_path / "store").exists()
 
 
+# SGLang responses from a server started with --speculative-decoding-stats detailed (sgl-project/sglang #34814
+# @622d048d): per verification step, verify_lengths (root + drafts verified) and accept_lengths (drafts
+# accepted + bonus), raw; native under meta_info, OpenAI under sglext (one record a choice)
+def _sglang(rid, accepted, verify, openai=False, tokens=None, **damage):
+    stats = {"num_verification_steps": len(accepted), "num_verified_draft_tokens": sum(verify) - len(verify),
+             "num_accepted_draft_tokens": sum(accepted), "mean_accept_length": 1 + np.mean(accepted),
+             "verify_lengths": verify, "accept_lengths": [a + 1 for a in accepted]} | damage
+    if openai:
+        return {"id": rid, "object": "chat.completion", "choices": [{"index": 0}],
+                "usage": {"completion_tokens": tokens}, "sglext": {"speculative_decoding_stats": [stats]}}
+    return {"text": "...", "meta_info": {"id": rid, "completion_tokens": tokens,
+                                         "speculative_decoding_stats": stats}}
+
+
+def test_sglang_responses_native_and_openai_replay_exactly_the_recorded_steps(tmp_path):
+    """Issue 74: SGLang's detailed stats, both forms, one store at B = the widest step verified (a
+    verify-length rule's shorter steps replay as recorded); completion_tokens cuts the raw last step."""
+    rows = [_sglang("a", [3, 0, 5, 1], [6, 6, 6, 6]), _sglang("b", [2, 0, 1], [6, 3, 4], openai=True),
+            _sglang("c", [5, 5], [6, 6], tokens=10),
+            {"meta_info": {"id": "d", "speculative_decoding_stats": None}}]
+    result = import_traces(_write(tmp_path / "sglang-run.jsonl", rows), tmp_path / "store")
+    assert result.requests == 3 and set(result.skipped) == {"d"}
+    assert "at B = 6 only" in result.exact_for and "2 of 9 steps drafted fewer than 5" in result.exact_for
+    store = SweepStore.load(tmp_path / "store")
+    assert store.candidates == (6,) and store.meta["format"] == "sglang-per-request"
+    records = {r.prompt_id: r for r in store.records()}
+    assert [c.accepted for c in records["sglang-run:a"].table().simulate(6)] == [3, 0, 5, 1]
+    assert [c.accepted for c in records["sglang-run:b"].table().simulate(6)] == [2, 0, 1]
+    assert sum(c.committed for c in records["sglang-run:c"].table().simulate(6)) == 9  # 10 - the prefill's
+    wider = import_traces(tmp_path / "sglang-run.jsonl", tmp_path / "b8", TraceArgs(candidates=[8]))
+    assert wider.store.candidates == (8,)  # the block the server drafted, wider than any step verified
+    with pytest.raises(ValueError, match="a block of 6; pass --candidates 6"):
+        import_traces(tmp_path / "sglang-run.jsonl", tmp_path / "b4", TraceArgs(candidates=[4]))
+
+
+@pytest.mark.parametrize(("row", "message"), [
+    (_sglang("x", [1], [6], verify_lengths=None, accept_lengths=None),
+     "summary stats only, no verify_lengths; start the server with --speculative-decoding-stats detailed"),
+    (_sglang("x", [1, 2], [6]), "differ in length"),
+    (_sglang("x", [1, 6], [6, 6]), "accepted more than it verified"),
+    (_sglang("x", [1, 2], [6, 6], num_accepted_draft_tokens=9), "do not add up to"),
+    (_sglang("x", [1, 2], [6, 6], tokens=3), r"completion_tokens 3 contradicts the steps \(4\.\.6 tokens"),
+    ({"text": "", "meta_info": {"id": "x"}}, "not an SGLang response with speculative decoding stats"),
+])
+def test_a_damaged_sglang_response_is_refused_in_one_line(tmp_path, row, message):
+    with pytest.raises(ValueError, match=message):
+        import_traces(_write(tmp_path / "s.jsonl", [_sglang("a", [1], [6]), row]), tmp_path / "store")
+    assert not (tmp_path / "store").exists()
+
+
 def test_vllm_files_that_cannot_replay_are_refused_with_the_fix(tmp_path):
     summary = _response("a", [1, 2])
     for key in ("per_step_accepted", "per_step_drafted"):

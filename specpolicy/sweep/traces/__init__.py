@@ -12,6 +12,8 @@ from specpolicy.arguments import check_candidate_set
 from specpolicy.sweep.traces import calibration, dflash_mlx, llamacpp, profile, spec_bench, specdecode, vllm
 from specpolicy.sweep.traces.common import TraceImport, first_object, trace_file
 from specpolicy.sweep.traces.profile import ProfileDraw
+from specpolicy.sweep.traces.sglang import FORMAT as SGLANG
+from specpolicy.sweep.traces.sglang import sglang_response
 
 
 @dataclass(frozen=True)
@@ -60,8 +62,11 @@ FORMATS = (
                 lambda file, out, a: llamacpp.import_llamacpp(file, out, a.one_block(file), a.dataset)),
     TraceFormat(dflash_mlx.FORMAT, lambda file, first: {"block_len", "acceptance_len"} <= set(first),
                 lambda file, out, a: dflash_mlx.import_dflash_mlx(file, out, a.one_block(file), a.dataset)),
+    TraceFormat(SGLANG, lambda file, first: bool({"meta_info", "sglext"} & set(first)),
+                lambda file, out, a: vllm.import_steps(file, out, a.one_block(file), a.dataset,
+                                                       sglang_response, SGLANG)),
     TraceFormat(vllm.FORMAT, lambda file, first: bool({"metrics", "choices"} & set(first)),
-                lambda file, out, a: vllm.import_vllm(file, out, a.one_block(file), a.dataset)),
+                lambda file, out, a: vllm.import_steps(file, out, a.one_block(file), a.dataset)),
     TraceFormat(specdecode.FORMAT, lambda file, first: True,  # the per-position JSONL: what is left
                 lambda file, out, a:
                 specdecode.import_specdecode(file, out, a.drafter, a.candidates, a.dataset), ("drafter",)),
@@ -71,7 +76,7 @@ FORMATS = (
 
 def import_traces(file: str | Path, out: str | Path, args: TraceArgs = TraceArgs()) -> TraceImport:
     """A trace file of any format of :data:`FORMATS`, told apart by its first object."""
-    file = trace_file(file, "a SpecDecode-Bench trace, a Spec-Bench answer file, vLLM or llama.cpp "
+    file = trace_file(file, "a SpecDecode-Bench trace, a Spec-Bench answer file, vLLM, SGLang or llama.cpp "
                             "responses, dflash-mlx's cycle_events.jsonl, a speculation_profile.json or a "
                             "calibration bank's acceptance.parquet")
     first = first_object(file)

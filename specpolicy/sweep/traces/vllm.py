@@ -1,8 +1,10 @@
 """vLLM responses from a server started with ``--per-request-spec-decode-metrics detailed``: per step, the
-drafts accepted and drafted; the recorded decode replays exactly at B = K + 1."""
+drafts accepted and drafted; the recorded decode replays exactly at B = K + 1. The import of every engine's
+per-step records (:func:`import_steps`; SGLang's parser is sglang.py's)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,8 +17,8 @@ FORMAT = "vllm-per-request"
 
 
 @dataclass(frozen=True)
-class VllmRequest:
-    """One vLLM response's record: K (0 without metrics), (accepted, drafted) per step (``None`` without
+class StepRequest:
+    """One response's per-step record: K (0 without metrics), (accepted, drafted) per step (``None`` without
     metrics) and ``usage.completion_tokens`` (``None`` if not saved), which cuts a last step that ran past the
     output."""
 
@@ -26,8 +28,8 @@ class VllmRequest:
     tokens: int | None = None
 
 
-def vllm_response(file: Path, line_number: int, line: bytes) -> VllmRequest:
-    """One response's :class:`VllmRequest`; a ValueError naming the line and the problem otherwise."""
+def vllm_response(file: Path, line_number: int, line: bytes) -> StepRequest:
+    """One response's :class:`StepRequest`; a ValueError naming the line and the problem otherwise."""
     body, where = common.json_line(file, line_number, line)
     try:
         request, metrics = common.request_id(body, "id", where), body["metrics"]["speculative_decoding"]
@@ -36,7 +38,7 @@ def vllm_response(file: Path, line_number: int, line: bytes) -> VllmRequest:
                          "metrics.speculative_decoding (start the server with "
                          "--per-request-spec-decode-metrics detailed)") from None
     if metrics is None:
-        return VllmRequest(request, 0, None)
+        return StepRequest(request, 0, None)
     where = f"{where} (request {request})"
     if not isinstance(metrics, dict) or "per_step_accepted" not in metrics:
         raise ValueError(f"{where} has summary metrics only, no per_step_accepted; start the server with "
@@ -55,38 +57,49 @@ def vllm_response(file: Path, line_number: int, line: bytes) -> VllmRequest:
                "per_step_accepted does not add up to num_accepted_draft_tokens"
                if metrics.get("num_accepted_draft_tokens", sum(accepted)) != sum(accepted) else None)
     tokens = (body.get("usage") or {}).get("completion_tokens")
-    output = 0 if problem else 1 + sum(accepted) + len(accepted)  # the prefill's token, a + 1 a step
-    if output and type(tokens) is int and accepted and not output - accepted[-1] <= tokens <= output:
-        problem = (f"usage.completion_tokens {tokens} contradicts the steps ({output - accepted[-1]}.."
-                   f"{output} tokens: the prefill's, then each step's accepted drafts + 1, the last cut)")
-    if problem or not (tokens is None or (type(tokens) is int and tokens >= 1)):
-        raise ValueError(f"{where}: {problem or 'usage.completion_tokens must be an integer >= 1'}; the "
-                         "response is damaged")
-    return VllmRequest(request, k, list(zip(accepted, drafted)), tokens)
+    problem = problem or contradiction(list(zip(accepted, drafted)), tokens)
+    if problem:
+        raise ValueError(f"{where}: {problem}; the response is damaged")
+    return StepRequest(request, k, list(zip(accepted, drafted)), tokens)
 
 
-def import_vllm(file: str | Path, out: str | Path, block_size: int | None = None,
-                dataset: str | None = None) -> TraceImport:
-    """Read vLLM responses (JSONL, from a server started with ``--per-request-spec-decode-metrics detailed``):
-    ``metrics.speculative_decoding`` holds ``per_step_accepted`` / ``per_step_drafted`` per step and
-    ``num_spec_tokens`` K. As Spec-Bench answers, the recorded decode replays exactly at B = K + 1 only; steps
-    that drafted fewer than K (an n-gram lookup without a match, dynamic SD) replay as recorded and are
-    counted."""
-    file = common.trace_file(file, "a JSONL of vLLM responses carrying metrics.speculative_decoding")
+def contradiction(steps: list[tuple[int, int]], tokens: object) -> str | None:
+    """Why ``completion_tokens`` cannot be the output of these (accepted, drafted) steps (``None``: it can, or
+    was not saved): the prefill's token, then each step's accepted drafts + 1, the last cut at most."""
+    output = 1 + sum(a + 1 for a, _ in steps)
+    last = steps[-1][0] if steps else 0
+    if tokens is None or (type(tokens) is int and output - last <= tokens <= output):
+        return None
+    if type(tokens) is not int or tokens < 1:
+        return "completion_tokens must be an integer >= 1"
+    return f"completion_tokens {tokens} contradicts the steps ({output - last}..{output} tokens)"
+
+
+def import_steps(file: str | Path, out: str | Path, block_size: int | None = None, dataset: str | None = None,
+                 parse: Callable[[Path, int, bytes], StepRequest] = vllm_response, form: str = FORMAT
+                 ) -> TraceImport:
+    """Read responses with per-step records (JSONL; ``parse`` reads one, vLLM's by default: from a server
+    started with ``--per-request-spec-decode-metrics detailed``, ``metrics.speculative_decoding`` holds
+    ``per_step_accepted`` / ``per_step_drafted`` per step and ``num_spec_tokens`` K). As Spec-Bench answers,
+    the recorded decode replays exactly at B = K + 1 only; steps that drafted fewer than K (an n-gram lookup
+    without a match, dynamic SD, a verify-length rule) replay as recorded and are counted."""
+    file = common.trace_file(file, "a JSONL of engine responses with per-step speculative decoding stats")
     dataset = dataset or file.stem
-    responses = [vllm_response(file, n, line) for n, line in common.jsonl_lines(file)]
+    responses = [parse(file, n, line) for n, line in common.jsonl_lines(file)]
     drafts = {r.k for r in responses if r.k}
+    if form != FORMAT and drafts:  # a K not recorded: the widest step verified, or the block given
+        drafts = {max(*drafts, (block_size or 1) - 1)}
     if len(drafts) != 1:
         raise ValueError(f"{file}: " + (f"runs of num_spec_tokens {sorted(drafts)} are mixed; import one run "
                                         "a file"
                                         if drafts else "no response carries speculative decoding metrics"))
     k = drafts.pop()
     if block_size not in (None, k + 1):
-        raise ValueError(f"{file}: the run drafted num_spec_tokens = {k}, a block of {k + 1}; pass "
+        raise ValueError(f"{file}: the run drafted {k} tokens a step, a block of {k + 1}; pass "
                          f"--candidates {k + 1} or leave it out")
     skipped = {r.id: "no speculative decoding metrics (n > 1, or nothing drafted)" for r in responses
                if not r.steps}
-    store = SweepStore.fill(out, store_meta(file, dataset, FORMAT, [k + 1], training_block_size=k + 1), (
+    store = SweepStore.fill(out, store_meta(file, dataset, form, [k + 1], training_block_size=k + 1), (
         per_step_record(index, f"{dataset}:{r.id}", [a + 1 for a, _ in r.steps], None, dataset,
                         f"{dataset}:{r.id}",
                         size=k + 1, tokens=r.tokens) for index, r in enumerate(responses) if r.steps))
