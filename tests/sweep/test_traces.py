@@ -296,6 +296,12 @@ def test_vllm_responses_replay_exactly_the_recorded_steps(responses, tmp_path):
         assert record.taus[4] == pytest.approx(published)
     cli = CliRunner().invoke(app, ["import-traces", str(file), "--out", str(tmp_path / "cli")])
     assert cli.exit_code == 0 and "imported 3 decodes" in cli.output and "skipped request n2" in cli.output
+    # the same fields per choice (vLLM's docs: --per-request-spec-decode-stats detailed), first choice read
+    per_choice = [{"id": r["id"], "choices": [{"index": 0, "speculative_decoding_stats":
+                                                r["metrics"]["speculative_decoding"]}]} for r in rows]
+    again = import_traces(_write(tmp_path / "vllm-run.jsonl", per_choice), tmp_path / "per-choice")
+    assert again.requests == 3 and again.exact_for == result.exact_for
+    assert [r.taus for r in again.store.records()] == [r.taus for r in store.records()]
 
 
 @pytest.mark.parametrize(("damage", "message"), [

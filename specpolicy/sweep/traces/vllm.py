@@ -14,6 +14,7 @@ from specpolicy.sweep.traces import common
 from specpolicy.sweep.traces.common import TraceImport, per_step_record, store_meta
 
 FORMAT = "vllm-per-request"
+DETAILED = "--per-request-spec-decode-metrics detailed (per choice: --per-request-spec-decode-stats detailed)"
 
 
 @dataclass(frozen=True)
@@ -29,20 +30,24 @@ class StepRequest:
 
 
 def vllm_response(file: Path, line_number: int, line: bytes) -> StepRequest:
-    """One response's :class:`StepRequest`; a ValueError naming the line and the problem otherwise."""
+    """One response's :class:`StepRequest` (``metrics.speculative_decoding``, or the same fields per choice,
+    ``choices[0].speculative_decoding_stats``: the first choice's); a ValueError naming the line otherwise."""
     body, where = common.json_line(file, line_number, line)
+    choice = next(iter(body.get("choices") or [{}]), {})
     try:
-        request, metrics = common.request_id(body, "id", where), body["metrics"]["speculative_decoding"]
+        request = common.request_id(body, "id", where)
+        metrics = choice["speculative_decoding_stats"] if isinstance(choice, dict) and \
+            "speculative_decoding_stats" in choice else body["metrics"]["speculative_decoding"]
     except (KeyError, TypeError) as missing:
         raise ValueError(f"{where} has no {missing} field: not a vLLM response with "
-                         "metrics.speculative_decoding (start the server with "
-                         "--per-request-spec-decode-metrics detailed)") from None
+                         "metrics.speculative_decoding or choices[0].speculative_decoding_stats (start the "
+                         f"server with {DETAILED})") from None
     if metrics is None:
         return StepRequest(request, 0, None)
     where = f"{where} (request {request})"
     if not isinstance(metrics, dict) or "per_step_accepted" not in metrics:
         raise ValueError(f"{where} has summary metrics only, no per_step_accepted; start the server with "
-                         "--per-request-spec-decode-metrics detailed")
+                         f"{DETAILED}")
     accepted, drafted = metrics["per_step_accepted"], metrics.get("per_step_drafted")
     k = metrics.get("num_spec_tokens")
     problem = (f"num_spec_tokens must be an integer in 1..{MAX_BLOCK_SIZE - 1}"
