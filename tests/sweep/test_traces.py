@@ -344,9 +344,10 @@ def test_sglang_responses_native_and_openai_replay_exactly_the_recorded_steps(tm
     verify-length rule's shorter steps replay as recorded); completion_tokens cuts the raw last step."""
     rows = [_sglang("a", [3, 0, 5, 1], [6, 6, 6, 6]), _sglang("b", [2, 0, 1], [6, 3, 4], openai=True),
             _sglang("c", [5, 5], [6, 6], tokens=10),
-            {"meta_info": {"id": "d", "speculative_decoding_stats": None}}]
+            {"meta_info": {"id": "d", "speculative_decoding_stats": None}},
+            {"id": "e", "choices": [], "sglext": {"speculative_decoding_stats": []}}]  # no stats: skipped
     result = import_traces(_write(tmp_path / "sglang-run.jsonl", rows), tmp_path / "store")
-    assert result.requests == 3 and set(result.skipped) == {"d"}
+    assert result.requests == 3 and set(result.skipped) == {"d", "e"}
     assert "at B = 6 only" in result.exact_for and "2 of 9 steps drafted fewer than 5" in result.exact_for
     store = SweepStore.load(tmp_path / "store")
     assert store.candidates == (6,) and store.meta["format"] == "sglang-per-request"

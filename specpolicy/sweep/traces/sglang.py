@@ -25,7 +25,7 @@ def sglang_response(file: Path, line_number: int, line: bytes) -> StepRequest:
     native = isinstance(meta, dict)
     try:
         request = common.request_id(meta if native else body, "id", where)
-        stats = meta[STATS] if native else body["sglext"][STATS][0]
+        stats = meta[STATS] if native else (body["sglext"][STATS] or [None])[0]
     except (KeyError, TypeError, IndexError) as missing:
         raise ValueError(f"{where} has no {missing} field: not an SGLang response with speculative decoding "
                          f"stats ({DETAILED})") from None
