@@ -59,6 +59,24 @@ def test_a_fixed_blocks_run_imports_and_its_priced_replay_adds_up_to_its_recorde
     assert replayed == [e["acceptance_len"] for e in events]  # the recorded decode, cycle for cycle
 
 
+def test_a_run_timing_one_verify_width_imports_unpriced_and_names_the_fit(tmp_path):
+    """Reproduced (tutorial 11): a fixed block's run whose last blocks were not capped times one verify width
+    and no plain step, and its import failed naming --ar-seconds, an option import-traces does not have."""
+    lines = [json.loads(line) for line in _uncapped(tmp_path / "cycle_events.jsonl")]
+    assert {line["verify_token_count"] for line in lines} == {16}
+    result = import_traces(tmp_path / "cycle_events.jsonl", tmp_path / "store")
+    assert result.requests == 6 and result.store.latency() is None
+    assert "unpriced" in result.exact_for and "specpolicy bench from-run" in result.exact_for
+
+
+def _uncapped(path: Path) -> list[str]:
+    """:func:`write_cycles`'s run with every block whole (16), as a run whose budget ends on a block's end."""
+    whole = {"block_len": 16, "verify_token_count": 16, "draft_us": 6_800.0}
+    lines = [line | whole for line in write_cycles(path)]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path.read_text().splitlines()
+
+
 def test_a_cliff_at_12_rows_is_named_in_the_table_and_its_json(tmp_path):
     write_cycles(tmp_path / "adaptive.jsonl", blocks=tuple(range(1, 17)), budget=200)
     fitted = fit_cycles([c for run in read_cycles(tmp_path / "adaptive.jsonl").values() for c in run], "run")

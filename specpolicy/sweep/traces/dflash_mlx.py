@@ -108,14 +108,18 @@ def import_dflash_mlx(file: str | Path, out: str | Path, block_size: int | None 
     if block_size not in (None, size):
         raise ValueError(f"{file}: the run drafted blocks of {size}; pass --candidates {size} or leave it "
                          "out")
-    fitted = fit_cycles([c for run in runs.values() for c in run], str(file))
+    try:
+        fitted, why = fit_cycles([c for run in runs.values() for c in run], str(file)), ""
+    except ValueError as error:  # one verify width and no plain step: the decodes import, unpriced
+        fitted, why = None, f"; unpriced: {error} to `specpolicy bench from-run` (its table: --costs)"
     dataset = dataset or file.stem
     store = SweepStore.fill(out, store_meta(file, dataset, FORMAT, [size], training_block_size=size), (
         per_step_record(index, f"{dataset}:{request}", [c.accepted + 1 for c in run], None, dataset,
                         f"{dataset}:{request}", size)
         for index, (request, run) in enumerate(runs.items())))
-    store.write_latency(fitted.table)
+    if fitted is not None:
+        store.write_latency(fitted.table)
     cycles = sum(len(run) for run in runs.values())
     return TraceImport(store, len(runs), max(c.accepted for run in runs.values() for c in run), [], {},
-                       f"the recorded decode at B = {size} ({cycles} cycles), priced by the table fitted "
-                       "from its own timings (latency.json)")
+                       f"the recorded decode at B = {size} ({cycles} cycles)"
+                       + (why or ", priced by the table fitted from its own timings (latency.json)"))
