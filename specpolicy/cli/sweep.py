@@ -131,12 +131,10 @@ def import_blockpilot(
 
 
 def import_traces(
-    file: Path = typer.Argument(..., help="a trace: SpecDecode-Bench's per-position JSONL, Spec-Bench "
-                                          "answers, vLLM, SGLang or patched llama-server responses, "
-                                          "dflash-mlx's cycle_events.jsonl, a "
-                                          "speculation_profile.json (told apart by the first object) or "
-                                          "a calibration bank's acceptance.parquet (speculator.parquet "
-                                          "beside it)"),
+    file: list[Path] = typer.Argument(..., help="a trace: SpecDecode-Bench's per-position JSONL, Spec-Bench "
+                                      "answers, vLLM, SGLang or llama-server responses (several: runs at "
+                                      "other blocks, one store), dflash-mlx's cycle_events.jsonl, a "
+                                      "speculation_profile.json or a calibration bank's acceptance.parquet"),
     out: Path = typer.Option(..., help="sweep store to create (rerun to resume)"),
     drafter: str = typer.Option("eagle", help="SpecDecode-Bench: whose acceptance to import, eagle "
                                               "(EAGLE-3) or ngram"),

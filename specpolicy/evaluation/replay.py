@@ -61,6 +61,9 @@ def check_policies(policies: Sequence[Policy], store: SweepStore,
                          f"which the sweep {store.path} does not record (an imported store); compare "
                          "policies that read the cycles, such as adaptive (the default's per-cycle guard), "
                          "oracle-step or fixedN")
+    if any(p.per_step for p in policies) and store.meta.get("runs"):
+        raise ValueError(f"each run of {store.path} recorded one block ({store.meta['runs']}): a per-cycle "
+                         "policy visits anchors none saw; compare per-prompt ones (fixedN, oracle, choices)")
     for policy in policies:
         check_candidates(policy, store.candidates if candidates is None else candidates,
                          store.meta.get("confidence_sizes", []),

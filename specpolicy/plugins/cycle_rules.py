@@ -3,11 +3,9 @@
 - ``grow``: as the MLX DFlash ports: a fully accepted block moves to the next larger candidate, a block
   accepted to less than half shrinks to fit.
 - ``adaptive``: cost-aware: the block size with the most expected tokens per second under the cost table, from
-  a geometric acceptance model of this decode's recent cycles; a cycle slower than an AR step starts a
-  back-off of plain AR cycles where the model expects AR to win (shorter on flat tables,
-  :data:`FULL_WAIT_COST`), and no probe where even an optimistic acceptance would not pay
-  (:data:`PROBE_OPTIMISM`). Served with a chain drafter (at any concurrency), one block per batch from the
-  engine's pooled acceptance (:meth:`AdaptivePolicy.batch_block`). """
+  a geometric acceptance model of recent cycles; a cycle slower than an AR step starts a back-off of plain
+  cycles (:data:`FULL_WAIT_COST`), no probe where even an optimistic acceptance would not pay
+  (:data:`PROBE_OPTIMISM`); with a chain drafter, one block a batch (:meth:`AdaptivePolicy.batch_block`)."""
 
 from __future__ import annotations
 
@@ -233,14 +231,10 @@ class AdaptivePolicy(Policy):
         return best
 
     def batch_block(self, state: DecodeState, observation: PromptObservation) -> int | None:
-        """Served with a chain drafter, at any concurrency (``None`` elsewhere: replayed alone, or a block
-        drafter): the one block every request of a step drafts (a chain drafts for the batch until its longest
-        block is drafted), the fastest at the engine's pooled acceptance (every request's cycles,
-        :data:`POOLED_ACCEPTANCE_DECAY`) priced at the scheduled batch. One request at a time as well: the
-        engine's recent cycles estimate a chain's acceptance better than a request's first few (docs: real
-        data). Where no block beats plain steps, plain steps for a stretch that doubles with each failed probe
-        (:func:`ar_wait` over the engine's cycles, one fold: each cycle judged at the prices in force when it
-        is first read), then a probe: poor requests do not end speculation for every later one."""
+        """Served with a chain drafter, at any concurrency (``None`` elsewhere): the block every request of
+        a step drafts, the fastest at the engine's pooled acceptance (:data:`POOLED_ACCEPTANCE_DECAY`) priced
+        at the scheduled batch (docs: real data); where no block beats plain steps, plain steps for a stretch
+        doubling with each failed probe (:func:`ar_wait`, each cycle judged at the prices when first read)."""
         if state.pooled is None:
             return None
         costs = required_costs(self, observation)

@@ -1,19 +1,10 @@
 """The serving engines' own draft/verify rules as policies, with the engines' parameter names and defaults
-(arguments as ``name=value`` pairs: ``trtllm-schedule:draft_len_schedule=4:4/8:2/32:1``).
-
-- ``vllm-dsd``: a block of ``num_speculative_tokens + 1``, verifying ``min(K, N) + 1`` at batch sizes in an
-  inclusive ``start-end:K`` range (``vllm/config/speculative.py``, ``dynamic/utils.py``); = ``vllm-config``.
-- ``trtllm-schedule``: ``draft_len_schedule`` gives a batch size the draft length of the first key at or above
-  it, 0 past the last (``_torch/speculative/utils.py`` @3e906a0); speculation is off for good once the mean
-  accepted drafts of ``acceptance_rate_window_size`` finished requests fall below
-  ``acceptance_rate_threshold`` (``speculation_gate.py`` @42ffc26), over the prompts one policy object serves.
-- ``vllm-adaptive``: vLLM's adaptive-verification budget (``adaptive_verification.py`` @057929c) on a DFlash
-  block of N + 1: ``marginal``'s rule, per request. vLLM runs it for DSpark only and budgets from the previous
-  block's confidences, so this is an upper bound of what a deployment could run.
-- ``llamacpp-pmin``: llama.cpp's server (11434.0.0, ``common/speculative.cpp``): a block of ``n_max + 1``
-  (default 3) verified up to the first draft below ``p_min`` (default 0). llama.cpp renormalises top-1 over
-  its top 10 logits, which is never smaller, so replay cuts no later than the engine; ``compare --engine
-  llamacpp`` runs it as ``--spec-draft-n-max`` / ``--spec-draft-p-min``. """
+(arguments as ``name=value`` pairs: ``trtllm-schedule:draft_len_schedule=4:4/8:2/32:1``); docs/engines.md has
+each rule: ``vllm-dsd`` (``vllm/config/speculative.py``, ``dynamic/utils.py``; = ``vllm-config``),
+``trtllm-schedule`` (``_torch/speculative/utils.py`` @3e906a0, ``speculation_gate.py`` @42ffc26),
+``vllm-adaptive`` (``adaptive_verification.py`` @057929c, per request: an upper bound of what vLLM runs) and
+``llamacpp-pmin`` (llama.cpp 11434.0.0's ``--spec-draft-n-max`` / ``--spec-draft-p-min``; its p_min reads a
+top-1 renormalised over 10 logits, never smaller than replay's, so replay cuts no later than the engine)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
-"""dflash-mlx's adaptive block (``--verify-mode adaptive``) as field controllers.
-
-- ``dflash-mlx``: ``_AdaptiveBlockPolicy`` (``dflash_mlx/engine/spec_epoch.py`` @0e8455d): the full block
-  until a window of full-block cycles accepts under 0.75 of its tokens or commits under 3.5 per cycle, then
-  the reduced block; after a burst of reduced cycles (or early, where reduced blocks are fully accepted) a
-  probe of full blocks returns to them only if it accepted, committed and ran at least as fast as the reduced
-  block (time: the cost table's, in replay and live alike).
-- ``dflash-mlx-count``: the same policy before its speed gate (window 4: average commits <= 3.0 and the most
-  <= 5 reduce; bursts of 24; a two-cycle probe resumes on one commit above the reduced block or an average of
-  4.25, then a cooldown of the window).
-"""
+"""dflash-mlx's adaptive block (``--verify-mode adaptive``) as field controllers (docs/field.md walks both):
+``dflash-mlx``, ``_AdaptiveBlockPolicy`` (``dflash_mlx/engine/spec_epoch.py`` @0e8455d: full and reduced
+blocks, probes that return only where measurably faster; time is the cost table's), and ``dflash-mlx-count``,
+the same policy before its speed gate."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""ollama's DFlash depth controller (``x/mlxrunner/speculate_depth.go`` @c1bf60d, #17571): the depth with the
-most expected committed tokens per unit of cost, from per-position acceptance (an EWMA, alpha 0.1, trusted
-after 10 reaches) and a cost per depth (an EWMA, alpha 0.3, each sample's move clamped to 25%, recorded
-only where a round drafted what the one before did), searched from plain decoding up to one past the
-deepest trusted position (at most the drafter's 15); probes one deeper every 4 rounds, the interval
-doubling (to 512) while probes change nothing, and seeds every unsampled depth first. One controller
-serves every request, as in the engine: a request starts at the depth the last one scheduled (``resume``).
-Cost: the cycle's modelled seconds (replay) where the engine times its rounds."""
+"""ollama's DFlash depth controller (``x/mlxrunner/speculate_depth.go`` @c1bf60d, #17571; docs/field.md): the
+depth with the most expected committed tokens per unit of cost, from per-position acceptance and a cost per
+depth (the cycle's modelled seconds in replay), probing deeper with backoff; one controller serves every
+request, as in the engine (``resume``)."""
 
 from __future__ import annotations
 

@@ -225,9 +225,12 @@ class ReplayTable(ExactSchedules):
 
     def fixed_cycles(self, sizes: Sequence[int]) -> list[int]:
         """Cycles of each of ``sizes`` as a fixed block size, as :meth:`simulate` counts them, walked over
-        :meth:`_outcomes` without building the cycles."""
-        outcomes = self._outcomes(sizes, check=True)  # checked: every anchor a walk reaches was replayed
-        return [len(self._anchors(outcomes, j)) for j in range(len(sizes))]
+        :meth:`_outcomes` without building the cycles (runs imported at several blocks: each its own)."""
+        outcomes = self._outcomes(sizes)
+        walks = [self._anchors(outcomes, j) for j in range(len(sizes))]
+        if None in walks:
+            self._outcomes(sizes, check=True)  # raises, naming the anchor a walk reaches unreplayed
+        return [len(walk) for walk in walks]
 
     def fastest_fixed(self, costs: CostTable, candidates: Sequence[int] | None = None,
                       training_block_size: int = TRAINING_BLOCK_SIZE) -> int:

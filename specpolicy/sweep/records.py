@@ -72,7 +72,7 @@ class ReplayEntry(_Record):
         accepted, sequence = np.asarray(self.accepted, np.int16), self.sequence
         if self.chain:  # every block size from the longest draft: a prefix of it is the shorter draft
             accepted = np.minimum(accepted, np.asarray(self.candidates, np.int16) - 1)
-            sequence = sequence or [0] * (prompt_length + self.output_length + max(self.candidates))
+        sequence = sequence or [0] * (prompt_length + self.output_length + max(self.candidates))  # no tokens
         return ReplayTable(prompt_length, self.output_length, self.candidates, accepted, sequence,
                            self.stop_token_ids, self.budget,
                            self._decode_rows(self.confidences), self._decode_rows(self.entropies),

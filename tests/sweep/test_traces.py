@@ -376,6 +376,66 @@ def test_a_damaged_sglang_response_is_refused_in_one_line(tmp_path, row, message
     assert not (tmp_path / "store").exists()
 
 
+def _sglang_run(tmp_path, block, records, tokens=True):
+    """The shipped sweep's decodes of ``records`` at ``block``, as SGLang records them (a file per run)."""
+    rows = []
+    for record in records:
+        cycles = record.table().simulate(block)
+        output = 1 + sum(c.committed for c in cycles) if tokens else None
+        steps = [c.accepted for c in cycles]
+        rows.append(_sglang(record.prompt_id, steps, [block] * len(cycles), tokens=output))
+    return _write(tmp_path / f"run-b{block}.jsonl", rows)
+
+
+def test_runs_at_several_blocks_import_into_one_store_where_per_prompt_choice_replays_exactly(tmp_path):
+    """Issue 74: runs of the same prompts at blocks 4 and 8 import into one store keyed by prompt; each block
+    replays its own run exactly, the per-prompt oracle chooses over them, and a per-cycle rule (whose cycles
+    would visit anchors neither run saw) is refused before any work."""
+    from specpolicy.evaluation.compare import compare_sweep
+    from specpolicy.zoo import ZOO_DIR
+
+    shipped = list(SweepStore.load(ZOO_DIR / "sweeps" / "sharegpt").records())[:6]
+    runs = [_sglang_run(tmp_path, b, shipped) for b in (4, 8)]
+    extra = _write(tmp_path / "extra.jsonl", [*map(json.loads, runs[1].read_text().splitlines()),
+                                              _sglang("only-in-b8", [7], [8])])
+    result = import_traces([runs[0], extra], tmp_path / "both")
+    assert result.requests == 6 and result.skipped == {"only-in-b8": "not in every run (B = [4, 8])"}
+    store = SweepStore.load(tmp_path / "both")
+    assert store.candidates == (4, 8) and store.meta["runs"] == [4, 8]
+    for record, original in zip(store.records(), shipped):
+        for b in (4, 8):
+            assert [c.accepted for c in record.table().simulate(b)] == \
+                [c.accepted for c in original.table().simulate(b)]
+    costs = [str(ZOO_DIR / "sweeps" / "sharegpt" / "latency.json")]
+    rows = {r.row.policy: r.row for r in compare_sweep(tmp_path / "both", ["fixed4", "fixed8", "oracle"],
+                                                         costs=costs, baseline="fixed4")}
+    assert rows["oracle"].speedup >= max(rows["fixed4"].speedup, rows["fixed8"].speedup)
+    with pytest.raises(ValueError, match="recorded one block .*per-prompt ones"):
+        compare_sweep(tmp_path / "both", ["adaptive"], costs=costs, baseline="adaptive", oracle="adaptive")
+
+
+@pytest.mark.parametrize(("case", "message"), [
+    ("same block twice", "a second run at B = 8"),
+    ("other format", "several runs import into one store from vLLM or SGLang"),
+    ("candidates", "no --candidates"),
+    ("other outputs", "not one greedy decode"),
+])
+def test_runs_that_cannot_share_a_store_are_refused_in_one_line(tmp_path, answers, case, message):
+    from specpolicy.zoo import ZOO_DIR
+
+    shipped = list(SweepStore.load(ZOO_DIR / "sweeps" / "sharegpt").records())[:3]
+    b4, b8 = (_sglang_run(tmp_path, b, shipped) for b in (4, 8))
+    files = {"same block twice": [b8, b8], "other format": [b4, answers[0]]}.get(case, [b4, b8])
+    args = TraceArgs(candidates=[4, 8] if case == "candidates" else None)
+    if case == "other outputs":  # the B = 8 run says its first request output one token fewer
+        rows = [json.loads(line) for line in b8.read_text().splitlines()]
+        rows[0]["meta_info"]["completion_tokens"] -= 1
+        _write(b8, rows)
+    with pytest.raises(ValueError, match=message):
+        import_traces(files, tmp_path / "store", args)
+    assert not (tmp_path / "store").exists()
+
+
 def test_vllm_files_that_cannot_replay_are_refused_with_the_fix(tmp_path):
     summary = _response("a", [1, 2])
     for key in ("per_step_accepted", "per_step_drafted"):

@@ -74,15 +74,19 @@ FORMATS = (
 """every format ``import-traces`` reads, in the order their ``sniff`` is asked"""
 
 
-def import_traces(file: str | Path, out: str | Path, args: TraceArgs = TraceArgs()) -> TraceImport:
-    """A trace file of any format of :data:`FORMATS`, told apart by its first object."""
-    file = trace_file(file, "a SpecDecode-Bench trace, a Spec-Bench answer file, vLLM, SGLang or llama.cpp "
-                            "responses, dflash-mlx's cycle_events.jsonl, a speculation_profile.json or a "
-                            "calibration bank's acceptance.parquet")
-    first = first_object(file)
-    form = next(f for f in FORMATS if f.sniff(file, first))
-    unread = sorted(args.given - set(form.reads))
+def import_traces(file: str | Path | Sequence[str | Path], out: str | Path, args: TraceArgs = TraceArgs()
+                  ) -> TraceImport:
+    """A trace file of :data:`FORMATS`, told apart by its first object (several: vLLM or SGLang runs)."""
+    files = [trace_file(f, "a SpecDecode-Bench trace, a Spec-Bench answer file, vLLM, SGLang or llama.cpp "
+                           "responses, dflash-mlx's cycle_events.jsonl, a speculation_profile.json or a "
+                           "calibration bank's acceptance.parquet")
+             for f in ([file] if isinstance(file, str | Path) else file)]
+    forms = [next(f for f in FORMATS if f.sniff(path, first_object(path))) for path in files]
+    form, file, unread = forms[0], files[0], sorted(args.given - set(forms[0].reads))
     if unread:
         raise ValueError(f"{file} is {form.name}, which does not read {', '.join('--' + o for o in unread)}; "
                          "drop it")
-    return form.load(file, Path(out), args)
+    if len(files) > 1 and ({f.name for f in forms} not in ({SGLANG}, {vllm.FORMAT}) or args.candidates):
+        raise ValueError(f"several runs import into one store from vLLM or SGLang responses, one engine's, "
+                         f"each file's block its own (no --candidates); these are {[f.name for f in forms]}")
+    return form.load(files if len(files) > 1 else file, Path(out), args)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,32 +48,34 @@ def chain_record(prompt_id: str, index: int, drafts: list[int], sizes: Sequence[
                        output_length=len(drafts), replay=entry, category=category)
 
 
-def per_step_record(index: int, prompt_id: str, lengths: list[int], category: str | None, group: str,
-                    conversation: str, size: int, tokens: int | None = None,
+def per_step_record(index: int, prompt_id: str, lengths: list[int] | Mapping[int, list[int]],
+                    category: str | None, group: str, conversation: str, size: int, tokens: int | None = None,
                     confidences: Sequence[Sequence[float]] | None = None) -> SweepRecord:
     """A decode whose steps committed ``lengths`` tokens: the prefill's token, then a step at every anchor the
-    recorded run reached (accepted drafts there; -1, unreached, elsewhere), at the one block size ``size``; an
-    output of ``tokens`` (fewer than the steps committed: the engine cut the last step) ends the replay
-    there. ``confidences`` [steps, size - 1]: a calibration bank's rounds, each with the drafter's
-    confidences, replayed on their own (:attr:`ReplayEntry.rounds`)."""
-    accepted, anchor, anchors = [-1] * (1 + sum(lengths)), 0, []
-    for committed in lengths:
-        accepted[anchor], anchor = committed - 1, anchor + committed
-        anchors.append(anchor - committed)
+    recorded run reached (accepted drafts there; -1 elsewhere) at ``size`` (runs at several: ``{B: runs}``),
+    the output cut at ``tokens`` (else the shortest run's). ``confidences`` [steps, size - 1]: a calibration
+    bank's rounds, each with the drafter's confidences, replayed on their own (:attr:`ReplayEntry.rounds`)."""
+    runs = dict(sorted(lengths.items())) if isinstance(lengths, Mapping) else {size: lengths}
+    output, columns = max(1 + sum(run) for run in runs.values()), []
+    for run in runs.values():
+        accepted, anchor, anchors = [-1] * output, 0, []
+        for committed in run:
+            accepted[anchor], anchor = committed - 1, anchor + committed
+            anchors.append(anchor - committed)
+        columns.append(accepted)
     rows = {}
     if confidences is not None:
         import numpy as np
 
-        rows = np.full((len(accepted), size - 1), np.nan, np.float32)
-        rows[anchors] = confidences
-        rows = {size: rows}
-    entry = ReplayEntry(candidates=(size,), accepted=[[a] for a in accepted], sequence=[],
-                        output_length=len(accepted),
-                        stop_token_ids=(), budget=min(tokens or len(accepted), len(accepted)), chain=True,
+        rows = {size: np.full((output, size - 1), np.nan, np.float32)}
+        rows[size][anchors] = confidences
+    budget = min(tokens or output, *(1 + sum(run) for run in runs.values()))
+    entry = ReplayEntry(candidates=tuple(runs), accepted=[list(row) for row in zip(*columns)], sequence=[],
+                        output_length=output, stop_token_ids=(), budget=budget, chain=len(runs) == 1 or None,
                         confidences=encode_rows(rows), rounds=confidences is not None or None)
     return SweepRecord(version=RECORD_VERSION, prompt_id=prompt_id, index=index,
                        prompt_sha256=prompt_digest([]),
-                       taus=entry.table(0).taus(), output_length=len(accepted), replay=entry,
+                       taus=entry.table(0).taus(), output_length=output, replay=entry,
                        category=category, group=group, conversation=conversation, training_block_size=size)
 
 

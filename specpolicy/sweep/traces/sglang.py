@@ -1,9 +1,7 @@
-"""SGLang responses from a server started with ``--speculative-decoding-stats detailed`` (sgl-project/sglang
-#34814 @622d048d): native ``meta_info.speculative_decoding_stats`` or OpenAI
-``sglext.speculative_decoding_stats`` (one a choice; the first is read), per verification step
-``verify_lengths`` (the root token + the drafts verified) and ``accept_lengths`` (the drafts accepted + the
-bonus token), raw: a stop trims the output, not them. Imported as vLLM's per-step records are
-(:func:`vllm.import_steps`)."""
+"""SGLang responses with ``--speculative-decoding-stats detailed`` (sgl-project/sglang #34814 @622d048d):
+native ``meta_info.speculative_decoding_stats`` or OpenAI ``sglext.speculative_decoding_stats`` (the first's):
+``verify_lengths`` (root + drafts verified) and ``accept_lengths`` (accepted + bonus) per step, raw (a stop
+trims the output, not them); imported as vLLM's per-step records are (:func:`vllm.import_steps`)."""
 
 from __future__ import annotations
 

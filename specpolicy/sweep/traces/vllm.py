@@ -4,7 +4,8 @@ per-step records (:func:`import_steps`; SGLang's parser is sglang.py's)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,8 +70,7 @@ def vllm_response(file: Path, line_number: int, line: bytes) -> StepRequest:
 
 
 def contradiction(steps: list[tuple[int, int]], tokens: object) -> str | None:
-    """Why ``completion_tokens`` cannot be the output of these (accepted, drafted) steps (``None``: it can, or
-    was not saved): the prefill's token, then each step's accepted drafts + 1, the last cut at most."""
+    """Why ``completion_tokens`` cannot be these (accepted, drafted) steps' output (``None``: it can)."""
     output = 1 + sum(a + 1 for a, _ in steps)
     last = steps[-1][0] if steps else 0
     if tokens is None or (type(tokens) is int and output - last <= tokens <= output):
@@ -80,17 +80,47 @@ def contradiction(steps: list[tuple[int, int]], tokens: object) -> str | None:
     return f"completion_tokens {tokens} contradicts the steps ({output - last}..{output} tokens)"
 
 
-def import_steps(file: str | Path, out: str | Path, block_size: int | None = None, dataset: str | None = None,
-                 parse: Callable[[Path, int, bytes], StepRequest] = vllm_response, form: str = FORMAT
-                 ) -> TraceImport:
-    """Read responses with per-step records (JSONL; ``parse`` reads one, vLLM's by default: from a server
-    started with ``--per-request-spec-decode-metrics detailed``, ``metrics.speculative_decoding`` holds
-    ``per_step_accepted`` / ``per_step_drafted`` per step and ``num_spec_tokens`` K). As Spec-Bench answers,
-    the recorded decode replays exactly at B = K + 1 only; steps that drafted fewer than K (an n-gram lookup
-    without a match, dynamic SD, a verify-length rule) replay as recorded and are counted."""
-    file = common.trace_file(file, "a JSONL of engine responses with per-step speculative decoding stats")
-    dataset = dataset or file.stem
-    responses = [parse(file, n, line) for n, line in common.jsonl_lines(file)]
+def import_steps(files: str | Path | Sequence[str | Path], out: str | Path, block_size: int | None = None,
+                 dataset: str | None = None, parse: Callable[[Path, int, bytes], StepRequest] = vllm_response,
+                 form: str = FORMAT) -> TraceImport:
+    """Read responses with per-step records (JSONL; ``parse`` reads one, vLLM's by default: per step accepted
+    and drafted, and K). As Spec-Bench answers, the recorded decode replays exactly at B = K + 1 only; steps
+    that drafted fewer (n-gram misses, dynamic SD, a verify rule) replay as recorded and are counted. Several
+    files: runs of the same prompts at other blocks, a column each of one store (per-prompt choices)."""
+    files = [common.trace_file(f, "a JSONL of engine responses with per-step speculative decoding stats")
+             for f in ([files] if isinstance(files, str | Path) else files)]
+    dataset, runs, first = dataset or files[0].stem, {}, []
+    for file in files:
+        responses = [parse(file, n, line) for n, line in common.jsonl_lines(file)]
+        first = first or [r.id for r in responses]  # repeated ids kept: the store refuses them
+        k = _run_k(file, responses, block_size, form)
+        if k + 1 in runs:
+            raise ValueError(f"{file}: a second run at B = {k + 1}; import one run of each block size")
+        runs[k + 1] = {r.id: r for r in responses}
+    sizes, ids = sorted(runs), list(dict.fromkeys(i for run in runs.values() for i in run))
+    kept = [i for i in first if all(i in run and run[i].steps for run in runs.values())]
+    skipped = {i: f"not in every run (B = {sizes})" if any(i not in r for r in runs.values()) else
+               "no speculative decoding metrics (n > 1, or nothing drafted)" for i in ids if i not in kept}
+    tokens = {i: {runs[b][i].tokens for b in sizes} - {None} for i in kept}
+    for i in (i for i, t in tokens.items() if len(t) > 1):
+        raise ValueError(f"request {i}: the runs output {sorted(tokens[i])} tokens, not one greedy decode; "
+                         "import runs of the same prompts at temperature 0")
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:16]
+    meta = store_meta(files[0], dataset, form, sizes, training_block_size=sizes[-1], dataset_sha256=digest,
+                      **({"runs": sizes} if len(sizes) > 1 else {}))
+    store = SweepStore.fill(out, meta, (
+        per_step_record(index, f"{dataset}:{i}", {b: [a + 1 for a, _ in runs[b][i].steps] for b in sizes},
+                        None, dataset, f"{dataset}:{i}", size=sizes[-1], tokens=next(iter(tokens[i]), None))
+        for index, i in enumerate(kept)))
+    steps = [(step, b - 1) for b in sizes for r in runs[b].values() for step in r.steps or ()]
+    return TraceImport(store, len(kept), max((a for (a, _), _ in steps), default=0), [], skipped,
+                       f"the recorded decode at B = {', '.join(map(str, sizes))} only (per-step records; "
+                       f"{sum(d < k for (_, d), k in steps)} of {len(steps)} steps drafted fewer than "
+                       f"{sizes[0] - 1 if len(sizes) == 1 else 'their run'} and replay as recorded)")
+
+
+def _run_k(file: Path, responses: list[StepRequest], block_size: int | None, form: str) -> int:
+    """The drafts K a run drafted a step (where no K is recorded: the widest step, or ``block_size`` - 1)."""
     drafts = {r.k for r in responses if r.k}
     if form != FORMAT and drafts:  # a K not recorded: the widest step verified, or the block given
         drafts = {max(*drafts, (block_size or 1) - 1)}
@@ -102,15 +132,4 @@ def import_steps(file: str | Path, out: str | Path, block_size: int | None = Non
     if block_size not in (None, k + 1):
         raise ValueError(f"{file}: the run drafted {k} tokens a step, a block of {k + 1}; pass "
                          f"--candidates {k + 1} or leave it out")
-    skipped = {r.id: "no speculative decoding metrics (n > 1, or nothing drafted)" for r in responses
-               if not r.steps}
-    store = SweepStore.fill(out, store_meta(file, dataset, form, [k + 1], training_block_size=k + 1), (
-        per_step_record(index, f"{dataset}:{r.id}", [a + 1 for a, _ in r.steps], None, dataset,
-                        f"{dataset}:{r.id}",
-                        size=k + 1, tokens=r.tokens) for index, r in enumerate(responses) if r.steps))
-    steps = [step for r in responses for step in r.steps or ()]
-    return TraceImport(store, len(responses) - len(skipped), max((a for a, _ in steps), default=0), [],
-                       skipped,
-                       f"the recorded decode at B = {k + 1} only (per-step records; "
-                       f"{sum(d < k for _, d in steps)} of {len(steps)} steps drafted fewer than {k} and "
-                       "replay as recorded)")
+    return k
