@@ -388,30 +388,34 @@ def _sglang_run(tmp_path, block, records, tokens=True):
 
 
 def test_runs_at_several_blocks_import_into_one_store_where_per_prompt_choice_replays_exactly(tmp_path):
-    """Issue 74: runs of the same prompts at blocks 4 and 8 import into one store keyed by prompt; each block
-    replays its own run exactly, the per-prompt oracle chooses over them, and a per-cycle rule (whose cycles
-    would visit anchors neither run saw) is refused before any work."""
+    """Issue 74: runs of the same prompts at blocks 4, 8 and 16 import into one store keyed by prompt; each
+    block replays its own run exactly, the per-prompt oracle picks the fastest recorded run of each prompt (as
+    the sweep the runs came from does), and a per-cycle rule (whose cycles would visit anchors no run saw) is
+    refused before any work."""
+    from specpolicy.costs import CostTable
     from specpolicy.evaluation.compare import compare_sweep
     from specpolicy.zoo import ZOO_DIR
 
     shipped = list(SweepStore.load(ZOO_DIR / "sweeps" / "sharegpt").records())[:6]
-    runs = [_sglang_run(tmp_path, b, shipped) for b in (4, 8)]
+    runs = [_sglang_run(tmp_path, b, shipped) for b in (4, 8, 16)]
     extra = _write(tmp_path / "extra.jsonl", [*map(json.loads, runs[1].read_text().splitlines()),
                                               _sglang("only-in-b8", [7], [8])])
-    result = import_traces([runs[0], extra], tmp_path / "both")
-    assert result.requests == 6 and result.skipped == {"only-in-b8": "not in every run (B = [4, 8])"}
-    store = SweepStore.load(tmp_path / "both")
-    assert store.candidates == (4, 8) and store.meta["runs"] == [4, 8]
+    result = import_traces([runs[0], extra, runs[2]], tmp_path / "three")
+    assert result.requests == 6 and result.skipped == {"only-in-b8": "not in every run (B = [4, 8, 16])"}
+    store = SweepStore.load(tmp_path / "three")
+    assert store.candidates == (4, 8, 16) and store.meta["runs"] == [4, 8, 16]
+    costs = ZOO_DIR / "sweeps" / "sharegpt" / "latency.json"
+    table = CostTable.load(costs)
     for record, original in zip(store.records(), shipped):
-        for b in (4, 8):
+        for b in (4, 8, 16):
             assert [c.accepted for c in record.table().simulate(b)] == \
                 [c.accepted for c in original.table().simulate(b)]
-    costs = [str(ZOO_DIR / "sweeps" / "sharegpt" / "latency.json")]
-    rows = {r.row.policy: r.row for r in compare_sweep(tmp_path / "both", ["fixed4", "fixed8", "oracle"],
-                                                         costs=costs, baseline="fixed4")}
-    assert rows["oracle"].speedup >= max(rows["fixed4"].speedup, rows["fixed8"].speedup)
+        assert record.table().fastest_fixed(table) == original.table().fastest_fixed(table, (4, 8, 16))
+    rows = {r.row.policy: r.row for r in compare_sweep(tmp_path / "three", ["fixed4", "fixed8", "fixed16",
+                                                                               "oracle"], costs=[costs])}
+    assert rows["oracle"].speedup >= max(rows[f"fixed{b}"].speedup for b in (4, 8, 16))
     with pytest.raises(ValueError, match="recorded one block .*per-prompt ones"):
-        compare_sweep(tmp_path / "both", ["adaptive"], costs=costs, baseline="adaptive", oracle="adaptive")
+        compare_sweep(tmp_path / "three", ["adaptive"], costs=[costs], baseline="adaptive", oracle="adaptive")
 
 
 @pytest.mark.parametrize(("case", "message"), [
