@@ -59,8 +59,8 @@ def passes(decoder: SpeculativeDecoder, context_length: int, longest: int, seed:
     """(verify(size, hidden_states=True), draft(size)): one target and one drafter pass over ``batch``
     sequences after ``context_length`` random tokens, each cropping its cache back so it can be timed again
     (``hidden_states=False``: a plain AR step's pass, its last logits only)."""
-    room = decoder.max_positions and decoder.max_positions - longest
-    if room and context_length > room:
+    room = decoder.max_positions - longest if decoder.max_positions else None
+    if room is not None and context_length > room:
         raise ValueError(f"--context {context_length} and {longest} more tokens pass the target's "
                          f"{decoder.max_positions} positions; pass --context {room} or less")
     target, drafter, device = decoder.target, decoder.drafter, decoder.device

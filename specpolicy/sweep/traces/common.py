@@ -29,11 +29,13 @@ class TraceImport:
     exact_for: str = ""
 
 
-def store_meta(file: Path, dataset: str, form: str, sizes: Sequence[int], **more: object) -> dict:
-    """An imported store's meta: the file's digest (another file of the same name is refused, never mixed
-    in)."""
-    return {"dataset": dataset, "mode": "imported", "source": str(file), "format": form,
-            "dataset_sha256": hashlib.sha256(file.read_bytes()).hexdigest()[:16], "candidates": list(sizes),
+def store_meta(file: Path | Sequence[Path], dataset: str, form: str, sizes: Sequence[int],
+               **more: object) -> dict:
+    """An imported store's meta: its file's (or runs' files') digest: another file is refused, not mixed."""
+    files = [file] if isinstance(file, Path) else list(file)
+    return {"dataset": dataset, "mode": "imported", "source": str(files[0]), "format": form,
+            "dataset_sha256": hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:16],
+            "candidates": list(sizes),
             "target": None, "max_new_tokens": None, "training_block_size": TRAINING_BLOCK_SIZE} | more
 
 

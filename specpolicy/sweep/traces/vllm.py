@@ -4,7 +4,6 @@ per-step records (:func:`import_steps`; SGLang's parser is sglang.py's)."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,17 +104,16 @@ def import_steps(files: str | Path | Sequence[str | Path], out: str | Path, bloc
     for i in (i for i, t in tokens.items() if len(t) > 1):
         raise ValueError(f"request {i}: the runs output {sorted(tokens[i])} tokens, not one greedy decode; "
                          "import runs of the same prompts at temperature 0")
-    digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:16]
-    meta = store_meta(files[0], dataset, form, sizes, training_block_size=sizes[-1], dataset_sha256=digest,
+    meta = store_meta(files, dataset, form, sizes, training_block_size=sizes[-1],
                       **({"runs": sizes} if len(sizes) > 1 else {}))
     store = SweepStore.fill(out, meta, (
         per_step_record(index, f"{dataset}:{i}", {b: [a + 1 for a, _ in runs[b][i].steps] for b in sizes},
                         None, dataset, f"{dataset}:{i}", size=sizes[-1], tokens=next(iter(tokens[i]), None))
         for index, i in enumerate(kept)))
-    steps = [(step, b - 1) for b in sizes for r in runs[b].values() for step in r.steps or ()]
-    return TraceImport(store, len(kept), max((a for (a, _), _ in steps), default=0), [], skipped,
+    steps = [(a, d, b - 1) for b in sizes for r in runs[b].values() for a, d in r.steps or ()]
+    return TraceImport(store, len(kept), max((a for a, _, _ in steps), default=0), [], skipped,
                        f"the recorded decode at B = {', '.join(map(str, sizes))} only (per-step records; "
-                       f"{sum(d < k for (_, d), k in steps)} of {len(steps)} steps drafted fewer than "
+                       f"{sum(d < k for _, d, k in steps)} of {len(steps)} steps drafted fewer than "
                        f"{sizes[0] - 1 if len(sizes) == 1 else 'their run'} and replay as recorded)")
 
 
