@@ -11,8 +11,8 @@ from specpolicy.defaults import DEFAULT_POLICY
 from specpolicy.evaluation.compare import compare_sweep
 
 FIELD = ("dflash-mlx", "dflash-mlx-count", "sglang-adaptive", "mistralrs-dflash", "mistralrs-adaptive",
-         "mlx-vlm", "ollama", "llamacpp-streak", "llamacpp-ema", "llamacpp-pmin", "heuristic", "vllm-dsd",
-         "trtllm-schedule")
+         "mistralrs-autotune", "mlx-vlm", "ollama", "llamacpp-streak", "llamacpp-ema", "llamacpp-pmin",
+         "heuristic", "vllm-dsd", "trtllm-schedule")
 """the field's controllers at their defaults (``heuristic``: Hugging Face's and llama.cpp #3006's rule)"""
 GRIDS = {
     "dflash-mlx": ["window_size=2,4,8", "tpc_threshold=2,2.5,3,3.5,4", "min_block_tokens=2,4,6,8"],
@@ -22,6 +22,8 @@ GRIDS = {
                         "update_interval=1,5", "down_hysteresis=-0.5,-0.25,0"],
     "mistralrs-dflash": ["max_drafts=3,5,7,11,15"],
     "mistralrs-adaptive": ["tiers=3/5,2/4,4/8", "max_drafts=7,11,15", "ema_alpha=0.2,0.4", "sticky=1,4"],
+    "mistralrs-autotune": ["depths=2/3/4/6,1/3/7/11,3/7/11/15", "max_drafts=7,11,15",
+                           "switch_margin=1,1.03,1.1", "probe_interval=8,32"],
     "mlx-vlm": ["window=2,4,8,16", "min_block_size=1,2,4,8", "first_block=0,4,8"],
     "ollama": ["probe_interval=2,4,8", "acceptance_min_samples=3,5,10", "acceptance_alpha=0.1,0.3"],
     "llamacpp-streak": ["threshold=2,5,11", "bias=0,1", "n_min=0,1", "n_max=3,7,15"],

@@ -1,5 +1,4 @@
-"""``check_policy``: verify that a policy honours the contract (in the spirit of Gymnasium's
-``check_env``)."""
+"""``check_policy``: verify that a policy honours the contract (as Gymnasium's ``check_env``)."""
 
 from __future__ import annotations
 
@@ -30,8 +29,8 @@ def _observations(policy: Policy, vocab_size: int, n: int, seed: int
     for i in range(n):
         taus = {b: float(rng.uniform(1, b)) for b in policy.candidates}
         logits = rng.normal(0, 3, vocab_size).astype(np.float32)
-        observations.append(PromptObservation(logits, int(rng.integers(1, 300)), f"check:{i}",
-                                              uniform_costs(policy.candidates, 0.005, per_token=0.1)))
+        costs = uniform_costs({*policy.candidates, *policy.choices()}, 0.005, per_token=0.1)
+        observations.append(PromptObservation(logits, int(rng.integers(1, 300)), f"check:{i}", costs))
         answers.append(Answers(taus))
     return observations, answers
 
@@ -133,8 +132,7 @@ def _check_verify(policy: Policy, plan: Plan) -> None:
 
 
 def _check_plan(policy: Policy, plan: Plan, picked: int) -> None:
-    """A per-step policy's plan picks allowed sizes cycle after cycle; a per-prompt one's is fixed at its
-    choice."""
+    """A per-step policy's plan picks allowed sizes every cycle; a per-prompt one's is its choice."""
     if not isinstance(plan, Plan):
         raise _fail(policy, f"plan() must return a Plan, got {type(plan).__name__}")
     choices = policy.choices()

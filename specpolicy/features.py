@@ -42,8 +42,7 @@ def softmax_probs(logits: np.ndarray, prompt_lengths: np.ndarray | None = None) 
 
 
 def compact(logits: np.ndarray, prompt_lengths: np.ndarray | None = None) -> np.ndarray:
-    """Entropy, top-8 probabilities, top-1/top-2 margin, max logit, logsumexp and log prompt length: [n,
-    13]."""
+    """Entropy, top-8 probabilities, top-1/2 margin, max logit, logsumexp, log prompt length: [n, 13]."""
     logits = np.asarray(logits, dtype=np.float64)
     if logits.ndim == 1:
         logits = logits[None]
@@ -74,8 +73,7 @@ def get_extractor(name: str) -> Callable[[np.ndarray, np.ndarray | None], np.nda
 
 
 def with_lengths(logits: np.ndarray, prompt_lengths: np.ndarray) -> np.ndarray:
-    """Logits with the prompt length appended as a last column, [n, V + 1] (input of the sklearn
-    baselines)."""
+    """Logits with the prompt length appended as a last column, [n, V + 1] (the sklearn baselines' input)."""
     return np.concatenate([np.asarray(logits, dtype=np.float32),
                            np.asarray(prompt_lengths, dtype=np.float32).reshape(-1, 1)], axis=1)
 

@@ -77,8 +77,7 @@ def write_text(path: str | Path, text: str) -> None:
 
 
 def _rename(tmp: Path, path: Path) -> None:
-    """``tmp`` over ``path``: one rename for a file; a folder's old version is moved aside first, then
-    removed."""
+    """``tmp`` over ``path``: a rename for a file; a folder's old version is moved aside, then removed."""
     if not (tmp.is_dir() and path.is_dir()):
         os.replace(tmp, path)
         return

@@ -145,8 +145,7 @@ class Policy:
         return None
 
     def confidence_sizes(self) -> set[int]:
-        """Block sizes whose drafts' confidences this policy's verify lengths read (a sweep must record
-        them)."""
+        """Block sizes whose drafts' confidences its verify lengths read (a sweep must record them)."""
         return set()
 
     # --- batch and stable-baselines3 interop ----------------------------------------------------------
@@ -180,8 +179,7 @@ class LearnedPolicy(Policy):
     training_options: tuple[str, ...] = ()
     """the ``specpolicy train`` options this family reads (e.g. ``epochs``); any other one given is refused"""
     validated_with: CostTable | None = None
-    """the table a portable policy's training validated its choices with: its fallback without observation
-    costs"""
+    """the table a portable policy's training validated its choices with (without observation costs)"""
     allowed: tuple[int, ...] | None = None  # the trained classes it may choose (:meth:`restrict`); None: all
 
     def restrict(self, offered: Sequence[int]) -> LearnedPolicy:

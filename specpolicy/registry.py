@@ -19,8 +19,7 @@ from specpolicy.arguments import check_candidate_set
 from specpolicy.policy import DEFAULT_CANDIDATES, Policy
 
 PolicyFactory = Callable[[str | None, Sequence[int]], Policy]
-"""``factory(arg, candidates)``; a family may give it as a ``"module:function"`` string, imported on first
-use"""
+"""``factory(arg, candidates)``, or a ``"module:function"`` string imported on first use"""
 
 
 class PluginLoadWarning(UserWarning):

@@ -30,8 +30,7 @@ class DecodeState:
     batch: int = 1
     """requests in the engine step the next cycle runs in (set by the serving simulation; 1 elsewhere)"""
     batch_costs: CostTable | None = None
-    """the per-request :class:`~specpolicy.costs.CostTable` at that batch (serving simulation; else
-    ``None``)"""
+    """the per-request :class:`~specpolicy.costs.CostTable` at that batch (serving simulation; else None)"""
     pooled: DecodeState | None = None
     """every request's cycles in the order the engine ran them (serving simulation; else ``None``)"""
 

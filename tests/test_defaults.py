@@ -7,7 +7,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "specpolicy"
 EXEMPT = ("defaults.py", "zoo/", "models/testing.py", "plugins/field_controllers.py",
-          "plugins/field_dflash_mlx.py", "plugins/field_ollama.py")
+          "plugins/field_dflash_mlx.py", "plugins/field_costed.py")
 """defaults.py itself; the zoo's training recipes (each one settings dataclass, read top to bottom, cleanrl
 style); the tiny test models built in the tests; and the field's controllers, each one dataclass of an
 engine's parameters at its shipped values, transcribed beside the source it cites (the engine's defaults,

@@ -1,9 +1,6 @@
-"""A cost table from an engine's own timings (``specpolicy bench from-run``): the drafter's pass by the block
-it drafted and the target's verify by the tokens it verified, each the mean of the run's cycles (so priced
-replay of the run adds up to its recorded time), with every cell's spread (relative IQR, flagged when noisy)
-and its cliffs: widths whose verify cost jumps well past the trend of the narrower ones (a backend switching
-kernels, as MLX's at 10-16 rows, mlx #3791), named in the table's warnings, its JSON and the command's
-output. No torch."""
+"""A cost table from an engine's own timings (``specpolicy bench from-run``): draft by block and verify by
+tokens verified, each the mean of the run's cycles, with every cell's spread (flagged when noisy) and its
+cliffs, widths whose verify jumps well past the trend of the narrower ones (mlx #3791). No torch."""
 
 from __future__ import annotations
 

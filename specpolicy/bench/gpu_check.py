@@ -61,8 +61,7 @@ def _speed(decoder, ids: list[list[int]]) -> str:
 
 
 def gpu_check(device: str, prompts: Sequence[Prompt], max_new_tokens: int = MAX_NEW_TOKENS) -> list[Check]:
-    """Run every check of the module docstring on ``device`` over ``prompts``; the CPU float32 decode is the
-    reference."""
+    """Run the module docstring's checks on ``device`` over ``prompts`` (reference: CPU float32)."""
     from specpolicy.models import load_pair
 
     reference_pair = load_pair("tiny", "tiny", "float32", "cpu")

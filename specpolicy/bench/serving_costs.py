@@ -1,20 +1,6 @@
 """Serving cost tables of datacenter GPUs composed by NVIDIA's aiconfigurator from its measured operators
-(``pip install 'specpolicy[aiconfigurator]'``; no GPU, no network). No roofline of ours: every number is its
-estimator's ``decode_step_per_op`` of one engine step.
-
-How a step is taken apart: aiconfigurator prices a decode step with ``nextn`` MTP drafts as every operator of
-the model scaled by (layers + nextn) / layers over requests x (nextn + 1) tokens (its ``mtp_scale_factor``).
-Divided by that factor, its GEMMs and norms are the target's over n = nextn + 1 tokens per request. Its
-attention is not: it prices requests x n decode queries, each reading its own cached context, where a verify's
-n queries read their request's cache once (memory-bound; 1.5-6.6x the rise measured on an H200 at 8k). So
-``verify[b][n]`` is the rest of that step plus the attention of the step of one token per request (its decode
-attention over the same b caches, measured); the n - 1 extra queries' arithmetic is left out.
-Its operators split into the decoder layers' and the head's (embedding, LM head), which price a drafter at its
-own shapes: a DFlash drafter (block) runs its layers and the target's LM head once over the block; an EAGLE-3
-head (chain) runs one decoder layer and its own LM head over a 32,000-token draft vocabulary once per drafted
-position (that GEMM from aiconfigurator's measured GEMM table, ``evaluate_ops_json``). Not priced: DFlash's
-``fc`` projection of the context features (a hidden x hidden GEMM per block), the EAGLE-3 layer's wider input.
-"""
+(``pip install 'specpolicy[aiconfigurator]'``; no GPU, no network): every number is its estimator's
+``decode_step_per_op`` of one engine step, taken apart into verify and drafter as docs/real-data.md says."""
 
 from __future__ import annotations
 
@@ -31,8 +17,7 @@ from specpolicy.replay.batch_costs import BatchCostTable
 SERVING_ENGINES = ("vllm", "sglang", "trtllm")
 """the engines aiconfigurator measures operators under"""
 EMBEDDING, LOGITS, ATTENTION = "generation_embedding", "generation_logits_gemm", "generation_attention"
-"""aiconfigurator's operators outside the decoder layers (the rest of a step is its layers'), and its
-attention"""
+"""aiconfigurator's operators outside the decoder layers (the rest of a step is theirs), and attention"""
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,4 @@
-"""The ``specpolicy`` command line (Typer + rich); a module per command (``compare`` with its runs in
-``compare_runs``)."""
+"""The ``specpolicy`` command line (Typer + rich), a module per command (compare's runs: ``compare_runs``)."""
 
 from __future__ import annotations
 

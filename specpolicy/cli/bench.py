@@ -57,8 +57,7 @@ def latency(
     dtype: str = DtypeOption,
     fmt: OutputFormat = FormatOption,
 ) -> None:
-    """Measure this machine's cost table (draft, verify, AR step) robustly, flag noise, check it on
-    decodes."""
+    """Measure this machine's cost table (draft, verify, AR step) robustly, flag noise, check on decodes."""
     from specpolicy.bench.latency import check_against_decodes, table_rows
     from specpolicy.cli.sweep import parse_candidates
     from specpolicy.data.prompts import encode_prompts
@@ -102,8 +101,7 @@ def gpu_check(
     max_new_tokens: int = MaxNewTokensOption,
     fmt: OutputFormat = FormatOption,
 ) -> None:
-    """The shipped pair on a GPU vs CPU float32: outputs, cycles, replay = live, bf16 drift, speed (no
-    downloads)."""
+    """The shipped pair on a GPU vs CPU float32: outputs, cycles, replay = live, bf16 drift, speed."""
     from specpolicy.bench.gpu_check import gpu_check as run_checks
     from specpolicy.data.registry import load_prompts
     from specpolicy.models.loading import resolve_device

@@ -119,8 +119,7 @@ def check_out_file(out: Path | None, example: str) -> None:
 
 
 def warn_line(line: str) -> None:
-    """A warning (such as a flagged cost table's, :meth:`~specpolicy.costs.TableFile.flag_warnings`) on
-    stderr."""
+    """A warning (as a flagged cost table's, :meth:`~specpolicy.costs.TableFile.flag_warnings`) on stderr."""
     stderr.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True, highlight=False)
 
 

@@ -76,8 +76,7 @@ def compare(
     device: str = DeviceOption,
     dtype: str = DtypeOption,
 ) -> None:
-    """Compare block-size policies: pooled speedup over AR, speed vs a baseline with paired CIs, tau, gain
-    share."""
+    """Compare block-size policies: pooled speedup over AR, speed vs a baseline (paired CIs), tau, gain."""
     from specpolicy.evaluation.compare import comparison_rows
 
     names = policy_names(policies)
@@ -96,8 +95,7 @@ def compare(
 
 
 def _cost_tables(costs: str | None) -> tuple[Path, ...]:
-    """``--costs``: the tables it names, comma-separated (paths or shipped names); one that names none is
-    refused."""
+    """``--costs``: the tables it names, comma-separated (paths or shipped names), each checked."""
     tables = tuple(Path(p.strip()) for p in (costs or "").split(",") if p.strip())
     if costs is not None and not tables:
         raise fail(f"--costs names no table ({costs!r}); pass a table's path or a shipped table's name, such "

@@ -155,8 +155,7 @@ def _cached_sweep(name: str, options: CompareOptions, candidates: list[int]):
 
 
 def _complete(out: Path, prompts):
-    """Compare's cached sweep at ``out`` when it holds every one of ``prompts`` and its cost table, else
-    ``None``."""
+    """Compare's cached sweep at ``out`` if it holds every one of ``prompts`` and its table, else ``None``."""
     from specpolicy.sweep.store import SweepStore
 
     if not (out / "meta.json").is_file() or not (out / "latency.json").is_file():

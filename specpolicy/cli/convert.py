@@ -1,5 +1,4 @@
-"""``specpolicy convert SOURCE OUT``: a DFlash drafter checkpoint in the other layout (z-lab <->
-transformers)."""
+"""``specpolicy convert SOURCE OUT``: a DFlash drafter checkpoint in the other layout (z-lab, HF)."""
 
 from __future__ import annotations
 

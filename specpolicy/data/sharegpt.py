@@ -95,8 +95,7 @@ def iter_conversations(path: Path | None = None) -> Iterator[Conversation]:
 
 
 def split_of(base_id: str) -> str:
-    """Deterministic split of a conversation id: sha256 bucket 0-89 train, 90-94 validation, 95-99
-    held-out."""
+    """Deterministic split of a conversation id: sha256 bucket 0-89 train, 90-94 validation, else held out."""
     bucket = int(hashlib.sha256(base_id.encode("utf-8")).hexdigest(), 16) % 100
     if bucket < 90:
         return "train"
@@ -122,8 +121,7 @@ def _by_split() -> dict[str, tuple[Conversation, ...]]:
 
 
 def load_split(split: str) -> list[Conversation]:
-    """All mostly-ASCII conversations of one split (``train``, ``validation`` or ``heldout``), in file
-    order."""
+    """All mostly-ASCII conversations of a split (``train``, ``validation``, ``heldout``), in file order."""
     if split not in SPLITS:
         raise ValueError(f"unknown ShareGPT split {split!r}; choose one of {', '.join(SPLITS)}")
     return list(_by_split()[split])

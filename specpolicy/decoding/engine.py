@@ -33,8 +33,7 @@ def check_live(policies: Sequence[Policy], replay: str = "compare it on a sweep 
 
 def decode(decoder: SpeculativeDecoder, prompt_ids: Sequence[int], policy: Policy, *, prompt_id: str = "",
            costs: CostTable | None = None, max_new_tokens: int | None = None, seed: int = 0) -> DecodeTrace:
-    """Decode one prompt live with ``policy``: prefill, plan from the observation (timed, as deployed),
-    run."""
+    """Decode one prompt live with ``policy``: prefill, plan from the observation (timed), run."""
     session = decoder.start(prompt_ids, max_new_tokens=max_new_tokens, seed=seed)
     if not session.done:
         run(session, policy.checked_plan(observe(session.state, prompt_id, costs)))

@@ -61,8 +61,7 @@ def prefill(decoder: DecoderParts, ids: torch.Tensor, uniforms: PositionalUnifor
 
 @dataclass
 class _Drafted:
-    """A drafted block waiting for :meth:`DecodeSession.verify`: drafts [B-1], their probs [B-1, V]
-    (sampling)."""
+    """A drafted block awaiting :meth:`DecodeSession.verify`: drafts [B-1], their probs [B-1, V]."""
 
     requested: int
     size: int

@@ -1,2 +1,1 @@
-"""Serving engines specpolicy does not own, driven and measured by it (today llama.cpp's ``llama-server``). No
-torch."""
+"""Serving engines specpolicy drives and measures but does not own (llama.cpp's ``llama-server``)."""

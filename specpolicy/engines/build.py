@@ -24,13 +24,11 @@ CMAKE_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA
 SERVER_ENV = "SPECPOLICY_LLAMA_SERVER"
 """the environment variable naming the ``llama-server`` binary"""
 PATCH = Path(__file__).parent / "patches" / f"llama.cpp-b{LLAMACPP_VERSION.split('.')[0]}.patch"
-"""specpolicy's patch set for the pinned llama.cpp (per-request n_max and p_min, per-step plans, a record per
-step)"""
+"""specpolicy's patch set for the pinned llama.cpp (per-request n_max, p_min, plans; a record per step)"""
 
 
 def engine_home() -> Path:
-    """Where ``specpolicy engine build`` keeps llama.cpp's source, build and binary (in specpolicy's
-    cache)."""
+    """Where ``specpolicy engine build`` keeps llama.cpp's source, build and binary (specpolicy's cache)."""
     return cache_dir() / "llama.cpp" / LLAMACPP_VERSION
 
 
@@ -63,8 +61,7 @@ def patch_digest() -> str:
 
 
 PATCH_MARKERS = (b"length_seconds", b"spec_steps")
-"""strings only a binary built with this :data:`PATCH` holds (the newest plan field it reads, the steps it
-records)"""
+"""strings only a binary built with this :data:`PATCH` holds (its newest plan field, the steps recorded)"""
 
 
 def patched(binary: Path) -> bool:
@@ -80,8 +77,7 @@ def patched(binary: Path) -> bool:
 
 
 def die_with_parent() -> None:
-    """In the child before exec: get SIGKILL when the process that started it dies (Linux), however it
-    dies."""
+    """In the child before exec: SIGKILL when the process that started it dies (Linux), however it dies."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
@@ -178,8 +174,7 @@ convert_hf_to_gguf.main()
 
 
 def _pre_tokenizer(model: Path) -> str:
-    """``gpt-2`` when the tokenizer's pre-tokenizer is exactly GPT-2's (byte-level with its regex), else
-    ``""``."""
+    """``gpt-2`` where the tokenizer's pre-tokenizer is exactly GPT-2's (byte-level, regex), else ``""``."""
     with contextlib.suppress(OSError, ValueError, KeyError):
         pre = json.loads((model / "tokenizer.json").read_text())["pre_tokenizer"]
         if pre == {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}:

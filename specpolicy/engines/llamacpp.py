@@ -32,17 +32,14 @@ WARMUP_TOKENS = 16
 
 @dataclass(frozen=True, order=True)
 class Setting:
-    """One server's speculation: block size B (1: ``--spec-type none``) and the p_min that cuts a drafted
-    block."""
+    """One server's speculation: block B (1: ``--spec-type none``) and the p_min cutting a drafted block."""
 
     block_size: int
     p_min: float = 0.0
     feeds_drafter: bool = False
-    """B = 1 on a patched DFlash server: a plain step that still feeds the drafter (what a plan's B = 1
-    costs)"""
+    """B = 1 on a patched DFlash server: a plain step still feeding the drafter (what a plan's B = 1 costs)"""
     plan: str = ""
-    """a per-step plan (JSON, a patched server's ``speculative.plan``) choosing B <= ``block_size`` every
-    step"""
+    """a per-step plan (a patched server's ``speculative.plan``) choosing B <= ``block_size`` each step"""
 
     @property
     def name(self) -> str:
@@ -97,8 +94,7 @@ class Step:
 
 @dataclass(frozen=True)
 class Reply:
-    """The engine's answer to one prompt: tokens generated and its own counts and timing (prefill
-    excluded)."""
+    """The engine's answer to a prompt: tokens generated, its own counts and timing (prefill excluded)."""
 
     tokens: tuple[int, ...]
     drafted: int
@@ -120,8 +116,7 @@ class Reply:
 
     @property
     def cycles(self) -> int:
-        """Target passes after prefill (whose pass gives the first token): each commits its accepted drafts +
-        1."""
+        """Target passes after prefill (which gives the first token): each commits its accepted + 1."""
         return max(0, len(self.tokens) - 1 - self.accepted)
 
     @property

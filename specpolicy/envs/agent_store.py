@@ -100,8 +100,7 @@ def _vec_normalize(agent: object, env: object | None) -> object | None:
 
 
 def _check_shapes(agent: object, spec: AgentSpec, where: str, fix: str = "save the agent again") -> None:
-    """Refuse a spec whose observation size or candidates are not the agent's own (SB3 spaces, LinUCB
-    arrays)."""
+    """Refuse a spec whose observation size or candidates are not the agent's (SB3 spaces, LinUCB arrays)."""
     space, actions = getattr(agent, "observation_space", None), getattr(getattr(agent, "action_space", None),
                                                                         "n", None)
     size = int(np.prod(space.shape)) if space is not None else len(getattr(agent, "mean", ()))

@@ -48,8 +48,7 @@ class LinUCB:
         return scores
 
     def learn(self, env: BlockSizeVectorEnv, steps: int, seed: int = 0) -> None:
-        """``steps`` vector steps of ``env.num_envs`` prompts each, updating on the reward of each tried
-        arm."""
+        """``steps`` vector steps of ``env.num_envs`` prompts, updating on each tried arm's reward."""
         tokens = np.array([max(1, t.tokens()) if t is not None else 1 for t in env.source.tables],
                           dtype=np.float64)
         obs, _ = env.reset(seed=seed)

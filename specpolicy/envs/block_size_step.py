@@ -21,8 +21,7 @@ OBSERVATION_SIZE = 20
 
 def step_observation(state: DecodeState, candidates: tuple[int, ...], budget: int,
                      prefill: np.ndarray) -> np.ndarray:
-    """The step environment's observation [20] of a decode ``state`` (also what a trained agent reads
-    live)."""
+    """The step environment's observation [20] of a decode ``state`` (what a trained agent reads live)."""
     top = max(candidates)
     accepted, sizes = state.accepted_history, state.block_size_history
     history = ([0] * 3 + accepted)[-3:]

@@ -60,8 +60,7 @@ class DraftVerifyStepEnv(BlockSizeStepEnv):
                                         self.block)
 
     def action_masks(self) -> np.ndarray:
-        """bool [C]: every block size in the draft phase; the lengths up to the drafted B in the verify
-        phase."""
+        """bool [C]: every block size when drafting; the lengths up to the drafted B when verifying."""
         if self.block is None:
             return np.ones(len(self.candidates), dtype=bool)
         return np.asarray([b <= self.block.block_size for b in self.candidates])

@@ -32,8 +32,7 @@ class Run(NamedTuple):
 
 @dataclass(frozen=True)
 class ComparisonRow:
-    """A policy's summary on one dataset, at one concurrency, for one prompt label (``None``: every
-    prompt)."""
+    """A policy's summary on one dataset, at one concurrency, for one prompt label (``None``: all)."""
 
     dataset: str
     concurrency: int | None
@@ -81,8 +80,7 @@ def build_policies(options: CompareOptions, candidates: Sequence[int]) -> list[P
 
 
 def chosen_candidates(options: CompareOptions, store: object | None) -> list[int]:
-    """The block sizes compared: ``candidates`` (a subset of a stored sweep's), else the sweep's or the
-    default."""
+    """The sizes compared: ``candidates`` (of a stored sweep's), else the sweep's or the default."""
     if store is None:
         return list(options.candidates or DEFAULT_CANDIDATES)
     extra = sorted(set(options.candidates or ()) - set(store.candidates))
@@ -93,8 +91,7 @@ def chosen_candidates(options: CompareOptions, store: object | None) -> list[int
 
 
 class Prepared(NamedTuple):
-    """A comparison's checked inputs: tables (``None``: the sweep's own), the stored sweep, sizes and
-    policies."""
+    """A comparison's checked inputs: tables (``None``: the sweep's), the sweep, sizes and policies."""
 
     costs: CostTable | list[CostTable] | None
     store: object | None

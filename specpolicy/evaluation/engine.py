@@ -108,8 +108,7 @@ def engine_setting(policy: Policy, plan: Plan | None, largest: int, per_request:
 
 
 def _fixed_rule(block_size: int) -> dict:
-    """A fixed B as the patched server's block rule (one block, never a plain step), for a verify rule to run
-    beside."""
+    """A fixed B as the patched server's block rule (never a plain step), for a verify rule beside it."""
     return {"blocks": [block_size], "priced": [block_size], "seconds": [1.0], "ar_seconds": 1.0,
             "ar_allowed": False, "start": block_size}
 
@@ -163,8 +162,7 @@ def plan_settings(store: SweepStore, records: Sequence[SweepRecord], policies: S
 def evaluate_engine(pool: ServerPool, store: SweepStore, policies: Sequence[Policy], *,
                     costs: CostTable | None = None, records: Sequence[SweepRecord] | None = None,
                     on_progress: Callable[[int, int], None] | None = None) -> EngineRun:
-    """Decode every stored prompt in the engine with plain decoding and each policy's setting (rotating
-    order)."""
+    """Decode every stored prompt in the engine plainly and with each policy's setting (order rotating)."""
     records = list(records if records is not None else store.records())
     if not records or any(r.replay is None for r in records):
         raise ValueError(f"{store.path} holds no replay records (prompt tokens); pass a replay sweep")

@@ -112,8 +112,7 @@ def _quiet(description: str, total: int) -> Iterator[Callable[[int, int], None]]
 
 @dataclass(frozen=True)
 class EngineComparison:
-    """What :func:`compare_engine` measured in the engine, and replay's prediction of it under the engine's
-    table."""
+    """What :func:`compare_engine` measured in the engine, and replay's prediction under its table."""
 
     run: EngineRun
     modelled: list[PolicyResults]
@@ -121,8 +120,7 @@ class EngineComparison:
     costs: CostTable
     """the engine's own (split) table, calibrated on the first prompts"""
     stock: StockSetting | None
-    """the fastest stock llama.cpp flags by replay on :attr:`costs` (``None``: the store replays no stock
-    block)"""
+    """the fastest stock llama.cpp flags by replay on :attr:`costs` (``None``: no stock block replays)"""
 
 
 def compare_engine(store: SweepStore, policies: Sequence[Policy], *, threads: int = 1,

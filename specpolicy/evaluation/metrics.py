@@ -188,8 +188,7 @@ def split_by(results: Sequence[PolicyResults],
 
 def summarize(results: Sequence[PolicyResults], baseline: str = "fixed16", oracle: str = "oracle",
               n_bootstrap: int = BOOTSTRAP_RESAMPLES) -> list[SummaryRow]:
-    """One row per policy: pooled speedup over AR, speed vs ``baseline`` and the share of ``oracle``'s
-    gain."""
+    """One row per policy: pooled speedup over AR, speed vs ``baseline``, share of ``oracle``'s gain."""
     if n_bootstrap < 1:
         raise ValueError(f"n_bootstrap must be at least 1 (the paired bootstrap's resamples), got "
                          f"{n_bootstrap}")

@@ -1,5 +1,4 @@
-"""specpolicy policies inside transformers' DFlash ``generate()`` (>= 5.15), and checkpoint bridges to its
-assistant."""
+"""specpolicy policies inside transformers' DFlash ``generate()`` (>= 5.15), and checkpoint bridges."""
 
 from specpolicy.hf.api import Attachment, HFGeneration, as_assistant, attach, generate, resolve_policy
 from specpolicy.hf.bridge import from_transformers_assistant, to_transformers_assistant

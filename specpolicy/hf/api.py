@@ -127,8 +127,7 @@ class HFGeneration:
 
 
 def as_assistant(drafter: PreTrainedModel | DFlashDrafter | str | Path) -> PreTrainedModel:
-    """transformers' DFlash assistant for ``drafter``: itself, or a specpolicy drafter / checkpoint
-    converted."""
+    """transformers' DFlash assistant for ``drafter``: itself, or a specpolicy drafter converted."""
     if isinstance(drafter, (DFlashDrafter, str, Path)):
         return to_transformers_assistant(drafter)
     return drafter

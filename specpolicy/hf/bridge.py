@@ -60,8 +60,7 @@ def assistant_config(drafter: DFlashDrafter):
 
 
 def to_transformers_assistant(drafter: DFlashDrafter | str | Path) -> PreTrainedModel:
-    """A z-lab DFlash drafter (object or folder) as transformers' ``MuseGlimmerAssistantModel``, same dtype
-    and device."""
+    """A z-lab DFlash drafter (object or folder) as transformers' ``MuseGlimmerAssistantModel``."""
     require_dflash_support()
     from transformers import MuseGlimmerAssistantModel
 

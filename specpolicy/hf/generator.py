@@ -43,8 +43,7 @@ class PolicyCandidateGenerator(DFlashTokenCandidateGenerator):
     def get_candidates(self, input_ids: torch.LongTensor, model_kwargs: dict[str, Any], model_outputs: Any,
                        is_first_iteration: bool, n_last_matches: int, **kwargs: Any
                        ) -> tuple[torch.LongTensor, torch.Tensor | None]:
-        """input_ids [1, s] (anchor last) -> (input_ids + candidates [1, s + B - 1], their logits [1, B - 1,
-        V])."""
+        """input_ids [1, s] -> (input_ids + candidates [1, s + B - 1], their logits [1, B - 1, V])."""
         if is_first_iteration:  # transformers runs the prefill forward before any draft
             return input_ids, None
         self._read_context(input_ids, model_outputs, n_last_matches)

@@ -76,8 +76,7 @@ class DFlashAttention(nn.Module):
 
     def keys_values(self, x: torch.Tensor, cos: torch.Tensor,
                     sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rotated keys and values of ``x`` [b, s, H] at cos/sin [b, s, head_dim]: each [b, kv_heads, s,
-        head_dim]."""
+        """Rotated keys and values of ``x`` [b, s, H] at cos/sin [b, s, d]: each [b, kv_heads, s, d]."""
         b, s, _ = x.shape
         k = self.k_norm(self.k_proj(x).view(b, s, self.num_kv_heads, self.head_dim)).transpose(1, 2)
         v = self.v_proj(x).view(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)

@@ -1,5 +1,4 @@
-"""Thin adapter over a Hugging Face causal LM: forward with a KV cache, cache cropping (transformers 4.x and
-5.x)."""
+"""Thin adapter over a Hugging Face causal LM: forward with a KV cache, cache cropping (4.x and 5.x)."""
 
 from __future__ import annotations
 

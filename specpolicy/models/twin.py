@@ -1,12 +1,6 @@
-"""The cost twin: the tiny pair's function in a much larger compute graph.
-
-Added attention heads, MLP units and target layers all write through output projections that are zero, so
-the residual stream, every logit and every drafted token are the tiny pair's; only the work per forward
-grows. The hidden width, and so every RMSNorm, is untouched (Qwen3's one ``rms_norm_eps`` also serves the
-per-head q/k norms, which a wider hidden state would have to rescale). The drafter keeps its own 2 layers
-and reads the same target layers (added layers come after the tiny target's 6), so the target is many
-times its drafter, as in z-lab's pairs (36 target layers, 5 drafter layers).
-"""
+"""The cost twin: the tiny pair's function in a much larger compute graph (docs/cost-twin.md). Added heads,
+MLP units and target layers write through zero output projections, so every logit and drafted token is the
+tiny pair's and only the work per forward grows; the drafter reads the same target layers."""
 
 from __future__ import annotations
 

@@ -138,8 +138,7 @@ class BlockPilotPolicy(LearnedPolicy):
 
     def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0,
             **options: object ) -> dict:
-        """AdamW with early stopping on ``validation`` (see
-        :func:`~specpolicy.plugins.blockpilot_fit.fit`)."""
+        """AdamW with early stopping on ``validation`` (:func:`~specpolicy.plugins.blockpilot_fit.fit`)."""
         from specpolicy.plugins.blockpilot_fit import fit
 
         return fit(self, dataset, validation, seed=seed, **options)

@@ -106,9 +106,12 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
                            "drafts"}),
         ("mlx-vlm", "field_controllers:mlx_vlm_policy", {
             "description": "mlx-vlm's DFlash block: halve or -2 on weak rounds, +2 on strong ones, 4..16"}),
-        ("ollama", "field_ollama:ollama_policy", {
+        ("ollama", "field_costed:ollama_policy", {
             "description": "ollama's DFlash depth: most expected tokens per measured cost, probes, "
                            "one state across requests"}),
+        ("mistralrs-autotune", "field_costed:mistralrs_autotune_policy", {
+            "description": "mistral.rs's autotuner: expected tokens per measured step second, a 3% "
+                           "switch margin, probes"}),
         ("llamacpp-streak", "field_controllers:llamacpp_streak_policy", {
             "description": "llama.cpp #25726: 11 full drafts in a row add a draft, 11 short remove one"}),
         ("llamacpp-ema", "field_controllers:llamacpp_ema_policy", {

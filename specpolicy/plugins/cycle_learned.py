@@ -38,8 +38,7 @@ def cycle_features(state: DecodeState) -> np.ndarray:
 
 
 def _last_cycles(state: DecodeState) -> tuple[int, int]:
-    """(index of the last speculative cycle, of the last with >= 2 accepted drafts; -1: none), a fold on the
-    state."""
+    """(index of the last speculative cycle, of the last with >= 2 accepted; -1: none), a state fold."""
     def update(last: tuple[int, int], i: int) -> tuple[int, int]:
         if state.block_size_history[i] == 1:
             return last

@@ -1,11 +1,6 @@
-"""Per-cycle rules over the whole range of block sizes, B = 1 (no speculation) included.
-
-- ``grow``: as the MLX DFlash ports: a fully accepted block moves to the next larger candidate, a block
-  accepted to less than half shrinks to fit.
-- ``adaptive``: cost-aware: the block size with the most expected tokens per second under the cost table, from
-  a geometric acceptance model of recent cycles; a cycle slower than an AR step starts a back-off of plain
-  cycles (:data:`FULL_WAIT_COST`), no probe where even an optimistic acceptance would not pay
-  (:data:`PROBE_OPTIMISM`); with a chain drafter, one block a batch (:meth:`AdaptivePolicy.batch_block`)."""
+"""Per-cycle rules over the whole range of block sizes, B = 1 (no speculation) included: ``grow`` (the MLX
+DFlash ports': up after a full accept, down to fit a short one) and ``adaptive`` (cost-aware: most expected
+tokens per second from recent cycles, backing off to plain cycles where a cycle is slower than an AR step)."""
 
 from __future__ import annotations
 
@@ -30,8 +25,7 @@ BEST_SIZE_MEMO = 65_536
 """the acceptance rates whose best block the cost-aware rule remembers per table (cleared when full: a long
 served run asks at ever new pooled rates)"""
 ADAPTIVE_FIRST_WAIT = 4
-"""``adaptive``'s first wait: chosen on the zoo's training sweep (4: 1.43x fixed16 there; 8: 1.41x; 16:
-1.38x)"""
+"""``adaptive``'s first wait, chosen on the zoo's training sweep (4: 1.43x fixed16; 8: 1.41x; 16: 1.38x)"""
 PROBE_OPTIMISM = 0.25
 """``adaptive`` speculates only where some block would beat AR at an optimistic acceptance (the estimated
 rejection rate scaled by this): where a cycle costs many plain steps (llama.cpp's DFlash on this CPU: a B = 16

@@ -1,10 +1,6 @@
 """The serving engines' own draft/verify rules as policies, with the engines' parameter names and defaults
-(arguments as ``name=value`` pairs: ``trtllm-schedule:draft_len_schedule=4:4/8:2/32:1``); docs/engines.md has
-each rule: ``vllm-dsd`` (``vllm/config/speculative.py``, ``dynamic/utils.py``; = ``vllm-config``),
-``trtllm-schedule`` (``_torch/speculative/utils.py`` @3e906a0, ``speculation_gate.py`` @42ffc26),
-``vllm-adaptive`` (``adaptive_verification.py`` @057929c, per request: an upper bound of what vLLM runs) and
-``llamacpp-pmin`` (llama.cpp 11434.0.0's ``--spec-draft-n-max`` / ``--spec-draft-p-min``; its p_min reads a
-top-1 renormalised over 10 logits, never smaller than replay's, so replay cuts no later than the engine)."""
+(``name=value``, as ``trtllm-schedule:draft_len_schedule=4:4/8:2/32:1``): ``vllm-dsd``, ``trtllm-schedule``,
+``vllm-adaptive`` and ``llamacpp-pmin``; docs/engines.md has each rule and its source."""
 
 from __future__ import annotations
 
@@ -22,8 +18,7 @@ from specpolicy.state import DecodeState
 
 MINIMUM = {"n_max": 1, "num_speculative_tokens": 1, "max_draft_len": 1, "acceptance_rate_window_size": 0,
            "acceptance_rate_threshold": 0.0}
-"""the least value of each engine parameter the engines accept (p_min is checked as a probability by its
-policy)"""
+"""the least value of each engine parameter the engines take (p_min: checked as a probability)"""
 
 
 def _whole(text: str) -> int:
@@ -159,8 +154,7 @@ class TrtllmSchedulePolicy(Policy):
         return size
 
     def _record_completed(self) -> None:
-        """The gate's update for every request served since the last one
-        (``SpeculationGate.record_avg_decoded``)."""
+        """The gate's update per request served since the last (``SpeculationGate.record_avg_decoded``)."""
         window, threshold = self.settings.acceptance_rate_window_size, self.settings.acceptance_rate_threshold
         for state in self.served:
             if window > 0 and not self.disabled and state.accepted_history:

@@ -1,16 +1,5 @@
-"""Other engines' DFlash depth controllers as field controllers, each its engine's code at its defaults
-(docs/field.md walks each rule through):
-
-- ``sglang-adaptive``: SGLang's adaptive speculative steps (``speculative/adaptive_spec_params.py`` @015c872,
-  #21599, per batch-size slots of #24055; ``candidate_steps`` and the hystereses set the batch-one slot).
-- ``mistralrs-dflash``: mistral.rs's DFlash depth (``speculative/dflash.rs`` @48be6c1,
-  ``MISTRALRS_DFLASH_ADAPTIVE=1``): ``max_drafts`` drafts at batches <= 2, one draft above.
-- ``mistralrs-adaptive``: its tiered EMA of v0.9.2 (``speculative/dflash.rs`` @d184053, #2388).
-- ``mlx-vlm``: mlx-vlm's DFlash block back-off and growth (``speculative/dflash.py`` @9b13f52).
-- ``llamacpp-streak``: llama.cpp's draft-length streak rule (#25726, from its description: code not at hand).
-- ``llamacpp-ema``: the censoring-aware EMA behind llama.cpp forks' ``--spec-draft-adaptive`` (halo-box #1,
-  from its description).
-"""
+"""Other engines' DFlash depth controllers (SGLang, mistral.rs, mlx-vlm, llama.cpp's), each its engine's code
+at its defaults; docs/field.md cites each source and walks each rule through."""
 
 from __future__ import annotations
 

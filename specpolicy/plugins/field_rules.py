@@ -1,8 +1,8 @@
 """The field's block-size controllers as plan values: a controller (a frozen dataclass of its engine's
 parameters, overridable as ``name=value`` pairs like the engine rules) folds a request's finished cycles into
-its state and picks the next B. The controllers, each its engine's code at its defaults, live in
-``field_dflash_mlx``, ``field_controllers`` and ``field_ollama``; state is per request, except for a
-controller with ``resume`` (ollama's), which carries it from request to request as its engine does."""
+its state and picks the next B (the controllers: ``field_dflash_mlx``, ``field_controllers``,
+``field_costed``); state is per request, except for a controller with ``resume``, which carries it from
+request to request as its engine does."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import copy
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
+from types import SimpleNamespace
 from typing import Protocol
 
 from specpolicy.arguments import check_count, check_real
@@ -20,12 +21,8 @@ from specpolicy.plugins.engine_rules import engine_args
 from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.state import DecodeState
 
-
-class ControllerState:
-    """A controller's state for one request (the attributes its ``start`` sets)."""
-
-    def __init__(self, **values: object) -> None:
-        self.__dict__.update(values)
+ControllerState = SimpleNamespace
+"""A controller's state for one request (the attributes its ``start`` sets)."""
 
 
 class Controller(Protocol):

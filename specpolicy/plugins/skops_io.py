@@ -42,8 +42,7 @@ def skops_io() -> ModuleType:
 
 
 def safe_load(file: str | Path) -> object:
-    """Load a skops file whose types are all scikit-learn, numpy, scipy or this project's feature
-    functions."""
+    """Load a skops file whose types are all scikit-learn, numpy, scipy or this project's features."""
     sio, file = skops_io(), Path(file)
     if not file.exists():
         raise FileNotFoundError(f"{file} is missing; train the policy with `specpolicy train ... --out "

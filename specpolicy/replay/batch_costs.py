@@ -72,8 +72,7 @@ class BatchCostTable(TableFile):
         return problems
 
     def _falling(self, max_spread: float) -> list[str]:
-        """Target passes that cost less with more tokens per sequence, or with more sequences (beyond
-        noise)."""
+        """Target passes costing less with more tokens per sequence or more sequences (beyond noise)."""
         falling = []
         for b, row in self.verify.items():
             tolerance = 1 + max(max(self.spread.get(b, {}).values(), default=0.0), 0.05)

@@ -98,8 +98,7 @@ class VllmConfig:
 
     @classmethod
     def from_json(cls, config: Mapping) -> VllmConfig:
-        """A ``speculative_config`` dict as vLLM reads it (its schedule clamped to
-        ``num_speculative_tokens``)."""
+        """A ``speculative_config`` as vLLM reads it (schedule clamped to ``num_speculative_tokens``)."""
         if config.get("method") != "dflash":
             raise ValueError("expected a DFlash speculative_config (method 'dflash'), got "
                              f"{config.get('method')!r}")
@@ -147,8 +146,7 @@ class SglangConfig:
 
 
 def load_engine_config(path: str | Path, engine: str) -> VllmConfig | SglangConfig:
-    """An ``export`` document, or a bare vLLM ``speculative_config`` JSON, read as ``engine`` (vllm or
-    sglang)."""
+    """An ``export`` document, or a bare vLLM ``speculative_config``, read as ``engine`` (vllm, sglang)."""
     file = Path(path).expanduser()
     if not file.is_file():
         raise FileNotFoundError(f"no engine config at {file}; write one with `specpolicy export POLICY "
@@ -221,8 +219,7 @@ def choose_vllm(sizes: Sequence[int], batches: Sequence[int], throughput: Throug
 
 
 class EngineConfigPolicy(Policy):
-    """An engine's static configuration: the block it drafts and the length it verifies at each
-    concurrency."""
+    """An engine's static configuration: the block it drafts and the length it verifies per concurrency."""
 
     def __init__(self, config: VllmConfig | SglangConfig, candidates: Sequence[int]) -> None:
         super().__init__(candidates)

@@ -34,8 +34,7 @@ class ServingResult:
 
     @property
     def throughput(self) -> float:
-        """Output tokens per second of the simulated server: the requests' tokens over their shares of the
-        steps."""
+        """Output tokens per second served: the requests' tokens over their shares of the steps."""
         seconds = sum(self.seconds)
         return sum(self.tokens) / seconds if seconds else 0.0
 

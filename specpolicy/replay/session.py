@@ -23,8 +23,7 @@ class Replayed(Protocol):
 
 
 class ReplaySession:
-    """A replayed decode, one cycle per :meth:`step` (the :class:`~specpolicy.cycles.CycleSource`
-    protocol)."""
+    """A replayed decode, a cycle per :meth:`step` (the :class:`~specpolicy.cycles.CycleSource` protocol)."""
 
     def __init__(self, table: Replayed, prefill_logits: Any = None) -> None:
         self.table = table

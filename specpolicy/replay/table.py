@@ -55,8 +55,7 @@ class ReplayTable(ExactSchedules):
     """each recorded round's offset -> the next one's (``None``: the last; a table of :attr:`rounds`)"""
     _priced: tuple[CostTable | None, dict] = field(default_factory=lambda: (None, {}), init=False, repr=False,
                                                    compare=False)
-    """(the cost table last priced with, its fixed seconds by candidate set): evaluation and oracles ask
-    alike"""
+    """(the cost table last priced with, its fixed seconds by candidate set): evaluation and oracles"""
 
     def drafted_block(self, position: int, block_size: int) -> DraftedBlock:
         """The block a live ``draft(block_size)`` returns at ``position``: the drafter's confidences [B - 1]
@@ -79,8 +78,7 @@ class ReplayTable(ExactSchedules):
         return row.tolist()
 
     def checked_size(self, block_size: object) -> int:
-        """``block_size`` as an int when a cycle here may have it (a candidate, or 1), else a ValueError
-        naming it."""
+        """``block_size`` as an int where a cycle may have it (a candidate, or 1), else a ValueError."""
         if type(block_size) is int and block_size in self.candidates:  # the common case, checked already
             return block_size
         size = check_block_size(block_size)

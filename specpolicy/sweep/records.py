@@ -38,8 +38,7 @@ class ReplayEntry(_Record):
     confidences: dict[int, str] = {}
     """block size -> the drafter's confidences [output_length, B - 1], float16 (NaN: not drafted), base64"""
     entropies: dict[int, str] = {}
-    """block size -> the entropies (nats) of the drafter's distributions, as ``confidences`` (absent before
-    0.2)"""
+    """block size -> entropies (nats) of the drafter's distributions, as ``confidences`` (from 0.2)"""
     chain: bool | None = None
     """True for a chain drafter's trace (EAGLE, n-gram, MTP: a shorter draft is a prefix of a longer one):
     ``accepted`` holds one column, the drafts accepted at the longest candidate, and a block of B accepts
@@ -134,8 +133,7 @@ class SweepRecord(_Record):
     """the prompt's category and task group, for per-category reports (``compare --by``)"""
     group: str | None = None
     conversation: str | None = None
-    """the prompt's conversation and input (:mod:`specpolicy.data.splits`); absent before 0.2: the id stands
-    in"""
+    """the prompt's conversation and input (:mod:`specpolicy.data.splits`); before 0.2 the id stands in"""
     text_key: str | None = None
 
     @model_validator(mode="after")

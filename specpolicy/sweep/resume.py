@@ -38,8 +38,7 @@ class StoreUnusableError(ValueError):
 
 
 BEFORE_META = {".lock", "features", "meta.tmp", "meta.json.tmp"}
-"""what :meth:`~specpolicy.sweep.store.SweepStore.open` writes before meta.json (a kill in between leaves only
-these)"""
+"""what :meth:`~specpolicy.sweep.store.SweepStore.open` writes before meta.json (all a kill leaves)"""
 
 
 def check_resumable(path: str | Path, meta: dict) -> None:

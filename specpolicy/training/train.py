@@ -116,8 +116,7 @@ def family_options(args: TrainArgs, policy: LearnedPolicy) -> dict:
 
 
 def build_policy(args: TrainArgs, data: TrainingSet) -> LearnedPolicy:
-    """A fresh, untrained policy of ``args.policy`` over the training set's candidates (the family builds
-    it)."""
+    """A fresh, untrained policy of ``args.policy`` over the training set's candidates."""
     from specpolicy.registry import get_registry
 
     family, _ = get_registry().parse(args.policy)

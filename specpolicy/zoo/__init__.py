@@ -1,5 +1,4 @@
-"""The built-in tiny model zoo: a Qwen3 target and its DFlash drafter, trained by this project
-(``zoo_build``)."""
+"""The built-in tiny zoo: a Qwen3 target and its DFlash drafter, trained by this project (``zoo_build``)."""
 
 from __future__ import annotations
 
@@ -17,13 +16,11 @@ SHIPPED_DTYPE = "bfloat16"
 The drafter trains against the target rounded to it, and the shipped sweep, predictor and card are
 measured on the rounded weights."""
 PUBLISH_JOURNAL = ".publishing.json"
-"""written by ``python -m zoo_build publish`` once every folder is staged: its commit point, removed when
-complete"""
+"""written by ``python -m zoo_build publish`` once all is staged: its commit point, removed when done"""
 
 
 def finish_publish(zoo_dir: Path) -> None:
-    """Complete a committed publish in ``zoo_dir`` (renames only, safe to repeat); nothing without a
-    journal."""
+    """Complete a committed publish in ``zoo_dir`` (renames only, safe to repeat); none without a journal."""
     journal = zoo_dir / PUBLISH_JOURNAL
     if not journal.exists():
         return

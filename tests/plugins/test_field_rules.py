@@ -16,9 +16,9 @@ CANDIDATES = (1, 16)
 
 
 def walk(name: str, accepted: Callable[[int, int], int], cycles: int, batch: int = 1, prompt_length: int = 10,
-         costs=None) -> list[int]:
+         costs=None, candidates=CANDIDATES) -> list[int]:
     """The B of each of ``cycles`` cycles where cycle ``i`` of B accepts ``accepted(B, i)`` drafts."""
-    policy = create_policy(name, CANDIDATES)
+    policy = create_policy(name, candidates)
     plan = policy.plan(PromptObservation(np.zeros(0, np.float32), prompt_length, "p", costs=costs))
     state = DecodeState.after_prefill(np.zeros(0, np.float32), prompt_length)
     state.batch = batch
@@ -143,6 +143,53 @@ def test_a_controller_the_engine_keeps_across_requests_starts_where_the_last_req
         assert sizes[0] == (1 if request == 0 else 4)  # the second starts at the depth the first scheduled
 
 
+def test_mistralrs_autotune_starts_mid_range_and_probes_neighbours_until_each_has_two_timings():
+    """Depths 2, 3, 4, 6 and 7 (``depths_up_to``): nothing timed, the middle one (4, B = 5); every 4th decision
+    a neighbour (3, then 6) with fewer than 2 timings is probed, a depth's first timing not counted; with
+    every draft accepted and a verify cheap it climbs to 7 drafts, then probes its neighbour every 32."""
+    costs = uniform_costs(range(1, 17), per_token=0.01)
+    sizes = walk("mistralrs-autotune", lambda b, i: b - 1, 70, costs=costs, candidates=range(1, 17))
+    assert runs(sizes)[:6] == [(5, 3), (4, 1), (5, 3), (4, 1), (5, 3), (7, 1)]
+    assert runs(sizes)[-3:] == [(8, 31), (7, 1), (8, 6)]
+    assert set(walk("mistralrs-autotune", lambda b, i: 0, 70, costs=costs, candidates=range(1, 17))[30:]) \
+        <= {3, 4}  # nothing accepted: the shallowest, probing 3 drafts
+
+
+def test_mistralrs_autotune_switches_only_for_a_three_percent_gain():
+    """A dear verify (0.5 plain steps a token): 6 drafts score about 1% above 4 once timed, so 4 holds at the
+    3% margin and gives way at none; the state carries to the next request as the engine's one tuner."""
+    costs, every = uniform_costs(range(1, 17), per_token=0.5), (lambda b, i: b - 1)
+    assert set(walk("mistralrs-autotune", every, 70, costs=costs, candidates=range(1, 17))[-30:]) <= {4, 5, 7}
+    assert walk("mistralrs-autotune:switch_margin=1", every, 70, costs=costs, candidates=range(1, 17))[-1] == 8
+    policy = create_policy("mistralrs-autotune:switch_margin=1", range(1, 17))
+    observation = PromptObservation(np.zeros(0, np.float32), 10, "p", costs=costs)
+    for request in range(2):
+        plan, state = policy.plan(observation), DecodeState.after_prefill(np.zeros(0, np.float32), 10)
+        sizes = []
+        for _ in range(40):
+            sizes.append(plan.block(state))
+            state.record(sizes[-1], sizes[-1] - 1)
+        assert sizes[0] == (5 if request == 0 else 8)
+
+
+def test_mistralrs_autotune_cost_estimate_starts_at_the_faster_timing_and_moves_on_a_streak_of_stalls():
+    """``CostEstimate``: a cold first timing is corrected by the next fast one; one stall (over 3x) is
+    ignored, three in a row replace the estimate; a timing under a third of it replaces it at once."""
+    from specpolicy.plugins.field_costed import _record
+
+    cost = [0.300, 0, -1, 0]  # a first timing, as inserted
+    for clock, sample in enumerate([0.300, 0.020, 0.020]):
+        _record(cost, sample, clock)
+    assert cost[0] == pytest.approx(0.020) and cost[2] == 2
+    _record(cost, 2.0, 3)
+    assert cost[0] == pytest.approx(0.020) and cost[1] == 1
+    for clock in (4, 5, 6):
+        _record(cost, 0.05 * 3, clock)
+    assert cost[0] == pytest.approx(0.15) and cost[1] == 0
+    _record(cost, 0.01, 7)
+    assert cost[0] == pytest.approx(0.01)
+
+
 def test_llamacpp_streak_adds_and_removes_a_draft_per_streak():
     sizes = walk("llamacpp-streak:threshold=2,n_max=4", lambda b, i: b - 1 if i >= 4 else 0, 8)
     assert sizes == [5, 5, 4, 4, 3, 3, 4, 4]
@@ -159,6 +206,7 @@ def test_llamacpp_ema_probes_up_on_full_accepts_and_averages_partial_ones():
     ("sglang-adaptive:update_interval=0", "update_interval"),
     ("mistralrs-adaptive:depth=3", "no parameter 'depth'"),
     ("llamacpp-ema:alpha=nan", "alpha"),
+    ("mistralrs-autotune:probe_interval=0", "probe_interval"),
 ])
 def test_bad_parameters_are_refused_naming_them(name, message):
     with pytest.raises(ValueError, match=message):

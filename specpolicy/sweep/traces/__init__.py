@@ -25,8 +25,7 @@ class TraceArgs:
     dataset: str | None = None
     draw: ProfileDraw = field(default_factory=ProfileDraw)
     given: frozenset[str] = frozenset()
-    """the options of these a user gave (drafter, requests, tokens, seed): one a format does not read is
-    refused"""
+    """options a user gave (drafter, requests, tokens, seed): one a format does not read is refused"""
 
     def __post_init__(self) -> None:
         if self.candidates is not None:  # the command's check, for callers from Python too

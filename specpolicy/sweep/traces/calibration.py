@@ -1,9 +1,6 @@
-"""Calibration banks (inference-lab's schema; ``Doubleword/qwen3.6-specdec-calibration`` on the model hub):
-a run folder's ``acceptance.parquet`` (``accept``: drafts committed, ``acc0..``: the accept mask) and
-``speculator.parquet`` (``conf0..``: the drafter's probability of each drafted token), one row per draft
-round, joined on :data:`KEY`. Imported as rounds at the drafted block with the drafter's confidences: exact
-per round for the recorded block and for verify lengths up to it (a cut round commits less; the next round is
-the recording's), not per decode. Reading parquet needs pyarrow (``specpolicy[calibration]``)."""
+"""Calibration banks (inference-lab's schema; ``Doubleword/qwen3.6-specdec-calibration``): a run folder's
+``acceptance.parquet`` and ``speculator.parquet`` joined on :data:`KEY`, imported as rounds at the drafted
+block with the drafter's confidences, exact per round (docs/real-data.md). Needs pyarrow."""
 
 from __future__ import annotations
 

@@ -113,8 +113,7 @@ def counts(values: object, least: int, most: int | None = None) -> bool:
 
 
 def first_object(file: Path) -> dict:
-    """The first JSON object of a JSONL file, or the whole file's (a pretty-printed profile); {} if
-    neither."""
+    """The first JSON object of a JSONL file, or the whole file's (a pretty-printed profile); else {}."""
     with file.open("rb") as lines:
         first = next((line for line in lines if line.strip()), b"")
     for text in (first, file.read_bytes()):

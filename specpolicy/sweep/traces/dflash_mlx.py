@@ -1,10 +1,6 @@
-"""dflash-mlx's per-cycle diagnostics: ``cycle_events.jsonl`` (written under ``DFLASH_BENCH_LOG_DIR``,
-``dflash_mlx/bench_logger.py``), one line per cycle with its ``request_id`` and the fields of
-``CycleCompleteEvent.to_payload`` (``dflash_mlx/engine/events.py`` @61d4f0b): ``cycle``, ``block_len``,
-``commit_count`` (= 1 + ``acceptance_len``), ``acceptance_len``, ``verify_token_count`` and the cycle's
-``draft_us`` and ``verify_us``, the one record in the field that carries each cycle's cost. A run at one
-fixed block (``--verify-mode dflash``) replays exactly at that block, priced by a table fitted from its own
-timings (:mod:`specpolicy.bench.from_run`, saved as the store's ``latency.json``)."""
+"""dflash-mlx's per-cycle diagnostics, ``cycle_events.jsonl`` (``CycleCompleteEvent.to_payload``,
+``dflash_mlx/engine/events.py`` @61d4f0b; docs/real-data.md): a run at one fixed block replays exactly at that
+block, priced by a table fitted from its ``draft_us`` and ``verify_us`` (:mod:`specpolicy.bench.from_run`)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""llama.cpp responses from a server built by ``specpolicy engine build`` (patched): ``timings.spec_steps``
-records every drafting step (its block, drafts drafted, sent to verify and accepted, and the drafter's top-1
-probability at each drafted position), so a run at one fixed setting with every draft verified (p_min 0;
-``compare --engine llamacpp --steps DIR`` writes them) imports as rounds with the engine's own confidences:
-exact per step for its block and for verify lengths up to it (:class:`~specpolicy.replay.table.ReplayTable`
-``rounds``)."""
+"""llama.cpp responses from a patched server (``specpolicy engine build``): ``timings.spec_steps`` records
+every drafting step with the drafter's probability of each draft, so a fixed setting's run with every draft
+verified imports as rounds, exact for its block and verify lengths up to it (``ReplayTable.rounds``)."""
 
 from __future__ import annotations
 

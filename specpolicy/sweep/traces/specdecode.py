@@ -23,14 +23,12 @@ from specpolicy.sweep.traces.common import (
 
 FORMAT = "specdecode-bench"
 SPECDECODE_DRAFTERS = ("eagle", "ngram")
-"""the chain drafters a SpecDecode-Bench trace records (``acc_eagle``: EAGLE-3, ``acc_ngram``: n-gram
-lookup)"""
+"""the chain drafters a SpecDecode-Bench trace records (``acc_eagle``: EAGLE-3, ``acc_ngram``: n-gram)"""
 
 
 @dataclass(frozen=True)
 class SpecDecodeRequest:
-    """One request: its id, prompt and generated token ids, and the tokens a draft at each position
-    commits."""
+    """One request: its id, prompt and generated token ids, and what a draft at each position commits."""
 
     id: str
     prompt: list[int]
