@@ -19,8 +19,7 @@ from specpolicy.evaluation.compare_options import CompareOptions, Mode
 
 
 def results_per_dataset(options: CompareOptions) -> Iterator[Run]:
-    """Each dataset's results (at each concurrency when served); everything checkable is checked before any
-    model loads."""
+    """Each dataset's results (per concurrency when served); all that is checkable is checked first."""
     if options.sweep is not None and not options.engine:
         yield from stored_runs(options, warn_line)
         return

@@ -7,8 +7,7 @@ from specpolicy.cli.common import FormatOption, OutputFormat, emit, stderr
 
 def policies(fmt: OutputFormat = FormatOption
              ) -> None:
-    """List policy families: name, aliases and description (--format json|csv|markdown adds learned, plugin
-    and distribution)."""
+    """List policy families: name, aliases, description (--format json|csv|markdown adds the rest)."""
     from specpolicy.registry import get_registry
 
     registry = get_registry()

@@ -146,8 +146,7 @@ def import_traces(
     tokens: int = typer.Option(ProfileDraw.tokens, min=2, help="speculation profile: tokens per decode"),
     seed: int = typer.Option(ProfileDraw.seed, help="speculation profile: seed of the draw"),
 ) -> None:
-    """Import a real model's acceptance traces into a sweep store, saying what replay is exact for (docs:
-    importing traces)."""
+    """Import a real model's acceptance traces into a sweep store, saying what replay is exact for."""
     from specpolicy.sweep.traces import TraceArgs
     from specpolicy.sweep.traces import import_traces as import_file
 

@@ -44,8 +44,7 @@ def train(
     shuffle_labels: bool = typer.Option(False, help="control: train on permuted labels"),
     seed: int = SeedOption,
 ) -> None:
-    """Train a learned policy from a sweep: oracle labels, a split by conversation and input, early stopping;
-    prints JSON."""
+    """Train a learned policy from a sweep: oracle labels, a split by conversation and input; prints JSON."""
     from specpolicy.cli.sweep import parse_candidates
     from specpolicy.training.train import main
 

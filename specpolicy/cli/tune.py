@@ -14,7 +14,7 @@ from specpolicy.cli.sweep import parse_candidates
 
 def tune(
     rule: str = typer.Argument(..., help="a field controller (dflash-mlx, sglang-adaptive, "
-                                         "mistralrs-adaptive, llamacpp-streak, ...)"),
+                                         "mistralrs-autotune, ...) or llama.cpp's flags (llamacpp-pmin)"),
     sweep: Path = typer.Option(..., help="a replay sweep recording every block size the rule may pick"),
     grid: list[str] = typer.Option(..., help="a parameter's values to try, NAME=V1,V2,... (repeat it)"),
     draws: int = typer.Option(None, min=1, help="try this many settings of the grid, drawn with --seed "

@@ -8,8 +8,7 @@ import torch
 
 def processed_probs(logits: torch.Tensor, temperature: float, top_k: int = 0,
                     top_p: float = 1.0) -> torch.Tensor:
-    """Probabilities [..., V] float32 of ``logits`` [..., V] after temperature (> 0), top-k (0: all) and top-p
-    (1.0: all)."""
+    """Probabilities [..., V] float32 of ``logits`` [..., V] after temperature (> 0), top-k and top-p."""
     if temperature <= 0:
         raise ValueError("processed_probs needs temperature > 0; temperature 0 is greedy decoding")
     scores = logits.float() / temperature

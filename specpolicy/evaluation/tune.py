@@ -58,8 +58,8 @@ def settings(rule: str, grid: Mapping[str, Sequence[str]], draws: int | None = N
         names = random.Random(seed).sample(names, draws)
     for name in [rule, *names]:
         if create_policy(name, (1,)).engine_terms() is None:
-            raise ValueError(f"{rule} is not a field controller; `specpolicy policies` lists them "
-                             "(dflash-mlx, sglang-adaptive, mistralrs-adaptive, llamacpp-streak, ...)")
+            raise ValueError(f"{rule} is not a field controller or llamacpp-pmin; `specpolicy policies` "
+                             "lists them (dflash-mlx, sglang-adaptive, mistralrs-autotune, ...)")
     return names
 
 

@@ -11,8 +11,7 @@ from transformers import DynamicCache, PreTrainedModel
 
 @lru_cache(maxsize=32)
 def cache_kwarg(forward_cls: type) -> str:
-    """The name ``forward_cls.forward`` takes its KV cache under: ``cache`` (transformers >= 5.x) or
-    ``past_key_values``."""
+    """The name ``forward_cls.forward`` takes its KV cache by: ``cache`` (>= 5.x) or ``past_key_values``."""
     params = inspect.signature(forward_cls.forward).parameters
     return "cache" if "cache" in params else "past_key_values"
 

@@ -4,9 +4,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
+from typing import ClassVar
 
 from specpolicy.arguments import check_count, check_real
 from specpolicy.cycles import Plan
@@ -85,6 +87,31 @@ def engine_args(family: str, arg: str | None, settings: type) -> object:
             check = check_count if isinstance(least, int) else check_real
             check(given[name], f"{family}: {name} (at least the engine's least)", least)
     return settings(**given)
+
+
+def engine_terms(controller: object) -> str:
+    """A rule's settings (a dataclass with ``TERMS``) as its engine takes them: flags and environment on one
+    line each, the config file's JSON, then the source's constants (``NAME = value``)."""
+    flags, env, constants = [], [], []
+    config = controller.config_base() if hasattr(controller, "config_base") else {}
+    for f in fields(controller):
+        value, term = getattr(controller, f.name), controller.TERMS.get(f.name, f.name)
+        shown = ", ".join(map(str, value)) if isinstance(value, tuple) else value
+        if term.startswith("--"):
+            flags.append(f"{term} {shown}")
+        elif term.startswith("$"):
+            env.append(f"{term[1:]}={shown}")
+        elif term.startswith("json:"):
+            *parents, key = term[5:].split(".")
+            node = config
+            for parent in parents:
+                node = node.setdefault(parent, {})
+            node[key] = list(value) if isinstance(value, tuple) else value
+        else:
+            constants.append(f"{term.lstrip('# ')} = {shown}" + ("  # a literal in the source"
+                                                                 if term.startswith("#") else ""))
+    return "\n".join(filter(None, [" ".join(env), " ".join(flags), json.dumps(config) if config else "",
+                                   *constants]))
 
 
 @dataclass(frozen=True)
@@ -170,10 +197,21 @@ def trtllm_schedule_policy(arg: str | None, candidates: Sequence[int]) -> Trtllm
 
 @dataclass(frozen=True)
 class LlamacppPmin:
-    p_min: float = LLAMACPP_P_MIN
     n_max: int = LLAMACPP_N_MAX
+    p_min: float = LLAMACPP_P_MIN
+    TERMS: ClassVar[dict[str, str]] = {"p_min": "--spec-draft-p-min", "n_max": "--spec-draft-n-max"}
+
+
+class LlamacppPminPolicy(ThresholdPolicy):
+    """llama.cpp's stock flags: draft n_max + 1, verify up to the first draft below p_min."""
+
+    def __init__(self, candidates: Sequence[int], settings: LlamacppPmin) -> None:
+        super().__init__(candidates, settings.n_max + 1, settings.p_min, running=False)
+        self.settings = settings
+
+    def engine_terms(self) -> str:
+        return engine_terms(self.settings)
 
 
 def llamacpp_pmin_policy(arg: str | None, candidates: Sequence[int]) -> ThresholdPolicy:
-    args = engine_args("llamacpp-pmin", arg, LlamacppPmin)
-    return ThresholdPolicy(candidates, args.n_max + 1, args.p_min, running=False)
+    return LlamacppPminPolicy(candidates, engine_args("llamacpp-pmin", arg, LlamacppPmin))

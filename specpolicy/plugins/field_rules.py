@@ -7,7 +7,6 @@ request to request as its engine does."""
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from types import SimpleNamespace
@@ -17,7 +16,7 @@ from specpolicy.arguments import check_count, check_real
 from specpolicy.costs import CostTable
 from specpolicy.cycles import Plan
 from specpolicy.plugins.cycle_rules import required_costs
-from specpolicy.plugins.engine_rules import engine_args
+from specpolicy.plugins.engine_rules import engine_args, engine_terms
 from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.state import DecodeState
 
@@ -119,28 +118,3 @@ def field_policy(family: str, settings: type) -> object:
     def factory(arg: str | None, candidates: Sequence[int]) -> FieldPolicy:
         return FieldPolicy(candidates, _checked(family, engine_args(family, arg, settings)))
     return factory
-
-
-def engine_terms(controller: Controller) -> str:
-    """``controller``'s settings as its engine takes them: flags and environment on one line each, the config
-    file's JSON, then the source's constants (``NAME = value``)."""
-    flags, env, constants = [], [], []
-    config = controller.config_base() if hasattr(controller, "config_base") else {}
-    for f in fields(controller):
-        value, term = getattr(controller, f.name), controller.TERMS.get(f.name, f.name)
-        shown = ", ".join(map(str, value)) if isinstance(value, tuple) else value
-        if term.startswith("--"):
-            flags.append(f"{term} {shown}")
-        elif term.startswith("$"):
-            env.append(f"{term[1:]}={shown}")
-        elif term.startswith("json:"):
-            *parents, key = term[5:].split(".")
-            node = config
-            for parent in parents:
-                node = node.setdefault(parent, {})
-            node[key] = list(value) if isinstance(value, tuple) else value
-        else:
-            constants.append(f"{term.lstrip('# ')} = {shown}" + ("  # a literal in the source"
-                                                                 if term.startswith("#") else ""))
-    return "\n".join(filter(None, [" ".join(env), " ".join(flags), json.dumps(config) if config else "",
-                                   *constants]))

@@ -93,8 +93,7 @@ class ReplayTable(ExactSchedules):
         return self.candidates.index(block_size)
 
     def initial_state(self, prefill_logits: Any = None) -> DecodeState:
-        """The decode's state after prefill, what per-cycle policies read first (``prefill_logits`` [V];
-        default: empty)."""
+        """The state after prefill, what per-cycle policies read first (``prefill_logits`` [V] or empty)."""
         logits = np.zeros(0, dtype=np.float32) if prefill_logits is None else prefill_logits
         return DecodeState.after_prefill(logits, self.prompt_length)
 

@@ -1,5 +1,4 @@
-"""What defines a sweep: its settings and modes (no torch: the CLI and compare's cache key read them without
-loading models)."""
+"""What defines a sweep: its settings and modes (no torch: the CLI and compare's cache key read them)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specpolicy.evaluation.tune import parse_grid, settings, tune
-from specpolicy.plugins.field_rules import engine_terms
+from specpolicy.plugins.engine_rules import engine_terms
 from specpolicy.registry import create_policy
 
 ZOO = "specpolicy/zoo/tiny/sweeps/sharegpt"
@@ -49,3 +49,13 @@ def test_engine_terms_speak_each_engines_language():
     streak = engine_terms(create_policy("llamacpp-streak:threshold=5", (1,)).controller)
     assert "--spec-draft-adaptive-length-threshold 5" in streak
     assert "MISTRALRS_DFLASH_ADAPTIVE=1" in engine_terms(create_policy("mistralrs-dflash", (1,)).controller)
+
+
+def test_llama_cpps_stock_flags_tune_and_come_back_as_its_flags():
+    """llama.cpp's own draft and p_min flags are a rule its server runs as written: tuned, they print as
+    flags for ``llama-server``."""
+    assert create_policy("llamacpp-pmin:n_max=7,p_min=0.5", (1,)).engine_terms() == \
+        "--spec-draft-n-max 7 --spec-draft-p-min 0.5"
+    names = settings("llamacpp-pmin", parse_grid(["n_max=1,3,7"]))
+    tuned = tune(ZOO, "llamacpp-pmin", names, fixed=[1, 2, 4, 8])
+    assert tuned.terms.startswith("--spec-draft-n-max ") and tuned.terms.endswith(" --spec-draft-p-min 0.0")

@@ -144,9 +144,10 @@ def test_a_controller_the_engine_keeps_across_requests_starts_where_the_last_req
 
 
 def test_mistralrs_autotune_starts_mid_range_and_probes_neighbours_until_each_has_two_timings():
-    """Depths 2, 3, 4, 6 and 7 (``depths_up_to``): nothing timed, the middle one (4, B = 5); every 4th decision
-    a neighbour (3, then 6) with fewer than 2 timings is probed, a depth's first timing not counted; with
-    every draft accepted and a verify cheap it climbs to 7 drafts, then probes its neighbour every 32."""
+    """Depths 2, 3, 4, 6 and 7 (``depths_up_to``): nothing timed, the middle one (4, B = 5); every 4th
+    decision a neighbour (3, then 6) with fewer than 2 timings is probed, a depth's first timing not
+    counted; with every draft accepted and a verify cheap it climbs to 7 drafts, then probes a neighbour
+    every 32."""
     costs = uniform_costs(range(1, 17), per_token=0.01)
     sizes = walk("mistralrs-autotune", lambda b, i: b - 1, 70, costs=costs, candidates=range(1, 17))
     assert runs(sizes)[:6] == [(5, 3), (4, 1), (5, 3), (4, 1), (5, 3), (7, 1)]
@@ -160,7 +161,8 @@ def test_mistralrs_autotune_switches_only_for_a_three_percent_gain():
     3% margin and gives way at none; the state carries to the next request as the engine's one tuner."""
     costs, every = uniform_costs(range(1, 17), per_token=0.5), (lambda b, i: b - 1)
     assert set(walk("mistralrs-autotune", every, 70, costs=costs, candidates=range(1, 17))[-30:]) <= {4, 5, 7}
-    assert walk("mistralrs-autotune:switch_margin=1", every, 70, costs=costs, candidates=range(1, 17))[-1] == 8
+    eager = walk("mistralrs-autotune:switch_margin=1", every, 70, costs=costs, candidates=range(1, 17))
+    assert eager[-1] == 8
     policy = create_policy("mistralrs-autotune:switch_margin=1", range(1, 17))
     observation = PromptObservation(np.zeros(0, np.float32), 10, "p", costs=costs)
     for request in range(2):

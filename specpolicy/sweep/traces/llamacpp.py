@@ -19,8 +19,7 @@ FORMAT = "llamacpp-steps"
 
 
 def engine_response(file: Path, line_number: int, line: bytes) -> tuple[str, list[Step], int | None]:
-    """(id, steps, tokens output or ``None``) of one response line; a ValueError naming the line and the
-    problem otherwise."""
+    """(id, steps, tokens output or ``None``) of a response line, else a ValueError naming the problem."""
     from specpolicy.engines.llamacpp import Step
 
     body, where = common.json_line(file, line_number, line)
