@@ -30,6 +30,7 @@ from specpolicy.cli.common import (
 )
 from specpolicy.cli.errors import guard_all
 from specpolicy.defaults import (
+    DEFAULT_POLICY,
     MAX_BLOCK_SIZE,
     MAX_PROMPT_TOKENS,
     SHIPPED_SWEEP_CANDIDATES,
@@ -344,6 +345,10 @@ def field(sweep: Path = typer.Option(..., help="a replay sweep recording every b
           fixed: str = typer.Option("1-16", help="the fixed blocks to compare (1: plain decoding)"),
           tune: bool = typer.Option(False, help="tune each controller on the sweep's training side instead "
                                                 "(concurrency-1 cells), held out against its defaults"),
+          default: str = typer.Option(DEFAULT_POLICY, help="the baseline: adaptive (the default's guard) on "
+                                                           "an imported store (no prefill logits)"),
+          own: bool = typer.Option(True, help="a cell under the sweep's own table (--no-own: an unpriced "
+                                              "import)"),
           fmt: OutputFormat = FormatOption) -> None:
     """The field's controllers at their defaults beside the fixed blocks, the default, BlockPilot and the
     oracles, per cost table and concurrency; the default's paired ratio over each (modelled, exact replay)."""
@@ -359,13 +364,13 @@ def field(sweep: Path = typer.Option(..., help="a replay sweep recording every b
         CostTable.load(table)
     if served:
         BatchCostTable.load(served).check_batches(levels)
-    cells = [Cell("own"), *(Cell(Path(c).stem, Path(c)) for c in costs),
+    cells = [*([Cell("own")] if own else []), *(Cell(Path(c).stem, Path(c)) for c in costs),
              *(Cell(f"{Path(served).stem} c={c}", None, c, Path(served)) for c in levels)]
     if tune:
         emit(bench_tune(sweep, cells, list(parse_candidates(fixed, "--fixed"))), fmt,
              title=f"the field's controllers tuned on {sweep}'s training side, held out (modelled)")
         return
-    verdicts = bench_field(sweep, cells, list(parse_candidates(fixed, "--fixed")))
+    verdicts = bench_field(sweep, cells, list(parse_candidates(fixed, "--fixed")), default)
     emit([v.to_dict() for v in verdicts], fmt, title=f"the field's controllers: {sweep}, modelled")
     for cell, beaten in holds(verdicts).items():
         stderr.print(f"{cell}: the default {'is beaten by ' + ', '.join(beaten) if beaten else 'holds'}")

@@ -63,13 +63,17 @@ class Verdict:
                 "95% CI": f"{self.low:.3f}-{self.high:.3f}"}
 
 
-def bench_field(sweep: Path, cells: list[Cell], fixed: list[int]) -> list[Verdict]:
-    """Every cell's verdicts: the field, the references and ``fixed`` blocks (``fixed1``: plain decoding)."""
-    policies = [*REFERENCES, *FIELD, *(f"fixed{b}" for b in fixed)]
+def bench_field(sweep: Path, cells: list[Cell], fixed: list[int], default: str = DEFAULT_POLICY
+                ) -> list[Verdict]:
+    """Every cell's verdicts: the field, the references and ``fixed`` blocks (``fixed1``: plain decoding);
+    ``default``: the baseline (``adaptive``, the default's guard, on a store without prefill logits, where
+    neither the default nor BlockPilot runs)."""
+    references = REFERENCES if default == DEFAULT_POLICY else (default, *REFERENCES[2:])
+    policies = [*references, *FIELD, *(f"fixed{b}" for b in fixed)]
     verdicts = []
     for cell in cells:
         rows = compare_sweep(sweep, policies, costs=[cell.costs] if cell.costs else (),
-                             baseline=DEFAULT_POLICY, candidates=fixed, concurrency=(cell.concurrency,),
+                             baseline=default, candidates=fixed, concurrency=(cell.concurrency,),
                              batch_costs=cell.batch_costs)
         for row in (r.row for r in rows):
             low, high = row.vs_baseline_ci95

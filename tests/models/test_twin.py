@@ -84,7 +84,7 @@ def test_the_shipped_twin_tables_hold_the_figures_the_docs_publish():
     from specpolicy.costs import CostTable
 
     page = " ".join((Path(__file__).parents[2] / "docs" / "cost-twin.md").read_text().split())
-    for name in ("twin-cpu-llamacpp", "twin-cpu-torch"):
+    for name in ("twin-cpu-llamacpp", "twin-cpu-llamacpp-1-16", "twin-cpu-torch"):
         table = CostTable.load(name)
         draft, verify = table.draft_seconds[16], table.verify_seconds[16]
         row = (f"| {1e3 * table.ar_seconds:.1f} ms | {1e3 * draft:.2f} ms ({draft / verify:.2f} of the "
