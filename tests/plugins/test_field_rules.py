@@ -31,6 +31,21 @@ def walk(name: str, accepted: Callable[[int, int], int], cycles: int, batch: int
     return sizes
 
 
+def requests(name: str, costs, cycles: int, count: int = 2) -> list[list[int]]:
+    """The B of each cycle of ``count`` requests one after another, every draft accepted (one policy: a
+    controller the engine keeps across requests carries its state)."""
+    policy = create_policy(name, range(1, 17))
+    observation = PromptObservation(np.zeros(0, np.float32), 10, "p", costs=costs)
+    out = []
+    for _ in range(count):
+        plan, state = policy.plan(observation), DecodeState.after_prefill(np.zeros(0, np.float32), 10)
+        out.append([])
+        for _ in range(cycles):
+            out[-1].append(plan.block(state))
+            state.record(out[-1][-1], out[-1][-1] - 1)
+    return out
+
+
 def runs(sizes: list[int]) -> list[tuple[int, int]]:
     """``[16, 16, 4]`` -> ``[(16, 2), (4, 1)]``."""
     out: list[tuple[int, int]] = []
@@ -132,15 +147,8 @@ def test_ollama_climbs_one_trusted_position_at_a_time_and_backs_off_its_probes()
 
 
 def test_a_controller_the_engine_keeps_across_requests_starts_where_the_last_request_left_it():
-    policy = create_policy("ollama", CANDIDATES)
-    observation = PromptObservation(np.zeros(0, np.float32), 10, "p", costs=uniform_costs(range(1, 17)))
-    for request in range(2):
-        plan, state = policy.plan(observation), DecodeState.after_prefill(np.zeros(0, np.float32), 10)
-        sizes = []
-        for _ in range(25):
-            sizes.append(plan.block(state))
-            state.record(sizes[-1], sizes[-1] - 1)
-        assert sizes[0] == (1 if request == 0 else 4)  # the second starts at the depth the first scheduled
+    first, second = requests("ollama", uniform_costs(range(1, 17)), 25)
+    assert (first[0], second[0]) == (1, 4)  # the second starts at the depth the first scheduled
 
 
 def test_mistralrs_autotune_starts_mid_range_and_probes_neighbours_until_each_has_two_timings():
@@ -163,15 +171,8 @@ def test_mistralrs_autotune_switches_only_for_a_three_percent_gain():
     assert set(walk("mistralrs-autotune", every, 70, costs=costs, candidates=range(1, 17))[-30:]) <= {4, 5, 7}
     eager = walk("mistralrs-autotune:switch_margin=1", every, 70, costs=costs, candidates=range(1, 17))
     assert eager[-1] == 8
-    policy = create_policy("mistralrs-autotune:switch_margin=1", range(1, 17))
-    observation = PromptObservation(np.zeros(0, np.float32), 10, "p", costs=costs)
-    for request in range(2):
-        plan, state = policy.plan(observation), DecodeState.after_prefill(np.zeros(0, np.float32), 10)
-        sizes = []
-        for _ in range(40):
-            sizes.append(plan.block(state))
-            state.record(sizes[-1], sizes[-1] - 1)
-        assert sizes[0] == (5 if request == 0 else 8)
+    first, second = requests("mistralrs-autotune:switch_margin=1", costs, 40)
+    assert (first[0], second[0]) == (5, 8)
 
 
 def test_mistralrs_autotune_cost_estimate_starts_at_the_faster_timing_and_moves_on_a_streak_of_stalls():
