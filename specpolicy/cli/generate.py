@@ -93,8 +93,7 @@ def _check_prompt(prompt: str) -> None:
 
 
 def _print_decode(tokenizer, trace, source: str) -> None:
-    """The decoded text on stdout (no line breaks of the console's width in a file or pipe), and what the
-    decoder did on stderr."""
+    """The decoded text on stdout (unwrapped in a file or pipe), what the decoder did on stderr."""
     stdout.print(tokenizer.decode(trace.output_ids, skip_special_tokens=True), markup=False, highlight=False,
                  soft_wrap=True)
     sizes = sorted({c.block_size for c in trace.cycles})

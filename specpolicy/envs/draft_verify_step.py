@@ -88,8 +88,7 @@ class DraftVerifyStepEnv(BlockSizeStepEnv):
         return self._observation(), reward, self.session.done, False, self._cycle_info(cycle)
 
     def _draft_reward(self, block_size: int) -> float:
-        """The draft step's share of the cycle's reward (minus its modelled cost in AR steps, under
-        ``seconds`` and ``saved``)."""
+        """The draft step's share of the cycle's reward (less its modelled cost in AR steps)."""
         if self.reward not in ("seconds", "saved"):
             return 0.0
         return -self.source.latency.draft_seconds.get(block_size, 0.0) / self.source.latency.ar_seconds

@@ -14,8 +14,7 @@ from specpolicy.envs.replay_data import OBSERVATION_BOUND, ReplayData
 
 
 class BlockSizeVectorEnv(VectorEnv):
-    """``num_envs`` one-step bandit episodes per call, each ending at once; ``infos`` carries ``block_size``
-    and ``tau`` arrays."""
+    """``num_envs`` one-step bandit episodes per call; ``infos`` carries ``block_size``, ``tau``."""
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}  # noqa: RUF012
 

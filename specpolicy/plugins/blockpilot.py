@@ -174,8 +174,7 @@ class BlockPilotPolicy(LearnedPolicy):
 
     @classmethod
     def load(cls, path: str | Path, candidates: Sequence[int] | None = None) -> BlockPilotPolicy:
-        """Load a saved predictor over the classes it was trained on; a missing or damaged file fails with its
-        name and the fix."""
+        """Load a saved predictor; a missing or damaged file fails naming it and the fix."""
         folder = Path(path)
         settings_file, weights_file = folder / SETTINGS_NAME, folder / WEIGHTS_NAME
         for file in (settings_file, weights_file):

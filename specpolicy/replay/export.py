@@ -81,8 +81,7 @@ class VllmConfig:
         return self.num_speculative_tokens + 1, self.verified(concurrency) + 1
 
     def plan(self) -> Plan:
-        """vLLM's plan: a block of N + 1, K from the requests each step schedules (``state.batch``, as vLLM
-        keys its schedule)."""
+        """vLLM's plan: a block of N + 1, K from the requests a step schedules (``state.batch``)."""
         plan = Plan.fixed(self.num_speculative_tokens + 1)
         if not self.per_batch:
             return plan

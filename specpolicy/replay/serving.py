@@ -87,8 +87,7 @@ def simulate_serving(tables: Sequence[ReplayTable], plans: Sequence[Callable[[],
 
 def _account(result: ServingResult, active: list[_Active], cycles: list[CycleRecord],
              costs: BatchCostTable) -> None:
-    """One step's ``cycles`` priced by ``costs``, its time shared equally by its requests, added to the
-    counted requests' results."""
+    """One step's ``cycles`` priced by ``costs``, its time shared by its requests, added to theirs."""
     step = costs.step_seconds([(c.block_size, c.verify_length) for c in cycles])
     result.total_seconds, result.steps = result.total_seconds + step, result.steps + 1
     for request, cycle in zip(active, cycles):

@@ -87,6 +87,8 @@ def test_reimporting_resumes_and_a_changed_file_is_refused(trace, tmp_path):
     (lambda rows: rows[0].pop("acc_eagle"), "line 1 has no 'acc_eagle' field"),
     (lambda rows: rows[0].pop("prompt_token_ids"), "no 'prompt_token_ids' field"),
     (lambda rows: rows[4].__setitem__("id", "r0"), "more than one decode is named damaged:r0"),
+    (lambda rows: rows[2]["acc_eagle"]["acc_len"].__setitem__(-3, 1000),
+     r"acc_len\[\d+\] = 1000 .* 3 tokens"),
 ])
 def test_a_damaged_file_is_refused_in_one_line(trace, tmp_path, damage, message):
     _, rows = trace

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from specpolicy.defaults import MAX_RECORDED_RUN, TRAINING_BLOCK_SIZE
+from specpolicy.defaults import MAX_BLOCK_SIZE, MAX_RECORDED_RUN, TRAINING_BLOCK_SIZE
 from specpolicy.sweep.store import SweepStore
 from specpolicy.sweep.traces.common import (
     TraceImport,
@@ -54,6 +54,11 @@ def specdecode_request(file: Path, line_number: int, line: bytes, drafter: str) 
                    if most else "")
             raise ValueError(f"{where} (request {request}): {name} must be a list of integers >= "
                              f"{least}{why}")
+    past = next((i for i, n in enumerate(lengths) if n > len(lengths) - i + MAX_BLOCK_SIZE), None)
+    if past is not None:  # the real traces draft at most 20 past a cut request's end
+        raise ValueError(f"{where} (request {request}): acc_{drafter}.acc_len[{past}] = {lengths[past]} "
+                         f"commits more than the {len(lengths) - past} tokens left and a block "
+                         f"({MAX_BLOCK_SIZE}) past the request's end; the trace is damaged")
     return SpecDecodeRequest(request, prompt, tokens, lengths)
 
 
