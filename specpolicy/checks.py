@@ -26,10 +26,10 @@ def _observations(policy: Policy, vocab_size: int, n: int, seed: int
                   ) -> tuple[list[PromptObservation], list[Answers]]:
     rng = np.random.default_rng(seed)
     observations, answers = [], []
+    costs = uniform_costs({*policy.candidates, *policy.choices()}, 0.005, per_token=0.1)  # every choice
     for i in range(n):
         taus = {b: float(rng.uniform(1, b)) for b in policy.candidates}
         logits = rng.normal(0, 3, vocab_size).astype(np.float32)
-        costs = uniform_costs({*policy.candidates, *policy.choices()}, 0.005, per_token=0.1)
         observations.append(PromptObservation(logits, int(rng.integers(1, 300)), f"check:{i}", costs))
         answers.append(Answers(taus))
     return observations, answers

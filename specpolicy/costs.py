@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import operator
 import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -296,9 +295,3 @@ def uniform_costs(block_sizes: Iterable[int], ar_seconds: float = 1.0, per_token
 def expected_tokens(alpha: float, block_size: int) -> float:
     """Expected tokens per cycle at per-draft acceptance ``alpha``: (1 - alpha^B) / (1 - alpha)."""
     return (1 - alpha**block_size) / (1 - alpha)
-
-
-def chain_tokens(rates: Iterable[float]) -> list[float]:
-    """Expected tokens of a cycle verifying 1, 2, ... tokens where draft k lands with ``rates[k]`` once the
-    drafts before it did: 1 + sum_k prod_{i<=k} rates[i] (one float per length)."""
-    return list(itertools.accumulate(itertools.accumulate(rates, operator.mul), initial=1.0))

@@ -9,9 +9,8 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from specpolicy.arguments import check_block_size, check_count, check_real, check_type, check_verify_length
-from specpolicy.costs import chain_tokens
 from specpolicy.defaults import MAX_BLOCK_SIZE
-from specpolicy.state import DecodeState, DraftedBlock
+from specpolicy.state import DecodeState, DraftedBlock, chain_tokens
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@ cycle commits and where a decode ends, and tau (shared by live decoding, replay 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import itertools
+import operator
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -116,3 +118,9 @@ def mean_acceptance(cycles: Sequence[Any]) -> float:
     The one definition of tau; pooled over prompts by
     :meth:`~specpolicy.evaluation.metrics.PolicyResults.tau`."""
     return sum(c.committed for c in cycles) / len(cycles) if cycles else 0.0
+
+
+def chain_tokens(rates: Iterable[float]) -> list[float]:
+    """Expected tokens of a cycle verifying 1, 2, ... tokens where draft k lands with ``rates[k]`` once the
+    drafts before it did: 1 + sum_k prod_{i<=k} rates[i] (one float per length)."""
+    return list(itertools.accumulate(itertools.accumulate(rates, operator.mul), initial=1.0))

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import ClassVar
 
-from specpolicy.costs import chain_tokens
 from specpolicy.plugins.field_rules import ControllerState as State
 from specpolicy.plugins.field_rules import field_policy
+from specpolicy.state import chain_tokens
 
 
 @dataclass(frozen=True)
