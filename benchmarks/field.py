@@ -74,7 +74,7 @@ def bench_field(sweep: Path, cells: list[Cell], fixed: list[int], default: str =
     for cell in cells:
         rows = compare_sweep(sweep, policies, costs=[cell.costs] if cell.costs else (),
                              baseline=default, candidates=fixed, concurrency=(cell.concurrency,),
-                             batch_costs=cell.batch_costs)
+                             batch_costs=cell.batch_costs, decode_only=cell.batch_costs is not None)
         for row in (r.row for r in rows):
             low, high = row.vs_baseline_ci95
             verdicts.append(Verdict(cell.label, row.policy, row.speedup, 1 / row.vs_baseline, 1 / high,

@@ -68,7 +68,7 @@ def bench_traces(folder: Path, work: Path, costs: BatchCostTable, drafter: str =
         names = [f"fixed{b}" for b in sizes if b > 1] + list(RULES) + [f"cycle:{cycle_path}"]
         policies, prompts = [create_policy(name, sizes) for name in names], StoredPrompts.load(held)
         for concurrency in concurrencies:
-            results = evaluate_serving(held, policies, costs, concurrency, prompts=prompts)
+            results = evaluate_serving(held, policies, costs, concurrency, prompts=prompts, prefills=False)
             speed = {r.policy: r.speedup() for r in results}
             best = max((n for n in speed if n.startswith("fixed")), key=speed.get)
             rows = {row.policy: row for row in summarize(results, baseline=best, oracle="oracle-step")}

@@ -235,8 +235,7 @@ class Plan:
         return replace(self, length=length, reads_block=reads_block)
 
     def cycle_length(self, state: DecodeState, size: int, drafted: Callable[[], DraftedBlock]) -> int | None:
-        """L of a cycle of ``size`` (``None``: the whole block), calling ``drafted()`` only where the plan
-        reads the drafted block."""
+        """L of a cycle of ``size`` (``None``: whole), calling ``drafted()`` only where the plan reads it."""
         if self.length is None or size == 1:
             return None
         block = drafted() if self.reads_block else DraftedBlock(check_block_size(size))

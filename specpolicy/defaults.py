@@ -120,6 +120,8 @@ SERVING_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 """requests per step a serving cost table prices"""
 SERVING_LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 """tokens per request (verify lengths, block sizes) a serving cost table prices"""
+PREFILL_LENGTHS = (64, 128, 256, 512, 1024, 2048, 4096, 8192)
+"""prompt lengths a serving cost table prices one request's prefill at"""
 CHECK_VOCAB = 64
 """logits width of the random observations ``check_policy`` makes"""
 CHECK_OBSERVATIONS = 8
@@ -131,20 +133,11 @@ ACCEPTANCE_PRIOR_WEIGHT = 2.0
 ACCEPTANCE_DECAY = 0.8
 """cost-aware rules: weight decay per older cycle in the acceptance estimate"""
 BATCH_DRAFT_MARGIN = 0.1
-"""serving: a plain step is priced beside drafting requests (their drafter pass shared) only where some block
-pays for its batched cycle at the prior acceptance by at least this over a plain batch, else as a plain
-batch's step (:meth:`~specpolicy.replay.batch_costs.BatchCostTable.at_concurrency`). Chosen on the zoo's
-training sweep (`sharegpt-train`, the default at concurrency 1-256 on six DFlash serving tables:
-aiconfigurator's H100 and H200 under vLLM and SGLang, Qwen3-8B and Llama-3.1-8B, and the measured H200
-steps): 0.1 lifted four cells by 3.5-5.8% (H200 vLLM Qwen3-8B at 256: 0.983x -> 1.040x plain decoding) and
-lowered none; 0 (any block that pays at all) and 0.05 lifted fewer; 0.2 lowered three cells at 64-128 (by
-0.4-5%), 0.35 and 0.5 more."""
+"""serving: a plain step is priced beside drafting requests only where some block pays for its batched
+cycle at the prior acceptance by this over a plain batch (chosen on the training sweep: docs/engines.md)"""
 POOLED_ACCEPTANCE_DECAY = 0.99
-"""cost-aware rules served with a chain drafter (any concurrency): weight decay per older cycle of the
-engine's pooled estimate (every request's cycles). Chosen on the training side of SpecDecode-Bench's GSM8K and
-ShareGPT at concurrency 16 and 64 (over the best fixed K: 0.8 gave 0.919-0.995, 0.99 0.975-1.031, 0.999 the
-same); kept at concurrency 1, where the four training sides read 0.95-0.995 within 0.6% of each other (0.95
-best on three, 0.99 on GSM8K) and 0.999 up to 2.3% lower"""
+"""cost-aware rules served with a chain drafter: weight decay per older cycle of the engine's pooled estimate
+(every request's cycles; chosen on SpecDecode-Bench's training sides: docs/real-data.md)"""
 DAGGER_ROUNDS = 3
 """rounds of DAgger for the learned cycle policy"""
 ENV_MAX_NEW_TOKENS = 64

@@ -86,8 +86,7 @@ class PolicyRegistry:
         return out
 
     def parse(self, name: str) -> tuple[PolicyFamily, str | None]:
-        """``fixed16`` -> (fixed, "16"); ``blockpilot:PATH`` -> (blockpilot, "PATH"); ``oracle`` -> (oracle,
-        None)."""
+        """``fixed16`` -> (fixed, "16"); ``blockpilot:PATH`` -> (blockpilot, "PATH"); ``oracle``: no arg."""
         if not isinstance(name, str) or not name.strip():
             raise ValueError("a policy name is a non-empty string such as 'fixed16' or 'blockpilot', got "
                              f"{name!r}")

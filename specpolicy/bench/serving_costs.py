@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from importlib import metadata, resources
 
 from specpolicy.arguments import check_candidate_set, check_count, check_counts
-from specpolicy.defaults import SCHEDULED_TOKENS, SERVING_BATCHES, SERVING_LENGTHS
+from specpolicy.defaults import PREFILL_LENGTHS, SCHEDULED_TOKENS, SERVING_BATCHES, SERVING_LENGTHS
 from specpolicy.replay.batch_costs import BatchCostTable
 
 SERVING_ENGINES = ("vllm", "sglang", "trtllm")
@@ -139,21 +139,22 @@ def serving_costs(model: str, gpu: str, engine: str, drafter: str, context: int,
         raise ValueError(f"{cache} holds no request of {context:,} tokens ({basis}); choose a shorter "
                          "--context")
     batches = [*(b for b in batches if b < held), held] if held < max(batches) else list(batches)
-    verify, draft = _compose(model, gpu, engine, version, context, spec, config, batches, lengths)
+    verify, draft, prefill = _compose(model, gpu, engine, version, context, spec, config, batches, lengths)
     source = (f"aiconfigurator-core {metadata.version('aiconfigurator-core')} (Apache-2.0, NVIDIA), measured "
               f"operator data {gpu}/{engine} {version}, composed by its estimator (decode_step_per_op; a "
-              f"verify's attention as its decode attention over the same caches; padded to a cheaper shape); "
-              f"target "
+              f"verify's attention as its decode attention over the same caches; padded to a cheaper shape; "
+              f"prefill: predict_prefill_latency of one request, the target's alone); target "
               f"{model} ({layers} layers), {spec.about}; the estimator's default precision for the model")
     machine = f"{gpu} under {engine} {version} (modelled from measured operators)"
     capacity = f"{cache} holds {held:,} requests of {context:,} + {max(lengths)} tokens ({basis})"
-    return BatchCostTable(verify, draft, None, machine, "bfloat16", context, {}, source, spec.kind, capacity)
+    return BatchCostTable(verify, draft, None, machine, "bfloat16", context, {}, source, spec.kind, capacity,
+                          prefill)
 
 
 def _compose(model: str, gpu: str, engine: str, version: str, context: int, spec: Drafter, config: dict,
-             batches: Sequence[int], lengths: Sequence[int]) -> tuple[dict, dict]:
-    """(``verify[b][n]``, ``draft[b][n]``) seconds from the estimator's steps taken apart (the module's
-    docstring says how), every step at ``context`` cached tokens per request."""
+             batches: Sequence[int], lengths: Sequence[int]) -> tuple[dict, dict, dict]:
+    """(``verify[b][n]``, ``draft[b][n]``, ``prefill[n]``) seconds from the estimator's steps taken apart (the
+    module's docstring says how), every step at ``context`` cached tokens per request."""
     from aiconfigurator_core.sdk import EngineHandle, common
     from aiconfigurator_core.sdk.engine import build_ops_json
     from aiconfigurator_core.sdk.operations import GEMM
@@ -193,4 +194,5 @@ def _compose(model: str, gpu: str, engine: str, version: str, context: int, spec
     else:
         heads = {b: row[1].drafter(layers, spec.layers, own_logits(b)) for b, row in steps.items()}
         draft = {b: {n: (n - 1) * heads[b] for n in row if n > 1} for b, row in steps.items()}
-    return verify, draft
+    prefill = {n: 1e-3 * handles[1].predict_prefill_latency(1, n) for n in PREFILL_LENGTHS}
+    return verify, draft, prefill

@@ -54,6 +54,8 @@ def compare(
                                               "and --batch-costs); a list such as 1,4,16,64 maps speed "
                                               "over them (--plot: a heat map); 1: one prompt at a time"),
     batch_costs: Path = BatchCostsOption,
+    decode_only: bool = typer.Option(False, "--decode-only", help="with --batch-costs: price decode steps "
+                                     "only (each request's prefill left out), as time per output token does"),
     costs: str = typer.Option(None, help="price replay with this cost table (from `specpolicy bench "
                                          "latency`); several (a.json,b.json) measured at different "
                                          "--context price each prompt with the one nearest its length"),
@@ -140,7 +142,8 @@ def _report(options: CompareOptions, runs: list[Run], rows: list[ComparisonRow],
         timing = timing.rpartition(", concurrency")[0]
     if timing.startswith("modelled") and "(" not in timing and not mapped:  # which cost table priced it
         own = "this machine's table" if options.sweep is None else "the sweep's own table"  # without --costs
-        timing += f" ({', '.join(p.stem for p in options.costs) or own})"
+        tables = [options.batch_costs] if options.batch_costs else options.costs
+        timing += f" ({', '.join(p.stem for p in tables) or own})"
     served = f", concurrency {','.join(map(str, options.concurrency))}" if mapped else ""
     where = "llama.cpp" if options.engine else options.mode.value
     prompts = len(runs[0].results[0].prompts) if runs and runs[0].results else 0
@@ -183,8 +186,8 @@ def _legend(timing: str, baseline: str, oracle: str, mapped: bool, narrow: bool)
                 "block size had the highest tau. Speed needs a cost table: pass --costs FILE (an imported "
                 "trace: a measured GPU table from specpolicy/zoo/measured/, docs: on real models' data)")
     if mapped:
-        return ("cells: pooled speedup over plain AR at each concurrency (modelled decode steps; prefills "
-                "are not priced); '<' marks a cell slower than AR; every figure and interval: --format csv")
+        return (f"cells: pooled speedup over plain AR at each concurrency ({timing}; --decode-only leaves "
+                "prefills out); '<' marks a cell slower than AR; every figure and interval: --format csv")
     spread = "p10: per-prompt speedups' 10th percentile (tok/s, median: --format csv)" if narrow else \
         "p10/median: per-prompt speedups"
     return (f"speedup: pooled over plain AR, {timing}; vs {baseline}: pooled speed ratio, paired 95% CI; "

@@ -5,8 +5,7 @@ from __future__ import annotations
 from specpolicy.cli.common import FormatOption, OutputFormat, emit, stderr
 
 
-def policies(fmt: OutputFormat = FormatOption
-             ) -> None:
+def policies(fmt: OutputFormat = FormatOption) -> None:
     """List policy families: name, aliases, description (--format json|csv|markdown adds the rest)."""
     from specpolicy.registry import get_registry
 

@@ -97,8 +97,7 @@ class ReplayData:
             else:
                 tokens = np.array([t.tokens() for t in tables], dtype=np.float64)[:, None]
                 rewards = tokens / seconds
-        return cls(store, candidates, obs, rewards, taus, tables,
-                   [r.prompt_id for r in records], latency)
+        return cls(store, candidates, obs, rewards, taus, tables, [r.prompt_id for r in records], latency)
 
     @property
     def budget(self) -> int:

@@ -149,7 +149,8 @@ def stored_runs(options: CompareOptions, on_warning: Callable[[str], object] = w
             on_warning(line)
         prompts = StoredPrompts.load(store)
         for concurrency in options.concurrency:
-            yield Run(name, concurrency, evaluate_serving(store, built, batch, concurrency, prompts=prompts))
+            yield Run(name, concurrency, evaluate_serving(store, built, batch, concurrency, prompts=prompts,
+                                                          prefills=not options.decode_only))
         return
     from specpolicy.evaluation.replay import evaluate_replay
 
@@ -195,16 +196,16 @@ def compare_sweep(sweep: str | Path, policies: Sequence[str], *, costs: Sequence
                   candidates: Sequence[int] | None = None, split: str | None = None, by: str | None = None,
                   baseline: str = COMPARE_BASELINE, oracle: str = COMPARE_ORACLE,
                   concurrency: Sequence[int] = (1,),
-                  batch_costs: str | Path | None = None) -> list[ComparisonRow]:
+                  batch_costs: str | Path | None = None, decode_only: bool = False) -> list[ComparisonRow]:
     """``specpolicy compare --sweep`` from Python (``costs`` by context, ``batch_costs`` and ``concurrency``
-    to serve, ``by`` for rows per label); a flagged cost table is reported with :func:`warnings.warn`."""
+    to serve, ``decode_only``: no prefills, ``by``: rows per label); flagged tables: warnings.warn."""
     if not isinstance(sweep, str | Path):
         raise ValueError(f"sweep must be a sweep store's folder (a str or Path), got {sweep!r}")
     listed = isinstance(costs, Sequence) and not isinstance(costs, str)  # a bare path is refused, not split
     options = CompareOptions(policies, sweep=Path(sweep), costs=tuple(map(Path, costs)) if listed else costs,
                              candidates=candidates, split=split, by=by,
                              baseline=baseline, oracle=oracle, concurrency=concurrency,
-                             batch_costs=Path(batch_costs) if batch_costs else None)
+                             batch_costs=Path(batch_costs) if batch_costs else None, decode_only=decode_only)
     options.validate()
     labels = check_labels({options.sweep.name: stored_labels(sweep, by)}, by) if by else {}
     return comparison_rows(list(stored_runs(options)), labels, options)

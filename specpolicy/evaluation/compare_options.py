@@ -73,6 +73,8 @@ class CompareOptions:
     concurrency: tuple[int, ...] = (1,)
     """requests served together: one value, or several (a map over concurrencies)"""
     batch_costs: Path | None = None
+    decode_only: bool = False
+    """serving prices decode steps only (each request's prefill left out, as a time per output token)"""
     split: str | None = None
     by: str | None = None
     engine: str | None = None
@@ -151,5 +153,8 @@ class CompareOptions:
         missing = serving_inputs_missing(self.sweep, self.batch_costs)
         if (max(self.concurrency) > 1 or self.batch_costs is not None) and missing:
             raise ValueError(f"--concurrency N simulates serving: pass {missing}")
+        if self.decode_only and self.batch_costs is None:
+            raise ValueError("--decode-only leaves the prefill out of a served request's time: add "
+                             "--batch-costs FILE, or drop it (one request at a time prices no prefill)")
         if self.batch_costs is not None:
             BatchCostTable.load(self.batch_costs).check_batches(self.concurrency)

@@ -76,12 +76,9 @@ class EngineRun:
 
 
 def engine_setting(policy: Policy, plan: Plan | None, largest: int, per_request: bool = False) -> Setting:
-    """The setting ``plan`` (a policy's for one prompt; ``None``: one no prompt fixes) runs as in llama.cpp,
-    matched on its values: a fixed block (B <= ``largest``, the drafter's trained block, past which llama.cpp
-    clamps), verified whole or up to the first draft below p (llama.cpp's p_min); on a patched server
-    (``per_request``) the cost-aware block rule (:class:`~specpolicy.cycles.CostAwareBlocks`) and verify
-    length (:class:`~specpolicy.cycles.CostAwareLength`, beside that rule or a fixed B), which the server runs
-    per step."""
+    """The setting ``plan`` (a prompt's; ``None``: none fixed) runs as in llama.cpp, matched on its values: a
+    fixed block (B <= ``largest``, the drafter's trained block), verified whole or up to the first draft below
+    p (p_min); on a patched server (``per_request``) also the cost-aware block rule and verify length."""
     rule = plan.block if plan is not None else None
     verify = plan.length if plan is not None else None
     lengths = verify if isinstance(verify, CostAwareLength) else None  # the cost-aware verify length
@@ -143,10 +140,8 @@ def deployable_settings(policy: Policy, largest: int) -> list[Setting]:
 def plan_settings(store: SweepStore, records: Sequence[SweepRecord], policies: Sequence[Policy],
                   costs: CostTable | None, per_request: bool = False) -> list[list[Setting]]:
     """The settings per prompt, per policy, every plan made and checked before any server starts
-    (``per_request``: a patched server, which runs per-step plans whose rule is a value). One DFlash server
-    serves every speculative plan; a prompt a policy decodes plainly goes to plain decoding's server (no
-    drafter runs: replay prices it at the table's plain step,
-    :meth:`~specpolicy.costs.CostTable.fixed_cycle_seconds`)."""
+    (``per_request``: a patched server runs per-step plans whose rule is a value); a prompt decoded plainly
+    goes to plain decoding's server (no drafter runs, as replay prices it)."""
     largest = trained_block(store)
     settings = []
     for record in records:

@@ -39,7 +39,7 @@ class _Pricer:
     def served(self, policy: Policy, batch: int) -> tuple:
         seen: list = []
         [result] = evaluate_serving(self.store, [policy], self.costs, batch, prompts=self.prompts,
-                                    on_served=lambda _, run: seen.append(run))
+                                    on_served=lambda _, run: seen.append(run), prefills=False)  # decode tok/s
         return seen[0], result.speedup()
 
     def engine(self, config: object, batch: int) -> tuple:

@@ -36,15 +36,19 @@ class StoredPrompts:
 
 def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: BatchCostTable, concurrency: int,
                      on_served: Callable[[Policy, ServingResult], object] | None = None,
-                     prompts: StoredPrompts | None = None) -> list[PolicyResults]:
+                     prompts: StoredPrompts | None = None, prefills: bool = True) -> list[PolicyResults]:
     """Every policy serving the store's prompts at ``concurrency``, against plain AR served through the same
-    simulation; ``on_served(policy, result)`` sees each simulation."""
+    simulation, each request's prefill priced beside its decode steps where the table prices it (``prefills``:
+    False, decode steps only); ``on_served(policy, result)`` sees each simulation."""
     check_policies(policies, store)
     check_type(costs, BatchCostTable, "costs", "BatchCostTable.load(path)")
     prompts = prompts or StoredPrompts.load(store)
     priced = costs.at_concurrency(concurrency, store.candidates)
     observations = [replace(o, costs=priced, concurrency=concurrency) for o in prompts.observations]
     answers = [Answers(r.taus, t, r.training_block_size) for r, t in zip(prompts.records, prompts.tables)]
+    prefill = [costs.prefill_seconds(t.prompt_length) if prefills else 0.0 for t in prompts.tables]
+    view = f"{', synthetic costs' if 'synthetic' in costs.machine else ''}, " \
+           f"{'prefill + decode' if any(prefill) else 'decode-only'}, concurrency {concurrency}"
     plain = simulate_serving(prompts.tables, [lambda: Plan.fixed(1)] * len(prompts.tables), costs,
                              concurrency)
     results = []
@@ -53,13 +57,12 @@ def evaluate_serving(store: SweepStore, policies: Sequence[Policy], costs: Batch
         served = simulate_serving(prompts.tables, plans, costs, concurrency, store.candidates)
         if on_served is not None:
             on_served(policy, served)
-        result = PolicyResults(policy.name,
-                               f"modelled{', synthetic costs' if 'synthetic' in costs.machine else ''}, "
-                                            f"concurrency {concurrency}")
+        result = PolicyResults(policy.name, f"modelled{view}")
         for i, record in enumerate(prompts.records):  # plain's seconds per token, for the policy's tokens (a
             # store of rounds: plain walks the rounds a token each, so it serves fewer tokens than a policy)
-            ar_seconds = plain.seconds[i] * served.tokens[i] / plain.tokens[i] if plain.tokens[i] else None
+            n = plain.tokens[i]
+            ar = plain.seconds[i] * served.tokens[i] / n + prefill[i] if n else None
             result.prompts.append(PromptResult(record.prompt_id, [], served.tau(i), served.tokens[i],
-                                               served.seconds[i], ar_seconds, None, served.cycles[i]))
+                                               served.seconds[i] + prefill[i], ar, None, served.cycles[i]))
         results.append(result)
     return results

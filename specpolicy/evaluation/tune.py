@@ -35,11 +35,13 @@ def parse_grid(items: Sequence[str]) -> dict[str, list[str]]:
     items joined by '/'; checked by the rule)."""
     grid: dict[str, list[str]] = {}
     for item in items:
-        name, _, values = item.partition("=")
-        if not name.strip() or not values.strip() or name.strip() in grid:
+        name, _, values = (part.strip() for part in item.partition("="))
+        if not name or not values or name in grid:
             raise ValueError("--grid takes NAME=V1,V2,... once per parameter, such as window_size=2,4,8; "
                              f"got {item!r}")
-        grid[name.strip()] = [v.strip() for v in values.split(",") if v.strip()]
+        grid[name] = [v.strip() for v in values.split(",") if v.strip()]
+        if twice := next((v for i, v in enumerate(grid[name]) if v in grid[name][:i]), None):
+            raise ValueError(f"--grid names {name}={twice} twice; name each value once")
     return grid
 
 

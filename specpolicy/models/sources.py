@@ -9,8 +9,7 @@ import json
 from pathlib import Path
 
 ZOO_NAMES = ("tiny", "twin")
-"""the built-in pair, and its cost twin (the same function in a larger network, built into the cache by
-``specpolicy zoo twin``)"""
+"""the built-in pair, and its cost twin (the same function in a larger network: ``specpolicy zoo twin``)"""
 
 
 def twin_dir() -> Path:

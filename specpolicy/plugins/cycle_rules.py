@@ -28,19 +28,10 @@ ADAPTIVE_FIRST_WAIT = 4
 """``adaptive``'s first wait, chosen on the zoo's training sweep (4: 1.43x fixed16; 8: 1.41x; 16: 1.38x)"""
 PROBE_OPTIMISM = 0.25
 """``adaptive`` speculates only where some block would beat AR at an optimistic acceptance (the estimated
-rejection rate scaled by this): where a cycle costs many plain steps (llama.cpp's DFlash on this CPU: a B = 16
-cycle 7.3), probes that cannot pay are not made. Chosen on the zoo's training sweep (ShareGPT, 480 prompts):
-0.25 and 0.5 leave the shipped CPU table's speedups as they were (the default 1.287x, adaptive 1.292x); on the
-llama.cpp engine's table 0.25 makes the default plain decoding where BlockPilot starts plain (0.1: it still
-probes, 0.96x a plain step on the DFlash server) and costs ``adaptive`` 0.5% (0.5: 2.6%)."""
+rejection rate scaled by this; chosen on the zoo's training sweep: docs/benchmarks.md)"""
 FULL_WAIT_COST = 1.3
 """``adaptive`` waits in full where a cycle of the training block size costs at least this many AR steps
-beyond the one a cycle always makes (the CPU tables: 1.3 to 1.5), and proportionally less on flatter tables (a
-GPU at batch 1: 0.2), where a failed probe costs little. Chosen on the zoo's training sweep, training side (vs
-fixed16, this rule / a full wait everywhere): H200 synthetic c = 1 1.002 / 0.960, c = 16 0.999 / 0.960, the
-CPU, GPU-shaped and c = 64 tables unchanged; 1.0 lost 0.006 at c = 1, 1.5 lost 0.007 on the shipped table.
-Scaling by the failed cycle's own cost instead did better at c = 16-64 but lost 1.7-2.6% on CPU tables beyond
-the training sweep."""
+beyond the one a cycle always makes, less on flatter tables (chosen on the training sweep: docs)"""
 
 
 def snap(size: int, candidates: Sequence[int]) -> int:
@@ -266,7 +257,7 @@ class AdaptivePolicy(Policy):
 def start_block_size(arg: str | None) -> int:
     """The start block size a rule's name carries (``grow8`` -> 8; none: the training block size)."""
     if arg is not None and not arg.isdigit():
-        raise ValueError(f"the argument is the start block size, e.g. grow16; got {arg!r}")
+        raise ValueError(f"the argument is the start block size, as in grow16 or adaptive8; got {arg!r}")
     return int(arg) if arg else TRAINING_BLOCK_SIZE
 
 

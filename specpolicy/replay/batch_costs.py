@@ -49,6 +49,8 @@ class BatchCostTable(TableFile):
     capacity: str = ""
     """why it prices no larger batch (a composed table: the requests its GPU's KV cache holds at its
     context); empty: the batches measured"""
+    prefill: Mapping[int, float] = field(default_factory=dict)
+    """``prefill[n]``: seconds of one request's prefill of n prompt tokens (empty: not priced)"""
 
     def __post_init__(self) -> None:
         check_drafter_kind(self.drafter, "a batch cost table")
@@ -57,7 +59,8 @@ class BatchCostTable(TableFile):
         """Problems that make the table untrustworthy, as :meth:`CostTable.check` finds them: a time that is
         not a positive finite number, noisy repeats, or a pass that costs less with more tokens or more
         sequences."""
-        points = [(name, b, n, s) for name, rows in (("verify", self.verify), ("draft", self.draft))
+        points = [(name, b, n, s) for name, rows in (("verify", self.verify), ("draft", self.draft),
+                                                     ("prefill", {1: self.prefill}))  # one request's
                   for b, row in rows.items() for n, s in row.items()]
         bad = [f"{name}[{b}][{n}] = {s}" for name, b, n, s in points if not (math.isfinite(s) and s > 0)]
         if bad:
@@ -125,6 +128,10 @@ class BatchCostTable(TableFile):
         share = (batch - below) / (above - below)
         return at(below) + share * (at(above) - at(below))
 
+    def prefill_seconds(self, prompt_length: int) -> float:
+        """One request's prefill of ``prompt_length`` tokens, interpolated (0 where the table prices none)."""
+        return _interpolate(self.prefill, prompt_length) if self.prefill else 0.0
+
     def verify_cost(self, lengths: Sequence[int]) -> float:
         """One target pass verifying ``lengths`` tokens for each sequence of the batch."""
         lengths = [n for n in lengths if n > 0]
@@ -178,7 +185,8 @@ class BatchCostTable(TableFile):
                 "spread": table(self.spread), "threads": self.threads, "machine": self.machine,
                 "dtype": self.dtype,
                 "context_length": self.context_length, "source": self.source, "drafter": self.drafter,
-                "capacity": self.capacity, "warnings": self.check()}
+                "capacity": self.capacity, "prefill": {str(n): s for n, s in self.prefill.items()},
+                "warnings": self.check()}
 
     @classmethod
     def from_json(cls, data: Mapping) -> BatchCostTable:
@@ -191,4 +199,5 @@ class BatchCostTable(TableFile):
         return cls(table("verify"), table("draft"), data.get("threads"), data.get("machine", ""),
                    data.get("dtype", ""), int(data.get("context_length", 0)),
                    table("spread") if "spread" in data else {}, data.get("source", ""),
-                   data.get("drafter", ""), data.get("capacity", ""))
+                   data.get("drafter", ""), data.get("capacity", ""),
+                   {int(n): float(s) for n, s in data.get("prefill", {}).items()})

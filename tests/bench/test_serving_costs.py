@@ -12,6 +12,7 @@ import pytest
 
 from specpolicy.bench.serving_costs import DRAFTERS, serving_costs
 from specpolicy.costs import CostTable
+from specpolicy.defaults import PREFILL_LENGTHS
 from specpolicy.replay.batch_costs import BatchCostTable
 from specpolicy.zoo import MEASURED_DIR
 from zoo_build.__main__ import SERVING_TABLES
@@ -44,6 +45,10 @@ class EngineHandle:
                 ("generation_qkv_gemm", LAYERS * (1.0 + 0.01 * tokens) * scale, 0.0, "silicon"),
                 ("generation_attention", LAYERS * 0.002 * tokens * isl / 1024 * scale, 0.0, "silicon"),
                 ("generation_logits_gemm", (0.5 + 0.02 * tokens) * scale, 0.0, "silicon")]
+
+    def predict_prefill_latency(self, bs, isl, prefix=0):
+        assert (bs, prefix, self.nextn) == (1, 0, 0)
+        return 2.0 + 0.01 * isl
 
     def evaluate_ops_json(self, ops_json, *, is_context, batch_size, s):
         (name, vocabulary, hidden), = ops_json
@@ -131,6 +136,8 @@ def test_the_target_verify_and_each_drafter_are_taken_apart_from_the_estimators_
                 per_draft = one_layer / LAYERS + one_embedding + own_head
                 assert chain.draft[b][n] == pytest.approx((n - 1) * per_draft / 1e3, rel=1e-9)
     assert (block.drafter, chain.drafter) == ("block", "chain") and block.context_length == 2048
+    for n in PREFILL_LENGTHS:  # one request's prefill, the estimator's own prediction at each prompt length
+        assert block.prefill[n] == chain.prefill[n] == pytest.approx((2.0 + 0.01 * n) / 1e3, rel=1e-9)
     assert "aiconfigurator-core 0.0.1 (Apache-2.0, NVIDIA)" in block.source
     assert "gpu_x/vllm 9.9" in block.source
 
@@ -234,6 +241,8 @@ def test_the_shipped_grid_is_complete_and_each_table_says_what_it_prices_and_whe
                         assert table.check() == [] and table.batch_sizes[-1] <= 256
     notice = (MEASURED_DIR / "NOTICE.md").read_text()
     assert "aiconfigurator" in notice and "Apache License" in notice
+    assert all(sorted(_shipped(*key).prefill) == list(PREFILL_LENGTHS) for key in [("qwen3-8b", "h200_sxm",
+               "vllm", "dflash"), ("llama-3.1-8b", "h100_sxm", "sglang", "eagle3", 8192)])
     at_one = CostTable.load("aic-h100-sxm-vllm-qwen3-8b-dflash-context-1024")  # --costs reads it at batch one
     assert at_one.block_sizes == tuple(range(1, 33)) and at_one.drafter == "block"
 

@@ -61,7 +61,7 @@ BAD = {
     "--dataset": ["no-such-set", "MISSING.jsonl", "EMPTY.jsonl", "GARBAGE.jsonl"],
     "--sweep": ["MISSING", "FILE", "EMPTY_DIR"],
        "--costs": ["MISSING.json", "GARBAGE.json", "NAN_TABLE.json"],
-    "--batch-costs": ["MISSING.json", "GARBAGE.json"],
+    "--batch-costs": ["MISSING.json", "GARBAGE.json", "BAD_PREFILL.json"],
     "--target": ["MISSING", "EMPTY_DIR", "FILE"], "--drafter": ["MISSING", "EMPTY_DIR", "FILE"],
     "--policies": ["nope", "fixed0", "fixed99", "blockpilot:MISSING", "agent:MISSING"],
     "--policy": ["nope", "fixed0", "blockpilot:MISSING"], "--baseline": ["nope", "fixed99"],
@@ -156,9 +156,11 @@ def world(test_zoo, replay_store, tmp_path_factory) -> dict[str, str]:
     from tests.replay.test_serving import linear_table
 
     linear_table(batches=(1, 2)).save(tmp / "batch.json")
+    table = json.loads((tmp / "batch.json").read_text())
+    (tmp / "bad_prefill.json").write_text(json.dumps(table | {"prefill": [0.01, 0.02]}))  # not {tokens: s}
     target, drafter = test_zoo
-    return {"BATCH": str(tmp / "batch.json"), "STORE": str(replay_store.path),
-            "CYCLES": str(tmp / "cycle_events.jsonl"), "TARGET": str(target),
+    return {"BATCH": str(tmp / "batch.json"), "BAD_PREFILL": str(tmp / "bad_prefill"),
+            "STORE": str(replay_store.path), "CYCLES": str(tmp / "cycle_events.jsonl"), "TARGET": str(target),
             "DRAFTER": str(drafter), "TRACE": str(tmp / "trace.jsonl"), "SPECDECODE": str(tmp / "specdecode"),
             "PROMPTS": str(tmp / "prompts.txt"), "OUT": str(tmp / "out"), "BP": str(tmp / "bp"),
             "MISSING": str(tmp / "no" / "such" / "path"), "FILE": str(tmp / "file"),

@@ -245,7 +245,7 @@ def test_compare_maps_speed_over_groups_and_concurrencies(replay_store, tmp_path
     mapped = run(*args, "--plot", tmp_path / "map.png")
     grid = " ".join(mapped.stdout.split())
     assert "c=1" in grid and "c=8" in grid and "8 prompts" in grid and (tmp_path / "map.png").stat().st_size
-    assert "(modelled decode steps; prefills are not priced)" in " ".join(mapped.stderr.split())
+    assert "(modelled, decode-only; --decode-only leaves prefills out)" in " ".join(mapped.stderr.split())
     rows = list(csv.DictReader(io.StringIO(run(*args, "--format", "csv").stdout)))
     assert {(r["policy"], r["concurrency"]) for r in rows} == {
         (p, c) for p in ("fixed16", "fixed4", "oracle-step")

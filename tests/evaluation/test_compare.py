@@ -94,7 +94,7 @@ def test_serving_and_its_refusals(replay_store, tmp_path):
     rows = {r.row.policy: r.row for r in compare_sweep(
         replay_store.path, ["fixed16", "fixed4", "adaptive", "oracle-step"], concurrency=[4],
         batch_costs=tmp_path / "batch.json", oracle="oracle-step")}
-    assert rows["fixed16"].timing == "modelled, concurrency 4"
+    assert rows["fixed16"].timing == "modelled, decode-only, concurrency 4"
     assert rows["oracle-step"].gain_share == 1.0 and rows["fixed16"].vs_baseline == 1.0
     with pytest.raises(ValueError, match="--verify-lengths --confidences"):
         compare_sweep(replay_store.path, ["threshold"])
@@ -153,6 +153,7 @@ def test_a_concurrency_the_gpus_kv_cache_cannot_hold_is_refused_naming_it(replay
     (["--policies", "fixed4", "--concurrency", "1,64", "--batch-costs",
       "aic-h100-sxm-vllm-qwen3-8b-dflash-context-8192"], "error: the batch cost table"),
     (["--policies", "fixed5"], "error: policy 'fixed5' chooses among [5] but the sweep recorded"),
+    (["--policies", "fixed4", "--decode-only"], "error: --decode-only leaves the prefill out of a served"),
 ])
 def test_a_refusal_is_the_only_line(replay_store, arguments, refusal):
     """Reproduced: `compare --policies fixed4 --concurrency 1,64` with the H100 table at 8k, or a policy
@@ -281,3 +282,31 @@ def test_an_engine_runs_another_pair_on_a_stored_sweeps_prompts(tmp_path):
     engine._validate_where()
     with pytest.raises(ValueError, match="--target, --drafter would be ignored"):
         CompareOptions(["fixed16"], sweep=tmp_path, target="twin", drafter="twin")._validate_where()
+
+
+def test_the_map_says_whether_it_prices_prefills(replay_store):
+    """Issue 75: every map says which view it shows: a request's prefill and decode steps where the serving
+    table prices prefills (the shipped aiconfigurator tables), else (or --decode-only) decode steps only."""
+    from specpolicy.cli import app
+
+    table = "aic-h200-sxm-vllm-qwen3-8b-dflash-context-1024"
+    base = ["compare", "--sweep", str(replay_store.path), "--policies", "fixed16,fixed4",
+            "--concurrency", "1,16", "--batch-costs", table]
+    whole, decode = (CliRunner().invoke(app, [*base, *extra]) for extra in ([], ["--decode-only"]))
+    assert whole.exit_code == decode.exit_code == 0, whole.output + decode.output
+    assert "modelled, prefill + decode time, concurrency 1,16" in " ".join(whole.stdout.split())
+    assert "modelled, decode-only time, concurrency 1,16" in " ".join(decode.stdout.split())
+    assert "--decode-only leaves prefills out" in " ".join(whole.stderr.split())
+
+
+def test_one_served_concurrency_names_the_batch_table_that_priced_it(replay_store):
+    """Found by this stop's audit: `compare --concurrency 4 --batch-costs TABLE` said it was priced by "the
+    sweep's own table", which served nothing; the title names the batch table."""
+    from specpolicy.cli import app
+
+    table = "aic-h200-sxm-vllm-qwen3-8b-dflash-context-1024"
+    result = CliRunner().invoke(app, ["compare", "--sweep", str(replay_store.path), "--policies",
+                                      "fixed16,fixed4", "--concurrency", "4", "--batch-costs", table])
+    assert result.exit_code == 0, result.output
+    title = " ".join(result.stdout.split())
+    assert f"concurrency 4 ({table})" in title and "own table" not in title

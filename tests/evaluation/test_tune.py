@@ -26,6 +26,9 @@ def test_the_grid_names_every_setting_and_draws_a_seeded_budget():
     ("dflash-mlx", ["depth=3"], "no parameter 'depth'"),
     ("dflash-mlx:window_size=2", ["tpc_threshold=3"], "a rule's name"),
     ("fixed16", ["x=1"], "fixed"),
+    # found by this stop's audit: a repeated value was refused after the progress line as "--policies names
+    # ... twice", an option tune does not have
+    ("llamacpp-pmin", ["n_max=3,3"], r"--grid names n_max=3 twice"),
 ])
 def test_bad_grids_are_refused_before_any_replay(rule, grid, message):
     with pytest.raises(ValueError, match=message):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -109,9 +110,10 @@ def test_a_batch_drafts_only_where_a_block_pays_by_the_margin_at_the_prior_accep
 
 
 def test_round_trip_and_wrong_kind(tmp_path):
-    table = linear_table()
+    table = replace(linear_table(), prefill={64: 0.5, 1024: 2.0})
     table.save(tmp_path / "b.json")
     assert BatchCostTable.load(tmp_path / "b.json") == table
+    assert table.prefill_seconds(544) == pytest.approx(1.25) and linear_table().prefill_seconds(544) == 0
     uniform_costs([1, 4]).save(tmp_path / "c.json")
     with pytest.raises(ValueError, match="bench batch-latency"):
         BatchCostTable.load(tmp_path / "c.json")
@@ -202,6 +204,7 @@ def test_under_a_chain_drafter_a_batch_drafts_one_block_from_the_engines_pooled_
     (lambda t: t.verify[4].__setitem__(1, 0.9), "not monotone"),  # batch 4 cheaper than batch 2 at 1 token
     (lambda t: t.spread[2].__setitem__(8, 0.6), "noisy"),
     (lambda t: t.verify[2].__setitem__(2, float("nan")), "not a positive finite"),
+    (lambda t: t.prefill.__setitem__(512, -1.0), "not a positive finite number of seconds: prefill[1][512]"),
 ])
 def test_a_noisy_or_inconsistent_batch_table_is_flagged_and_warned(tmp_path, change, flag):
     """`bench batch-latency` under load once wrote a non-monotone table (verify 4 < verify 1) without a word;
@@ -235,7 +238,8 @@ def test_compare_labels_synthetic_costs(replay_store):
                                  "json"])
     assert result.exit_code == 0, result.output
     assert {row["timing"] for row in json.loads(result.stdout)} == {
-        "modelled, synthetic costs, concurrency 1", "modelled, synthetic costs, concurrency 64"}
+        "modelled, synthetic costs, decode-only, concurrency 1",  # the table prices no prefill
+        "modelled, synthetic costs, decode-only, concurrency 64"}
 
 
 def test_compare_and_export_warn_once_on_a_flagged_batch_table(replay_store, tmp_path):
@@ -300,3 +304,29 @@ def test_vllm_dsd_verifies_by_the_requests_each_step_schedules():
                          on_served=lambda p, r, seen=served: seen.append(r))
         assert {c.block_size for c in served[0].records} == {16}
         assert {c.verify_length for c in served[0].records} == verified
+
+
+def test_a_served_request_pays_its_prefill_beside_its_decode_steps_unless_decode_only():
+    """Issue 75: the map priced decode steps only, so under load it overstated what a served request gains
+    (by aiconfigurator's H200 prices a 1.28x decode speedup at 64 is about 1.15x with a 1k prefill). A table's
+    prefill prices now add each request's prefill, at its prompt length, to its time and plain decoding's."""
+    from specpolicy.evaluation.serving import evaluate_serving
+    from specpolicy.registry import create_policy
+    from specpolicy.sweep.store import SweepStore
+
+    store = SweepStore.load(ZOO_DIR / "sweeps" / "sharegpt")
+    decode_priced = BatchCostTable.load(SYNTHETIC)
+    priced = replace(decode_priced, prefill={64: 0.001, 1024: 0.01})  # seconds of one request's prefill
+    policy = create_policy("fixed8", store.candidates)
+    [decode] = evaluate_serving(store, [policy], decode_priced, 4)
+    [whole] = evaluate_serving(store, [policy], priced, 4)
+    [left_out] = evaluate_serving(store, [policy], priced, 4, prefills=False)
+    lengths = [r.prompt_length for r in store.records() if r.replay is not None]
+    for d, w, n in zip(decode.prompts, whole.prompts, lengths, strict=True):
+        prefill = float(np.interp(n, [64, 1024], [0.001, 0.01]))
+        assert w.seconds == pytest.approx(d.seconds + prefill)
+        assert w.ar_seconds == pytest.approx(d.ar_seconds + prefill)
+    assert [p.seconds for p in left_out.prompts] == [p.seconds for p in decode.prompts]
+    assert 1 < whole.speedup() < decode.speedup() == left_out.speedup()
+    assert whole.timing == "modelled, synthetic costs, prefill + decode, concurrency 4"
+    assert left_out.timing == decode.timing == "modelled, synthetic costs, decode-only, concurrency 4"
