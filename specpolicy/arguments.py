@@ -25,6 +25,12 @@ def check_block_size(block_size: object) -> int:
     return int(block_size)
 
 
+def check_no_argument(arg: str | None, what: str) -> None:
+    """Refuse a policy's argument where its family reads none (``what`` names the family)."""
+    if arg is not None:
+        raise ValueError(f"{what} takes no argument, got {arg!r}; drop ':{arg}'")
+
+
 def check_candidate_set(candidates: Iterable[object], what: str = "candidates") -> tuple[int, ...]:
     """``candidates`` as sorted block sizes, each through :func:`check_block_size`, or a ValueError naming
     ``what``: the one check of a candidate set (policies, sweeps, replay tables, the CLI)."""

@@ -98,8 +98,7 @@ def _remove(path: Path) -> None:
 
 def _os_error(error: Exception, path: Path, tmp: Path) -> Exception:
     """``error`` as an ``OSError`` naming ``path`` (never the temporary ``tmp``) when the system refused the
-    write (a full disk, a file-size limit), however the library that wrote reported it; any other error as it
-    is."""
+    write (a full disk, a file-size limit), however reported; other errors as they are."""
     if isinstance(error, OSError):
         named = str(error.filename or "")
         if named and not named.startswith(str(tmp)):

@@ -53,8 +53,7 @@ class Step:
 
 def padded(verify: dict[int, dict[int, float]]) -> dict[int, dict[int, float]]:
     """Each ``verify[b][n]`` as the cheapest step of at least b requests x n tokens: an engine pads a batch to
-    its captured graph sizes, and aiconfigurator's measured GEMMs are cheaper at some larger shapes (by up to
-    7%)."""
+    its captured graph sizes; aiconfigurator's measured GEMMs are up to 7% cheaper at some wider shapes."""
     out: dict[int, dict[int, float]] = {}
     wider: dict[int, float] = {}  # the next larger batch's padded row
     for b in sorted(verify, reverse=True):

@@ -97,8 +97,7 @@ def _run_dataset(name: str, options: CompareOptions, policies, candidates: list[
 
 def headline_costs(store, options: CompareOptions):
     """(table, label) the main job prices with when its sweep's measured table is flagged (dropped from the
-    cache, the user told, the shipped quiet table used for the shipped pair), or ``None`` when that table is
-    fine."""
+    cache, the user told, the shipped quiet table used for the shipped pair), or ``None`` when it is fine."""
     from specpolicy.costs import CostTable
     from specpolicy.defaults import SWEEPS_DIR
     table = store.latency()

@@ -1,6 +1,5 @@
 """One error discipline for the command line: every failure one line on stderr (``--debug`` or
-``SPECPOLICY_DEBUG=1`` re-raises); library errors name the problem and the fix, anything else says it is a
-bug."""
+``SPECPOLICY_DEBUG=1`` re-raises); library errors name the problem and the fix, anything else is a bug."""
 
 from __future__ import annotations
 

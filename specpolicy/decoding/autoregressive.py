@@ -1,6 +1,5 @@
 """Plain autoregressive decoding, the baseline every speedup divides by: transformers' ``generate``'s work
-(one step per token, no hidden states), with the speculative decoder's tokens (same positional uniforms at T >
-0)."""
+(one step per token, no hidden states), with the speculative decoder's tokens (same uniforms at T > 0)."""
 
 from __future__ import annotations
 

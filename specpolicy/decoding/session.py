@@ -111,8 +111,7 @@ class DecodeSession:
     @torch.inference_mode()
     def step(self, block_size: int, length: int | None = None) -> CycleRecord:
         """2-6. One cycle of ``block_size`` verifying ``length`` tokens (default the block); at the context
-        limit it verifies the positions left (:func:`~specpolicy.state.context_cap`), with none, it ends the
-        decode."""
+        limit it verifies the positions left (:func:`~specpolicy.state.context_cap`); with none, it ends."""
         block = self._draft_block(block_size, record=False)
         return self.verify(length if block.block_size else None)
 

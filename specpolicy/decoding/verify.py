@@ -43,8 +43,7 @@ def speculative_sampling_verify(
     resample_uniforms: torch.Tensor,
 ) -> VerifyResult:
     """Speculative sampling of ``draft`` [b, n] from ``draft_probs`` q [b, n, V] against ``target_probs`` p
-    [b, n + 1, V]: accept with min(1, p/q), resample a rejection from max(0, p - q), else the bonus from
-    p_n."""
+    [b, n + 1, V]: accept with min(1, p/q), resample a rejection from max(0, p - q), else a bonus from p_n."""
     n = draft.shape[-1]
     p_draft = target_probs[..., :n, :].gather(-1, draft.unsqueeze(-1)).squeeze(-1)
     q_draft = draft_probs.gather(-1, draft.unsqueeze(-1)).squeeze(-1)

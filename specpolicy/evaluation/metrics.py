@@ -129,8 +129,7 @@ class SummaryRow:
 def paired_interval(columns: Sequence[np.ndarray], statistic: Callable[..., np.ndarray],
                     n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> tuple[float, float]:
     """95% percentile interval of ``statistic(*columns, axis=-1)`` over prompts resampled together, the
-    resamples of ``scipy.stats.bootstrap(paired=True, method="percentile")`` (tested) without importing it (1
-    s)."""
+    resamples of ``scipy.stats.bootstrap(paired=True, method="percentile")`` (tested), not imported."""
     data = [np.asarray(c, dtype=np.float64) for c in columns]
     n = len(data[0])
     if n < 2 or any(not np.all(np.isfinite(c)) for c in data):

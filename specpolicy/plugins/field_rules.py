@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 from types import SimpleNamespace
 from typing import Protocol
 
-from specpolicy.arguments import check_count, check_real
+from specpolicy.arguments import check_candidate_set, check_count, check_real
 from specpolicy.costs import CostTable
 from specpolicy.cycles import Plan
 from specpolicy.plugins.cycle_rules import required_costs
@@ -111,6 +111,7 @@ def _checked(family: str, controller: Controller) -> Controller:
         else:
             check_count(value, name, least=1 if f.name.endswith(("tokens", "drafts", "size", "interval",
                                                                   "window")) else 0)
+    check_candidate_set(controller.choices(), f"{family}: the blocks its settings choose")
     return controller
 
 

@@ -82,4 +82,6 @@ def fixed_policy(arg: str | None, candidates: Sequence[int]) -> FixedPolicy:
 
 
 def random_policy(arg: str | None, candidates: Sequence[int]) -> RandomPolicy:
-    return RandomPolicy(candidates, seed=int(arg) if arg and arg.isdigit() else 0)
+    if arg is not None and not (arg.isascii() and arg.isdigit()):
+        raise ValueError(f"the argument is a seed, as in random:7; got {arg!r}")
+    return RandomPolicy(candidates, seed=int(arg or 0))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from specpolicy.arguments import check_no_argument
 from specpolicy.plugins.cycle_rules import snap
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Policy, PromptObservation
 from specpolicy.state import DecodeState
@@ -32,4 +33,5 @@ class HeuristicPolicy(Policy):
 
 
 def heuristic_policy(arg: str | None, candidates: Sequence[int]) -> HeuristicPolicy:
+    check_no_argument(arg, "heuristic")
     return HeuristicPolicy(candidates)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from specpolicy.arguments import check_no_argument
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Plan, Policy, PromptObservation
 
 
@@ -49,21 +50,16 @@ class StepOraclePolicy(TauOraclePolicy):
         return answers.table.oracle_plan(observation.costs, self.candidates, answers.training_block_size)
 
 
-def _no_argument(arg: str | None) -> None:
-    if arg is not None:
-        raise ValueError(f"an oracle takes no argument (it reads the sweep), got {arg!r}; drop ':{arg}'")
-
-
 def time_oracle(arg: str | None, candidates: Sequence[int]) -> TimeOraclePolicy:
-    _no_argument(arg)
+    check_no_argument(arg, "an oracle")
     return TimeOraclePolicy(candidates)
 
 
 def tau_oracle(arg: str | None, candidates: Sequence[int]) -> TauOraclePolicy:
-    _no_argument(arg)
+    check_no_argument(arg, "an oracle")
     return TauOraclePolicy(candidates)
 
 
 def step_oracle(arg: str | None, candidates: Sequence[int]) -> StepOraclePolicy:
-    _no_argument(arg)
+    check_no_argument(arg, "an oracle")
     return StepOraclePolicy(candidates)

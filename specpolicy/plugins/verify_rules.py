@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specpolicy.arguments import check_real
+from specpolicy.arguments import check_no_argument, check_real
 from specpolicy.costs import CostTable
 from specpolicy.cycles import ConfidentPrefix, CostAwareLength, Plan
 from specpolicy.plugins.cycle_rules import AdaptivePolicy, required_costs, start_block_size
@@ -102,4 +102,5 @@ def adaptive_verify_policy(arg: str | None, candidates: Sequence[int]) -> Adapti
 
 
 def verify_oracle(arg: str | None, candidates: Sequence[int]) -> VerifyOraclePolicy:
+    check_no_argument(arg, "an oracle")
     return VerifyOraclePolicy(candidates)

@@ -38,8 +38,7 @@ def candidate_values(store: SweepStore, records: list[SweepRecord], candidates: 
 def training_set(store: SweepStore, label: str = "time", candidates: Sequence[int] | None = None,
                  costs: CostTable | None = None, records: Sequence[SweepRecord] | None = None) -> TrainingSet:
     """Features, per-candidate values and oracle labels of every valid record: ``label`` ``time`` (default) or
-    ``tau``; ``candidates`` a subset of the store's; ``costs`` another machine's table; ``records`` if
-    read."""
+    ``tau``; ``candidates`` a subset of the store's; ``costs`` another machine's table; ``records``: read."""
     if label not in LABELS:
         raise ValueError(f"unknown label {label!r}; use one of {', '.join(LABELS)}")
     candidates = check_candidate_set(candidates) if candidates is not None else store.candidates

@@ -210,6 +210,10 @@ def test_llamacpp_ema_probes_up_on_full_accepts_and_averages_partial_ones():
     ("mistralrs-adaptive:depth=3", "no parameter 'depth'"),
     ("llamacpp-ema:alpha=nan", "alpha"),
     ("mistralrs-autotune:probe_interval=0", "probe_interval"),
+    # found by this stop's audit: a block past 64 was accepted and the refusal told to sweep block 100
+    ("mistralrs-autotune:max_drafts=99",
+     r"mistralrs-autotune: the blocks its settings choose: block size must be an integer in 1\.\.64"),
+    ("sglang-adaptive:candidate_steps=1/3/70", "sglang-adaptive: the blocks its settings choose"),
 ])
 def test_bad_parameters_are_refused_naming_them(name, message):
     with pytest.raises(ValueError, match=message):

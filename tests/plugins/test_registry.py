@@ -264,3 +264,11 @@ def test_a_policy_name_with_an_empty_argument_or_other_digits_is_refused(name, m
 
     with pytest.raises(ValueError, match=message):
         create_policy(name, [1, 2, 4, 8, 16])
+
+
+@pytest.mark.parametrize("name", sorted(get_registry().families))
+def test_every_family_refuses_an_argument_it_cannot_read(name):
+    """Found by this stop's audit: ``heuristic:max=99`` and ``oracle-verify:x`` ran and ignored their
+    argument; a family reads its argument or refuses it, naming the policy."""
+    with pytest.raises((ValueError, OSError), match="zz-9"):  # a missing file named zz-9 too
+        get_registry().create(f"{name}:zz-9", (1, 2, 4, 8, 16))

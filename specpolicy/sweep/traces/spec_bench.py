@@ -1,6 +1,5 @@
 """Spec-Bench answers (``evaluation/eval.py`` of hemingkx/Spec-Bench): per answer, ``choices[0]`` holds
-``new_tokens`` per turn and ``accept_lengths`` per step; the recorded decode replays exactly at its one
-block."""
+``new_tokens`` per turn and ``accept_lengths`` per step; a recorded decode replays exactly at its block."""
 
 from __future__ import annotations
 

@@ -20,8 +20,7 @@ DETAILED = "--per-request-spec-decode-metrics detailed (per choice: --per-reques
 @dataclass(frozen=True)
 class StepRequest:
     """One response's per-step record: K (0 without metrics), (accepted, drafted) per step (``None`` without
-    metrics) and ``usage.completion_tokens`` (``None`` if not saved), which cuts a last step that ran past the
-    output."""
+    metrics) and ``usage.completion_tokens`` (``None`` if not saved), cutting a last step past the output."""
 
     id: str
     k: int
