@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from specpolicy.arguments import check_count, check_real
 from specpolicy.cycles import Plan
-from specpolicy.defaults import ENGINE_DRAFTS, LLAMACPP_N_MAX, LLAMACPP_P_MIN
+from specpolicy.defaults import ENGINE_DRAFTS, LLAMACPP_N_MAX, LLAMACPP_P_MIN, MAX_BLOCK_SIZE
 from specpolicy.plugins.verify_rules import MarginalPolicy, ThresholdPolicy
 from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.replay.export import EngineConfigPolicy, VllmConfig, vllm_lookup
@@ -21,6 +21,7 @@ from specpolicy.state import DecodeState
 MINIMUM = {"n_max": 1, "num_speculative_tokens": 1, "max_draft_len": 1, "acceptance_rate_window_size": 0,
            "acceptance_rate_threshold": 0.0}
 """the least value of each engine parameter the engines take (p_min: checked as a probability)"""
+DRAFT_COUNTS = ("n_max", "num_speculative_tokens", "max_draft_len")
 
 
 def _whole(text: str) -> int:
@@ -86,6 +87,8 @@ def engine_args(family: str, arg: str | None, settings: type) -> object:
         if least is not None:
             check = check_count if isinstance(least, int) else check_real
             check(given[name], f"{family}: {name} (at least the engine's least)", least)
+        if name in DRAFT_COUNTS and given[name] >= MAX_BLOCK_SIZE:  # each drafts a block of this + 1
+            raise ValueError(f"{family}: {name} drafts at most {MAX_BLOCK_SIZE - 1} tokens; got {text}")
     return settings(**given)
 
 

@@ -174,3 +174,14 @@ def test_what_cannot_be_exported_to_llamacpp_says_why(name, message):
 
     with pytest.raises(ValueError, match=message):
         deployable_settings(create_policy(name, [1, 4, 8, 16]), 16)
+
+
+@pytest.mark.parametrize("name", ["vllm-dsd:num_speculative_tokens=99", "llamacpp-pmin:n_max=64",
+                                  "vllm-adaptive:num_speculative_tokens=70",
+                                  "trtllm-schedule:max_draft_len=64"])
+def test_a_draft_count_past_the_largest_block_is_refused_naming_it(name):
+    """Found by this stop's audit: ``vllm-dsd:num_speculative_tokens=99`` was refused only as "block size
+    must be an integer in 1..64, got 100", naming neither the policy nor the parameter."""
+    parameter = name.split(":")[1].split("=")[0]
+    with pytest.raises(ValueError, match=f"{parameter} drafts at most 63 tokens"):
+        create_policy(name, CANDIDATES)
