@@ -27,7 +27,7 @@ from specpolicy.replay.batch_costs import BatchCostTable
 BY = ("category", "group", "context")
 """the prompt labels ``by`` reports per (``context``: a stored prompt's length bucket)"""
 SWEEP_SETTINGS = ("datasets", "temperature", "max_samples", "max_new_tokens", "seed", "target", "drafter",
-                  "device", "dtype")
+                  "device", "dtype", "threads")
 """what a fresh sweep is made with (refused beside ``sweep``, which has its own)"""
 STEPS_TABLE = "costs.json"
 """the engine's cost table in a ``--steps`` folder, beside each policy's replies: what marks such a folder"""
@@ -118,6 +118,8 @@ class CompareOptions:
         if self.engine and (self.mode is Mode.live or self.batch_costs is not None or self.costs):
             raise ValueError("--engine measures the engine and prices replay with the engine's own cost "
                              "table; drop --mode live, --costs and --batch-costs")
+        if self.server is not None and not self.engine:
+            raise ValueError("--server is the llama-server --engine runs: add --engine llamacpp or drop it")
         if self.steps is not None and not self.engine:
             raise ValueError("--steps saves the engine's per-step records: add --engine llamacpp, or drop it")
         if self.steps is not None:  # a new folder, or an earlier run's (replaced whole, never mixed)
@@ -127,7 +129,7 @@ class CompareOptions:
         if self.by == "context" and self.sweep is None:
             raise ValueError("--by context reads each stored prompt's length: pass --sweep DIR")
         if self.sweep is not None:
-            engine_pair = ("target", "drafter") if self.engine else ()  # the engine runs them on its prompts
+            engine_pair = ("target", "drafter", "threads") if self.engine else ()  # the engine runs them
             ignored = [{"datasets": "--dataset"}.get(name, f"--{name.replace('_', '-')}")
                        for name in SWEEP_SETTINGS if self.given(name) and name not in engine_pair]
             if ignored:

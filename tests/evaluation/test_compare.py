@@ -154,6 +154,9 @@ def test_a_concurrency_the_gpus_kv_cache_cannot_hold_is_refused_naming_it(replay
       "aic-h100-sxm-vllm-qwen3-8b-dflash-context-8192"], "error: the batch cost table"),
     (["--policies", "fixed5"], "error: policy 'fixed5' chooses among [5] but the sweep recorded"),
     (["--policies", "fixed4", "--decode-only"], "error: --decode-only leaves the prefill out of a served"),
+    # found by this stop's audit: both were silently ignored by a replay of a stored sweep
+    (["--policies", "fixed4", "--server", "/x/llama-server"], "error: --server is the llama-server --engine"),
+    (["--policies", "fixed4", "--threads", "4"], "error: --sweep evaluates a stored sweep with its own"),
 ])
 def test_a_refusal_is_the_only_line(replay_store, arguments, refusal):
     """Reproduced: `compare --policies fixed4 --concurrency 1,64` with the H100 table at 8k, or a policy
