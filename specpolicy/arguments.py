@@ -109,7 +109,9 @@ def check_temperature(temperature: float, name: str = "temperature") -> float:
     return check_real(temperature, name, 0, MAX_TEMPERATURE)
 
 
-def check_engine(name: str | None, verb: str = "drives") -> None:
-    """The one check of an ``--engine`` name (``None``: no engine): llama.cpp's, or a ValueError naming it."""
+def check_engine(name: str | None, verb: str = "drives", server: str | None = None) -> None:
+    """The one check of an ``--engine`` name (``None``: no engine; ``server`` only with one): llama.cpp's."""
     if name not in (None, "llamacpp"):
         raise ValueError(f"--engine {name} is not an engine specpolicy {verb}; use --engine llamacpp")
+    if server is not None and name is None:
+        raise ValueError("--server is the llama-server --engine runs: add --engine llamacpp or drop it")

@@ -61,8 +61,7 @@ def cliffs(verify: dict[int, float]) -> tuple[int, ...]:
 def fit(verify: dict[int, list[float]], draft: dict[int, list[float]], source: str,
         ar_seconds: float | None = None) -> FittedTable:
     """A table from seconds per verify width and per drafted block: the plain step is the one-token verify
-    (a cycle of B = 1), else ``ar_seconds``, else extrapolated from the two narrowest widths (said in a
-    warning)."""
+    (a cycle of B = 1), else ``ar_seconds``, else extrapolated from the two narrowest widths (warned)."""
     if not verify:
         raise ValueError(f"{source} times no verify; it holds no cycles to fit a table from")
     means = {w: float(np.mean(s)) for w, s in verify.items()}

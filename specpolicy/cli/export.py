@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from specpolicy.arguments import check_engine
 from specpolicy.cli.common import BatchCostsOption, ServerOption, check_out_file, fail, stderr, warn_line
 from specpolicy.files import write_text
 
@@ -21,7 +22,7 @@ def export(
                                           "server and each setting's request fields, or a stock server "
                                           "per setting, and the routing rule)"),
     server: str = ServerOption,
-    batch_sizes: str = typer.Option("1-8", help="concurrencies to export a size for, e.g. 1-8"),
+    batch_sizes: str = typer.Option(None, help="concurrencies to export a size for (default 1-8), e.g. 1-4"),
     drafter: str = typer.Option(None, help="the drafter's path or hub id on the serving machine, written "
                                            "into the configs (default: a marked placeholder naming the "
                                            "sweep's drafter)"),
@@ -40,13 +41,19 @@ def export(
     from specpolicy.sweep.store import SweepStore
 
     check_out_file(out, "export.json")
+    check_engine(engine, "exports to", server)
+    ignored = [o for o, given in (("--sweep", sweep), ("--batch-costs", batch_costs), ("--drafter", drafter),
+                                  ("--batch-sizes", batch_sizes), ("--fastest", fastest)) if given]
+    if engine is not None and ignored:
+        raise fail(f"--engine llamacpp writes llama-server command lines; {', '.join(ignored)} would be "
+                   "ignored: drop them, or drop --engine for the vLLM and SGLang export")
     if engine is not None:
         return _write(_llamacpp(policy, engine, server), out)
     missing = serving_inputs_missing(sweep, batch_costs)
     if missing:
         raise fail(f"the vLLM and SGLang export simulates the policy serving: pass {missing}; or pass "
                    "--engine llamacpp for llama-server command lines")
-    batches = parse_candidates(batch_sizes, "--batch-sizes", block_sizes=False)
+    batches = parse_candidates(batch_sizes or "1-8", "--batch-sizes", block_sizes=False)
     costs = BatchCostTable.load(batch_costs)
     costs.check_batches(batches, "--batch-sizes")
     store = SweepStore.load(sweep)
@@ -68,14 +75,12 @@ def export(
 def _llamacpp(policy: str, engine: str, server: str | None) -> dict:
     """llama-server command lines that deploy ``policy`` with the shipped pair's GGUF files (``specpolicy
     engine convert`` writes other pairs')."""
-    from specpolicy.arguments import check_engine
     from specpolicy.defaults import DEFAULT_CANDIDATES, DEFAULT_THREADS, TRAINING_BLOCK_SIZE
     from specpolicy.engines.build import find_server, gguf_pair
     from specpolicy.evaluation.engine import deployable_settings, engine_sizes, for_engine
     from specpolicy.evaluation.export import llamacpp_deployment
     from specpolicy.registry import get_registry
 
-    check_engine(engine, "exports to")
     sizes = engine_sizes(DEFAULT_CANDIDATES)
     settings = deployable_settings(for_engine(get_registry().create(policy, sizes), sizes),
                                    TRAINING_BLOCK_SIZE)

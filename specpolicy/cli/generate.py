@@ -56,7 +56,7 @@ def generate(
 
     _check_prompt(prompt)
     check_draft_sampling(draft_sampling, temperature)
-    check_engine(engine)
+    check_engine(engine, server=server)
     if engine is not None and (temperature > 0 or draft_sampling):
         raise fail("--engine decodes greedily: drop --temperature and --draft-sampling")
     table = CostTable.load(costs) if costs else None

@@ -20,8 +20,7 @@ from specpolicy.state import DecodeState, DraftedBlock, commit_tokens, context_c
 
 class DecoderParts(Protocol):
     """What a session uses of the :class:`~specpolicy.decoding.decoder.SpeculativeDecoder` that starts it: the
-    decoder builds sessions, and a session knows the decoder only by this shape (one arrow, decoder ->
-    session)."""
+    decoder builds sessions; sessions know the decoder only by this shape (one arrow: decoder -> session)."""
 
     target: Any
     drafter: Any

@@ -216,8 +216,7 @@ def gguf_pair(target: str, drafter: str, out: Path | None = None,
 
 def converted(folder: Path, inputs: dict) -> bool:
     """Whether ``folder`` holds a complete conversion of ``inputs`` (the weights' fingerprints, llama.cpp's
-    version): its ``conversion.json`` names them and every GGUF file it lists has the size it had when
-    written."""
+    version): its ``conversion.json`` names them and every GGUF file it lists has its size when written."""
     try:
         document = json.loads((folder / "conversion.json").read_text())
         files = document["files"]

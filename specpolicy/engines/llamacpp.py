@@ -157,8 +157,7 @@ class Server:
     @classmethod
     def start(cls, binary: Path, target: Path, drafter: Path, setting: Setting, threads: int) -> Server:
         """Start a server on a free loopback port, wait until it answers /health (a port taken in between is
-        retried on another) and warm it with one short request, so no measured request pays its first
-        touches."""
+        retried on another) and warm it with one short request: no measured request pays its first touches."""
         for _ in range(3):
             port = _free_port()
             server = cls(server_command(binary, target, drafter, setting, threads, port), port)

@@ -114,12 +114,10 @@ class CompareOptions:
 
     def _validate_where(self) -> None:
         """The engine, the labels and the stored sweep."""
-        check_engine(self.engine)
+        check_engine(self.engine, server=self.server)
         if self.engine and (self.mode is Mode.live or self.batch_costs is not None or self.costs):
             raise ValueError("--engine measures the engine and prices replay with the engine's own cost "
                              "table; drop --mode live, --costs and --batch-costs")
-        if self.server is not None and not self.engine:
-            raise ValueError("--server is the llama-server --engine runs: add --engine llamacpp or drop it")
         if self.steps is not None and not self.engine:
             raise ValueError("--steps saves the engine's per-step records: add --engine llamacpp, or drop it")
         if self.steps is not None:  # a new folder, or an earlier run's (replaced whole, never mixed)

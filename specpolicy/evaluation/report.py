@@ -106,8 +106,7 @@ def plot_by_label(parts: Sequence[tuple[str, Sequence[PolicyResults]]], path: st
 
 def plot_speedup_map(cells: dict[tuple[str, str, int], float], path: str | Path, title: str = "") -> Path:
     """Save a heat map per policy of pooled speedup over plain AR, prompt groups (rows) x concurrency
-    (columns), from ``cells`` {(policy, group, concurrency): speedup}; a cell below AR is printed in red with
-    a ``<``."""
+    (columns), from ``cells`` {(policy, group, concurrency): speedup}; a cell below AR in red with a ``<``."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -51,6 +51,8 @@ def settings(rule: str, grid: Mapping[str, Sequence[str]], draws: int | None = N
     built once so a bad name or value is refused before any replay."""
     if not grid:
         raise ValueError("tune needs a --grid of at least one parameter, such as --grid window_size=2,4,8")
+    if seed and draws is None:
+        raise ValueError("--seed draws the --draws settings of the grid: add --draws N, or drop --seed")
     if ":" in rule:
         raise ValueError(f"tune takes a rule's name ({rule.partition(':')[0]}); give its parameters in "
                          "--grid")

@@ -1,6 +1,5 @@
 """Checkpoint bridges between the z-lab DFlash drafter and transformers' ``MuseGlimmerAssistantModel`` (the
-same layer math, renamed); anything without a counterpart (attention biases, short sliding windows) is
-refused."""
+same layer math, renamed); what has no counterpart (attention biases, short sliding windows) is refused."""
 
 from __future__ import annotations
 

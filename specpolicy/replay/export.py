@@ -203,8 +203,7 @@ def choose_sglang(sizes: Sequence[int], batches: Sequence[int], throughput: Thro
 def choose_vllm(sizes: Sequence[int], batches: Sequence[int], throughput: Throughput,
                 model: str = "") -> VllmConfig:
     """The fastest static vLLM configuration for a store (``export --fastest``): the block with the most
-    summed throughput verified whole, then per batch size the fastest verify length, each simulated as vLLM
-    runs it."""
+    summed throughput verified whole, then per batch size the fastest verify length, each simulated as run."""
     drafted = [size for size in sizes if size > 1]
     if not drafted:
         raise ValueError(f"vLLM's DFlash drafts at least 2 tokens; the sweep's sizes {list(sizes)} have "

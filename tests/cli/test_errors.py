@@ -66,6 +66,11 @@ def test_broken_drafter_folders(test_zoo, broken_drafters, case, message):
     (["sweep", "--out", "FILE", "--max-samples", "1"], "is a file; pass a folder"),
     (["sweep", "--out", "FILE/sub", "--max-samples", "1"], "lies under the file"),
     (["import-blockpilot", "BP", "--out", "TMP/store"], "holds a JSON list; expected an object"),
+    # found by this stop's audit: each was silently ignored
+    (["generate", "hi", "--server", "TMP/llama-server"], "--server is the llama-server --engine runs"),
+    (["export", "fixed16", "--server", "TMP/llama-server"], "--server is the llama-server --engine runs"),
+    (["export", "fixed16", "--engine", "llamacpp", "--sweep", "SWEEP", "--batch-sizes", "1,2"],
+     "--engine llamacpp writes llama-server command lines; --sweep, --batch-sizes would be ignored"),
 ])
 def test_bad_input_fails_before_any_model_loads(tmp_path, args, message):
     from specpolicy.envs.replay_data import shipped_sweep

@@ -62,3 +62,9 @@ def test_llama_cpps_stock_flags_tune_and_come_back_as_its_flags():
     names = settings("llamacpp-pmin", parse_grid(["n_max=1,3,7"]))
     tuned = tune(ZOO, "llamacpp-pmin", names, fixed=[1, 2, 4, 8])
     assert tuned.terms.startswith("--spec-draft-n-max ") and tuned.terms.endswith(" --spec-draft-p-min 0.0")
+
+
+def test_a_seed_without_draws_is_refused():
+    """Found by this stop's audit: ``tune --seed 3`` without ``--draws`` replayed the whole grid."""
+    with pytest.raises(ValueError, match="--seed draws the --draws settings"):
+        settings("dflash-mlx", parse_grid(["window_size=2,4"]), seed=3)
