@@ -10,9 +10,9 @@ from pathlib import Path
 from specpolicy.defaults import DEFAULT_POLICY
 from specpolicy.evaluation.compare import compare_sweep
 
-FIELD = ("dflash-mlx", "dflash-mlx-count", "sglang-adaptive", "mistralrs-dflash", "mistralrs-adaptive",
-         "mistralrs-autotune", "mlx-vlm", "ollama", "llamacpp-streak", "llamacpp-ema", "llamacpp-pmin",
-         "heuristic", "vllm-dsd", "trtllm-schedule")
+FIELD = ("dflash-mlx", "dflash-mlx-count", "sglang-adaptive", "sglang-dflash-verify", "mistralrs-dflash",
+         "mistralrs-adaptive", "mistralrs-autotune", "mlx-vlm", "ollama", "llamacpp-streak", "llamacpp-ema",
+         "llamacpp-pmin", "heuristic", "vllm-dsd", "trtllm-schedule")
 """the field's controllers at their defaults (``heuristic``: Hugging Face's and llama.cpp #3006's rule)"""
 GRIDS = {
     "dflash-mlx": ["window_size=2,4,8", "tpc_threshold=2,2.5,3,3.5,4", "min_block_tokens=2,4,6,8"],
@@ -20,6 +20,8 @@ GRIDS = {
                          "reduced_burst_cycles=8,24,64"],
     "sglang-adaptive": ["candidate_steps=1/3/7,1/3/5/7,3/7/15,1/3/7/15", "ema_alpha=0.1,0.2,0.4",
                         "update_interval=1,5", "down_hysteresis=-0.5,-0.25,0"],
+    "sglang-dflash-verify": ["candidate_steps=3/7/11/15,1/3/7/15,3/7/15", "ema_alpha=0.1,0.2,0.4",
+                             "update_interval=1,5", "down_hysteresis=-0.5,-0.25,0"],
     "mistralrs-dflash": ["max_drafts=3,5,7,11,15"],
     "mistralrs-adaptive": ["tiers=3/5,2/4,4/8", "max_drafts=7,11,15", "ema_alpha=0.2,0.4", "sticky=1,4"],
     "mistralrs-autotune": ["depths=2/3/4/6,1/3/7/11,3/7/11/15", "max_drafts=7,11,15",

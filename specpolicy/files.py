@@ -113,8 +113,7 @@ def shipped(path: str | Path, folder: Path, suffix: str = "",
             found: Callable[[Path], bool] = Path.exists) -> Path:
     """``path`` where it exists; else the shipped file the docs name, from any folder: a path under
     ``specpolicy/`` (as from a checkout) in the installed package, or a bare name (``NAME`` or
-    ``NAME{suffix}``) in ``folder``, where ``found`` says it is one; else ``path`` as given (its reader names
-    it)."""
+    ``NAME{suffix}``) in ``folder``, where ``found`` says it is one; else ``path`` (its reader names it)."""
     given = Path(path)
     if given.exists() or given.is_absolute():
         return given

@@ -1,6 +1,5 @@
 """``specpolicy bench latency|batch-latency|serving-costs|gpu-check``: cost tables and an accelerator's check
-(numbers, never test assertions; the project's own benchmarks run from a checkout: ``python -m
-benchmarks``)."""
+(numbers, never test assertions; the project's own benchmarks: ``python -m benchmarks``, a checkout)."""
 
 from __future__ import annotations
 

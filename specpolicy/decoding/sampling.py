@@ -37,8 +37,7 @@ def sample_with_uniforms(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.T
 
 class PositionalUniforms:
     """Uniforms in [0, 1) by (stream, absolute position), fixed by a seed (streams: 0 target samples, 1
-    acceptance, 2 residuals, 3 drafter), generated per ``BLOCK`` positions so none depends on how far a decode
-    looks ahead."""
+    acceptance, 2 residuals, 3 drafter), made per ``BLOCK`` positions: none depends on lookahead."""
 
     BLOCK = 1024
 

@@ -230,8 +230,7 @@ def convert_pair(target: Path, drafter: Path, out: Path, inputs: dict,
                  report: Callable[[str], None] = print) -> dict:
     """Write ``target.gguf`` and ``drafter.gguf`` (float32) into ``out`` with ``convert_hf_to_gguf.py``, then
     ``conversion.json`` (``inputs``, the files' sizes, what was changed; an unknown pre-tokenizer that is
-    exactly GPT-2's byte-level split is declared ``gpt-2``), last, so a kill leaves no conversion that looks
-    complete."""
+    exactly GPT-2's byte-level split is declared ``gpt-2``), last: a kill leaves none looking whole."""
     tree = llama_source(report)
     declared = _pre_tokenizer(target)
     out.mkdir(parents=True, exist_ok=True)

@@ -25,8 +25,7 @@ _UNUSED_ON_LOAD = {"learning_rate": 0.0, "lr_schedule": lambda _: 0.0, "clip_ran
 def save_agent(agent: object, path: str | Path, env: object | None = None,
                spec: AgentSpec | None = None) -> Path:
     """Save ``agent`` (a stable-baselines3 model or a LinUCB) and the spec of ``env`` (or ``spec``) into the
-    folder ``path``, written whole or not at all (an earlier agent's folder is replaced, any other
-    refused)."""
+    folder ``path``, whole or not at all (an earlier agent's folder is replaced, any other refused)."""
     if spec is None:
         if env is None:
             raise ValueError("save_agent needs the environment the agent learned on (env=...) or its spec "

@@ -1,6 +1,5 @@
 """Where episodes come from, behind one interface: :class:`~specpolicy.envs.replay_data.ReplayData` or
-:class:`~specpolicy.envs.live.LiveSource` start an :class:`Episode` and price a prompt at one B
-(``outcome``)."""
+:class:`~specpolicy.envs.live.LiveSource` start an :class:`Episode`, price a prompt at a B (``outcome``)."""
 
 from __future__ import annotations
 

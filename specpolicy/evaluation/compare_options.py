@@ -1,6 +1,5 @@
 """What a comparison is asked, checked before any model loads (no torch): :class:`CompareOptions`, the one
-check of ``specpolicy compare``'s options and :func:`~specpolicy.evaluation.compare.compare_sweep`'s
-arguments."""
+check of ``specpolicy compare``'s options and :func:`~specpolicy.evaluation.compare.compare_sweep`'s."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Off-policy evaluation of block-size policies from logged bandit data (action, propensity, reward per
-prompt): IPS, self-normalised IPS and doubly robust values of a deterministic policy, with bootstrap 95%
-intervals."""
+prompt): IPS, self-normalised IPS and doubly robust values of a deterministic policy, bootstrap 95% CIs."""
 
 from __future__ import annotations
 

@@ -100,8 +100,7 @@ class Attachment:
 def attach(model: PreTrainedModel, policy: PolicyLike, *, costs: CostTable | str | Path | None = None,
            candidates: Sequence[int] | None = None, prompt_id: str = "hf") -> Attachment:
     """Make ``model.generate(..., speculation_type="dflash")`` pick B with ``policy``; ``costs``: a
-    :class:`~specpolicy.costs.CostTable` or its file; ``prompt_id``: the observation's name (default
-    ``"hf"``)."""
+    :class:`~specpolicy.costs.CostTable` or its file; ``prompt_id``: the observation's name (``"hf"``)."""
     return Attachment(model, policy, costs=costs, candidates=candidates, prompt_id=prompt_id)
 
 
@@ -157,8 +156,7 @@ def generate(model: PreTrainedModel, drafter: PreTrainedModel | DFlashDrafter | 
              candidates: Sequence[int] | None = None, prompt_id: str = "hf",
              **generate_kwargs: Any) -> HFGeneration:
     """``model.generate(**generate_kwargs, assistant_model=drafter, speculation_type="dflash")`` with every
-    cycle's B chosen by ``policy`` (a z-lab ``drafter`` is converted per call); other arguments as
-    :func:`attach`."""
+    cycle's B chosen by ``policy`` (a z-lab ``drafter`` converted per call); the rest as :func:`attach`."""
     assistant = as_assistant(drafter)
     check_pair(model, assistant)
     with attach(model, policy, costs=costs, candidates=candidates, prompt_id=prompt_id) as run:

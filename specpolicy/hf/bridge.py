@@ -87,8 +87,7 @@ def check_assistant(assistant: object) -> Any:
 def from_transformers_assistant(assistant: PreTrainedModel | str | Path, num_target_layers: int | None = None
                                 ) -> DFlashDrafter:
     """transformers' DFlash assistant (model or folder) as a specpolicy drafter; ``num_target_layers``
-    default: the depth whose default layer choice gives the assistant's ``target_layer_ids`` (asked for when
-    none does)."""
+    default: the depth whose default layer choice gives the assistant's ``target_layer_ids`` (else asked)."""
     require_dflash_support()
     if isinstance(assistant, (str, Path)):
         from transformers import MuseGlimmerAssistantModel

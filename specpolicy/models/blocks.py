@@ -27,8 +27,7 @@ def draft_mixed_blocks(
     sizes: torch.Tensor,
 ) -> torch.Tensor:
     """Drafter hidden states [N, max(sizes), H] of blocks [anchor, mask...] at ``anchors`` [N] of ``sizes``
-    [N], in one forward over the context ``cache`` of ``input_ids`` [S]; row k of block n predicts anchors[n]
-    + k."""
+    [N], in one forward over the ``cache`` of ``input_ids`` [S]; block n's row k predicts anchors[n]+k."""
     device = input_ids.device
     seq = len(cache)
     block_of_row = torch.repeat_interleave(torch.arange(len(sizes), device=device), sizes)  # [R]

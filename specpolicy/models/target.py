@@ -41,8 +41,7 @@ def target_forward(
     hidden_states: bool = True,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
     """Run the target on ``input_ids`` / ``position_ids`` [b, s], extending ``cache`` -> logits [b, s or
-    logits_to_keep, V] and, with ``hidden_states``, every layer's [b, s, H] (index 0: embeddings), else
-    ``None``."""
+    logits_to_keep, V] and, with ``hidden_states``, every layer's [b, s, H] (0: embeddings), else ``None``."""
     kwargs = {cache_kwarg(type(model)): cache}
     out = model(
         input_ids=input_ids,

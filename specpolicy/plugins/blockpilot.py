@@ -28,9 +28,8 @@ SETTINGS_NAME = "blockpilot.json"
 
 @dataclass
 class BlockPilotSettings:
-    """Shape, input and output meaning of the predictor (saved beside the weights);
-    ``metadata["validated_with"]``: the table early stopping priced with, the fallback when an observation
-    carries none."""
+    """Shape, input and output meaning of the predictor (saved beside the weights); ``metadata``'s
+    ``validated_with``: the table early stopping priced with, the fallback for an observation without one."""
 
     vocab_size: int
     candidates: list[int] = field(default_factory=lambda: list(DEFAULT_CANDIDATES))

@@ -99,6 +99,9 @@ FAMILIES: dict[str, list[tuple[str, str, dict]]] = {
         ("sglang-adaptive", "field_controllers:sglang_adaptive_policy", {
             "description": "SGLang's adaptive steps: an EMA of accepted drafts per batch-size slot "
                            "(:candidate_steps=1/3/7,...)"}),
+        ("sglang-dflash-verify", "field_controllers:sglang_dflash_verify_policy", {
+            "description": "SGLang's DFlash verify length (#24596): the adaptive EMA picks 4, 8, 12 or 16 of "
+                           "a 16-token draft"}),
         ("mistralrs-dflash", "field_controllers:mistralrs_dflash_policy", {
             "description": "mistral.rs's DFlash depth: 7 drafts at batches <= 2, one above"}),
         ("mistralrs-adaptive", "field_controllers:mistralrs_adaptive_policy", {

@@ -26,24 +26,26 @@ class SglangAdaptive:
     ema_alpha: float = 0.2
     update_interval: int = 5
     warmup_batches: int = 10
+    verify_block: int = 0
+    """0: the steps are the drafts; else every draft is this block and the steps + 1 its verify length"""
     reads_time = False
     TERMS: ClassVar[dict[str, str]] = {
-        "candidate_steps": "json:1.candidate_steps", "up_hysteresis": "json:1.up_hysteresis",
-        "down_hysteresis": "json:1.down_hysteresis", "initial_steps": "--speculative-num-steps",
-        "ema_alpha": "json:ema_alpha", "update_interval": "json:update_interval",
-        "warmup_batches": "json:warmup_batches"}
+        "verify_block": "--speculative-num-draft-tokens", "candidate_steps": "json:1.candidate_steps",
+        "up_hysteresis": "json:1.up_hysteresis", "down_hysteresis": "json:1.down_hysteresis",
+        "initial_steps": "--speculative-num-steps", "ema_alpha": "json:ema_alpha",
+        "update_interval": "json:update_interval", "warmup_batches": "json:warmup_batches"}
     """the ``--speculative-adaptive-config`` JSON's keys (``json:``) and flags"""
 
     def config_base(self) -> dict:
         """The config file's other slots: a file replaces SGLang's defaults whole."""
         return {str(key): {"candidate_steps": list(steps), "up_hysteresis": up, "down_hysteresis": down}
-                for key, (steps, up, down) in SGLANG_SLOTS.items() if key != 1}
+                for key, (steps, up, down) in self.slots.items() if key != 1}
 
     @cached_property
     def slots(self) -> dict[int, tuple[tuple[int, ...], float, float]]:
         """Batch size -> (candidate steps, up and down hysteresis): SGLang's, with this batch-one slot."""
-        return {**SGLANG_SLOTS, 1: (tuple(sorted(set(self.candidate_steps))), self.up_hysteresis,
-                                    self.down_hysteresis)}
+        return {**({} if self.verify_block else SGLANG_SLOTS), 1: (tuple(sorted(set(self.candidate_steps))),
+                                                                 self.up_hysteresis, self.down_hysteresis)}
 
     def start(self, prompt_length: int) -> State:
         steps = {key: self.initial_steps if self.initial_steps in c else c[len(c) // 2]
@@ -59,7 +61,8 @@ class SglangAdaptive:
         return s.steps[self._slot(batch)] + 1
 
     def choices(self) -> set[int]:
-        return {step + 1 for candidates, _, _ in self.slots.values() for step in candidates}
+        return {self.verify_block} if self.verify_block else {
+            step + 1 for candidates, _, _ in self.slots.values() for step in candidates}
 
     def update(self, s: State, length: int, accepted: int, seconds: float) -> None:
         key = self._slot(s.batch)
@@ -264,7 +267,16 @@ class LlamacppEma:
                 (1 - self.alpha) * s.ema + self.alpha * accepted
 
 
+@dataclass(frozen=True)
+class SglangDflashVerify(SglangAdaptive):  # sglang #24596: the same EMA over verify lengths 4/8/12/16
+    candidate_steps: tuple = (3, 7, 11, 15)
+    initial_steps: int = 15
+    verify_block: int = 16
+    TERMS: ClassVar[dict[str, str]] = {**SglangAdaptive.TERMS, "initial_steps": "# the whole block first"}
+
+
 sglang_adaptive_policy = field_policy("sglang-adaptive", SglangAdaptive)
+sglang_dflash_verify_policy = field_policy("sglang-dflash-verify", SglangDflashVerify)
 mistralrs_dflash_policy = field_policy("mistralrs-dflash", MistralrsDflash)
 mistralrs_adaptive_policy = field_policy("mistralrs-adaptive", MistralrsAdaptive)
 mlx_vlm_policy = field_policy("mlx-vlm", MlxVlm)

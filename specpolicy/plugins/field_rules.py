@@ -96,7 +96,9 @@ class FieldPolicy(Policy):
 
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
         costs = required_costs(self, observation) if self.controller.reads_time else None
-        return Plan(FieldRule(self.controller, costs, self.shared))
+        rule = FieldRule(self.controller, costs, self.shared)
+        verifying = getattr(self.controller, "verify_block", 0)  # a block drafted whole, its L the rule's
+        return Plan.fixed(verifying).with_length(lambda s, _: rule(s), False) if verifying else Plan(rule)
 
 
 def _checked(family: str, controller: Controller) -> Controller:

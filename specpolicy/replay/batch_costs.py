@@ -57,8 +57,7 @@ class BatchCostTable(TableFile):
 
     def check(self, max_spread: float = MAX_LATENCY_SPREAD) -> list[str]:
         """Problems that make the table untrustworthy, as :meth:`CostTable.check` finds them: a time that is
-        not a positive finite number, noisy repeats, or a pass that costs less with more tokens or more
-        sequences."""
+        not a positive finite number, noisy repeats, a pass costing less with more tokens or sequences."""
         points = [(name, b, n, s) for name, rows in (("verify", self.verify), ("draft", self.draft),
                                                      ("prefill", {1: self.prefill}))  # one request's
                   for b, row in rows.items() for n, s in row.items()]

@@ -107,8 +107,7 @@ class ReplayTable(ExactSchedules):
               ) -> tuple[CycleRecord, int, int, bool]:
         """One cycle of block size ``size`` verifying ``length`` tokens (default: all) at anchor ``position``
         with ``produced`` tokens output (the prefill's token, then one per anchor passed: ``position -
-        prompt_length + 1``): (cycle, next position, produced, done). Verifying L of B accepts min(accepted at
-        B, L - 1)."""
+        prompt_length + 1``): (cycle, next position, produced, done); L of B accepts min(B's, L - 1)."""
         length = size if length is None else min(length, size)
         rows = self._rows.get((size, length))
         if rows is None:

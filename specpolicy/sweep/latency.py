@@ -105,8 +105,7 @@ def measure_costs(
     seed: int = 0,
 ) -> CostTable:
     """Median seconds of a drafter pass, a verify pass and a plain AR step per block size, over shuffled
-    rounds (the first dropped), with the thread count, dtype, device, machine and :meth:`CostTable.check`'s
-    warnings."""
+    rounds (the first dropped), with the threads, dtype, device, machine and the table's warnings."""
     if repeats < 4:
         raise ValueError(f"a cost table needs at least 4 repeats for its spread, got {repeats}")
     sizes = sorted({int(b) for b in block_sizes} | {1})

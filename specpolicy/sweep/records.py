@@ -42,8 +42,7 @@ class ReplayEntry(_Record):
     chain: bool | None = None
     """True for a chain drafter's trace (EAGLE, n-gram, MTP: a shorter draft is a prefix of a longer one):
     ``accepted`` holds one column, the drafts accepted at the longest candidate, and a block of B accepts
-    min(that, B - 1); ``sequence`` may be empty (no stop token is read: the recorded length ends the
-    decode)"""
+    min(that, B - 1); ``sequence`` may be empty (no stop token read: the recorded length ends the decode)"""
     rounds: bool | None = None
     """True for recorded rounds (a calibration bank, an engine's steps): each reachable anchor replayed on
     its own (:attr:`~specpolicy.replay.table.ReplayTable.rounds`)"""

@@ -104,6 +104,22 @@ def test_sglang_adaptive_warms_up_then_moves_one_threshold_per_update():
     assert runs(sizes) == [(4, 15), (6, 5), (4, 5)]
 
 
+def test_sglangs_dflash_verify_length_moves_the_same_ema_over_4_8_12_16_of_a_16_token_draft():
+    """sglang #24596: every draft is 16 tokens; the adaptive EMA (from 14 drafts, the whole block) picks how
+    many the target verifies. Accepting 2 a cycle, the 15th cycle's update finds the EMA at 2.42: down past
+    11 and 7 (their thresholds 10.25 and 6.25), not past 3 (2.25): L = 8; the 20th, 2.15: L = 4."""
+    policy = create_policy("sglang-dflash-verify", CANDIDATES)
+    plan = policy.plan(PromptObservation(np.zeros(0, np.float32), 10, "p"))
+    state, lengths = DecodeState.after_prefill(np.zeros(0, np.float32), 10), []
+    for _ in range(25):
+        size, length = plan.block(state), plan.length(state, None)
+        assert size == 16 and not plan.reads_block
+        lengths.append(length)
+        state.record(size, min(2, length - 1), length)
+    assert runs(lengths) == [(16, 15), (8, 5), (4, 5)] and policy.choices() == {16}
+    assert "--speculative-num-draft-tokens 16" in policy.engine_terms()
+
+
 def test_sglang_adaptive_reads_the_batch_slot():
     """At batch 8 the slot's candidates are 0, 1, 3: steps 3, so B = 4; at 64 only 0: plain decoding."""
     assert walk("sglang-adaptive", lambda b, i: 0, 3, batch=8) == [4, 4, 4]
