@@ -104,8 +104,7 @@ def check_verify_length(verify_length: object, block_size: int, cap: bool = Fals
 
 
 def check_temperature(temperature: float, name: str = "temperature") -> float:
-    """``temperature`` when it lies in 0..:data:`~specpolicy.defaults.MAX_TEMPERATURE` (0 = greedy), else a
-    ValueError naming ``name``."""
+    """``temperature`` in 0..:data:`~specpolicy.defaults.MAX_TEMPERATURE` (0: greedy), else a ValueError."""
     return check_real(temperature, name, 0, MAX_TEMPERATURE)
 
 

@@ -220,8 +220,7 @@ class CostTable(TableFile):
 
     @classmethod
     def from_json(cls, data: Mapping) -> CostTable:
-        """Read a table; tables written before ``ar_seconds`` existed use the B = 1 verify pass; a serving
-        (batch) table is read at batch one."""
+        """Read a table (before ``ar_seconds``: the B = 1 verify pass); a serving table at batch one."""
         if data.get("kind") == "batch":  # a serving table's batch of one, at every B up to its longest
             verify, draft = ({int(n): float(s) for n, s in data[key]["1"].items()}
                              for key in ("verify", "draft"))

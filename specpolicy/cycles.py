@@ -224,8 +224,7 @@ class Plan:
         return self.block.size if isinstance(self.block, _Always) and self.length is None else None
 
     def known_sizes(self) -> set[int] | None:
-        """Every B the plan can pick, where its rule is a value that says (:meth:`fixed`, an
-        :class:`AnchorActions`), else ``None``."""
+        """Every B the plan can pick where its rule says (:meth:`fixed`, :class:`AnchorActions`), or None."""
         return {self.block.size} if isinstance(self.block, _Always) else (
             {b for b, _ in self.block.actions if b} if isinstance(self.block, AnchorActions) else None)
 

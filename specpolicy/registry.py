@@ -161,8 +161,7 @@ def _load_plugins(manager: pluggy.PluginManager, registry: PolicyRegistry) -> No
 
 
 def _check_pending(manager: pluggy.PluginManager, registry: PolicyRegistry) -> None:
-    """Unregister, each with a warning, the plugins implementing a hook no spec declares (a misspelling is an
-    error, not a silence)."""
+    """Unregister, each with a warning, plugins implementing a hook no spec declares (misspellings speak)."""
     while True:
         try:
             manager.check_pending()

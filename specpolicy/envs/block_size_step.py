@@ -32,8 +32,7 @@ def step_observation(state: DecodeState, candidates: tuple[int, ...], budget: in
 
 
 class BlockSizeStepEnv(gym.Env):
-    """Per-cycle block-size control; ``session``: the episode's replay or live decode (its ``state`` is what
-    the observation encodes)."""
+    """Per-cycle block-size control; ``session``: the episode's decode (its ``state``: what is observed)."""
 
     metadata: ClassVar[dict] = {"render_modes": []}
     granularity = "cycle"

@@ -171,8 +171,7 @@ def stored_labels(sweep: str | Path, by: str) -> dict[str, str]:
 
 
 def check_labels(labels: dict[str, dict[str, str]], by: str) -> dict[str, dict[str, str]]:
-    """``labels`` (dataset -> prompt id -> label), refused where no prompt of a dataset carries a ``by`` label
-    (its rows would all read '-')."""
+    """``labels`` (dataset -> prompt id -> label), refused where no prompt of a dataset has a ``by`` label."""
     unlabelled = [name for name, found in labels.items() if not any(found.values())]
     if unlabelled:
         raise ValueError(f"--by {by}: no prompt of {', '.join(map(str, unlabelled))} carries a {by} label "

@@ -28,8 +28,7 @@ FED = Setting(1, feeds_drafter=True)
 
 
 def engine_sizes(candidates: Sequence[int], largest: int = TRAINING_BLOCK_SIZE) -> list[int]:
-    """The block sizes among ``candidates`` llama.cpp runs with a drafter trained at block ``largest`` (past
-    it, llama.cpp clamps n_max)."""
+    """The block sizes among ``candidates`` llama.cpp runs with a drafter trained at ``largest`` (clamped)."""
     return sorted(b for b in candidates if b <= largest)
 
 

@@ -22,7 +22,9 @@ SEMANTICS = ("the configurations run the policy as closely as each engine can: S
              "num_speculative_tokens + 1 (the policy's most run B > 1; null: the policy never drafts) "
              "verifying K + 1 per batch size (the L it verifies most there). Each engine's columns price "
              "exactly that configuration; read one back with --policies vllm-config:FILE or "
-             "sglang-config:FILE.")
+             "sglang-config:FILE. mlx-vlm (mlx_vlm.server) runs SGLang's block (its columns); dflash-mlx "
+             "(dflash serve) drafts the checkpoint's block and verifies vLLM's batch-one L of it (vLLM's "
+             "batch-one column; null where vLLM drafts another block or none).")
 
 FIRST_PORT = 8081
 """the port of the first llama.cpp server an export writes (the next ones count up)"""
@@ -69,7 +71,10 @@ def export_for_engines(built: Policy, store: SweepStore, costs: BatchCostTable, 
     rows = [_batch_row(built.name, batch, dynamic[batch], configs, pricer, on_batch) for batch in batches]
     document = {"policy": built.name, "per_batch_size": rows,
                 "vllm_speculative_config": vllm.to_json() if vllm is not None else None,
-                "sglang_args": sglang.args(), "semantics": SEMANTICS}
+                "sglang_args": sglang.args(), "mlx_vlm_args": sglang.args("mlx-vlm"),
+                "dflash_mlx_args": vllm.dflash_mlx_args(pricer.prompts.records[0].training_block_size)
+                if vllm else None,
+                "semantics": SEMANTICS}
     if built.needs_sweep:
         document["note"] = (f"{built.name} plans from this sweep's measurements (an upper bound): the "
                             "configurations are the closest to what it chose on these prompts, not a "

@@ -198,7 +198,7 @@ class DFlashDrafter(nn.Module):
 
     def cache_context(self, context_features: torch.Tensor, position_ids: torch.Tensor,
                       cache: DrafterCache) -> None:
-        """Append context keys/values to ``cache`` without drafting: ``context_features`` [b, c, L*H] at
+        """Append context keys/values to ``cache``, no draft: ``context_features`` [b, c, L*H] at
         ``position_ids`` [b, c]."""
         context = self.hidden_norm(self.fc(context_features))
         cos, sin = self.rotary_emb(context, position_ids)

@@ -58,8 +58,7 @@ def resolve_source(name: str, kind: str) -> str:
 
 
 def target_vocab_size(name: str) -> int | None:
-    """The target's vocabulary from its config alone, before any weights load (``None`` when the config cannot
-    be read without loading)."""
+    """The target's vocabulary from its config alone, before any weights load (``None``: not readable so)."""
     try:
         source = resolve_source(name, "target")
         if Path(source, "config.json").is_file():

@@ -55,8 +55,7 @@ def _zero_columns(weight: torch.Tensor, columns: int) -> torch.Tensor:
 
 
 def _layer(state: dict, prefix: str, dims: dict, generator: torch.Generator) -> None:
-    """Grow (or create, where ``prefix`` is new) one decoder layer in ``state`` to ``dims``; every output
-    projection's added columns are zero."""
+    """Grow (or create, where ``prefix`` is new) a decoder layer in ``state`` to ``dims``, added columns 0."""
     hidden, head_dim, dtype = dims["hidden"], dims["head_dim"], dims["dtype"]
     empty = torch.zeros(0, hidden, dtype=dtype)
     attention, key_values, units = dims["heads"] * head_dim, dims["kv"] * head_dim, dims["intermediate"]

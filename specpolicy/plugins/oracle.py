@@ -34,8 +34,7 @@ class TimeOraclePolicy(TauOraclePolicy):
     """Per prompt, the candidate with the fewest modelled seconds (the tau oracle without a cost table)."""
 
     def best(self, observation: PromptObservation, answers: Answers) -> int:
-        """The prompt's fastest candidate (:meth:`Answers.fastest`: measured in a live sweep; by tau without a
-        cost table or a replay)."""
+        """The prompt's fastest candidate (:meth:`Answers.fastest`: measured live; else by tau or replay)."""
         return answers.fastest(self.candidates, observation.costs)
 
 

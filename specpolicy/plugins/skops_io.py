@@ -122,8 +122,7 @@ def _read_weights(file: Path) -> MLPWeights:
 
 
 def check_finite(arrays: dict[str, np.ndarray], where: Path) -> None:
-    """Refuse weights holding NaN or infinite values, naming the arrays (the one check of every weight file
-    a learned policy loads)."""
+    """Refuse weights holding NaN or infinite values, naming the arrays (every learned policy's weights)."""
     broken = sorted(name for name, array in arrays.items() if not np.isfinite(array).all())
     if broken:
         raise ValueError(f"the weights in {where} hold NaN or infinite values ({', '.join(broken[:4])}): the "

@@ -88,6 +88,13 @@ class VllmConfig:
         return plan.with_length(
             lambda state, drafted: min(self.verified(state.batch) + 1, drafted.block_size), reads_block=False)
 
+    def dflash_mlx_args(self, block: int) -> list[str] | None:
+        """``dflash serve``'s flags running this shape at one request, where it drafts the checkpoint's
+        ``block`` (dflash-mlx drafts no other; ``None``), verifying at most L of it."""
+        length = self.shape()[1]
+        return None if self.shape()[0] != block else [
+            "--draft-model", self.model, "--verify-mode", "dflash", "--verify-len-cap", str(length)]
+
     def to_json(self) -> dict:
         """The ``speculative_config``; without a schedule the key is left out (vLLM refuses an empty one)."""
         config = {"method": "dflash", "model": self.model,
@@ -124,10 +131,13 @@ class SglangConfig:
     def plan(self) -> Plan:
         return Plan.fixed(*self.shape())
 
-    def args(self) -> list[str]:
-        """The launch flags (none for B = 1: run without speculation)."""
+    def args(self, engine: str = "sglang") -> list[str]:
+        """SGLang's launch flags, or mlx-vlm's (``mlx_vlm.server``: one block too); none for B = 1."""
         if self.block_size == 1:
             return []
+        if engine == "mlx-vlm":
+            return ["--draft-model", self.draft_model, "--draft-kind", "dflash", "--draft-block-size",
+                    str(self.block_size)]
         return ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", self.draft_model,
                 "--speculative-num-draft-tokens", str(self.block_size)]
 

@@ -58,8 +58,7 @@ class ReplayTable(ExactSchedules):
     """(the cost table last priced with, its fixed seconds by candidate set): evaluation and oracles"""
 
     def drafted_block(self, position: int, block_size: int) -> DraftedBlock:
-        """The block a live ``draft(block_size)`` returns at ``position``: the drafter's confidences [B - 1]
-        and entropies [B - 1] as recorded."""
+        """The block a live ``draft(block_size)`` returns at ``position``: confidences, entropies [B - 1]."""
         entropies = self._block_row(self.entropies, "entropies", position,
                                     block_size) if self.entropies else []
         confidences = self._block_row(self.confidences, "confidences", position, block_size)

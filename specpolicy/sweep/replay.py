@@ -27,8 +27,7 @@ __all__ = ["ReplayTable", "build_replay"]
 
 
 def _matching_prefix(lm_head: torch.nn.Module, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Length [A] of the prefix where argmax(lm_head(hidden)) equals ``labels`` (the LM head runs only on the
-    rows still matching)."""
+    """Length [A] of the prefix where argmax(lm_head(hidden)) equals ``labels`` (head on rows matching)."""
     accepted = torch.zeros(hidden.shape[0], dtype=torch.long, device=hidden.device)
     alive = torch.arange(hidden.shape[0], device=hidden.device)
     for k in range(hidden.shape[1]):

@@ -169,8 +169,7 @@ class SweepStore:
     # --- writing ------------------------------------------------------------------------------------
 
     def append(self, record: SweepRecord, features: Any = None) -> None:
-        """Commit one prompt's record (and its features [V], a tensor or array, kept as float16); the line
-        append is the commit point."""
+        """Commit one prompt's record (and its features [V], kept as float16); the line append commits."""
         if features is not None:
             key = hashlib.sha256(f"{record.prompt_id}\0{record.prompt_sha256}".encode()).hexdigest()[:24]
             name = f"features/{key}.safetensors"
