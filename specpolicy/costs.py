@@ -284,8 +284,7 @@ def label_order(label: str) -> tuple[int, int, str]:
 
 
 def uniform_costs(block_sizes: Iterable[int], ar_seconds: float = 1.0, per_token: float = 0.0) -> CostTable:
-    """A synthetic table: a cycle costs one AR step plus ``per_token`` AR steps per extra token (0: every
-    cycle alike, a GPU at batch 1 in the limit)."""
+    """A synthetic table: a cycle costs one AR step plus ``per_token`` AR steps per extra token."""
     sizes = sorted({int(b) for b in block_sizes} | {1})
     verify = {b: ar_seconds * (1 + per_token * (b - 1)) for b in sizes}
     return CostTable({b: 0.0 for b in sizes}, verify, ar_seconds, machine="synthetic")

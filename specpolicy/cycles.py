@@ -219,8 +219,7 @@ class Plan:
 
     @property
     def always(self) -> int | None:
-        """B when the plan runs whole blocks of one size and reads nothing (:meth:`fixed`), else ``None``:
-        replay reuses the cycles of that size."""
+        """B where the plan runs whole blocks of one size, reading nothing (:meth:`fixed`), else ``None``."""
         return self.block.size if isinstance(self.block, _Always) and self.length is None else None
 
     def known_sizes(self) -> set[int] | None:

@@ -14,8 +14,7 @@ WIDE_CANDIDATES = (1, 2, 4, 8, 12, 16, 20, 24, 32)
 DEFAULT_CANDIDATES = WIDE_CANDIDATES
 """what compare, training and policies choose among unless told otherwise"""
 SHIPPED_SWEEP_CANDIDATES = (1, 2, 4, 8, 12, 14, 15, 16, 17, 18, 20, 24, 32)
-"""what sweeps record unless told otherwise (the shipped sweeps too): the wide set and the paper's
-window, so both evaluate from one store"""
+"""what sweeps record unless told otherwise: the wide set and the paper's window, in one store"""
 MAX_BLOCK_SIZE = 64
 """largest block size accepted by sweeps, replay and the decoder's callers"""
 TWIN_LAYERS = 24
@@ -174,8 +173,7 @@ MAX_RECORDED_RUN = 65_536
 MAX_DRAWN_POSITIONS = 10_000_000
 """the most positions (decodes x tokens) one draw from a speculation profile holds (about 1 GB of records)"""
 SCHEDULED_TOKENS = 8192
-"""the tokens one engine step schedules at most, as the KV-capacity estimate sizes its activations (vLLM's
-default ``max_num_batched_tokens``)"""
+"""the tokens one engine step schedules at most (vLLM's default ``max_num_batched_tokens``)"""
 TABLE_WIDTH = 100
 """columns of a table written to a pipe or a file where the environment names none (``COLUMNS``)"""
 

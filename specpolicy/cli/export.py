@@ -73,8 +73,7 @@ def export(
 
 
 def _llamacpp(policy: str, engine: str, server: str | None) -> dict:
-    """llama-server command lines that deploy ``policy`` with the shipped pair's GGUF files (``specpolicy
-    engine convert`` writes other pairs')."""
+    """llama-server command lines that deploy ``policy`` with the shipped pair's GGUF files."""
     from specpolicy.defaults import DEFAULT_CANDIDATES, DEFAULT_THREADS, TRAINING_BLOCK_SIZE
     from specpolicy.engines.build import find_server, gguf_pair
     from specpolicy.evaluation.engine import deployable_settings, engine_sizes, for_engine

@@ -1,5 +1,4 @@
-"""``specpolicy tune RULE``: a field controller's parameters searched by exact replay, the best held out, and
-the answer in the engine's own terms."""
+"""``specpolicy tune RULE``: a controller's parameters searched by exact replay, held out, in its terms."""
 
 from __future__ import annotations
 

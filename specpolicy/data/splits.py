@@ -1,5 +1,4 @@
-"""The one split rule: prompts sharing a conversation or a normalised text are never on two sides
-(:func:`distinct`, :func:`validation_ids`)."""
+"""The one split rule: prompts sharing a conversation or a normalised text are never on two sides."""
 
 from __future__ import annotations
 

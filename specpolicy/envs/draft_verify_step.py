@@ -18,8 +18,7 @@ DRAFT, VERIFY = 0, 1
 
 def draft_verify_observation(state: DecodeState, candidates: tuple[int, ...], budget: int,
                              prefill: np.ndarray, block: DraftedBlock | None = None) -> np.ndarray:
-    """The observation [22 + 2 (Bmax - 1)] before choosing B (``block`` None) or L (the drafted ``block``), as
-    a trained agent also reads it live."""
+    """The observation [22 + 2 (Bmax - 1)] before B (``block`` None) or L (the drafted ``block``)."""
     top = max(candidates)
     confidences, running, head = np.zeros(top - 1, np.float32), np.zeros(top - 1, np.float32), [DRAFT, 0.0]
     if block is not None:

@@ -75,8 +75,7 @@ def _subset(log: BanditLog, rows: np.ndarray) -> BanditLog:
 
 def estimate(log: BanditLog, target_actions: np.ndarray, n_bootstrap: int = OPE_BOOTSTRAP_RESAMPLES,
              seed: int = 0) -> dict:
-    """Each estimator's value and percentile-bootstrap 95% interval over logged rows
-    (``scipy.stats.bootstrap``): ``{name: (value, low, high)}``."""
+    """Each estimator's value and bootstrap 95% interval over logged rows: ``{name: (value, low, high)}``."""
     from scipy import stats
 
     rows = np.arange(len(log.actions))

@@ -39,8 +39,7 @@ def _grouped_bars(axes, slots: int, series: Sequence[tuple[str, Sequence[float]]
 
 
 def plot_comparison(results: Sequence[PolicyResults], path: str | Path, title: str = "") -> Path:
-    """Save a two-panel figure: pooled speedup over AR per policy (mean tau when untimed); histogram of
-    the block sizes of all cycles per policy."""
+    """Save pooled speedup over AR per policy (mean tau untimed) and a histogram of its block sizes."""
     import matplotlib
 
     matplotlib.use("Agg")

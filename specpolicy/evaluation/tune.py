@@ -31,8 +31,7 @@ class Tuned:
 
 
 def parse_grid(items: Sequence[str]) -> dict[str, list[str]]:
-    """``["window_size=2,4,8", "candidate_steps=1/3/7,1/3/5/7"]`` -> each parameter's values (a tuple's
-    items joined by '/'; checked by the rule)."""
+    """``["window_size=2,4,8", "steps=1/3/7,1/5"]`` -> each parameter's values (tuples joined by '/')."""
     grid: dict[str, list[str]] = {}
     for item in items:
         name, _, values = (part.strip() for part in item.partition("="))

@@ -22,8 +22,7 @@ CONFIG_NAME = "config.json"
 
 
 def cast_keeping_rotary(module: nn.Module, device: str | torch.device, dtype: torch.dtype) -> nn.Module:
-    """``module`` moved to ``device``/``dtype`` in eval mode, its RoPE frequency buffers kept float32
-    (as in the reference loop and the target)."""
+    """``module`` moved to ``device``/``dtype`` in eval mode, its RoPE frequency buffers kept float32."""
     rotary = {name: buffer.clone() for name, buffer in module.named_buffers() if "rotary_emb" in name}
     module = module.to(device=device, dtype=dtype).eval()
     for name, buffer in rotary.items():

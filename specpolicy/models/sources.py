@@ -1,5 +1,4 @@
-"""Where a model is and what it is, without loading it (no torch): zoo names, local folders and hub ids, the
-weights' fingerprint, the target's vocabulary."""
+"""Where a model is and what it is, without loading it (no torch): zoo names, folders and hub ids."""
 
 from __future__ import annotations
 

@@ -47,8 +47,7 @@ class BatchCostTable(TableFile):
     drafter: str = ""
     """how its drafter drafts (:data:`~specpolicy.defaults.DRAFTER_KINDS`; empty: a block drafter)"""
     capacity: str = ""
-    """why it prices no larger batch (a composed table: the requests its GPU's KV cache holds at its
-    context); empty: the batches measured"""
+    """why it prices no larger batch (a composed table: its GPU's KV cache is full); empty: measured"""
     prefill: Mapping[int, float] = field(default_factory=dict)
     """``prefill[n]``: seconds of one request's prefill of n prompt tokens (empty: not priced)"""
 

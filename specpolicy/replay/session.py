@@ -11,8 +11,7 @@ from specpolicy.state import DecodeState, DraftedBlock
 
 
 class Replayed(Protocol):
-    """What a session steps over: a :class:`~specpolicy.replay.table.ReplayTable` (which makes sessions, so
-    this module names it only in words)."""
+    """What a session steps over: a :class:`~specpolicy.replay.table.ReplayTable` (named in words)."""
 
     def start(self) -> tuple[int, int, bool]: ...
     def initial_state(self, prefill_logits: Any = None) -> DecodeState: ...

@@ -1,5 +1,4 @@
-"""Importer of the BlockPilot authors' published per-prompt results into a sweep store (real models'
-acceptance traces: :mod:`specpolicy.sweep.traces`)."""
+"""Importer of the BlockPilot authors' published per-prompt results into a sweep store."""
 
 from __future__ import annotations
 

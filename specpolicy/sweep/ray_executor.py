@@ -44,8 +44,7 @@ def run_sweep_ray(
     shard_size: int = RAY_SHARD_SIZE,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> SweepStore:
-    """:func:`~specpolicy.sweep.run.run_sweep` with prompts sharded over Ray tasks (a running cluster, else a
-    local one; a GPU per worker on CUDA)."""
+    """:func:`~specpolicy.sweep.run.run_sweep` with prompts sharded over Ray tasks (a GPU each on CUDA)."""
     ray = _require_ray()
     import torch
 

@@ -75,7 +75,6 @@ def cycles_per_token(table: ReplayTable, candidates: Sequence[int]) -> list[floa
 
 
 def split_by_prompt(data: TrainingSet, validation: set[str]) -> tuple[TrainingSet, TrainingSet]:
-    """(train, validation) sides of ``data``: the prompts named in ``validation`` (from
-    :func:`~specpolicy.data.splits.validation_ids`) and the rest."""
+    """(train, validation) sides of ``data``: the prompts named in ``validation`` and the rest."""
     held = np.array([pid in validation for pid in data.prompt_ids], dtype=bool)
     return data.subset(np.where(~held)[0]), data.subset(np.where(held)[0])

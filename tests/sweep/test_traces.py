@@ -681,3 +681,16 @@ def test_the_plot_of_imported_traces_claims_no_temperature_it_did_not_run(trace,
                                        "fixed4,oracle", "--plot", str(tmp_path / "plot.png")])
     assert compare.exit_code == 0, compare.output
     assert titles == ["store: replay"]
+
+
+def test_a_policy_reading_prefill_logits_on_an_import_is_told_what_records_them(trace, tmp_path):
+    """Issue 74: an engine's records carry no prefill logits, so BlockPilot cannot read an imported store; the
+    refusal says so and names what records them (a sweep of the same prompts with the target)."""
+    from specpolicy.evaluation.compare import compare_sweep
+
+    store = import_traces(trace[0], tmp_path / "store", TraceArgs(candidates=list(range(1, 14)))).store
+    with pytest.raises(ValueError, match=r"blockpilot reads the prefill logits, .*\(an engine's records carry "
+                                         r"none; a sweep of the same prompts records them: `specpolicy sweep "
+                                         r"--dataset FILE --target MODEL`"):
+        compare_sweep(store.path, ["blockpilot", "fixed4"],
+                      costs=["aic-h100-sxm-vllm-llama-3.1-8b-eagle3-context-1024"])
