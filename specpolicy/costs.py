@@ -37,8 +37,7 @@ class TableFile:
 
     @classmethod
     def load(cls: type[Table], path: str | Path) -> Table:
-        """Read ``path``, or the table of that name shipped in ``specpolicy/zoo/measured`` (with or without
-        ``.json``), so the docs' commands work from any folder."""
+        """Read ``path``, or the table of that name in ``specpolicy/zoo/measured`` (from any folder)."""
         file = shipped(path, MEASURED_DIR, ".json", Path.is_file)
         remeasure = f"remeasure it with `specpolicy {cls.MEASURE} --out FILE`"
         if not file.is_file():

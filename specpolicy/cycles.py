@@ -252,8 +252,7 @@ class CycleSource(Protocol):
     done: bool
 
     def step(self, block_size: int, length: int | None = None) -> CycleRecord:
-        """Run one cycle of ``block_size`` (1 = one autoregressive step) verifying ``length`` tokens of
-        it (default: all; capped at the block) and return its record."""
+        """Run a cycle of ``block_size`` (1: an AR step) verifying ``length`` of it (all); its record."""
         ...
 
     def draft(self, block_size: int) -> DraftedBlock:
@@ -261,8 +260,7 @@ class CycleSource(Protocol):
         ...
 
     def verify(self, length: int | None = None) -> CycleRecord:
-        """The second half: the target verifies the first ``length`` tokens of the drafted block (default:
-        all; capped at its size); returns the cycle's record."""
+        """The second half: the target verifies the first ``length`` tokens of the block; its record."""
         ...
 
 

@@ -16,8 +16,7 @@ TMP_SUFFIX = ".tmp"
 
 
 def check_folder_path(path: str | Path, what: str, fix: str = "pass a folder") -> Path:
-    """``path`` where a folder is or can be made (no file there or above it); else a ValueError naming
-    ``what`` (``--out PATH``, ``$VARIABLE PATH``) and ``fix``."""
+    """``path`` where a folder is or can be made; else a ValueError naming ``what`` and ``fix``."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{what} is a file; {fix}")

@@ -112,8 +112,7 @@ class Policy:
         return replace(plan, block=block)
 
     def restrict(self, offered: Sequence[int]) -> Policy:
-        """This policy choosing only among ``offered`` where its choices are learned (an engine that cannot
-        run the others); a rule over its candidates is itself."""
+        """This policy choosing only among ``offered`` where its choices are learned; a rule is itself."""
         return self
 
     def select(self, observation: PromptObservation) -> int:
@@ -173,8 +172,7 @@ class Policy:
 
 
 class LearnedPolicy(Policy):
-    """A policy with parameters: :meth:`fit` on a training set, :meth:`save`/:meth:`load` a folder
-    (weights in safetensors, settings in JSON; never pickle)."""
+    """A policy with parameters: :meth:`fit`, :meth:`save`/:meth:`load` (safetensors and JSON; no pickle)."""
 
     training_options: tuple[str, ...] = ()
     """the ``specpolicy train`` options this family reads (e.g. ``epochs``); any other one given is refused"""

@@ -80,8 +80,7 @@ def model_config(model: str) -> dict:
 
 def check_serving_arguments(engine: str, drafter: str, context: object, batches: object = SERVING_BATCHES,
                             lengths: object = SERVING_LENGTHS) -> None:
-    """The one check of :func:`serving_costs`' arguments (the command's options too), before aiconfigurator
-    is imported: a ValueError naming the first bad one."""
+    """The one check of :func:`serving_costs`' arguments, before aiconfigurator is imported."""
     if engine not in SERVING_ENGINES:
         raise ValueError(f"unknown engine {engine!r}; aiconfigurator measures {', '.join(SERVING_ENGINES)}")
     if drafter not in DRAFTERS:

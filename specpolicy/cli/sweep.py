@@ -18,6 +18,7 @@ from specpolicy.cli.common import (
     TargetOption,
     TemperatureOption,
     ThreadsOption,
+    fail,
     settings_from,
     stderr,
 )
@@ -145,6 +146,12 @@ def import_traces(
     requests: int = typer.Option(ProfileDraw.requests, min=1, help="speculation profile: decodes to draw"),
     tokens: int = typer.Option(ProfileDraw.tokens, min=2, help="speculation profile: tokens per decode"),
     seed: int = typer.Option(ProfileDraw.seed, help="speculation profile: seed of the draw"),
+    prompts: str = typer.Option(None, help="the prompts the engine ran (a prompt set or .jsonl/.txt file), "
+                                           "each under its request's id: their prefill logits, which "
+                                           "BlockPilot reads, are computed with --target"),
+    target: str = TargetOption,
+    target_drafter: str = typer.Option(None, help="with --prompts: the target's DFlash drafter (default: "
+                                                  "--target's zoo pair)"),
 ) -> None:
     """Import a real model's acceptance traces into a sweep store, saying what replay is exact for."""
     from specpolicy.sweep.traces import TraceArgs
@@ -154,8 +161,11 @@ def import_traces(
     given = {name for name, value, default in (("drafter", drafter, TraceArgs.drafter), *(
         (f.name, value, f.default) for f, value in zip(fields(ProfileDraw), (requests, tokens, seed))))
         if value != default}
+    if not prompts and (target_drafter or target != TargetOption.default):
+        raise fail("--target and --target-drafter prefill the prompts of --prompts: add --prompts FILE")
+    prefill = (prompts, target, target_drafter or target) if prompts else None
     result = import_file(file, out, TraceArgs(drafter, sizes, dataset, ProfileDraw(requests, tokens, seed),
-                                              frozenset(given)))
+                                              frozenset(given), prefill))
     stderr.print(f"imported {result.requests} decodes into {out}; replay is exact for "
                  f"{result.exact_for} (the longest accepted run is {result.longest_drafts} "
                  "drafts)", soft_wrap=True)

@@ -22,8 +22,7 @@ def sharegpt_prompts(split: str = "heldout") -> list[Prompt]:
 
 
 def sharegpt_seen(split: str) -> set[str]:
-    """The inputs (:func:`~specpolicy.data.splits.text_key`) of the splits before ``split`` (train, then
-    validation): a later split never repeats one of them."""
+    """The text keys of the splits before ``split`` (train, then validation): a later split repeats none."""
     earlier = SPLITS[:SPLITS.index(split)]
     return {text_key(p.messages) for name in earlier for p in sharegpt_prompts(name)}
 

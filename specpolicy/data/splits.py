@@ -33,8 +33,7 @@ class SplitKey(NamedTuple):
 
 
 def distinct(prompts: Iterable, seen: Iterable[str] = ()) -> list:
-    """``prompts`` (anything with ``messages``) in order, less those repeating an earlier input or one in
-    ``seen`` (text keys of prompts another split holds)."""
+    """``prompts`` in order, less those repeating an earlier input or one in ``seen`` (another split's)."""
     taken, kept = set(seen), []
     for prompt in prompts:
         key = text_key(prompt.messages)

@@ -22,8 +22,7 @@ class DecodeTrace:
     stop_reason: str
     prefill_logits: torch.Tensor | None = field(default=None, repr=False)
     confidences: list[list[float]] = field(default_factory=list, repr=False)
-    """per drafted block (cycles with B > 1, in order), the drafter's probability of each draft; kept
-    when a verify rule ran or the decoder records confidences"""
+    """per drafted block (B > 1, in order), the drafter's probability of each draft (when recorded)"""
 
     @property
     def tau(self) -> float:

@@ -83,8 +83,7 @@ def die_with_parent() -> None:
 
 
 def _run(command: list[str], log: Path, cwd: Path | None = None) -> None:
-    """Run ``command`` appending to ``log``; on any way out before it ends (an error, Ctrl-C) its whole
-    process group is killed, so no compiler outlives the build."""
+    """Run ``command`` appending to ``log``; on any way out (an error, Ctrl-C) its process group is killed."""
     with log.open("a") as out:
         process = subprocess.Popen(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL,

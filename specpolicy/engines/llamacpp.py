@@ -186,8 +186,7 @@ class Server:
                          f"s:\n{self.log_tail()}")
 
     def complete(self, prompt: list[int], max_new_tokens: int, setting: Setting | None = None) -> Reply:
-        """Greedy tokens for ``prompt`` (token ids, so no tokenizer stands between the engines); ``setting``:
-        the request's own block and p_min (a patched server)."""
+        """Greedy tokens for ``prompt`` (token ids); ``setting``: the request's block and p_min (patched)."""
         body = {"prompt": [int(t) for t in prompt], "n_predict": int(max_new_tokens), "temperature": 0.0,
                 "top_k": 1, "cache_prompt": False, "return_tokens": True, "seed": 0}
         if setting is not None:

@@ -130,8 +130,7 @@ def _normaliser(folder: Path, settings: dict | None, size: int):
 
 
 def _load_sb3(folder: Path, saved: dict, spec: AgentSpec) -> object:
-    """The SB3 model of ``folder``, checked against ``agent.json``: it exists, loads as the algorithm named
-    there, and acts over the spec's candidates."""
+    """The SB3 model of ``folder``, checked against ``agent.json`` (exists, loads, acts over its sizes)."""
     # untrusted: refused first
     file, algorithm = folder / "model.zip", _sb3_class(saved.get("algorithm", ""), folder)
     if not file.is_file():

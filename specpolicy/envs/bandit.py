@@ -61,8 +61,7 @@ class LinUCB:
                 self.b[arm] += reward * row
 
     def learn_cycles(self, env: BlockSizeStepEnv, episodes: int, seed: int = 0) -> int:
-        """Per-cycle learning on ``BlockSizeStep-v0`` with ``reward="time"`` (myopic, so a bandit can maximise
-        it cycle by cycle); returns the steps taken."""
+        """Per-cycle learning on ``BlockSizeStep-v0`` with ``reward="time"`` (myopic); returns the steps."""
         if env.reward != "time":
             raise ValueError("per-cycle bandit learning needs BlockSizeStep-v0 with reward='time'")
         scale, steps = env.source.latency.ar_seconds, 0

@@ -61,8 +61,7 @@ class BlockSizeStepEnv(gym.Env):
         return step_observation(self.session.state, self.candidates, self._budget, self._prefill)
 
     def _start(self, options: dict[str, Any] | None) -> bool:
-        """Begin one prompt's decode (a replay or live session); True when prefill alone finished a
-        randomly drawn prompt (one asked for by ``prompt_index`` is kept)."""
+        """Begin one prompt's decode; True where prefill alone finished a randomly drawn prompt."""
         index = (options or {}).get("prompt_index")
         episode = self.source.episode(self.np_random, index)
         self.session, self._prompt_id = episode.session, episode.prompt_id

@@ -24,8 +24,7 @@ class Episode:
 
 
 def prompt_index(rng: np.random.Generator, index: object, count: int) -> int:
-    """The prompt an episode decodes: ``index`` (``reset(options={"prompt_index": i})``) checked to lie in
-    0..``count`` - 1, or a random one when it is ``None``."""
+    """The prompt an episode decodes: ``index`` checked to lie in 0..``count`` - 1, or a random one (None)."""
     if index is None:
         return int(rng.integers(count))
     if not is_integer(index) or not 0 <= int(index) < count:

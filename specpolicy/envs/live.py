@@ -64,8 +64,7 @@ class LiveSource:
         return Episode(session, prompt.id, self.budget, observation, ids=ids)
 
     def outcome(self, episode: Episode, action: int) -> tuple[float, dict]:
-        """Decode the episode's prompt afresh at candidate ``action``: the measured reward and the info (the
-        agent's own time between reset and step never counts)."""
+        """Decode the episode's prompt afresh at candidate ``action``: the measured reward and the info."""
         size = self.candidates[action]
         trace = self.decoder.generate(episode.ids, size)
         rewards = {"tau": trace.tau, "cost": trace.tau - self.cost_weight * (size - 1),

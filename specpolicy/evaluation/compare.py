@@ -65,8 +65,7 @@ def price_tables(options: CompareOptions, on_warning: Callable[[str], object] = 
 
 
 def build_policies(options: CompareOptions, candidates: Sequence[int]) -> list[Policy]:
-    """The named policies over ``candidates`` (the sizes llama.cpp runs, for ``engine``); where
-    ``--candidates`` are given, learned policies choose only among them."""
+    """The named policies over ``candidates`` (``engine``'s); learned ones choose among ``--candidates``."""
     from specpolicy.registry import get_registry
 
     registry = get_registry()

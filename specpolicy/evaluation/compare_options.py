@@ -33,8 +33,7 @@ STEPS_TABLE = "costs.json"
 
 
 def serving_inputs_missing(sweep: object, batch_costs: object) -> str:
-    """The options a serving simulation lacks (a stored sweep, a batch cost table), as a user passes them
-    (``""``: none): compare's and export's one refusal."""
+    """The options a serving simulation lacks, as a user passes them (``""``: none): one refusal."""
     return " and ".join(option for option, absent in (
         ("--sweep DIR (a stored sweep)", sweep is None),
         (f"--batch-costs FILE (a shipped table such as {BatchCostTable.SHIPPED}, or one measured with "

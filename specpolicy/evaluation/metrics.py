@@ -145,8 +145,7 @@ def paired_interval(columns: Sequence[np.ndarray], statistic: Callable[..., np.n
 
 @lru_cache(maxsize=4)  # a few shapes (a comparison's, its labels'); 22 MB for 1,410 prompts
 def _resamples(n: int, n_resamples: int, seed: int) -> np.ndarray:
-    """The prompt indices of every resample, int [n_resamples, n] (read-only: drawn once per shape, as every
-    row of a comparison resamples the same prompts)."""
+    """The prompt indices of every resample, int [n_resamples, n] (read-only, drawn once per shape)."""
     rows = np.random.RandomState(seed).randint(0, n, (n_resamples, n))
     rows.flags.writeable = False
     return rows

@@ -58,10 +58,10 @@ def check_policies(policies: Sequence[Policy], store: SweepStore,
     unfed = [p.name for p in policies if width is None and p.vocabulary() is not None]
     if unfed:
         raise ValueError(f"{', '.join(unfed)} read{'s' if len(unfed) == 1 else ''} the prefill logits, "
-                         f"which the sweep {store.path} does not record (an engine's records carry none; a "
-                         "sweep of the same prompts records them: `specpolicy sweep --dataset FILE --target "
-                         "MODEL`); compare policies that read the cycles, such as adaptive (the default's "
-                         "per-cycle guard), oracle-step or fixedN")
+                         f"which the sweep {store.path} does not record (an engine records none: import "
+                         "again with `specpolicy import-traces --prompts FILE --target MODEL`, the prompts "
+                         "it ran by request id); or compare policies that read the cycles, such as adaptive "
+                         "(the default's per-cycle guard), oracle-step or fixedN")
     if any(p.per_step for p in policies) and store.meta.get("runs"):
         raise ValueError(f"each run of {store.path} recorded one block ({store.meta['runs']}): a per-cycle "
                          "policy visits anchors none saw; compare per-prompt ones (fixedN, oracle, choices)")
@@ -146,8 +146,7 @@ def _check_arguments(costs: object, candidates: object) -> tuple[int, ...] | Non
 
 def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, prompt_id: str,
               tables: Sequence[CostTable | None], oracle: int) -> PromptResult:
-    """One policy on one stored prompt: replayed cycles, each priced with the table of ``tables`` nearest the
-    context it starts at (plain AR's tokens likewise)."""
+    """One policy on one stored prompt: replayed cycles, each priced by the table nearest its context."""
     plan = policy.checked_plan(observation, answers)
     table = answers.table
     if table is not None:

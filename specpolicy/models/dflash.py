@@ -173,8 +173,7 @@ class DFlashDrafter(nn.Module):
         return DrafterCache(len(self.layers))
 
     def context_features(self, hidden_states: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        """The target layers this drafter reads, concatenated: ``hidden_states`` (index 0 = embeddings), each
-        [b, s, H] -> [b, s, len(target_layer_ids) * H]."""
+        """The target layers read, concatenated: ``hidden_states`` [b, s, H] -> [b, s, len(ids) * H]."""
         return torch.cat([hidden_states[i + 1] for i in self.target_layer_ids], dim=-1)
 
     def forward(

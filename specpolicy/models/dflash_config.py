@@ -1,5 +1,4 @@
-"""The DFlash drafter's config conventions, without torch: the default target layers, the target depth
-they imply, and the RoPE fields older readers look for."""
+"""The DFlash drafter's config conventions, without torch: default target layers, depth, RoPE fields."""
 
 from __future__ import annotations
 

@@ -203,8 +203,7 @@ class BlockPilotPolicy(LearnedPolicy):
 
 
 def default_predictor_path(variant: str = "blockpilot") -> Path:
-    """A BlockPilot predictor shipped with the zoo: ``blockpilot`` (cycles per token, the default) or
-    ``blockpilot-paper`` (the paper's tau labels over 14..18)."""
+    """A BlockPilot predictor shipped with the zoo: ``blockpilot`` or ``blockpilot-paper`` (tau labels)."""
     from specpolicy.zoo import ZOO_DIR
 
     return ZOO_DIR / variant

@@ -92,8 +92,7 @@ def save_model(folder: str | Path, model: object, settings_name: str, settings: 
 
 def load_model(folder: str | Path, settings_name: str, what: str, train_command: str,
                weights_only: bool = False ) -> tuple[object, dict]:
-    """(model, settings) saved by :func:`save_model` (weights or a skops model); a missing file names itself
-    and ``train_command``, a damaged one says so."""
+    """(model, settings) saved by :func:`save_model`; a missing or damaged file says so, naming it."""
     import json
 
     folder = Path(folder)

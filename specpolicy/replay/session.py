@@ -38,8 +38,7 @@ class ReplaySession:
         return self._finish(size, check_verify_length(length, size, cap=True))
 
     def draft(self, block_size: int) -> DraftedBlock:
-        """The first half of a cycle: the block a live draft of ``block_size`` gives here (its recorded
-        confidences and entropies); :meth:`verify` finishes the cycle."""
+        """The first half of a cycle: what a live draft of ``block_size`` gives here (then :meth:`verify`)."""
         size = self._check(block_size)
         block = self.table.drafted_block(self.position, size)
         self._drafted = size

@@ -1,5 +1,4 @@
-"""The table exact replay reads: every candidate's accepted drafts at every reachable anchor, built from one
-live decode (or imported) and read without torch."""
+"""The table exact replay reads: every candidate's accepted drafts at every reachable anchor, torch-free."""
 
 from __future__ import annotations
 
@@ -141,8 +140,7 @@ class ReplayTable(ExactSchedules):
         return ReplaySession(self, prefill_logits)
 
     def simulate(self, plan: Plan | int, prefill_logits: Any = None) -> list[CycleRecord]:
-        """Cycles ``plan`` (or a fixed block size) would run, exactly as live decoding;
-        ``prefill_logits`` [V] is what per-cycle policies read (default: empty)."""
+        """Cycles ``plan`` (or a fixed size) runs, as live decoding; ``prefill_logits`` [V]: what it reads."""
         size = plan.always if isinstance(plan, Plan) else check_block_size(plan)
         if size is None and (plan.length is None or (isinstance(plan.block, AnchorActions) and
                              plan.length == plan.block.length)):
@@ -184,8 +182,7 @@ class ReplayTable(ExactSchedules):
         return tuple(CycleRecord(size, accepted[i], kept[i]) for i in anchors if kept[i])
 
     def _anchors(self, outcomes: Outcomes, column: int) -> list[int] | None:
-        """The anchors a fixed block size (``column`` of ``outcomes``) runs a cycle at, in order (``None``:
-        the walk reaches one without a replayed cycle)."""
+        """The anchors a fixed block (``column``) runs a cycle at, in order (``None``: one not replayed)."""
         columns = (outcomes.accepted, outcomes.nxt, outcomes.done)
         accepted, nxt, done = (a[:, column].tolist() for a in columns)
         anchors, i, finished = [], 0, self.start()[2]
@@ -229,8 +226,7 @@ class ReplayTable(ExactSchedules):
 
     def fastest_fixed(self, costs: CostTable, candidates: Sequence[int] | None = None,
                       training_block_size: int = TRAINING_BLOCK_SIZE) -> int:
-        """The per-prompt time oracle: the candidate with the fewest modelled seconds as a fixed block size
-        (ties: nearest ``training_block_size``, then the smaller)."""
+        """The per-prompt time oracle: fewest modelled seconds as a fixed block (ties: nearest training B)."""
         sizes = tuple(self.candidates if candidates is None else candidates)
         seconds = self.fixed_seconds(costs, sizes)
         return sizes[oracle_label([-seconds[b] for b in sizes], sizes, training_block_size)]

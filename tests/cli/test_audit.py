@@ -59,6 +59,7 @@ BAD = {
     "--by": ["colour"], "--split": ["valid"], "--label": ["best"], "--preprocess": ["zscore"],
     "--objective": ["mse"], "--executor": ["spark"],
     "--dataset": ["no-such-set", "MISSING.jsonl", "EMPTY.jsonl", "GARBAGE.jsonl"],
+    "--prompts": ["no-such-set", "MISSING.jsonl", "EMPTY.jsonl"],
     "--sweep": ["MISSING", "FILE", "EMPTY_DIR"],
        "--costs": ["MISSING.json", "GARBAGE.json", "NAN_TABLE.json"],
     "--batch-costs": ["MISSING.json", "GARBAGE.json", "BAD_PREFILL.json"],

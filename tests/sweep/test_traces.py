@@ -420,6 +420,38 @@ def test_runs_at_several_blocks_import_into_one_store_where_per_prompt_choice_re
         compare_sweep(tmp_path / "three", ["adaptive"], costs=[costs], baseline="adaptive", oracle="adaptive")
 
 
+def test_runs_with_their_prompts_carry_the_prefill_logits_blockpilot_reads(tmp_path):
+    """Issue 74: an engine records no prefill logits; given the prompts it ran (by request id), the import
+    computes them with the target as a sweep does, so BlockPilot compares on a store of runs and chooses what
+    it chooses on the sweep the runs came from. A request without its prompt is refused, naming it."""
+    from specpolicy.evaluation.compare import compare_sweep
+    from specpolicy.evaluation.replay import prompt_observation
+    from specpolicy.registry import create_policy
+    from specpolicy.zoo import ZOO_DIR
+
+    sweep = SweepStore.load(ZOO_DIR / "sweeps" / "sharegpt")
+    shipped = list(sweep.records())[:8]
+    runs = [_sglang_run(tmp_path, b, shipped) for b in (4, 8, 16)]
+    args = TraceArgs(prefill=("sharegpt", "tiny", "tiny"))
+    store = import_traces(runs, tmp_path / "runs", args).store
+    for record, original in zip(store.records(), shipped, strict=True):
+        assert record.prompt_length == original.prompt_length
+        # the sweep's logits within a float16 step (computed again, not compared byte for byte)
+        np.testing.assert_allclose(store.features(record), sweep.features(original), rtol=2e-3, atol=2e-3)
+    costs = [ZOO_DIR / "sweeps" / "sharegpt" / "latency.json"]
+    policy = create_policy("blockpilot", (4, 8, 16)).restrict((4, 8, 16))
+    picks = [[policy.select(prompt_observation(s, r)) for r in records]
+             for s, records in ((store, list(store.records())), (sweep, shipped))]
+    assert picks[0] == picks[1] and len(set(picks[0])) > 1  # the same choices, and not one block for all
+    rows = {r.row.policy: r.row for r in compare_sweep(tmp_path / "runs", ["blockpilot", "fixed4", "oracle"],
+                                                       costs=costs, candidates=[4, 8, 16], baseline="fixed4")}
+    assert rows["fixed4"].speedup <= rows["oracle"].speedup and rows["blockpilot"].tau > 0
+    again = import_traces(runs, tmp_path / "runs", args).store  # an earlier import's logits are kept
+    assert again.meta["prefill"] == {"prompts": "sharegpt", "target": "tiny", "drafter": "tiny"}
+    with pytest.raises(ValueError, match=r"mt-bench holds no prompt with the id of request run-b4:sharegpt:"):
+        import_traces(runs, tmp_path / "other", TraceArgs(prefill=("mt-bench", "tiny", "tiny")))
+
+
 @pytest.mark.parametrize(("case", "message"), [
     ("same block twice", "a second run at B = 8"),
     ("other format", "several runs import into one store from vLLM or SGLang"),
@@ -684,13 +716,13 @@ def test_the_plot_of_imported_traces_claims_no_temperature_it_did_not_run(trace,
 
 
 def test_a_policy_reading_prefill_logits_on_an_import_is_told_what_records_them(trace, tmp_path):
-    """Issue 74: an engine's records carry no prefill logits, so BlockPilot cannot read an imported store; the
-    refusal says so and names what records them (a sweep of the same prompts with the target)."""
+    """Issue 74: an engine's records carry no prefill logits, so BlockPilot cannot read an import made without
+    the prompts; the refusal says so and names what computes them (the import with the prompts it ran)."""
     from specpolicy.evaluation.compare import compare_sweep
 
     store = import_traces(trace[0], tmp_path / "store", TraceArgs(candidates=list(range(1, 14)))).store
-    with pytest.raises(ValueError, match=r"blockpilot reads the prefill logits, .*\(an engine's records carry "
-                                         r"none; a sweep of the same prompts records them: `specpolicy sweep "
-                                         r"--dataset FILE --target MODEL`"):
+    with pytest.raises(ValueError, match=r"blockpilot reads the prefill logits, .*\(an engine records none: "
+                                         r"import again with `specpolicy import-traces --prompts FILE "
+                                         r"--target MODEL`"):
         compare_sweep(store.path, ["blockpilot", "fixed4"],
                       costs=["aic-h100-sxm-vllm-llama-3.1-8b-eagle3-context-1024"])

@@ -5,10 +5,13 @@ the file's first object. Each import says what replay is exact for."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from specpolicy.arguments import check_candidate_set
+from specpolicy.files import atomic_path
+from specpolicy.sweep.settings import SweepSettings
+from specpolicy.sweep.store import SweepStore
 from specpolicy.sweep.traces import calibration, dflash_mlx, llamacpp, profile, spec_bench, specdecode, vllm
 from specpolicy.sweep.traces.common import TraceImport, first_object, trace_file
 from specpolicy.sweep.traces.profile import ProfileDraw
@@ -26,6 +29,8 @@ class TraceArgs:
     draw: ProfileDraw = field(default_factory=ProfileDraw)
     given: frozenset[str] = frozenset()
     """options a user gave (drafter, requests, tokens, seed): one a format does not read is refused"""
+    prefill: tuple[str, str, str] | None = None
+    """(prompts, target, drafter): the requests' prompts by id (a prompt set or file), prefilled by them"""
 
     def __post_init__(self) -> None:
         if self.candidates is not None:  # the command's check, for callers from Python too
@@ -88,4 +93,34 @@ def import_traces(file: str | Path | Sequence[str | Path], out: str | Path, args
     if len(files) > 1 and ({f.name for f in forms} not in ({SGLANG}, {vllm.FORMAT}) or args.candidates):
         raise ValueError(f"several runs import into one store from vLLM or SGLang responses, one engine's, "
                          f"each file's block its own (no --candidates); these are {[f.name for f in forms]}")
-    return form.load(files if len(files) > 1 else file, Path(out), args)
+    result = form.load(files if len(files) > 1 else file, Path(out), args)
+    return replace(result, store=with_prefill(result.store, *args.prefill)) if args.prefill else result
+
+
+def with_prefill(store: SweepStore, prompts: str, target: str, drafter: str) -> SweepStore:
+    """``store`` with each record's prefill logits [V] (what BlockPilot reads; an engine records none): its
+    prompt, by request id from the prompt set or file ``prompts``, encoded as a sweep encodes it."""
+    from specpolicy.data.prompts import encode_prompt
+    from specpolicy.data.registry import load_prompts
+    from specpolicy.decoding import SpeculativeDecoder
+    from specpolicy.decoding.autoregressive import own_answer
+    from specpolicy.models import load_pair
+
+    settings, records = {"prompts": prompts, "target": target, "drafter": drafter}, list(store.records())
+    if store.meta.get("prefill") == settings and all(r.features for r in records):
+        return store  # an earlier import's
+    by_id = {p.id: p for p in load_prompts(prompts)}
+    missing = [r.prompt_id for r in records if r.prompt_id.partition(":")[2] not in by_id]
+    if missing:
+        raise ValueError(f"{prompts} holds no prompt with the id of request {missing[0]} ({len(missing)} of "
+                         f"{len(records)}): pass the prompts the engine ran, each under its request's id")
+    pair = load_pair(target, drafter)
+    decoder = SpeculativeDecoder(pair.target, pair.drafter)
+    limit, meta = SweepSettings().prompt_tokens(decoder.max_positions), store.meta | {"prefill": settings}
+    with atomic_path(store.path, "meta.json") as tmp, SweepStore.open(tmp, meta) as out:
+        for record in records:
+            ids = encode_prompt(pair.tokenizer, by_id[record.prompt_id.partition(":")[2]], limit,
+                                own_answer(decoder))
+            record = record.model_copy(update={"prompt_length": len(ids)})
+            out.append(record, decoder.start(ids).prefill_logits)
+    return SweepStore.load(store.path)
