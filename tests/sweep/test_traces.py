@@ -435,7 +435,7 @@ def test_runs_with_their_prompts_carry_the_prefill_logits_blockpilot_reads(tmp_p
     args = TraceArgs(prefill=("sharegpt", "tiny", "tiny"))
     store = import_traces(runs, tmp_path / "runs", args).store
     for record, original in zip(store.records(), shipped, strict=True):
-        assert record.prompt_length == original.prompt_length
+        assert (record.prompt_length, record.text_key) == (original.prompt_length, original.text_key)
         # the sweep's logits within a float16 step (computed again, not compared byte for byte)
         np.testing.assert_allclose(store.features(record), sweep.features(original), rtol=2e-3, atol=2e-3)
     costs = [ZOO_DIR / "sweeps" / "sharegpt" / "latency.json"]
@@ -726,3 +726,16 @@ def test_a_policy_reading_prefill_logits_on_an_import_is_told_what_records_them(
                                          r"--target MODEL`"):
         compare_sweep(store.path, ["blockpilot", "fixed4"],
                       costs=["aic-h100-sxm-vllm-llama-3.1-8b-eagle3-context-1024"])
+
+
+def test_an_import_without_prompt_tokens_splits_by_request(tmp_path):
+    """Found by this stop's BlockPilot-on-runs check: every per-step import recorded the digest of no prompt
+    tokens, the same for every request, which the train/validation split reads as one shared input: the whole
+    store fell on the training side, and `compare --split validation` found no prompts (reported as a store
+    without prefill logits). Requests without their tokens now split by request, as a sweep's prompts do."""
+    from specpolicy.zoo import ZOO_DIR
+
+    shipped = list(SweepStore.load(ZOO_DIR / "sweeps" / "sharegpt").records())[:60]
+    store = import_traces(_sglang_run(tmp_path, 8, shipped), tmp_path / "store").store
+    sides = [len(list(SweepStore.load(store.path, split).records())) for split in ("train", "validation")]
+    assert sum(sides) == 60 and min(sides) > 0

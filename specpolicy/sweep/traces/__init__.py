@@ -10,6 +10,7 @@ from pathlib import Path
 
 from specpolicy.arguments import check_candidate_set
 from specpolicy.files import atomic_path
+from specpolicy.sweep.records import prompt_digest
 from specpolicy.sweep.settings import SweepSettings
 from specpolicy.sweep.store import SweepStore
 from specpolicy.sweep.traces import calibration, dflash_mlx, llamacpp, profile, spec_bench, specdecode, vllm
@@ -102,6 +103,7 @@ def with_prefill(store: SweepStore, prompts: str, target: str, drafter: str) -> 
     prompt, by request id from the prompt set or file ``prompts``, encoded as a sweep encodes it."""
     from specpolicy.data.prompts import encode_prompt
     from specpolicy.data.registry import load_prompts
+    from specpolicy.data.splits import text_key
     from specpolicy.decoding import SpeculativeDecoder
     from specpolicy.decoding.autoregressive import own_answer
     from specpolicy.models import load_pair
@@ -118,9 +120,11 @@ def with_prefill(store: SweepStore, prompts: str, target: str, drafter: str) -> 
     decoder = SpeculativeDecoder(pair.target, pair.drafter)
     limit, meta = SweepSettings().prompt_tokens(decoder.max_positions), store.meta | {"prefill": settings}
     with atomic_path(store.path, "meta.json") as tmp, SweepStore.open(tmp, meta) as out:
-        for record in records:
-            ids = encode_prompt(pair.tokenizer, by_id[record.prompt_id.partition(":")[2]], limit,
-                                own_answer(decoder))
-            record = record.model_copy(update={"prompt_length": len(ids)})
+        for record in records:  # split as a sweep of these prompts splits (by conversation and input)
+            prompt = by_id[record.prompt_id.partition(":")[2]]
+            ids = encode_prompt(pair.tokenizer, prompt, limit, own_answer(decoder))
+            record = record.model_copy(update={"prompt_length": len(ids), "prompt_sha256": prompt_digest(ids),
+                                               "conversation": prompt.conversation,
+                                               "text_key": text_key(prompt.messages)})
             out.append(record, decoder.start(ids).prefill_logits)
     return SweepStore.load(store.path)

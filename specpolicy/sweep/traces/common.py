@@ -75,8 +75,7 @@ def per_step_record(index: int, prompt_id: str, lengths: list[int] | Mapping[int
     entry = ReplayEntry(candidates=tuple(runs), accepted=[list(row) for row in zip(*columns)], sequence=[],
                         output_length=output, stop_token_ids=(), budget=budget, chain=len(runs) == 1 or None,
                         confidences=encode_rows(rows), rounds=confidences is not None or None)
-    return SweepRecord(version=RECORD_VERSION, prompt_id=prompt_id, index=index,
-                       prompt_sha256=prompt_digest([]),
+    return SweepRecord(version=RECORD_VERSION, prompt_id=prompt_id, index=index,  # split by request
                        taus=entry.table(0).taus(), output_length=output, replay=entry,
                        category=category, group=group, conversation=conversation, training_block_size=size)
 
