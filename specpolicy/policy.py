@@ -58,8 +58,7 @@ class Answers:
         return candidates[oracle_label(taus, candidates, self.training_block_size)]
 
     def fastest(self, candidates: Sequence[int], costs: Any = None) -> int:
-        """The per-prompt time oracle, the one rule: the fewest measured seconds (live sweeps), else the
-        fewest modelled seconds under ``costs``, else the highest tau."""
+        """The per-prompt time oracle: fewest measured seconds, else modelled (``costs``), else best tau."""
         if self.seconds_per_token:
             return self.fastest_measured(candidates)
         if costs is not None and self.table is not None:

@@ -28,8 +28,7 @@ if TYPE_CHECKING:
 
 
 class LiveSource:
-    """The live source: prompts of ``dataset`` decoded by the pair (loaded unless ``pair`` is given); a
-    prompt's ``outcome`` is ``reward`` measured on a fresh decode."""
+    """The live source: prompts of ``dataset`` decoded by the pair; ``outcome``: ``reward``, decoded anew."""
 
     kind = "live"
     latency = None  # rewards are measured, not priced

@@ -166,8 +166,7 @@ def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, 
 
 def _priced(cycles: Sequence[CycleRecord], tables: Sequence[CostTable], prompt_length: int, plain: bool
             ) -> tuple[float, float]:
-    """(modelled seconds of ``cycles``, of plain AR for their tokens): one table, or each at its context;
-    ``plain``: the cycles are plain decoding, priced as AR steps."""
+    """(modelled seconds of ``cycles``, of plain AR for their tokens); ``plain``: cycles are plain steps."""
     if len(tables) == 1:
         ar_seconds = sum(c.committed for c in cycles) * tables[0].ar_seconds
         return ar_seconds if plain else tables[0].cycles_seconds(cycles), ar_seconds

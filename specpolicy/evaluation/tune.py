@@ -46,8 +46,7 @@ def parse_grid(items: Sequence[str]) -> dict[str, list[str]]:
 
 def settings(rule: str, grid: Mapping[str, Sequence[str]], draws: int | None = None, seed: int = 0
              ) -> list[str]:
-    """The policy names of the grid's settings (``draws``: that many of them, drawn with ``seed``), each
-    built once so a bad name or value is refused before any replay."""
+    """The grid's settings as policy names (``draws`` of them, by ``seed``), each built once to check it."""
     if not grid:
         raise ValueError("tune needs a --grid of at least one parameter, such as --grid window_size=2,4,8")
     if seed and draws is None:

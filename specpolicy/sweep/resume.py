@@ -33,8 +33,7 @@ def settings_diffs(existing: dict, meta: dict) -> list[str]:
 
 
 class StoreUnusableError(ValueError):
-    """The folder cannot hold this sweep as it is (a file, foreign content, other settings, changed prompts):
-    the fix is another folder, or the same settings and prompts."""
+    """The folder cannot hold this sweep (a file, other content or settings): another folder, or the same."""
 
 
 BEFORE_META = {".lock", "features", "meta.tmp", "meta.json.tmp"}

@@ -130,8 +130,7 @@ def build_policy(args: TrainArgs, data: TrainingSet) -> LearnedPolicy:
 
 
 def main(args: TrainArgs, on_start: Callable[[], object] | None = None) -> dict:
-    """Train, save to ``args.out`` and return a summary (accuracies, chance level, timings); ``on_start``
-    is called once every input has been checked, as the fit begins."""
+    """Train, save to ``args.out`` and return a summary; ``on_start``: called once every input is checked."""
     from specpolicy.costs import CostTable
     from specpolicy.data.splits import validation_ids
     from specpolicy.sweep.store import SweepStore  # torch: imported only when training runs

@@ -49,7 +49,8 @@ BAD = {
     "--concurrency": ["0", "abc", "100000"],
     "--temperature": ["-1", "nan", "inf"], "--max-new-tokens": INTS, "--max-samples": INTS,
     "--max-prompt-tokens": INTS, "--threads": INTS, "--repeats": INTS, "--context": INTS,
-    "--prompts": INTS, "--hidden": INTS, "--depth": INTS, "--epochs": INTS, "--batch-size": INTS,
+    "--prompts": [*INTS, "no-such-set", "MISSING.jsonl", "EMPTY.jsonl"],  # a count, or import-traces' set
+    "--hidden": INTS, "--depth": INTS, "--epochs": INTS, "--batch-size": INTS,
     "--patience": INTS, "--window": ["-1"], "--num-envs": INTS, "--steps": INTS, "--live-episodes": ["-1"],
     "--num-target-layers": INTS, "--target-steps": ["-1"], "--drafter-steps": ["-1"],
        "--check-prompts": ["-1"],
@@ -59,7 +60,6 @@ BAD = {
     "--by": ["colour"], "--split": ["valid"], "--label": ["best"], "--preprocess": ["zscore"],
     "--objective": ["mse"], "--executor": ["spark"],
     "--dataset": ["no-such-set", "MISSING.jsonl", "EMPTY.jsonl", "GARBAGE.jsonl"],
-    "--prompts": ["no-such-set", "MISSING.jsonl", "EMPTY.jsonl"],
     "--sweep": ["MISSING", "FILE", "EMPTY_DIR"],
        "--costs": ["MISSING.json", "GARBAGE.json", "NAN_TABLE.json"],
     "--batch-costs": ["MISSING.json", "GARBAGE.json", "BAD_PREFILL.json"],

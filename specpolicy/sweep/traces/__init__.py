@@ -94,6 +94,10 @@ def import_traces(file: str | Path | Sequence[str | Path], out: str | Path, args
     if len(files) > 1 and ({f.name for f in forms} not in ({SGLANG}, {vllm.FORMAT}) or args.candidates):
         raise ValueError(f"several runs import into one store from vLLM or SGLang responses, one engine's, "
                          f"each file's block its own (no --candidates); these are {[f.name for f in forms]}")
+    if args.prefill:  # the prompt set read before anything is written
+        from specpolicy.data.registry import load_prompts
+
+        load_prompts(args.prefill[0])
     result = form.load(files if len(files) > 1 else file, Path(out), args)
     return replace(result, store=with_prefill(result.store, *args.prefill)) if args.prefill else result
 
