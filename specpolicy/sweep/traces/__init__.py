@@ -94,19 +94,18 @@ def import_traces(file: str | Path | Sequence[str | Path], out: str | Path, args
     if len(files) > 1 and ({f.name for f in forms} not in ({SGLANG}, {vllm.FORMAT}) or args.candidates):
         raise ValueError(f"several runs import into one store from vLLM or SGLang responses, one engine's, "
                          f"each file's block its own (no --candidates); these are {[f.name for f in forms]}")
-    if args.prefill:  # the prompt set read before anything is written
+    if args.prefill:  # the prompt set read once, before anything is written
         from specpolicy.data.registry import load_prompts
 
-        load_prompts(args.prefill[0])
+        by_id = {p.id: p for p in load_prompts(args.prefill[0])}
     result = form.load(files if len(files) > 1 else file, Path(out), args)
-    return replace(result, store=with_prefill(result.store, *args.prefill)) if args.prefill else result
+    return replace(result, store=with_prefill(result.store, by_id, *args.prefill)) if args.prefill else result
 
 
-def with_prefill(store: SweepStore, prompts: str, target: str, drafter: str) -> SweepStore:
+def with_prefill(store: SweepStore, by_id: dict, prompts: str, target: str, drafter: str) -> SweepStore:
     """``store`` with each record's prefill logits [V] (what BlockPilot reads; an engine records none): its
-    prompt, by request id from the prompt set or file ``prompts``, encoded as a sweep encodes it."""
+    prompt, by request id in ``by_id`` (the prompt set or file ``prompts``), encoded as a sweep encodes it."""
     from specpolicy.data.prompts import encode_prompt
-    from specpolicy.data.registry import load_prompts
     from specpolicy.data.splits import text_key
     from specpolicy.decoding import SpeculativeDecoder
     from specpolicy.decoding.autoregressive import own_answer
@@ -115,7 +114,6 @@ def with_prefill(store: SweepStore, prompts: str, target: str, drafter: str) -> 
     settings, records = {"prompts": prompts, "target": target, "drafter": drafter}, list(store.records())
     if store.meta.get("prefill") == settings and all(r.features for r in records):
         return store  # an earlier import's
-    by_id = {p.id: p for p in load_prompts(prompts)}
     missing = [r.prompt_id for r in records if r.prompt_id.partition(":")[2] not in by_id]
     if missing:
         raise ValueError(f"{prompts} holds no prompt with the id of request {missing[0]} ({len(missing)} of "
@@ -123,10 +121,11 @@ def with_prefill(store: SweepStore, prompts: str, target: str, drafter: str) -> 
     pair = load_pair(target, drafter)
     decoder = SpeculativeDecoder(pair.target, pair.drafter)
     limit, meta = SweepSettings().prompt_tokens(decoder.max_positions), store.meta | {"prefill": settings}
+    answer = own_answer(decoder)  # multi-turn prompts: the target's earlier answers, decoded once
     with atomic_path(store.path, "meta.json") as tmp, SweepStore.open(tmp, meta) as out:
         for record in records:  # split as a sweep of these prompts splits (by conversation and input)
             prompt = by_id[record.prompt_id.partition(":")[2]]
-            ids = encode_prompt(pair.tokenizer, prompt, limit, own_answer(decoder))
+            ids = encode_prompt(pair.tokenizer, prompt, limit, answer)
             record = record.model_copy(update={"prompt_length": len(ids), "prompt_sha256": prompt_digest(ids),
                                                "conversation": prompt.conversation,
                                                "text_key": text_key(prompt.messages)})
