@@ -224,13 +224,8 @@ class CostTable(TableFile):
             verify, draft = ({int(n): float(s) for n, s in data[key]["1"].items()}
                              for key in ("verify", "draft"))
             sizes = range(1, max(verify) + 1)
-
-            def along(row: dict[int, float]) -> list[float]:
-                points = sorted(row) or [1]  # a table without drafter passes: 0 at every size
-                return np.interp(sizes, points, [row.get(n, 0.0) for n in points]).tolist()
-
-            return cls({b: d if b > 1 else 0.0 for b, d in zip(sizes, along(draft))},
-                       dict(zip(sizes, along(verify))), verify[1], machine=data.get("machine", ""),
+            return cls({b: d if b > 1 else 0.0 for b, d in interpolated(draft, sizes).items()},
+                       interpolated(verify, sizes), verify[1], machine=data.get("machine", ""),
                        context_length=int(data.get("context_length", 0)), source=data.get("source", ""),
                        drafter=data.get("drafter", ""))
 
@@ -247,6 +242,12 @@ class CostTable(TableFile):
                    data.get("device", ""), data.get("machine", ""), int(data.get("context_length", 0)),
                    int(data.get("repeats", 0)), by_size("spread"), tuple(data.get("warnings", ())),
                    data.get("source", ""), data.get("drafter", ""))
+
+
+def interpolated(row: Mapping[int, float], sizes: Sequence[int]) -> dict[int, float]:
+    """``row`` at each of ``sizes``: linear between its points, flat past its ends, 0 where it is empty."""
+    points = sorted(row) or [1]
+    return dict(zip(sizes, np.interp(sizes, points, [row.get(n, 0.0) for n in points]).tolist()))
 
 
 def quartile_spread(times: Sequence[float]) -> float:

@@ -13,5 +13,4 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 @hookspec
 def register_policies(register) -> None:
     """Add policy families: ``register(name, factory, aliases=(), description="", learned=False,
-    untrained=None)``; ``factory(arg, candidates)`` (or ``"module:function"``) gets what follows the name
-    (``fixed16`` -> ``"16"``)."""
+    untrained=None)``; ``factory(arg, candidates)`` (or a ``"module:function"``) gets the name's tail."""

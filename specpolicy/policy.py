@@ -203,9 +203,8 @@ class LearnedPolicy(Policy):
         return CostTable.from_json(table) if table else None
 
     def fastest_choices(self, cycles_per_token: np.ndarray, tables: Sequence[CostTable | None]) -> list[int]:
-        """Block sizes from predicted cycles per token [n, C]: per prompt (per cycle, for a :attr:`per_step`
-        policy) the fewest expected seconds under its table (or :attr:`validated_with`; validated with none:
-        every cycle alike)."""
+        """Block sizes from predicted cycles per token [n, C]: per prompt (per cycle if :attr:`per_step`) the
+        fewest expected seconds under its table (or :attr:`validated_with`; with none: every cycle alike)."""
         return [self.fastest_choice(row, table)
                 for row, table in zip(np.atleast_2d(cycles_per_token), tables, strict=True)]
 

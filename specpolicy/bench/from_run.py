@@ -13,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-from specpolicy.costs import CostTable, quartile_spread
+from specpolicy.costs import CostTable, interpolated, quartile_spread
 
 CLIFF_SLOPE = 3.0
 """a width is a cliff where its cost per added row is at least this many times the median per-row step"""
@@ -43,7 +43,8 @@ class FittedTable:
         table = self.table
         return [{"tokens verified": width, "verify ms": round(1e3 * seconds, 3),
                  "draft ms": round(1e3 * table.draft_seconds.get(width, 0.0), 3),
-                 "spread": f"{table.spread.get(width, 0.0):.0%}", "cycles": self.cycles.get(width, 0),
+                 "spread": f"{table.spread[width]:.0%}" if width in table.spread else "-",
+                 "cycles": self.cycles.get(width, 0),
                  "cliff": "cliff" if width in self.cliffs else ""}
                 for width, seconds in sorted(table.verify_seconds.items())]
 
@@ -76,14 +77,25 @@ def fit(verify: dict[int, list[float]], draft: dict[int, list[float]], source: s
         a, b = widths[:2]
         ar_seconds = max(means[a] - (a - 1) * (means[b] - means[a]) / (b - a), 0.5 * means[a])
         warnings.append(f"the plain step is extrapolated from verifies of {a} and {b} tokens")
-    found = cliffs(means)
-    narrower = dict(zip(sorted(means)[1:], sorted(means)))  # each width -> the next narrower one measured
+    found, measured = cliffs(means), sorted(means)
+    narrower = dict(zip(measured[1:], measured))  # each width -> the next narrower one measured
     warnings += [f"cliff at {w} tokens verified: {means[w] / means[narrower[w]]:.2f}x the cost of "
                  f"{narrower[w]}" for w in found]
-    table = CostTable({b: float(np.mean(s)) for b, s in draft.items()}, means, float(ar_seconds),
+    widths = range(measured[0], measured[-1] + 1)  # every block between, as a serving table has
+    if filled := [w for w in widths if w not in means]:
+        warnings.append(f"verify widths {_spans(filled)} interpolated linearly between the measured ones")
+    drafted = {b: float(np.mean(s)) for b, s in draft.items() if b > 1}
+    draft_means = {1: 0.0} | (interpolated(drafted, [w for w in widths if w > 1]) if drafted else {})
+    table = CostTable(draft_means | drafted, interpolated(means, widths), float(ar_seconds),
                       machine=f"fitted from {source}", source=source, repeats=min(map(len, verify.values())),
                       spread={w: quartile_spread(s) for w, s in verify.items()}, warnings=tuple(warnings))
     return FittedTable(table, {w: len(s) for w, s in verify.items()}, found)
+
+
+def _spans(widths: list[int]) -> str:
+    """``[2, 4, 6, 7]`` as ``2, 4, 6-7``."""
+    runs = [[w for _, w in run] for _, run in itertools.groupby(enumerate(widths), lambda p: p[1] - p[0])]
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 def fit_cycles(cycles: Iterable[Timed], source: str, ar_seconds: float | None = None) -> FittedTable:
@@ -98,20 +110,20 @@ def fit_cycles(cycles: Iterable[Timed], source: str, ar_seconds: float | None = 
 
 
 def fit_csv(file: str | Path, draft_seconds: float, ar_seconds: float | None = None) -> FittedTable:
-    """:func:`fit` over a CSV of ``tokens,seconds`` rows (a header line allowed), one target verify each, and
-    one drafter pass a user measured (``draft_seconds``, the same at every block)."""
+    """:func:`fit` over a CSV of ``tokens,seconds`` rows (a header, ``#`` comments), one target verify each,
+    and one drafter pass a user measured (``draft_seconds``, the same at every block)."""
     file = Path(file)
-    rows = [r for r in csv.reader(file.read_text().splitlines()) if r and r[0].strip()]
+    lines = enumerate(csv.reader(file.read_text().splitlines()), 1)
     verify: dict[int, list[float]] = {}
-    for number, row in enumerate(rows, 1):
+    for index, (number, row) in enumerate((n, r) for n, r in lines if r and r[0].strip()[:1] not in "#"):
         try:
             tokens, seconds = int(row[0]), float(row[1])
             if tokens < 1 or not np.isfinite(seconds) or seconds <= 0:
                 raise ValueError
         except (ValueError, IndexError):
-            if number == 1:
+            if index == 0:
                 continue  # a header
-            raise ValueError(f"{file}, row {number}: expected tokens (an integer >= 1) and seconds (> 0), "
+            raise ValueError(f"{file}, line {number}: expected tokens (an integer >= 1) and seconds (> 0), "
                              f"got {row!r}") from None
         verify.setdefault(tokens, []).append(seconds)
     return fit(verify, {1: [0.0], **{w: [draft_seconds] for w in verify if w > 1}}, str(file), ar_seconds)

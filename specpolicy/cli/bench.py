@@ -30,6 +30,7 @@ from specpolicy.defaults import (
     LATENCY_CONTEXT,
     LATENCY_REPEATS,
     MAX_PROMPT_TOKENS,
+    MEASURED_DIR,
     SERVING_BATCHES,
     SERVING_CONTEXT,
     SHIPPED_SWEEP_CANDIDATES,
@@ -198,8 +199,8 @@ def serving_costs(
 
 @app.command("from-run")
 def from_run(
-    file: Path = typer.Argument(..., help="dflash-mlx's cycle_events.jsonl, or a CSV of tokens,seconds per "
-                                          "target verify"),
+    file: Path = typer.Argument(..., help="dflash-mlx's cycle_events.jsonl, a CSV of tokens,seconds per "
+                                          "target verify, or a published curve's name (docs/real-data.md)"),
     draft_seconds: float = typer.Option(None, min=0.0, help="with a CSV: the drafter's pass you measured, "
                                                             "in seconds"),
     ar_seconds: float = typer.Option(None, min=0.0, help="the plain step's seconds, where the run has no "
@@ -210,8 +211,10 @@ def from_run(
     """A cost table from an engine's own timings: verify cost by tokens verified, the drafter's pass by block,
     every cell's spread, and its cliffs (a width whose verify jumps past the trend)."""
     from specpolicy.bench.from_run import fit_csv, fit_cycles
+    from specpolicy.files import shipped
 
     check_out_file(out, "costs.json")
+    file = shipped(file, MEASURED_DIR, ".csv", Path.is_file)
     if ar_seconds == 0 or (file.suffix.lower() == ".csv") != (draft_seconds is not None):
         raise fail("--ar-seconds must be above 0" if ar_seconds == 0 else
                    "a CSV of verifies needs --draft-seconds (the drafter's pass you measured); a cycle_events"

@@ -1,6 +1,5 @@
 """The runs of ``specpolicy compare`` that need models or a server: a sweep of its own per dataset (cached by
-settings), live decoding, or a serving engine. Options and stored sweeps:
-:mod:`specpolicy.evaluation.compare`."""
+settings), live decoding, or an engine. Options and stored sweeps: :mod:`specpolicy.evaluation.compare`."""
 
 from __future__ import annotations
 

@@ -37,8 +37,7 @@ def convert(target: str = TargetOption, drafter: str = DrafterOption,
 def engine_results(store, policies, threads: int, server: str | None, target: str, drafter: str,
                    steps: Path | None = None):
     """compare's engine run (:func:`~specpolicy.evaluation.engine_compare.compare_engine`), replay's
-    prediction and the fastest stock flags beside it on stderr, each policy's replies saved in ``steps``.
-    Returns the measured results."""
+    prediction and the best stock flags on stderr, replies in ``steps``; returns the measured results."""
     from specpolicy.cli.progress import progress_bar
     from specpolicy.evaluation.engine_compare import compare_engine
 

@@ -33,9 +33,8 @@ def engine_home() -> Path:
 
 
 def find_server(path: str | Path | None = None) -> Path:
-    """The ``llama-server`` binary: ``path`` (a flag), else ``$SPECPOLICY_LLAMA_SERVER``, else
-    ``llama-server`` on PATH, else the one ``specpolicy engine build`` cached; one message naming every place
-    when there is none."""
+    """The ``llama-server`` binary: ``path`` (a flag), else ``$SPECPOLICY_LLAMA_SERVER``, else one on PATH,
+    else the one ``specpolicy engine build`` cached; one message naming every place if none."""
     given = path or os.environ.get(SERVER_ENV)
     if given:  # as a shell runs it: a bare name from PATH (else the current folder), any path made absolute
         bare = os.sep not in str(given) and shutil.which(str(given))

@@ -1,6 +1,5 @@
-"""A contextual-bandit agent for ``BlockSize-v0``: disjoint LinUCB over standardised prefill features,
-deployed as a :class:`~specpolicy.policy.Policy` (``agent = LinUCB.for_env(env); agent.learn(env, steps);
-agent.policy()``)."""
+"""A contextual bandit for ``BlockSize-v0``: disjoint LinUCB over standardised prefill features, a
+:class:`~specpolicy.policy.Policy` (``agent = LinUCB.for_env(env); agent.learn(env, n); agent.policy()``)."""
 
 from __future__ import annotations
 

@@ -14,9 +14,8 @@ __all__ = ["Episode", "open_source"]
 def open_source(backend: str, sweep: str | Path | None = None, split: str | None = None,
                 live: dict | None = None,
                 features: str = "logits", reward: str = "tau", cost_weight: float = COST_WEIGHT):
-    """The source of ``backend`` (after :func:`~specpolicy.envs.rewards.check_reward`): ``replay`` reads
-    ``sweep`` (default: the zoo's sweep of ``split``), ``live`` decodes with
-    :class:`~specpolicy.envs.live.LiveSource`."""
+    """The source of ``backend`` (checked by :func:`~specpolicy.envs.rewards.check_reward`): ``replay`` reads
+    ``sweep`` (default: the zoo's), ``live`` decodes (:class:`~specpolicy.envs.live.LiveSource`)."""
     if backend == "live" and (sweep is not None or split is not None):
         raise ValueError("sweep= and split= pick a stored sweep's prompts (backend='replay'); the live "
                          "backend decodes its own (live={'dataset': ...}): drop them, or use "

@@ -122,9 +122,8 @@ def evaluate_replay(
 
 def _check_priced(tables: Sequence[CostTable | None], candidates: Sequence[int],
                   policies: Sequence[Policy]) -> None:
-    """Before any work: every table prices every block size replay will (the oracle's range
-    ``candidates``, every policy's choices), or a ValueError naming the missing sizes and the
-    ``--candidates`` it can price."""
+    """Before any work: every table prices every block size replay will (the oracle's ``candidates``, every
+    policy's choices), or a ValueError naming the missing sizes and the ``--candidates`` it can price."""
     wanted = set(candidates).union(*(p.choices() for p in policies))
     for table in (t for t in tables if t is not None):
         missing = sorted(wanted - set(table.block_sizes))

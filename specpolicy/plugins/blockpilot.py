@@ -60,9 +60,8 @@ def weight_shapes(settings: BlockPilotSettings) -> dict[str, tuple[int, ...]]:
 
 
 def initial_weights(settings: BlockPilotSettings, seed: int = 0) -> dict[str, np.ndarray]:
-    """Fresh weights drawn by numpy as torch's ``nn.Linear`` draws them, identity standardisation
-    (``specpolicy train`` draws with torch:
-    :func:`~specpolicy.plugins.blockpilot_fit.torch_initial_weights`)."""
+    """Fresh weights drawn by numpy as ``nn.Linear`` draws them, identity standardisation (``specpolicy
+    train`` draws with torch: :func:`~specpolicy.plugins.blockpilot_fit.torch_initial_weights`)."""
     rng, shapes = np.random.default_rng(seed), weight_shapes(settings)
     weights = {}
     for name, shape in shapes.items():

@@ -1,6 +1,5 @@
 """Batch-aware cost tables (no torch): per batch size b, a target pass over b x n tokens and a drafter pass
-over b blocks of n; :meth:`BatchCostTable.at_concurrency` gives the per-request
-:class:`~specpolicy.costs.CostTable`."""
+over b blocks of n; :meth:`BatchCostTable.at_concurrency`: a :class:`~specpolicy.costs.CostTable`."""
 
 from __future__ import annotations
 

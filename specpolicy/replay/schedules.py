@@ -62,8 +62,7 @@ class ExactSchedules:
     def _outcomes(self, sizes: Sequence[int], lengths: Sequence[int] | None = None, check: bool = False
                   ) -> Outcomes:
         """What a cycle of each of ``sizes`` verifying ``lengths`` does at every anchor, [n, A] each:
-        :func:`commit_length` over arrays. ``check``: first refuse a size that some reachable anchor lacks
-        (a schedule would reach it)."""
+        :func:`commit_length` over arrays. ``check``: refuse a size a reachable anchor lacks."""
         p, n = self.prompt_length, self.accepted.shape[0]
         accepted = np.stack([np.zeros(n, np.int64) if b == 1 else self.accepted[:, self._column(b)]
                              for b in sizes], axis=1).astype(np.int64)

@@ -169,9 +169,8 @@ class ReplayTable(ExactSchedules):
         return cycles
 
     def _walk_fixed(self, size: int) -> tuple[CycleRecord, ...] | None:
-        """The cycles of a fixed ``size`` over :meth:`_outcomes` (what a session runs, without one); ``None``
-        where the session must run: recorded rounds, or an anchor the walk reaches without a replayed cycle
-        (the session names it)."""
+        """The cycles of a fixed ``size`` over :meth:`_outcomes` (a session's run, without one); ``None``
+        where a session must run: recorded rounds, or an anchor reached with no replayed cycle."""
         if self.rounds:
             return None
         outcomes = self._outcomes([size])

@@ -8,9 +8,13 @@ import random
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from specpolicy.bench.from_run import fit_csv, fit_cycles
+from specpolicy.cli import app
+from specpolicy.costs import CostTable
 from specpolicy.cycles import Plan
+from specpolicy.defaults import MEASURED_DIR
 from specpolicy.sweep.traces import TraceArgs, import_traces
 from specpolicy.sweep.traces.dflash_mlx import read_cycles
 
@@ -96,9 +100,27 @@ def test_a_csv_of_verifies_and_a_measured_drafter_pass(tmp_path):
     fitted = fit_csv(tmp_path / "verifies.csv", draft_seconds=0.006)
     assert fitted.cliffs == (12,) and fitted.table.draft_seconds[16] == 0.006
     assert fitted.table.ar_seconds == pytest.approx(verify_us(1) / 1e6)
-    (tmp_path / "bad.csv").write_text("tokens,seconds\n4,0.01\n5,nan\n")
-    with pytest.raises(ValueError, match="row 3"):
+    (tmp_path / "bad.csv").write_text("# a comment\ntokens,seconds\n4,0.01\n\n5,nan\n")
+    with pytest.raises(ValueError, match="line 5"):
         fit_csv(tmp_path / "bad.csv", draft_seconds=0.006)
+
+
+def test_the_published_m5_max_curves_price_every_block_between_their_rows(tmp_path, monkeypatch):
+    """mlx #3791's two shipped curves, read by name from any folder: the published forward by rows, the blocks
+    between interpolated (said so), the drafter's pass the user's; the raised kernel limit saves 18% at 12."""
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["bench", "from-run", "mlx-3791-m5-max-70b-4bit-limit10",
+                                      "--draft-seconds", "0.01", "--out", "m5.json", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    slow = CostTable.load(tmp_path / "m5.json")
+    fast = fit_csv(MEASURED_DIR / "mlx-3791-m5-max-70b-4bit-limit16.csv", draft_seconds=0.01).table
+    assert slow.ar_seconds == pytest.approx(0.0764) and slow.verify_seconds[12] == pytest.approx(0.2946)
+    assert slow.block_sizes == tuple(range(1, 13)) and fast.block_sizes == tuple(range(1, 17))
+    assert slow.cycle_seconds(4) == pytest.approx(0.01 + (0.085 + 0.1082) / 2)
+    assert any("interpolated" in w and "2, 4, 6-7, 9-11" in w for w in slow.warnings)
+    assert fast.verify_seconds[12] / slow.verify_seconds[12] == pytest.approx(0.82, abs=0.005)
+    with pytest.raises(ValueError, match="no entry for block size 16"):
+        slow.cycle_seconds(16)
 
 
 @pytest.mark.parametrize(("change", "message"), [

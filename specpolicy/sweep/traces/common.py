@@ -1,6 +1,5 @@
-"""What every trace format shares: the import's report, the store's meta, the replay records a chain trace or
-a per-step record becomes, and reading a trace file one checked line at a time (a ValueError naming the file,
-line and problem otherwise)."""
+"""What every trace format shares: the import's report, the store's meta, the records a chain trace or a
+per-step record becomes, reading a trace file a checked line at a time (errors name file and line)."""
 
 from __future__ import annotations
 
