@@ -82,7 +82,7 @@ csv = WORKDIR / "verify-timings.csv"
 csv.write_text("tokens,seconds\n" + "".join(f"{rows},{seconds}\n" for rows, seconds in curve.items()))
 fitted = fit_csv(csv, draft_seconds=0.006)
 print(f"\n{'rows verified':>13}{'verify ms':>11}  cliff")
-for row in fitted.rows():
+for row in (r for r in fitted.rows() if r["cycles"]):  # the widths measured
     print(f"{row['tokens verified']:>13}{row['verify ms']:>11.1f}  {row['cliff']}".rstrip())
 print("\n".join(f"note: {warning}" for warning in fitted.table.warnings))
 table = WORKDIR / "engine-costs.json"
