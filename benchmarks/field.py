@@ -10,9 +10,11 @@ from pathlib import Path
 from specpolicy.defaults import DEFAULT_POLICY
 from specpolicy.evaluation.compare import compare_sweep
 
+MLX_VLM_DFLASH2 = "mlx-vlm:block_size=8,first_block=3,min_block_size=3"
+"""mlx-vlm's rule as its DFlash2 drafter runs it (``DFlash2DraftModel``: first and least block 3, block 8)"""
 FIELD = ("dflash-mlx", "dflash-mlx-count", "sglang-adaptive", "sglang-dflash-verify", "mistralrs-dflash",
          "mistralrs-adaptive", "mistralrs-autotune", "mlx-vlm", "ollama", "llamacpp-streak", "llamacpp-ema",
-         "llamacpp-pmin", "heuristic", "vllm-dsd", "trtllm-schedule")
+         "llamacpp-pmin", "heuristic", "vllm-dsd", "trtllm-schedule", MLX_VLM_DFLASH2)
 """the field's controllers at their defaults (``heuristic``: Hugging Face's and llama.cpp #3006's rule)"""
 GRIDS = {
     "dflash-mlx": ["window_size=2,4,8", "tpc_threshold=2,2.5,3,3.5,4", "min_block_tokens=2,4,6,8"],

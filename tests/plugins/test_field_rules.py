@@ -151,6 +151,18 @@ def test_mlx_vlm_halves_weak_blocks_and_grows_strong_ones_by_two():
     assert walk("mlx-vlm:first_block=4,min_block_size=8", lambda b, i: 2, 3) == [4, 4, 4]
 
 
+def test_mlx_vlm_dflash2_starts_at_three_and_moves_between_three_and_its_block_of_eight():
+    """mlx-vlm 0.7.10's DFlash2 drafter (``DFlash2DraftModel``: ``dflash_initial_block_size = 3``,
+    ``dflash_min_block_size = 3``, the checkpoint's block of 8) is the same rule with those values: rounds
+    fully accepted grow by 2 to 5, 7 and the block; rounds accepting none hold 8 while the window of 8 rounds
+    stays above half accepted (a mean of 2 or more), then step down by 2 to the floor of 3 and stay there."""
+    name = "mlx-vlm:block_size=8,first_block=3,min_block_size=3"
+    sizes = walk(name, lambda b, i: b - 1 if i < 4 else 0, 11, candidates=range(1, 9))
+    assert sizes == [3, 5, 7, 8, 8, 8, 8, 6, 4, 3, 3]
+    assert walk(name, lambda b, i: 0, 4, candidates=range(1, 9)) == [3, 3, 3, 3]
+    assert create_policy(name, range(1, 9)).choices() == set(range(3, 9))
+
+
 def test_ollama_climbs_one_trusted_position_at_a_time_and_backs_off_its_probes():
     """From plain decoding it seeds depths 0 and 1 with cost samples (the first round of a depth records
     none), then climbs a depth per 10 reaches of the deepest position while every draft is accepted; where
