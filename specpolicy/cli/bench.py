@@ -214,7 +214,9 @@ def from_run(
     from specpolicy.files import shipped
 
     check_out_file(out, "costs.json")
-    file = shipped(file, MEASURED_DIR, ".csv", Path.is_file)
+    if not (file := shipped(file, MEASURED_DIR, ".csv", Path.is_file)).exists():
+        raise fail(f"no file {file}: pass dflash-mlx's cycle_events.jsonl, a CSV of tokens,seconds or a "
+                   f"published curve ({', '.join(sorted(p.stem for p in MEASURED_DIR.glob('*.csv')))})")
     if ar_seconds == 0 or (file.suffix.lower() == ".csv") != (draft_seconds is not None):
         raise fail("--ar-seconds must be above 0" if ar_seconds == 0 else
                    "a CSV of verifies needs --draft-seconds (the drafter's pass you measured); a cycle_events"

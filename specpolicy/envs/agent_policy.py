@@ -70,9 +70,8 @@ class AgentSpec:
 
     @classmethod
     def of_env(cls, env: object, budget: int | None = None) -> AgentSpec:
-        """The spec of an environment (or its wrapper): ``BlockSize-v0``, ``BlockSizeStep-v0``,
-        ``DraftVerifyStep-v0`` or their vector versions. ``budget``: the step environments' token budget
-        (default: their sweep's)."""
+        """The spec of ``env`` (or of its wrapper): ``BlockSize-v0``, ``BlockSizeStep-v0``,
+        ``DraftVerifyStep-v0`` or vector forms; ``budget``: the step environments' (default: the sweep's)."""
         env = specpolicy_env(env)
         size = int(np.prod(getattr(env, "single_observation_space", env.observation_space).shape))
         granularity = getattr(env, "granularity", "prompt")

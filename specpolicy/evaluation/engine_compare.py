@@ -1,6 +1,5 @@
-"""The engine's own costs and the comparison run in it (no torch): the cost table calibrated from the
-engine's timings, the best stock llama.cpp flags priced with it, and :func:`compare_engine`, ``specpolicy
-compare --engine llamacpp`` as a library call."""
+"""The engine's own costs and its comparison (no torch): the cost table calibrated from the engine's timings,
+the best stock llama.cpp flags priced with it, and :func:`compare_engine` (``compare --engine llamacpp``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The configurations ``specpolicy export`` writes: a policy served at every concurrency and the vLLM and
-SGLang configurations closest to it, each priced by simulating exactly what the engine runs (numpy only), or
-the llama.cpp servers that deploy it."""
+SGLang configurations nearest it, each priced by simulating what the engine runs, or llama.cpp's servers."""
 
 from __future__ import annotations
 

@@ -121,6 +121,9 @@ def test_the_published_m5_max_curves_price_every_block_between_their_rows(tmp_pa
     assert fast.verify_seconds[12] / slow.verify_seconds[12] == pytest.approx(0.82, abs=0.005)
     with pytest.raises(ValueError, match="no entry for block size 16"):
         slow.cycle_seconds(16)
+    typo = CliRunner().invoke(app, ["bench", "from-run", "mlx-3791-limit16", "--draft-seconds", "0.01"])
+    assert typo.exit_code == 2 and "mlx-3791-m5-max-70b-4bit-limit16" in typo.output  # not "leave out"
+    assert "leave --draft-seconds out" not in typo.output and not (tmp_path / "costs.json").exists()
 
 
 @pytest.mark.parametrize(("change", "message"), [

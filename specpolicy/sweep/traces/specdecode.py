@@ -1,6 +1,5 @@
-"""SpecDecode-Bench's per-position JSONL: for every generated position, the tokens a chain drafter's draft
-started there would commit (``acc_eagle``: EAGLE-3, ``acc_ngram``: n-gram lookup); every block size up to the
-longest recorded run replays exactly."""
+"""SpecDecode-Bench's per-position JSONL: each generated position's tokens a chain drafter's draft from there
+would commit (``acc_eagle``: EAGLE-3, ``acc_ngram``: n-gram); every block up to the longest run replays."""
 
 from __future__ import annotations
 
