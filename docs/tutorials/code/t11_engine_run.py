@@ -3,6 +3,9 @@ engines record them (SGLang's detailed stats, vLLM's per-choice stats, dflash-ml
 replayed exactly and priced; then a cost table fitted from an engine's own verify timings, its cliff named."""
 
 import json
+import subprocess
+import sys
+import textwrap
 
 from common import SAMPLES, WORKDIR
 
@@ -19,13 +22,22 @@ COSTS = str(SHIPPED / "latency.json")  # the shipped pair's cost table, measured
 # 1. Each engine's run, as the engine writes it. The decodes are the shipped sweep's at B = 8: per request,
 #    each step's accepted drafts and the output's length (what a server started with the switch records).
 shipped = SweepStore.load(SHIPPED)
-runs, committed = {}, []
-for record in list(shipped.records())[:SAMPLES]:
-    cycles = record.table().simulate(BLOCK)
-    committed += [c.committed for c in cycles]
-    runs[record.prompt_id.split(":")[-1]] = ([c.accepted for c in cycles], 1 + sum(committed[-len(cycles):]))
+
+
+def decodes(block):
+    """Per request id: each step's accepted drafts at ``block`` and the output's length."""
+    out = {}
+    for record in list(shipped.records())[:SAMPLES]:
+        cycles = record.table().simulate(block)
+        rid = record.prompt_id.split(":")[-1]
+        out[rid] = ([c.accepted for c in cycles], 1 + sum(c.committed for c in cycles))
+    return out
+
+
+runs = decodes(BLOCK)
+steps = sum(len(accepted) for accepted, _ in runs.values())
 print(f"the shipped sweep's decodes of these {len(runs)} prompts at B = {BLOCK}: tau "
-      f"{sum(committed) / len(committed):.3f}\n")
+      f"{sum(tokens - 1 for _, tokens in runs.values()) / steps:.3f}\n")
 
 
 def write(name, lines):
@@ -35,11 +47,15 @@ def write(name, lines):
 
 
 # SGLang, `--speculative-decoding-stats detailed`: native responses, `meta_info.speculative_decoding_stats`
-sglang = write("sglang-b8.jsonl", [
-    {"text": "...", "meta_info": {"id": rid, "completion_tokens": tokens, "speculative_decoding_stats": {
-        "verify_lengths": [BLOCK] * len(steps), "accept_lengths": [a + 1 for a in steps],
-        "num_verified_draft_tokens": (BLOCK - 1) * len(steps), "num_accepted_draft_tokens": sum(steps)}}}
-    for rid, (steps, tokens) in runs.items()])
+def sglang_run(runs, block):
+    return write(f"sglang-b{block}.jsonl", [
+        {"text": "...", "meta_info": {"id": rid, "completion_tokens": tokens, "speculative_decoding_stats": {
+            "verify_lengths": [block] * len(steps), "accept_lengths": [a + 1 for a in steps],
+            "num_verified_draft_tokens": (block - 1) * len(steps), "num_accepted_draft_tokens": sum(steps)}}}
+        for rid, (steps, tokens) in runs.items()])
+
+
+sglang = sglang_run(runs, BLOCK)
 # vLLM, `--per-request-spec-decode-stats detailed`: OpenAI responses, per choice
 vllm = write("vllm-b8.jsonl", [
     {"id": rid, "object": "chat.completion", "usage": {"completion_tokens": tokens},
@@ -92,3 +108,25 @@ row = compare_sweep(WORKDIR / "store-sglang-b8", ["fixed8"], costs=[table], base
 print(f"\nthe SGLang run priced by that table: fixed8 {row.speedup:.2f}x plain decoding (tau {row.tau:.2f})")
 own = compare_sweep(WORKDIR / "store-cycle_events", ["fixed8"], baseline="fixed8", oracle="fixed8")[0].row
 print(f"the dflash-mlx run priced by its own cycles' timings (fitted on import): fixed8 {own.speedup:.2f}x")
+
+# 4. Several runs, one store: the same prompts served at B = 4, 8 and 16 (three SGLang runs) import into one
+#    store keyed by request id, each block replaying its own run exactly, so a choice per prompt over them is
+#    exact too: the per-prompt oracle is the fastest recorded run of each prompt. Priced by the engine's own
+#    table (its cliff makes 16 rows dear), then the best constant written in each engine's own flags.
+paths = [sglang_run(decodes(block), block) for block in (4, 16)] + [sglang]
+store = import_traces(paths, WORKDIR / "store-sglang-runs").store.path
+rows = compare_sweep(store, ["fixed4", "fixed8", "fixed16", "oracle"], costs=[table], baseline="fixed16")
+print(f"\n{'policy':<10}{'over AR':>9}{'vs fixed16':>12}   (three runs, one store, the engine's table)")
+for row in (r.row for r in rows):
+    print(f"{row.policy:<10}{row.speedup:>8.2f}x{row.vs_baseline:>11.2f}x")
+best = max((r.row for r in rows if r.row.policy.startswith("fixed")), key=lambda row: row.speedup).policy
+# export simulates serving, so it prices with a batch table (a shipped H200 one); the flags are its output
+command = ["export", best, "--sweep", str(store), "--batch-sizes", "1", "--drafter",
+           "z-lab/Qwen3-8B-DFlash-b16", "--batch-costs", "aic-h200-sxm-sglang-qwen3-8b-dflash-context-1024"]
+exported = subprocess.run([sys.executable, "-m", "specpolicy.cli", *command], capture_output=True, text=True,
+                          check=True)
+configs = json.loads(exported.stdout)
+print(f"\n{best} in each engine's own terms:")
+for key in ("sglang_args", "mlx_vlm_args", "dflash_mlx_args", "vllm_speculative_config"):
+    text = " ".join(configs[key]) if isinstance(configs[key], list) else json.dumps(configs[key])
+    print(textwrap.fill(f"{key}: {text}", width=100, initial_indent="  ", subsequent_indent="      "))
