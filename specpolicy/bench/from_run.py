@@ -85,8 +85,8 @@ def fit(verify: dict[int, list[float]], draft: dict[int, list[float]], source: s
     if filled := [w for w in widths if w not in means]:
         warnings.append(f"verify widths {_spans(filled)} interpolated linearly between the measured ones")
     drafted = {b: float(np.mean(s)) for b, s in draft.items() if b > 1}
-    draft_means = {1: 0.0} | (interpolated(drafted, [w for w in widths if w > 1]) if drafted else {})
-    table = CostTable(draft_means | drafted, interpolated(means, widths), float(ar_seconds),
+    draft_means = {1: 0.0} | interpolated(drafted, [w for w in widths if w > 1]) | drafted
+    table = CostTable(draft_means, interpolated(means, widths), float(ar_seconds),
                       machine=f"fitted from {source}", source=source, repeats=min(map(len, verify.values())),
                       spread={w: quartile_spread(s) for w, s in verify.items()}, warnings=tuple(warnings))
     return FittedTable(table, {w: len(s) for w, s in verify.items()}, found)
@@ -113,9 +113,10 @@ def fit_csv(file: str | Path, draft_seconds: float, ar_seconds: float | None = N
     """:func:`fit` over a CSV of ``tokens,seconds`` rows (a header, ``#`` comments), one target verify each,
     and one drafter pass a user measured (``draft_seconds``, the same at every block)."""
     file = Path(file)
-    lines = enumerate(csv.reader(file.read_text().splitlines()), 1)
+    rows = [(n, r) for n, r in enumerate(csv.reader(file.read_text().splitlines()), 1)
+            if r and r[0].strip() and not r[0].lstrip().startswith("#")]  # blank lines and comments skipped
     verify: dict[int, list[float]] = {}
-    for index, (number, row) in enumerate((n, r) for n, r in lines if r and r[0].strip()[:1] not in "#"):
+    for index, (number, row) in enumerate(rows):
         try:
             tokens, seconds = int(row[0]), float(row[1])
             if tokens < 1 or not np.isfinite(seconds) or seconds <= 0:

@@ -91,8 +91,8 @@ class VllmConfig:
     def dflash_mlx_args(self, block: int) -> list[str] | None:
         """``dflash serve``'s flags running this shape at one request, where it drafts the checkpoint's
         ``block`` (dflash-mlx drafts no other; ``None``), verifying at most L of it."""
-        length = self.shape()[1]
-        return None if self.shape()[0] != block else [
+        drafted, length = self.shape()
+        return None if drafted != block else [
             "--draft-model", self.model, "--verify-mode", "dflash", "--verify-len-cap", str(length)]
 
     def to_json(self) -> dict:

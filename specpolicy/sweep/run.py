@@ -34,6 +34,12 @@ def _cycles(trace: DecodeTrace) -> list[tuple]:
             for c in trace.cycles]
 
 
+def prompt_fields(ids: Sequence[int], prompt: Prompt) -> dict:
+    """A record's fields from its encoded prompt ``ids``: length, digest, and what the split groups it by."""
+    return {"prompt_length": len(ids), "prompt_sha256": prompt_digest(ids),
+            "conversation": prompt.conversation, "text_key": text_key(prompt.messages)}
+
+
 def sweep_prompt(decoder: SpeculativeDecoder, prompt: Prompt, index: int, settings: SweepSettings,
                  tokenizer, answer: Answer | None = None) -> tuple[SweepRecord, object]:
     """One prompt's record (and its prefill logits [V]) under ``settings``; a multi-turn prompt's earlier
@@ -42,10 +48,8 @@ def sweep_prompt(decoder: SpeculativeDecoder, prompt: Prompt, index: int, settin
                         answer or own_answer(decoder))
     candidates = sorted(settings.candidates)
     fields: dict = {"version": RECORD_VERSION, "prompt_id": prompt.id, "index": index,
-                    "prompt_length": len(ids),
-                    "prompt_sha256": prompt_digest(ids), "training_block_size": decoder.drafter.block_size,
-                    "category": prompt.category or None, "group": prompt.group or None,
-                    "conversation": prompt.conversation, "text_key": text_key(prompt.messages)}
+                    **prompt_fields(ids, prompt), "training_block_size": decoder.drafter.block_size,
+                    "category": prompt.category or None, "group": prompt.group or None}
     try:
         if settings.mode == "replay":
             table, trace = build_replay(decoder, ids, candidates, max_new_tokens=settings.max_new_tokens,

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from specpolicy.arguments import check_candidate_set
 from specpolicy.files import atomic_path
-from specpolicy.sweep.records import prompt_digest
 from specpolicy.sweep.settings import SweepSettings
 from specpolicy.sweep.store import SweepStore
 from specpolicy.sweep.traces import calibration, dflash_mlx, llamacpp, profile, spec_bench, specdecode, vllm
@@ -106,10 +105,10 @@ def with_prefill(store: SweepStore, by_id: dict, prompts: str, target: str, draf
     """``store`` with each record's prefill logits [V] (what BlockPilot reads; an engine records none): its
     prompt, by request id in ``by_id`` (the prompt set or file ``prompts``), encoded as a sweep encodes it."""
     from specpolicy.data.prompts import encode_prompt
-    from specpolicy.data.splits import text_key
     from specpolicy.decoding import SpeculativeDecoder
     from specpolicy.decoding.autoregressive import own_answer
     from specpolicy.models import load_pair
+    from specpolicy.sweep.run import prompt_fields
 
     settings, records = {"prompts": prompts, "target": target, "drafter": drafter}, list(store.records())
     if store.meta.get("prefill") == settings and all(r.features for r in records):
@@ -126,8 +125,6 @@ def with_prefill(store: SweepStore, by_id: dict, prompts: str, target: str, draf
         for record in records:  # split as a sweep of these prompts splits (by conversation and input)
             prompt = by_id[record.prompt_id.partition(":")[2]]
             ids = encode_prompt(pair.tokenizer, prompt, limit, answer)
-            record = record.model_copy(update={"prompt_length": len(ids), "prompt_sha256": prompt_digest(ids),
-                                               "conversation": prompt.conversation,
-                                               "text_key": text_key(prompt.messages)})
+            record = record.model_copy(update=prompt_fields(ids, prompt))
             out.append(record, decoder.start(ids).prefill_logits)
     return SweepStore.load(store.path)
