@@ -142,6 +142,10 @@ class Policy:
         """Its settings as its engine takes them (flags, config, constants); ``None``: no engine's."""
         return None
 
+    def lockstep_rule(self) -> object | None:
+        """An array rule lockstep replay runs for it on every prompt at once (replay.lockstep), else None."""
+        return None
+
     def confidence_sizes(self) -> set[int]:
         """Block sizes whose drafts' confidences its verify lengths read (a sweep must record them)."""
         return set()

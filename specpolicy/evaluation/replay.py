@@ -13,6 +13,7 @@ from specpolicy.costs import CostTable, nearest_context
 from specpolicy.cycles import CycleRecord
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
 from specpolicy.policy import Answers, Policy, PromptObservation
+from specpolicy.replay.lockstep import Lanes, lockstep, runs_in_lockstep
 from specpolicy.state import mean_acceptance
 from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
@@ -103,18 +104,21 @@ def evaluate_replay(
     records = list(store.records())
     if not records:
         raise ValueError(f"sweep store {store.path} has no valid records; run or resume the sweep first")
-    for done, record in enumerate(records, start=1):
+    replays = [record.table() if record.replay is not None else None for record in records]
+    stepped = {} if live or len(tables) > 1 or tables[0] is None else _stepped(policies, replays, tables[0])
+    for done, (record, table) in enumerate(zip(records, replays), start=1):
         costs = nearest_context(tables, record.prompt_length) if len(tables) > 1 else tables[0]
         observation = prompt_observation(store, record, costs)
-        table = record.table() if record.replay is not None else None
         measured = {b: r.decode_seconds / max(1, r.tokens) for b, r in record.live.items()} if live else None
         answers = Answers(record.taus, table, record.training_block_size, measured)
         # the per-prompt time oracle's rule (plugins/oracle.py too)
         oracle = answers.fastest(candidates, costs)
-        for policy, result in zip(policies, results):
+        for j, (policy, result) in enumerate(zip(policies, results)):
             result.prompts.append(_measured(policy, observation, answers, record, oracle) if live
-                                  else _replayed(policy, observation, answers, record.prompt_id, tables,
-                                                 oracle))
+                                  else lane_result(stepped[j][0], stepped[j][1] + done - 1, record.prompt_id,
+                                                   tables[0], oracle)
+                                  if j in stepped else _replayed(policy, observation, answers,
+                                                                 record.prompt_id, tables, oracle))
         if on_progress:
             on_progress(done, len(records))
     return results
@@ -161,6 +165,27 @@ def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, 
     seconds, ar_seconds = _priced(cycles, tables, observation.prompt_length, plain) if timed else (0.0, None)
     return PromptResult(prompt_id, sizes, tau, tokens, seconds, ar_seconds, oracle,
                         len(cycles) if table else 0)
+
+
+def _stepped(policies: Sequence[Policy], replays: Sequence, costs: CostTable) -> dict[int, tuple[Lanes, int]]:
+    """Policy index -> (the lockstep replay of every policy whose rule is of its class, its first lane)."""
+    groups: dict[type, list[int]] = {}
+    for j, policy in enumerate(policies):
+        if runs_in_lockstep(policy.lockstep_rule(), replays):
+            groups.setdefault(type(policy.lockstep_rule()), []).append(j)
+    stepped = {}
+    for members in groups.values():
+        lanes = lockstep(replays, [policies[j].lockstep_rule() for j in members], costs)
+        stepped.update({j: (lanes, s * len(replays)) for s, j in enumerate(members)})
+    return stepped
+
+
+def lane_result(lanes: Lanes, lane: int, prompt_id: str, costs: CostTable, oracle: int | None = None
+                ) -> PromptResult:
+    """What a lockstep replay's ``lane`` ran, as the prompt's result (as :func:`_replayed` reports it)."""
+    tokens, cycles = int(lanes.tokens[lane]), int(lanes.cycles[lane])
+    return PromptResult(prompt_id, lanes.block_sizes[lane].tolist(), tokens / cycles if cycles else 0.0, tokens,
+                        float(lanes.seconds[lane]), tokens * costs.ar_seconds if cycles else None, oracle, cycles)
 
 
 def _priced(cycles: Sequence[CycleRecord], tables: Sequence[CostTable], prompt_length: int, plain: bool

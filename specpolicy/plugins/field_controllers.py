@@ -3,14 +3,15 @@ at its defaults; docs/field.md cites each source and walks each rule through."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import ClassVar
 
+import numpy as np
+
 from specpolicy.defaults import LLAMACPP_N_MAX
 from specpolicy.plugins.field_rules import ControllerState as State
-from specpolicy.plugins.field_rules import field_policy
+from specpolicy.plugins.field_rules import field_policy, lanes
 
 SGLANG_SLOTS = {1: ((1, 3, 5, 7), 0.0, -0.25), 8: ((0, 1, 3), 0.0, 0.0), 32: ((0, 1), 0.0, 0.0),
                 64: ((0,), 0.0, 0.0)}
@@ -94,22 +95,22 @@ class MistralrsDflash:
     max_drafts: int = 7
     adaptive: int = 1
     full_depth_max_batch: int = 2
-    reads_time = False
+    reads_time, LANES = False, True
     TERMS: ClassVar[dict[str, str]] = {"max_drafts": "--mtp-n-predict",
                                        "adaptive": "$MISTRALRS_DFLASH_ADAPTIVE",
                                        "full_depth_max_batch": "ADAPT_FULL_DEPTH_MAX_BATCH"}
 
-    def start(self, prompt_length: int) -> State:
-        return State()
+    def start(self, prompt_length: np.ndarray) -> State:
+        return State(zero=lanes(prompt_length, 0))
 
-    def block(self, s: State, batch: int) -> int:
-        full = not self.adaptive or self.max_drafts == 0 or batch <= self.full_depth_max_batch
-        return (self.max_drafts if full else min(1, self.max_drafts)) + 1
+    def block(self, s: State, batch: int) -> np.ndarray:
+        full = (self.adaptive == 0) | (self.max_drafts == 0) | (batch <= self.full_depth_max_batch)
+        return np.where(full, self.max_drafts, np.minimum(1, self.max_drafts)) + 1 + s.zero
 
     def choices(self) -> set[int]:
         return {self.max_drafts + 1, min(1, self.max_drafts) + 1 if self.adaptive else self.max_drafts + 1}
 
-    def update(self, s: State, length: int, accepted: int, seconds: float) -> None:
+    def update(self, s: State, length: np.ndarray, accepted: np.ndarray, seconds: np.ndarray) -> None:
         """Stateless: the depth follows the batch."""
 
 
@@ -220,25 +221,26 @@ class LlamacppStreak:
     bias: int = 0
     n_min: int = 0
     n_max: int = LLAMACPP_N_MAX
-    reads_time = False
+    reads_time, LANES = False, True
     TERMS: ClassVar[dict[str, str]] = {
         "threshold": "--spec-draft-adaptive-length-threshold", "bias": "--spec-draft-adaptive-length-bias",
         "n_min": "--spec-draft-n-min", "n_max": "--spec-draft-n-max"}
 
-    def start(self, prompt_length: int) -> State:
-        return State(n=self.n_max, run=0)
+    def start(self, prompt_length: np.ndarray) -> State:
+        return State(n=lanes(prompt_length, self.n_max), run=lanes(prompt_length, 0))
 
-    def block(self, s: State, batch: int) -> int:
+    def block(self, s: State, batch: int) -> np.ndarray:
         return s.n + 1
 
     def choices(self) -> set[int]:
         return set(range(self.n_min + 1, self.n_max + 2))
 
-    def update(self, s: State, length: int, accepted: int, seconds: float) -> None:
+    def update(self, s: State, length: np.ndarray, accepted: np.ndarray, seconds: np.ndarray) -> None:
         success = accepted >= length - 1 - self.bias
-        s.run = max(1, s.run + 1) if success else min(-1, s.run - 1)  # > 0: successes in a row, < 0: failures
-        if self.threshold and abs(s.run) >= self.threshold:
-            s.n, s.run = min(self.n_max, max(self.n_min, s.n + (1 if success else -1))), 0
+        run = np.where(success, np.maximum(1, s.run + 1), np.minimum(-1, s.run - 1))  # > 0: successes in a row
+        moved = (self.threshold != 0) & (np.abs(run) >= self.threshold)
+        s.n = np.where(moved, np.minimum(self.n_max, np.maximum(self.n_min, s.n + np.where(success, 1, -1))), s.n)
+        s.run = np.where(moved, 0, run)
 
 
 @dataclass(frozen=True)
@@ -248,23 +250,22 @@ class LlamacppEma:
     initial: float = 2.0
     n_min: int = 1
     n_max: int = LLAMACPP_N_MAX
-    reads_time = False
+    reads_time, LANES = False, True
     TERMS: ClassVar[dict[str, str]] = {"n_min": "--spec-draft-n-min", "n_max": "--spec-draft-n-max",
                                        "alpha": "# alpha", "probe": "# probe", "initial": "# initial EMA"}
     """with ``--spec-draft-adaptive``; alpha, probe and init are constants of the fork's source"""
 
-    def start(self, prompt_length: int) -> State:
-        return State(ema=self.initial)
+    def start(self, prompt_length: np.ndarray) -> State:
+        return State(ema=lanes(prompt_length, self.initial, float))
 
-    def block(self, s: State, batch: int) -> int:
-        return min(self.n_max, max(self.n_min, math.floor(s.ema + 0.5))) + 1
+    def block(self, s: State, batch: int) -> np.ndarray:
+        return np.minimum(self.n_max, np.maximum(self.n_min, np.floor(s.ema + 0.5))).astype(np.int64) + 1
 
     choices = LlamacppStreak.choices
 
-    def update(self, s: State, length: int, accepted: int, seconds: float) -> None:
-        if length > 1:
-            s.ema = s.ema + self.probe if accepted >= length - 1 else \
-                (1 - self.alpha) * s.ema + self.alpha * accepted
+    def update(self, s: State, length: np.ndarray, accepted: np.ndarray, seconds: np.ndarray) -> None:
+        probed = np.where(accepted >= length - 1, s.ema + self.probe, (1 - self.alpha) * s.ema + self.alpha * accepted)
+        s.ema = np.where(length > 1, probed, s.ema)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, fields
 from types import SimpleNamespace
 from typing import Protocol
 
+import numpy as np
+
 from specpolicy.arguments import check_candidate_set, check_count, check_real
 from specpolicy.costs import CostTable
 from specpolicy.cycles import Plan
@@ -21,7 +23,12 @@ from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.state import DecodeState
 
 ControllerState = SimpleNamespace
-"""A controller's state for one request (the attributes its ``start`` sets)."""
+"""A controller's state for one request (the attributes its ``start`` sets; arrays [lanes] for ``LANES``)."""
+
+
+def lanes(prompt_length: np.ndarray, value: object, dtype: type = np.int64) -> np.ndarray:
+    """``value`` (a parameter: one, or one per lane) at every lane of ``prompt_length`` [lanes]."""
+    return np.zeros(np.shape(prompt_length), dtype=dtype) + value
 
 
 class Controller(Protocol):
@@ -55,7 +62,8 @@ class FieldRule:
     def _start(self, prompt_length: int) -> ControllerState:
         carried = self.shared[0] if self.shared else None
         controller = self.controller
-        return controller.resume(copy.deepcopy(carried)) if carried else controller.start(prompt_length)
+        return controller.resume(copy.deepcopy(carried)) if carried else controller.start(
+            _lane(controller, prompt_length))
 
     def __call__(self, state: DecodeState) -> int:
         controller, costs, verified = self.controller, self.costs, state.verify_history
@@ -63,14 +71,25 @@ class FieldRule:
         def update(s: ControllerState | None, i: int) -> ControllerState:
             s = s or self._start(state.prompt_length)
             block, length = state.block_size_history[i], verified[i]
-            controller.update(s, length, state.accepted_history[i],
-                              costs.split_cycle_seconds(block, length) if costs else 0.0)
+            seconds = costs.split_cycle_seconds(block, length) if costs else 0.0
+            controller.update(s, *(_lane(controller, v) for v in (length, state.accepted_history[i], seconds)))
             return s
 
         folded = state.fold(f"_field{id(controller)}", None, update) or self._start(state.prompt_length)
         if self.shared:
             self.shared[0] = folded
-        return controller.block(folded, state.batch)
+        return _block(controller, folded, state.batch)
+
+
+def _lane(controller: Controller, value: float) -> object:
+    """``value`` as a ``LANES`` controller reads it for one request (one lane), else as it is."""
+    return np.array([value]) if getattr(controller, "LANES", False) else value
+
+
+def _block(controller: Controller, s: ControllerState, batch: int) -> int:
+    """The next block of the one request ``s`` holds."""
+    block = controller.block(s, batch)
+    return int(block[0]) if getattr(controller, "LANES", False) else block
 
 
 class FieldPolicy(Policy):
@@ -92,7 +111,12 @@ class FieldPolicy(Policy):
     def select(self, observation: PromptObservation) -> int:
         """The first cycle's block, read from a fresh state (no cost table needed)."""
         controller = self.controller
-        return controller.block(controller.start(observation.prompt_length), observation.concurrency)
+        return _block(controller, controller.start(_lane(controller, observation.prompt_length)),
+                      observation.concurrency)
+
+    def lockstep_rule(self) -> Controller | None:
+        """Its controller where it runs in lockstep (``LANES``, a state per request)."""
+        return self.controller if getattr(self.controller, "LANES", False) and not self.shared else None
 
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
         costs = required_costs(self, observation) if self.controller.reads_time else None

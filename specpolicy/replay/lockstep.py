@@ -1,0 +1,93 @@
+"""Lockstep replay: many prompts' decodes, and many settings of one rule, stepped together with the rule's state
+in numpy arrays [lanes]; every lane runs the cycles the per-prompt walk (ReplayTable.simulate) runs for it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import numpy as np
+
+from specpolicy.costs import CostTable
+from specpolicy.replay.table import ReplayTable
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """What lane ``s * P + p`` (setting ``s`` of the rule on prompt ``p`` of P) ran, [S * P] each: its cycles'
+    modelled seconds (0 without a table), the tokens they commit and their count; ``block_sizes[lane]``: B of
+    every cycle."""
+
+    seconds: np.ndarray
+    tokens: np.ndarray
+    cycles: np.ndarray
+    block_sizes: list[np.ndarray]
+
+
+def runs_in_lockstep(rule: Any, tables: Sequence[ReplayTable | None]) -> bool:
+    """Whether lockstep replays ``rule`` on ``tables``: an array rule (``LANES``) over anchors, not rounds."""
+    return getattr(rule, "LANES", False) and all(t is not None and not t.rounds for t in tables)
+
+
+def _take(rule: Any, state: Any, keep: np.ndarray) -> Any:
+    """``rule`` with its parameters at lanes ``keep``; ``state``'s arrays cut to them in place."""
+    for name, value in vars(state).items():
+        setattr(state, name, value[keep])
+    return replace(rule, **{f.name: getattr(rule, f.name)[keep] for f in fields(rule)})
+
+
+def _padded(tables: Sequence[ReplayTable], blocks: list[int]) -> tuple[np.ndarray, ...]:
+    """Every table's outcomes of whole blocks of ``blocks``, [P, n + 1, K] each (accepted, kept, next anchor,
+    done), padded past each table's anchors with rows that end a decode unreplayed."""
+    outcomes = [t._outcomes(blocks) for t in tables]
+    n = max(o.accepted.shape[0] for o in outcomes) + 1
+    out = [np.full((len(tables), n, len(blocks)), fill) for fill in (-1, 0, n - 1, True)]
+    for p, o in enumerate(outcomes):
+        for array, part in zip(out, o):
+            array[p, :len(part)] = part
+    return tuple(out)
+
+
+def lockstep(tables: Sequence[ReplayTable], settings: Sequence[Any], costs: CostTable | None = None,
+             batch: int = 1) -> Lanes:
+    """Every one of ``settings`` (array rules of one class: ``start``, ``block``, ``update`` over lanes) on
+    every table, priced by ``costs`` (its seconds what a rule that ``reads_time`` reads)."""
+    count, blocks = len(tables), sorted(set().union(*(s.choices() for s in settings)))
+    column = np.zeros(max(blocks) + 1, dtype=np.int64)
+    column[blocks] = np.arange(len(blocks))
+    accepted, kept, following, done = _padded(tables, blocks)
+    priced = np.array([costs.split_cycle_seconds(b, b) if costs else 0.0 for b in blocks])
+    lanes = count * len(settings)
+    seconds, tokens, cycles = np.zeros(lanes), np.zeros(lanes, dtype=np.int64), np.zeros(lanes, dtype=np.int64)
+    rule = replace(settings[0], **{f.name: np.repeat([getattr(s, f.name) for s in settings], count)
+                                   for f in fields(settings[0])})
+    lane = np.arange(lanes)
+    prompt, anchor = lane % count, np.zeros(lanes, dtype=np.int64)
+    state = rule.start(np.array([t.prompt_length for t in tables])[prompt])
+    keep = ~np.array([t.start()[2] for t in tables])[prompt]
+    rule, lane, prompt, anchor = _take(rule, state, keep), lane[keep], prompt[keep], anchor[keep]
+    log: list[tuple[np.ndarray, np.ndarray]] = []
+    while lane.size:
+        size = np.asarray(rule.block(state, batch))
+        k = column[size]
+        drafts = accepted[prompt, anchor, k]
+        if (drafts < 0).any():  # raises, naming the anchor, as the walk does
+            j = int(np.argmax(drafts < 0))
+            table = tables[prompt[j]]
+            table.cycle(table.prompt_length + int(anchor[j]), 1, int(size[j]))
+        commits, cost = kept[prompt, anchor, k], priced[k]
+        seconds[lane] += np.where(commits > 0, cost, 0.0)
+        tokens[lane] += commits
+        cycles[lane] += commits > 0
+        log.append((lane[commits > 0].astype(np.int32), size[commits > 0].astype(np.int8)))
+        rule.update(state, size, drafts, cost if rule.reads_time else np.zeros(len(lane)))
+        ended = done[prompt, anchor, k]
+        anchor = following[prompt, anchor, k]
+        if ended.any():
+            keep = ~ended
+            rule, lane, prompt, anchor = _take(rule, state, keep), lane[keep], prompt[keep], anchor[keep]
+    order = np.concatenate([[0], np.cumsum(cycles)])
+    by_lane = np.concatenate([size for _, size in log])[np.argsort(np.concatenate([ln for ln, _ in log]),
+                                                                   kind="stable")] if log else np.zeros(0)
+    return Lanes(seconds, tokens, cycles, [by_lane[order[i]:order[i + 1]] for i in range(lanes)])

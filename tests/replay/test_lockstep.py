@@ -1,0 +1,95 @@
+"""Lockstep replay equals the per-prompt walk cycle for cycle: random traces, random settings of every array
+controller, and the shipped sweep through evaluate_replay."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specpolicy.costs import CostTable, uniform_costs
+from specpolicy.cycles import run
+from specpolicy.evaluation import replay as replay_module
+from specpolicy.evaluation.replay import evaluate_replay
+from specpolicy.policy import PromptObservation
+from specpolicy.registry import create_policy
+from specpolicy.replay.lockstep import lockstep, runs_in_lockstep
+from specpolicy.replay.table import ReplayTable
+
+CANDIDATES = tuple(range(1, 10))
+STOP = 99
+RULES = {  # every array controller, with a strategy for its parameters
+    "llamacpp-streak": st.fixed_dictionaries({"threshold": st.integers(0, 4), "bias": st.integers(0, 2),
+                                              "n_min": st.integers(0, 2), "n_max": st.integers(3, 8)}),
+    "llamacpp-ema": st.fixed_dictionaries({"alpha": st.sampled_from([0.1, 0.25, 0.5]),
+                                           "probe": st.sampled_from([0.5, 1.0, 2.0]),
+                                           "initial": st.sampled_from([0.0, 2.0, 5.5]),
+                                           "n_min": st.integers(0, 2), "n_max": st.integers(3, 8)}),
+    "mistralrs-dflash": st.fixed_dictionaries({"max_drafts": st.integers(1, 8), "adaptive": st.integers(0, 1),
+                                               "full_depth_max_batch": st.integers(0, 2)}),
+}
+
+
+@st.composite
+def tables(draw) -> list[ReplayTable]:
+    """Prompts whose every anchor is replayed: random acceptance, some stop tokens, a budget."""
+    out = []
+    for _ in range(draw(st.integers(1, 4))):
+        prompt, length = draw(st.integers(1, 6)), draw(st.integers(1, 30))
+        accepted = np.array([[draw(st.integers(0, b - 1)) for b in CANDIDATES] for _ in range(length)],
+                            dtype=np.int16)
+        tail = [draw(st.sampled_from([5, 6, STOP])) for _ in range(length + max(CANDIDATES))]
+        out.append(ReplayTable(prompt, length, CANDIDATES, accepted, [1] * prompt + tail, (STOP,),
+                               draw(st.integers(1, 40))))
+    return out
+
+
+def walked(name: str, table: ReplayTable, costs: CostTable) -> tuple[list[int], int, float]:
+    """B of every cycle, tokens and modelled seconds of ``name`` run on ``table``'s session (as live runs it)."""
+    plan = create_policy(name, CANDIDATES).plan(PromptObservation(np.zeros(0, np.float32), table.prompt_length,
+                                                                  "p", costs))
+    cycles = run(table.session(), plan)
+    return [c.block_size for c in cycles], sum(c.committed for c in cycles), costs.cycles_seconds(cycles)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rule=st.sampled_from(sorted(RULES)), data=st.data(), prompts=tables())
+def test_lockstep_equals_the_session_run_on_every_cycle(rule, data, prompts):
+    params = [data.draw(RULES[rule]) for _ in range(data.draw(st.integers(1, 3)))]
+    names = [f"{rule}:" + ",".join(f"{k}={v}" for k, v in p.items()) for p in params]
+    costs = uniform_costs(CANDIDATES, 0.01, data.draw(st.sampled_from([0.0, 0.13, 0.5])))
+    controllers = [create_policy(name, CANDIDATES).lockstep_rule() for name in names]
+    assert runs_in_lockstep(controllers[0], prompts)
+    lanes = lockstep(prompts, controllers, costs)
+    for s, name in enumerate(names):
+        for p, table in enumerate(prompts):
+            sizes, tokens, seconds = walked(name, table, costs)
+            lane = s * len(prompts) + p
+            assert lanes.block_sizes[lane].tolist() == sizes
+            assert (int(lanes.tokens[lane]), int(lanes.cycles[lane])) == (tokens, len(sizes))
+            assert lanes.seconds[lane] == pytest.approx(seconds, rel=1e-12)
+
+
+def test_evaluate_replay_runs_array_controllers_in_lockstep_as_the_walk_runs_them(replay_store, monkeypatch):
+    names = ["llamacpp-ema:n_min=0,n_max=1", "llamacpp-ema:n_min=0,n_max=1,alpha=0.5,initial=0.5", "llamacpp-streak:threshold=2,n_max=1", "mistralrs-dflash:max_drafts=3",
+             "fixed4"]
+    store = replay_store
+    policies = [create_policy(name, store.candidates) for name in names]
+    assert [p.lockstep_rule() is not None for p in policies] == [True, True, True, True, False]
+    stepped = evaluate_replay(store, policies)
+    monkeypatch.setattr(replay_module, "runs_in_lockstep", lambda rule, tables: False)
+    walked_results = evaluate_replay(store, policies)
+    for ours, theirs in zip(stepped, walked_results):
+        for a, b in zip(ours.prompts, theirs.prompts, strict=True):
+            assert (a.block_sizes, a.tokens, a.cycles, a.oracle_block_size) == \
+                (b.block_sizes, b.tokens, b.cycles, b.oracle_block_size)
+            assert (a.seconds, a.ar_seconds, a.tau) == pytest.approx((b.seconds, b.ar_seconds, b.tau), rel=1e-12)
+
+
+def test_lockstep_names_an_anchor_the_sweep_did_not_replay_as_the_walk_does():
+    accepted = np.array([[0, 0], [-1, -1], [0, 0]], dtype=np.int16)
+    table = ReplayTable(2, 3, (1, 2), accepted, [1, 1, 5, 6, 7, 8, 9], (), 10)
+    controller = create_policy("llamacpp-streak:n_max=1,n_min=0", (1, 2)).lockstep_rule()
+    with pytest.raises(ValueError, match="anchor 3 was not replayed"):
+        lockstep([table], [controller], uniform_costs((1, 2)))
