@@ -184,8 +184,9 @@ def lane_result(lanes: Lanes, lane: int, prompt_id: str, costs: CostTable, oracl
                 ) -> PromptResult:
     """What a lockstep replay's ``lane`` ran, as the prompt's result (as :func:`_replayed` reports it)."""
     tokens, cycles = int(lanes.tokens[lane]), int(lanes.cycles[lane])
-    return PromptResult(prompt_id, lanes.block_sizes[lane].tolist(), tokens / cycles if cycles else 0.0, tokens,
-                        float(lanes.seconds[lane]), tokens * costs.ar_seconds if cycles else None, oracle, cycles)
+    ar_seconds = tokens * costs.ar_seconds if cycles else None
+    return PromptResult(prompt_id, lanes.block_sizes[lane].tolist(), tokens / cycles if cycles else 0.0,
+                        tokens, float(lanes.seconds[lane]), ar_seconds, oracle, cycles)
 
 
 def _priced(cycles: Sequence[CycleRecord], tables: Sequence[CostTable], prompt_length: int, plain: bool

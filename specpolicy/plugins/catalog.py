@@ -1,6 +1,6 @@
 """The built-in policy families, declared without importing them: ``catalog.json`` (entry point -> its
-families: name, factory as ``"module:function"``, register options), so listing policies or building ``fixed16``
-loads neither torch nor scikit-learn."""
+families: name, factory as ``"module:function"``, register options), so listing policies or building
+``fixed16`` loads neither torch nor scikit-learn."""
 
 from __future__ import annotations
 

@@ -237,9 +237,10 @@ class LlamacppStreak:
 
     def update(self, s: State, length: np.ndarray, accepted: np.ndarray, seconds: np.ndarray) -> None:
         success = accepted >= length - 1 - self.bias
-        run = np.where(success, np.maximum(1, s.run + 1), np.minimum(-1, s.run - 1))  # > 0: successes in a row
+        run = np.where(success, np.maximum(1, s.run + 1), np.minimum(-1, s.run - 1))  # > 0: successes
         moved = (self.threshold != 0) & (np.abs(run) >= self.threshold)
-        s.n = np.where(moved, np.minimum(self.n_max, np.maximum(self.n_min, s.n + np.where(success, 1, -1))), s.n)
+        step = np.minimum(self.n_max, np.maximum(self.n_min, s.n + np.where(success, 1, -1)))
+        s.n = np.where(moved, step, s.n)
         s.run = np.where(moved, 0, run)
 
 
@@ -264,7 +265,8 @@ class LlamacppEma:
     choices = LlamacppStreak.choices
 
     def update(self, s: State, length: np.ndarray, accepted: np.ndarray, seconds: np.ndarray) -> None:
-        probed = np.where(accepted >= length - 1, s.ema + self.probe, (1 - self.alpha) * s.ema + self.alpha * accepted)
+        average = (1 - self.alpha) * s.ema + self.alpha * accepted
+        probed = np.where(accepted >= length - 1, s.ema + self.probe, average)
         s.ema = np.where(length > 1, probed, s.ema)
 
 

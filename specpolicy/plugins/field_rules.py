@@ -72,7 +72,8 @@ class FieldRule:
             s = s or self._start(state.prompt_length)
             block, length = state.block_size_history[i], verified[i]
             seconds = costs.split_cycle_seconds(block, length) if costs else 0.0
-            controller.update(s, *(_lane(controller, v) for v in (length, state.accepted_history[i], seconds)))
+            accepted = state.accepted_history[i]
+            controller.update(s, *(_lane(controller, v) for v in (length, accepted, seconds)))
             return s
 
         folded = state.fold(f"_field{id(controller)}", None, update) or self._start(state.prompt_length)

@@ -1,5 +1,5 @@
-"""Lockstep replay: many prompts' decodes, and many settings of one rule, stepped together with the rule's state
-in numpy arrays [lanes]; every lane runs the cycles the per-prompt walk (ReplayTable.simulate) runs for it."""
+"""Lockstep replay: many prompts' decodes, and many settings of one rule, stepped together with the rule's
+state in numpy arrays [lanes]; every lane runs the cycles the per-prompt walk (ReplayTable.simulate) runs."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def lockstep(tables: Sequence[ReplayTable], settings: Sequence[Any], costs: Cost
     accepted, kept, following, done = _padded(tables, blocks)
     priced = np.array([costs.split_cycle_seconds(b, b) if costs else 0.0 for b in blocks])
     lanes = count * len(settings)
-    seconds, tokens, cycles = np.zeros(lanes), np.zeros(lanes, dtype=np.int64), np.zeros(lanes, dtype=np.int64)
+    seconds, tokens, cycles = np.zeros(lanes), np.zeros(lanes, np.int64), np.zeros(lanes, np.int64)
     rule = replace(settings[0], **{f.name: np.repeat([getattr(s, f.name) for s in settings], count)
                                    for f in fields(settings[0])})
     lane = np.arange(lanes)

@@ -28,6 +28,21 @@ RULES = {  # every array controller, with a strategy for its parameters
                                            "n_min": st.integers(0, 2), "n_max": st.integers(3, 8)}),
     "mistralrs-dflash": st.fixed_dictionaries({"max_drafts": st.integers(1, 8), "adaptive": st.integers(0, 1),
                                                "full_depth_max_batch": st.integers(0, 2)}),
+    "dflash-mlx": st.fixed_dictionaries({
+        "block_tokens": st.integers(2, 9), "min_block_tokens": st.integers(1, 8), "window_size": st.integers(1, 5),
+        "reduced_burst_cycles": st.integers(1, 10), "long_context_prompt_tokens": st.sampled_from([3, 32768]),
+        "long_context_burst_cycles": st.integers(1, 5), "probe_cycles": st.integers(1, 4),
+        "early_probe_cycles": st.integers(0, 3), "early_probe_min_cycles": st.integers(0, 6),
+        "early_probe_window": st.integers(1, 4), "early_probe_full_acceptance": st.sampled_from([0.0, 0.5, 0.75]),
+        "drop_acceptance_threshold": st.sampled_from([0.3, 0.75, 0.9]),
+        "resume_acceptance_threshold": st.sampled_from([0.3, 0.8]), "tpc_threshold": st.sampled_from([1.5, 3.5]),
+        "resume_speed_ratio": st.sampled_from([0.0, 0.9, 1.0])}),
+    "dflash-mlx-count": st.fixed_dictionaries({
+        "block_tokens": st.integers(2, 9), "min_block_tokens": st.integers(1, 8), "window_size": st.integers(1, 5),
+        "reduced_burst_cycles": st.integers(1, 10), "long_context_prompt_tokens": st.sampled_from([3, 32768]),
+        "low_commit_threshold": st.sampled_from([1.5, 3.0]), "recent_low_commit_threshold": st.sampled_from(
+            [1.5, 2.75]), "high_commit_guard": st.integers(1, 6), "probe_cycles": st.integers(0, 3),
+        "resume_commits": st.sampled_from([2.0, 4.25])}),
 }
 
 
