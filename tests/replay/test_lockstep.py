@@ -19,6 +19,10 @@ from specpolicy.replay.table import ReplayTable
 
 CANDIDATES = tuple(range(1, 10))
 STOP = 99
+BLOCKS = {"block_tokens": st.integers(2, 9), "min_block_tokens": st.integers(1, 8),
+          "window_size": st.integers(1, 5), "reduced_burst_cycles": st.integers(1, 10),
+          "long_context_prompt_tokens": st.sampled_from([3, 32768])}
+"""dflash-mlx's blocks and windows, both versions"""
 RULES = {  # every array controller, with a strategy for its parameters
     "llamacpp-streak": st.fixed_dictionaries({"threshold": st.integers(0, 4), "bias": st.integers(0, 2),
                                               "n_min": st.integers(0, 2), "n_max": st.integers(3, 8)}),
@@ -29,19 +33,18 @@ RULES = {  # every array controller, with a strategy for its parameters
     "mistralrs-dflash": st.fixed_dictionaries({"max_drafts": st.integers(1, 8), "adaptive": st.integers(0, 1),
                                                "full_depth_max_batch": st.integers(0, 2)}),
     "dflash-mlx": st.fixed_dictionaries({
-        "block_tokens": st.integers(2, 9), "min_block_tokens": st.integers(1, 8), "window_size": st.integers(1, 5),
-        "reduced_burst_cycles": st.integers(1, 10), "long_context_prompt_tokens": st.sampled_from([3, 32768]),
-        "long_context_burst_cycles": st.integers(1, 5), "probe_cycles": st.integers(1, 4),
+        **BLOCKS, "long_context_burst_cycles": st.integers(1, 5), "probe_cycles": st.integers(1, 4),
         "early_probe_cycles": st.integers(0, 3), "early_probe_min_cycles": st.integers(0, 6),
-        "early_probe_window": st.integers(1, 4), "early_probe_full_acceptance": st.sampled_from([0.0, 0.5, 0.75]),
+        "early_probe_window": st.integers(1, 4),
+        "early_probe_full_acceptance": st.sampled_from([0.0, 0.5, 0.75]),
         "drop_acceptance_threshold": st.sampled_from([0.3, 0.75, 0.9]),
-        "resume_acceptance_threshold": st.sampled_from([0.3, 0.8]), "tpc_threshold": st.sampled_from([1.5, 3.5]),
+        "resume_acceptance_threshold": st.sampled_from([0.3, 0.8]),
+        "tpc_threshold": st.sampled_from([1.5, 3.5]),
         "resume_speed_ratio": st.sampled_from([0.0, 0.9, 1.0])}),
     "dflash-mlx-count": st.fixed_dictionaries({
-        "block_tokens": st.integers(2, 9), "min_block_tokens": st.integers(1, 8), "window_size": st.integers(1, 5),
-        "reduced_burst_cycles": st.integers(1, 10), "long_context_prompt_tokens": st.sampled_from([3, 32768]),
-        "low_commit_threshold": st.sampled_from([1.5, 3.0]), "recent_low_commit_threshold": st.sampled_from(
-            [1.5, 2.75]), "high_commit_guard": st.integers(1, 6), "probe_cycles": st.integers(0, 3),
+        **BLOCKS, "low_commit_threshold": st.sampled_from([1.5, 3.0]),
+        "recent_low_commit_threshold": st.sampled_from([1.5, 2.75]), "high_commit_guard": st.integers(1, 6),
+        "probe_cycles": st.integers(0, 3),
         "resume_commits": st.sampled_from([2.0, 4.25])}),
 }
 
@@ -61,9 +64,9 @@ def tables(draw) -> list[ReplayTable]:
 
 
 def walked(name: str, table: ReplayTable, costs: CostTable) -> tuple[list[int], int, float]:
-    """B of every cycle, tokens and modelled seconds of ``name`` run on ``table``'s session (as live runs it)."""
-    plan = create_policy(name, CANDIDATES).plan(PromptObservation(np.zeros(0, np.float32), table.prompt_length,
-                                                                  "p", costs))
+    """B of every cycle, tokens and modelled seconds of ``name`` run on ``table``'s session (as live does)."""
+    observation = PromptObservation(np.zeros(0, np.float32), table.prompt_length, "p", costs)
+    plan = create_policy(name, CANDIDATES).plan(observation)
     cycles = run(table.session(), plan)
     return [c.block_size for c in cycles], sum(c.committed for c in cycles), costs.cycles_seconds(cycles)
 
@@ -87,19 +90,25 @@ def test_lockstep_equals_the_session_run_on_every_cycle(rule, data, prompts):
 
 
 def test_evaluate_replay_runs_array_controllers_in_lockstep_as_the_walk_runs_them(replay_store, monkeypatch):
-    names = ["llamacpp-ema:n_min=0,n_max=1", "llamacpp-ema:n_min=0,n_max=1,alpha=0.5,initial=0.5", "llamacpp-streak:threshold=2,n_max=1", "mistralrs-dflash:max_drafts=3",
-             "fixed4"]
+    names = ["llamacpp-ema:n_min=0,n_max=1", "llamacpp-ema:n_min=0,n_max=1,alpha=0.5,initial=0.5",
+             "llamacpp-streak:threshold=2,n_max=1", "mistralrs-dflash:max_drafts=3", "dflash-mlx",
+             "dflash-mlx:window_size=2,tpc_threshold=1.5", "dflash-mlx-count", "fixed4"]
     store = replay_store
     policies = [create_policy(name, store.candidates) for name in names]
-    assert [p.lockstep_rule() is not None for p in policies] == [True, True, True, True, False]
+    assert [p.lockstep_rule() is not None for p in policies] == [True] * 7 + [False]
+    assert store.latency() is not None  # priced by one table: what lockstep runs
+    calls = []
+    monkeypatch.setattr(replay_module, "lockstep", lambda *a: calls.append(a) or lockstep(*a))
     stepped = evaluate_replay(store, policies)
+    assert len(calls) == 5  # one per controller class
     monkeypatch.setattr(replay_module, "runs_in_lockstep", lambda rule, tables: False)
     walked_results = evaluate_replay(store, policies)
     for ours, theirs in zip(stepped, walked_results):
         for a, b in zip(ours.prompts, theirs.prompts, strict=True):
             assert (a.block_sizes, a.tokens, a.cycles, a.oracle_block_size) == \
                 (b.block_sizes, b.tokens, b.cycles, b.oracle_block_size)
-            assert (a.seconds, a.ar_seconds, a.tau) == pytest.approx((b.seconds, b.ar_seconds, b.tau), rel=1e-12)
+            assert (a.seconds, a.ar_seconds, a.tau) == pytest.approx((b.seconds, b.ar_seconds, b.tau),
+                                                                     rel=1e-12)
 
 
 def test_lockstep_names_an_anchor_the_sweep_did_not_replay_as_the_walk_does():
