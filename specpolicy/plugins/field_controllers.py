@@ -11,7 +11,7 @@ import numpy as np
 
 from specpolicy.defaults import LLAMACPP_N_MAX
 from specpolicy.plugins.field_rules import ControllerState as State
-from specpolicy.plugins.field_rules import field_policy, lanes
+from specpolicy.plugins.field_rules import field_policy, lanes, push, window_sum
 
 SGLANG_SLOTS = {1: ((1, 3, 5, 7), 0.0, -0.25), 8: ((0, 1, 3), 0.0, 0.0), 32: ((0, 1), 0.0, 0.0),
                 64: ((0,), 0.0, 0.0)}
@@ -179,40 +179,44 @@ class MlxVlm:
     first_block: int = 0
     window: int = 8
     min_block_size: int = 4
-    reads_time = False
+    reads_time, LANES = False, True
     TERMS: ClassVar[dict[str, str]] = {"block_size": "--draft-block-size",
                                        "first_block": "dflash_initial_block_size (0: none)",
                                        "window": "# the recent rounds read", "min_block_size": "# min_total"}
 
-    def start(self, prompt_length: int) -> State:
-        return State(recent=[])
+    def start(self, prompt_length: np.ndarray) -> State:
+        zero, width = lanes(prompt_length, 0), int(np.max(self.window))
+        empty = np.zeros((len(zero), width), np.int64)
+        return State(accepted=empty, drafted=empty, rounds=zero)
 
-    @cached_property
-    def first(self) -> int:
+    @property
+    def first(self) -> np.ndarray:
         """The first round's block: ``first_block`` (at least 2, at most the block), else the block."""
-        return min(self.block_size, max(2, self.first_block)) if self.first_block else self.block_size
+        return np.where(self.first_block != 0, np.minimum(self.block_size, np.maximum(2, self.first_block)),
+                        self.block_size)
 
     def choices(self) -> set[int]:
         """Its floor up to its block, and a first block below it (held while acceptance is middling)."""
-        return set(range(min(self.block_size, self.min_block_size, self.first), self.block_size + 1))
+        return set(range(min(self.block_size, self.min_block_size, int(self.first)), self.block_size + 1))
 
-    def block(self, s: State, batch: int) -> int:
-        top, low = self.block_size, min(self.block_size, self.min_block_size)
-        if not s.recent:
-            return self.first
-        current = min(top, max(2, s.recent[-1][1] + 1))
-        accepted, drafted = sum(a for a, _ in s.recent), sum(d for _, d in s.recent)
-        rate, mean = accepted / drafted, accepted / len(s.recent)
-        if rate < 0.30 or mean < 2.0:
-            return max(low, min(top, current // 2 if current >= 8 else current - 2))
-        if rate < 0.50:
-            return max(low, min(top, current - 2))
-        full = sum(a >= d for a, d in s.recent) / len(s.recent)
-        return min(top, current + 2) if rate >= 0.85 and full >= 0.75 else min(top, current)
+    def block(self, s: State, batch: int) -> np.ndarray:
+        """Over the recent rounds: halve (or -2) after weak ones, -2 after middling, +2 after strong ones."""
+        top, low, rounds = self.block_size, np.minimum(self.block_size, self.min_block_size), s.rounds
+        current = np.minimum(top, np.maximum(2, s.drafted[:, -1] + 1))
+        accepted, drafted = window_sum(s.accepted, rounds), np.maximum(window_sum(s.drafted, rounds), 1)
+        rate, mean = accepted / drafted, accepted / np.maximum(rounds, 1)
+        inside = np.arange(s.accepted.shape[1]) >= s.accepted.shape[1] - rounds[:, None]
+        full = ((s.accepted >= s.drafted) & inside).sum(axis=1) / np.maximum(rounds, 1)
+        weak = np.maximum(low, np.minimum(top, np.where(current >= 8, current // 2, current - 2)))
+        strong = np.minimum(top, np.where((rate >= 0.85) & (full >= 0.75), current + 2, current))
+        moved = np.where((rate < 0.30) | (mean < 2.0), weak,
+                         np.where(rate < 0.50, np.maximum(low, np.minimum(top, current - 2)), strong))
+        return np.where(rounds == 0, self.first, moved)
 
-    def update(self, s: State, length: int, accepted: int, seconds: float) -> None:
-        if length > 1:
-            s.recent = [*s.recent, (accepted, length - 1)][-self.window:]
+    def update(self, s: State, length: np.ndarray, accepted: np.ndarray, seconds: np.ndarray) -> None:
+        drafted = length > 1
+        s.accepted, _ = push(s.accepted, s.rounds, accepted, drafted, self.window)
+        s.drafted, s.rounds = push(s.drafted, s.rounds, length - 1, drafted, self.window)
 
 
 @dataclass(frozen=True)

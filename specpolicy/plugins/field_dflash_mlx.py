@@ -11,30 +11,12 @@ from typing import ClassVar
 import numpy as np
 
 from specpolicy.plugins.field_rules import ControllerState as State
-from specpolicy.plugins.field_rules import field_policy, lanes
+from specpolicy.plugins.field_rules import field_policy, lanes, push, window_sum
 
 FULL, REDUCED, PROBE = 0, 1, 2
 """the modes, as a lane's state holds them"""
 RECENT = 32
 """the reduced cycles whose commits and seconds a probe is measured against"""
-
-
-def _push(window: np.ndarray, count: np.ndarray, value: object, where: np.ndarray, cap: object
-          ) -> tuple[np.ndarray, np.ndarray]:
-    """``value`` [lanes] appended at lanes ``where`` to windows [lanes, W] holding ``count`` (<= ``cap``)."""
-    shifted = np.concatenate([window[:, 1:], np.broadcast_to(value, count.shape)[:, None]], axis=1)
-    return np.where(where[:, None], shifted, window), np.where(where, np.minimum(count + 1, cap), count)
-
-
-def _sum(window: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """Each lane's last ``count`` entries summed oldest first, as a list's ``sum`` adds them."""
-    inside = np.arange(window.shape[1]) >= window.shape[1] - count[:, None]
-    if window.dtype.kind != "f":
-        return (window * inside).sum(axis=1)
-    total = np.zeros(len(count))
-    for column in range(window.shape[1]):
-        total = total + np.where(inside[:, column], window[:, column], 0.0)
-    return total
 
 
 def _zero(where: np.ndarray, *values: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -102,17 +84,18 @@ class DflashMlx:
         commit, short = 1 + accepted, length < self.block_tokens
         reduced = (s.mode == REDUCED) & short  # counted, and read by the probe and the early gate
         s.since_probe = s.since_probe + reduced
-        s.recent, _ = _push(s.recent, s.recents, commit, reduced, RECENT)
-        s.recent_cost, s.recents = _push(s.recent_cost, s.recents, seconds, reduced, RECENT)
+        s.recent, _ = push(s.recent, s.recents, commit, reduced, RECENT)
+        s.recent_cost, s.recents = push(s.recent_cost, s.recents, seconds, reduced, RECENT)
         window = np.maximum(1, self.early_probe_window)
         whole_accept = (length > 1) & (accepted >= length - 1)
-        s.accepts, s.acceptses = _push(s.accepts, s.acceptses, whole_accept, reduced, window)
+        s.accepts, s.acceptses = push(s.accepts, s.acceptses, whole_accept, reduced, window)
+        full_share = window_sum(s.accepts, s.acceptses) / np.maximum(s.acceptses, 1)
         early = reduced & (self.early_probe_min_cycles > 0) & ~s.lockout & (
             s.since_probe >= self.early_probe_min_cycles) & (s.acceptses >= window) & (
-            _sum(s.accepts, s.acceptses) / np.maximum(s.acceptses, 1) >= self.early_probe_full_acceptance)
+            full_share >= self.early_probe_full_acceptance)
         self._probe(s, early, early | (reduced & (s.since_probe >= s.burst)))
         whole = ~short
-        s.full, s.fulls = _push(s.full, s.fulls, commit, whole, self.window_size)
+        s.full, s.fulls = push(s.full, s.fulls, commit, whole, self.window_size)
         probing = whole & (s.mode == PROBE)
         s.probe, s.probes = s.probe + np.where(probing, commit, 0), s.probes + probing
         s.probe_cost = np.where(probing, s.probe_cost + seconds, s.probe_cost)
@@ -120,7 +103,7 @@ class DflashMlx:
         ended = probing & (s.probe_left <= 0)
         if ended.any():
             self._judge(s, ended)
-        acceptance, per_cycle = _stats(_sum(s.full, s.fulls), s.fulls)
+        acceptance, per_cycle = _stats(window_sum(s.full, s.fulls), s.fulls)
         weak = whole & ~probing & (s.fulls >= self.window_size) & (
             (acceptance < self.drop_acceptance_threshold) | (per_cycle < self.tpc_threshold))
         self._reduce(s, weak, False)
@@ -128,8 +111,8 @@ class DflashMlx:
     def _judge(self, s: State, ended: np.ndarray) -> None:
         """A probe's last cycle: back to the full block where it accepted well and ran as fast as reduced."""
         recent_cost = np.zeros(len(ended))
-        recent_cost[ended] = _sum(s.recent_cost[ended], s.recents[ended])
-        recent = _sum(s.recent, s.recents)
+        recent_cost[ended] = window_sum(s.recent_cost[ended], s.recents[ended])
+        recent = window_sum(s.recent, s.recents)
         acceptance, per_cycle = _stats(s.probe, s.probes)
         reduced_speed = np.where(recent_cost > 0, recent / np.where(recent_cost > 0, recent_cost, 1), 0.0)
         probe_speed = np.where(s.probe_cost > 0, s.probe / np.where(s.probe_cost > 0, s.probe_cost, 1), 0.0)
@@ -190,7 +173,7 @@ class DflashMlxCount:
         s.probe_left = np.where(probe, self.probe_cycles, s.probe_left)
         s.probe, s.probes = _zero(probe, s.probe, s.probes)
         whole = ~short
-        s.full, s.fulls = _push(s.full, s.fulls, commit, whole, self.window_size)
+        s.full, s.fulls = push(s.full, s.fulls, commit, whole, self.window_size)
         probing = whole & (s.mode == PROBE)
         s.probe, s.probes = s.probe + np.where(probing, commit, 0), s.probes + probing
         s.probe_left = np.where(probing, np.maximum(0, s.probe_left - 1), s.probe_left)
@@ -198,7 +181,7 @@ class DflashMlxCount:
             s.probe / np.maximum(s.probes, 1) >= self.resume_commits))
         back = probing & ~resume & (s.probe_left <= 0)
         cooling = whole & ~probing & (s.cooldown > 0)
-        average = _sum(s.full, s.fulls) / np.maximum(s.fulls, 1)
+        average = window_sum(s.full, s.fulls) / np.maximum(s.fulls, 1)
         width = s.full.shape[1]
         most = np.where(np.arange(width) >= width - s.fulls[:, None], s.full, 0).max(axis=1)
         weak = whole & ~probing & ~cooling & (s.fulls >= self.window_size) & (

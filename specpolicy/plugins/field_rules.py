@@ -33,7 +33,9 @@ def lanes(prompt_length: np.ndarray, value: object, dtype: type = np.int64) -> n
 
 class Controller(Protocol):
     """An engine's controller: ``start`` a request's state, ``update`` it after every cycle (its verified
-    length L, accepted drafts and modelled seconds), and pick the next ``block`` at a batch size."""
+    length L, accepted drafts and modelled seconds), and pick the next ``block`` at a batch size. One with
+    ``LANES`` holds many requests' states as numpy arrays [lanes], its parameters one or one per lane (many
+    settings in one lockstep replay), and reads and returns arrays [lanes]."""
 
     reads_time: bool
     TERMS: dict[str, str]
@@ -47,6 +49,24 @@ class Controller(Protocol):
     def block(self, s: ControllerState, batch: int) -> int: ...
 
     def choices(self) -> set[int]: ...
+
+
+def push(window: np.ndarray, count: np.ndarray, value: object, where: np.ndarray, cap: object
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """``value`` [lanes] appended at lanes ``where`` to windows [lanes, W] holding ``count`` (<= ``cap``)."""
+    shifted = np.concatenate([window[:, 1:], np.broadcast_to(value, count.shape)[:, None]], axis=1)
+    return np.where(where[:, None], shifted, window), np.where(where, np.minimum(count + 1, cap), count)
+
+
+def window_sum(window: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Each lane's last ``count`` entries summed oldest first, as a list's ``sum`` adds them."""
+    inside = np.arange(window.shape[1]) >= window.shape[1] - count[:, None]
+    if window.dtype.kind != "f":
+        return (window * inside).sum(axis=1)
+    total = np.zeros(len(count))
+    for column in range(window.shape[1]):
+        total = total + np.where(inside[:, column], window[:, column], 0.0)
+    return total
 
 
 @dataclass(frozen=True)

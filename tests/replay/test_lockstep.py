@@ -32,6 +32,8 @@ RULES = {  # every array controller, with a strategy for its parameters
                                            "n_min": st.integers(0, 2), "n_max": st.integers(3, 8)}),
     "mistralrs-dflash": st.fixed_dictionaries({"max_drafts": st.integers(1, 8), "adaptive": st.integers(0, 1),
                                                "full_depth_max_batch": st.integers(0, 2)}),
+    "mlx-vlm": st.fixed_dictionaries({"block_size": st.integers(2, 9), "first_block": st.integers(0, 9),
+                                      "window": st.integers(1, 8), "min_block_size": st.integers(1, 9)}),
     "dflash-mlx": st.fixed_dictionaries({
         **BLOCKS, "long_context_burst_cycles": st.integers(1, 5), "probe_cycles": st.integers(1, 4),
         "early_probe_cycles": st.integers(0, 3), "early_probe_min_cycles": st.integers(0, 6),
