@@ -115,7 +115,7 @@ def evaluate_replay(
         oracle = answers.fastest(candidates, costs)
         for j, (policy, result) in enumerate(zip(policies, results)):
             result.prompts.append(_measured(policy, observation, answers, record, oracle) if live
-                                  else lane_result(stepped[j][0], stepped[j][1] + done - 1, record.prompt_id,
+                                  else _lane_result(stepped[j][0], stepped[j][1] + done - 1, record.prompt_id,
                                                    tables[0], oracle)
                                   if j in stepped else _replayed(policy, observation, answers,
                                                                  record.prompt_id, tables, oracle))
@@ -180,13 +180,11 @@ def _stepped(policies: Sequence[Policy], replays: Sequence, costs: CostTable) ->
     return stepped
 
 
-def lane_result(lanes: Lanes, lane: int, prompt_id: str, costs: CostTable, oracle: int | None = None
-                ) -> PromptResult:
+def _lane_result(lanes: Lanes, lane: int, prompt_id: str, costs: CostTable, oracle: int) -> PromptResult:
     """What a lockstep replay's ``lane`` ran, as the prompt's result (as :func:`_replayed` reports it)."""
-    tokens, cycles = int(lanes.tokens[lane]), int(lanes.cycles[lane])
-    ar_seconds = tokens * costs.ar_seconds if cycles else None
+    seconds, (tokens, cycles) = lanes.totals[0, lane], lanes.totals[1:, lane].astype(int).tolist()
     return PromptResult(prompt_id, lanes.block_sizes[lane].tolist(), tokens / cycles if cycles else 0.0,
-                        tokens, float(lanes.seconds[lane]), ar_seconds, oracle, cycles)
+                        tokens, float(seconds), tokens * costs.ar_seconds if cycles else None, oracle, cycles)
 
 
 def _priced(cycles: Sequence[CycleRecord], tables: Sequence[CostTable], prompt_length: int, plain: bool

@@ -4,8 +4,8 @@ state in numpy arrays [lanes]; every lane runs the cycles the per-prompt walk (R
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
-from typing import Any
+from dataclasses import fields, replace
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -13,28 +13,17 @@ from specpolicy.costs import CostTable
 from specpolicy.replay.table import ReplayTable
 
 
-@dataclass(frozen=True)
-class Lanes:
-    """What lane ``s * P + p`` (setting ``s`` of the rule on prompt ``p`` of P) ran, [S * P] each: its cycles'
-    modelled seconds (0 without a table), the tokens they commit and their count; ``block_sizes[lane]``: B of
-    every cycle."""
+class Lanes(NamedTuple):
+    """What lane ``s * P + p`` (setting ``s`` on prompt ``p`` of P) ran: its cycles' modelled seconds, the
+    tokens they commit and their count, [3, S * P]; ``block_sizes[lane]``: B of every cycle."""
 
-    seconds: np.ndarray
-    tokens: np.ndarray
-    cycles: np.ndarray
+    totals: np.ndarray
     block_sizes: list[np.ndarray]
 
 
 def runs_in_lockstep(rule: Any, tables: Sequence[ReplayTable | None]) -> bool:
     """Whether lockstep replays ``rule`` on ``tables``: an array rule (``LANES``) over anchors, not rounds."""
     return getattr(rule, "LANES", False) and all(t is not None and not t.rounds for t in tables)
-
-
-def _take(rule: Any, state: Any, keep: np.ndarray) -> Any:
-    """``rule`` with its parameters at lanes ``keep``; ``state``'s arrays cut to them in place."""
-    for name, value in vars(state).items():
-        setattr(state, name, value[keep])
-    return replace(rule, **{f.name: getattr(rule, f.name)[keep] for f in fields(rule)})
 
 
 def _padded(tables: Sequence[ReplayTable], blocks: list[int]) -> tuple[np.ndarray, ...]:
@@ -58,36 +47,31 @@ def lockstep(tables: Sequence[ReplayTable], settings: Sequence[Any], costs: Cost
     column[blocks] = np.arange(len(blocks))
     accepted, kept, following, done = _padded(tables, blocks)
     priced = np.array([costs.split_cycle_seconds(b, b) if costs else 0.0 for b in blocks])
-    lanes = count * len(settings)
-    seconds, tokens, cycles = np.zeros(lanes), np.zeros(lanes, np.int64), np.zeros(lanes, np.int64)
     rule = replace(settings[0], **{f.name: np.repeat([getattr(s, f.name) for s in settings], count)
                                    for f in fields(settings[0])})
-    lane = np.arange(lanes)
-    prompt, anchor = lane % count, np.zeros(lanes, dtype=np.int64)
-    state = rule.start(np.array([t.prompt_length for t in tables])[prompt])
-    keep = ~np.array([t.start()[2] for t in tables])[prompt]
-    rule, lane, prompt, anchor = _take(rule, state, keep), lane[keep], prompt[keep], anchor[keep]
-    log: list[tuple[np.ndarray, np.ndarray]] = []
-    while lane.size:
-        size = np.asarray(rule.block(state, batch))
+    lane = np.arange(count * len(settings))
+    totals, anchor, log = np.zeros((3, len(lane))), np.zeros(len(lane), np.int64), []
+    state = rule.start(np.array([t.prompt_length for t in tables])[lane % count])
+    ended = np.array([t.start()[2] for t in tables])[lane % count]
+    while True:
+        if ended.any():  # the lanes whose decode ended leave every array
+            for name, value in vars(state).items():
+                setattr(state, name, value[~ended])
+            rule = replace(rule, **{f.name: getattr(rule, f.name)[~ended] for f in fields(rule)})
+            lane, anchor = lane[~ended], anchor[~ended]
+        if not lane.size:
+            break
+        prompt, size = lane % count, np.asarray(rule.block(state, batch))
         k = column[size]
-        drafts = accepted[prompt, anchor, k]
+        drafts, commits, cost = accepted[prompt, anchor, k], kept[prompt, anchor, k], priced[k]
         if (drafts < 0).any():  # raises, naming the anchor, as the walk does
             j = int(np.argmax(drafts < 0))
-            table = tables[prompt[j]]
-            table.cycle(table.prompt_length + int(anchor[j]), 1, int(size[j]))
-        commits, cost = kept[prompt, anchor, k], priced[k]
-        seconds[lane] += np.where(commits > 0, cost, 0.0)
-        tokens[lane] += commits
-        cycles[lane] += commits > 0
-        log.append((lane[commits > 0].astype(np.int32), size[commits > 0].astype(np.int8)))
-        rule.update(state, size, drafts, cost if rule.reads_time else np.zeros(len(lane)))
-        ended = done[prompt, anchor, k]
-        anchor = following[prompt, anchor, k]
-        if ended.any():
-            keep = ~ended
-            rule, lane, prompt, anchor = _take(rule, state, keep), lane[keep], prompt[keep], anchor[keep]
-    order = np.concatenate([[0], np.cumsum(cycles)])
+            tables[prompt[j]].cycle(tables[prompt[j]].prompt_length + int(anchor[j]), 1, int(size[j]))
+        totals[:, lane] += [np.where(commits > 0, cost, 0.0), commits, commits > 0]
+        log.append((lane[commits > 0], size[commits > 0]))
+        rule.update(state, size, drafts, cost if rule.reads_time else 0.0 * cost)
+        ended, anchor = done[prompt, anchor, k], following[prompt, anchor, k]
+    order = np.concatenate([[0], np.cumsum(totals[2]).astype(np.int64)])
     by_lane = np.concatenate([size for _, size in log])[np.argsort(np.concatenate([ln for ln, _ in log]),
                                                                    kind="stable")] if log else np.zeros(0)
-    return Lanes(seconds, tokens, cycles, [by_lane[order[i]:order[i + 1]] for i in range(lanes)])
+    return Lanes(totals, [by_lane[order[i]:order[i + 1]] for i in range(totals.shape[1])])
