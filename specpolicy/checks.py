@@ -50,11 +50,7 @@ def check_policy(policy: Policy, vocab_size: int = CHECK_VOCAB, n: int = CHECK_O
     ``select`` deterministic, in ``choices()`` and equal to ``select_batch``; ``predict`` (SB3 signature)
     gives candidate indices; per-cycle plans and verify rules return allowed sizes and lengths,
     deterministically. Oracles are checked through ``plan(observation, answers)`` (pass both, e.g. from a
-    sweep store).
-
-    >>> from specpolicy.plugins.fixed import FixedPolicy
-    >>> check_policy(FixedPolicy(16, (14, 15, 16, 17, 18)))
-    """
+    sweep store)."""
     check_type(policy, Policy, "policy", 'a Policy object; a name makes one: create_policy("fixed16", '
                                          "candidates)")
     candidates = policy.candidates

@@ -257,14 +257,7 @@ def quartile_spread(times: Sequence[float]) -> float:
 
 
 def nearest_context(tables: Sequence[CostTable], context: int) -> CostTable:
-    """Of tables at several context lengths, the one nearest ``context`` (ties: the longer).
-
-    >>> from dataclasses import replace
-    >>> short = replace(uniform_costs([1, 4]), context_length=256)
-    >>> long = replace(uniform_costs([1, 4]), context_length=1792)
-    >>> nearest_context([short, long], 1200).context_length
-    1792
-    """
+    """Of tables at several context lengths, the one nearest ``context`` (ties: the longer)."""
     return min(tables, key=lambda table: (abs(table.context_length - context), -table.context_length))
 
 

@@ -77,11 +77,7 @@ class AnchorActions:
 class ConfidentPrefix:
     """A verify rule as a value: L = 1 + the drafts whose confidence (``running``: the running product) stays
     >= ``threshold``; ``running=False`` is llama.cpp's p_min (the drafts before the first below it), which its
-    server runs from a flag or a request.
-
-    >>> ConfidentPrefix(0.5).length([0.9, 0.8, 0.2, 0.9]), ConfidentPrefix(0.7, False).length([0.9, 0.6, 0.9])
-    (3, 2)
-    """
+    server runs from a flag or a request."""
 
     threshold: float
     running: bool = True
@@ -186,11 +182,7 @@ class Plan:
     """What an engine runs for one prompt: B before every cycle and, optionally, L <= B after every draft.
 
     ``block(state) -> B``; ``length(state, drafted) -> L`` (``None``: whole blocks); ``reads_block=False``: L
-    depends on the position only (an oracle's), so replays without confidences run it.
-
-    >>> Plan.fixed(16).block_size
-    16
-    """
+    depends on the position only (an oracle's), so replays without confidences run it."""
 
     block: Callable[[DecodeState], int]
     length: Callable[[DecodeState, DraftedBlock], int] | None = None

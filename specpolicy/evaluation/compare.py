@@ -1,10 +1,5 @@
-"""Comparison as a library (no torch, no CLI): a stored sweep's runs for checked
-:class:`~specpolicy.evaluation.compare_options.CompareOptions`, as named rows, what ``specpolicy compare``
-prints::
-
-    for r in compare_sweep("runs/traces/gsm8k", ["fixed8", "adaptive", "oracle-step"], costs=["table.json"]):
-        print(r.row.policy, f"{r.row.speedup:.2f}x", r.row.vs_baseline_ci95)
-"""
+"""Comparison as a library (no torch, no CLI): a stored sweep's runs for checked ``CompareOptions``, as the
+named rows ``specpolicy compare`` prints (``compare_sweep``; docs/real-data.md calls it)."""
 
 from __future__ import annotations
 

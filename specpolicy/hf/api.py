@@ -1,9 +1,5 @@
-"""Run a specpolicy policy inside ``model.generate(..., speculation_type="dflash")``::
-
-    result = specpolicy.hf.generate(target, drafter, "blockpilot-guard", input_ids=ids, costs=costs)
-    with specpolicy.hf.attach(target, "adaptive", costs=costs) as run:   # or attach it to your own calls
-        target.generate(input_ids, assistant_model=assistant, speculation_type="dflash")
-"""
+"""Run a specpolicy policy inside ``model.generate(..., speculation_type="dflash")``: :func:`generate`, or
+:func:`attach` to your own calls (docs/tutorials/hf-generate.md)."""
 
 from __future__ import annotations
 

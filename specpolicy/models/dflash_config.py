@@ -5,11 +5,7 @@ from __future__ import annotations
 
 def legacy_rope_fields(rope_parameters: dict | None) -> dict:
     """``rope_theta`` and ``rope_scaling`` at the top level of a config, where transformers 4.x and the z-lab
-    code read them (5.x reads ``rope_parameters``); without them a 4.x reader silently uses theta 10000.
-
-    >>> legacy_rope_fields({"rope_type": "default", "rope_theta": 1e6})
-    {'rope_theta': 1000000.0, 'rope_scaling': None}
-    """
+    code read them (5.x reads ``rope_parameters``); without them a 4.x reader silently uses theta 10000."""
     if not rope_parameters:
         return {}
     rope = dict(rope_parameters)
@@ -33,11 +29,7 @@ def infer_target_layers(target_layer_ids: list[int], num_draft_layers: int) -> i
 
 
 def default_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> list[int]:
-    """DFlash's default choice of target layers: [L // 2] for one layer, else evenly from 1 to L - 3.
-
-    >>> default_target_layer_ids(36, 5)
-    [1, 9, 17, 25, 33]
-    """
+    """DFlash's default choice of target layers: [L // 2] for one layer, else evenly from 1 to L - 3."""
     if num_draft_layers == 1:
         return [num_target_layers // 2]
     start, end = 1, num_target_layers - 3

@@ -19,11 +19,7 @@ Throughput = Callable[["VllmConfig | SglangConfig", int], float]
 
 
 def vllm_schedule(drafts_by_batch: Mapping[int, int]) -> list[list[int]]:
-    """``{batch size: K}`` -> vLLM's ``[[start_bs, end_bs, K], ...]`` (runs of equal K merged).
-
-    >>> vllm_schedule({1: 7, 4: 3, 8: 3})
-    [[1, 3, 7], [4, 8, 3]]
-    """
+    """``{batch size: K}`` -> vLLM's ``[[start_bs, end_bs, K], ...]`` (runs of equal K merged)."""
     sizes = sorted(drafts_by_batch)
     ranges: list[list[int]] = []
     for batch, end in zip(sizes, [*(b - 1 for b in sizes[1:]), sizes[-1]]):
@@ -184,13 +180,7 @@ def _most_run(values: Iterable[int]) -> int | None:
 def closest_configs(cycles_by_batch: Mapping[int, Sequence[CycleRecord]], model: str
                     ) -> tuple[VllmConfig | None, SglangConfig]:
     """The engine configurations closest to a policy's served cycles: SGLang's B is the one it runs most; vLLM
-    drafts its most common B > 1 and verifies per batch size the most common L there (``None``: never drafts).
-
-    >>> fixed16 = {1: [CycleRecord(16, 3, 4)], 2: [CycleRecord(16, 9, 10)]}
-    >>> vllm, sglang = closest_configs(fixed16, "d")
-    >>> vllm.num_speculative_tokens, vllm.per_batch, sglang.block_size
-    (15, {}, 16)
-    """
+    drafts its most common B > 1 and verifies per batch size the most common L there (``None``: no drafts)."""
     every = [cycle for cycles in cycles_by_batch.values() for cycle in cycles]
     sglang = SglangConfig(_most_run(c.block_size for c in every) or 1, model)
     block = _most_run(c.block_size for c in every if c.block_size > 1)

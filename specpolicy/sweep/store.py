@@ -1,11 +1,6 @@
-"""The sweep store: a folder of typed per-prompt records, append-only, resumable, checksummed and locked.
-
-Layout (schema ``specpolicy.sweep/1``; records :mod:`specpolicy.sweep.records`): ``meta.json`` (settings and
-provenance), ``records.jsonl`` (a checksummed JSON record per finished prompt), ``features/ID.safetensors``
-(prefill ``logits`` float16 [V]; ID hashes the prompt id and content), ``latency.json`` (the cost table),
-``.lock``. A record is committed by appending its line after its features file is in place, so a kill loses
-no finished prompt and a rerun duplicates none; a torn or invalid line is reported and skipped, never used.
-"""
+"""The sweep store: a folder of typed per-prompt records, append-only, resumable, checksummed and locked
+(layout: docs/concepts.md). A record is committed by appending its line after its features file is in place,
+so a kill loses no finished prompt and a rerun duplicates none; a torn or invalid line is skipped."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Train a learned block-size policy from a sweep store (reads top to bottom)::
-
-    specpolicy train blockpilot --sweep runs/sweep-train --out runs/blockpilot
-
-Regressors learn cycles per token of every candidate (machine-free), classifiers the fastest or argmax-tau
-label; prompts split by id hash into train / validation (early stopping). ``--shuffle-labels`` is the control.
-"""
+"""Train a learned block-size policy from a sweep store (``specpolicy train``; reads top to bottom):
+regressors learn cycles per token of every candidate (machine-free), classifiers the fastest or argmax-tau
+label; prompts split by id hash into train / validation (early stopping); ``--shuffle-labels``: a control."""
 
 from __future__ import annotations
 
