@@ -126,51 +126,48 @@ class MistralrsAdaptive:
     warmup: int = 8
     cooldown: int = 32
     max_batch: int = 2
-    reads_time = False
+    reads_time, LANES = False, True
     TERMS: ClassVar[dict[str, str]] = {
         "max_drafts": "DFLASH_DEFAULT_MAX_DRAFTS", "tiers": "ADAPT_MIN_TIER, ADAPT_MID_TIER",
         "ema_alpha": "ADAPT_EMA_ALPHA", "tier_frac": "ADAPT_TIER_FRAC", "hysteresis": "ADAPT_HYSTERESIS",
         "up_margin": "ADAPT_UP_MARGIN", "sticky": "ADAPT_STICKY", "warmup": "ADAPT_WARMUP",
         "cooldown": "ADAPT_COOLDOWN", "max_batch": "ADAPT_MAX_BATCH"}
 
-    @cached_property
-    def depths(self) -> list[int]:
-        return sorted({t for t in self.tiers if t <= self.max_drafts} | {self.max_drafts})
+    def start(self, prompt_length: np.ndarray) -> State:
+        zero, deepest = lanes(prompt_length, 0), lanes(prompt_length, self.max_drafts)
+        return State(ema=zero * 0.0, current=deepest, pending=deepest, streak=zero, seen=zero, cooldown=zero,
+                     batch=zero + 1)
 
-    def start(self, prompt_length: int) -> State:
-        return State(ema=0.0, current=self.max_drafts, pending=self.max_drafts, streak=0, seen=0, cooldown=0,
-                     batch=1)
-
-    def block(self, s: State, batch: int) -> int:
-        s.batch = batch
-        return (s.current if batch <= self.max_batch else self.max_drafts) + 1
+    def block(self, s: State, batch: int) -> np.ndarray:
+        s.batch = s.seen * 0 + batch
+        return np.where(batch <= self.max_batch, s.current, self.max_drafts) + 1
 
     def choices(self) -> set[int]:
-        return {d + 1 for d in self.depths}
+        return {d + 1 for d in self.tiers if d <= self.max_drafts} | {self.max_drafts + 1}
 
-    def update(self, s: State, length: int, accepted: int, seconds: float) -> None:
-        if s.batch > self.max_batch:
-            if s.current != self.max_drafts:
-                s.current, s.cooldown = self.max_drafts, self.cooldown
-            s.streak = 0
-            return
-        s.seen += 1
-        s.ema = accepted if s.seen == 1 else self.ema_alpha * accepted + (1 - self.ema_alpha) * s.ema
-        if s.seen < self.warmup:
-            return
-        if s.cooldown > 0:
-            s.cooldown -= 1
-            return
-        tiers, current = self.depths, s.current
-        i = tiers.index(current)
-        desired = tiers[i + 1] if i + 1 < len(tiers) and s.ema >= current - self.up_margin else \
-            tiers[i - 1] if i > 0 and s.ema < current * self.tier_frac - self.hysteresis else current
-        if desired == current:
-            s.streak = 0
-            return
-        s.streak, s.pending = (s.streak + 1, s.pending) if s.pending == desired else (1, desired)
-        if s.streak >= self.sticky:
-            s.current, s.streak, s.cooldown = desired, 0, self.cooldown
+    def update(self, s: State, length: np.ndarray, accepted: np.ndarray, seconds: np.ndarray) -> None:
+        served = s.batch <= self.max_batch  # else the full depth, a streak forgotten
+        s.cooldown = np.where(~served & (s.current != self.max_drafts), self.cooldown, s.cooldown)
+        s.current, s.streak = np.where(served, s.current, self.max_drafts), np.where(served, s.streak, 0)
+        s.seen = s.seen + served
+        average = self.ema_alpha * accepted + (1 - self.ema_alpha) * s.ema
+        s.ema = np.where(served, np.where(s.seen == 1, accepted, average), s.ema)
+        cooling = served & (s.seen >= self.warmup) & (s.cooldown > 0)
+        s.cooldown = s.cooldown - cooling
+        deciding = served & (s.seen >= self.warmup) & ~cooling
+        depths = np.concatenate([np.atleast_2d(self.tiers), np.reshape(self.max_drafts, (-1, 1))], axis=1)
+        depths = np.where(depths <= np.reshape(self.max_drafts, (-1, 1)), depths, -1)  # -1: none
+        up = np.where(depths > s.current[:, None], depths, np.iinfo(np.int64).max).min(axis=1)
+        down = np.where(depths < s.current[:, None], depths, -1).max(axis=1)
+        desired = np.where((up <= self.max_drafts) & (s.ema >= s.current - self.up_margin), up, np.where(
+            (down >= 0) & (s.ema < s.current * self.tier_frac - self.hysteresis), down, s.current))
+        moving = deciding & (desired != s.current)
+        agreed = s.pending == desired
+        s.streak = np.where(moving, np.where(agreed, s.streak + 1, 1), np.where(deciding, 0, s.streak))
+        s.pending = np.where(moving & ~agreed, desired, s.pending)
+        switch = moving & (s.streak >= self.sticky)
+        s.current, s.streak = np.where(switch, desired, s.current), np.where(switch, 0, s.streak)
+        s.cooldown = np.where(switch, self.cooldown, s.cooldown)
 
 
 @dataclass(frozen=True)

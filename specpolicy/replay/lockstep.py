@@ -38,6 +38,14 @@ def _padded(tables: Sequence[ReplayTable], blocks: list[int]) -> tuple[np.ndarra
     return tuple(out)
 
 
+def _stacked(values: list, count: int) -> np.ndarray:
+    """A parameter's values over settings, each repeated for the ``count`` prompts, [S * count] (tuples,
+    which the rules read as sets, padded with their last value: [S * count, T])."""
+    if isinstance(values[0], tuple):
+        values = [v + v[-1:] * (max(map(len, values)) - len(v)) for v in values]
+    return np.repeat(np.array(values), count, axis=0)
+
+
 def lockstep(tables: Sequence[ReplayTable], settings: Sequence[Any], costs: CostTable | None = None,
              batch: int = 1) -> Lanes:
     """Every one of ``settings`` (array rules of one class: ``start``, ``block``, ``update`` over lanes) on
@@ -47,7 +55,7 @@ def lockstep(tables: Sequence[ReplayTable], settings: Sequence[Any], costs: Cost
     column[blocks] = np.arange(len(blocks))
     accepted, kept, following, done = _padded(tables, blocks)
     priced = np.array([costs.split_cycle_seconds(b, b) if costs else 0.0 for b in blocks])
-    rule = replace(settings[0], **{f.name: np.repeat([getattr(s, f.name) for s in settings], count)
+    rule = replace(settings[0], **{f.name: _stacked([getattr(s, f.name) for s in settings], count)
                                    for f in fields(settings[0])})
     lane = np.arange(count * len(settings))
     totals, anchor, log = np.zeros((3, len(lane))), np.zeros(len(lane), np.int64), []

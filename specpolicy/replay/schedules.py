@@ -37,13 +37,10 @@ class ExactSchedules:
     def cost_to_go(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,
                    training_block_size: int = TRAINING_BLOCK_SIZE, verify_lengths: bool = False
                    ) -> tuple[np.ndarray, np.ndarray, list[Action]]:
-        """Exact dynamic programming over anchors: the fewest modelled seconds to finish from each, over B (or
-        with ``verify_lengths`` every (B, L <= B)), with :meth:`cycle`'s commit rule; without ``costs``, the
-        fewest cycles.
-
-        Returns value [n] (inf: unreachable), q [n, A] and the actions (B, L) in order of preference (ties
-        go first: B nearest ``training_block_size``, or with verify lengths the cheaper cycle, then smaller).
-        """
+        """Exact dynamic programming over anchors: the fewest modelled seconds (no ``costs``: cycles) to end
+        from each, over B (``verify_lengths``: every (B, L <= B)), with :meth:`cycle`'s commit rule. Returns
+        value [n] (inf: unreachable), q [n, A] and the actions (B, L) in order of preference (ties go first: B
+        nearest ``training_block_size``, or with verify lengths the cheaper cycle, then smaller)."""
         sizes = sorted(self.candidates if candidates is None else check_candidate_set(candidates),
                        key=lambda b: (abs(b - training_block_size), b))
         actions = [(b, length) for b in sizes for length in (range(1, b + 1) if verify_lengths else (b,))]

@@ -1,10 +1,7 @@
-"""Exact counterfactual replay: what every block size would have done, from one decode.
-
-Lossless decoding emits the same tokens at every block size, the target's features at a position depend on the
-tokens before it only, and the drafter's block at anchor ``s`` on the features before ``s``, the anchor token
-and B. So one decode, one teacher-forced target pass and batched drafter passes over the anchors some schedule
-reaches give every candidate's accepted length there.
-"""
+"""Exact counterfactual replay: what every block size would have done, from one decode (docs/concepts.md).
+Lossless decoding emits the same tokens at every B and the drafter's block at anchor ``s`` reads the features
+before ``s``, so one decode, one teacher-forced target pass and batched drafter passes over the anchors some
+schedule reaches give every candidate's accepted length there."""
 
 from __future__ import annotations
 

@@ -32,6 +32,12 @@ RULES = {  # every array controller, with a strategy for its parameters
                                            "n_min": st.integers(0, 2), "n_max": st.integers(3, 8)}),
     "mistralrs-dflash": st.fixed_dictionaries({"max_drafts": st.integers(1, 8), "adaptive": st.integers(0, 1),
                                                "full_depth_max_batch": st.integers(0, 2)}),
+    "mistralrs-adaptive": st.fixed_dictionaries({
+        "max_drafts": st.integers(1, 8), "tiers": st.lists(st.integers(0, 9), min_size=1, max_size=3).map(
+            lambda t: "/".join(map(str, t))), "ema_alpha": st.sampled_from([0.2, 0.5]),
+        "tier_frac": st.sampled_from([0.3, 0.65]), "hysteresis": st.sampled_from([0.0, 0.25]),
+        "up_margin": st.sampled_from([0.5, 2.0]), "sticky": st.integers(1, 3), "warmup": st.integers(0, 4),
+        "cooldown": st.integers(0, 5), "max_batch": st.integers(0, 2)}),
     "mlx-vlm": st.fixed_dictionaries({"block_size": st.integers(2, 9), "first_block": st.integers(0, 9),
                                       "window": st.integers(1, 8), "min_block_size": st.integers(1, 9)}),
     "dflash-mlx": st.fixed_dictionaries({
