@@ -168,11 +168,13 @@ def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, 
 
 
 def _stepped(policies: Sequence[Policy], replays: Sequence, costs: CostTable) -> dict[int, tuple[Lanes, int]]:
-    """Policy index -> (the lockstep replay of every policy whose rule is of its class, its first lane)."""
+    """Policy index -> (the lockstep replay of every policy whose rule is of its class and shape, its first
+    lane)."""
     groups: dict[type, list[int]] = {}
     for j, policy in enumerate(policies):
         if runs_in_lockstep(policy.lockstep_rule(), replays):
-            groups.setdefault(type(policy.lockstep_rule()), []).append(j)
+            rule = policy.lockstep_rule()
+            groups.setdefault((type(rule), getattr(rule, "verify_block", 0)), []).append(j)
     stepped = {}
     for members in groups.values():
         lanes = lockstep(replays, [policies[j].lockstep_rule() for j in members], costs)

@@ -29,7 +29,7 @@ class SglangAdaptive:
     warmup_batches: int = 10
     verify_block: int = 0
     """0: the steps are the drafts; else every draft is this block and the steps + 1 its verify length"""
-    reads_time = False
+    reads_time, LANES = False, True
     TERMS: ClassVar[dict[str, str]] = {
         "verify_block": "--speculative-num-draft-tokens", "candidate_steps": "json:1.candidate_steps",
         "up_hysteresis": "json:1.up_hysteresis", "down_hysteresis": "json:1.down_hysteresis",
@@ -48,46 +48,69 @@ class SglangAdaptive:
         return {**({} if self.verify_block else SGLANG_SLOTS), 1: (tuple(sorted(set(self.candidate_steps))),
                                                                  self.up_hysteresis, self.down_hysteresis)}
 
-    def start(self, prompt_length: int) -> State:
-        steps = {key: self.initial_steps if self.initial_steps in c else c[len(c) // 2]
-                 for key, (c, _, _) in self.slots.items()}
-        return State(steps=steps, ema={key: float(s - 1) for key, s in steps.items()},
-                      count=dict.fromkeys(steps, 0), batch=1)
+    def _slots(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every slot at ``n`` lanes, in batch order: candidate steps [n, K, C] (distinct and ascending, the
+        largest repeated after them), up and down hysteresis [n, K]."""
+        slots = [(self.candidate_steps, self.up_hysteresis, self.down_hysteresis)]
+        if not np.max(self.verify_block):
+            slots += [SGLANG_SLOTS[key] for key in sorted(SGLANG_SLOTS)[1:]]
+        rows = [np.broadcast_to(np.atleast_2d(steps), (n, np.shape(steps)[-1])) for steps, _, _ in slots]
+        width = max(r.shape[1] for r in rows)
+        steps = np.sort(np.stack([np.pad(r, ((0, 0), (0, width - r.shape[1])), "edge") for r in rows], 1))
+        repeated = np.concatenate([np.zeros((n, len(rows), 1), bool), np.diff(steps, axis=-1) == 0], axis=-1)
+        up, down = (np.stack([np.broadcast_to(slot[i], n) for slot in slots], axis=1) for i in (1, 2))
+        return np.sort(np.where(repeated, steps[..., -1:], steps), axis=-1), up, down
 
-    def _slot(self, batch: int) -> int:
-        return max([key for key in self.slots if key <= batch], default=min(self.slots))
+    def start(self, prompt_length: np.ndarray) -> State:
+        steps, up, down = self._slots(len(prompt_length))
+        distinct = (np.diff(steps, axis=-1) > 0).sum(axis=-1) + 1
+        middle = np.take_along_axis(steps, (distinct // 2)[..., None], -1)[..., 0]
+        initial = np.reshape(self.initial_steps, (-1, 1))
+        current = np.where((steps == initial[..., None]).any(axis=-1), initial, middle)
+        return State(steps=current, ema=(current - 1).astype(float), count=current * 0, candidates=steps,
+                     batch=current[:, 0] * 0 + 1, distinct=distinct, up=up, down=down)
 
-    def block(self, s: State, batch: int) -> int:
-        s.batch = batch
-        return s.steps[self._slot(batch)] + 1
+    def _slot(self, s: State) -> tuple[np.ndarray, np.ndarray]:
+        """(lanes, each lane's slot): the largest batch key <= its batch (else the smallest)."""
+        keys = [1] if s.steps.shape[1] == 1 else sorted(SGLANG_SLOTS)
+        return np.arange(len(s.batch)), np.maximum(np.searchsorted(keys, s.batch, side="right") - 1, 0)
+
+    def block(self, s: State, batch: int) -> np.ndarray:
+        s.batch = s.batch * 0 + batch
+        return s.steps[self._slot(s)] + 1
 
     def choices(self) -> set[int]:
         return {self.verify_block} if self.verify_block else {
             step + 1 for candidates, _, _ in self.slots.values() for step in candidates}
 
-    def update(self, s: State, length: int, accepted: int, seconds: float) -> None:
-        key = self._slot(s.batch)
-        if s.steps[key] > 0:
-            s.ema[key] = (1 - self.ema_alpha) * s.ema[key] + self.ema_alpha * accepted
-        s.count[key] += 1
-        after = s.count[key] - self.warmup_batches
-        if after > 0 and after % self.update_interval == 0:
-            s.steps[key] = self._recompute(key, s.steps[key], s)
+    def update(self, s: State, length: np.ndarray, accepted: np.ndarray, seconds: np.ndarray) -> None:
+        slot = self._slot(s)
+        steps, ema, count = s.steps[slot], s.ema[slot], s.count[slot] + 1
+        ema = np.where(steps > 0, (1 - self.ema_alpha) * ema + self.ema_alpha * accepted, ema)
+        after = count - self.warmup_batches
+        due = (after > 0) & (after % self.update_interval == 0)
+        if due.any():
+            steps, ema = self._recompute(s, slot, due, steps, ema)
+        s.steps[slot], s.ema[slot], s.count[slot] = steps, ema, count
 
-    def _recompute(self, key: int, old: int, s: State) -> int:
-        candidates, up, down = self.slots[key]
-        i = candidates.index(old)
-        if old == 0:
-            i = min(i + 1, len(candidates) - 1)
-            if candidates[i] > 0 and s.ema[key] < 0:
-                s.ema[key] = float(candidates[i] - 1)
-            return candidates[i]
-        old_index = i
-        while i > 0 and s.ema[key] <= (0.5 if candidates[i - 1] == 0 else candidates[i - 1] - 0.5) + down:
-            i -= 1
-        while i == old_index and i < len(candidates) - 1 and s.ema[key] > candidates[i] - 0.5 + up:
-            i = old_index = i + 1  # up only where it did not move down
-        return candidates[i]
+    def _recompute(self, s: State, slot: tuple, due: np.ndarray, old: np.ndarray, ema: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """Where ``due``: down past every lower step the EMA is at or under, else up past every higher one it
+        exceeds; from 0, one step up. The new steps and EMA [lanes]."""
+        rows, steps, last = slot[0], s.candidates[slot], s.distinct[slot] - 1
+        at = np.argmax(steps == old[:, None], axis=1)
+        up = np.minimum(at + 1, last)
+        ema = np.where(due & (old == 0) & (steps[rows, up] > 0) & (ema < 0), steps[rows, up] - 1.0, ema)
+        moving, i = due & (old != 0), at
+        for _ in range(steps.shape[1]):  # down while the EMA is at or under the lower step's threshold
+            lower = steps[rows, np.maximum(i - 1, 0)]
+            moving = moving & (i > 0) & (ema <= np.where(lower == 0, 0.5, lower - 0.5) + s.down[slot])
+            i = i - moving
+        moving = due & (old != 0) & (i == at)
+        for _ in range(steps.shape[1]):  # else up while it exceeds this step's
+            moving = moving & (i < last) & (ema > steps[rows, i] - 0.5 + s.up[slot])
+            i = i + moving
+        return np.where(due, np.where(old == 0, steps[rows, up], steps[rows, i]), old), ema
 
 
 @dataclass(frozen=True)

@@ -26,12 +26,12 @@ def runs_in_lockstep(rule: Any, tables: Sequence[ReplayTable | None]) -> bool:
     return getattr(rule, "LANES", False) and all(t is not None and not t.rounds for t in tables)
 
 
-def _padded(tables: Sequence[ReplayTable], blocks: list[int]) -> tuple[np.ndarray, ...]:
-    """Every table's outcomes of whole blocks of ``blocks``, [P, n + 1, K] each (accepted, kept, next anchor,
+def _padded(tables: Sequence[ReplayTable], shapes: list[tuple[int, int]]) -> tuple[np.ndarray, ...]:
+    """Every table's outcomes of cycles of ``shapes`` (B, L), [P, n + 1, K] each (accepted, kept, next anchor,
     done), padded past each table's anchors with rows that end a decode unreplayed."""
-    outcomes = [t._outcomes(blocks) for t in tables]
+    outcomes = [t._outcomes(*zip(*shapes)) for t in tables]
     n = max(o.accepted.shape[0] for o in outcomes) + 1
-    out = [np.full((len(tables), n, len(blocks)), fill) for fill in (-1, 0, n - 1, True)]
+    out = [np.full((len(tables), n, len(shapes)), fill) for fill in (-1, 0, n - 1, True)]
     for p, o in enumerate(outcomes):
         for array, part in zip(out, o):
             array[p, :len(part)] = part
@@ -50,11 +50,13 @@ def lockstep(tables: Sequence[ReplayTable], settings: Sequence[Any], costs: Cost
              batch: int = 1) -> Lanes:
     """Every one of ``settings`` (array rules of one class: ``start``, ``block``, ``update`` over lanes) on
     every table, priced by ``costs`` (its seconds what a rule that ``reads_time`` reads)."""
-    count, blocks = len(tables), sorted(set().union(*(s.choices() for s in settings)))
-    column = np.zeros(max(blocks) + 1, dtype=np.int64)
-    column[blocks] = np.arange(len(blocks))
-    accepted, kept, following, done = _padded(tables, blocks)
-    priced = np.array([costs.split_cycle_seconds(b, b) if costs else 0.0 for b in blocks])
+    count, verifying = len(tables), int(np.max(getattr(settings[0], "verify_block", 0)))
+    shapes = [(verifying, length) for length in range(1, verifying + 1)] if verifying else [
+        (b, b) for b in sorted(set().union(*(s.choices() for s in settings)))]
+    column = np.zeros((max(shapes)[0] + 1,) * 2, dtype=np.int64)
+    column[tuple(np.transpose(shapes))] = np.arange(len(shapes))
+    accepted, kept, following, done = _padded(tables, shapes)
+    priced = np.array([costs.split_cycle_seconds(b, length) if costs else 0.0 for b, length in shapes])
     rule = replace(settings[0], **{f.name: _stacked([getattr(s, f.name) for s in settings], count)
                                    for f in fields(settings[0])})
     lane = np.arange(count * len(settings))
@@ -69,15 +71,17 @@ def lockstep(tables: Sequence[ReplayTable], settings: Sequence[Any], costs: Cost
             lane, anchor = lane[~ended], anchor[~ended]
         if not lane.size:
             break
-        prompt, size = lane % count, np.asarray(rule.block(state, batch))
-        k = column[size]
+        prompt, length = lane % count, np.asarray(rule.block(state, batch))  # a verify rule's: L of its B
+        size = length * 0 + verifying if verifying else length
+        k = column[size, length]
         drafts, commits, cost = accepted[prompt, anchor, k], kept[prompt, anchor, k], priced[k]
         if (drafts < 0).any():  # raises, naming the anchor, as the walk does
             j = int(np.argmax(drafts < 0))
-            tables[prompt[j]].cycle(tables[prompt[j]].prompt_length + int(anchor[j]), 1, int(size[j]))
+            tables[prompt[j]].cycle(tables[prompt[j]].prompt_length + int(anchor[j]), 1, int(size[j]),
+                                    int(length[j]))
         totals[:, lane] += [np.where(commits > 0, cost, 0.0), commits, commits > 0]
         log.append((lane[commits > 0], size[commits > 0]))
-        rule.update(state, size, drafts, cost if rule.reads_time else 0.0 * cost)
+        rule.update(state, length, drafts, cost if rule.reads_time else 0.0 * cost)
         ended, anchor = done[prompt, anchor, k], following[prompt, anchor, k]
     order = np.concatenate([[0], np.cumsum(totals[2]).astype(np.int64)])
     by_lane = np.concatenate([size for _, size in log])[np.argsort(np.concatenate([ln for ln, _ in log]),

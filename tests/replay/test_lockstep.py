@@ -23,6 +23,8 @@ BLOCKS = {"block_tokens": st.integers(2, 9), "min_block_tokens": st.integers(1, 
           "window_size": st.integers(1, 5), "reduced_burst_cycles": st.integers(1, 10),
           "long_context_prompt_tokens": st.sampled_from([3, 32768])}
 """dflash-mlx's blocks and windows, both versions"""
+STEPS = st.lists(st.integers(0, 8), min_size=1, max_size=4).map(lambda steps: "/".join(map(str, steps)))
+"""SGLang's candidate steps, as a policy name writes them"""
 RULES = {  # every array controller, with a strategy for its parameters
     "llamacpp-streak": st.fixed_dictionaries({"threshold": st.integers(0, 4), "bias": st.integers(0, 2),
                                               "n_min": st.integers(0, 2), "n_max": st.integers(3, 8)}),
@@ -38,6 +40,14 @@ RULES = {  # every array controller, with a strategy for its parameters
         "tier_frac": st.sampled_from([0.3, 0.65]), "hysteresis": st.sampled_from([0.0, 0.25]),
         "up_margin": st.sampled_from([0.5, 2.0]), "sticky": st.integers(1, 3), "warmup": st.integers(0, 4),
         "cooldown": st.integers(0, 5), "max_batch": st.integers(0, 2)}),
+    "sglang-adaptive": st.fixed_dictionaries({
+        "candidate_steps": STEPS, "up_hysteresis": st.sampled_from([0.0, 0.5]),
+        "down_hysteresis": st.sampled_from([-0.25, 0.0]), "initial_steps": st.integers(0, 8),
+        "ema_alpha": st.sampled_from([0.2, 0.5]), "update_interval": st.integers(1, 5),
+        "warmup_batches": st.integers(0, 10)}),
+    "sglang-dflash-verify": st.fixed_dictionaries({
+        "verify_block": st.just(9), "candidate_steps": STEPS, "initial_steps": st.integers(0, 8),
+        "update_interval": st.integers(1, 3), "warmup_batches": st.integers(0, 4)}),
     "mlx-vlm": st.fixed_dictionaries({"block_size": st.integers(2, 9), "first_block": st.integers(0, 9),
                                       "window": st.integers(1, 8), "min_block_size": st.integers(1, 9)}),
     "dflash-mlx": st.fixed_dictionaries({
@@ -71,11 +81,12 @@ def tables(draw) -> list[ReplayTable]:
     return out
 
 
-def walked(name: str, table: ReplayTable, costs: CostTable) -> tuple[list[int], int, float]:
+def walked(name: str, table: ReplayTable, costs: CostTable, batch: int) -> tuple[list[int], int, float]:
     """B of every cycle, tokens and modelled seconds of ``name`` run on ``table``'s session (as live does)."""
     observation = PromptObservation(np.zeros(0, np.float32), table.prompt_length, "p", costs)
-    plan = create_policy(name, CANDIDATES).plan(observation)
-    cycles = run(table.session(), plan)
+    plan, session = create_policy(name, CANDIDATES).plan(observation), table.session()
+    session.state.batch = batch
+    cycles = run(session, plan)
     return [c.block_size for c in cycles], sum(c.committed for c in cycles), costs.cycles_seconds(cycles)
 
 
@@ -87,10 +98,11 @@ def test_lockstep_equals_the_session_run_on_every_cycle(rule, data, prompts):
     costs = uniform_costs(CANDIDATES, 0.01, data.draw(st.sampled_from([0.0, 0.13, 0.5])))
     controllers = [create_policy(name, CANDIDATES).lockstep_rule() for name in names]
     assert runs_in_lockstep(controllers[0], prompts)
-    lanes = lockstep(prompts, controllers, costs)
+    batch = data.draw(st.sampled_from([1, 3, 8, 40]))
+    lanes = lockstep(prompts, controllers, costs, batch)
     for s, name in enumerate(names):
         for p, table in enumerate(prompts):
-            sizes, tokens, seconds = walked(name, table, costs)
+            sizes, tokens, seconds = walked(name, table, costs, batch)
             lane = s * len(prompts) + p
             assert lanes.block_sizes[lane].tolist() == sizes
             assert lanes.totals[1:, lane].tolist() == [tokens, len(sizes)]
