@@ -47,10 +47,9 @@ def check_policy(policy: Policy, vocab_size: int = CHECK_VOCAB, n: int = CHECK_O
                  observations: list[PromptObservation] | None = None,
                  answers: list[Answers] | None = None) -> None:
     """Raise :class:`PolicyContractError` unless ``policy`` honours the contract: sorted distinct candidates;
-    ``select`` deterministic, in ``choices()`` and equal to ``select_batch``; ``predict`` (SB3 signature)
-    gives candidate indices; per-cycle plans and verify rules return allowed sizes and lengths,
-    deterministically. Oracles are checked through ``plan(observation, answers)`` (pass both, e.g. from a
-    sweep store)."""
+    ``select`` deterministic, in ``choices()`` and equal to ``select_batch``; ``predict`` (SB3) gives
+    candidate indices; per-cycle plans and verify rules return allowed sizes and lengths, deterministically.
+    Oracles are checked through ``plan(observation, answers)`` (pass both, e.g. from a sweep store)."""
     check_type(policy, Policy, "policy", 'a Policy object; a name makes one: create_policy("fixed16", '
                                          "candidates)")
     candidates = policy.candidates

@@ -120,9 +120,8 @@ class CostTable(TableFile):
 
     def fixed_cycle_seconds(self, block_size: int) -> float:
         """Seconds of a cycle of a decode at ``block_size`` every cycle: B = 1 is plain decoding
-        (:attr:`ar_seconds`: no drafter runs), any other B :meth:`cycle_seconds` (where a per-cycle rule
-        steps plainly between drafts, its B = 1 cycle is :meth:`cycle_seconds` (1): a drafter's engine may
-        spend more on it)."""
+        (:attr:`ar_seconds`, no drafter), any other B :meth:`cycle_seconds` (a per-cycle rule's plain steps
+        between drafts cost :meth:`cycle_seconds` (1): a drafter's engine may spend more on them)."""
         return self.ar_seconds if block_size == 1 else self.cycle_seconds(block_size)
 
     def _require(self, block_sizes: Iterable[int]) -> None:

@@ -113,10 +113,9 @@ class DraftedBlock:
 
 
 def mean_acceptance(cycles: Sequence[Any]) -> float:
-    """tau, the field's: tokens committed per cycle over ``cycles`` (0 without cycles), so a cycle cut by the
-    budget or a stop counts what it kept (Spec-Bench's mean accepted tokens, vLLM's mean acceptance length).
-    The one definition of tau; pooled over prompts by
-    :meth:`~specpolicy.evaluation.metrics.PolicyResults.tau`."""
+    """tau, the field's, and its one definition: tokens committed per cycle over ``cycles`` (0 without), so a
+    cycle cut by the budget or a stop counts what it kept (Spec-Bench's mean accepted tokens, vLLM's mean
+    acceptance length); pooled over prompts by :meth:`~specpolicy.evaluation.metrics.PolicyResults.tau`."""
     return sum(c.committed for c in cycles) / len(cycles) if cycles else 0.0
 
 

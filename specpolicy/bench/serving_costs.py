@@ -93,9 +93,8 @@ def check_serving_arguments(engine: str, drafter: str, context: object, batches:
 def kv_capacity(model: str, gpu: str, engine: str, version: str, drafter: Drafter, layers: int,
                 tokens: int, batch: int) -> tuple[int, str, str]:
     """(requests of ``tokens`` each that ``gpu``'s KV cache holds under ``engine``'s default memory fraction,
-    the cache named, how it was estimated): aiconfigurator's memory estimate of the target (``batch``
-    requests at most), less the drafter's layers' share of the weights, over the target's and the drafter's
-    layers' KV per token."""
+    the cache named, how estimated): aiconfigurator's memory estimate of the target (``batch`` requests at
+    most) less the drafter's weights, over both models' KV per token."""
     from aiconfigurator_core.sdk.backends.factory import get_backend
     from aiconfigurator_core.sdk.memory import estimate_kv_cache
 

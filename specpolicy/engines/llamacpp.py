@@ -62,11 +62,10 @@ trained one), each request's own ``speculative.n_max`` and ``p_min`` below it"""
 
 @dataclass(frozen=True)
 class Step:
-    """One step a patched server recorded: its B, drafts drafted (B - 1, fewer where the budget leaves less
-    room), sent to verify (L - 1) and accepted, and the drafter's top-1 probability (whole vocabulary) at each
-    drafted position [drafted]. Every drafting step; with a plan, its plain steps (B = 1) too.
-    ``draft_seconds``: the drafter's pass; ``seconds``: the whole step (0: a server built before steps were
-    timed)."""
+    """One step a patched server recorded (every drafting step; with a plan, its plain steps too): its B,
+    drafts drafted (B - 1, fewer where the budget leaves less room), sent to verify (L - 1) and accepted, the
+    drafter's top-1 probability (whole vocabulary) per drafted position; ``draft_seconds``: the drafter's
+    pass, ``seconds``: the whole step (0: a server built before steps were timed)."""
 
     block: int
     drafted: int

@@ -1,7 +1,6 @@
-"""Policies deployed into llama.cpp's server and measured there (no torch): a per-prompt B routes each
-request to its setting; a per-cycle policy whose rule is a value runs inside a patched server
-(engines/patches), other per-cycle policies are refused. The engine's costs and the comparison with replay:
-:mod:`specpolicy.evaluation.engine_compare`."""
+"""Policies deployed into llama.cpp's server and measured there (no torch): a per-prompt B routes each request
+to its setting; a per-cycle rule that is a value runs inside a patched server, other per-cycle policies are
+refused. The engine's costs and the comparison with replay: :mod:`specpolicy.evaluation.engine_compare`."""
 
 from __future__ import annotations
 

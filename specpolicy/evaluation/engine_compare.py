@@ -76,11 +76,10 @@ def best_stock_setting(store: SweepStore, costs: CostTable, sizes: Sequence[int]
 
 
 def engine_costs(run: EngineRun, threads: int, machine: str = "") -> CostTable:
-    """The engine's own cost table from its timings in ``run``: seconds per cycle at each block size the
-    run decoded without a p_min cut, the drafter's pass apart where a patched server timed it (so a cycle
-    verifying fewer than B is priced as the engine spends it), per plain step (the baseline) and, where the
-    run has them, per plain step on the DFlash server (a B = 1 cycle of a per-step plan: the drafter still
-    takes every token; 15% dearer here), else the plain step."""
+    """The engine's own cost table from ``run``'s timings: seconds per cycle at each block it decoded without
+    a p_min cut, the drafter's pass apart where a patched server timed it (a cycle verifying fewer than B
+    priced as the engine spends it), per plain step (the baseline) and per B = 1 cycle of a per-step plan on
+    the DFlash server where the run has them (the drafter still takes every token; 15% dearer here)."""
     def replies(setting: Setting) -> list:
         return [reply for (_, s), reply in run.replies.items() if s == setting]
 

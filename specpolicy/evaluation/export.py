@@ -108,8 +108,7 @@ def llamacpp_deployment(settings: list[Setting], binary: Path, target: Path, dra
                         per_prompt: str) -> dict:
     """What ``export --engine llamacpp`` writes: the server command lines (ports from 8081 up: a server per
     setting for a stock binary; for a patched one, one DFlash server, and plain decoding's where a prompt may
-    be decoded plainly) and, where there are several settings, the rule that routes each request
-    (``per_prompt``: the policy's name) and what each request carries."""
+    be decoded plainly) and the rule routing each request with what it carries."""
     per_request = patched(binary)
     plain = Setting(1)
     started = [plain] * (plain in settings) + [SHARED] if per_request else sorted(settings)

@@ -90,9 +90,8 @@ def evaluate_replay(
     candidates: Sequence[int] | None = None,
 ) -> list[PolicyResults]:
     """Evaluate policies on every valid record of ``store`` by exact replay (or stored taus); ``costs``: the
-    table(s) time is priced with (default: the store's; several, measured at several contexts: each cycle
-    at the context it starts at, the policies deciding with the table of the prompt's length); ``candidates``:
-    the oracle's range."""
+    table(s) pricing time (default: the store's; several by context: each cycle at its starting context, the
+    policies deciding with the prompt's); ``candidates``: the oracle's range."""
     check_policies(policies, store)
     candidates = _check_arguments(costs, candidates) or store.candidates
     costs = costs if costs is not None else store.latency()

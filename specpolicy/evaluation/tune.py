@@ -1,7 +1,6 @@
-"""``specpolicy tune RULE``: a field controller's parameters searched by exact replay on the training side of
-a sweep's split (every setting of a grid, or a seeded budget of draws from it); the best setting held out
-against the rule's defaults and the best fixed block (chosen on the training side too) with paired
-intervals, and written in the engine's own terms."""
+"""``specpolicy tune RULE``: a field controller's settings (a grid, or seeded draws from it) replayed on the
+training side of a sweep's split; the best held out against the rule's defaults and the best fixed block with
+paired intervals, and written in the engine's own terms."""
 
 from __future__ import annotations
 

@@ -42,9 +42,8 @@ def snap(size: int, candidates: Sequence[int]) -> int:
 def ar_wait(state: DecodeState, failed: Callable[[int, int], bool], first_wait: int, scale: float = 1.0,
             key: str = "") -> int | None:
     """Plain AR cycles still owed after failed speculation (``None``: speculate): after the n-th failed cycle,
-    ``first_wait * 2**(n-1)`` (at most :data:`MAX_WAIT`) times ``scale``, rounded up. The failures since the
-    last good speculative cycle and the plain cycles after the last speculative one are folded on the state
-    under ``key``, which names ``failed`` (one key, one predicate)."""
+    ``first_wait * 2**(n-1)`` (at most :data:`MAX_WAIT`) x ``scale``, rounded up; failures and trailing plain
+    cycles folded on the state under ``key``, which names ``failed``."""
     def update(run: tuple[int, int], i: int) -> tuple[int, int]:
         size = state.block_size_history[i]
         if size == 1:

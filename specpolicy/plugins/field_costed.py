@@ -1,8 +1,6 @@
-"""The field's controllers over measured step times (docs/field.md walks both): ollama's DFlash depth
-(``x/mlxrunner/speculate_depth.go`` @c1bf60d, #17571) and mistral.rs's autotuner
-(``mistralrs-core/src/speculative/autotuner.rs`` @0003cf3). Each picks the depth with the most expected
-committed tokens per second of step (the cycle's modelled seconds in replay), probes neighbouring depths, and
-serves every request from one state, as its engine does (``resume``)."""
+"""The field's controllers over measured step times (docs/field.md walks both): ollama's DFlash depth and
+mistral.rs's autotuner, each the depth with the most expected committed tokens per second of step (modelled
+in replay), probing neighbouring depths, one state for every request as its engine keeps (``resume``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""dflash-mlx's adaptive block (``--verify-mode adaptive``) as field controllers (docs/field.md walks both):
-``dflash-mlx``, ``_AdaptiveBlockPolicy`` (``dflash_mlx/engine/spec_epoch.py`` @0e8455d: full and reduced
-blocks, probes that return only where measurably faster; time is the cost table's), and ``dflash-mlx-count``,
-the same policy before its speed gate."""
+"""dflash-mlx's adaptive block (``--verify-mode adaptive``; docs/field.md walks both) as array controllers:
+``dflash-mlx`` (``_AdaptiveBlockPolicy``, probes that return only where measurably faster; time is the cost
+table's) and ``dflash-mlx-count``, the same policy before its speed gate."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The field's block-size controllers as plan values: a controller (a frozen dataclass of its engine's
-parameters, overridable as ``name=value`` pairs like the engine rules) folds a request's finished cycles into
-its state and picks the next B (the controllers: ``field_dflash_mlx``, ``field_controllers``,
-``field_costed``); state is per request, except for a controller with ``resume``, which carries it from
-request to request as its engine does."""
+"""The field's block-size controllers as plan values (docs/field.md): a controller, a frozen dataclass of its
+engine's parameters (``name=value`` overrides), folds a request's finished cycles into its state and picks the
+next B; state is per request, except where ``resume`` carries it across requests as its engine does."""
 
 from __future__ import annotations
 
@@ -33,9 +31,8 @@ def lanes(prompt_length: np.ndarray, value: object, dtype: type = np.int64) -> n
 
 class Controller(Protocol):
     """An engine's controller: ``start`` a request's state, ``update`` it after every cycle (its verified
-    length L, accepted drafts and modelled seconds), and pick the next ``block`` at a batch size. One with
-    ``LANES`` holds many requests' states as numpy arrays [lanes], its parameters one or one per lane (many
-    settings in one lockstep replay), and reads and returns arrays [lanes]."""
+    length L, accepted drafts and modelled seconds), pick the next ``block`` at a batch size; with ``LANES``,
+    over arrays [lanes] of requests and settings."""
 
     reads_time: bool
     TERMS: dict[str, str]

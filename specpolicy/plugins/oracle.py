@@ -1,7 +1,6 @@
-"""Oracles from a sweep (upper bounds, not deployable): ``oracle`` (per prompt, the fewest modelled or
-measured seconds; the highest tau without a cost table), ``oracle-tau`` (per prompt, the highest tau:
-BlockPilot's label) and ``oracle-step`` (per cycle, the fewest modelled seconds by exact dynamic
-programming)."""
+"""Oracles from a sweep (upper bounds, not deployable): ``oracle`` (per prompt, the fewest seconds; the
+highest tau without a cost table), ``oracle-tau`` (BlockPilot's label) and ``oracle-step`` (per cycle, exact
+dynamic programming)."""
 
 from __future__ import annotations
 

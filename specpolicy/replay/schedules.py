@@ -89,9 +89,8 @@ class ExactSchedules:
     def oracle_plan(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,
                     training_block_size: int = TRAINING_BLOCK_SIZE, verify_lengths: bool = False) -> Plan:
         """The :meth:`cost_to_go` optimum as a plan by anchor: an upper bound for any per-cycle policy over
-        ``candidates`` (whole blocks, or (B, L) with ``verify_lengths``), or plain decoding where that is
-        faster (a decode of plain steps between drafts pays :meth:`CostTable.cycle_seconds` (1) a step, plain
-        decoding :attr:`~CostTable.ar_seconds`)."""
+        ``candidates`` (whole blocks, or (B, L) with ``verify_lengths``), or plain decoding where faster (its
+        steps at :attr:`~CostTable.ar_seconds`, not a drafting engine's)."""
         value, q, actions = self.cost_to_go(costs, candidates, training_block_size, verify_lengths)
         sizes = self.candidates if candidates is None else candidates
         if costs is not None and 1 in sizes and len(value) and self.fixed_seconds(costs, [1])[1] < value[0]:

@@ -51,10 +51,9 @@ class _Active:
 def simulate_serving(tables: Sequence[ReplayTable], plans: Sequence[Callable[[], Plan]],
                      costs: BatchCostTable, concurrency: int, sizes: Sequence[int] = ()) -> ServingResult:
     """Serve ``tables`` in order through ``concurrency`` slots; ``plans[i]()`` makes request i's
-    :class:`Plan`; ``sizes``: the block sizes each batch's per-request prices cover (none: not priced).
-    Every step holds ``concurrency`` requests until the last one finishes: once all have started, freed slots
-    take copies of them in order (in the steps and the engine's pooled cycles, not in the results), so no
-    request runs in a draining batch that a server at that concurrency never runs."""
+    :class:`Plan`; ``sizes``: the block sizes each batch's prices cover (none: not priced). Once all requests
+    have started, freed slots take copies of them in order (in the steps and the engine's pooled cycles, not
+    the results), so no batch drains."""
     concurrency = check_count(concurrency, "concurrency")
     n = len(tables)
     result = ServingResult(tokens=[0] * n, seconds=[0.0] * n, cycles=[0] * n)

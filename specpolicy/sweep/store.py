@@ -69,10 +69,8 @@ class SweepStore:
 
     @classmethod
     def open(cls, path: str | Path, meta: dict, wait: Callable[[Path], None] | None = None) -> SweepStore:
-        """Create ``path`` with ``meta``, or resume it when its settings match ``meta``; holds its write lock.
-
-        Another writer makes it fail (:class:`StoreLockedError`), or, with ``wait``, say so (``wait(path)``)
-        and block until that writer is done."""
+        """Create ``path`` with ``meta`` or resume it (settings matching), holding its write lock; another
+        writer makes it fail (:class:`StoreLockedError`), or with ``wait`` say so and block."""
         path = Path(path)
         meta = {"schema": SCHEMA, **meta}
         check_resumable(path, meta)
@@ -104,11 +102,10 @@ class SweepStore:
 
     @classmethod
     def fill(cls, path: str | Path, meta: dict, records: Iterable[SweepRecord]) -> SweepStore:
-        """The store of an import at ``path``: every record is built (the importer's checks run) and the ids
-        are checked unique before anything is written; then the store is written whole into a temporary
-        sibling and renamed into place, so a refused, interrupted or failed import leaves nothing a retry
-        trips on. A store of the same import that already holds every record is kept; one with other settings
-        is refused."""
+        """The store of an import at ``path``: every record built (the importer's checks run) and ids checked
+        unique before anything is written, then written whole into a temporary sibling renamed into place, so
+        a failed import leaves nothing. A store of the same import holding every record is kept; other
+        settings are refused."""
         records, path = list(records), Path(path)
         ids = collections.Counter(r.prompt_id for r in records)
         repeated = sorted(i for i, count in ids.items() if count > 1)

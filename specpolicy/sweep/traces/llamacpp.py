@@ -53,9 +53,8 @@ def engine_response(file: Path, line_number: int, line: bytes) -> tuple[str, lis
 def run_block(file: Path, responses: list[tuple[str, list[Step], int | None]], given: int | None = None
               ) -> int:
     """The one block a fixed setting's run drafted (``given``, else its largest), every smaller step one the
-    budget's room capped (its block the tokens left of a budget, n_predict, at least the output's length: a
-    stop token may end the output short of it); a ValueError for a per-step plan's steps, or where the budget
-    capped every block so the run's is not in the record."""
+    budget's room capped (the tokens left of n_predict, at least the output's length); a ValueError for a
+    per-step plan's steps, or where the budget capped every block."""
     size = given or max((s.block for _, run, _ in responses for s in run), default=0)
     if size == 0:
         raise ValueError(f"{file}: no response records a drafting step")

@@ -56,11 +56,10 @@ def read_profile(file: Path) -> tuple[dict, int, np.ndarray]:
 def import_profile(file: str | Path, out: str | Path, candidates: Sequence[int] | None = None,
                    dataset: str | None = None, draw: ProfileDraw = ProfileDraw()) -> TraceImport:
     """Draw decodes from Model-Optimizer's ``speculation_profile.json`` (``conditional_accept_rates``: P(draft
-    i + 1 accepted | the first i were), measured at ``num_speculative_tokens`` K): at every position
-    independently, drafts are accepted while a seeded uniform falls below the next rate. A chain drafter's
-    profile (``accept_length_model: chain_analytic``) covers every block 1..K + 1, another
-    (``measured_per_k``: DFlash, DSpark) the block K + 1 only. Positions are independent, so what per-prompt
-    or per-step choice gains on a draw is the draw's noise."""
+    i + 1 accepted | the first i were), measured at ``num_speculative_tokens`` K): drafts accepted while a
+    seeded uniform falls below the next rate. A chain drafter's profile (``chain_analytic``) covers every
+    block 1..K + 1, another (``measured_per_k``: DFlash, DSpark) block K + 1 only. Positions are independent,
+    so what per-prompt or per-step choice gains on a draw is its noise."""
     file = trace_file(file, "a speculation_profile.json (Model-Optimizer's specdec_bench writes one)")
     if draw.requests < 1 or draw.tokens < 2 or draw.requests * draw.tokens > MAX_DRAWN_POSITIONS:
         raise ValueError(f"a draw of --requests {draw.requests} x --tokens {draw.tokens} positions is "

@@ -68,9 +68,8 @@ def import_spec_bench(file: str | Path, out: str | Path, block_size: int | None 
     """Read Spec-Bench answers (JSONL: ``question_id``, ``category``, ``choices[0]`` with ``new_tokens`` per
     turn and ``accept_lengths`` per step, each the tokens that step committed) into replay tables of the
     recorded decode, a prompt per turn (``ID``, ``ID:2``, one conversation). Each step replays exactly at the
-    one block size the run drafted (``block_size``, at least its longest step; default that): another block
-    size would visit other positions, which a per-step record never saw, so the store holds that one
-    candidate."""
+    one block the run drafted (``block_size``, at least its longest step; default that) only: another would
+    visit positions no per-step record saw."""
     file = trace_file(file, "a Spec-Bench answer file such as data/spec_bench/model_answer/MODEL.jsonl")
     from specpolicy.data.builtin import SPEC_BENCH_GROUPS
 

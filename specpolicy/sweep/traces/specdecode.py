@@ -65,9 +65,8 @@ def import_specdecode(file: str | Path, out: str | Path, drafter: str = "eagle",
                       candidates: Sequence[int] | None = None, dataset: str | None = None) -> TraceImport:
     """Read a SpecDecode-Bench trace (JSONL: ``id``, ``prompt_token_ids``, ``generated_token_ids``,
     ``acc_{drafter}.acc_len``) into chain replay tables: a block of B accepts min(acc_len[i] - 1, B - 1) at
-    position i, exact for B up to the longest accepted run recorded (larger B refused). The acceptance array
-    defines the decode; a token array of another length (another run) is counted in ``other_run_tokens``.
-    ``candidates`` default: 1 up to the training block size or the longest recorded block."""
+    position i, exact up to the longest accepted run recorded; a token array of another length (another run)
+    is counted in ``other_run_tokens``. ``candidates``: 1 up to the training block or the longest recorded."""
     if drafter not in SPECDECODE_DRAFTERS:
         raise ValueError(f"unknown drafter {drafter!r}; the traces record {', '.join(SPECDECODE_DRAFTERS)}")
     file = trace_file(file, "a SpecDecode-Bench file such as data/llama3.1-8B/combined_gsm8k.jsonl")

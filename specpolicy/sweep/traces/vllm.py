@@ -81,10 +81,9 @@ def contradiction(steps: list[tuple[int, int]], tokens: object) -> str | None:
 def import_steps(files: str | Path | Sequence[str | Path], out: str | Path, block_size: int | None = None,
                  dataset: str | None = None, parse: Callable[[Path, int, bytes], StepRequest] = vllm_response,
                  form: str = FORMAT) -> TraceImport:
-    """Read responses with per-step records (JSONL; ``parse`` reads one, vLLM's by default: per step accepted
-    and drafted, and K). As Spec-Bench answers, the recorded decode replays exactly at B = K + 1 only; steps
-    that drafted fewer (n-gram misses, dynamic SD, a verify rule) replay as recorded and are counted. Several
-    files: runs of the same prompts at other blocks, a column each of one store (per-prompt choices)."""
+    """Read responses with per-step records (JSONL; ``parse`` reads one, by default vLLM's: per step accepted
+    and drafted, and K): exact at B = K + 1 only, steps that drafted fewer replayed as recorded and counted.
+    Several files: runs at other blocks, a column each."""
     files = [common.trace_file(f, "a JSONL of engine responses with per-step speculative decoding stats")
              for f in ([files] if isinstance(files, str | Path) else files)]
     dataset, runs, first = dataset or files[0].stem, {}, []
