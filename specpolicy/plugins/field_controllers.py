@@ -43,27 +43,26 @@ class SglangAdaptive:
                 for key, (steps, up, down) in self.slots.items() if key != 1}
 
     @cached_property
-    def slots(self) -> dict[int, tuple[tuple[int, ...], float, float]]:
-        """Batch size -> (candidate steps, up and down hysteresis): SGLang's, with this batch-one slot."""
-        return {**({} if self.verify_block else SGLANG_SLOTS), 1: (tuple(sorted(set(self.candidate_steps))),
-                                                                 self.up_hysteresis, self.down_hysteresis)}
+    def slots(self) -> dict[int, tuple]:
+        """Batch size -> (candidate steps, up and down hysteresis), in batch order: SGLang's slots with this
+        batch-one slot (the only one where it verifies a block)."""
+        return {**({} if np.max(self.verify_block) else SGLANG_SLOTS),
+                1: (self.candidate_steps, self.up_hysteresis, self.down_hysteresis)}
 
-    def _slots(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every slot at ``n`` lanes, in batch order: candidate steps [n, K, C] (distinct and ascending, the
-        largest repeated after them), up and down hysteresis [n, K]."""
-        slots = [(self.candidate_steps, self.up_hysteresis, self.down_hysteresis)]
-        if not np.max(self.verify_block):
-            slots += [SGLANG_SLOTS[key] for key in sorted(SGLANG_SLOTS)[1:]]
+    def _columns(self, n: int) -> tuple[np.ndarray, ...]:
+        """:attr:`slots` at ``n`` lanes: candidate steps [n, K, C] (distinct and ascending, the largest
+        repeated after them), how many are distinct, up and down hysteresis [n, K]."""
+        slots = list(self.slots.values())
         rows = [np.broadcast_to(np.atleast_2d(steps), (n, np.shape(steps)[-1])) for steps, _, _ in slots]
         width = max(r.shape[1] for r in rows)
         steps = np.sort(np.stack([np.pad(r, ((0, 0), (0, width - r.shape[1])), "edge") for r in rows], 1))
         repeated = np.concatenate([np.zeros((n, len(rows), 1), bool), np.diff(steps, axis=-1) == 0], axis=-1)
         up, down = (np.stack([np.broadcast_to(slot[i], n) for slot in slots], axis=1) for i in (1, 2))
-        return np.sort(np.where(repeated, steps[..., -1:], steps), axis=-1), up, down
+        steps = np.sort(np.where(repeated, steps[..., -1:], steps), axis=-1)
+        return steps, (~repeated).sum(axis=-1), up, down
 
     def start(self, prompt_length: np.ndarray) -> State:
-        steps, up, down = self._slots(len(prompt_length))
-        distinct = (np.diff(steps, axis=-1) > 0).sum(axis=-1) + 1
+        steps, distinct, up, down = self._columns(len(prompt_length))
         middle = np.take_along_axis(steps, (distinct // 2)[..., None], -1)[..., 0]
         initial = np.reshape(self.initial_steps, (-1, 1))
         current = np.where((steps == initial[..., None]).any(axis=-1), initial, middle)
@@ -72,7 +71,7 @@ class SglangAdaptive:
 
     def _slot(self, s: State) -> tuple[np.ndarray, np.ndarray]:
         """(lanes, each lane's slot): the largest batch key <= its batch (else the smallest)."""
-        keys = [1] if s.steps.shape[1] == 1 else sorted(SGLANG_SLOTS)
+        keys = list(self.slots)
         return np.arange(len(s.batch)), np.maximum(np.searchsorted(keys, s.batch, side="right") - 1, 0)
 
     def block(self, s: State, batch: int) -> np.ndarray:
@@ -225,8 +224,7 @@ class MlxVlm:
         current = np.minimum(top, np.maximum(2, s.drafted[:, -1] + 1))
         accepted, drafted = window_sum(s.accepted, rounds), np.maximum(window_sum(s.drafted, rounds), 1)
         rate, mean = accepted / drafted, accepted / np.maximum(rounds, 1)
-        inside = np.arange(s.accepted.shape[1]) >= s.accepted.shape[1] - rounds[:, None]
-        full = ((s.accepted >= s.drafted) & inside).sum(axis=1) / np.maximum(rounds, 1)
+        full = window_sum(s.accepted >= s.drafted, rounds) / np.maximum(rounds, 1)
         weak = np.maximum(low, np.minimum(top, np.where(current >= 8, current // 2, current - 2)))
         strong = np.minimum(top, np.where((rate >= 0.85) & (full >= 0.75), current + 2, current))
         moved = np.where((rate < 0.30) | (mean < 2.0), weak,
