@@ -3,9 +3,8 @@ environments follow, the :class:`Plan` a policy decides, and :func:`run`, the lo
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from specpolicy.arguments import check_block_size, check_count, check_real, check_type, check_verify_length
@@ -126,58 +125,6 @@ class CostAwareLength:
 
 
 @dataclass(frozen=True)
-class CostAwareBlocks:
-    """The cost-aware block rule as a value (``adaptive``'s, and the default's guard): its choices, the cost
-    table it prices with and its parameters, beside ``choose``, the Python rule that runs it; an engine that
-    knows the rule (a patched llama-server) runs :meth:`request` instead, so the two decide alike."""
-
-    blocks: tuple[int, ...]
-    """the speculative block sizes it chooses among (B > 1), ascending"""
-    seconds: tuple[tuple[int, float], ...]
-    """(B, modelled seconds of a cycle) of every B a cycle may have"""
-    ar_seconds: float
-    ar_allowed: bool
-    start: int
-    """the first cycle's B"""
-    seen_block: int
-    """> 0: a failed probe of this B counted before the first cycle (a start of B = 1)"""
-    prior: float
-    prior_weight: float
-    decay: float
-    first_wait: int
-    max_wait: int
-    wait_scale: float
-    optimism: float
-    choose: Callable[[DecodeState], int] = field(compare=False, repr=False, default=None)
-
-    def __post_init__(self) -> None:
-        blocks = [check_block_size(b) for b in self.blocks]
-        if not blocks or blocks != sorted(set(blocks)):
-            raise ValueError(f"CostAwareBlocks' blocks must be ascending block sizes, got {self.blocks!r}")
-        for name, value in (("ar_seconds", self.ar_seconds), *((f"seconds at B = {b}", s) for b, s in
-                                                                self.seconds)):
-            check_real(value, f"CostAwareBlocks' {name}", 0.0, strict_low=True)
-        for name, low, high in (("prior", 0, 1), ("decay", 0, 1), ("prior_weight", 0, math.inf),
-                                ("wait_scale", -math.inf, math.inf), ("optimism", -math.inf, math.inf)):
-            check_real(getattr(self, name), f"CostAwareBlocks' {name}", low, high)
-        for name in ("start", "seen_block", "first_wait", "max_wait"):
-            check_count(getattr(self, name), f"CostAwareBlocks' {name}", least=0)
-
-    def __call__(self, state: DecodeState) -> int:
-        return self.choose(state)
-
-    def request(self) -> dict:
-        """The rule as a patched llama-server's ``speculative.plan`` (engines/patches: server_spec_plan)."""
-        return {"blocks": list(self.blocks), "priced": [b for b, _ in self.seconds],
-                "seconds": [s for _, s in self.seconds], "ar_seconds": self.ar_seconds,
-                "ar_allowed": self.ar_allowed,
-                "start": self.start, "seen_block": self.seen_block, "prior": self.prior,
-                "prior_weight": self.prior_weight, "decay": self.decay, "first_wait": self.first_wait,
-                "max_wait": self.max_wait, "wait_scale": self.wait_scale,
-                "optimism": self.optimism}
-
-
-@dataclass(frozen=True)
 class Plan:
     """What an engine runs for one prompt: B before every cycle and, optionally, L <= B after every draft.
 
@@ -215,9 +162,12 @@ class Plan:
         return self.block.size if isinstance(self.block, _Always) and self.length is None else None
 
     def known_sizes(self) -> set[int] | None:
-        """Every B the plan can pick where its rule says (:meth:`fixed`, :class:`AnchorActions`), or None."""
+        """Every B the plan can pick where its rule says (:meth:`fixed`, :class:`AnchorActions`, a rule's
+        ``choices()``), or None."""
+        if isinstance(self.block, AnchorActions):
+            return {b for b, _ in self.block.actions if b}
         return {self.block.size} if isinstance(self.block, _Always) else (
-            {b for b, _ in self.block.actions if b} if isinstance(self.block, AnchorActions) else None)
+            self.block.choices() if callable(getattr(self.block, "choices", None)) else None)
 
     def with_length(self, length: Callable[[DecodeState, DraftedBlock], int], reads_block: bool = True
                     ) -> Plan:

@@ -13,7 +13,7 @@ import numpy as np
 
 from specpolicy.arguments import check_candidate_set
 from specpolicy.costs import CostTable, uniform_costs
-from specpolicy.cycles import CostAwareBlocks, Plan
+from specpolicy.cycles import Plan
 from specpolicy.defaults import DEFAULT_CANDIDATES, TRAINING_BLOCK_SIZE
 from specpolicy.state import DecodeState
 
@@ -106,8 +106,6 @@ class Policy:
         known = plan.known_sizes()
         if known is not None and known <= allowed:  # checked once: replay keeps the plan's value (its walk)
             return plan
-        if isinstance(plan.block, CostAwareBlocks):  # the value stays readable by the engines
-            return replace(plan, block=replace(plan.block, choose=block))
         return replace(plan, block=block)
 
     def restrict(self, offered: Sequence[int]) -> Policy:
@@ -142,8 +140,9 @@ class Policy:
         """Its settings as its engine takes them (flags, config, constants); ``None``: no engine's."""
         return None
 
-    def lockstep_rule(self) -> object | None:
-        """An array rule lockstep replay runs for it on every prompt at once (replay.lockstep), else None."""
+    def lockstep_rule(self, observation: PromptObservation | None = None) -> object | None:
+        """The array rule (``LANES``) lockstep replay runs for it on the ``observation``'s prompt, stepped
+        with every prompt's at once (replay.lockstep); ``None``: replayed a prompt at a time."""
         return None
 
     def confidence_sizes(self) -> set[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -53,13 +53,13 @@ class DecodeState:
         self.position = self.prompt_length + self.generated - 1
         self.cycle = len(self.block_size_history)
 
-    def fold(self, key: str, initial: Folded, update: Callable[[Folded, int], Folded]) -> Folded:
+    def fold(self, key: Hashable, initial: Folded, update: Callable[[Folded, int], Folded]) -> Folded:
         """``update(value, i)`` folded over the finished cycles i, kept on the state under ``key`` and carried
         on from the cycles added since the last call (from ``initial`` again if the histories were replaced):
         the one way per-cycle rules read a long history in O(1) per decision."""
         value, seen = self.__dict__.get(key, (initial, 0))
         done = len(self.accepted_history)
-        if seen != done:
+        if seen != done or key not in self.__dict__:
             if seen > done:
                 value, seen = initial, 0
             for i in range(seen, done):

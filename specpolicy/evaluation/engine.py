@@ -13,11 +13,12 @@ from pathlib import Path
 import numpy as np
 
 from specpolicy.costs import CostTable
-from specpolicy.cycles import ConfidentPrefix, CostAwareBlocks, CostAwareLength, Plan
+from specpolicy.cycles import ConfidentPrefix, CostAwareLength, Plan
 from specpolicy.defaults import DEFAULT_MODEL, TRAINING_BLOCK_SIZE
 from specpolicy.engines.llamacpp import Reply, ServerPool, Setting
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
 from specpolicy.evaluation.replay import prompt_observation
+from specpolicy.lanes import CostAwareBlocks
 from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore

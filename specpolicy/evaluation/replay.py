@@ -4,6 +4,7 @@ only; figures in :mod:`specpolicy.evaluation.metrics`."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -104,7 +105,8 @@ def evaluate_replay(
     if not records:
         raise ValueError(f"sweep store {store.path} has no valid records; run or resume the sweep first")
     replays = [record.table() if record.replay is not None else None for record in records]
-    stepped = {} if live or len(tables) > 1 or tables[0] is None else _stepped(policies, replays, tables[0])
+    one = None if live or len(tables) > 1 else tables[0]  # lockstep prices with one table
+    stepped = _stepped(store, records, policies, replays, one) if one is not None else {}
     for done, (record, table) in enumerate(zip(records, replays), start=1):
         costs = nearest_context(tables, record.prompt_length) if len(tables) > 1 else tables[0]
         observation = prompt_observation(store, record, costs)
@@ -113,11 +115,10 @@ def evaluate_replay(
         # the per-prompt time oracle's rule (plugins/oracle.py too)
         oracle = answers.fastest(candidates, costs)
         for j, (policy, result) in enumerate(zip(policies, results)):
+            lane = stepped.get((j, done - 1))
             result.prompts.append(_measured(policy, observation, answers, record, oracle) if live
-                                  else _lane_result(stepped[j][0], stepped[j][1] + done - 1, record.prompt_id,
-                                                   tables[0], oracle)
-                                  if j in stepped else _replayed(policy, observation, answers,
-                                                                 record.prompt_id, tables, oracle))
+                                  else _lane_result(*lane, record.prompt_id, one, oracle) if lane else
+                                  _replayed(policy, observation, answers, record.prompt_id, tables, oracle))
         if on_progress:
             on_progress(done, len(records))
     return results
@@ -166,18 +167,26 @@ def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, 
                         len(cycles) if table else 0)
 
 
-def _stepped(policies: Sequence[Policy], replays: Sequence, costs: CostTable) -> dict[int, tuple[Lanes, int]]:
-    """Policy index -> (the lockstep replay of every policy whose rule is of its class and shape, its first
-    lane)."""
-    groups: dict[type, list[int]] = {}
-    for j, policy in enumerate(policies):
-        if runs_in_lockstep(policy.lockstep_rule(), replays):
-            rule = policy.lockstep_rule()
-            groups.setdefault((type(rule), getattr(rule, "verify_block", 0)), []).append(j)
+def _stepped(store: SweepStore, records: Sequence[SweepRecord], policies: Sequence[Policy],
+             replays: Sequence, costs: CostTable) -> dict[tuple[int, int], tuple[Lanes, int]]:
+    """(policy index, prompt index) -> (the lockstep replay that ran the policy's rule on the prompt, its
+    lane): every prompt's array rule stepped with all others of its class and shape."""
+    asked = [j for j, p in enumerate(policies) if type(p).lockstep_rule is not Policy.lockstep_rule]
+    groups: dict[tuple, list[tuple[int, int, Any]]] = {}
+    for p, record in enumerate(records if asked else []):
+        observation = prompt_observation(store, record, costs)
+        for j in asked:
+            rule = policies[j].lockstep_rule(observation)
+            if rule is not None:
+                groups.setdefault((type(rule), getattr(rule, "verify_block", 0)), []).append((j, p, rule))
     stepped = {}
     for members in groups.values():
-        lanes = lockstep(replays, [policies[j].lockstep_rule() for j in members], costs)
-        stepped.update({j: (lanes, s * len(replays)) for s, j in enumerate(members)})
+        settings = list({id(rule): rule for *_, rule in members}.values())
+        if runs_in_lockstep(settings[0], replays):
+            index = {id(rule): i for i, rule in enumerate(settings)}
+            lanes = lockstep(replays, settings, (np.array([p for _, p, _ in members]),
+                                                 np.array([index[id(r)] for *_, r in members])), costs)
+            stepped.update({(j, p): (lanes, lane) for lane, (j, p, _) in enumerate(members)})
     return stepped
 
 

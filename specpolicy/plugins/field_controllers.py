@@ -10,7 +10,7 @@ from typing import ClassVar
 import numpy as np
 
 from specpolicy.defaults import LLAMACPP_N_MAX
-from specpolicy.plugins.field_rules import ControllerState as State
+from specpolicy.lanes import Lane, State
 from specpolicy.plugins.field_rules import field_policy, lanes, push, window_sum
 
 SGLANG_SLOTS = {1: ((1, 3, 5, 7), 0.0, -0.25), 8: ((0, 1, 3), 0.0, 0.0), 32: ((0, 1), 0.0, 0.0),
@@ -82,7 +82,7 @@ class SglangAdaptive:
         return {self.verify_block} if self.verify_block else {
             step + 1 for candidates, _, _ in self.slots.values() for step in candidates}
 
-    def update(self, s: State, length: np.ndarray, accepted: np.ndarray, seconds: np.ndarray) -> None:
+    def update(self, s: State, length: Lane, accepted: Lane, seconds: Lane, block: Lane) -> None:
         slot = self._slot(s)
         steps, ema, count = s.steps[slot], s.ema[slot], s.count[slot] + 1
         ema = np.where(steps > 0, (1 - self.ema_alpha) * ema + self.ema_alpha * accepted, ema)
@@ -132,7 +132,7 @@ class MistralrsDflash:
     def choices(self) -> set[int]:
         return {self.max_drafts + 1, min(1, self.max_drafts) + 1 if self.adaptive else self.max_drafts + 1}
 
-    def update(self, s: State, length: np.ndarray, accepted: np.ndarray, seconds: np.ndarray) -> None:
+    def update(self, s: State, length: Lane, accepted: Lane, seconds: Lane, block: Lane) -> None:
         """Stateless: the depth follows the batch."""
 
 
@@ -167,7 +167,7 @@ class MistralrsAdaptive:
     def choices(self) -> set[int]:
         return {d + 1 for d in self.tiers if d <= self.max_drafts} | {self.max_drafts + 1}
 
-    def update(self, s: State, length: np.ndarray, accepted: np.ndarray, seconds: np.ndarray) -> None:
+    def update(self, s: State, length: Lane, accepted: Lane, seconds: Lane, block: Lane) -> None:
         served = s.batch <= self.max_batch  # else the full depth, a streak forgotten
         s.cooldown = np.where(~served & (s.current != self.max_drafts), self.cooldown, s.cooldown)
         s.current, s.streak = np.where(served, s.current, self.max_drafts), np.where(served, s.streak, 0)
@@ -231,7 +231,7 @@ class MlxVlm:
                          np.where(rate < 0.50, np.maximum(low, np.minimum(top, current - 2)), strong))
         return np.where(rounds == 0, self.first, moved)
 
-    def update(self, s: State, length: np.ndarray, accepted: np.ndarray, seconds: np.ndarray) -> None:
+    def update(self, s: State, length: Lane, accepted: Lane, seconds: Lane, block: Lane) -> None:
         drafted = length > 1
         s.accepted, _ = push(s.accepted, s.rounds, accepted, drafted, self.window)
         s.drafted, s.rounds = push(s.drafted, s.rounds, length - 1, drafted, self.window)
@@ -257,7 +257,7 @@ class LlamacppStreak:
     def choices(self) -> set[int]:
         return set(range(self.n_min + 1, self.n_max + 2))
 
-    def update(self, s: State, length: np.ndarray, accepted: np.ndarray, seconds: np.ndarray) -> None:
+    def update(self, s: State, length: Lane, accepted: Lane, seconds: Lane, block: Lane) -> None:
         success = accepted >= length - 1 - self.bias
         run = np.where(success, np.maximum(1, s.run + 1), np.minimum(-1, s.run - 1))  # > 0: successes
         moved = (self.threshold != 0) & (np.abs(run) >= self.threshold)
@@ -286,7 +286,7 @@ class LlamacppEma:
 
     choices = LlamacppStreak.choices
 
-    def update(self, s: State, length: np.ndarray, accepted: np.ndarray, seconds: np.ndarray) -> None:
+    def update(self, s: State, length: Lane, accepted: Lane, seconds: Lane, block: Lane) -> None:
         average = (1 - self.alpha) * s.ema + self.alpha * accepted
         probed = np.where(accepted >= length - 1, s.ema + self.probe, average)
         s.ema = np.where(length > 1, probed, s.ema)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import ClassVar
 
-from specpolicy.plugins.field_rules import ControllerState as State
+from specpolicy.lanes import State
 from specpolicy.plugins.field_rules import field_policy
 from specpolicy.state import chain_tokens
 
@@ -44,7 +44,7 @@ class OllamaDepth:
     def block(self, s: State, batch: int) -> int:
         return s.scheduled + 1
 
-    def update(self, s: State, length: int, accepted: int, seconds: float) -> None:
+    def update(self, s: State, length: int, accepted: int, seconds: float, block: int) -> None:
         drafts = length - 1
         if drafts == s.previous and seconds > 0:
             old = s.cost.get(drafts)
@@ -157,7 +157,7 @@ class MistralrsAutotune:
             s.decided = self._choose(s, s.key)
         return s.decided + 1
 
-    def update(self, s: State, length: int, accepted: int, seconds: float) -> None:
+    def update(self, s: State, length: int, accepted: int, seconds: float, block: int) -> None:
         proposed = length - 1
         if proposed > 0 and proposed == s.decided:  # a step timed at the depth chosen for it
             _record(s.cost.setdefault((s.key, proposed), [seconds, 0, -1, 0]), seconds, s.clock)

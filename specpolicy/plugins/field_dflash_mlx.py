@@ -9,7 +9,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from specpolicy.plugins.field_rules import ControllerState as State
+from specpolicy.lanes import Lane, State
 from specpolicy.plugins.field_rules import field_policy, lanes, push, window_sum
 
 FULL, REDUCED, PROBE = 0, 1, 2
@@ -79,7 +79,7 @@ class DflashMlx:
 
     block, choices = _block, _choices
 
-    def update(self, s: State, length: np.ndarray, accepted: np.ndarray, seconds: np.ndarray) -> None:
+    def update(self, s: State, length: Lane, accepted: Lane, seconds: Lane, block: Lane) -> None:
         commit, short = 1 + accepted, length < self.block_tokens
         reduced = (s.mode == REDUCED) & short  # counted, and read by the probe and the early gate
         s.since_probe = s.since_probe + reduced
@@ -163,7 +163,7 @@ class DflashMlxCount:
 
     block, choices = _block, _choices
 
-    def update(self, s: State, length: np.ndarray, accepted: np.ndarray, seconds: np.ndarray) -> None:
+    def update(self, s: State, length: Lane, accepted: Lane, seconds: Lane, block: Lane) -> None:
         commit, short = 1 + accepted, length < self.block_tokens
         reduced = (s.mode == REDUCED) & short
         s.since_probe = s.since_probe + reduced

@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from types import SimpleNamespace
 from typing import Protocol
 
 import numpy as np
@@ -15,13 +14,11 @@ import numpy as np
 from specpolicy.arguments import check_candidate_set, check_count, check_real
 from specpolicy.costs import CostTable
 from specpolicy.cycles import Plan
+from specpolicy.lanes import State, lane_state
 from specpolicy.plugins.cycle_rules import required_costs
 from specpolicy.plugins.engine_rules import engine_args, engine_terms
 from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.state import DecodeState
-
-ControllerState = SimpleNamespace
-"""A controller's state for one request (the attributes its ``start`` sets; arrays [lanes] for ``LANES``)."""
 
 
 def lanes(prompt_length: np.ndarray, value: object, dtype: type = np.int64) -> np.ndarray:
@@ -39,11 +36,11 @@ class Controller(Protocol):
     """each field's name in the engine where it differs: ``--flag``, ``$ENV``, ``json:key.path`` of the
     engine's config file, or a constant of its source (``# ...``: a literal in its code)"""
 
-    def start(self, prompt_length: int) -> ControllerState: ...
+    def start(self, prompt_length: int) -> State: ...
 
-    def update(self, s: ControllerState, length: int, accepted: int, seconds: float) -> None: ...
+    def update(self, s: State, length: int, accepted: int, seconds: float, block: int) -> None: ...
 
-    def block(self, s: ControllerState, batch: int) -> int: ...
+    def block(self, s: State, batch: int) -> int: ...
 
     def choices(self) -> set[int]: ...
 
@@ -76,38 +73,19 @@ class FieldRule:
     costs: CostTable | None = field(default=None, compare=False, repr=False)
     shared: list = field(default=None, compare=False, repr=False)
 
-    def _start(self, prompt_length: int) -> ControllerState:
-        carried = self.shared[0] if self.shared else None
-        controller = self.controller
-        return controller.resume(copy.deepcopy(carried)) if carried else controller.start(
-            _lane(controller, prompt_length))
-
     def __call__(self, state: DecodeState) -> int:
-        controller, costs, verified = self.controller, self.costs, state.verify_history
-
-        def update(s: ControllerState | None, i: int) -> ControllerState:
-            s = s or self._start(state.prompt_length)
-            block, length = state.block_size_history[i], verified[i]
-            seconds = costs.split_cycle_seconds(block, length) if costs else 0.0
-            accepted = state.accepted_history[i]
-            controller.update(s, *(_lane(controller, v) for v in (length, accepted, seconds)))
-            return s
-
-        folded = state.fold(f"_field{id(controller)}", None, update) or self._start(state.prompt_length)
+        controller, costs = self.controller, self.costs
+        folded = lane_state(controller, state, lambda: self._start(state.prompt_length),
+                            lambda b, length: costs.split_cycle_seconds(b, length) if costs else 0.0)
         if self.shared:
             self.shared[0] = folded
-        return _block(controller, folded, state.batch)
+        return int(np.ravel(controller.block(folded, state.batch))[0])
 
-
-def _lane(controller: Controller, value: float) -> object:
-    """``value`` as a ``LANES`` controller reads it for one request (one lane), else as it is."""
-    return np.array([value]) if getattr(controller, "LANES", False) else value
-
-
-def _block(controller: Controller, s: ControllerState, batch: int) -> int:
-    """The next block of the one request ``s`` holds."""
-    block = controller.block(s, batch)
-    return int(block[0]) if getattr(controller, "LANES", False) else block
+    def _start(self, prompt_length: int) -> State:
+        carried, arrays = self.shared[0] if self.shared else None, getattr(self.controller, "LANES", False)
+        if carried:
+            return self.controller.resume(copy.deepcopy(carried))
+        return self.controller.start(np.array([prompt_length]) if arrays else prompt_length)
 
 
 class FieldPolicy(Policy):
@@ -128,12 +106,12 @@ class FieldPolicy(Policy):
 
     def select(self, observation: PromptObservation) -> int:
         """The first cycle's block, read from a fresh state (no cost table needed)."""
-        controller = self.controller
-        return _block(controller, controller.start(_lane(controller, observation.prompt_length)),
-                      observation.concurrency)
+        first = DecodeState.after_prefill(observation.logits, observation.prompt_length)
+        first.batch = observation.concurrency
+        return FieldRule(self.controller)(first)
 
-    def lockstep_rule(self) -> Controller | None:
-        """Its controller where it runs in lockstep (``LANES``, a state per request)."""
+    def lockstep_rule(self, observation: PromptObservation | None = None) -> Controller | None:
+        """Its controller where it runs in lockstep (``LANES``, a state per request), on every prompt."""
         return self.controller if getattr(self.controller, "LANES", False) and not self.shared else None
 
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:

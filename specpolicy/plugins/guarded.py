@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specpolicy.plugins.cycle_rules import AdaptivePolicy, acceptance_rate, required_costs, snap
+from specpolicy.plugins.cycle_rules import AdaptivePolicy, snap
 from specpolicy.policy import Answers, Plan, Policy, PromptObservation
-from specpolicy.state import DecodeState
 
 
 class GuardedPolicy(Policy):
@@ -40,27 +39,6 @@ class GuardedPolicy(Policy):
         start = snap(self.start_policy.select(observation), self.candidates)  # an engine's sizes may be fewer
         guard = AdaptivePolicy(self.candidates, start=max(start, 2))
         guard.name = self.name
-        # a start of B = 1: the guard sees a failed probe before the first cycle, then every cycle after it
-        seen = DecodeState(observation.logits, observation.prompt_length, 0, 0, 1, [0], [guard.start],
-                           [guard.start])
-        if start == 1 and 1 in self.candidates:
-            costs = required_costs(self, observation)
-            if not guard.probe_pays(acceptance_rate(seen, guard.prior, decay=guard.decay), costs):
-                return Plan.fixed(1)  # the guard would never probe: the prompt is plain decoding
+        return guard.planned(observation, start, guard.start if start == 1 else 0, probe_first=start == 1)
 
-        def choose(state: DecodeState) -> int:
-            if start > 1:  # the guard from its own start block
-                return guard.step(state, observation)
-            batched = guard.batch_block(state, observation)
-            if batched is not None:
-                return batched
-            if not state.block_size_history:
-                return 1
-            known = len(seen.block_size_history) - 1  # the decode's cycles the guard has seen
-            seen.accepted_history += state.accepted_history[known:]
-            seen.block_size_history += state.block_size_history[known:]
-            seen.verify_history += state.verify_history[known:]
-            seen.position, seen.cycle, seen.generated = state.position, state.cycle, state.generated
-            return guard.step(seen, observation)
-
-        return Plan(guard.rule(observation, start, guard.start if start == 1 else 0, choose))
+    lockstep_rule = AdaptivePolicy.lockstep_rule

@@ -4,7 +4,7 @@ state in numpy arrays [lanes]; every lane runs the cycles the per-prompt walk (R
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import fields, replace
+from dataclasses import fields
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -14,8 +14,8 @@ from specpolicy.replay.table import ReplayTable
 
 
 class Lanes(NamedTuple):
-    """What lane ``s * P + p`` (setting ``s`` on prompt ``p`` of P) ran: its cycles' modelled seconds, the
-    tokens they commit and their count, [3, S * P]; ``block_sizes[lane]``: B of every cycle."""
+    """What each lane (a setting on a prompt) ran: its cycles' modelled seconds, the tokens they commit and
+    their count, [3, lanes]; ``block_sizes[lane]``: B of every cycle."""
 
     totals: np.ndarray
     block_sizes: list[np.ndarray]
@@ -38,40 +38,49 @@ def _padded(tables: Sequence[ReplayTable], shapes: list[tuple[int, int]]) -> tup
     return tuple(out)
 
 
-def _stacked(values: list, count: int) -> np.ndarray:
-    """A parameter's values over settings, each repeated for the ``count`` prompts, [S * count] (tuples,
-    which the rules read as sets, padded with their last value: [S * count, T])."""
+def _stacked(values: list, setting: np.ndarray) -> np.ndarray:
+    """A parameter's values over settings at every lane's ``setting`` [lanes] (tuples, which the rules read as
+    sets or by block, padded with their last value: [lanes, T, ...])."""
     if isinstance(values[0], tuple):
         values = [v + v[-1:] * (max(map(len, values)) - len(v)) for v in values]
-    return np.repeat(np.array(values), count, axis=0)
+    return np.array(values)[setting]
 
 
-def lockstep(tables: Sequence[ReplayTable], settings: Sequence[Any], costs: CostTable | None = None,
-             batch: int = 1) -> Lanes:
-    """Every one of ``settings`` (array rules of one class: ``start``, ``block``, ``update`` over lanes) on
-    every table, priced by ``costs`` (its seconds what a rule that ``reads_time`` reads)."""
-    count, verifying = len(tables), int(np.max(getattr(settings[0], "verify_block", 0)))
+def _rule(like: Any, **values: Any) -> Any:
+    """A rule of ``like``'s class holding ``values`` (arrays over lanes, which its checks would refuse)."""
+    rule = object.__new__(type(like))
+    vars(rule).update(values)
+    return rule
+
+
+def lockstep(tables: Sequence[ReplayTable], settings: Sequence[Any], lanes: tuple[np.ndarray, np.ndarray],
+             costs: CostTable | None = None, batch: int = 1) -> Lanes:
+    """``settings`` (array rules of one class: ``start``, ``block``, ``update`` over lanes) run on ``tables``,
+    ``lanes``: (table, setting) of each lane [lanes]; priced by ``costs`` (its seconds what a rule that
+    ``reads_time`` reads)."""
+    verifying = int(np.max(getattr(settings[0], "verify_block", 0)))
     shapes = [(verifying, length) for length in range(1, verifying + 1)] if verifying else [
         (b, b) for b in sorted(set().union(*(s.choices() for s in settings)))]
     column = np.zeros((max(shapes)[0] + 1,) * 2, dtype=np.int64)
     column[tuple(np.transpose(shapes))] = np.arange(len(shapes))
     accepted, kept, following, done = _padded(tables, shapes)
     priced = np.array([costs.split_cycle_seconds(b, length) if costs else 0.0 for b, length in shapes])
-    rule = replace(settings[0], **{f.name: _stacked([getattr(s, f.name) for s in settings], count)
-                                   for f in fields(settings[0])})
-    lane = np.arange(count * len(settings))
+    table_of, setting = lanes
+    rule = _rule(settings[0], **{f.name: _stacked([getattr(s, f.name) for s in settings], setting)
+                                 for f in fields(settings[0])})
+    lane = np.arange(len(setting))
     totals, anchor, log = np.zeros((3, len(lane))), np.zeros(len(lane), np.int64), []
-    state = rule.start(np.array([t.prompt_length for t in tables])[lane % count])
-    ended = np.array([t.start()[2] for t in tables])[lane % count]
+    state = rule.start(np.array([t.prompt_length for t in tables])[table_of])
+    ended = np.array([t.start()[2] for t in tables])[table_of]
     while True:
         if ended.any():  # the lanes whose decode ended leave every array
             for name, value in vars(state).items():
                 setattr(state, name, value[~ended])
-            rule = replace(rule, **{f.name: getattr(rule, f.name)[~ended] for f in fields(rule)})
+            rule = _rule(rule, **{f.name: getattr(rule, f.name)[~ended] for f in fields(rule)})
             lane, anchor = lane[~ended], anchor[~ended]
         if not lane.size:
             break
-        prompt, length = lane % count, np.asarray(rule.block(state, batch))  # a verify rule's: L of its B
+        prompt, length = table_of[lane], np.asarray(rule.block(state, batch))  # a verify rule's: L of its B
         size = length * 0 + verifying if verifying else length
         k = column[size, length]
         drafts, commits, cost = accepted[prompt, anchor, k], kept[prompt, anchor, k], priced[k]
@@ -81,7 +90,7 @@ def lockstep(tables: Sequence[ReplayTable], settings: Sequence[Any], costs: Cost
                                     int(length[j]))
         totals[:, lane] += [np.where(commits > 0, cost, 0.0), commits, commits > 0]
         log.append((lane[commits > 0], size[commits > 0]))
-        rule.update(state, length, drafts, cost if rule.reads_time else 0.0 * cost)
+        rule.update(state, length, drafts, cost if rule.reads_time else 0.0 * cost, size)
         ended, anchor = done[prompt, anchor, k], following[prompt, anchor, k]
     order = np.concatenate([[0], np.cumsum(totals[2]).astype(np.int64)])
     by_lane = np.concatenate([size for _, size in log])[np.argsort(np.concatenate([ln for ln, _ in log]),

@@ -327,9 +327,9 @@ def test_engine_convert_names_an_out_that_is_a_file_before_converting(tmp_path):
 def test_a_cost_aware_rule_is_a_value_a_patched_server_runs_and_a_stock_one_refuses(replay_store):
     """adaptive's plan (and the default's guard) carries its choices, cost table and parameters as a value;
     the patched engine gets it as the request's plan, a stock one refuses the policy naming why."""
-    from specpolicy.cycles import CostAwareBlocks
     from specpolicy.evaluation.engine import engine_setting
     from specpolicy.evaluation.replay import prompt_observation
+    from specpolicy.lanes import CostAwareBlocks
     from specpolicy.registry import create_policy
     from specpolicy.state import DecodeState
 

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
-from specpolicy.costs import CostTable, uniform_costs
-from specpolicy.plugins.cycle_rules import (
-    BEST_SIZE_MEMO,
-    AdaptivePolicy,
-    GrowShrinkPolicy,
-    acceptance_rate,
-    acceptance_rates,
-    ar_wait,
-    expected_tokens,
-)
+from specpolicy.costs import CostTable, expected_tokens, uniform_costs
+from specpolicy.lanes import ar_wait_length
+from specpolicy.plugins.cycle_rules import AdaptivePolicy, GrowShrinkPolicy, acceptance_rates
 from specpolicy.plugins.fixed import FixedPolicy
 from specpolicy.plugins.guarded import GuardedPolicy
 from specpolicy.plugins.heuristic import HeuristicPolicy
@@ -58,30 +53,35 @@ def test_heuristic_moves_through_a_sparse_candidate_set():
     assert run(HeuristicPolicy((14, 15, 16, 17, 18)), [20, 0, 0]) == [16, 18, 17]
 
 
-def few_accepted(block_size: int, accepted: int) -> bool:
-    return accepted < 2
+def waits(cycles: list[tuple[int, int]], first_wait: int = 16, scale: float = 1.0) -> int | None:
+    """Plain cycles the cost-aware rule owes after ``cycles`` ((B, accepted) each; a cycle accepting fewer
+    than 2 drafts fails: a plain step costs 1, B > 1 costs 2.5), ``None``: it may speculate."""
+    costs = CostTable({b: 0.0 for b in WIDE}, {b: 1.0 if b == 1 else 2.5 for b in WIDE}, 1.0)
+    rule = AdaptivePolicy(WIDE, first_wait=first_wait).rule(costs, 16, 0)
+    rule = replace(rule, wait_scale=scale)
+    s = rule.start(np.zeros(1, np.int64))
+    for b, a in cycles:
+        rule.update(s, *(np.array([v]) for v in (b, a, costs.cycle_seconds(b), b)))
+    wait = int(ar_wait_length(s.failures[0], first_wait, rule.max_wait, scale))
+    return wait - int(s.trailing[0]) if s.failures[0] and s.trailing[0] < wait else None
 
 
-def test_ar_wait_counts_failures_since_the_last_good_cycle():
-    state = DecodeState(None, 4, 4, 0, 1, [0, 0, 0], [16, 1, 1])
-    assert ar_wait(state, few_accepted, 16) == 14
-    state = DecodeState(None, 4, 4, 0, 1, [5, 0], [16, 16])
-    assert ar_wait(state, few_accepted, 16) == 16
-    assert ar_wait(DecodeState(None, 4, 4, 0, 1, [5], [16]), few_accepted, 16) is None
-    state = DecodeState(None, 4, 4, 0, 1, [0, 0, 0], [16, 1, 16])
-    assert ar_wait(state, few_accepted, 16) == 32  # the wait doubles after a second failure
-    state = DecodeState(None, 4, 4, 0, 1, [0, 0, 0], [8, 1, 1])
-    assert ar_wait(state, few_accepted, 16, scale=0.25) == 2  # 16 x 0.25 = 4 AR cycles, 2 of them run
-    assert ar_wait(state, few_accepted, 16, scale=0.01) is None  # at least 1, here already run
+def test_the_wait_counts_failures_since_the_last_good_cycle():
+    assert waits([(16, 0), (1, 0), (1, 0)]) == 14
+    assert waits([(16, 5), (16, 0)]) == 16
+    assert waits([(16, 5)]) is None
+    assert waits([(16, 0), (1, 0), (16, 0)]) == 32  # the wait doubles after a second failure
+    assert waits([(8, 0), (1, 0), (1, 0)], scale=0.25) == 2  # 16 x 0.25 = 4 AR cycles, 2 of them run
+    assert waits([(8, 0), (1, 0), (1, 0)], scale=0.01) is None  # at least 1, here already run
 
 
 def test_geometric_acceptance_model():
     assert expected_tokens(0.5, 1) == 1 and expected_tokens(0.5, 3) == pytest.approx(1.75)
     state = DecodeState(None, 4, 4, 0, 1, [15, 15, 15, 15], [16, 16, 16, 16])
-    assert acceptance_rate(state) > 0.9
+    assert acceptance_rates(state, (0.8,))[0] > 0.9
     state = DecodeState(None, 4, 4, 0, 1, [0, 0, 0], [16, 16, 16])
     # prior 0.5 x 2 trials, decay 0.8
-    assert acceptance_rate(state) == pytest.approx(1 / (2 + 1 + 0.8 + 0.64))
+    assert acceptance_rates(state, (0.8,))[0] == pytest.approx(1 / (2 + 1 + 0.8 + 0.64))
 
 
 def test_acceptance_rates_fold_every_decay_as_one_rate_each():
@@ -95,7 +95,7 @@ def test_acceptance_rates_fold_every_decay_as_one_rate_each():
         grown.record(b, min(a, 3) if n >= 2 else a, min(b, 4) if n >= 2 else b)
         fresh = DecodeState(None, 4, 4, 0, 1, list(grown.accepted_history), list(grown.block_size_history),
                             list(grown.verify_history))
-        expected = [acceptance_rate(fresh, decay=d) for d in (0.5, 0.8, 0.95)]
+        expected = [acceptance_rates(fresh, (d,))[0] for d in (0.5, 0.8, 0.95)]
         assert acceptance_rates(grown, (0.5, 0.8, 0.95)) == pytest.approx(expected, rel=1e-12)
 
 
@@ -217,7 +217,8 @@ def test_one_request_at_a_time_a_chain_drafter_drafts_from_the_engines_pooled_ac
     first.pooled = history
     rule = AdaptivePolicy(sizes)
     served = PromptObservation(np.zeros(4, np.float32), 4, costs=CHAIN, concurrency=1)
-    pooled = rule.best_size(acceptance_rate(history, decay=0.99), CHAIN)
+    value = rule.rule(CHAIN, 16, 0)
+    [pooled], _ = value.fastest(value.start(np.zeros(1)), np.array(acceptance_rates(history, (0.99,))))
     assert pooled == 4 and rule.step(first, served) == pooled
     alone = DecodeState.after_prefill(np.zeros(4), 4)
     assert rule.step(alone, served) == 16  # no engine history: its start block
@@ -243,16 +244,3 @@ def test_an_engine_that_stops_drafting_for_poor_requests_probes_again():
             break
     else:
         pytest.fail("the engine never drafted again after 200 plain steps")
-
-
-def test_the_best_block_memo_stays_bounded_over_a_long_run():
-    """The cost-aware rule remembers its best block per acceptance rate it was asked at; a long served run
-    asks at ever new rates (the engine's pooled estimate moves every step), so the memo is cleared when it
-    fills rather than growing with the run, and answers stay the same."""
-    rule = AdaptivePolicy(WIDE)
-    rates = np.linspace(0.01, 0.99, BEST_SIZE_MEMO + 4_464).tolist()
-    first = [rule.best_size(alpha, COSTS) for alpha in rates[:50]]
-    for alpha in rates:
-        rule.best_size(alpha, COSTS)
-    assert len(rule._prices(COSTS).best) <= BEST_SIZE_MEMO
-    assert [rule.best_size(alpha, COSTS) for alpha in rates[:50]] == first

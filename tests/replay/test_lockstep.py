@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from specpolicy.costs import CostTable, uniform_costs
 from specpolicy.cycles import run
 from specpolicy.evaluation import replay as replay_module
 from specpolicy.evaluation.replay import evaluate_replay
-from specpolicy.policy import PromptObservation
+from specpolicy.plugins.cycle_rules import AdaptivePolicy
+from specpolicy.plugins.fixed import FixedPolicy
+from specpolicy.plugins.guarded import GuardedPolicy
+from specpolicy.policy import Policy, PromptObservation
 from specpolicy.registry import create_policy
 from specpolicy.replay.lockstep import lockstep, runs_in_lockstep
 from specpolicy.replay.table import ReplayTable
@@ -81,13 +84,33 @@ def tables(draw) -> list[ReplayTable]:
     return out
 
 
-def walked(name: str, table: ReplayTable, costs: CostTable, batch: int) -> tuple[list[int], int, float]:
-    """B of every cycle, tokens and modelled seconds of ``name`` run on ``table``'s session (as live does)."""
-    observation = PromptObservation(np.zeros(0, np.float32), table.prompt_length, "p", costs)
-    plan, session = create_policy(name, CANDIDATES).plan(observation), table.session()
+def walked(policy: Policy, table: ReplayTable, costs: CostTable, batch: int) -> tuple[list[int], int, float]:
+    """B of every cycle, tokens and modelled seconds of ``policy`` on ``table``'s session (as live runs)."""
+    plan, session = policy.plan(observation(table, costs)), table.session()
     session.state.batch = batch
     cycles = run(session, plan)
     return [c.block_size for c in cycles], sum(c.committed for c in cycles), costs.cycles_seconds(cycles)
+
+
+def observation(table: ReplayTable, costs: CostTable) -> PromptObservation:
+    return PromptObservation(np.zeros(0, np.float32), table.prompt_length, "p", costs)
+
+
+def assert_lockstep_walks(policies: list[Policy], prompts: list[ReplayTable], costs: CostTable, batch: int
+                          ) -> None:
+    """Every policy's rule on every prompt (where it has one) stepped in one lockstep, each lane equal to the
+    session's run of that policy on that prompt, cycle for cycle."""
+    members = [(policy, p, policy.lockstep_rule(observation(table, costs))) for policy in policies
+               for p, table in enumerate(prompts)]
+    members = [m for m in members if m[2] is not None]
+    assert members and runs_in_lockstep(members[0][2], prompts)
+    lanes = lockstep(prompts, [r for *_, r in members],
+                     (np.array([p for _, p, _ in members]), np.arange(len(members))), costs, batch)
+    for lane, (policy, p, _) in enumerate(members):
+        sizes, tokens, seconds = walked(policy, prompts[p], costs, batch)
+        assert lanes.block_sizes[lane].tolist() == sizes
+        assert lanes.totals[1:, lane].tolist() == [tokens, len(sizes)]
+        assert lanes.totals[0, lane] == pytest.approx(seconds, rel=1e-12)
 
 
 @settings(max_examples=60, deadline=None)
@@ -96,31 +119,42 @@ def test_lockstep_equals_the_session_run_on_every_cycle(rule, data, prompts):
     params = [data.draw(RULES[rule]) for _ in range(data.draw(st.integers(1, 3)))]
     names = [f"{rule}:" + ",".join(f"{k}={v}" for k, v in p.items()) for p in params]
     costs = uniform_costs(CANDIDATES, 0.01, data.draw(st.sampled_from([0.0, 0.13, 0.5])))
-    controllers = [create_policy(name, CANDIDATES).lockstep_rule() for name in names]
-    assert runs_in_lockstep(controllers[0], prompts)
-    batch = data.draw(st.sampled_from([1, 3, 8, 40]))
-    lanes = lockstep(prompts, controllers, costs, batch)
-    for s, name in enumerate(names):
-        for p, table in enumerate(prompts):
-            sizes, tokens, seconds = walked(name, table, costs, batch)
-            lane = s * len(prompts) + p
-            assert lanes.block_sizes[lane].tolist() == sizes
-            assert lanes.totals[1:, lane].tolist() == [tokens, len(sizes)]
-            assert lanes.totals[0, lane] == pytest.approx(seconds, rel=1e-12)
+    assert_lockstep_walks([create_policy(name, CANDIDATES) for name in names], prompts, costs,
+                          data.draw(st.sampled_from([1, 3, 8, 40])))
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), prompts=tables())
+def test_the_cost_aware_rule_in_lockstep_equals_the_session_run_on_every_cycle(data, prompts):
+    """``adaptive`` (random start, prior, decay and waits) and the default's guard (random start, B = 1 a
+    failed probe first) per prompt, over tables where plain steps, small blocks or whole blocks pay."""
+    starts = st.sampled_from(CANDIDATES)
+    policies = [AdaptivePolicy(CANDIDATES, data.draw(starts), data.draw(st.sampled_from([0.2, 0.5, 0.8])),
+                               data.draw(st.sampled_from([0.5, 0.8, 0.95])), data.draw(st.integers(1, 8)),
+                               data.draw(st.sampled_from([0.5, 1.3, 3.0])))
+                for _ in range(data.draw(st.integers(0, 2)))]
+    policies += [GuardedPolicy(FixedPolicy(data.draw(starts), CANDIDATES), CANDIDATES)
+                 for _ in range(data.draw(st.integers(1 - len(policies) // 2, 2)))]
+    draft, per_token = (data.draw(st.sampled_from(v)) for v in ([0.0, 0.002, 0.01], [0.0, 0.13, 0.5]))
+    costs = CostTable({b: draft * (b > 1) for b in CANDIDATES},
+                      {b: 0.01 * (1 + per_token * (b - 1)) for b in CANDIDATES}, 0.01)
+    assume(any(p.lockstep_rule(observation(t, costs)) for p in policies for t in prompts))
+    assert_lockstep_walks(policies, prompts, costs, 1)
 
 
 def test_evaluate_replay_runs_array_controllers_in_lockstep_as_the_walk_runs_them(replay_store, monkeypatch):
     names = ["llamacpp-ema:n_min=0,n_max=1", "llamacpp-ema:n_min=0,n_max=1,alpha=0.5,initial=0.5",
              "llamacpp-streak:threshold=2,n_max=1", "mistralrs-dflash:max_drafts=3", "dflash-mlx",
-             "dflash-mlx:window_size=2,tpc_threshold=1.5", "dflash-mlx-count", "fixed4"]
+             "dflash-mlx:window_size=2,tpc_threshold=1.5", "dflash-mlx-count", "adaptive", "adaptive4",
+             "fixed4"]
     store = replay_store
     policies = [create_policy(name, store.candidates) for name in names]
-    assert [p.lockstep_rule() is not None for p in policies] == [True] * 7 + [False]
+    assert [p.lockstep_rule() is not None for p in policies] == [True] * 7 + [False] * 3  # 2: per prompt
     assert store.latency() is not None  # priced by one table: what lockstep runs
     calls = []
     monkeypatch.setattr(replay_module, "lockstep", lambda *a: calls.append(a) or lockstep(*a))
     stepped = evaluate_replay(store, policies)
-    assert len(calls) == 5  # one per controller class
+    assert len(calls) == 6  # one per rule class
     monkeypatch.setattr(replay_module, "runs_in_lockstep", lambda rule, tables: False)
     walked_results = evaluate_replay(store, policies)
     for ours, theirs in zip(stepped, walked_results):
@@ -136,4 +170,15 @@ def test_lockstep_names_an_anchor_the_sweep_did_not_replay_as_the_walk_does():
     table = ReplayTable(2, 3, (1, 2), accepted, [1, 1, 5, 6, 7, 8, 9], (), 10)
     controller = create_policy("llamacpp-streak:n_max=1,n_min=0", (1, 2)).lockstep_rule()
     with pytest.raises(ValueError, match="anchor 3 was not replayed"):
-        lockstep([table], [controller], uniform_costs((1, 2)))
+        lockstep([table], [controller], (np.zeros(1, np.int64), np.zeros(1, np.int64)), uniform_costs((1, 2)))
+
+
+def test_a_rule_whose_plan_verifies_part_of_each_block_is_walked(verify_store):
+    """Found by the differential check against the scalar rule: ``adaptive-verify`` (adaptive's blocks, then
+    marginal's verify length) ran in lockstep as whole blocks; a plan with a verify rule is walked."""
+    from specpolicy.evaluation.replay import prompt_observation
+
+    observation = prompt_observation(verify_store, next(verify_store.records()), verify_store.latency())
+    rules = [create_policy(name, verify_store.candidates).lockstep_rule(observation)
+             for name in ("adaptive", "adaptive-verify")]
+    assert rules[0] is not None and rules[1] is None
