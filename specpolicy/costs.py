@@ -164,15 +164,13 @@ class CostTable(TableFile):
                 ) -> np.ndarray:
         """Per prompt, the candidate index with the fewest expected seconds per token: ``cycles_per_token``
         float [n, C] x a cycle's seconds (a decode's at that B, :meth:`fixed_cycle_seconds`; ``per_cycle``:
-        one cycle's among others, :meth:`cycle_seconds`). Ties go to the larger block. Returns int64 [n]."""
-        return np.array([self.fastest_index(row, candidates, per_cycle)
-                         for row in np.atleast_2d(cycles_per_token)], dtype=np.int64)
+        one cycle's among others, :meth:`cycle_seconds`), :func:`cheapest`. Returns int64 [n]."""
+        return cheapest(np.atleast_2d(cycles_per_token) * self._price_row(candidates, per_cycle))
 
     def fastest_index(self, cycles_per_token: np.ndarray, candidates: Sequence[int], per_cycle: bool = False
                       ) -> int:
-        """:meth:`fastest` of one row [C] (a per-cycle policy asks every cycle): the one rule."""
-        flipped = (cycles_per_token * self._price_row(candidates, per_cycle))[::-1]  # argmin takes the first
-        return len(candidates) - 1 - int(flipped.argmin())  # minimum: read from the largest block down
+        """:meth:`fastest` of one row [C] (a per-cycle policy asks every cycle)."""
+        return int(cheapest(cycles_per_token * self._price_row(candidates, per_cycle)))
 
     def _price_row(self, candidates: Sequence[int], per_cycle: bool) -> np.ndarray:
         """Seconds of a cycle at each of ``candidates`` [C], as :meth:`fastest` prices them (cached)."""
@@ -280,6 +278,12 @@ def uniform_costs(block_sizes: Iterable[int], ar_seconds: float = 1.0, per_token
     sizes = sorted({int(b) for b in block_sizes} | {1})
     verify = {b: ar_seconds * (1 + per_token * (b - 1)) for b in sizes}
     return CostTable({b: 0.0 for b in sizes}, verify, ar_seconds, machine="synthetic")
+
+
+def cheapest(seconds: np.ndarray) -> np.ndarray:
+    """The column of the fewest seconds in each row of ``seconds`` [..., C], a tie going to the last (the
+    larger block): the one rule of every fastest choice."""
+    return seconds.shape[-1] - 1 - np.argmin(seconds[..., ::-1], axis=-1)
 
 
 def expected_tokens(alpha: float, block_size: int) -> float:

@@ -15,8 +15,7 @@ from specpolicy.arguments import check_block_size, check_count, check_real
 from specpolicy.costs import expected_tokens
 from specpolicy.state import DecodeState
 
-State = SimpleNamespace
-"""A rule's state over lanes (the attributes its ``start`` sets; arrays [lanes] where it has ``LANES``)."""
+State = SimpleNamespace  # a rule's state over lanes (what its ``start`` sets; arrays [lanes] with ``LANES``)
 Lane = np.ndarray  # a value at every lane [lanes]
 
 
@@ -37,10 +36,26 @@ def lane_state(rule: Any, state: DecodeState, start: Callable[[], State],
     return state.fold(key, None if key in vars(state) else start(), update)
 
 
-def ar_wait_length(failures: Any, first_wait: Any, max_wait: Any, scale: Any) -> Any:
-    """Plain cycles owed after the n-th failed speculative cycle, elementwise over numbers or arrays:
-    ``first_wait * 2**(n-1)`` (at most ``max_wait``) x ``scale``, rounded up, at least 1."""
-    return np.maximum(1, np.ceil(np.minimum(max_wait, first_wait * np.exp2(failures - 1)) * scale))
+def lane_block(rule: Any, state: DecodeState, seconds: Callable[[int, int], float]) -> int:
+    """The next B of the one request ``state`` decodes, by ``rule`` over lanes (:func:`lane_state`)."""
+    s = lane_state(rule, state, lambda: rule.start(np.array([state.prompt_length])), seconds)
+    return int(rule.block(s, state.batch)[0])
+
+
+def fold_acceptance(s: State, length: Lane, accepted: Lane, decay: Any, where: Any = True) -> None:
+    """A cycle verifying L folded into ``s``'s acceptance sums (``successes``, ``trials``: [lanes], or [lanes,
+    decays]) where a speculative verify (L > 1) ran: its accepted and tried drafts, older cycles weighing
+    ``decay`` less each."""
+    judged, accepted = (np.reshape(x, (-1,) + (1,) * (np.ndim(s.successes) - 1)) for x in
+                        (where & (length > 1), accepted))
+    tried = accepted + (accepted < np.reshape(length, np.shape(accepted)) - 1)
+    s.successes = np.where(judged, accepted + decay * s.successes, s.successes)
+    s.trials = np.where(judged, tried + decay * s.trials, s.trials)
+
+
+def acceptance_rate(s: State, prior: Any, prior_weight: Any) -> np.ndarray:
+    """Per-draft acceptance of a geometric model from ``s``'s sums, the prior weighing ``prior_weight``."""
+    return np.minimum((prior * prior_weight + s.successes) / (prior_weight + s.trials), 0.999)
 
 
 @dataclass(frozen=True)
@@ -82,11 +97,8 @@ class CostAwareBlocks:
 
     def __call__(self, state: DecodeState) -> int:
         served = self.choose(state) if self.choose is not None else None
-        if served is not None:
-            return served
-        s = lane_state(self, state, lambda: self.start(np.array([state.prompt_length])),
-                       lambda block, length: dict(self.seconds).get(block, self.ar_seconds))
-        return int(self.block(s, state.batch)[0])
+        return served if served is not None else lane_block(
+            self, state, lambda block, length: dict(self.seconds).get(block, self.ar_seconds))
 
     def choices(self) -> set[int]:
         return {*np.unique(self.blocks).tolist(), *np.unique(self.start_block).tolist(),
@@ -99,10 +111,8 @@ class CostAwareBlocks:
         n = len(prompt_length)
         pairs = np.asarray(self.seconds, float).reshape(*np.shape(self.start_block), -1, 2)
         pairs = np.broadcast_to(pairs, (n, *pairs.shape[-2:]))
-        prices = np.zeros((n, max(2, int(pairs[..., 0].max(initial=0)) + 1))) + np.reshape(self.ar_seconds,
-                                                                                        (-1, 1))
-        prices[np.repeat(np.arange(n), pairs.shape[1]), pairs[..., 0].astype(np.int64).ravel()] = \
-            pairs[..., 1].ravel()
+        prices = np.zeros((n, max(2, int(pairs[..., 0].max(initial=0)) + 1))) + np.c_[self.ar_seconds]
+        prices[np.arange(n)[:, None], pairs[..., 0].astype(np.int64)] = pairs[..., 1]
         blocks = np.broadcast_to(self.blocks, (n, np.shape(self.blocks)[-1]))
         s = State(prices=prices, blocks=blocks, block_seconds=np.take_along_axis(prices, blocks, 1),
                   successes=np.zeros(n), trials=np.zeros(n), failures=np.zeros(n, np.int64),
@@ -119,9 +129,7 @@ class CostAwareBlocks:
         """A cycle of B verifying L at ``where``: acceptance sums (older cycles weigh ``decay`` less) over
         speculative verifies; failed speculative cycles in a row (slower than plain steps) and plain ones
         after them."""
-        judged = where & (length > 1)
-        s.successes = np.where(judged, accepted + self.decay * s.successes, s.successes)
-        s.trials = np.where(judged, accepted + (accepted < length - 1) + self.decay * s.trials, s.trials)
+        fold_acceptance(s, length, accepted, self.decay, where)
         plain, failed = block == 1, ~self.beats_ar(accepted + 1, seconds)
         s.failures = np.where(where & ~plain, np.where(failed, s.failures + 1, 0), s.failures)
         s.trailing = np.where(where, np.where(plain, s.trailing + 1, 0), s.trailing)
@@ -131,9 +139,7 @@ class CostAwareBlocks:
         return tokens / seconds >= 1 / self.ar_seconds
 
     def acceptance(self, s: State) -> np.ndarray:
-        """Per-draft acceptance [lanes] of a geometric model, the prior weighing ``prior_weight`` cycles."""
-        return np.minimum((self.prior * self.prior_weight + s.successes) / (self.prior_weight + s.trials),
-                          0.999)
+        return acceptance_rate(s, self.prior, self.prior_weight)
 
     def fastest(self, s: State, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(the speculative B with the most expected tokens per second at ``alpha`` [lanes], a tie the
@@ -148,14 +154,18 @@ class CostAwareBlocks:
         plain steps leave the acceptance as it is, so where it is false a plain decode never probes."""
         return self.fastest(s, 1 - (1 - alpha) * self.optimism)[1]
 
+    def owed(self, s: State) -> np.ndarray:
+        """Plain cycles [lanes] still owed after the n-th failed speculative cycle in a row: ``first_wait *
+        2**(n-1)`` (at most ``max_wait``) x ``wait_scale``, rounded up, at least 1; less those run since."""
+        wait = np.minimum(self.max_wait, self.first_wait * np.exp2(s.failures - 1)) * self.wait_scale
+        return np.where(s.failures > 0, np.maximum(np.maximum(1, np.ceil(wait)) - s.trailing, 0), 0)
+
     def block(self, s: State, batch: int) -> np.ndarray:
         """B [lanes] of the next cycle: the start block first, then the fastest block, or a plain step
         where it would not pay and the lane owes plain steps after failures or no block could pay."""
         alpha = self.acceptance(s)
         best, pays = self.fastest(s, alpha)
-        wait = ar_wait_length(s.failures, self.first_wait, self.max_wait, self.wait_scale)
-        owed = (s.failures > 0) & (s.trailing < wait)
-        plain = self.ar_allowed & ~pays & (owed | ~self.probes(s, alpha))
+        plain = self.ar_allowed & ~pays & ((self.owed(s) > 0) | ~self.probes(s, alpha))
         return np.where(s.cycles == 0, self.start_block, np.where(plain, 1, best))
 
     def request(self) -> dict:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -142,8 +141,9 @@ class Policy:
 
     def lockstep_rule(self, observation: PromptObservation | None = None) -> object | None:
         """The array rule (``LANES``) lockstep replay runs for it on the ``observation``'s prompt, stepped
-        with every prompt's at once (replay.lockstep); ``None``: replayed a prompt at a time."""
-        return None
+        with every prompt's at once (replay.lockstep): its plan's, over whole blocks; ``None``: walked."""
+        plan = self.plan(observation) if self.per_step and not self.needs_sweep and observation else None
+        return plan.block if plan and getattr(plan.block, "LANES", False) and plan.length is None else None
 
     def confidence_sizes(self) -> set[int]:
         """Block sizes whose drafts' confidences its verify lengths read (a sweep must record them)."""
@@ -208,17 +208,10 @@ class LearnedPolicy(Policy):
     def fastest_choices(self, cycles_per_token: np.ndarray, tables: Sequence[CostTable | None]) -> list[int]:
         """Block sizes from predicted cycles per token [n, C]: per prompt (per cycle if :attr:`per_step`) the
         fewest expected seconds under its table (or :attr:`validated_with`; with none: every cycle alike)."""
-        return [self.fastest_choice(row, table)
-                for row, table in zip(np.atleast_2d(cycles_per_token), tables, strict=True)]
-
-    def fastest_choice(self, cycles_per_token: np.ndarray, table: CostTable | None) -> int:
-        """:meth:`fastest_choices` of one row [C] (a per-cycle policy asks every cycle)."""
         offered = self.allowed or self.candidates
-        if offered != self.candidates:
-            cycles_per_token = cycles_per_token[_columns(self.candidates, offered)]
-        # the fallback built only if read
-        table = table or self.validated_with or uniform_costs(self.candidates)
-        return offered[table.fastest_index(cycles_per_token, offered, self.per_step)]
+        rows = np.atleast_2d(cycles_per_token)[:, [self.candidates.index(b) for b in offered]]
+        return [offered[int((table or self.validated_with or uniform_costs(self.candidates)).fastest(
+            row, offered, self.per_step)[0])] for row, table in zip(rows, tables, strict=True)]
 
     def fit(self, dataset: TrainingSet, validation: TrainingSet | None = None, seed: int = 0,
             **options: object) -> dict:
@@ -285,9 +278,3 @@ def oracle_label(taus: Sequence[float], candidates: Sequence[int],
     """Index of the best candidate (highest tau; ties: nearest ``training_block_size``, then smaller)."""
     distance = [abs(b - training_block_size) for b in candidates]
     return min(range(len(candidates)), key=lambda j: (-round(float(taus[j]), 9), distance[j], candidates[j]))
-
-
-@functools.lru_cache(maxsize=64)
-def _columns(candidates: tuple[int, ...], offered: tuple[int, ...]) -> list[int]:
-    """The indices of ``offered`` among ``candidates`` (per-cycle policies ask every cycle)."""
-    return [candidates.index(b) for b in offered]

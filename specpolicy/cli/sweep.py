@@ -22,11 +22,7 @@ from specpolicy.cli.common import (
     settings_from,
     stderr,
 )
-from specpolicy.defaults import (
-    MAX_PROMPT_TOKENS,
-    SHIPPED_SWEEP_CANDIDATES,
-    SWEEP_MAX_SAMPLES,
-)
+from specpolicy.defaults import MAX_PROMPT_TOKENS, SHIPPED_SWEEP_CANDIDATES, SWEEP_MAX_SAMPLES
 from specpolicy.sweep.settings import Executor, SweepMode
 from specpolicy.sweep.traces.profile import ProfileDraw
 

@@ -4,6 +4,7 @@ only; figures in :mod:`specpolicy.evaluation.metrics`."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ from specpolicy.costs import CostTable, nearest_context
 from specpolicy.cycles import CycleRecord
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
 from specpolicy.policy import Answers, Policy, PromptObservation
-from specpolicy.replay.lockstep import Lanes, lockstep, runs_in_lockstep
+from specpolicy.replay.lockstep import Lanes, lockstep
 from specpolicy.state import mean_acceptance
 from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
@@ -171,22 +172,24 @@ def _stepped(store: SweepStore, records: Sequence[SweepRecord], policies: Sequen
              replays: Sequence, costs: CostTable) -> dict[tuple[int, int], tuple[Lanes, int]]:
     """(policy index, prompt index) -> (the lockstep replay that ran the policy's rule on the prompt, its
     lane): every prompt's array rule stepped with all others of its class and shape."""
-    asked = [j for j, p in enumerate(policies) if type(p).lockstep_rule is not Policy.lockstep_rule]
+    replayed = all(t is not None and not t.rounds for t in replays)  # over anchors, not recorded rounds
+    asked = [j for j, p in enumerate(policies) if replayed and p.per_step and not p.needs_sweep]
     groups: dict[tuple, list[tuple[int, int, Any]]] = {}
     for p, record in enumerate(records if asked else []):
         observation = prompt_observation(store, record, costs)
         for j in asked:
             rule = policies[j].lockstep_rule(observation)
-            if rule is not None:
-                groups.setdefault((type(rule), getattr(rule, "verify_block", 0)), []).append((j, p, rule))
+            if rule is not None:  # one group per class, verify block and shared field (a model)
+                key = (type(rule), getattr(rule, "verify_block", 0),
+                       *(id(getattr(rule, f.name)) for f in fields(rule) if f.metadata.get("shared")))
+                groups.setdefault(key, []).append((j, p, rule))
     stepped = {}
     for members in groups.values():
         settings = list({id(rule): rule for *_, rule in members}.values())
-        if runs_in_lockstep(settings[0], replays):
-            index = {id(rule): i for i, rule in enumerate(settings)}
-            lanes = lockstep(replays, settings, (np.array([p for _, p, _ in members]),
-                                                 np.array([index[id(r)] for *_, r in members])), costs)
-            stepped.update({(j, p): (lanes, lane) for lane, (j, p, _) in enumerate(members)})
+        index = {id(rule): i for i, rule in enumerate(settings)}
+        lanes = lockstep(replays, settings, (np.array([p for _, p, _ in members]),
+                                             np.array([index[id(r)] for *_, r in members])), costs)
+        stepped.update({(j, p): (lanes, lane) for lane, (j, p, _) in enumerate(members)})
     return stepped
 
 

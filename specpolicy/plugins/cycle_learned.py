@@ -4,47 +4,98 @@ would commit next, priced with the observation's cost table; trained by DAgger r
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from specpolicy.costs import CostTable
-from specpolicy.defaults import DAGGER_ROUNDS, TRAINING_BLOCK_SIZE
+from specpolicy.costs import CostTable, cheapest, uniform_costs
+from specpolicy.cycles import Plan
+from specpolicy.defaults import ACCEPTANCE_PRIOR, ACCEPTANCE_PRIOR_WEIGHT, DAGGER_ROUNDS, TRAINING_BLOCK_SIZE
+from specpolicy.lanes import Lane, State, acceptance_rate, fold_acceptance, lane_block, lane_state
 from specpolicy.plugins import skops_io
-from specpolicy.plugins.cycle_rules import acceptance_rates, snap
-from specpolicy.policy import LearnedPolicy, PromptObservation, TrainingSet
+from specpolicy.plugins.cycle_rules import snap
+from specpolicy.policy import Answers, LearnedPolicy, PromptObservation, TrainingSet
 from specpolicy.state import DecodeState
 
-HISTORY = 6
-"""cycles of history in the features"""
+HISTORY = 6  # cycles of history in the features
 SETTINGS_NAME = "cycle_policy.json"
-FEATURE_DECAYS = (0.5, 0.8, 0.95)
-"""the decays of the acceptance rates in the features"""
+FEATURE_DECAYS = (0.5, 0.8, 0.95)  # the decays of the acceptance rates in the features
 
 
-def cycle_features(state: DecodeState) -> np.ndarray:
-    """Features of the cycles so far, float32 [4 * HISTORY + 6]: per recent cycle (newest first, zero-padded)
-    accepted share, full-accept flag, B / 32, B = 1 flag; then acceptance at three decays, the trailing AR
-    run, cycles since the last good speculative cycle and the cycle count (all / 16)."""
-    sizes, accepted = state.block_size_history, state.accepted_history
-    rows: list[float] = []
-    for b, a in zip(sizes[: -HISTORY - 1 : -1], accepted[: -HISTORY - 1 : -1]):  # the newest first
-        rows += (a / (b - 1) if b > 1 else 0.0, float(b > 1 and a == b - 1), b / 32, float(b == 1))
-    rows += [0.0] * (4 * HISTORY - len(rows))
-    rates = acceptance_rates(state, FEATURE_DECAYS)
-    speculative, good = _last_cycles(state)
-    trailing_ar, since_good = len(sizes) - 1 - speculative, len(sizes) - 1 - good
-    return np.array(rows + rates + [trailing_ar / 16, since_good / 16, len(sizes) / 16], dtype=np.float32)
+def mlp_outputs(model: Any, features: np.ndarray) -> np.ndarray:
+    """A trained MLP's outputs [n, C] for features [n, F], or [C] for [F] (its forward, in numpy)."""
+    h = features
+    for i, (weight, bias) in enumerate(zip(model.coefs_, model.intercepts_)):
+        h = h @ weight
+        h += bias
+        if i < len(model.coefs_) - 1:
+            np.maximum(h, 0.0, out=h)
+    return h
 
 
-def _last_cycles(state: DecodeState) -> tuple[int, int]:
-    """(index of the last speculative cycle, of the last with >= 2 accepted; -1: none), a state fold."""
-    def update(last: tuple[int, int], i: int) -> tuple[int, int]:
-        if state.block_size_history[i] == 1:
-            return last
-        return i, i if state.accepted_history[i] >= 2 else last[1]
+@dataclass(frozen=True)
+class CycleRule:
+    """The learned per-cycle rule as a value over lanes: from the features of the cycles so far
+    (:meth:`features`), the MLP's predicted tokens of each candidate, the block with the most per second at
+    ``seconds`` (``regret``: the least predicted regret); ``start_block`` first."""
 
-    return state.fold("_last_cycles", (-1, -1), update)
+    start_block: int
+    candidates: tuple[int, ...]  # the MLP's outputs
+    offered: tuple[int, ...]  # the columns it may choose (a restricted policy's)
+    seconds: tuple[float, ...]  # a cycle's seconds at each offered block
+    regret: bool
+    model: Any = field(compare=False, repr=False, metadata={"shared": True})  # one MLP for every lane
+    reads_time, LANES = False, True
+
+    def __call__(self, state: DecodeState) -> int:
+        return lane_block(self, state, lambda b, n: 0.0)
+
+    def choices(self) -> set[int]:
+        return {*np.ravel(self.candidates if np.any(self.regret) else self.offered).tolist(),
+                *np.ravel(self.start_block).tolist()}
+
+    def start(self, prompt_length: np.ndarray) -> State:
+        n = len(prompt_length)
+        return State(recent=np.zeros((n, HISTORY, 4)), successes=np.zeros((n, 3)), trials=np.zeros((n, 3)),
+                     cycles=np.zeros(n, np.int64), speculative=np.full(n, -1), good=np.full(n, -1))
+
+    def update(self, s: State, length: Lane, accepted: Lane, seconds: Lane, block: Lane) -> None:
+        drafted = block > 1
+        row = np.stack([np.where(drafted, accepted / np.maximum(block - 1, 1), 0.0),
+                        drafted & (accepted == block - 1), block / 32, block == 1], axis=1)
+        s.recent = np.concatenate([row[:, None], s.recent[:, :-1]], axis=1)  # the newest first
+        fold_acceptance(s, length, accepted, np.array(FEATURE_DECAYS))
+        s.speculative = np.where(drafted, s.cycles, s.speculative)
+        s.good = np.where(drafted & (accepted >= 2), s.cycles, s.good)
+        s.cycles = s.cycles + 1
+
+    def features(self, s: State) -> np.ndarray:
+        """Features of the cycles so far, float32 [lanes, 4 * HISTORY + 6]: per recent cycle (newest first,
+        zero-padded) accepted share, full-accept flag, B / 32, B = 1 flag; then acceptance at three decays,
+        the trailing AR run, cycles since the last good speculative cycle and the cycle count (all / 16)."""
+        last = s.cycles[:, None] - 1 - np.stack([s.speculative, s.good], axis=1)
+        rates = acceptance_rate(s, ACCEPTANCE_PRIOR, ACCEPTANCE_PRIOR_WEIGHT)
+        return np.concatenate([s.recent.reshape(len(s.cycles), -1), rates, last / 16, s.cycles[:, None] / 16],
+                              1).astype(np.float32)
+
+    def block(self, s: State, batch: int) -> np.ndarray:
+        n = len(s.cycles)
+        if not s.cycles.any():
+            return np.zeros(n, np.int64) + self.start_block
+        if self.model is None:
+            raise ValueError("this cycle policy is untrained; `specpolicy train cycle --sweep DIR --out "
+                             "FOLDER`")
+        # row by row: a row of a batched product can differ in its last bits from the same row alone (live)
+        out, lane = np.stack([mlp_outputs(self.model, row) for row in self.features(s)]), np.arange(n)
+        candidates, offered = (np.broadcast_to(x, (n, np.shape(x)[-1])) for x in (self.candidates,
+                                                                                  self.offered))
+        columns = (candidates[:, None, :] == offered[:, :, None]).argmax(-1)
+        cost = np.take_along_axis(1.0 / np.maximum(out, 1.0), columns, 1) * np.asarray(self.seconds)
+        fastest = offered[lane, cheapest(cost)]
+        chosen = np.where(self.regret, candidates[lane, np.argmin(out, axis=1)], fastest)
+        return np.where(s.cycles == 0, self.start_block, chosen)
 
 
 class CycleLearnedPolicy(LearnedPolicy):
@@ -53,50 +104,37 @@ class CycleLearnedPolicy(LearnedPolicy):
 
     per_step = True
 
-    def __init__(self, candidates: Sequence[int], model: object | None = None,
-                 start: int = TRAINING_BLOCK_SIZE,
+    def __init__(self, candidates: Sequence[int], model: Any = None, start: int = TRAINING_BLOCK_SIZE,
                  predicts: str = "committed", validated_with: CostTable | None = None) -> None:
         super().__init__(candidates)
         self.model, self.start, self.predicts = model, snap(start, self.candidates), predicts
         self.validated_with = validated_with
 
-    def outputs(self, features: np.ndarray) -> np.ndarray:
-        """The MLP's outputs [n, C] for features [n, F], or [C] for [F] (its forward, in numpy)."""
-        layers = len(self.model.coefs_)
-        h = features
-        for i, (weight, bias) in enumerate(zip(self.model.coefs_, self.model.intercepts_)):
-            h = h @ weight
-            h += bias
-            if i < layers - 1:
-                np.maximum(h, 0.0, out=h)
-        return h
+    def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
+        return Plan(self.rule(observation.costs))
 
-    def step(self, state: DecodeState, observation: PromptObservation) -> int:
-        if not state.block_size_history:
-            return self.start
-        if self.model is None:
-            raise ValueError("this cycle policy is untrained; `specpolicy train cycle --sweep DIR --out "
-                             "FOLDER`")
-        out = self.outputs(cycle_features(state))
-        if self.predicts == "regret":
-            return self.candidates[int(np.argmin(out))]
-        return self.fastest_choice(1.0 / np.maximum(out, 1.0), observation.costs)
+    def rule(self, costs: CostTable | None) -> CycleRule:
+        """This policy as a value, priced with ``costs`` (else the table it was validated with)."""
+        offered, table = self.allowed or self.candidates, costs or self.validated_with or uniform_costs(
+            self.candidates)
+        return CycleRule(self.start, self.candidates, offered, tuple(table.cycle_seconds(b) for b in offered),
+                         self.predicts == "regret", self.model)
 
     # --- training -------------------------------------------------------------------------------
 
     def _visit(self, table, use_policy: bool, costs: CostTable) -> list[tuple[np.ndarray, np.ndarray]]:
         """(features, tokens [C] each candidate commits next) at every anchor one rollout visits: of the
         current policy, or (first round) of a schedule cycling through the candidates."""
-        samples, session = [], table.session()
-        observation = PromptObservation(np.zeros(0, np.float32), table.prompt_length, costs=costs)
+        samples, session, rule = [], table.session(), self.rule(costs)
         while not session.done:
             state = session.state
             if state.block_size_history:
                 committed = [table.cycle(session.position, state.generated, b)[0].committed
                              for b in self.candidates]
-                samples.append((cycle_features(state), np.asarray(committed, np.float32)))
+                folded = lane_state(rule, state, lambda: rule.start(np.zeros(1)), lambda b, n: 0.0)
+                samples.append((rule.features(folded)[0], np.asarray(committed, np.float32)))
             if use_policy:
-                size = self.step(state, observation)
+                size = rule(state)
             else:
                 size = self.candidates[len(state.block_size_history) % len(self.candidates)]
             session.step(size)

@@ -17,7 +17,7 @@ from specpolicy.defaults import (
     ACCEPTANCE_PRIOR_WEIGHT,
     POOLED_ACCEPTANCE_DECAY,
 )
-from specpolicy.lanes import CostAwareBlocks, ar_wait_length, lane_state
+from specpolicy.lanes import CostAwareBlocks, lane_state
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Plan, Policy, PromptObservation
 from specpolicy.state import DecodeState
 
@@ -59,30 +59,6 @@ class GrowShrinkPolicy(Policy):
         return last
 
 
-_FOLD_KEYS: dict[tuple[float, ...], str] = {}
-
-
-def acceptance_rates(state: DecodeState, decays: tuple[float, ...], prior: float = ACCEPTANCE_PRIOR,
-                     prior_weight: float = ACCEPTANCE_PRIOR_WEIGHT) -> list[float]:
-    """Per-draft acceptance of a geometric model over the speculative cycles so far, at each of ``decays``
-    (older cycles weigh a decay less each), in one fold kept on the state."""
-    lengths = state.verify_history if len(state.verify_history) == len(state.block_size_history) \
-        else state.block_size_history
-
-    def update(sums: tuple[tuple[float, float], ...], i: int) -> tuple[tuple[float, float], ...]:
-        size, accepted = lengths[i], state.accepted_history[i]
-        if size == 1:
-            return sums
-        tried = accepted + (accepted < size - 1)
-        return tuple([(accepted + decay * successes, tried + decay * trials)
-                      for decay, (successes, trials) in zip(decays, sums)])
-
-    key = _FOLD_KEYS.get(decays) or _FOLD_KEYS.setdefault(decays, f"_acceptance_{decays}")
-    folded = state.fold(key, ((0.0, 0.0),) * len(decays), update)
-    return [min((prior * prior_weight + successes) / (prior_weight + trials), 0.999)
-            for successes, trials in folded]
-
-
 def required_costs(policy: Policy, observation: PromptObservation) -> CostTable:
     """The observation's cost table, or a ValueError naming the cost-aware ``policy`` and where to get one."""
     if observation.costs is None:
@@ -99,14 +75,13 @@ class AdaptivePolicy(Policy):
     per_step = True
 
     def __init__(self, candidates: Sequence[int], start: int = TRAINING_BLOCK_SIZE,
-                 prior: float = ACCEPTANCE_PRIOR,
-                 decay: float = ACCEPTANCE_DECAY, first_wait: int = ADAPTIVE_FIRST_WAIT,
-                 full_wait_cost: float = FULL_WAIT_COST) -> None:
+                 prior: float = ACCEPTANCE_PRIOR, decay: float = ACCEPTANCE_DECAY,
+                 first_wait: int = ADAPTIVE_FIRST_WAIT, full_wait_cost: float = FULL_WAIT_COST) -> None:
         super().__init__(candidates)
-        self.start = snap(start, self.candidates)
-        self.prior, self.decay = prior, decay
+        self.start, self.prior, self.decay = snap(start, self.candidates), prior, decay
         self.first_wait, self.full_wait_cost = first_wait, full_wait_cost
         self._pooled: tuple[CostTable | None, Any] = (None, None)
+        self._plans: tuple[CostTable | None, dict] = (None, {})
 
     def select(self, observation: PromptObservation) -> int:
         return self.start
@@ -114,21 +89,17 @@ class AdaptivePolicy(Policy):
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
         return self.planned(observation, self.start, 0, probe_first=True)
 
-    def lockstep_rule(self, observation: PromptObservation | None = None) -> CostAwareBlocks | None:
-        """The prompt's rule, which lockstep replay runs over lanes (``None``: plain decoding, or a verify
-        rule after it)."""
-        plan = self.plan(observation) if observation is not None else Plan.fixed(1)
-        return plan.block if isinstance(plan.block, CostAwareBlocks) and plan.length is None else None
-
     def planned(self, observation: PromptObservation, start: int, seen_block: int, probe_first: bool) -> Plan:
         """The rule from ``start`` (after a failed probe of ``seen_block`` where > 0); with ``probe_first``,
-        plain decoding where not even an optimistic first probe would pay (it would only lose)."""
-        rule = self.rule(required_costs(self, observation), start, seen_block,
-                         lambda state: self.batch_block(state, observation))
-        s = rule.start(np.array([observation.prompt_length]))
-        if probe_first and 1 in self.candidates and not rule.probes(s, rule.acceptance(s))[0]:
-            return Plan.fixed(1)
-        return Plan(rule)
+        plain decoding where not even an optimistic first probe would pay (planned once per table)."""
+        costs, key = required_costs(self, observation), (start, seen_block, probe_first)
+        if self._plans[0] is not costs or key not in self._plans[1]:
+            rule = self.rule(costs, start, seen_block, lambda state: self.batch_block(state, costs))
+            s = rule.start(np.zeros(1, np.int64))
+            never = probe_first and 1 in self.candidates and not rule.probes(s, rule.acceptance(s))[0]
+            plans = self._plans[1] if self._plans[0] is costs else {}
+            self._plans = (costs, {**plans, key: Plan.fixed(1) if never else Plan(rule)})
+        return self._plans[1][key]
 
     def rule(self, costs: CostTable, start: int, seen_block: int,
              choose: Callable[[DecodeState], int | None] | None = None) -> CostAwareBlocks:
@@ -144,15 +115,11 @@ class AdaptivePolicy(Policy):
                                ACCEPTANCE_PRIOR_WEIGHT, self.decay, self.first_wait, MAX_WAIT, wait_scale,
                                PROBE_OPTIMISM, choose)
 
-    def batch_block(self, state: DecodeState, observation: PromptObservation) -> int | None:
+    def batch_block(self, state: DecodeState, costs: CostTable) -> int | None:
         """Served with a chain drafter, at any concurrency (``None`` elsewhere): the block every request of
         a step drafts, the fastest at the engine's pooled acceptance (:data:`POOLED_ACCEPTANCE_DECAY`) priced
-        at the scheduled batch (docs: real data); where no block beats plain steps, plain steps for a stretch
-        doubling with each failed probe (each cycle judged at the prices when first read)."""
-        if state.pooled is None:
-            return None
-        costs = required_costs(self, observation)
-        if costs.drafter != "chain":
+        at the scheduled batch (docs: real data); where none beats plain steps, those the failures owe."""
+        if state.pooled is None or costs.drafter != "chain":
             return None
         costs = state.batch_costs or costs
         if self._pooled[0] is not costs:  # priced once per table
@@ -162,8 +129,8 @@ class AdaptivePolicy(Policy):
         s = lane_state(rule, state.pooled, lambda: rule.start(np.zeros(1, np.int64)),
                        lambda b, length: priced.prices[0, b], key="_pooled")  # each cycle at its first prices
         (best,), (pays,) = rule.fastest(priced, rule.acceptance(s))
-        owed = s.failures > 0 and s.trailing < ar_wait_length(s.failures, self.first_wait, MAX_WAIT, 1)
-        return 1 if owed[0] and not pays and 1 in self.candidates else int(best)
+        return 1 if rule.owed(s)[0] and not pays and 1 in self.candidates else int(best)
+
 
 def start_block_size(arg: str | None) -> int:
     """The start block size a rule's name carries (``grow8`` -> 8; none: the training block size)."""

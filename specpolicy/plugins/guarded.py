@@ -17,7 +17,7 @@ class GuardedPolicy(Policy):
 
     def __init__(self, start_policy: Policy, candidates: Sequence[int]) -> None:
         super().__init__(candidates)
-        self.start_policy = start_policy
+        self.start_policy, self._guards = start_policy, {}
 
     def choices(self) -> set[int]:
         """Its candidates: the start policy's choice is snapped to them."""
@@ -37,8 +37,6 @@ class GuardedPolicy(Policy):
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
         """The start policy's B first; then the guard, which reads a failed probe before a start of B = 1."""
         start = snap(self.start_policy.select(observation), self.candidates)  # an engine's sizes may be fewer
-        guard = AdaptivePolicy(self.candidates, start=max(start, 2))
+        guard = self._guards.setdefault(start, AdaptivePolicy(self.candidates, start=max(start, 2)))
         guard.name = self.name
         return guard.planned(observation, start, guard.start if start == 1 else 0, probe_first=start == 1)
-
-    lockstep_rule = AdaptivePolicy.lockstep_rule

@@ -21,11 +21,6 @@ class Lanes(NamedTuple):
     block_sizes: list[np.ndarray]
 
 
-def runs_in_lockstep(rule: Any, tables: Sequence[ReplayTable | None]) -> bool:
-    """Whether lockstep replays ``rule`` on ``tables``: an array rule (``LANES``) over anchors, not rounds."""
-    return getattr(rule, "LANES", False) and all(t is not None and not t.rounds for t in tables)
-
-
 def _padded(tables: Sequence[ReplayTable], shapes: list[tuple[int, int]]) -> tuple[np.ndarray, ...]:
     """Every table's outcomes of cycles of ``shapes`` (B, L), [P, n + 1, K] each (accepted, kept, next anchor,
     done), padded past each table's anchors with rows that end a decode unreplayed."""
@@ -55,9 +50,9 @@ def _rule(like: Any, **values: Any) -> Any:
 
 def lockstep(tables: Sequence[ReplayTable], settings: Sequence[Any], lanes: tuple[np.ndarray, np.ndarray],
              costs: CostTable | None = None, batch: int = 1) -> Lanes:
-    """``settings`` (array rules of one class: ``start``, ``block``, ``update`` over lanes) run on ``tables``,
-    ``lanes``: (table, setting) of each lane [lanes]; priced by ``costs`` (its seconds what a rule that
-    ``reads_time`` reads)."""
+    """``settings`` (array rules of one class: ``start``, ``block``, ``update`` over lanes; a field marked
+    ``shared`` is every lane's) run on ``tables``, ``lanes``: (table, setting) of each lane [lanes]; priced by
+    ``costs`` (its seconds what a rule that ``reads_time`` reads)."""
     verifying = int(np.max(getattr(settings[0], "verify_block", 0)))
     shapes = [(verifying, length) for length in range(1, verifying + 1)] if verifying else [
         (b, b) for b in sorted(set().union(*(s.choices() for s in settings)))]
@@ -66,7 +61,8 @@ def lockstep(tables: Sequence[ReplayTable], settings: Sequence[Any], lanes: tupl
     accepted, kept, following, done = _padded(tables, shapes)
     priced = np.array([costs.split_cycle_seconds(b, length) if costs else 0.0 for b, length in shapes])
     table_of, setting = lanes
-    rule = _rule(settings[0], **{f.name: _stacked([getattr(s, f.name) for s in settings], setting)
+    rule = _rule(settings[0], **{f.name: getattr(settings[0], f.name) if f.metadata.get("shared") else
+                                 _stacked([getattr(s, f.name) for s in settings], setting)
                                  for f in fields(settings[0])})
     lane = np.arange(len(setting))
     totals, anchor, log = np.zeros((3, len(lane))), np.zeros(len(lane), np.int64), []
@@ -76,7 +72,8 @@ def lockstep(tables: Sequence[ReplayTable], settings: Sequence[Any], lanes: tupl
         if ended.any():  # the lanes whose decode ended leave every array
             for name, value in vars(state).items():
                 setattr(state, name, value[~ended])
-            rule = _rule(rule, **{f.name: getattr(rule, f.name)[~ended] for f in fields(rule)})
+            rule = _rule(rule, **{f.name: getattr(rule, f.name) if f.metadata.get("shared") else
+                                  getattr(rule, f.name)[~ended] for f in fields(rule)})
             lane, anchor = lane[~ended], anchor[~ended]
         if not lane.size:
             break

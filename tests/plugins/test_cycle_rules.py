@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from specpolicy.costs import CostTable, expected_tokens, uniform_costs
-from specpolicy.lanes import ar_wait_length
-from specpolicy.plugins.cycle_rules import AdaptivePolicy, GrowShrinkPolicy, acceptance_rates
+from specpolicy.defaults import ACCEPTANCE_PRIOR, ACCEPTANCE_PRIOR_WEIGHT
+from specpolicy.lanes import State, acceptance_rate, fold_acceptance
+from specpolicy.plugins.cycle_rules import AdaptivePolicy, GrowShrinkPolicy
 from specpolicy.plugins.fixed import FixedPolicy
 from specpolicy.plugins.guarded import GuardedPolicy
 from specpolicy.plugins.heuristic import HeuristicPolicy
@@ -62,8 +63,7 @@ def waits(cycles: list[tuple[int, int]], first_wait: int = 16, scale: float = 1.
     s = rule.start(np.zeros(1, np.int64))
     for b, a in cycles:
         rule.update(s, *(np.array([v]) for v in (b, a, costs.cycle_seconds(b), b)))
-    wait = int(ar_wait_length(s.failures[0], first_wait, rule.max_wait, scale))
-    return wait - int(s.trailing[0]) if s.failures[0] and s.trailing[0] < wait else None
+    return int(rule.owed(s)[0]) or None
 
 
 def test_the_wait_counts_failures_since_the_last_good_cycle():
@@ -75,28 +75,34 @@ def test_the_wait_counts_failures_since_the_last_good_cycle():
     assert waits([(8, 0), (1, 0), (1, 0)], scale=0.01) is None  # at least 1, here already run
 
 
+def rates(cycles: list[tuple[int, int, int]], decays: tuple[float, ...]) -> np.ndarray:
+    """Per-draft acceptance at each of ``decays`` after ``cycles`` ((B, L, accepted) each), folded a cycle at
+    a time over lanes of one request."""
+    s = State(successes=np.zeros((1, len(decays))), trials=np.zeros((1, len(decays))))
+    for _, length, accepted in cycles:
+        fold_acceptance(s, np.array([length]), np.array([accepted]), np.array(decays))
+    return acceptance_rate(s, ACCEPTANCE_PRIOR, ACCEPTANCE_PRIOR_WEIGHT)[0]
+
+
 def test_geometric_acceptance_model():
     assert expected_tokens(0.5, 1) == 1 and expected_tokens(0.5, 3) == pytest.approx(1.75)
-    state = DecodeState(None, 4, 4, 0, 1, [15, 15, 15, 15], [16, 16, 16, 16])
-    assert acceptance_rates(state, (0.8,))[0] > 0.9
-    state = DecodeState(None, 4, 4, 0, 1, [0, 0, 0], [16, 16, 16])
+    assert rates([(16, 16, 15)] * 4, (0.8,))[0] > 0.9
     # prior 0.5 x 2 trials, decay 0.8
-    assert acceptance_rates(state, (0.8,))[0] == pytest.approx(1 / (2 + 1 + 0.8 + 0.64))
+    assert rates([(16, 16, 0)] * 3, (0.8,))[0] == pytest.approx(1 / (2 + 1 + 0.8 + 0.64))
+    assert rates([(16, 1, 0), (1, 1, 0)], (0.8,))[0] == 0.5  # plain verifies leave the prior as it is
 
 
 def test_acceptance_rates_fold_every_decay_as_one_rate_each():
-    """Several decays in one fold, the state growing a cycle at a time, read at every length: each the rate
-    folded alone from scratch (verify lengths cut the blocks from the third cycle on)."""
+    """Several decays in one fold, grown a cycle at a time: each the rate folded alone (verify lengths cut
+    the blocks from the third cycle on)."""
     rng = np.random.default_rng(0)
     sizes = rng.choice([1, 2, 8, 16], 40).tolist()
-    accepted = [int(rng.integers(0, b)) for b in sizes]
-    grown = DecodeState(None, 4, 4, 0, 1)
-    for n, (b, a) in enumerate(zip(sizes, accepted)):
-        grown.record(b, min(a, 3) if n >= 2 else a, min(b, 4) if n >= 2 else b)
-        fresh = DecodeState(None, 4, 4, 0, 1, list(grown.accepted_history), list(grown.block_size_history),
-                            list(grown.verify_history))
-        expected = [acceptance_rates(fresh, (d,))[0] for d in (0.5, 0.8, 0.95)]
-        assert acceptance_rates(grown, (0.5, 0.8, 0.95)) == pytest.approx(expected, rel=1e-12)
+    cycles = []
+    for n, b in enumerate(sizes):
+        a = int(rng.integers(0, b))
+        cycles.append((b, min(b, 4), min(a, 3)) if n >= 2 else (b, b, a))
+        expected = [rates(cycles, (d,))[0] for d in (0.5, 0.8, 0.95)]
+        assert rates(cycles, (0.5, 0.8, 0.95)).tolist() == pytest.approx(expected, rel=1e-12)
 
 
 def test_adaptive_grows_on_easy_text_and_falls_back_on_hard_text():
@@ -218,7 +224,8 @@ def test_one_request_at_a_time_a_chain_drafter_drafts_from_the_engines_pooled_ac
     rule = AdaptivePolicy(sizes)
     served = PromptObservation(np.zeros(4, np.float32), 4, costs=CHAIN, concurrency=1)
     value = rule.rule(CHAIN, 16, 0)
-    [pooled], _ = value.fastest(value.start(np.zeros(1)), np.array(acceptance_rates(history, (0.99,))))
+    engine = [(b, b, a) for b, a in zip(history.block_size_history, history.accepted_history)]
+    [pooled], _ = value.fastest(value.start(np.zeros(1)), rates(engine, (0.99,)))
     assert pooled == 4 and rule.step(first, served) == pooled
     alone = DecodeState.after_prefill(np.zeros(4), 4)
     assert rule.step(alone, served) == 16  # no engine history: its start block

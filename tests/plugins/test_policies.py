@@ -138,7 +138,7 @@ def test_an_mlp_kept_as_weights_loads_without_scikit_learn_and_computes_the_same
     from sklearn.neural_network import MLPRegressor
 
     from specpolicy.plugins import skops_io
-    from specpolicy.plugins.cycle_learned import CycleLearnedPolicy
+    from specpolicy.plugins.cycle_learned import mlp_outputs
 
     x = np.random.default_rng(0).normal(size=(40, 5)).astype(np.float32)
     model = MLPRegressor(hidden_layer_sizes=(8,), max_iter=2000, random_state=0).fit(x, x[:, :3])
@@ -146,9 +146,8 @@ def test_an_mlp_kept_as_weights_loads_without_scikit_learn_and_computes_the_same
     loaded, _ = skops_io.load_model(tmp_path / "w", "s.json", "test policy", "specpolicy train x",
                                     weights_only=True)
     assert isinstance(loaded, skops_io.MLPWeights) and not (tmp_path / "w" / "model.skops").exists()
-    policy = CycleLearnedPolicy((1, 2, 4), model)
-    np.testing.assert_array_equal(policy.outputs(x), CycleLearnedPolicy((1, 2, 4), loaded).outputs(x))
-    np.testing.assert_allclose(policy.outputs(x), model.predict(x), rtol=1e-5, atol=1e-6)  # sklearn's forward
+    np.testing.assert_array_equal(mlp_outputs(model, x), mlp_outputs(loaded, x))
+    np.testing.assert_allclose(mlp_outputs(model, x), model.predict(x), rtol=1e-5, atol=1e-6)  # its forward
     with pytest.raises(FileNotFoundError,
                        match="model.safetensors is missing; train one with `specpolicy train x`"):
         skops_io.load_model(tmp_path / "none", "s.json", "test policy", "specpolicy train x",

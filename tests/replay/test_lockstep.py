@@ -12,12 +12,13 @@ from specpolicy.costs import CostTable, uniform_costs
 from specpolicy.cycles import run
 from specpolicy.evaluation import replay as replay_module
 from specpolicy.evaluation.replay import evaluate_replay
+from specpolicy.plugins.cycle_learned import CycleLearnedPolicy
 from specpolicy.plugins.cycle_rules import AdaptivePolicy
 from specpolicy.plugins.fixed import FixedPolicy
 from specpolicy.plugins.guarded import GuardedPolicy
 from specpolicy.policy import Policy, PromptObservation
 from specpolicy.registry import create_policy
-from specpolicy.replay.lockstep import lockstep, runs_in_lockstep
+from specpolicy.replay.lockstep import lockstep
 from specpolicy.replay.table import ReplayTable
 
 CANDIDATES = tuple(range(1, 10))
@@ -103,14 +104,16 @@ def assert_lockstep_walks(policies: list[Policy], prompts: list[ReplayTable], co
     members = [(policy, p, policy.lockstep_rule(observation(table, costs))) for policy in policies
                for p, table in enumerate(prompts)]
     members = [m for m in members if m[2] is not None]
-    assert members and runs_in_lockstep(members[0][2], prompts)
-    lanes = lockstep(prompts, [r for *_, r in members],
-                     (np.array([p for _, p, _ in members]), np.arange(len(members))), costs, batch)
-    for lane, (policy, p, _) in enumerate(members):
-        sizes, tokens, seconds = walked(policy, prompts[p], costs, batch)
-        assert lanes.block_sizes[lane].tolist() == sizes
-        assert lanes.totals[1:, lane].tolist() == [tokens, len(sizes)]
-        assert lanes.totals[0, lane] == pytest.approx(seconds, rel=1e-12)
+    assert members
+    for kind in {type(rule) for *_, rule in members}:  # one lockstep per rule class, as evaluate_replay runs
+        group = [m for m in members if type(m[2]) is kind]
+        lanes = lockstep(prompts, [r for *_, r in group],
+                         (np.array([p for _, p, _ in group]), np.arange(len(group))), costs, batch)
+        for lane, (policy, p, _) in enumerate(group):
+            sizes, tokens, seconds = walked(policy, prompts[p], costs, batch)
+            assert lanes.block_sizes[lane].tolist() == sizes
+            assert lanes.totals[1:, lane].tolist() == [tokens, len(sizes)]
+            assert lanes.totals[0, lane] == pytest.approx(seconds, rel=1e-12)
 
 
 @settings(max_examples=60, deadline=None)
@@ -123,11 +126,23 @@ def test_lockstep_equals_the_session_run_on_every_cycle(rule, data, prompts):
                           data.draw(st.sampled_from([1, 3, 8, 40])))
 
 
+@pytest.fixture(scope="module")
+def mlp():
+    """An MLP from 30 cycle features to 9 candidates' tokens, shaped as the shipped one (float32, 64 x 64: a
+    row of its batched forward differs from the row alone in the last bits, so lockstep runs rows alone)."""
+    from sklearn.neural_network import MLPRegressor
+
+    x = np.random.default_rng(0).normal(size=(64, 30)).astype(np.float32)
+    y = np.random.default_rng(1).uniform(1, 5, size=(64, len(CANDIDATES))).astype(np.float32)
+    return MLPRegressor(hidden_layer_sizes=(64, 64), max_iter=20, random_state=0).fit(x, y)
+
+
 @settings(max_examples=40, deadline=None)
 @given(data=st.data(), prompts=tables())
-def test_the_cost_aware_rule_in_lockstep_equals_the_session_run_on_every_cycle(data, prompts):
-    """``adaptive`` (random start, prior, decay and waits) and the default's guard (random start, B = 1 a
-    failed probe first) per prompt, over tables where plain steps, small blocks or whole blocks pay."""
+def test_the_house_per_cycle_rules_in_lockstep_equal_the_session_run_on_every_cycle(mlp, data, prompts):
+    """``adaptive`` (random start, prior, decay and waits), the default's guard (random start, B = 1 a
+    failed probe first) and the learned ``cycle`` rule (an MLP; restricted, or by regret) per prompt, over
+    tables where plain steps, small blocks or whole blocks pay."""
     starts = st.sampled_from(CANDIDATES)
     policies = [AdaptivePolicy(CANDIDATES, data.draw(starts), data.draw(st.sampled_from([0.2, 0.5, 0.8])),
                                data.draw(st.sampled_from([0.5, 0.8, 0.95])), data.draw(st.integers(1, 8)),
@@ -135,6 +150,10 @@ def test_the_cost_aware_rule_in_lockstep_equals_the_session_run_on_every_cycle(d
                 for _ in range(data.draw(st.integers(0, 2)))]
     policies += [GuardedPolicy(FixedPolicy(data.draw(starts), CANDIDATES), CANDIDATES)
                  for _ in range(data.draw(st.integers(1 - len(policies) // 2, 2)))]
+    for _ in range(data.draw(st.integers(0, 2))):
+        learned = CycleLearnedPolicy(CANDIDATES, mlp, data.draw(starts), data.draw(st.sampled_from(
+            ["committed", "regret"])))
+        policies.append(learned.restrict(data.draw(st.lists(starts, min_size=1))))
     draft, per_token = (data.draw(st.sampled_from(v)) for v in ([0.0, 0.002, 0.01], [0.0, 0.13, 0.5]))
     costs = CostTable({b: draft * (b > 1) for b in CANDIDATES},
                       {b: 0.01 * (1 + per_token * (b - 1)) for b in CANDIDATES}, 0.01)
@@ -155,7 +174,7 @@ def test_evaluate_replay_runs_array_controllers_in_lockstep_as_the_walk_runs_the
     monkeypatch.setattr(replay_module, "lockstep", lambda *a: calls.append(a) or lockstep(*a))
     stepped = evaluate_replay(store, policies)
     assert len(calls) == 6  # one per rule class
-    monkeypatch.setattr(replay_module, "runs_in_lockstep", lambda rule, tables: False)
+    monkeypatch.setattr(replay_module, "_stepped", lambda *a: {})
     walked_results = evaluate_replay(store, policies)
     for ours, theirs in zip(stepped, walked_results):
         for a, b in zip(ours.prompts, theirs.prompts, strict=True):
