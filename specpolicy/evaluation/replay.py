@@ -174,15 +174,15 @@ def _stepped(store: SweepStore, records: Sequence[SweepRecord], policies: Sequen
     lane): every prompt's array rule stepped with all others of its class and shape."""
     replayed = all(t is not None and not t.rounds for t in replays)  # over anchors, not recorded rounds
     asked = [j for j, p in enumerate(policies) if replayed and p.per_step and not p.needs_sweep]
+    members = [(j, p, rule) for p, record in enumerate(records if asked else [])
+               for observation in [prompt_observation(store, record, costs)] for j in asked
+               if (rule := policies[j].lockstep_rule(observation)) is not None]
+    key = {id(r): (type(r), getattr(r, "verify_block", 0), *(id(getattr(r, f.name)) for f in fields(r)
+                                                               if f.metadata.get("shared")))
+           for r in {id(r): r for *_, r in members}.values()}  # a group: a class, verify block and model
     groups: dict[tuple, list[tuple[int, int, Any]]] = {}
-    for p, record in enumerate(records if asked else []):
-        observation = prompt_observation(store, record, costs)
-        for j in asked:
-            rule = policies[j].lockstep_rule(observation)
-            if rule is not None:  # one group per class, verify block and shared field (a model)
-                key = (type(rule), getattr(rule, "verify_block", 0),
-                       *(id(getattr(rule, f.name)) for f in fields(rule) if f.metadata.get("shared")))
-                groups.setdefault(key, []).append((j, p, rule))
+    for member in members:
+        groups.setdefault(key[id(member[2])], []).append(member)
     stepped = {}
     for members in groups.values():
         settings = list({id(rule): rule for *_, rule in members}.values())
