@@ -141,8 +141,8 @@ class Policy:
 
     def lockstep_rule(self, observation: PromptObservation | None = None) -> object | None:
         """The array rule (``LANES``) lockstep replay runs for it on the ``observation``'s prompt, stepped
-        with every prompt's at once (replay.lockstep): its plan's, over whole blocks; ``None``: walked."""
-        plan = self.plan(observation) if self.per_step and not self.needs_sweep and observation else None
+        with every prompt's at once (replay.lockstep): its checked plan's, of whole blocks; else ``None``."""
+        plan = observation and self.per_step and not self.needs_sweep and self.checked_plan(observation)
         return plan.block if plan and getattr(plan.block, "LANES", False) and plan.length is None else None
 
     def confidence_sizes(self) -> set[int]:
