@@ -19,12 +19,18 @@ State = SimpleNamespace  # a rule's state over lanes (what its ``start`` sets; a
 Lane = np.ndarray  # a value at every lane [lanes]
 
 
-def lane_state(rule: Any, state: DecodeState, start: Callable[[], State],
-               seconds: Callable[[int, int], float], key: Hashable = None) -> State:
-    """``rule``'s state after ``state``'s finished cycles: ``start()``, then ``rule.update(s, L, accepted,
-    seconds(B, L), B)`` per cycle (one lane of arrays where it has ``LANES``), kept on ``state`` under ``key``
-    (default: the rule's value); the state a decision reads, and may mark, is the one updated after it."""
+def lanes(prompt_length: np.ndarray, value: object, dtype: type = np.int64) -> np.ndarray:
+    """``value`` (a parameter: one, or one per lane) at every lane of ``prompt_length`` [lanes]."""
+    return np.zeros(np.shape(prompt_length), dtype=dtype) + value
+
+
+def lane_state(rule: Any, state: DecodeState, seconds: Callable[[int, int], float],
+               start: Callable[[], State] | None = None, key: Hashable = None) -> State:
+    """``rule``'s state after ``state``'s cycles: ``start()`` (default: the rule's, one lane), then
+    ``rule.update(s, L, accepted, seconds(B, L), B)`` per cycle (arrays of one lane with ``LANES``), kept on
+    ``state`` under ``key`` (default: the rule's value), the state a decision marks the one updated next."""
     one = (lambda value: np.array([value])) if getattr(rule, "LANES", False) else (lambda value: value)
+    start = start or (lambda: rule.start(np.array([state.prompt_length])))
 
     def update(s: State | None, i: int) -> State:
         s = s or start()
@@ -36,10 +42,11 @@ def lane_state(rule: Any, state: DecodeState, start: Callable[[], State],
     return state.fold(key, None if key in vars(state) else start(), update)
 
 
-def lane_block(rule: Any, state: DecodeState, seconds: Callable[[int, int], float]) -> int:
-    """The next B of the one request ``state`` decodes, by ``rule`` over lanes (:func:`lane_state`)."""
-    s = lane_state(rule, state, lambda: rule.start(np.array([state.prompt_length])), seconds)
-    return int(rule.block(s, state.batch)[0])
+def lane_block(rule: Any, state: DecodeState, seconds: Callable[[int, int], float],
+               start: Callable[[], State] | None = None) -> tuple[State, int]:
+    """(:func:`lane_state`, the next B of the one request ``state`` decodes, by ``rule``)."""
+    s = lane_state(rule, state, seconds, start)
+    return s, int(np.ravel(rule.block(s, state.batch))[0])
 
 
 def fold_acceptance(s: State, length: Lane, accepted: Lane, decay: Any, where: Any = True) -> None:
@@ -98,7 +105,7 @@ class CostAwareBlocks:
     def __call__(self, state: DecodeState) -> int:
         served = self.choose(state) if self.choose is not None else None
         return served if served is not None else lane_block(
-            self, state, lambda block, length: dict(self.seconds).get(block, self.ar_seconds))
+            self, state, lambda block, length: dict(self.seconds).get(block, self.ar_seconds))[1]
 
     def choices(self) -> set[int]:
         return {*np.unique(self.blocks).tolist(), *np.unique(self.start_block).tolist(),
@@ -117,7 +124,7 @@ class CostAwareBlocks:
         s = State(prices=prices, blocks=blocks, block_seconds=np.take_along_axis(prices, blocks, 1),
                   successes=np.zeros(n), trials=np.zeros(n), failures=np.zeros(n, np.int64),
                   trailing=np.zeros(n, np.int64), cycles=np.zeros(n, np.int64))
-        seen = np.zeros(n, np.int64) + self.seen_block
+        seen = lanes(prompt_length, self.seen_block)
         self._fold(s, seen, seen * 0, prices[np.arange(n), seen], seen, seen > 0)
         return s
 

@@ -50,7 +50,7 @@ class CycleRule:
     reads_time, LANES = False, True
 
     def __call__(self, state: DecodeState) -> int:
-        return lane_block(self, state, lambda b, n: 0.0)
+        return lane_block(self, state, lambda b, n: 0.0)[1]
 
     def choices(self) -> set[int]:
         return {*np.ravel(self.candidates if np.any(self.regret) else self.offered).tolist(),
@@ -131,8 +131,8 @@ class CycleLearnedPolicy(LearnedPolicy):
             if state.block_size_history:
                 committed = [table.cycle(session.position, state.generated, b)[0].committed
                              for b in self.candidates]
-                folded = lane_state(rule, state, lambda: rule.start(np.zeros(1)), lambda b, n: 0.0)
-                samples.append((rule.features(folded)[0], np.asarray(committed, np.float32)))
+                features = rule.features(lane_state(rule, state, lambda b, n: 0.0))[0]
+                samples.append((features, np.asarray(committed, np.float32)))
             if use_policy:
                 size = rule(state)
             else:

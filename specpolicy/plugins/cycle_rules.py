@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
@@ -80,8 +79,7 @@ class AdaptivePolicy(Policy):
         super().__init__(candidates)
         self.start, self.prior, self.decay = snap(start, self.candidates), prior, decay
         self.first_wait, self.full_wait_cost = first_wait, full_wait_cost
-        self._pooled: tuple[CostTable | None, Any] = (None, None)
-        self._plans: tuple[CostTable | None, dict] = (None, {})
+        self._pooled, self._plans = (None, None), (None, {})  # (a cost table, what was priced with it)
 
     def select(self, observation: PromptObservation) -> int:
         return self.start
@@ -126,8 +124,7 @@ class AdaptivePolicy(Policy):
             rule = replace(self.rule(costs, self.start, 0), decay=POOLED_ACCEPTANCE_DECAY, wait_scale=1.0)
             self._pooled = (costs, (rule, rule.start(np.zeros(1, np.int64))))
         rule, priced = self._pooled[1]
-        s = lane_state(rule, state.pooled, lambda: rule.start(np.zeros(1, np.int64)),
-                       lambda b, length: priced.prices[0, b], key="_pooled")  # each cycle at its first prices
+        s = lane_state(rule, state.pooled, lambda b, n: priced.prices[0, b], key="_pooled")  # at first prices
         (best,), (pays,) = rule.fastest(priced, rule.acceptance(s))
         return 1 if rule.owed(s)[0] and not pays and 1 in self.candidates else int(best)
 

@@ -14,16 +14,11 @@ import numpy as np
 from specpolicy.arguments import check_candidate_set, check_count, check_real
 from specpolicy.costs import CostTable
 from specpolicy.cycles import Plan
-from specpolicy.lanes import State, lane_state
+from specpolicy.lanes import State, lane_block
 from specpolicy.plugins.cycle_rules import required_costs
 from specpolicy.plugins.engine_rules import engine_args, engine_terms
 from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.state import DecodeState
-
-
-def lanes(prompt_length: np.ndarray, value: object, dtype: type = np.int64) -> np.ndarray:
-    """``value`` (a parameter: one, or one per lane) at every lane of ``prompt_length`` [lanes]."""
-    return np.zeros(np.shape(prompt_length), dtype=dtype) + value
 
 
 class Controller(Protocol):
@@ -74,12 +69,11 @@ class FieldRule:
     shared: list = field(default=None, compare=False, repr=False)
 
     def __call__(self, state: DecodeState) -> int:
-        controller, costs = self.controller, self.costs
-        folded = lane_state(controller, state, lambda: self._start(state.prompt_length),
-                            lambda b, length: costs.split_cycle_seconds(b, length) if costs else 0.0)
+        folded, block = lane_block(self.controller, state, lambda b, n: self.costs.split_cycle_seconds(b, n)
+                                   if self.costs else 0.0, lambda: self._start(state.prompt_length))
         if self.shared:
             self.shared[0] = folded
-        return int(np.ravel(controller.block(folded, state.batch))[0])
+        return block
 
     def _start(self, prompt_length: int) -> State:
         carried, arrays = self.shared[0] if self.shared else None, getattr(self.controller, "LANES", False)

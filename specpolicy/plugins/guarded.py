@@ -17,7 +17,8 @@ class GuardedPolicy(Policy):
 
     def __init__(self, start_policy: Policy, candidates: Sequence[int]) -> None:
         super().__init__(candidates)
-        self.start_policy, self._guards = start_policy, {}
+        self.start_policy = start_policy
+        self._guards = {b: AdaptivePolicy(self.candidates, start=max(b, 2)) for b in self.candidates}
 
     def choices(self) -> set[int]:
         """Its candidates: the start policy's choice is snapped to them."""
@@ -37,6 +38,6 @@ class GuardedPolicy(Policy):
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
         """The start policy's B first; then the guard, which reads a failed probe before a start of B = 1."""
         start = snap(self.start_policy.select(observation), self.candidates)  # an engine's sizes may be fewer
-        guard = self._guards.setdefault(start, AdaptivePolicy(self.candidates, start=max(start, 2)))
+        guard = self._guards[start]  # one per start: it plans once per cost table
         guard.name = self.name
         return guard.planned(observation, start, guard.start if start == 1 else 0, probe_first=start == 1)
