@@ -18,8 +18,8 @@ from specpolicy.defaults import DEFAULT_MODEL, TRAINING_BLOCK_SIZE
 from specpolicy.engines.llamacpp import Reply, ServerPool, Setting
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
 from specpolicy.evaluation.replay import prompt_observation
-from specpolicy.lanes import CostAwareBlocks
 from specpolicy.policy import Answers, Policy, PromptObservation
+from specpolicy.replay.lanes import CostAwareBlocks
 from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
 

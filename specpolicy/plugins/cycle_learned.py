@@ -13,10 +13,10 @@ import numpy as np
 from specpolicy.costs import CostTable, cheapest, uniform_costs
 from specpolicy.cycles import Plan
 from specpolicy.defaults import ACCEPTANCE_PRIOR, ACCEPTANCE_PRIOR_WEIGHT, DAGGER_ROUNDS, TRAINING_BLOCK_SIZE
-from specpolicy.lanes import Lane, State, acceptance_rate, fold_acceptance, lane_block, lane_state
 from specpolicy.plugins import skops_io
 from specpolicy.plugins.cycle_rules import snap
 from specpolicy.policy import Answers, LearnedPolicy, PromptObservation, TrainingSet
+from specpolicy.replay.lanes import Lane, State, acceptance_rate, fold_acceptance, lane_block, lane_state
 from specpolicy.state import DecodeState
 
 HISTORY = 6  # cycles of history in the features

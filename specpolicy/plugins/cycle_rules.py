@@ -16,8 +16,8 @@ from specpolicy.defaults import (
     ACCEPTANCE_PRIOR_WEIGHT,
     POOLED_ACCEPTANCE_DECAY,
 )
-from specpolicy.lanes import CostAwareBlocks, lane_state
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Plan, Policy, PromptObservation
+from specpolicy.replay.lanes import CostAwareBlocks, lane_state
 from specpolicy.state import DecodeState
 
 MAX_WAIT = 64
@@ -69,7 +69,7 @@ def required_costs(policy: Policy, observation: PromptObservation) -> CostTable:
 
 class AdaptivePolicy(Policy):
     """Cost-aware per-cycle choice: the most expected tokens per modelled second, re-probing after AR (its
-    rule a value, :class:`~specpolicy.lanes.CostAwareBlocks`)."""
+    rule a value, :class:`~specpolicy.replay.lanes.CostAwareBlocks`)."""
 
     per_step = True
 

@@ -10,8 +10,8 @@ from typing import ClassVar
 import numpy as np
 
 from specpolicy.defaults import LLAMACPP_N_MAX
-from specpolicy.lanes import Lane, State, lanes
 from specpolicy.plugins.field_rules import field_policy, push, window_sum
+from specpolicy.replay.lanes import Lane, State, lanes
 
 SGLANG_SLOTS = {1: ((1, 3, 5, 7), 0.0, -0.25), 8: ((0, 1, 3), 0.0, 0.0), 32: ((0, 1), 0.0, 0.0),
                 64: ((0,), 0.0, 0.0)}

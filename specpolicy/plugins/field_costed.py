@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import ClassVar
 
-from specpolicy.lanes import State
 from specpolicy.plugins.field_rules import field_policy
+from specpolicy.replay.lanes import State
 from specpolicy.state import chain_tokens
 
 

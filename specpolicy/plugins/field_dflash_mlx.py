@@ -9,8 +9,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from specpolicy.lanes import Lane, State, lanes
 from specpolicy.plugins.field_rules import field_policy, push, window_sum
+from specpolicy.replay.lanes import Lane, State, lanes
 
 FULL, REDUCED, PROBE = 0, 1, 2
 """the modes, as a lane's state holds them"""

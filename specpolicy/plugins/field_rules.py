@@ -14,10 +14,10 @@ import numpy as np
 from specpolicy.arguments import check_candidate_set, check_count, check_real
 from specpolicy.costs import CostTable
 from specpolicy.cycles import Plan
-from specpolicy.lanes import State, lane_block
 from specpolicy.plugins.cycle_rules import required_costs
 from specpolicy.plugins.engine_rules import engine_args, engine_terms
 from specpolicy.policy import Answers, Policy, PromptObservation
+from specpolicy.replay.lanes import State, lane_block
 from specpolicy.state import DecodeState
 
 

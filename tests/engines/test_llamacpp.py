@@ -329,8 +329,8 @@ def test_a_cost_aware_rule_is_a_value_a_patched_server_runs_and_a_stock_one_refu
     the patched engine gets it as the request's plan, a stock one refuses the policy naming why."""
     from specpolicy.evaluation.engine import engine_setting
     from specpolicy.evaluation.replay import prompt_observation
-    from specpolicy.lanes import CostAwareBlocks
     from specpolicy.registry import create_policy
+    from specpolicy.replay.lanes import CostAwareBlocks
     from specpolicy.state import DecodeState
 
     record = next(replay_store.records())

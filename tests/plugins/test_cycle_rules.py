@@ -9,13 +9,13 @@ import pytest
 
 from specpolicy.costs import CostTable, expected_tokens, uniform_costs
 from specpolicy.defaults import ACCEPTANCE_PRIOR, ACCEPTANCE_PRIOR_WEIGHT
-from specpolicy.lanes import State, acceptance_rate, fold_acceptance
 from specpolicy.plugins.cycle_rules import AdaptivePolicy, GrowShrinkPolicy
 from specpolicy.plugins.fixed import FixedPolicy
 from specpolicy.plugins.guarded import GuardedPolicy
 from specpolicy.plugins.heuristic import HeuristicPolicy
 from specpolicy.plugins.verify_rules import AdaptiveVerifyPolicy
 from specpolicy.policy import PromptObservation
+from specpolicy.replay.lanes import State, acceptance_rate, fold_acceptance
 from specpolicy.state import DecodeState
 
 WIDE = (1, 2, 4, 8, 12, 16, 20, 24, 32)
