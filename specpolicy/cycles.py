@@ -4,8 +4,10 @@ environments follow, the :class:`Plan` a policy decides, and :func:`run`, the lo
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, replace
-from typing import Protocol
+from types import SimpleNamespace
+from typing import Any, Protocol
 
 from specpolicy.arguments import check_block_size, check_count, check_real, check_type, check_verify_length
 from specpolicy.defaults import MAX_BLOCK_SIZE
@@ -50,9 +52,14 @@ class AnchorActions:
     actions: tuple[tuple[int, int], ...]
     missing: str = "was not replayed"
 
+    LANES, reads_time = True, False  # whole blocks: lockstep replay runs it (fields stacked over lanes)
+
     def __post_init__(self) -> None:
         check_count(self.first, "AnchorActions' first anchor", least=0)
-        for action in self.actions if isinstance(self.actions, tuple) else [self.actions]:
+        actions = self.actions if isinstance(self.actions, tuple) else [self.actions]
+        with suppress(TypeError):  # each distinct action once (an unhashable one is refused below)
+            actions = set(actions)
+        for action in actions:
             if not (isinstance(action, tuple) and len(action) == 2):
                 raise ValueError(f"AnchorActions' actions must be a tuple of (B, L) pairs, got {action!r}")
             if action != (0, 0):  # (0, 0): an anchor the plan did not reach
@@ -70,6 +77,19 @@ class AnchorActions:
 
     def length(self, state: DecodeState, drafted: DraftedBlock) -> int:
         return self.at(state.position)[1]
+
+    def choices(self) -> set[int]:
+        return {b for b, _ in self.actions if b}
+
+    def start(self, prompt_length: Any) -> SimpleNamespace:
+        """Over lanes (``first`` [lanes], ``actions`` [lanes, n, 2]): each lane's anchor [lanes]."""
+        return SimpleNamespace(position=prompt_length)
+
+    def block(self, state: SimpleNamespace, batch: int = 1) -> Any:
+        return self.actions[range(len(state.position)), state.position - self.first, 0]
+
+    def update(self, state: SimpleNamespace, length: Any, accepted: Any, seconds: Any, block: Any) -> None:
+        state.position = state.position + accepted + 1
 
 
 @dataclass(frozen=True)
@@ -143,7 +163,8 @@ class Plan:
                              "verify rule goes second: Plan.fixed(B).with_length(ConfidentPrefix(p))")
         if self.length is not None and not callable(self.length):
             raise ValueError(f"a Plan's length picks L after a draft (a callable, or None): {self.length!r}")
-        if isinstance(self.block, AnchorActions) and self.length is None:  # its L, as every runtime reads it
+        if isinstance(self.block, AnchorActions) and self.length is None and any(  # its L, as engines read
+                b != length for b, length in set(self.block.actions)):
             object.__setattr__(self, "length", self.block.length)
             object.__setattr__(self, "reads_block", False)
 
@@ -164,8 +185,6 @@ class Plan:
     def known_sizes(self) -> set[int] | None:
         """Every B the plan can pick where its rule says (:meth:`fixed`, :class:`AnchorActions`, a rule's
         ``choices()``), or None."""
-        if isinstance(self.block, AnchorActions):
-            return {b for b, _ in self.block.actions if b}
         return {self.block.size} if isinstance(self.block, _Always) else (
             self.block.choices() if callable(getattr(self.block, "choices", None)) else None)
 

@@ -145,6 +145,11 @@ class Policy:
         plan = observation and self.per_step and not self.needs_sweep and self.checked_plan(observation)
         return plan.block if plan and getattr(plan.block, "LANES", False) and plan.length is None else None
 
+    def lockstep_rules(self, answers: Sequence[Answers], costs: CostTable | None) -> list[object | None]:
+        """An oracle's :meth:`lockstep_rule` on every prompt at once, planned from what the sweep measured
+        (``answers``), priced by ``costs``; ``None``: the prompt is walked."""
+        return [None] * len(answers)
+
     def confidence_sizes(self) -> set[int]:
         """Block sizes whose drafts' confidences its verify lengths read (a sweep must record them)."""
         return set()

@@ -105,14 +105,15 @@ def evaluate_replay(
     records = list(store.records())
     if not records:
         raise ValueError(f"sweep store {store.path} has no valid records; run or resume the sweep first")
-    replays = [record.table() if record.replay is not None else None for record in records]
+    answered = [Answers(record.taus, record.table() if record.replay is not None else None,
+                        record.training_block_size, {b: r.decode_seconds / max(1, r.tokens)
+                                                     for b, r in record.live.items()} if live else None)
+                for record in records]
     one = None if live or len(tables) > 1 else tables[0]  # lockstep prices with one table
-    stepped = _stepped(store, records, policies, replays, one) if one is not None else {}
-    for done, (record, table) in enumerate(zip(records, replays), start=1):
+    stepped = _stepped(store, records, policies, answered, one) if one is not None else {}
+    for done, (record, answers) in enumerate(zip(records, answered), start=1):
         costs = nearest_context(tables, record.prompt_length) if len(tables) > 1 else tables[0]
         observation = prompt_observation(store, record, costs)
-        measured = {b: r.decode_seconds / max(1, r.tokens) for b, r in record.live.items()} if live else None
-        answers = Answers(record.taus, table, record.training_block_size, measured)
         # the per-prompt time oracle's rule (plugins/oracle.py too)
         oracle = answers.fastest(candidates, costs)
         for j, (policy, result) in enumerate(zip(policies, results)):
@@ -169,14 +170,17 @@ def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, 
 
 
 def _stepped(store: SweepStore, records: Sequence[SweepRecord], policies: Sequence[Policy],
-             replays: Sequence, costs: CostTable) -> dict[tuple[int, int], tuple[Lanes, int]]:
+             answers: Sequence[Answers], costs: CostTable) -> dict[tuple[int, int], tuple[Lanes, int]]:
     """(policy index, prompt index) -> (the lockstep replay that ran the policy's rule on the prompt, its
-    lane): every prompt's array rule stepped with all others of its class and shape."""
+    lane): every prompt's array rule (an oracle's: from ``answers``) stepped with all others of its class."""
+    replays = [a.table for a in answers]
     replayed = all(t is not None and not t.rounds for t in replays)  # over anchors, not recorded rounds
     asked = [j for j, p in enumerate(policies) if replayed and p.per_step and not p.needs_sweep]
     members = [(j, p, rule) for p, record in enumerate(records if asked else [])
                for observation in [prompt_observation(store, record, costs)] for j in asked
                if (rule := policies[j].lockstep_rule(observation)) is not None]
+    members += [(j, p, rule) for j, policy in enumerate(policies) if replayed and policy.needs_sweep
+                for p, rule in enumerate(policy.lockstep_rules(answers, costs)) if rule is not None]
     key = {id(r): (type(r), getattr(r, "verify_block", 0), *(id(getattr(r, f.name)) for f in fields(r)
                                                                if f.metadata.get("shared")))
            for r in {id(r): r for *_, r in members}.values()}  # a group: a class, verify block and model

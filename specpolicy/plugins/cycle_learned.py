@@ -25,10 +25,11 @@ FEATURE_DECAYS = (0.5, 0.8, 0.95)  # the decays of the acceptance rates in the f
 
 
 def mlp_outputs(model: Any, features: np.ndarray) -> np.ndarray:
-    """A trained MLP's outputs [n, C] for features [n, F], or [C] for [F] (its forward, in numpy)."""
+    """A trained MLP's outputs [n, C] for features [n, F] (its forward, in numpy): each row as it is alone
+    (einsum sums every row in one order; a BLAS product of many rows can differ in the last bits)."""
     h = features
     for i, (weight, bias) in enumerate(zip(model.coefs_, model.intercepts_)):
-        h = h @ weight
+        h = np.einsum("nf,fh->nh", h, weight)
         h += bias
         if i < len(model.coefs_) - 1:
             np.maximum(h, 0.0, out=h)
@@ -87,8 +88,7 @@ class CycleRule:
         if self.model is None:
             raise ValueError("this cycle policy is untrained; `specpolicy train cycle --sweep DIR --out "
                              "FOLDER`")
-        # row by row: a row of a batched product can differ in its last bits from the same row alone (live)
-        out, lane = np.stack([mlp_outputs(self.model, row) for row in self.features(s)]), np.arange(n)
+        out, lane = mlp_outputs(self.model, self.features(s)), np.arange(n)
         candidates, offered = (np.broadcast_to(x, (n, np.shape(x)[-1])) for x in (self.candidates,
                                                                                   self.offered))
         columns = (candidates[:, None, :] == offered[:, :, None]).argmax(-1)

@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specpolicy.arguments import check_no_argument
+from specpolicy.costs import CostTable
 from specpolicy.policy import TRAINING_BLOCK_SIZE, Answers, Plan, Policy, PromptObservation
+from specpolicy.replay.schedules import oracle_plans
 
 
 class TauOraclePolicy(Policy):
@@ -46,6 +48,14 @@ class StepOraclePolicy(TauOraclePolicy):
         if answers is None or answers.table is None:
             raise ValueError(f"{self.name} needs a replay sweep (specpolicy sweep --mode replay)")
         return answers.table.oracle_plan(observation.costs, self.candidates, answers.training_block_size)
+
+    def lockstep_rules(self, answers: Sequence[Answers], costs: CostTable | None) -> list[object | None]:
+        """Every prompt's optimum by one dynamic programme over all (:func:`oracle_plans`)."""
+        sizes = {a.training_block_size for a in answers}
+        if len(sizes) != 1 or any(a.table is None for a in answers):
+            return super().lockstep_rules(answers, costs)
+        plans = oracle_plans([a.table for a in answers], costs, self.candidates, sizes.pop())
+        return [p.block if p.length is None and p.always is None and p.block.actions else None for p in plans]
 
 
 def time_oracle(arg: str | None, candidates: Sequence[int]) -> TimeOraclePolicy:

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from specpolicy.costs import CostTable
+from specpolicy.replay.schedules import padded_outcomes
 from specpolicy.replay.table import ReplayTable
 
 
@@ -19,18 +20,6 @@ class Lanes(NamedTuple):
 
     totals: np.ndarray
     block_sizes: list[np.ndarray]
-
-
-def _padded(tables: Sequence[ReplayTable], shapes: list[tuple[int, int]]) -> tuple[np.ndarray, ...]:
-    """Every table's outcomes of cycles of ``shapes`` (B, L), [P, n + 1, K] each (accepted, kept, next anchor,
-    done), padded past each table's anchors with rows that end a decode unreplayed."""
-    outcomes = [t._outcomes(*zip(*shapes)) for t in tables]
-    n = max(o.accepted.shape[0] for o in outcomes) + 1
-    out = [np.full((len(tables), n, len(shapes)), fill) for fill in (-1, 0, n - 1, True)]
-    for p, o in enumerate(outcomes):
-        for array, part in zip(out, o):
-            array[p, :len(part)] = part
-    return tuple(out)
 
 
 def _stacked(values: list, setting: np.ndarray) -> np.ndarray:
@@ -58,7 +47,7 @@ def lockstep(tables: Sequence[ReplayTable], settings: Sequence[Any], lanes: tupl
         (b, b) for b in sorted(set().union(*(s.choices() for s in settings)))]
     column = np.zeros((max(shapes)[0] + 1,) * 2, dtype=np.int64)
     column[tuple(np.transpose(shapes))] = np.arange(len(shapes))
-    accepted, kept, following, done = _padded(tables, shapes)
+    accepted, kept, following, done, _ = padded_outcomes(tables, shapes)
     priced = np.array([costs.split_cycle_seconds(b, length) if costs else 0.0 for b, length in shapes])
     table_of, setting = lanes
     rule = _rule(settings[0], **{f.name: getattr(settings[0], f.name) if f.metadata.get("shared") else

@@ -37,24 +37,11 @@ class ExactSchedules:
     def cost_to_go(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,
                    training_block_size: int = TRAINING_BLOCK_SIZE, verify_lengths: bool = False
                    ) -> tuple[np.ndarray, np.ndarray, list[Action]]:
-        """Exact dynamic programming over anchors: the fewest modelled seconds (no ``costs``: cycles) to end
-        from each, over B (``verify_lengths``: every (B, L <= B)), with :meth:`cycle`'s commit rule. Returns
-        value [n] (inf: unreachable), q [n, A] and the actions (B, L) in order of preference (ties go first: B
-        nearest ``training_block_size``, or with verify lengths the cheaper cycle, then smaller)."""
-        sizes = sorted(self.candidates if candidates is None else check_candidate_set(candidates),
-                       key=lambda b: (abs(b - training_block_size), b))
-        actions = [(b, length) for b in sizes for length in (range(1, b + 1) if verify_lengths else (b,))]
-        price = {a: costs.split_cycle_seconds(*a) if costs is not None else 1.0 for a in actions}
-        if verify_lengths:
-            actions.sort(key=lambda a: (price[a], a))
-        outcomes = self._outcomes([b for b, _ in actions], [length for _, length in actions], check=True)
-        n, prices = self.accepted.shape[0], [price[a] for a in actions]
-        nxt = np.where(outcomes.done, n + 1, outcomes.nxt).tolist()  # a finished cycle adds value[n + 1] = 0
-        value, rows = [np.inf] * (n + 1) + [0.0], [[np.inf] * len(actions)] * n
-        for i in np.flatnonzero(self.accepted[:, 0] >= 0)[::-1].tolist():  # backwards, reachable anchors
-            rows[i] = [cost + value[j] for cost, j in zip(prices, nxt[i])]  # a row of small lists: Python
-            value[i] = min(rows[i])
-        return np.array(value[:n]), np.array(rows, dtype=float).reshape(n, len(actions)), actions
+        """:func:`cost_to_go` of this table alone: value [n], q [n, A] and the actions."""
+        n = self.accepted.shape[0]
+        value, q, actions = cost_to_go([self], costs, self.candidates if candidates is None else candidates,
+                                       training_block_size, verify_lengths)
+        return value[0, :n], q[0, :n], actions
 
     def _outcomes(self, sizes: Sequence[int], lengths: Sequence[int] | None = None, check: bool = False
                   ) -> Outcomes:
@@ -88,17 +75,69 @@ class ExactSchedules:
 
     def oracle_plan(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,
                     training_block_size: int = TRAINING_BLOCK_SIZE, verify_lengths: bool = False) -> Plan:
-        """The :meth:`cost_to_go` optimum as a plan by anchor: an upper bound for any per-cycle policy over
-        ``candidates`` (whole blocks, or (B, L) with ``verify_lengths``), or plain decoding where faster (its
-        steps at :attr:`~CostTable.ar_seconds`, not a drafting engine's)."""
-        value, q, actions = self.cost_to_go(costs, candidates, training_block_size, verify_lengths)
-        sizes = self.candidates if candidates is None else candidates
-        if costs is not None and 1 in sizes and len(value) and self.fixed_seconds(costs, [1])[1] < value[0]:
-            return Plan.fixed(1)
-        best = np.argmin(q, axis=1)  # the first minimum: the preferred action
-        reached = np.isfinite(q[np.arange(len(best)), best])
-        rule = AnchorActions(self.prompt_length, tuple(actions[j] if ok else (0, 0)
-                                                       for j, ok in zip(best.tolist(), reached.tolist())),
-                             "was not replayed; the oracle needs a sweep that reaches it (--verify-lengths "
-                             "for (B, L) schedules)")
-        return Plan(rule)  # it brings its L (whole blocks: L = B)
+        """:func:`oracle_plans` of this table alone."""
+        return oracle_plans([self], costs, self.candidates if candidates is None else candidates,
+                            training_block_size, verify_lengths)[0]
+
+
+def padded_outcomes(tables: Sequence[ExactSchedules], shapes: Sequence[Action], check: bool = False
+                    ) -> tuple[np.ndarray, ...]:
+    """Every table's outcomes of cycles of ``shapes`` (B, L), [P, n + 1, K] each (accepted, kept, next anchor,
+    done), padded past each table's anchors with rows that end a decode unreplayed; and whether each anchor
+    was replayed [P, n + 1]. ``check``: refuse a shape a replayed anchor lacks."""
+    outcomes = [t._outcomes(*zip(*shapes), check=check) for t in tables]
+    n = max(o.accepted.shape[0] for o in outcomes) + 1
+    out = [np.full((len(tables), n, len(shapes)), fill) for fill in (-1, 0, n - 1, True)]
+    out.append(np.zeros((len(tables), n), dtype=bool))
+    for p, (o, table) in enumerate(zip(outcomes, tables)):
+        for array, part in zip(out, (*o, table.accepted[:, 0] >= 0)):
+            array[p, :len(part)] = part
+    return tuple(out)
+
+
+def cost_to_go(tables: Sequence[ExactSchedules], costs: CostTable | None, candidates: Sequence[int],
+               training_block_size: int = TRAINING_BLOCK_SIZE, verify_lengths: bool = False
+               ) -> tuple[np.ndarray, np.ndarray, list[Action]]:
+    """Exact dynamic programming over every table's anchors at once: the fewest modelled seconds (no
+    ``costs``: cycles) to end from each, over B (``verify_lengths``: every (B, L <= B)), with the tables'
+    commit rule. Returns value [P, n] (inf: unreachable), q [P, n, A] (n: the longest table's anchors) and the
+    actions (B, L) in order of preference (ties go first: B nearest ``training_block_size``, or with verify
+    lengths the cheaper cycle, then smaller)."""
+    sizes = sorted(check_candidate_set(candidates), key=lambda b: (abs(b - training_block_size), b))
+    actions = [(b, length) for b in sizes for length in (range(1, b + 1) if verify_lengths else (b,))]
+    price = {a: costs.split_cycle_seconds(*a) if costs is not None else 1.0 for a in actions}
+    if verify_lengths:
+        actions.sort(key=lambda a: (price[a], a))
+    _, _, nxt, done, replayed = padded_outcomes(tables, actions, check=True)
+    tables, n = len(tables), nxt.shape[1] - 1
+    # value [P, n + 2], flat: n + 1 (past the end unreplayed) inf, n + 1 (a finished cycle's) 0
+    value = np.full((tables, n + 2), np.inf)
+    value[:, n + 1] = 0.0
+    following = np.where(done, n + 1, nxt)[:, :n] + (n + 2) * np.arange(tables)[:, None, None]
+    q = np.where(replayed[:, :n, None], np.array([price[a] for a in actions]), np.inf)  # [P, n, A]
+    flat = value.reshape(-1)
+    for i in range(n - 1, -1, -1):  # backwards: every table's anchor i at once
+        q[:, i] += flat[following[:, i]]
+        value[:, i] = q[:, i].min(axis=1)
+    return value[:, :n], q, actions
+
+
+def oracle_plans(tables: Sequence[ExactSchedules], costs: CostTable | None, candidates: Sequence[int],
+                 training_block_size: int = TRAINING_BLOCK_SIZE, verify_lengths: bool = False) -> list[Plan]:
+    """The :func:`cost_to_go` optimum of every table as a plan by anchor: an upper bound for any per-cycle
+    policy over ``candidates`` (whole blocks, or (B, L) with ``verify_lengths``), or plain decoding where
+    faster (its steps at :attr:`~CostTable.ar_seconds`, not a drafting engine's)."""
+    value, q, actions = cost_to_go(tables, costs, candidates, training_block_size, verify_lengths)
+    plans = []
+    starts = value[:, 0] if value.shape[1] else np.full(len(tables), -np.inf)  # no anchor: nothing to run
+    for table, start, row in zip(tables, starts.tolist(), q):
+        if costs is not None and 1 in candidates and table.fixed_seconds(costs, [1])[1] < start:
+            plans.append(Plan.fixed(1))
+            continue
+        best = np.argmin(row[:table.accepted.shape[0]], axis=1)  # the first minimum: the preferred action
+        reached = np.isfinite(row[np.arange(len(best)), best]).tolist()
+        plans.append(Plan(AnchorActions(table.prompt_length, tuple(
+            actions[j] if ok else (0, 0) for j, ok in zip(best.tolist(), reached)),
+            "was not replayed; the oracle needs a sweep that reaches it (--verify-lengths for (B, L) "
+            "schedules)")))  # it brings its L (whole blocks: L = B)
+    return plans

@@ -16,7 +16,8 @@ from specpolicy.plugins.cycle_learned import CycleLearnedPolicy
 from specpolicy.plugins.cycle_rules import AdaptivePolicy
 from specpolicy.plugins.fixed import FixedPolicy
 from specpolicy.plugins.guarded import GuardedPolicy
-from specpolicy.policy import Policy, PromptObservation
+from specpolicy.plugins.oracle import StepOraclePolicy
+from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.registry import create_policy
 from specpolicy.replay.lockstep import lockstep
 from specpolicy.replay.table import ReplayTable
@@ -128,13 +129,28 @@ def test_lockstep_equals_the_session_run_on_every_cycle(rule, data, prompts):
 
 @pytest.fixture(scope="module")
 def mlp():
-    """An MLP from 30 cycle features to 9 candidates' tokens, shaped as the shipped one (float32, 64 x 64: a
-    row of its batched forward differs from the row alone in the last bits, so lockstep runs rows alone)."""
+    """An MLP from 30 cycle features to 9 candidates' tokens, shaped as the shipped one (float32, 64 x 64)."""
     from sklearn.neural_network import MLPRegressor
 
     x = np.random.default_rng(0).normal(size=(64, 30)).astype(np.float32)
     y = np.random.default_rng(1).uniform(1, 5, size=(64, len(CANDIDATES))).astype(np.float32)
     return MLPRegressor(hidden_layer_sizes=(64, 64), max_iter=20, random_state=0).fit(x, y)
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows=st.integers(1, 300), width=st.integers(1, 80), seed=st.integers(0, 2**16))
+def test_the_learned_rule_forwards_every_lane_at_once_as_each_row_alone(mlp, rows, width, seed):
+    """Its network's forward of many rows equals each row's forward alone, to the bit (a BLAS product of
+    many rows differs from a row alone in the last bits: 264 of 278 rows of the shipped network did)."""
+    from specpolicy.plugins.cycle_learned import mlp_outputs
+
+    rng = np.random.default_rng(seed)
+    x = (rng.normal(size=(rows, 30)) * rng.uniform(0.1, 100)).astype(np.float32)
+    model = mlp if width == 64 else type("Net", (), {
+        "coefs_": [rng.normal(size=(30, width)).astype(np.float32), rng.normal(size=(width, 9))],
+        "intercepts_": [rng.normal(size=width).astype(np.float32), rng.normal(size=9)]})
+    together = mlp_outputs(model, x)
+    assert np.array_equal(together, np.concatenate([mlp_outputs(model, row[None]) for row in x]))
 
 
 @settings(max_examples=40, deadline=None)
@@ -161,19 +177,44 @@ def test_the_house_per_cycle_rules_in_lockstep_equal_the_session_run_on_every_cy
     assert_lockstep_walks(policies, prompts, costs, 1)
 
 
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), prompts=tables())
+def test_the_per_cycle_oracle_planned_for_every_prompt_at_once_walks_as_each_alone(data, prompts):
+    """One dynamic programme over prompts of different lengths (padded) plans each as the programme over the
+    prompt alone, and lockstep runs those plans as the walk does."""
+    draft, per_token = (data.draw(st.sampled_from(v)) for v in ([0.0, 0.002, 0.01], [0.0, 0.13, 0.5]))
+    costs = CostTable({b: draft * (b > 1) for b in CANDIDATES},
+                      {b: 0.01 * (1 + per_token * (b - 1)) for b in CANDIDATES}, 0.0099)
+    oracle = StepOraclePolicy(data.draw(st.sampled_from([CANDIDATES, (1, 3, 9), (2, 5)])))
+    rules = oracle.lockstep_rules([Answers({}, table) for table in prompts], costs)
+    for table, rule in zip(prompts, rules):
+        alone = oracle.plan(observation(table, costs), Answers({}, table))
+        assert (rule.actions if rule else alone.always) == (alone.block.actions if rule else 1)
+    group = [(p, rule) for p, rule in enumerate(rules) if rule is not None]
+    assume(group)
+    lanes = lockstep(prompts, [r for _, r in group], (np.array([p for p, _ in group]), np.arange(len(group))),
+                     costs)
+    for lane, (p, _) in enumerate(group):
+        cycles = prompts[p].simulate(oracle.plan(observation(prompts[p], costs), Answers({}, prompts[p])))
+        assert lanes.block_sizes[lane].tolist() == [c.block_size for c in cycles]
+        assert lanes.totals[1:, lane].tolist() == [sum(c.committed for c in cycles), len(cycles)]
+        assert lanes.totals[0, lane] == pytest.approx(costs.cycles_seconds(cycles), rel=1e-12)
+
+
 def test_evaluate_replay_runs_array_controllers_in_lockstep_as_the_walk_runs_them(replay_store, monkeypatch):
     names = ["llamacpp-ema:n_min=0,n_max=1", "llamacpp-ema:n_min=0,n_max=1,alpha=0.5,initial=0.5",
              "llamacpp-streak:threshold=2,n_max=1", "mistralrs-dflash:max_drafts=3", "dflash-mlx",
              "dflash-mlx:window_size=2,tpc_threshold=1.5", "dflash-mlx-count", "adaptive", "adaptive4",
-             "fixed4"]
+             "fixed4", "oracle-step"]
     store = replay_store
     policies = [create_policy(name, store.candidates) for name in names]
-    assert [p.lockstep_rule() is not None for p in policies] == [True] * 7 + [False] * 3  # 2: per prompt
+    # per prompt: fixed4 walked, the oracle's rules planned for every prompt at once (lockstep_rules)
+    assert [p.lockstep_rule() is not None for p in policies] == [True] * 7 + [False] * 4
     assert store.latency() is not None  # priced by one table: what lockstep runs
     calls = []
     monkeypatch.setattr(replay_module, "lockstep", lambda *a: calls.append(a) or lockstep(*a))
     stepped = evaluate_replay(store, policies)
-    assert len(calls) == 6  # one per rule class
+    assert len(calls) == 7  # one per rule class, the oracle's too
     monkeypatch.setattr(replay_module, "_stepped", lambda *a: {})
     walked_results = evaluate_replay(store, policies)
     for ours, theirs in zip(stepped, walked_results):
