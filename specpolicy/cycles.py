@@ -37,9 +37,22 @@ class _Always:
     """A fixed plan's block rule: a class, not a lambda, so an engine can tell a plan that never changes B."""
 
     size: int
+    LANES, reads_time = True, False  # lockstep replay runs it (``size`` [lanes])
 
     def __call__(self, state: DecodeState) -> int:
         return self.size
+
+    def choices(self) -> set[int]:
+        return {self.size}
+
+    def start(self, prompt_length: Any) -> SimpleNamespace:
+        return SimpleNamespace()
+
+    def block(self, state: SimpleNamespace, batch: int = 1) -> Any:
+        return self.size
+
+    def update(self, state: SimpleNamespace, length: Any, accepted: Any, seconds: Any, block: Any) -> None:
+        pass
 
 
 @dataclass(frozen=True)
@@ -185,8 +198,7 @@ class Plan:
     def known_sizes(self) -> set[int] | None:
         """Every B the plan can pick where its rule says (:meth:`fixed`, :class:`AnchorActions`, a rule's
         ``choices()``), or None."""
-        return {self.block.size} if isinstance(self.block, _Always) else (
-            self.block.choices() if callable(getattr(self.block, "choices", None)) else None)
+        return self.block.choices() if callable(getattr(self.block, "choices", None)) else None
 
     def with_length(self, length: Callable[[DecodeState, DraftedBlock], int], reads_block: bool = True
                     ) -> Plan:

@@ -128,15 +128,17 @@ class SummaryRow:
 
 def paired_interval(columns: Sequence[np.ndarray], statistic: Callable[..., np.ndarray],
                     n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> tuple[float, float]:
-    """95% percentile interval of ``statistic(*columns, axis=-1)`` over prompts resampled together, the
-    resamples of ``scipy.stats.bootstrap(paired=True, method="percentile")`` (tested), not imported."""
+    """95% percentile interval of ``statistic(*columns, axis=-1)``, a function of the columns' sums (a ratio
+    of sums), over prompts resampled together: the resamples of ``scipy.stats.bootstrap(paired=True,
+    method="percentile")`` (tested), not imported; a resample's sums are its counts of each prompt times the
+    column, read by ``statistic`` as columns of one prompt."""
     data = [np.asarray(c, dtype=np.float64) for c in columns]
     n = len(data[0])
     if n < 2 or any(not np.all(np.isfinite(c)) for c in data):
         return float("nan"), float("nan")
-    rows = _resamples(n, n_resamples, seed)  # [resamples, prompts]
+    counts = _resample_counts(n, n_resamples, seed)  # [resamples, prompts]
     with np.errstate(divide="ignore", invalid="ignore"):
-        values = statistic(*[c[rows] for c in data], axis=-1)  # [resamples]
+        values = statistic(*[(counts @ c)[:, None] for c in data], axis=-1)  # [resamples]
     if np.isnan(values).any():
         return float("nan"), float("nan")
     low, high = np.quantile(values, [0.025, 0.975])
@@ -144,11 +146,12 @@ def paired_interval(columns: Sequence[np.ndarray], statistic: Callable[..., np.n
 
 
 @lru_cache(maxsize=4)  # a few shapes (a comparison's, its labels'); 22 MB for 1,410 prompts
-def _resamples(n: int, n_resamples: int, seed: int) -> np.ndarray:
-    """The prompt indices of every resample, int [n_resamples, n] (read-only, drawn once per shape)."""
-    rows = np.random.RandomState(seed).randint(0, n, (n_resamples, n))
-    rows.flags.writeable = False
-    return rows
+def _resample_counts(n: int, n_resamples: int, seed: int) -> np.ndarray:
+    """How often each resample draws each prompt, float [n_resamples, n] (read-only, drawn once per shape)."""
+    rows = np.random.RandomState(seed).randint(0, n, (n_resamples, n)) + n * np.arange(n_resamples)[:, None]
+    counts = np.bincount(rows.ravel(), minlength=n * n_resamples).reshape(n_resamples, n).astype(np.float64)
+    counts.flags.writeable = False
+    return counts
 
 
 def _ratio(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:

@@ -175,7 +175,7 @@ def _stepped(store: SweepStore, records: Sequence[SweepRecord], policies: Sequen
     lane): every prompt's array rule (an oracle's: from ``answers``) stepped with all others of its class."""
     replays = [a.table for a in answers]
     replayed = all(t is not None and not t.rounds for t in replays)  # over anchors, not recorded rounds
-    asked = [j for j, p in enumerate(policies) if replayed and p.per_step and not p.needs_sweep]
+    asked = [j for j, p in enumerate(policies) if replayed and not p.needs_sweep]
     members = [(j, p, rule) for p, record in enumerate(records if asked else [])
                for observation in [prompt_observation(store, record, costs)] for j in asked
                if (rule := policies[j].lockstep_rule(observation)) is not None]

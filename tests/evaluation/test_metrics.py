@@ -54,12 +54,12 @@ def test_ratio_to_the_baseline_and_share_of_the_oracle_gain():
     assert np.isfinite(half).all()
 
 
-def test_paired_interval_covers_the_mean_and_shrinks_with_pairing():
+def test_paired_interval_covers_the_ratio_and_shrinks_with_pairing():
     rng = np.random.default_rng(1)
-    shared = rng.normal(10, 3, 400)
-    a, b = shared + rng.normal(0.5, 0.1, 400), shared
-    low, high = paired_interval([a, b], lambda x, y, axis=-1: np.mean(x - y, axis=axis), 500)
-    assert low < 0.5 < high and high - low < 0.05  # pairing removes the shared spread
+    shared = rng.uniform(5, 15, 400)
+    a, b = shared * rng.normal(1.05, 0.01, 400), shared
+    low, high = paired_interval([a, b], lambda x, y, axis=-1: np.sum(x, axis) / np.sum(y, axis), 500)
+    assert low < 1.05 < high and high - low < 0.005  # pairing removes the shared spread
 
 
 @pytest.mark.parametrize("prompts", [2, 7, 48, 200])

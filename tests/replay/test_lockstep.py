@@ -214,7 +214,7 @@ def test_evaluate_replay_runs_array_controllers_in_lockstep_as_the_walk_runs_the
     calls = []
     monkeypatch.setattr(replay_module, "lockstep", lambda *a: calls.append(a) or lockstep(*a))
     stepped = evaluate_replay(store, policies)
-    assert len(calls) == 7  # one per rule class, the oracle's too
+    assert len(calls) == 8  # one per rule class, the fixed plan's and the oracle's too
     monkeypatch.setattr(replay_module, "_stepped", lambda *a: {})
     walked_results = evaluate_replay(store, policies)
     for ours, theirs in zip(stepped, walked_results):
