@@ -38,6 +38,10 @@ class TimeOraclePolicy(TauOraclePolicy):
         """The prompt's fastest candidate (:meth:`Answers.fastest`: measured live; else by tau or replay)."""
         return answers.fastest(self.candidates, observation.costs)
 
+    def lockstep_rules(self, answers: Sequence[Answers], costs: CostTable | None) -> list[object | None]:
+        plans = [Plan.fixed(a.fastest(self.candidates, costs)) for a in answers]
+        return [plan.block if plan.always != 1 else None for plan in plans]
+
 
 class StepOraclePolicy(TauOraclePolicy):
     """Per cycle, the schedule with the fewest modelled seconds (fewest cycles without a cost table)."""

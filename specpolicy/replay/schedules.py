@@ -46,14 +46,24 @@ class ExactSchedules:
     def _outcomes(self, sizes: Sequence[int], lengths: Sequence[int] | None = None, check: bool = False
                   ) -> Outcomes:
         """What a cycle of each of ``sizes`` verifying ``lengths`` does at every anchor, [n, A] each:
-        :func:`commit_length` over arrays. ``check``: refuse a size a reachable anchor lacks."""
-        p, n = self.prompt_length, self.accepted.shape[0]
+        :func:`commit_length` over arrays (whole blocks: columns of every candidate's, computed once).
+        ``check``: refuse a size a reachable anchor lacks."""
+        whole = lengths is None or all(length >= b for b, length in zip(sizes, lengths))
+        if whole and self._whole is None:
+            self._whole = self._committed((1, *self.candidates))
+        outcomes = Outcomes(*(part[:, [0 if b == 1 else 1 + self._column(b) for b in sizes]]
+                              for part in self._whole)) if whole else self._committed(sizes, lengths)
+        reachable = self.accepted[:, 0] >= 0
+        if check and (outcomes.accepted[reachable] < 0).any():
+            i, j = np.argwhere((outcomes.accepted < 0) & reachable[:, None])[0]
+            self.cycle(self.prompt_length + int(i), int(i) + 1, sizes[j])  # raises: names the anchor
+        return outcomes
+
+    def _committed(self, sizes: Sequence[int], lengths: Sequence[int] | None = None) -> Outcomes:
+        """:meth:`_outcomes`, computed."""
+        n = self.accepted.shape[0]
         accepted = np.stack([np.zeros(n, np.int64) if b == 1 else self.accepted[:, self._column(b)]
                              for b in sizes], axis=1).astype(np.int64)
-        reachable = self.accepted[:, 0] >= 0
-        if check and (accepted[reachable] < 0).any():
-            i, j = np.argwhere((accepted < 0) & reachable[:, None])[0]
-            self.cycle(p + int(i), int(i) + 1, sizes[j])  # raises: names the anchor
         if lengths is not None:
             accepted = np.minimum(accepted, np.asarray(lengths, dtype=np.int64) - 1)  # -1 stays -1
         if self._frame is None:

@@ -50,6 +50,8 @@ class ReplayTable(ExactSchedules):
     _frame: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, init=False, repr=False,
                                                                      compare=False)
     """:meth:`_commit_frame`, computed once"""
+    _whole: Outcomes | None = field(default=None, init=False, repr=False, compare=False)
+    """:meth:`_outcomes` of whole blocks of B = 1 and every candidate, computed once"""
     _rounds: dict[int, int | None] | None = field(default=None, init=False, repr=False, compare=False)
     """each recorded round's offset -> the next one's (``None``: the last; a table of :attr:`rounds`)"""
     _priced: tuple[CostTable | None, dict] = field(default_factory=lambda: (None, {}), init=False, repr=False,
