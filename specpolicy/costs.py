@@ -167,11 +167,6 @@ class CostTable(TableFile):
         one cycle's among others, :meth:`cycle_seconds`), :func:`cheapest`. Returns int64 [n]."""
         return cheapest(np.atleast_2d(cycles_per_token) * self._price_row(candidates, per_cycle))
 
-    def fastest_index(self, cycles_per_token: np.ndarray, candidates: Sequence[int], per_cycle: bool = False
-                      ) -> int:
-        """:meth:`fastest` of one row [C] (a per-cycle policy asks every cycle)."""
-        return int(cheapest(cycles_per_token * self._price_row(candidates, per_cycle)))
-
     def _price_row(self, candidates: Sequence[int], per_cycle: bool) -> np.ndarray:
         """Seconds of a cycle at each of ``candidates`` [C], as :meth:`fastest` prices them (cached)."""
         key = (tuple(candidates), per_cycle)

@@ -58,8 +58,7 @@ class _Always:
 @dataclass(frozen=True)
 class AnchorActions:
     """A plan that reads only the anchor (the per-cycle oracle's): (B, L) of the cycle at anchor ``first + i``
-    is ``actions[i]`` (B = 0: what the plan was built from did not reach the anchor; ``missing`` says so); a
-    replay walks it without a session (:meth:`~specpolicy.replay.table.ReplayTable.simulate`)."""
+    is ``actions[i]`` (B = 0: what the plan was built from did not reach the anchor; ``missing`` says so)."""
 
     first: int
     actions: tuple[tuple[int, int], ...]

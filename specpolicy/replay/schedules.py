@@ -34,15 +34,6 @@ class Outcomes(NamedTuple):
 class ExactSchedules:
     """The DP half of :class:`~specpolicy.replay.table.ReplayTable` (its anchors, columns and commit rule)."""
 
-    def cost_to_go(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,
-                   training_block_size: int = TRAINING_BLOCK_SIZE, verify_lengths: bool = False
-                   ) -> tuple[np.ndarray, np.ndarray, list[Action]]:
-        """:func:`cost_to_go` of this table alone: value [n], q [n, A] and the actions."""
-        n = self.accepted.shape[0]
-        value, q, actions = cost_to_go([self], costs, self.candidates if candidates is None else candidates,
-                                       training_block_size, verify_lengths)
-        return value[0, :n], q[0, :n], actions
-
     def _outcomes(self, sizes: Sequence[int], lengths: Sequence[int] | None = None, check: bool = False
                   ) -> Outcomes:
         """What a cycle of each of ``sizes`` verifying ``lengths`` does at every anchor, [n, A] each:
@@ -120,7 +111,7 @@ def cost_to_go(tables: Sequence[ExactSchedules], costs: CostTable | None, candid
         actions.sort(key=lambda a: (price[a], a))
     _, _, nxt, done, replayed = padded_outcomes(tables, actions, check=True)
     tables, n = len(tables), nxt.shape[1] - 1
-    # value [P, n + 2], flat: n + 1 (past the end unreplayed) inf, n + 1 (a finished cycle's) 0
+    # value [P, n + 2], flat: n (past a table's end, unreplayed) inf, n + 1 (a finished cycle's) 0
     value = np.full((tables, n + 2), np.inf)
     value[:, n + 1] = 0.0
     following = np.where(done, n + 1, nxt)[:, :n] + (n + 2) * np.arange(tables)[:, None, None]

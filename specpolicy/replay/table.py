@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,7 +10,7 @@ import numpy as np
 
 from specpolicy.arguments import check_block_size, check_candidate_set, check_type
 from specpolicy.costs import CostTable
-from specpolicy.cycles import AnchorActions, CycleRecord, Plan, run
+from specpolicy.cycles import CycleRecord, Plan, run
 from specpolicy.defaults import TRAINING_BLOCK_SIZE
 from specpolicy.policy import oracle_label
 from specpolicy.replay.schedules import Action, ExactSchedules, Outcomes
@@ -144,31 +144,12 @@ class ReplayTable(ExactSchedules):
     def simulate(self, plan: Plan | int, prefill_logits: Any = None) -> list[CycleRecord]:
         """Cycles ``plan`` (or a fixed size) runs, as live decoding; ``prefill_logits`` [V]: what it reads."""
         size = plan.always if isinstance(plan, Plan) else check_block_size(plan)
-        if size is None and (plan.length is None or (isinstance(plan.block, AnchorActions) and
-                             plan.length == plan.block.length)):
-            return self._walk(plan.block, prefill_logits)
         if size is None:
             return run(self.session(prefill_logits), plan)
         if size not in self._fixed:
             self._column(size)
             self._fixed[size] = self._walk_fixed(size) or tuple(run(self.session(), Plan.fixed(size)))
         return list(self._fixed[size])
-
-    def _walk(self, rule: Callable[[DecodeState], int] | AnchorActions, prefill_logits: Any = None
-              ) -> list[CycleRecord]:
-        """The cycles of a whole-block rule, or a plan by anchor (its (B, L) read at each anchor, no state
-        kept), :meth:`cycle` after :meth:`cycle`: what a session runs for it, without one."""
-        anchors = rule if isinstance(rule, AnchorActions) else None
-        state = None if anchors else self.initial_state(prefill_logits)
-        cycles, (position, produced, done) = [], self.start()
-        while not done:
-            size, length = anchors.at(position) if anchors else (self.checked_size(rule(state)), None)
-            cycle, position, produced, done = self.cycle(position, produced, size, length)
-            if cycle.committed:
-                cycles.append(cycle)
-            if state is not None:
-                state.advance(cycle, produced)
-        return cycles
 
     def _walk_fixed(self, size: int) -> tuple[CycleRecord, ...] | None:
         """The cycles of a fixed ``size`` over :meth:`_outcomes` (a session's run, without one); ``None``

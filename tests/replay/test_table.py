@@ -10,6 +10,7 @@ import pytest
 
 from specpolicy.costs import CostTable
 from specpolicy.cycles import Plan, run
+from specpolicy.replay.schedules import cost_to_go
 from specpolicy.replay.table import ReplayTable
 from specpolicy.state import REASONS, commit_length, commit_tokens, mean_acceptance
 
@@ -55,7 +56,7 @@ def test_the_dp_and_fixed_counts_equal_the_cell_by_cell_replay(store, verify_len
     for table in _tables(request.getfixturevalue(store)):
         sizes = table.candidates
         costs = CostTable({b: 0.001 * b for b in sizes}, {b: 0.01 + 0.0003 * b for b in sizes}, 0.01)
-        value, _, actions = table.cost_to_go(costs, sizes, verify_lengths=verify_lengths)
+        (value,), _, actions = cost_to_go([table], costs, sizes, verify_lengths=verify_lengths)
         assert len(actions) == (sum(sizes) if verify_lengths else len(sizes))
         expected = _cell_by_cell_value(table, costs, actions)
         assert np.array_equal(np.isinf(value), np.isinf(expected))
@@ -128,7 +129,7 @@ def test_a_walked_rule_refuses_a_size_as_the_session_does(replay_store):
     (lambda t, c: run(t.session(), None), r"plan must be a Plan \(Plan\.fixed\(16\), or a policy's plan"),
     (lambda t, c: t.fastest_fixed(None), r"costs must be a CostTable \(CostTable\.load\(path\)\), got None"),
     (lambda t, c: t.oracle_plan(c, []), r"candidates must name distinct block sizes"),
-    (lambda t, c: t.cost_to_go(c, "4,8"), r"candidates must be a list of block sizes"),
+    (lambda t, c: cost_to_go([t], c, "4,8"), r"candidates must be a list of block sizes"),
 ])
 def test_the_replay_api_refuses_its_arguments_in_words(replay_store, call, message):
     """Reproduced: simulate('16') and run(session, None) raised AttributeError, fastest_fixed(None) too,
