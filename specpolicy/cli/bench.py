@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from specpolicy import defaults
 from specpolicy.cli.common import (
     BenchPromptsOption,
     DatasetOption,
@@ -23,30 +24,18 @@ from specpolicy.cli.common import (
     fail,
     stderr,
 )
-from specpolicy.defaults import (
-    BATCH_LATENCY_CONTEXT,
-    BATCH_LATENCY_REPEATS,
-    LATENCY_CHECK_PROMPTS,
-    LATENCY_CONTEXT,
-    LATENCY_REPEATS,
-    MAX_PROMPT_TOKENS,
-    MEASURED_DIR,
-    SERVING_BATCHES,
-    SERVING_CONTEXT,
-    SHIPPED_SWEEP_CANDIDATES,
-    TRAINING_BLOCK_SIZE,
-)
 
 app = typer.Typer(help="Cost tables of this machine, and an accelerator's check.", no_args_is_help=True)
 
 
 @app.command("latency")
 def latency(
-    candidates: str = typer.Option(",".join(map(str, SHIPPED_SWEEP_CANDIDATES)), help="block sizes to price"),
+    candidates: str = typer.Option(",".join(map(str, defaults.SHIPPED_SWEEP_CANDIDATES)),
+                                   help="block sizes to price"),
     threads: int = ThreadsOption,
-    repeats: int = typer.Option(LATENCY_REPEATS, min=4, help="interleaved repeats per block size"),
-    context: int = typer.Option(LATENCY_CONTEXT, min=8, help="tokens already in the cache"),
-    check_prompts: int = typer.Option(LATENCY_CHECK_PROMPTS, min=0,
+    repeats: int = typer.Option(defaults.LATENCY_REPEATS, min=4, help="interleaved repeats per block size"),
+    context: int = typer.Option(defaults.LATENCY_CONTEXT, min=8, help="tokens already in the cache"),
+    check_prompts: int = typer.Option(defaults.LATENCY_CHECK_PROMPTS, min=0,
                                       help="decode this many prompts to check modelled vs measured time"),
     strict: bool = typer.Option(False, help="exit with an error (and write nothing) when the table is "
                                             "flagged"),
@@ -81,8 +70,8 @@ def latency(
         stderr.print(f"[yellow]warning:[/] {problem}")
     if check_prompts:
         ids = encode_prompts(pair.tokenizer, load_prompts("sharegpt", check_prompts, 0),
-                             max_tokens=MAX_PROMPT_TOKENS)
-        measured = snap(TRAINING_BLOCK_SIZE, [b for b in sizes if b > 1] or sizes)  # a size it priced
+                             max_tokens=defaults.MAX_PROMPT_TOKENS)
+        measured = snap(defaults.TRAINING_BLOCK_SIZE, [b for b in sizes if b > 1] or sizes)  # one it priced
         for check in check_against_decodes(decoder, costs, ids, measured):
             stderr.print(f"{check.label}: measured {check.measured:.3f} s, modelled {check.modelled:.3f} s "
                          f"({check.error:+.1%})")
@@ -119,8 +108,9 @@ def batch_latency(
     batch_sizes: str = typer.Option("1-8", help="batch sizes, e.g. 1-8 or 1,2,4,8"),
     lengths: str = typer.Option("1,2,4,8,16,32", help="tokens per sequence to time (verify lengths, block "
                                                       "sizes)"),
-    repeats: int = typer.Option(BATCH_LATENCY_REPEATS, min=3, help="interleaved repeats per point"),
-    context: int = typer.Option(BATCH_LATENCY_CONTEXT, min=8, help="tokens already in each sequence's cache"),
+    repeats: int = typer.Option(defaults.BATCH_LATENCY_REPEATS, min=3, help="interleaved repeats per point"),
+    context: int = typer.Option(defaults.BATCH_LATENCY_CONTEXT, min=8,
+                                help="tokens already in each sequence's cache"),
     threads: int = ThreadsOption,
     out: Path = typer.Option(None, help="save the table as JSON (for `compare --concurrency N "
                                         "--batch-costs FILE`)"),
@@ -165,9 +155,10 @@ def serving_costs(
     engine: str = typer.Option("vllm", help="engine whose measured operators price it: vllm, sglang, trtllm"),
     drafter: str = typer.Option("dflash", help="priced as it drafts: dflash (a pass per block), eagle3 "
                                                "(a pass per drafted position)"),
-    context: int = typer.Option(SERVING_CONTEXT, min=1, help="tokens already in each request's cache"),
-    batch_sizes: str = typer.Option(",".join(map(str, SERVING_BATCHES)), help="requests per step to price "
-                                    "(the table stops where the GPU's KV cache is full)"),
+    context: int = typer.Option(defaults.SERVING_CONTEXT, min=1, help="tokens already in each request's "
+                                "cache"),
+    batch_sizes: str = typer.Option(",".join(map(str, defaults.SERVING_BATCHES)), help="requests per step to "
+                                    "price (the table stops where the GPU's KV cache is full)"),
     version: str = typer.Option(None, help="engine version of the operator data (default: aiconfigurator's)"),
     out: Path = typer.Option(..., help="save the batch cost table as JSON (for --batch-costs, or --costs at "
                                        "batch one)"),
@@ -214,9 +205,10 @@ def from_run(
     from specpolicy.files import shipped
 
     check_out_file(out, "costs.json")
-    if not (file := shipped(file, MEASURED_DIR, ".csv", Path.is_file)).exists():
+    if not (file := shipped(file, defaults.MEASURED_DIR, ".csv", Path.is_file)).exists():
+        curves = ", ".join(sorted(p.stem for p in defaults.MEASURED_DIR.glob("*.csv")))
         raise fail(f"no file {file}: pass dflash-mlx's cycle_events.jsonl, a CSV of tokens,seconds or a "
-                   f"published curve ({', '.join(sorted(p.stem for p in MEASURED_DIR.glob('*.csv')))})")
+                   f"published curve ({curves})")
     if ar_seconds == 0 or (file.suffix.lower() == ".csv") != (draft_seconds is not None):
         raise fail("--ar-seconds must be above 0" if ar_seconds == 0 else
                    "a CSV of verifies needs --draft-seconds (the drafter's pass you measured); a cycle_events"

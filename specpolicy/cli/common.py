@@ -18,17 +18,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from specpolicy import defaults
 from specpolicy.arguments import check_temperature
-from specpolicy.defaults import (
-    BENCH_PROMPTS,
-    DATASET,
-    DEFAULT_DEVICE,
-    DEFAULT_DTYPE,
-    DEFAULT_MODEL,
-    DEFAULT_THREADS,
-    MAX_NEW_TOKENS,
-    TABLE_WIDTH,
-)
 from specpolicy.files import check_folder_path
 
 Settings = TypeVar("Settings")
@@ -37,22 +28,22 @@ stderr = Console(stderr=True)
 stderr.soft_wrap = not stderr.is_terminal  # a log or a pipe keeps each message on one line
 stdout = Console()
 
-TargetOption = typer.Option(DEFAULT_MODEL, "--target", help="target: zoo name (tiny; twin, its cost twin), "
-                                                            "local folder, or hub id")
-DrafterOption = typer.Option(DEFAULT_MODEL, "--drafter", help="DFlash drafter: zoo name (tiny, twin), "
-                                                              "folder, or hub id")
-DeviceOption = typer.Option(DEFAULT_DEVICE, "--device", help="cpu, cuda, cuda:N or auto")
-DtypeOption = typer.Option(DEFAULT_DTYPE, "--dtype", help="auto (CUDA: bf16, CPU: fp32), float32, "
+TargetOption = typer.Option(defaults.DEFAULT_MODEL, "--target", help="target: zoo name (tiny; twin, its cost "
+                                                                     "twin), local folder, or hub id")
+DrafterOption = typer.Option(defaults.DEFAULT_MODEL, "--drafter", help="DFlash drafter: zoo name (tiny, "
+                                                                       "twin), folder, or hub id")
+DeviceOption = typer.Option(defaults.DEFAULT_DEVICE, "--device", help="cpu, cuda, cuda:N or auto")
+DtypeOption = typer.Option(defaults.DEFAULT_DTYPE, "--dtype", help="auto (CUDA: bf16, CPU: fp32), float32, "
                                                           "bfloat16, float16")
 ThreadsOption = typer.Option(
-    DEFAULT_THREADS, "--threads", min=1, help="torch CPU threads for everything timed (recorded with every "
-                                              "timing)"
+    defaults.DEFAULT_THREADS, "--threads", min=1, help="torch CPU threads for everything timed (recorded "
+                                                       "with every timing)"
 )
-MaxNewTokensOption = typer.Option(MAX_NEW_TOKENS, min=2, help="tokens generated per prompt")
+MaxNewTokensOption = typer.Option(defaults.MAX_NEW_TOKENS, min=2, help="tokens generated per prompt")
 TemperatureOption = typer.Option(0.0, min=0.0, help="sampling temperature (0 = greedy)")
 SeedOption = typer.Option(0, help="seed of the prompt sample, sampling and training")
-DatasetOption = typer.Option(DATASET, help="prompt set name or a .jsonl/.txt file")
-BenchPromptsOption = typer.Option(BENCH_PROMPTS, min=1, help="prompts (the first of a seeded sample)")
+DatasetOption = typer.Option(defaults.DATASET, help="prompt set name or a .jsonl/.txt file")
+BenchPromptsOption = typer.Option(defaults.BENCH_PROMPTS, min=1, help="prompts (a seeded sample's first)")
 BatchCostsOption = typer.Option(None, "--batch-costs", help="batch cost table for serving (`specpolicy bench "
                                                            "batch-latency --out FILE`, or a shipped aic-* or "
                                                            "torch-* table's name)")
@@ -154,11 +145,11 @@ def draw_table(rows: list[dict], title: str | None = None, table_columns: int | 
                console: Console | None = None) -> None:
     """``rows`` (same keys) as a table on ``console`` (default stdout; stderr beside a result), the first
     ``table_columns`` keys; a pipe or a file gets the width the environment names (COLUMNS, which rich
-    reads), else ``TABLE_WIDTH``. Figures never break; names fold where the width runs out."""
+    reads), else ``defaults.TABLE_WIDTH``. Figures never break; names fold where the width runs out."""
     table, columns = Table(title=title), list(rows[0].keys())[:table_columns] if rows else []
     console = console or stdout
     if not console.is_terminal:
-        width = None if os.environ.get("COLUMNS") else TABLE_WIDTH
+        width = None if os.environ.get("COLUMNS") else defaults.TABLE_WIDTH
         console = Console(file=console.file, width=width)
     for column in columns:
         table.add_column(column, overflow="fold",

@@ -7,28 +7,21 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from specpolicy.data.builtin import (
-    humaneval_prompts,
-    mt_bench_prompts,
-    sample,
-    sharegpt_prompts,
-    sharegpt_seen,
-    spec_bench_prompts,
-)
+from specpolicy.data import builtin
 from specpolicy.data.hub import HUB_DATASETS, load_hub_prompts
 from specpolicy.data.prompts import Prompt
 
 OFFLINE: dict[str, Callable[[], list[Prompt]]] = {
-    "sharegpt": lambda: sharegpt_prompts("heldout"),
-    "sharegpt-train": lambda: sharegpt_prompts("train"),
-    "sharegpt-validation": lambda: sharegpt_prompts("validation"),
-    "humaneval": humaneval_prompts,
-    "mt-bench": mt_bench_prompts,
-    "spec-bench": spec_bench_prompts,
+    "sharegpt": lambda: builtin.sharegpt_prompts("heldout"),
+    "sharegpt-train": lambda: builtin.sharegpt_prompts("train"),
+    "sharegpt-validation": lambda: builtin.sharegpt_prompts("validation"),
+    "humaneval": builtin.humaneval_prompts,
+    "mt-bench": builtin.mt_bench_prompts,
+    "spec-bench": builtin.spec_bench_prompts,
 }
 HELD_APART: dict[str, Callable[[], set[str]]] = {
-    "sharegpt": lambda: sharegpt_seen("heldout"),
-    "sharegpt-validation": lambda: sharegpt_seen("validation"),
+    "sharegpt": lambda: builtin.sharegpt_seen("heldout"),
+    "sharegpt-validation": lambda: builtin.sharegpt_seen("validation"),
 }
 """the inputs a named split never repeats: those of the splits a model trains on"""
 
@@ -122,4 +115,4 @@ def load_prompts(name: str, max_samples: int | None = None, seed: int = 0) -> li
                          "file")
     if not prompts:
         raise ValueError(f"dataset {name!r} has no prompts")
-    return sample(prompts, max_samples, seed, HELD_APART.get(name, set)())
+    return builtin.sample(prompts, max_samples, seed, HELD_APART.get(name, set)())

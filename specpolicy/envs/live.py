@@ -8,17 +8,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from specpolicy import defaults
 from specpolicy.data.prompts import encode_prompt
 from specpolicy.data.registry import load_prompts
 from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.decoding.autoregressive import own_answer
-from specpolicy.defaults import (
-    COST_WEIGHT,
-    DEFAULT_CANDIDATES,
-    ENV_MAX_NEW_TOKENS,
-    ENV_MAX_SAMPLES,
-    MAX_PROMPT_TOKENS,
-)
 from specpolicy.envs.episode import Episode, prompt_index
 from specpolicy.envs.replay_data import prompt_features
 from specpolicy.features import to_numpy
@@ -34,10 +28,11 @@ class LiveSource:
     latency = None  # rewards are measured, not priced
 
     def __init__(self, dataset: str = "sharegpt", target: str = "tiny", drafter: str = "tiny",
-                 candidates: Sequence[int] = DEFAULT_CANDIDATES, max_samples: int = ENV_MAX_SAMPLES,
-                 max_new_tokens: int = ENV_MAX_NEW_TOKENS, temperature: float = 0.0, device: str = "cpu",
-                 pair: ModelPair | None = None, features: str = "logits", reward: str = "tau",
-                 cost_weight: float = COST_WEIGHT) -> None:
+                 candidates: Sequence[int] = defaults.DEFAULT_CANDIDATES, max_samples: int =
+                 defaults.ENV_MAX_SAMPLES, max_new_tokens: int = defaults.ENV_MAX_NEW_TOKENS,
+                 temperature: float = 0.0, device: str = "cpu", pair: ModelPair | None = None,
+                 features: str = "logits", reward: str = "tau", cost_weight: float = defaults.COST_WEIGHT,
+                 ) -> None:
         from specpolicy.models import load_pair
 
         self.pair = pair or load_pair(target, drafter, "auto", device)
@@ -56,7 +51,7 @@ class LiveSource:
     def episode(self, rng: np.random.Generator, index: int | None = None) -> Episode:
         """Prefill prompt ``index`` (default: a random one) in a fresh decode session."""
         prompt = self.prompts[prompt_index(rng, index, len(self.prompts))]
-        ids = encode_prompt(self.pair.tokenizer, prompt, MAX_PROMPT_TOKENS, self.answer)
+        ids = encode_prompt(self.pair.tokenizer, prompt, defaults.MAX_PROMPT_TOKENS, self.answer)
         session = self.decoder.start(ids)
         logits = to_numpy(session.state.prefill_logits)[None]
         observation = prompt_features(self.features, logits, np.array([session.state.prompt_length]))[0]

@@ -7,18 +7,8 @@ from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 
+from specpolicy import defaults
 from specpolicy.arguments import check_candidate_set, check_counts, check_engine, check_temperature
-from specpolicy.defaults import (
-    COMPARE_BASELINE,
-    COMPARE_ORACLE,
-    COMPARE_SAMPLES,
-    DATASET,
-    DEFAULT_DEVICE,
-    DEFAULT_DTYPE,
-    DEFAULT_MODEL,
-    DEFAULT_THREADS,
-    MAX_NEW_TOKENS,
-)
 from specpolicy.evaluation.report import check_plot_path
 from specpolicy.files import check_replaceable
 from specpolicy.replay.batch_costs import BatchCostTable
@@ -50,24 +40,24 @@ class CompareOptions:
     """Everything a comparison was asked for, checked (:meth:`validate`) before any model loads."""
 
     policies: list[str]
-    datasets: list[str] = field(default_factory=lambda: [DATASET])
+    datasets: list[str] = field(default_factory=lambda: [defaults.DATASET])
     mode: Mode = Mode.replay
     sweep: Path | None = None
     candidates: list[int] | None = None
     temperature: float = 0.0
-    max_samples: int = COMPARE_SAMPLES
-    max_new_tokens: int = MAX_NEW_TOKENS
+    max_samples: int = defaults.COMPARE_SAMPLES
+    max_new_tokens: int = defaults.MAX_NEW_TOKENS
     seed: int = 0
-    baseline: str = COMPARE_BASELINE
+    baseline: str = defaults.COMPARE_BASELINE
     costs: tuple[Path, ...] = ()
     """cost tables replay prices with: one, or several measured at different context lengths"""
-    threads: int = DEFAULT_THREADS
-    target: str = DEFAULT_MODEL
-    drafter: str = DEFAULT_MODEL
-    device: str = DEFAULT_DEVICE
-    dtype: str = DEFAULT_DTYPE
+    threads: int = defaults.DEFAULT_THREADS
+    target: str = defaults.DEFAULT_MODEL
+    drafter: str = defaults.DEFAULT_MODEL
+    device: str = defaults.DEFAULT_DEVICE
+    dtype: str = defaults.DEFAULT_DTYPE
     plot: Path | None = None
-    oracle: str = COMPARE_ORACLE
+    oracle: str = defaults.COMPARE_ORACLE
     concurrency: tuple[int, ...] = (1,)
     """requests served together: one value, or several (a map over concurrencies)"""
     batch_costs: Path | None = None

@@ -7,14 +7,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from specpolicy.defaults import (
-    BLOCKPILOT_BATCH_SIZE,
-    BLOCKPILOT_EPOCHS,
-    BLOCKPILOT_LR,
-    BLOCKPILOT_OBJECTIVE,
-    BLOCKPILOT_WEIGHT_DECAY,
-    PATIENCE,
-)
+from specpolicy import defaults
 from specpolicy.features import to_numpy
 from specpolicy.policy import TrainingSet
 
@@ -92,14 +85,15 @@ def validation_score(policy, objective: str, dataset: TrainingSet) -> float:
     return policy.accuracy(dataset) if objective == "cross_entropy" else policy.mean_value(dataset)
 
 
-def fit(policy, dataset: TrainingSet, validation: TrainingSet | None = None, epochs: int = BLOCKPILOT_EPOCHS,
-        lr: float = BLOCKPILOT_LR, batch_size: int = BLOCKPILOT_BATCH_SIZE, patience: int = PATIENCE,
-        seed: int = 0, objective: str | None = None, weight_decay: float = BLOCKPILOT_WEIGHT_DECAY) -> dict:
+def fit(policy, dataset: TrainingSet, validation: TrainingSet | None = None,
+        epochs: int = defaults.BLOCKPILOT_EPOCHS, lr: float = defaults.BLOCKPILOT_LR,
+        batch_size: int = defaults.BLOCKPILOT_BATCH_SIZE, patience: int = defaults.PATIENCE, seed: int = 0,
+        objective: str | None = None, weight_decay: float = defaults.BLOCKPILOT_WEIGHT_DECAY) -> dict:
     """Train ``policy`` in place, keeping the best validation epoch; ``objective`` defaults to what its heads
     predict. Returns a summary with the per-epoch history."""
     if objective is None:
         by_cycles = policy.settings.predicts == "cycles_per_token"
-        objective = BLOCKPILOT_OBJECTIVE if by_cycles else "cross_entropy"
+        objective = defaults.BLOCKPILOT_OBJECTIVE if by_cycles else "cross_entropy"
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}")
     predicts = "cycles_per_token" if objective == "cycles" else "label"

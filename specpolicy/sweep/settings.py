@@ -5,15 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
+from specpolicy import defaults
 from specpolicy.arguments import check_block_size, check_candidate_set, check_count, check_temperature
-from specpolicy.defaults import (
-    DEFAULT_THREADS,
-    MAX_NEW_TOKENS,
-    MAX_PROMPT_TOKENS,
-    SHIPPED_SWEEP_CANDIDATES,
-    SWEEP_MAX_SAMPLES,
-    TRAINING_BLOCK_SIZE,
-)
 
 
 class SweepMode(str, Enum):
@@ -38,19 +31,19 @@ class SweepSettings:
     """Everything that defines a sweep; all of it goes into the store's metadata."""
 
     dataset: str = "sharegpt"
-    candidates: list[int] = field(default_factory=lambda: list(SHIPPED_SWEEP_CANDIDATES))
+    candidates: list[int] = field(default_factory=lambda: list(defaults.SHIPPED_SWEEP_CANDIDATES))
     temperature: float = 0.0
-    max_new_tokens: int = MAX_NEW_TOKENS
-    max_prompt_tokens: int = MAX_PROMPT_TOKENS
-    max_samples: int | None = SWEEP_MAX_SAMPLES
+    max_new_tokens: int = defaults.MAX_NEW_TOKENS
+    max_prompt_tokens: int = defaults.MAX_PROMPT_TOKENS
+    max_samples: int | None = defaults.SWEEP_MAX_SAMPLES
     seed: int = 0
     mode: str = "replay"
     target: str = "tiny"
     drafter: str = "tiny"
     dtype: str = "auto"
     device: str = "cpu"
-    reference_block_size: int = TRAINING_BLOCK_SIZE
-    threads: int = DEFAULT_THREADS
+    reference_block_size: int = defaults.TRAINING_BLOCK_SIZE
+    threads: int = defaults.DEFAULT_THREADS
     """torch threads the cost table is measured at (recorded in it; records do not depend on it)"""
     verify_lengths: bool = False
     """replay every anchor a schedule verifying fewer tokens than it drafts can reach (L < B)"""

@@ -8,16 +8,7 @@ from pathlib import Path
 
 from specpolicy.defaults import MAX_BLOCK_SIZE
 from specpolicy.sweep.store import SweepStore
-from specpolicy.sweep.traces.common import (
-    TraceImport,
-    counts,
-    json_line,
-    jsonl_lines,
-    per_step_record,
-    request_id,
-    store_meta,
-    trace_file,
-)
+from specpolicy.sweep.traces import common
 
 FORMAT = "spec-bench-answers"
 
@@ -34,15 +25,15 @@ class SpecBenchAnswer:
 def spec_bench_answer(file: Path, line_number: int, line: bytes) -> SpecBenchAnswer:
     """One answer's :class:`SpecBenchAnswer`; a ValueError naming the line otherwise. Steps split into turns
     by ``new_tokens`` (a turn's steps commit exactly its new tokens)."""
-    body, where = json_line(file, line_number, line)
+    body, where = common.json_line(file, line_number, line)
     try:
-        question, choice = request_id(body, "question_id", where), body["choices"][0]
+        question, choice = common.request_id(body, "question_id", where), body["choices"][0]
         steps, per_turn = choice["accept_lengths"], choice["new_tokens"]
     except (KeyError, TypeError, IndexError) as missing:
         raise ValueError(f"{where} has no {missing} field: not a Spec-Bench answer with "
                          "choices[0].accept_lengths and new_tokens (docs: importing traces)") from None
     for name, values, least in (("accept_lengths", steps, 1), ("new_tokens", per_turn, 0)):
-        if not counts(values, least):
+        if not common.counts(values, least):
             raise ValueError(f"{where} (question {question}): {name} must be a list of integers >= {least}")
     if not per_turn:
         raise ValueError(f"{where} (question {question}): new_tokens is empty, an answer with no turns; the "
@@ -64,17 +55,17 @@ def spec_bench_answer(file: Path, line_number: int, line: bytes) -> SpecBenchAns
 
 
 def import_spec_bench(file: str | Path, out: str | Path, block_size: int | None = None,
-                      dataset: str | None = None) -> TraceImport:
+                      dataset: str | None = None) -> common.TraceImport:
     """Read Spec-Bench answers (JSONL: ``question_id``, ``category``, ``choices[0]`` with ``new_tokens`` per
     turn and ``accept_lengths`` per step, each the tokens that step committed) into replay tables of the
     recorded decode, a prompt per turn (``ID``, ``ID:2``, one conversation). Each step replays exactly at the
     one block the run drafted (``block_size``, at least its longest step; default that) only: another would
     visit positions no per-step record saw."""
-    file = trace_file(file, "a Spec-Bench answer file such as data/spec_bench/model_answer/MODEL.jsonl")
+    file = common.trace_file(file, "a Spec-Bench answer file: data/spec_bench/model_answer/MODEL.jsonl")
     from specpolicy.data.builtin import SPEC_BENCH_GROUPS
 
     dataset = dataset or file.stem
-    answers = [spec_bench_answer(file, n, line) for n, line in jsonl_lines(file)]
+    answers = [spec_bench_answer(file, n, line) for n, line in common.jsonl_lines(file)]
     if not answers:
         raise ValueError(f"{file} holds no answers; pass a Spec-Bench answer file (one JSON object a line)")
     longest = max(max(turn, default=1) for answer in answers for turn in answer.turns)
@@ -87,8 +78,9 @@ def import_spec_bench(file: str | Path, out: str | Path, block_size: int | None 
                 SPEC_BENCH_GROUPS.get(a.category or "", "multi-turn"), f"{dataset}:{a.question}")
                for a in answers for turn, lengths in enumerate(a.turns, 1)]
     skipped = {decode[0]: "no step recorded: nothing to replay" for decode in decodes if not decode[1]}
-    store = SweepStore.fill(out, store_meta(file, dataset, FORMAT, [size], training_block_size=size), (
-        per_step_record(index, *decode, size=size) for index, decode in enumerate(decodes) if decode[1]))
-    return TraceImport(store, len(decodes) - len(skipped), longest - 1, [], skipped,
-                       f"the recorded decode at B = {size} only (per-step records: other blocks visit other "
-                       "positions)")
+    meta = common.store_meta(file, dataset, FORMAT, [size], training_block_size=size)
+    store = SweepStore.fill(out, meta, (common.per_step_record(index, *decode, size=size)
+                                        for index, decode in enumerate(decodes) if decode[1]))
+    return common.TraceImport(store, len(decodes) - len(skipped), longest - 1, [], skipped,
+                              f"the recorded decode at B = {size} only (per-step records: other blocks visit "
+                              "other positions)")

@@ -9,16 +9,7 @@ from pathlib import Path
 
 from specpolicy.defaults import MAX_BLOCK_SIZE, MAX_RECORDED_RUN, TRAINING_BLOCK_SIZE
 from specpolicy.sweep.store import SweepStore
-from specpolicy.sweep.traces.common import (
-    TraceImport,
-    chain_record,
-    counts,
-    json_line,
-    jsonl_lines,
-    request_id,
-    store_meta,
-    trace_file,
-)
+from specpolicy.sweep.traces import common
 
 FORMAT = "specdecode-bench"
 SPECDECODE_DRAFTERS = ("eagle", "ngram")
@@ -37,9 +28,9 @@ class SpecDecodeRequest:
 
 def specdecode_request(file: Path, line_number: int, line: bytes, drafter: str) -> SpecDecodeRequest:
     """One line's :class:`SpecDecodeRequest`; a ValueError naming the line otherwise."""
-    body, where = json_line(file, line_number, line)
+    body, where = common.json_line(file, line_number, line)
     try:
-        request = request_id(body, "id", where)
+        request = common.request_id(body, "id", where)
         prompt, tokens = body["prompt_token_ids"], body.get("generated_token_ids", [])
         lengths = body[f"acc_{drafter}"]["acc_len"]
     except (KeyError, TypeError) as missing:
@@ -48,7 +39,7 @@ def specdecode_request(file: Path, line_number: int, line: bytes, drafter: str) 
     for name, values, least, most in (("prompt_token_ids", prompt, 0, None),
                                       ("generated_token_ids", tokens, 0, None),
                                       (f"acc_{drafter}.acc_len", lengths, 1, MAX_RECORDED_RUN)):
-        if not counts(values, least, most):
+        if not common.counts(values, least, most):
             why = (f" and <= {most:,} (tokens committed per draft: its accepted drafts + the target's own)"
                    if most else "")
             raise ValueError(f"{where} (request {request}): {name} must be a list of integers >= "
@@ -62,16 +53,17 @@ def specdecode_request(file: Path, line_number: int, line: bytes, drafter: str) 
 
 
 def import_specdecode(file: str | Path, out: str | Path, drafter: str = "eagle",
-                      candidates: Sequence[int] | None = None, dataset: str | None = None) -> TraceImport:
+                      candidates: Sequence[int] | None = None, dataset: str | None = None
+                      ) -> common.TraceImport:
     """Read a SpecDecode-Bench trace (JSONL: ``id``, ``prompt_token_ids``, ``generated_token_ids``,
     ``acc_{drafter}.acc_len``) into chain replay tables: a block of B accepts min(acc_len[i] - 1, B - 1) at
     position i, exact up to the longest accepted run recorded; a token array of another length (another run)
     is counted in ``other_run_tokens``. ``candidates``: 1 up to the training block or the longest recorded."""
     if drafter not in SPECDECODE_DRAFTERS:
         raise ValueError(f"unknown drafter {drafter!r}; the traces record {', '.join(SPECDECODE_DRAFTERS)}")
-    file = trace_file(file, "a SpecDecode-Bench file such as data/llama3.1-8B/combined_gsm8k.jsonl")
+    file = common.trace_file(file, "a SpecDecode-Bench file such as data/llama3.1-8B/combined_gsm8k.jsonl")
     dataset = dataset or file.stem.removeprefix("combined_")
-    requests = [specdecode_request(file, n, line, drafter) for n, line in jsonl_lines(file)]
+    requests = [specdecode_request(file, n, line, drafter) for n, line in common.jsonl_lines(file)]
     if not requests:
         raise ValueError(f"{file} holds no requests; pass a SpecDecode-Bench trace file (one JSON object a "
                          "line)")
@@ -85,12 +77,12 @@ def import_specdecode(file: str | Path, out: str | Path, drafter: str = "eagle",
     sizes = tuple(sorted(candidates))
     skipped = {r.id: "the prefill's token is the whole output: nothing to draft" for r in requests
                if len(r.lengths) < 2}
-    meta = store_meta(file, dataset, FORMAT, sizes, drafter=drafter, drafter_kind="chain",
-                      recorded=longest + 1)
+    meta = common.store_meta(file, dataset, FORMAT, sizes, drafter=drafter, drafter_kind="chain",
+                             recorded=longest + 1)
     store = SweepStore.fill(out, meta, (
-        chain_record(f"{dataset}:{r.id}", index, [a - 1 for a in r.lengths], sizes, r.prompt, dataset)
+        common.chain_record(f"{dataset}:{r.id}", index, [a - 1 for a in r.lengths], sizes, r.prompt, dataset)
         for index, r in enumerate(requests) if r.id not in skipped))
     other = [r.id for r in requests if r.id not in skipped and len(r.tokens) != len(r.lengths)]
-    return TraceImport(store, len(requests) - len(skipped), longest, other, skipped,
-                       f"block sizes {sizes[0]}..{sizes[-1]} (chain drafts: a prefix of the longest at each "
-                       "B)")
+    return common.TraceImport(store, len(requests) - len(skipped), longest, other, skipped,
+                              f"block sizes {sizes[0]}..{sizes[-1]} (chain drafts: a prefix of the longest "
+                              "at each B)")
