@@ -16,6 +16,7 @@ from specpolicy.cycles import CycleRecord
 from specpolicy.evaluation.metrics import PolicyResults, PromptResult
 from specpolicy.policy import Answers, Policy, PromptObservation
 from specpolicy.replay.lockstep import Lanes, lockstep
+from specpolicy.replay.table import ReplayTable
 from specpolicy.state import mean_acceptance
 from specpolicy.sweep.records import SweepRecord
 from specpolicy.sweep.store import SweepStore
@@ -110,19 +111,25 @@ def evaluate_replay(
                                                      for b, r in record.live.items()} if live else None)
                 for record in records]
     one = None if live or len(tables) > 1 else tables[0]  # lockstep prices with one table
-    stepped = _stepped(store, records, policies, answered, one) if one is not None else {}
-    for done, (record, answers) in enumerate(zip(records, answered), start=1):
+    stepping = one is not None and all(a.table is not None and not a.table.rounds for a in answered)
+    rules = {(j, p): rule for j, policy in enumerate(policies) if stepping and policy.needs_sweep  # oracles'
+             for p, rule in enumerate(policy.lockstep_rules(answered, one)) if rule is not None}
+    oracles = []
+    for p, (record, answers) in enumerate(zip(records, answered)):
         costs = nearest_context(tables, record.prompt_length) if len(tables) > 1 else tables[0]
         observation = prompt_observation(store, record, costs)
         # the per-prompt time oracle's rule (plugins/oracle.py too)
-        oracle = answers.fastest(candidates, costs)
+        oracles.append(oracle := answers.fastest(candidates, costs))
         for j, (policy, result) in enumerate(zip(policies, results)):
-            lane = stepped.get((j, done - 1))
-            result.prompts.append(_measured(policy, observation, answers, record, oracle) if live
-                                  else _lane_result(*lane, record.prompt_id, one, oracle) if lane else
+            if stepping and not policy.needs_sweep and (rule := policy.lockstep_rule(observation)):
+                rules[j, p] = rule  # its result comes from lockstep, below
+            result.prompts.append(_measured(policy, observation, answers, record, oracle) if live else None
+                                  if (j, p) in rules else
                                   _replayed(policy, observation, answers, record.prompt_id, tables, oracle))
         if on_progress:
-            on_progress(done, len(records))
+            on_progress(p + 1, len(records))
+    for (j, p), (lanes, lane) in _stepped([a.table for a in answered], rules, one).items():
+        results[j].prompts[p] = _lane_result(lanes, lane, records[p].prompt_id, one, oracles[p])
     return results
 
 
@@ -169,31 +176,23 @@ def _replayed(policy: Policy, observation: PromptObservation, answers: Answers, 
                         len(cycles) if table else 0)
 
 
-def _stepped(store: SweepStore, records: Sequence[SweepRecord], policies: Sequence[Policy],
-             answers: Sequence[Answers], costs: CostTable) -> dict[tuple[int, int], tuple[Lanes, int]]:
-    """(policy index, prompt index) -> (the lockstep replay that ran the policy's rule on the prompt, its
-    lane): every prompt's array rule (an oracle's: from ``answers``) stepped with all others of its class."""
-    replays = [a.table for a in answers]
-    replayed = all(t is not None and not t.rounds for t in replays)  # over anchors, not recorded rounds
-    asked = [j for j, p in enumerate(policies) if replayed and not p.needs_sweep]
-    members = [(j, p, rule) for p, record in enumerate(records if asked else [])
-               for observation in [prompt_observation(store, record, costs)] for j in asked
-               if (rule := policies[j].lockstep_rule(observation)) is not None]
-    members += [(j, p, rule) for j, policy in enumerate(policies) if replayed and policy.needs_sweep
-                for p, rule in enumerate(policy.lockstep_rules(answers, costs)) if rule is not None]
+def _stepped(replays: Sequence[ReplayTable], rules: dict[tuple[int, int], Any], costs: CostTable
+             ) -> dict[tuple[int, int], tuple[Lanes, int]]:
+    """(policy index, prompt index) -> (the lockstep replay that ran its array rule, in ``rules``, on the
+    prompt, its lane): every prompt's rule stepped with all others of its class, verify block and model."""
     key = {id(r): (type(r), getattr(r, "verify_block", 0), *(id(getattr(r, f.name)) for f in fields(r)
                                                                if f.metadata.get("shared")))
-           for r in {id(r): r for *_, r in members}.values()}  # a group: a class, verify block and model
-    groups: dict[tuple, list[tuple[int, int, Any]]] = {}
-    for member in members:
-        groups.setdefault(key[id(member[2])], []).append(member)
+           for r in {id(r): r for r in rules.values()}.values()}
+    groups: dict[tuple, list[tuple[tuple[int, int], Any]]] = {}
+    for member in rules.items():
+        groups.setdefault(key[id(member[1])], []).append(member)
     stepped = {}
     for members in groups.values():
-        settings = list({id(rule): rule for *_, rule in members}.values())
+        settings = list({id(rule): rule for _, rule in members}.values())
         index = {id(rule): i for i, rule in enumerate(settings)}
-        lanes = lockstep(replays, settings, (np.array([p for _, p, _ in members]),
-                                             np.array([index[id(r)] for *_, r in members])), costs)
-        stepped.update({(j, p): (lanes, lane) for lane, (j, p, _) in enumerate(members)})
+        lanes = lockstep(replays, settings, (np.array([p for (_, p), _ in members]),
+                                             np.array([index[id(r)] for _, r in members])), costs)
+        stepped.update({member: (lanes, lane) for lane, (member, _) in enumerate(members)})
     return stepped
 
 

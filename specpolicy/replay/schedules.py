@@ -42,8 +42,9 @@ class ExactSchedules:
         whole = lengths is None or all(length >= b for b, length in zip(sizes, lengths))
         if whole and self._whole is None:
             self._whole = self._committed((1, *self.candidates))
-        outcomes = Outcomes(*(part[:, [0 if b == 1 else 1 + self._column(b) for b in sizes]]
-                              for part in self._whole)) if whole else self._committed(sizes, lengths)
+        columns = [0 if b == 1 else 1 + self._column(b) for b in sizes] if whole else []
+        outcomes = Outcomes(*(part[:, columns] for part in self._whole)) if whole else \
+            self._committed(sizes, lengths)
         reachable = self.accepted[:, 0] >= 0
         if check and (outcomes.accepted[reachable] < 0).any():
             i, j = np.argwhere((outcomes.accepted < 0) & reachable[:, None])[0]

@@ -215,8 +215,11 @@ def test_evaluate_replay_runs_array_controllers_in_lockstep_as_the_walk_runs_the
     monkeypatch.setattr(replay_module, "lockstep", lambda *a: calls.append(a) or lockstep(*a))
     stepped = evaluate_replay(store, policies)
     assert len(calls) == 8  # one per rule class, the fixed plan's and the oracle's too
-    monkeypatch.setattr(replay_module, "_stepped", lambda *a: {})
+    for policy in policies:  # no rule: every prompt walked
+        monkeypatch.setattr(policy, "lockstep_rule", lambda observation=None: None)
+        monkeypatch.setattr(policy, "lockstep_rules", lambda answers, costs: [None] * len(answers))
     walked_results = evaluate_replay(store, policies)
+    assert len(calls) == 8
     for ours, theirs in zip(stepped, walked_results):
         for a, b in zip(ours.prompts, theirs.prompts, strict=True):
             assert (a.block_sizes, a.tokens, a.cycles, a.oracle_block_size) == \
