@@ -92,13 +92,13 @@ class BlockPilotPolicy(LearnedPolicy):
     training_options = ("hidden", "depth", "dropout", "preprocess", "epochs", "lr", "batch_size",
                         "weight_decay", "patience", "objective")
 
-    def __init__(self, settings: BlockPilotSettings) -> None:
+    def __init__(self, settings: BlockPilotSettings, weights: dict[str, np.ndarray] | None = None) -> None:
         settings.validate()
         super().__init__(settings.candidates)
         if tuple(settings.candidates) != self.candidates:
             raise ValueError(f"candidates must be sorted and distinct, got {settings.candidates}")
         self.settings = settings
-        self.weights = initial_weights(settings)  # replaced by training or loading
+        self.weights = initial_weights(settings) if weights is None else weights  # fresh, or loaded
         self.validated_with = self.validated_from(settings.metadata)
 
     def vocabulary(self) -> int:
@@ -189,15 +189,14 @@ class BlockPilotPolicy(LearnedPolicy):
             raise ValueError(f"BlockPilot predictor in {folder} is corrupted ({type(exc).__name__}: {exc}); "
                              "retrain it or restore the files") from None
         check_finite(state, weights_file)
-        # over the classes it was trained on, whatever ``candidates`` (a sweep check follows)
-        policy = cls(settings)
         for name in ("shift", "scale"):  # predictors saved before inputs were standardised read them raw
-            state.setdefault(name, policy.weights[name])
+            state.setdefault(name, np.full(settings.vocab_size, float(name == "scale"), np.float32))
+        # over the classes it was trained on, whatever ``candidates`` (a sweep check follows)
+        policy = cls(settings, {name: array.astype(np.float32) for name, array in state.items()})
         shapes, needed = {name: tuple(array.shape) for name, array in state.items()}, weight_shapes(settings)
         if shapes != needed:
             raise ValueError(f"BlockPilot weights in {folder} do not match its settings: the file holds "
                              f"{shapes}, the settings need {needed}")
-        policy.weights = {name: array.astype(np.float32) for name, array in state.items()}
         return policy
 
 

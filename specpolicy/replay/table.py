@@ -157,16 +157,15 @@ class ReplayTable(ExactSchedules):
         if self.rounds:
             return None
         outcomes = self._outcomes([size])
-        anchors = self._anchors(outcomes, 0)
+        anchors = self._anchors(*(a[:, 0].tolist() for a in (outcomes.accepted, outcomes.nxt, outcomes.done)))
         if anchors is None:
             return None
         accepted, kept = outcomes.accepted[:, 0].tolist(), outcomes.kept[:, 0].tolist()
         return tuple(CycleRecord(size, accepted[i], kept[i]) for i in anchors if kept[i])
 
-    def _anchors(self, outcomes: Outcomes, column: int) -> list[int] | None:
-        """The anchors a fixed block (``column``) runs a cycle at, in order (``None``: one not replayed)."""
-        columns = (outcomes.accepted, outcomes.nxt, outcomes.done)
-        accepted, nxt, done = (a[:, column].tolist() for a in columns)
+    def _anchors(self, accepted: list[int], nxt: list[int], done: list[bool]) -> list[int] | None:
+        """The anchors a fixed block runs a cycle at (its :class:`Outcomes` columns), in order (``None``: one
+        not replayed)."""
         anchors, i, finished = [], 0, self.start()[2]
         while not finished:
             if accepted[i] < 0:
@@ -201,7 +200,8 @@ class ReplayTable(ExactSchedules):
         """Cycles of each of ``sizes`` as a fixed block size, as :meth:`simulate` counts them, walked over
         :meth:`_outcomes` without building the cycles (runs imported at several blocks: each its own)."""
         outcomes = self._outcomes(sizes)
-        walks = [self._anchors(outcomes, j) for j in range(len(sizes))]
+        walks = [self._anchors(*columns) for columns in zip(*(a.T.tolist() for a in (
+            outcomes.accepted, outcomes.nxt, outcomes.done)))]
         if None in walks:
             self._outcomes(sizes, check=True)  # raises, naming the anchor a walk reaches unreplayed
         return [len(walk) for walk in walks]
