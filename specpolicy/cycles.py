@@ -42,6 +42,11 @@ class _Always:
     def __call__(self, state: DecodeState) -> int:
         return self.size
 
+    @property
+    def plain(self) -> bool:
+        """Plain decoding: steps priced as no drafting engine's (:meth:`CostTable.fixed_cycle_seconds`)."""
+        return self.size == 1
+
     def choices(self) -> set[int]:
         return {self.size}
 
@@ -91,7 +96,7 @@ class AnchorActions:
         return self.at(state.position)[1]
 
     def choices(self) -> set[int]:
-        return {b for b, _ in self.actions if b}
+        return {b for b, _ in set(self.actions) if b}
 
     def start(self, prompt_length: Any) -> SimpleNamespace:
         """Over lanes (``first`` [lanes], ``actions`` [lanes, n, 2]): each lane's anchor [lanes]."""

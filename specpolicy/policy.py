@@ -141,11 +141,9 @@ class Policy:
 
     def lockstep_rule(self, observation: PromptObservation | None = None) -> object | None:
         """The array rule (``LANES``) lockstep replay runs for it on the ``observation``'s prompt, stepped
-        with every prompt's at once (replay.lockstep): its checked plan's, of whole blocks, but plain decoding
-        (priced as no drafting engine's steps); else ``None``."""
+        with every prompt's at once (replay.lockstep): its checked plan's, of whole blocks; else ``None``."""
         plan = observation and not self.needs_sweep and self.checked_plan(observation)
-        return plan.block if plan and getattr(plan.block, "LANES", False) and plan.length is None and \
-            plan.always != 1 else None
+        return plan.block if plan and getattr(plan.block, "LANES", False) and plan.length is None else None
 
     def lockstep_rules(self, answers: Sequence[Answers], costs: CostTable | None) -> list[object | None]:
         """An oracle's :meth:`lockstep_rule` on every prompt at once, planned from what the sweep measured

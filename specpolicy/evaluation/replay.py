@@ -129,7 +129,8 @@ def evaluate_replay(
         if on_progress:
             on_progress(p + 1, len(records))
     for (j, p), (lanes, lane) in _stepped([a.table for a in answered], rules, one).items():
-        results[j].prompts[p] = _lane_result(lanes, lane, records[p].prompt_id, one, oracles[p])
+        results[j].prompts[p] = _lane_result(lanes, lane, records[p].prompt_id, one, oracles[p],
+                                             getattr(rules[j, p], "plain", False))
     return results
 
 
@@ -196,11 +197,14 @@ def _stepped(replays: Sequence[ReplayTable], rules: dict[tuple[int, int], Any], 
     return stepped
 
 
-def _lane_result(lanes: Lanes, lane: int, prompt_id: str, costs: CostTable, oracle: int) -> PromptResult:
-    """What a lockstep replay's ``lane`` ran, as the prompt's result (as :func:`_replayed` reports it)."""
-    seconds, (tokens, cycles) = lanes.totals[0, lane], lanes.totals[1:, lane].astype(int).tolist()
+def _lane_result(lanes: Lanes, lane: int, prompt_id: str, costs: CostTable, oracle: int, plain: bool
+                 ) -> PromptResult:
+    """What a lockstep replay's ``lane`` ran, as the prompt's result (as :func:`_replayed` reports it;
+    ``plain``: plain decoding, its tokens at :attr:`~CostTable.ar_seconds`)."""
+    tokens, cycles = lanes.totals[1:, lane].astype(int).tolist()
+    seconds = tokens * costs.ar_seconds if plain else float(lanes.totals[0, lane])
     return PromptResult(prompt_id, lanes.block_sizes[lane].tolist(), tokens / cycles if cycles else 0.0,
-                        tokens, float(seconds), tokens * costs.ar_seconds if cycles else None, oracle, cycles)
+                        tokens, seconds, tokens * costs.ar_seconds if cycles else None, oracle, cycles)
 
 
 def _priced(cycles: Sequence[CycleRecord], tables: Sequence[CostTable], prompt_length: int, plain: bool

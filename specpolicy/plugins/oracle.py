@@ -39,8 +39,7 @@ class TimeOraclePolicy(TauOraclePolicy):
         return answers.fastest(self.candidates, observation.costs)
 
     def lockstep_rules(self, answers: Sequence[Answers], costs: CostTable | None) -> list[object | None]:
-        plans = [Plan.fixed(a.fastest(self.candidates, costs)) for a in answers]
-        return [plan.block if plan.always != 1 else None for plan in plans]
+        return [Plan.fixed(a.fastest(self.candidates, costs)).block for a in answers]
 
 
 class StepOraclePolicy(TauOraclePolicy):
@@ -59,7 +58,7 @@ class StepOraclePolicy(TauOraclePolicy):
         if len(sizes) != 1 or any(a.table is None for a in answers):
             return super().lockstep_rules(answers, costs)
         plans = oracle_plans([a.table for a in answers], costs, self.candidates, sizes.pop())
-        return [p.block if p.length is None and p.always is None and p.block.actions else None for p in plans]
+        return [p.block if p.length is None and (p.always or p.block.actions) else None for p in plans]
 
 
 def time_oracle(arg: str | None, candidates: Sequence[int]) -> TimeOraclePolicy:
