@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specpolicy.costs import CostTable
+from specpolicy.replay.schedules import oracle_plans
 from specpolicy.replay.table import ReplayTable
 from specpolicy.sweep.store import SweepStore
 
@@ -98,9 +99,8 @@ def speed(decodes: list[tuple[ReplayTable, list[int]]], costs: CostTable, gate: 
     oracle)."""
     plain = sum(t.tokens() for t, _ in decodes) * costs.ar_seconds
     if gate is None:
-        spent = sum(costs.cycles_seconds(t.simulate(t.oracle_plan(costs, [b for b in t.candidates
-                                                                          if b in costs.verify_seconds])))
-                    for t, _ in decodes)
+        spent = sum(costs.cycles_seconds(t.simulate(oracle_plans([t], costs, [
+            b for b in t.candidates if b in costs.verify_seconds])[0])) for t, _ in decodes)
     else:
         spent = sum(gate.seconds(t, m, costs) for t, m in decodes)
     return plain / spent

@@ -50,7 +50,8 @@ class StepOraclePolicy(TauOraclePolicy):
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
         if answers is None or answers.table is None:
             raise ValueError(f"{self.name} needs a replay sweep (specpolicy sweep --mode replay)")
-        return answers.table.oracle_plan(observation.costs, self.candidates, answers.training_block_size)
+        return oracle_plans([answers.table], observation.costs, self.candidates,
+                            answers.training_block_size)[0]
 
     def lockstep_rules(self, answers: Sequence[Answers], costs: CostTable | None) -> list[object | None]:
         """Every prompt's optimum by one dynamic programme over all (:func:`oracle_plans`)."""

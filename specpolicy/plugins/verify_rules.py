@@ -12,6 +12,7 @@ from specpolicy.cycles import ConfidentPrefix, CostAwareLength, Plan
 from specpolicy.plugins.cycle_rules import AdaptivePolicy, required_costs, start_block_size
 from specpolicy.plugins.fixed import FixedPolicy
 from specpolicy.policy import Answers, Policy, PromptObservation
+from specpolicy.replay.schedules import oracle_plans
 
 DEFAULT_THRESHOLD = 0.3
 
@@ -80,7 +81,7 @@ class VerifyOraclePolicy(Policy):
         if answers is None or answers.table is None or observation.costs is None:
             raise ValueError(f"{self.name} needs a replay sweep with --verify-lengths and a cost table "
                              "(--mode replay)")
-        return answers.table.oracle_plan(observation.costs, self.candidates, verify_lengths=True)
+        return oracle_plans([answers.table], observation.costs, self.candidates, verify_lengths=True)[0]
 
 
 def threshold_policy(arg: str | None, candidates: Sequence[int]) -> ThresholdPolicy:

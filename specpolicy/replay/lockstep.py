@@ -3,7 +3,7 @@ state in numpy arrays [lanes]; every lane runs the cycles the per-prompt walk (R
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from typing import Any, NamedTuple
 
@@ -30,10 +30,12 @@ def _stacked(values: list, setting: np.ndarray) -> np.ndarray:
     return np.array(values)[setting]
 
 
-def _rule(like: Any, **values: Any) -> Any:
-    """A rule of ``like``'s class holding ``values`` (arrays over lanes, which its checks would refuse)."""
+def _rule(like: Any, value: Callable[[str], Any]) -> Any:
+    """A rule of ``like``'s class holding ``value(field)`` of every field but a ``shared`` one, ``like``'s
+    (arrays over lanes, which its checks would refuse)."""
     rule = object.__new__(type(like))
-    vars(rule).update(values)
+    vars(rule).update({f.name: getattr(like, f.name) if f.metadata.get("shared") else value(f.name)
+                       for f in fields(like)})
     return rule
 
 
@@ -50,9 +52,7 @@ def lockstep(tables: Sequence[ReplayTable], settings: Sequence[Any], lanes: tupl
     accepted, kept, following, done, _ = padded_outcomes(tables, shapes)
     priced = np.array([costs.split_cycle_seconds(b, length) if costs else 0.0 for b, length in shapes])
     table_of, setting = lanes
-    rule = _rule(settings[0], **{f.name: getattr(settings[0], f.name) if f.metadata.get("shared") else
-                                 _stacked([getattr(s, f.name) for s in settings], setting)
-                                 for f in fields(settings[0])})
+    rule = _rule(settings[0], lambda name: _stacked([getattr(s, name) for s in settings], setting))
     lane = np.arange(len(setting))
     totals, anchor, log = np.zeros((3, len(lane))), np.zeros(len(lane), np.int64), []
     state = rule.start(np.array([t.prompt_length for t in tables])[table_of])
@@ -61,8 +61,7 @@ def lockstep(tables: Sequence[ReplayTable], settings: Sequence[Any], lanes: tupl
         if ended.any():  # the lanes whose decode ended leave every array
             for name, value in vars(state).items():
                 setattr(state, name, value[~ended])
-            rule = _rule(rule, **{f.name: getattr(rule, f.name) if f.metadata.get("shared") else
-                                  getattr(rule, f.name)[~ended] for f in fields(rule)})
+            rule = _rule(rule, lambda name, rule=rule, kept=~ended: getattr(rule, name)[kept])
             lane, anchor = lane[~ended], anchor[~ended]
         if not lane.size:
             break

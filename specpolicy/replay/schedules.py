@@ -32,7 +32,8 @@ class Outcomes(NamedTuple):
 
 
 class ExactSchedules:
-    """The DP half of :class:`~specpolicy.replay.table.ReplayTable` (its anchors, columns and commit rule)."""
+    """What a cycle does at every anchor of a :class:`~specpolicy.replay.table.ReplayTable`: what the one
+    dynamic programme (:func:`cost_to_go`) and lockstep replay read."""
 
     def _outcomes(self, sizes: Sequence[int], lengths: Sequence[int] | None = None, check: bool = False
                   ) -> Outcomes:
@@ -75,12 +76,6 @@ class ExactSchedules:
         first_stop = next_stop[np.minimum(first, len(sequence))] - first
         return (len(sequence) - first)[:, None], first_stop[:, None], room[:, None]
 
-    def oracle_plan(self, costs: CostTable | None = None, candidates: Sequence[int] | None = None,
-                    training_block_size: int = TRAINING_BLOCK_SIZE, verify_lengths: bool = False) -> Plan:
-        """:func:`oracle_plans` of this table alone."""
-        return oracle_plans([self], costs, self.candidates if candidates is None else candidates,
-                            training_block_size, verify_lengths)[0]
-
 
 def padded_outcomes(tables: Sequence[ExactSchedules], shapes: Sequence[Action], check: bool = False
                     ) -> tuple[np.ndarray, ...]:
@@ -89,8 +84,8 @@ def padded_outcomes(tables: Sequence[ExactSchedules], shapes: Sequence[Action], 
     was replayed [P, n + 1]. ``check``: refuse a shape a replayed anchor lacks."""
     outcomes = [t._outcomes(*zip(*shapes), check=check) for t in tables]
     n = max(o.accepted.shape[0] for o in outcomes) + 1
-    out = [np.full((len(tables), n, len(shapes)), fill) for fill in (-1, 0, n - 1, True)]
-    out.append(np.zeros((len(tables), n), dtype=bool))
+    out = [*(np.full((len(tables), n, len(shapes)), fill) for fill in (-1, 0, n - 1, True)),
+           np.zeros((len(tables), n), dtype=bool)]
     for p, (o, table) in enumerate(zip(outcomes, tables)):
         for array, part in zip(out, (*o, table.accepted[:, 0] >= 0)):
             array[p, :len(part)] = part

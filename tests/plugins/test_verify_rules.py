@@ -11,7 +11,7 @@ from specpolicy.decoding import SpeculativeDecoder
 from specpolicy.plugins.verify_rules import marginal_length
 from specpolicy.policy import Answers, PromptObservation
 from specpolicy.registry import get_registry
-from specpolicy.replay.schedules import cost_to_go
+from specpolicy.replay.schedules import cost_to_go, oracle_plans
 from specpolicy.state import DraftedBlock
 from specpolicy.sweep.replay import build_replay
 
@@ -67,7 +67,7 @@ def test_verify_oracle_is_the_exact_optimum_over_every_block_and_verify_schedule
         position, produced, _ = table.start()
         assert value[0] == pytest.approx(_brute_force(table, costs, position, produced))
         # a length by position reads no drafted block: it runs on a replay without confidences
-        cycles = table.simulate(table.oracle_plan(costs, verify_lengths=True))
+        cycles = table.simulate(oracle_plans([table], costs, SIZES, verify_lengths=True)[0])
         assert costs.cycles_seconds(cycles) == pytest.approx(value[0])
         _, (q,), _ = cost_to_go([table], costs, SIZES)
         assert value[0] <= q[0].min() + 1e-12  # never slower than the best B-only schedule

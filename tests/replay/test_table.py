@@ -10,7 +10,7 @@ import pytest
 
 from specpolicy.costs import CostTable
 from specpolicy.cycles import Plan, run
-from specpolicy.replay.schedules import cost_to_go
+from specpolicy.replay.schedules import cost_to_go, oracle_plans
 from specpolicy.replay.table import ReplayTable
 from specpolicy.state import REASONS, commit_length, commit_tokens, mean_acceptance
 
@@ -68,7 +68,7 @@ def test_the_dp_and_fixed_counts_equal_the_cell_by_cell_replay(store, verify_len
         # a fixed size's cycles, walked over the arrays, are what a session runs cycle by cycle
         assert all(table.simulate(b) == run(table.session(), Plan.fixed(b)) for b in sizes)
         # and so are the per-cycle oracle's, walked by anchor (its plan a value, AnchorActions)
-        oracle = table.oracle_plan(costs, sizes, verify_lengths=verify_lengths)
+        (oracle,) = oracle_plans([table], costs, sizes, verify_lengths=verify_lengths)
         assert table.simulate(oracle) == run(table.session(), oracle)
 
 
@@ -128,7 +128,7 @@ def test_a_walked_rule_refuses_a_size_as_the_session_does(replay_store):
     (lambda t, c: t.simulate(None), r"block size must be an integer in 1\.\.64 .*got None"),
     (lambda t, c: run(t.session(), None), r"plan must be a Plan \(Plan\.fixed\(16\), or a policy's plan"),
     (lambda t, c: t.fastest_fixed(None), r"costs must be a CostTable \(CostTable\.load\(path\)\), got None"),
-    (lambda t, c: t.oracle_plan(c, []), r"candidates must name distinct block sizes"),
+    (lambda t, c: oracle_plans([t], c, []), r"candidates must name distinct block sizes"),
     (lambda t, c: cost_to_go([t], c, "4,8"), r"candidates must be a list of block sizes"),
 ])
 def test_the_replay_api_refuses_its_arguments_in_words(replay_store, call, message):

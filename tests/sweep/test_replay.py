@@ -9,6 +9,7 @@ import pytest
 
 from specpolicy.cycles import Plan
 from specpolicy.decoding import SpeculativeDecoder
+from specpolicy.replay.schedules import oracle_plans
 from specpolicy.sweep.replay import build_replay
 
 CANDIDATES = [1, 2, 4, 8, 12, 16]
@@ -64,7 +65,8 @@ def _every_schedule_seconds(table, costs, sizes, position=None, produced=None):
 
 def _oracle_schedule(table, costs, candidates=None) -> list[int]:
     """The block sizes the per-cycle time oracle's plan runs on ``table``."""
-    return [c.block_size for c in table.simulate(table.oracle_plan(costs, candidates))]
+    (plan,) = oracle_plans([table], costs, candidates or table.candidates)
+    return [c.block_size for c in table.simulate(plan)]
 
 
 @pytest.mark.parametrize("per_token", [0.0, 0.1, 0.5])
