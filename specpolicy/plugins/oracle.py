@@ -24,9 +24,12 @@ class TauOraclePolicy(Policy):
     def plan(self, observation: PromptObservation, answers: Answers | None = None) -> Plan:
         if answers is None:
             return super().plan(observation, answers)  # refuses: an oracle plans from a sweep's answers
-        return Plan.fixed(self.best(observation, answers))
+        return Plan.fixed(self.best(answers, observation.costs))
 
-    def best(self, observation: PromptObservation, answers: Answers) -> int:
+    def lockstep_rules(self, answers: Sequence[Answers], costs: CostTable | None) -> list[object | None]:
+        return [Plan.fixed(self.best(a, costs)).block for a in answers]
+
+    def best(self, answers: Answers, costs: CostTable | None) -> int:
         """The prompt's best candidate by tau."""
         return answers.best_tau(self.candidates)
 
@@ -34,12 +37,9 @@ class TauOraclePolicy(Policy):
 class TimeOraclePolicy(TauOraclePolicy):
     """Per prompt, the candidate with the fewest modelled seconds (the tau oracle without a cost table)."""
 
-    def best(self, observation: PromptObservation, answers: Answers) -> int:
+    def best(self, answers: Answers, costs: CostTable | None) -> int:
         """The prompt's fastest candidate (:meth:`Answers.fastest`: measured live; else by tau or replay)."""
-        return answers.fastest(self.candidates, observation.costs)
-
-    def lockstep_rules(self, answers: Sequence[Answers], costs: CostTable | None) -> list[object | None]:
-        return [Plan.fixed(a.fastest(self.candidates, costs)).block for a in answers]
+        return answers.fastest(self.candidates, costs)
 
 
 class StepOraclePolicy(TauOraclePolicy):
@@ -57,7 +57,7 @@ class StepOraclePolicy(TauOraclePolicy):
         """Every prompt's optimum by one dynamic programme over all (:func:`oracle_plans`)."""
         sizes = {a.training_block_size for a in answers}
         if len(sizes) != 1 or any(a.table is None for a in answers):
-            return super().lockstep_rules(answers, costs)
+            return Policy.lockstep_rules(self, answers, costs)  # walked
         plans = oracle_plans([a.table for a in answers], costs, self.candidates, sizes.pop())
         return [p.block if p.length is None and (p.always or p.block.actions) else None for p in plans]
 

@@ -40,12 +40,13 @@ class ExactSchedules:
         """What a cycle of each of ``sizes`` verifying ``lengths`` does at every anchor, [n, A] each:
         :func:`commit_length` over arrays (whole blocks: columns of every candidate's, computed once).
         ``check``: refuse a size a reachable anchor lacks."""
-        whole = lengths is None or all(length >= b for b, length in zip(sizes, lengths))
-        if whole and self._whole is None:
-            self._whole = self._committed((1, *self.candidates))
-        columns = [0 if b == 1 else 1 + self._column(b) for b in sizes] if whole else []
-        outcomes = Outcomes(*(part[:, columns] for part in self._whole)) if whole else \
-            self._committed(sizes, lengths)
+        if lengths is None or all(length >= b for b, length in zip(sizes, lengths)):  # whole blocks
+            if self._whole is None:
+                self._whole = self._committed((1, *self.candidates))
+            columns = [0 if b == 1 else 1 + self._column(b) for b in sizes]
+            outcomes = Outcomes(*(part[:, columns] for part in self._whole))
+        else:
+            outcomes = self._committed(sizes, lengths)
         reachable = self.accepted[:, 0] >= 0
         if check and (outcomes.accepted[reachable] < 0).any():
             i, j = np.argwhere((outcomes.accepted < 0) & reachable[:, None])[0]

@@ -156,11 +156,10 @@ class ReplayTable(ExactSchedules):
         where a session must run: recorded rounds, or an anchor reached with no replayed cycle."""
         if self.rounds:
             return None
-        outcomes = self._outcomes([size])
-        anchors = self._anchors(*(a[:, 0].tolist() for a in (outcomes.accepted, outcomes.nxt, outcomes.done)))
+        accepted, kept, nxt, done = (part[:, 0].tolist() for part in self._outcomes([size]))
+        anchors = self._anchors(accepted, nxt, done)
         if anchors is None:
             return None
-        accepted, kept = outcomes.accepted[:, 0].tolist(), outcomes.kept[:, 0].tolist()
         return tuple(CycleRecord(size, accepted[i], kept[i]) for i in anchors if kept[i])
 
     def _anchors(self, accepted: list[int], nxt: list[int], done: list[bool]) -> list[int] | None:

@@ -204,11 +204,11 @@ def test_evaluate_replay_runs_array_controllers_in_lockstep_as_the_walk_runs_the
     names = ["llamacpp-ema:n_min=0,n_max=1", "llamacpp-ema:n_min=0,n_max=1,alpha=0.5,initial=0.5",
              "llamacpp-streak:threshold=2,n_max=1", "mistralrs-dflash:max_drafts=3", "dflash-mlx",
              "dflash-mlx:window_size=2,tpc_threshold=1.5", "dflash-mlx-count", "adaptive", "adaptive4",
-             "fixed4", "oracle-step", "oracle"]
+             "fixed4", "oracle-step", "oracle", "oracle-tau"]
     store = replay_store
     policies = [create_policy(name, store.candidates) for name in names]
     # per prompt: fixed4's plan, the oracles' rules planned for every prompt at once (lockstep_rules)
-    assert [p.lockstep_rule() is not None for p in policies] == [True] * 7 + [False] * 5
+    assert [p.lockstep_rule() is not None for p in policies] == [True] * 7 + [False] * 6
     assert store.latency() is not None  # priced by one table: what lockstep runs
     calls = []
     monkeypatch.setattr(replay_module, "lockstep", lambda *a: calls.append(a) or lockstep(*a))
